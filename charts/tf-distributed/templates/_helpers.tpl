@@ -1,0 +1,433 @@
+{{/* vim: set filetype=mustache: */}}
+
+{{/*
+Name budget. Pod hostnames must be DNS labels (<= 63 characters):
+  StatefulSet pod hostname      <fullname>-worker-<ordinal>          (ordinal < 100000: 6 chars)
+  controller-revision-hash      <fullname>-worker-<10-char hash>     (a label value, <= 63)
+  chief pod hostname            <fullname>-chief
+The longest component suffix is "-worker" (7) and the revision hash adds "-" + 10 = 11, so
+  len(fullname) <= 63 - 7 - 11 = 45.
+fullname is therefore truncated to 45 characters; every object name is <fullname>-<component>.
+*/}}
+{{- define "tf-distributed.nameBudget" -}}45{{- end -}}
+
+{{- define "tf-distributed.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "tf-distributed.fullname" -}}
+{{- $budget := include "tf-distributed.nameBudget" . | int -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc $budget | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc $budget | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc $budget | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Object name of a component: <fullname>-<component>. Usage: include "tf-distributed.componentName" (list $ "worker") */}}
+{{- define "tf-distributed.componentName" -}}
+{{- printf "%s-%s" (include "tf-distributed.fullname" (index . 0)) (index . 1) -}}
+{{- end -}}
+
+{{- define "tf-distributed.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "tf-distributed.namespace" -}}
+{{- default .Release.Namespace .Values.namespaceOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Selector labels: name + instance + component only (immutable in StatefulSets and Jobs). */}}
+{{- define "tf-distributed.selectorLabels" -}}
+{{- $root := index . 0 -}}
+app.kubernetes.io/name: {{ include "tf-distributed.name" $root }}
+app.kubernetes.io/instance: {{ $root.Release.Name }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end -}}
+
+{{/* Release-wide labels without a component. Usage: include "tf-distributed.releaseLabels" $ */}}
+{{- define "tf-distributed.releaseLabels" -}}
+app.kubernetes.io/name: {{ include "tf-distributed.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: tf-distributed
+helm.sh/chart: {{ include "tf-distributed.chart" . }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Full labels of a component's objects. Usage: include "tf-distributed.labels" (list $ "worker") */}}
+{{- define "tf-distributed.labels" -}}
+{{ include "tf-distributed.releaseLabels" (index . 0) }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end -}}
+
+{{/* metadata block shared by every object. Usage: include "tf-distributed.metadata" (list $ "worker" "<name>") */}}
+{{- define "tf-distributed.metadata" -}}
+{{- $root := index . 0 -}}
+name: {{ index . 2 }}
+namespace: {{ include "tf-distributed.namespace" $root }}
+labels:
+  {{- include "tf-distributed.labels" (list $root (index . 1)) | nindent 2 }}
+{{- with $root.Values.commonAnnotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+Image reference of a component: fields left empty fall back to the trainer image (.Values.image);
+global.imageRegistry overrides every registry. Usage: include "tf-distributed.image" (list $ .Values.worker.image)
+*/}}
+{{- define "tf-distributed.image" -}}
+{{- $root := index . 0 -}}
+{{- $own := index . 1 -}}
+{{- $base := $root.Values.image -}}
+{{- $registry := $root.Values.global.imageRegistry | default $own.registry | default $base.registry -}}
+{{- $repository := $own.repository | default $base.repository -}}
+{{- $tag := $own.tag | default $base.tag | default $root.Chart.AppVersion | toString -}}
+{{- $digest := $own.digest | default (ternary $base.digest "" (empty $own.repository)) -}}
+{{- $ref := $repository -}}
+{{- if $registry }}{{ $ref = printf "%s/%s" $registry $repository }}{{ end -}}
+{{- if $digest -}}
+{{- printf "%s@%s" $ref $digest -}}
+{{- else -}}
+{{- printf "%s:%s" $ref $tag -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "tf-distributed.imagePullPolicy" -}}
+{{- $own := index . 1 -}}
+{{- $own.pullPolicy | default (index . 0).Values.image.pullPolicy -}}
+{{- end -}}
+
+{{- define "tf-distributed.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "tf-distributed.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The chief needs the API only to scale ps/worker down after success. */}}
+{{- define "tf-distributed.chiefNeedsApi" -}}
+{{- if and .Values.rbac.create (eq .Values.training.cleanupPolicy "scaleDown") (gt (len (include "tf-distributed.cleanupTargets" . | fromJsonArray)) 0) -}}true{{- end -}}
+{{- end -}}
+
+{{- define "tf-distributed.chiefServiceAccountName" -}}
+{{- if include "tf-distributed.chiefNeedsApi" . -}}
+{{- include "tf-distributed.componentName" (list . "chief") -}}
+{{- else -}}
+{{- include "tf-distributed.serviceAccountName" . -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "tf-distributed.claimName" -}}
+{{- default (include "tf-distributed.componentName" (list . "data")) .Values.storage.existingClaim -}}
+{{- end -}}
+
+{{/* Which TensorFlow roles the strategy runs as long-lived StatefulSets. */}}
+{{- define "tf-distributed.psEnabled" -}}
+{{- if and (eq .Values.training.strategy "parameter_server") (gt (int .Values.ps.replicas) 0) -}}true{{- end -}}
+{{- end -}}
+
+{{- define "tf-distributed.workerEnabled" -}}
+{{- if and (has .Values.training.strategy (list "parameter_server" "multi_worker_mirrored")) (gt (int .Values.worker.replicas) 0) -}}true{{- end -}}
+{{- end -}}
+
+{{/* StatefulSets the chief scales to 0 after success, as a JSON list. */}}
+{{- define "tf-distributed.cleanupTargets" -}}
+{{- $targets := list -}}
+{{- if include "tf-distributed.psEnabled" . }}{{ $targets = append $targets (include "tf-distributed.componentName" (list . "ps")) }}{{ end -}}
+{{- if include "tf-distributed.workerEnabled" . }}{{ $targets = append $targets (include "tf-distributed.componentName" (list . "worker")) }}{{ end -}}
+{{- toJson $targets -}}
+{{- end -}}
+
+{{/*
+Address of one TensorFlow task: the stable DNS name of its pod through its headless Service.
+Usage: include "tf-distributed.taskAddress" (list $ "worker" 3 2222)
+*/}}
+{{- define "tf-distributed.taskAddress" -}}
+{{- $root := index . 0 -}}
+{{- $service := include "tf-distributed.componentName" (list $root (index . 1)) -}}
+{{- printf "%s-%d.%s.%s.svc.%s:%d" $service (int (index . 2)) $service (include "tf-distributed.namespace" $root) $root.Values.clusterDomain (int (index . 3)) -}}
+{{- end -}}
+
+{{/*
+The cluster map (TF_CONFIG "cluster"), rendered once from the same helpers that name the Services:
+job name -> addresses ordered by StatefulSet ordinal. The chief is a Job pod whose hostname and
+subdomain are both <fullname>-chief, so its address has the same shape with ordinal-free hostname.
+*/}}
+{{- define "tf-distributed.clusterSpec" -}}
+{{- $chiefService := include "tf-distributed.componentName" (list . "chief") -}}
+{{- $cluster := dict "chief" (list (printf "%s.%s.%s.svc.%s:%d" $chiefService $chiefService (include "tf-distributed.namespace" .) .Values.clusterDomain (int .Values.chief.service.port))) -}}
+{{- if include "tf-distributed.psEnabled" . -}}
+{{- $ps := list -}}
+{{- range $i := until (int .Values.ps.replicas) }}{{ $ps = append $ps (include "tf-distributed.taskAddress" (list $ "ps" $i $.Values.ps.service.port)) }}{{ end -}}
+{{- $_ := set $cluster "ps" $ps -}}
+{{- end -}}
+{{- if include "tf-distributed.workerEnabled" . -}}
+{{- $workers := list -}}
+{{- range $i := until (int .Values.worker.replicas) }}{{ $workers = append $workers (include "tf-distributed.taskAddress" (list $ "worker" $i $.Values.worker.service.port)) }}{{ end -}}
+{{- $_ := set $cluster "worker" $workers -}}
+{{- end -}}
+{{- toJson $cluster -}}
+{{- end -}}
+
+{{/*
+Shell prelude of every TensorFlow container: derives the task index (StatefulSet ordinal from the
+pod-index label, else the hostname suffix), writes TF_CONFIG in TensorFlow's exact shape and execs
+the real command. Needs only /bin/sh, so any image whose program reads TF_CONFIG works.
+*/}}
+{{- define "tf-distributed.prelude" -}}
+set -eu
+index="${TFD_TASK_INDEX:-}"
+[ -n "$index" ] || index="${HOSTNAME##*-}"
+case "$index" in
+  ''|*[!0-9]*)
+    echo "tf-distributed: cannot derive the ${TFD_TASK_TYPE} task index from HOSTNAME='${HOSTNAME:-}' (expected <name>-<ordinal>); set TFD_TASK_INDEX" >&2
+    exit 64 ;;
+esac
+TF_CONFIG="{\"cluster\":${TFD_CLUSTER},\"task\":{\"type\":\"${TFD_TASK_TYPE}\",\"index\":${index}}}"
+export TF_CONFIG
+exec "$@"
+{{- end -}}
+
+{{/* Trainer arguments rendered from .Values.training. */}}
+{{- define "tf-distributed.trainerArgs" -}}
+{{- $t := .Values.training -}}
+{{- $args := list
+  (printf "--strategy=%s" $t.strategy)
+  (printf "--dataset=%s" $t.dataset)
+  (printf "--data-dir=%s" ($t.dataDir | default (printf "%s/datasets" .Values.storage.mountPath)))
+  (printf "--storage-root=%s" .Values.storage.mountPath)
+  (printf "--model-name=%s" $t.modelName)
+  (printf "--batch-size=%d" (int $t.batchSize))
+  (printf "--train-steps=%d" (int $t.trainSteps))
+  (printf "--learning-rate=%v" $t.learningRate)
+  (printf "--checkpoint-every-steps=%d" (int $t.checkpointEverySteps))
+  (printf "--log-every-steps=%d" (int $t.logEverySteps))
+  (printf "--cleanup=%s" (ternary "scale-down" "keep" (eq $t.cleanupPolicy "scaleDown")))
+-}}
+{{- if $t.download }}{{ $args = append $args "--download" }}{{ end -}}
+{{- if $t.logDevicePlacement }}{{ $args = append $args "--log-device-placement" }}{{ end -}}
+{{- toJson (concat $args $t.extraArgs) -}}
+{{- end -}}
+
+{{/* argv of a TensorFlow container: the component's command/args override, else the trainer. */}}
+{{- define "tf-distributed.tfArgv" -}}
+{{- $root := index . 0 -}}
+{{- $component := index . 1 -}}
+{{- $command := $component.command | default (list "python" "-m" "trainer") -}}
+{{- $args := $component.args -}}
+{{- if and (empty $component.command) (empty $component.args) }}{{ $args = include "tf-distributed.trainerArgs" $root | fromJsonArray }}{{ end -}}
+{{- toJson (concat $command $args) -}}
+{{- end -}}
+
+{{/* resources with the GPU limit (GPUs are set as limits only; Kubernetes copies them to requests). */}}
+{{- define "tf-distributed.resources" -}}
+{{- $component := . -}}
+{{- $resources := deepCopy ($component.resources | default dict) -}}
+{{- if gt (int $component.gpu.count) 0 -}}
+{{- $limits := $resources.limits | default dict -}}
+{{- $_ := set $limits $component.gpu.resourceName (int $component.gpu.count) -}}
+{{- $_ := set $resources "limits" $limits -}}
+{{- end -}}
+{{- toYaml $resources -}}
+{{- end -}}
+
+{{/*
+Pod-level fields every component shares (same shape for every component).
+Usage: include "tf-distributed.podCommon" (list $ .Values.worker "serviceAccountName" "automountToken")
+*/}}
+{{- define "tf-distributed.podCommon" -}}
+{{- $root := index . 0 -}}
+{{- $component := index . 1 -}}
+serviceAccountName: {{ index . 2 }}
+automountServiceAccountToken: {{ index . 3 }}
+enableServiceLinks: false
+{{- with $root.Values.global.imagePullSecrets }}
+imagePullSecrets:
+  {{- range . }}
+  - name: {{ . }}
+  {{- end }}
+{{- end }}
+{{- with $root.Values.schedulerName }}
+schedulerName: {{ . }}
+{{- end }}
+{{- with $component.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with $component.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $component.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $component.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $component.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml $component.podSecurityContext | nindent 2 }}
+{{- end -}}
+
+{{/* Pod template metadata (labels + annotations). Usage: include "tf-distributed.podMetadata" (list $ "worker" .Values.worker) */}}
+{{- define "tf-distributed.podMetadata" -}}
+{{- $root := index . 0 -}}
+{{- $component := index . 2 -}}
+labels:
+  {{- include "tf-distributed.labels" (list $root (index . 1)) | nindent 2 }}
+  {{- with $component.podLabels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- $annotations := merge (dict) ($component.podAnnotations | default dict) ($root.Values.commonAnnotations | default dict) -}}
+{{- if $root.Values.disableIstioSidecar }}{{ $_ := set $annotations "sidecar.istio.io/inject" "false" }}{{ end }}
+{{- with $annotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* Volumes of a pod: shared storage, /tmp, /dev/shm for GPU pods, extra volumes. */}}
+{{- define "tf-distributed.volumes" -}}
+{{- $root := index . 0 -}}
+{{- $component := index . 1 -}}
+- name: shared
+  persistentVolumeClaim:
+    claimName: {{ include "tf-distributed.claimName" $root }}
+    {{- if index . 2 }}
+    readOnly: true
+    {{- end }}
+- name: tmp
+  emptyDir:
+    sizeLimit: 2Gi
+{{- if gt (int $component.gpu.count) 0 }}
+- name: dshm
+  emptyDir:
+    medium: Memory
+    sizeLimit: 1Gi
+{{- end }}
+{{- with $component.extraVolumes }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "tf-distributed.volumeMounts" -}}
+{{- $root := index . 0 -}}
+{{- $component := index . 1 -}}
+- name: shared
+  mountPath: {{ $root.Values.storage.mountPath }}
+  {{- with $root.Values.storage.subPath }}
+  subPath: {{ . }}
+  {{- end }}
+  {{- if index . 2 }}
+  readOnly: true
+  {{- end }}
+- name: tmp
+  mountPath: /tmp
+{{- if gt (int $component.gpu.count) 0 }}
+- name: dshm
+  mountPath: /dev/shm
+{{- end }}
+{{- with $component.extraVolumeMounts }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The container of a TensorFlow task (ps, worker, chief, evaluator): same shape for every role.
+Usage: include "tf-distributed.tfContainer" (dict "root" $ "role" "worker" "component" .Values.worker "taskType" "worker" "indexFromPod" true)
+*/}}
+{{- define "tf-distributed.tfContainer" -}}
+{{- $root := .root -}}
+{{- $c := .component -}}
+- name: {{ .role }}
+  image: {{ include "tf-distributed.image" (list $root $c.image) }}
+  imagePullPolicy: {{ include "tf-distributed.imagePullPolicy" (list $root $c.image) }}
+  command:
+    - /bin/sh
+    - -c
+    - |
+      {{- include "tf-distributed.prelude" $root | nindent 6 }}
+    - tf-distributed-prelude
+  args:
+    {{- include "tf-distributed.tfArgv" (list $root $c) | fromJsonArray | toYaml | nindent 4 }}
+  env:
+    - name: TFD_CLUSTER
+      value: {{ include "tf-distributed.clusterSpec" $root | quote }}
+    - name: TFD_TASK_TYPE
+      value: {{ .taskType }}
+    {{- if .indexFromPod }}
+    - name: TFD_TASK_INDEX
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.labels['apps.kubernetes.io/pod-index']
+    {{- else }}
+    - name: TFD_TASK_INDEX
+      value: "0"
+    {{- end }}
+    - name: GRPC_FAIL_FAST
+      value: use_caller
+    - name: HOME
+      value: /tmp
+    - name: PYTHONUNBUFFERED
+      value: "1"
+    - name: POD_NAME
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.name
+    - name: POD_NAMESPACE
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.namespace
+    {{- if eq .role "chief" }}
+    - name: TFD_CLEANUP_STATEFULSETS
+      value: {{ include "tf-distributed.cleanupTargets" $root | fromJsonArray | join "," | quote }}
+    {{- end }}
+    {{- if and (eq (int $c.gpu.count) 0) (eq $c.gpu.resourceName "nvidia.com/gpu") }}
+    - name: NVIDIA_VISIBLE_DEVICES
+      value: void
+    {{- end }}
+    {{- with $c.extraEnv }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- if .port }}
+  ports:
+    - name: tf-grpc
+      containerPort: {{ .port }}
+      protocol: TCP
+  {{- end }}
+  {{- if .probes }}
+  readinessProbe:
+    tcpSocket:
+      port: tf-grpc
+    periodSeconds: 10
+    failureThreshold: 3
+  livenessProbe:
+    tcpSocket:
+      port: tf-grpc
+    initialDelaySeconds: 60
+    periodSeconds: 20
+    failureThreshold: 6
+  {{- end }}
+  resources:
+    {{- include "tf-distributed.resources" $c | nindent 4 }}
+  securityContext:
+    {{- toYaml $c.containerSecurityContext | nindent 4 }}
+  volumeMounts:
+    {{- include "tf-distributed.volumeMounts" (list $root $c false) | nindent 4 }}
+{{- end -}}

@@ -1,0 +1,102 @@
+{{/*
+Workload shapes shared by the TensorFlow roles. ps and worker are identical StatefulSets behind
+headless Services; chief and evaluator are Jobs. One definition each, so every role renders the
+same way.
+*/}}
+
+{{/* Headless Service giving every task of a role a stable DNS name. Usage: include "tf-distributed.tfHeadlessService" (list $ "worker") */}}
+{{- define "tf-distributed.tfHeadlessService" -}}
+{{- $root := index . 0 -}}
+{{- $role := index . 1 -}}
+{{- $c := index $root.Values $role -}}
+apiVersion: v1
+kind: Service
+metadata:
+  {{- include "tf-distributed.metadata" (list $root $role (include "tf-distributed.componentName" (list $root $role))) | nindent 2 }}
+spec:
+  type: ClusterIP
+  clusterIP: None
+  # TensorFlow servers must reach peers before those report Ready.
+  publishNotReadyAddresses: true
+  selector:
+    {{- include "tf-distributed.selectorLabels" (list $root $role) | nindent 4 }}
+  ports:
+    - name: tf-grpc
+      port: {{ $c.service.port }}
+      targetPort: tf-grpc
+      protocol: TCP
+{{- end -}}
+
+{{/* ps / worker StatefulSet. Usage: include "tf-distributed.tfStatefulSet" (list $ "worker") */}}
+{{- define "tf-distributed.tfStatefulSet" -}}
+{{- $root := index . 0 -}}
+{{- $role := index . 1 -}}
+{{- $c := index $root.Values $role -}}
+{{- $name := include "tf-distributed.componentName" (list $root $role) -}}
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  {{- include "tf-distributed.metadata" (list $root $role $name) | nindent 2 }}
+spec:
+  serviceName: {{ $name }}
+  replicas: {{ $c.replicas }}
+  # TensorFlow servers wait for their peers: OrderedReady would serialise or deadlock start-up.
+  podManagementPolicy: Parallel
+  updateStrategy:
+    type: RollingUpdate
+  selector:
+    matchLabels:
+      {{- include "tf-distributed.selectorLabels" (list $root $role) | nindent 6 }}
+  template:
+    metadata:
+      {{- include "tf-distributed.podMetadata" (list $root $role $c) | nindent 6 }}
+    spec:
+      {{- include "tf-distributed.podCommon" (list $root $c (include "tf-distributed.serviceAccountName" $root) false) | nindent 6 }}
+      terminationGracePeriodSeconds: 30
+      containers:
+        {{- include "tf-distributed.tfContainer" (dict "root" $root "role" $role "component" $c "taskType" $role "indexFromPod" true "port" $c.service.port "probes" true) | nindent 8 }}
+      volumes:
+        {{- include "tf-distributed.volumes" (list $root $c false) | nindent 8 }}
+{{- end -}}
+
+{{/*
+A TensorFlow Job (chief or evaluator): restartPolicy OnFailure, and every retry resumes from the
+last checkpoint on the shared volume. Usage: include "tf-distributed.tfJob" (dict "root" $ "role" "chief" ...)
+*/}}
+{{- define "tf-distributed.tfJob" -}}
+{{- $root := .root -}}
+{{- $role := .role -}}
+{{- $c := index $root.Values $role -}}
+{{- $name := include "tf-distributed.componentName" (list $root $role) -}}
+apiVersion: batch/v1
+kind: Job
+metadata:
+  {{- include "tf-distributed.metadata" (list $root $role $name) | nindent 2 }}
+spec:
+  backoffLimit: {{ $c.backoffLimit }}
+  completions: 1
+  parallelism: 1
+  # A replacement pod starts only once the failed one is gone: never two pods with one task address.
+  podReplacementPolicy: Failed
+  {{- if and (eq $role "chief") (not (kindIs "invalid" $c.activeDeadlineSeconds)) }}
+  activeDeadlineSeconds: {{ $c.activeDeadlineSeconds }}
+  {{- end }}
+  {{- if and (eq $role "chief") (not (kindIs "invalid" $c.ttlSecondsAfterFinished)) }}
+  ttlSecondsAfterFinished: {{ $c.ttlSecondsAfterFinished }}
+  {{- end }}
+  template:
+    metadata:
+      {{- include "tf-distributed.podMetadata" (list $root $role $c) | nindent 6 }}
+    spec:
+      {{- include "tf-distributed.podCommon" (list $root $c .serviceAccountName .automountToken) | nindent 6 }}
+      restartPolicy: OnFailure
+      {{- if .stableHostname }}
+      hostname: {{ $name }}
+      subdomain: {{ $name }}
+      {{- end }}
+      terminationGracePeriodSeconds: 60
+      containers:
+        {{- include "tf-distributed.tfContainer" (dict "root" $root "role" $role "component" $c "taskType" $role "indexFromPod" false "port" .port "probes" false) | nindent 8 }}
+      volumes:
+        {{- include "tf-distributed.volumes" (list $root $c false) | nindent 8 }}
+{{- end -}}
