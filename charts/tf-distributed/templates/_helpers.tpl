@@ -430,4 +430,9 @@ Usage: include "tf-distributed.tfContainer" (dict "root" $ "role" "worker" "comp
     {{- toYaml $c.containerSecurityContext | nindent 4 }}
   volumeMounts:
     {{- include "tf-distributed.volumeMounts" (list $root $c false) | nindent 4 }}
+    {{- if .apiAccess }}
+    - name: kube-api-access
+      mountPath: /var/run/secrets/kubernetes.io/serviceaccount
+      readOnly: true
+    {{- end }}
 {{- end -}}

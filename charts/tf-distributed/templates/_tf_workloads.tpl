@@ -88,7 +88,7 @@ spec:
     metadata:
       {{- include "tf-distributed.podMetadata" (list $root $role $c) | nindent 6 }}
     spec:
-      {{- include "tf-distributed.podCommon" (list $root $c .serviceAccountName .automountToken) | nindent 6 }}
+      {{- include "tf-distributed.podCommon" (list $root $c .serviceAccountName false) | nindent 6 }}
       restartPolicy: OnFailure
       {{- if .stableHostname }}
       hostname: {{ $name }}
@@ -96,7 +96,28 @@ spec:
       {{- end }}
       terminationGracePeriodSeconds: 60
       containers:
-        {{- include "tf-distributed.tfContainer" (dict "root" $root "role" $role "component" $c "taskType" $role "indexFromPod" false "port" .port "probes" false) | nindent 8 }}
+        {{- include "tf-distributed.tfContainer" (dict "root" $root "role" $role "component" $c "taskType" $role "indexFromPod" false "port" .port "probes" false "apiAccess" .apiAccess) | nindent 8 }}
       volumes:
         {{- include "tf-distributed.volumes" (list $root $c false) | nindent 8 }}
+        {{- if .apiAccess }}
+        # The API token is projected into the chief container only (short-lived, audience-bound),
+        # instead of automounting it into every container of the pod.
+        - name: kube-api-access
+          projected:
+            defaultMode: 0444
+            sources:
+              - serviceAccountToken:
+                  path: token
+                  expirationSeconds: 3607
+              - configMap:
+                  name: kube-root-ca.crt
+                  items:
+                    - key: ca.crt
+                      path: ca.crt
+              - downwardAPI:
+                  items:
+                    - path: namespace
+                      fieldRef:
+                        fieldPath: metadata.namespace
+        {{- end }}
 {{- end -}}

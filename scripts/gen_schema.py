@@ -1,0 +1,390 @@
+#!/usr/bin/env python3
+"""Generate charts/tf-distributed/values.schema.json from values.yaml.
+
+values.yaml is the single source of truth for keys, defaults and descriptions (its `## @param`
+lines, which also feed the README table). This script adds types and constraints from the RULES
+table below and writes a JSON Schema (draft-07) in which every object the chart defines has
+`additionalProperties: false`. `--check` exits 1 when the committed schema is out of date.
+
+Usage: python scripts/gen_schema.py [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CHART = Path(__file__).resolve().parent.parent / "charts" / "tf-distributed"
+VALUES = CHART / "values.yaml"
+SCHEMA = CHART / "values.schema.json"
+
+Schema = dict[str, Any]
+
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+QUANTITY = r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?[0-9]+)?$"
+LABEL_KEY = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
+ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+EXTENDED_RESOURCE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+REGISTRY = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(:[0-9]{1,5})?)?$"
+REPOSITORY = r"^[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*$"
+TAG = r"^([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$"
+DIGEST = r"^(sha256:[a-f0-9]{64})?$"
+ABSOLUTE_PATH = r"^/[^\0]*$"
+# A relative path without ".." segments (RE2: helm's validator has no look-ahead).
+_SEGMENT = r"([^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+|\.)"
+SUB_PATH = rf"^$|^{_SEGMENT}(/{_SEGMENT})*$"
+
+COMPONENTS = ("ps", "worker", "chief", "evaluator", "tensorboard", "serving")
+
+
+def either_empty(pattern: str) -> str:
+    """Pattern that also accepts the empty string (the chart's 'unset')."""
+    return f"^$|{pattern}"
+
+
+def string_map(value_pattern: str | None = None, key_pattern: str | None = None) -> Schema:
+    values: Schema = {"type": "string"}
+    if value_pattern:
+        values["pattern"] = value_pattern
+    schema: Schema = {"type": "object", "additionalProperties": values}
+    if key_pattern:
+        schema["propertyNames"] = {"pattern": key_pattern}
+    return schema
+
+
+QUANTITY_VALUE: Schema = {
+    "oneOf": [
+        {"type": "string", "pattern": QUANTITY},
+        {"type": "number", "minimum": 0},
+    ],
+    "description": "A Kubernetes quantity, e.g. 500m, 2, 4Gi",
+}
+RESOURCE_NAME = r"^([a-z0-9.-]+/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$"
+
+
+def resource_list(description: str) -> Schema:
+    return {
+        "type": "object",
+        "description": description,
+        "propertyNames": {"pattern": RESOURCE_NAME},
+        "additionalProperties": QUANTITY_VALUE,
+    }
+
+
+LABEL_SELECTOR: Schema = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "matchLabels": {
+            **string_map(LABEL_VALUE, LABEL_KEY),
+            "description": "Labels a pod or namespace must carry",
+        },
+        "matchExpressions": {
+            "type": "array",
+            "description": "Set-based requirements (key, operator, values)",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["key", "operator"],
+                "properties": {
+                    "key": {"type": "string", "pattern": LABEL_KEY, "description": "Label key"},
+                    "operator": {
+                        "type": "string",
+                        "enum": ["In", "NotIn", "Exists", "DoesNotExist"],
+                        "description": "Set operator",
+                    },
+                    "values": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "Label values",
+                    },
+                },
+            },
+        },
+    },
+}
+
+SECCOMP: Schema = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["type"],
+    "properties": {
+        "type": {"type": "string", "enum": ["RuntimeDefault", "Localhost", "Unconfined"], "description": "Seccomp profile type"},
+        "localhostProfile": {"type": "string", "description": "Profile file on the node (type Localhost)"},
+    },
+}
+
+ID = {"type": "integer", "minimum": 0, "maximum": 2147483647}
+
+# Ordered (glob over the dotted key path, schema fragment). The first match wins. Keys of a
+# fragment are merged over the inferred type; "description" always comes from values.yaml.
+RULES: list[tuple[str, Schema]] = [
+    ("global.imageRegistry", {"type": "string", "pattern": REGISTRY}),
+    ("global.imagePullSecrets", {"type": "array", "items": {"type": "string", "pattern": DNS_SUBDOMAIN}, "uniqueItems": True}),
+    ("nameOverride", {"type": "string", "pattern": either_empty(DNS_LABEL), "maxLength": 40}),
+    ("fullnameOverride", {"type": "string", "pattern": either_empty(DNS_LABEL), "maxLength": 45}),
+    ("namespaceOverride", {"type": "string", "pattern": either_empty(DNS_LABEL), "maxLength": 63}),
+    ("clusterDomain", {"type": "string", "pattern": DNS_SUBDOMAIN, "maxLength": 253}),
+    ("commonLabels", string_map(LABEL_VALUE, LABEL_KEY)),
+    ("commonAnnotations", string_map(None, LABEL_KEY)),
+    ("schedulerName", {"type": "string", "pattern": either_empty(DNS_SUBDOMAIN)}),
+    ("*image.registry", {"type": "string", "pattern": REGISTRY}),
+    ("*image.repository", {"type": "string", "pattern": either_empty(REPOSITORY)}),
+    ("*image.tag", {"type": "string", "pattern": TAG}),
+    ("*image.digest", {"type": "string", "pattern": DIGEST}),
+    ("image.pullPolicy", {"type": "string", "enum": ["Always", "IfNotPresent", "Never"]}),
+    ("*.image.pullPolicy", {"type": "string", "enum": ["", "Always", "IfNotPresent", "Never"]}),
+    ("training.strategy", {"type": "string", "enum": ["parameter_server", "multi_worker_mirrored", "mirrored", "single_device"]}),
+    ("training.modelName", {"type": "string", "pattern": r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,62}$"}),
+    ("training.dataset", {"type": "string", "enum": ["mnist", "mnist_tfrecord", "digits", "synthetic"]}),
+    ("training.dataDir", {"type": "string", "pattern": either_empty(ABSOLUTE_PATH)}),
+    ("training.batchSize", {"type": "integer", "minimum": 1, "maximum": 1048576}),
+    ("training.trainSteps", {"type": "integer", "minimum": 1}),
+    ("training.learningRate", {"type": "number", "exclusiveMinimum": 0, "maximum": 10}),
+    ("training.checkpointEverySteps", {"type": "integer", "minimum": 1}),
+    ("training.logEverySteps", {"type": "integer", "minimum": 1}),
+    ("training.cleanupPolicy", {"type": "string", "enum": ["scaleDown", "keep"]}),
+    ("training.extraArgs", {"type": "array", "items": {"type": "string"}}),
+    ("storage.existingClaim", {"type": "string", "pattern": either_empty(DNS_SUBDOMAIN), "maxLength": 253}),
+    ("storage.storageClassName", {"type": ["string", "null"], "pattern": either_empty(DNS_SUBDOMAIN)}),
+    ("storage.accessModes", {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string", "enum": ["ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"]}}),
+    ("storage.size", {"type": "string", "pattern": QUANTITY}),
+    ("storage.mountPath", {"type": "string", "pattern": r"^/[^\0]*[^/\0]$|^/[A-Za-z0-9]$"}),
+    ("storage.subPath", {"type": "string", "pattern": SUB_PATH}),
+    ("storage.annotations", string_map(None, LABEL_KEY)),
+    ("ps.replicas", {"type": "integer", "minimum": 0, "maximum": 1000}),
+    ("worker.replicas", {"type": "integer", "minimum": 0, "maximum": 10000}),
+    ("chief.replicas", {"type": "integer", "minimum": 1, "maximum": 1}),
+    ("evaluator.replicas", {"type": "integer", "minimum": 1, "maximum": 1}),
+    ("tensorboard.replicas", {"type": "integer", "minimum": 1, "maximum": 10}),
+    ("serving.replicas", {"type": "integer", "minimum": 1, "maximum": 100}),
+    ("*.command", {"type": "array", "items": {"type": "string"}}),
+    ("*.args", {"type": "array", "items": {"type": "string"}}),
+    ("*.extraEnv", {"type": "array", "items": {
+        "type": "object", "additionalProperties": False, "required": ["name"],
+        "properties": {
+            "name": {"type": "string", "pattern": ENV_NAME, "description": "Variable name"},
+            "value": {"type": "string", "description": "Literal value (quote numbers and booleans)"},
+            "valueFrom": {"type": "object", "description": "Kubernetes EnvVarSource (secretKeyRef, configMapKeyRef, fieldRef, resourceFieldRef)",
+                          "additionalProperties": False,
+                          "properties": {k: {"type": "object", "description": f"Kubernetes {k}"} for k in ("secretKeyRef", "configMapKeyRef", "fieldRef", "resourceFieldRef")}},
+        }}}),
+    ("*.resources", {"type": "object", "additionalProperties": False, "properties": {
+        "requests": resource_list("Minimum resources the scheduler reserves (cpu, memory, ephemeral-storage)"),
+        "limits": resource_list("Maximum resources the container may use"),
+    }}),
+    ("*.gpu.count", {"type": "integer", "minimum": 0, "maximum": 64}),
+    ("*.gpu.resourceName", {"type": "string", "pattern": EXTENDED_RESOURCE}),
+    ("*.nodeSelector", string_map(LABEL_VALUE, LABEL_KEY)),
+    ("*.tolerations", {"type": "array", "items": {
+        "type": "object", "additionalProperties": False,
+        "properties": {
+            "key": {"type": "string", "description": "Taint key (empty with operator Exists matches every taint)"},
+            "operator": {"type": "string", "enum": ["Exists", "Equal"], "description": "Exists or Equal"},
+            "value": {"type": "string", "description": "Taint value (operator Equal)"},
+            "effect": {"type": "string", "enum": ["", "NoSchedule", "PreferNoSchedule", "NoExecute"], "description": "Taint effect to tolerate"},
+            "tolerationSeconds": {"type": "integer", "minimum": 0, "description": "How long a NoExecute taint is tolerated"},
+        }}}),
+    ("*.affinity", {"type": "object", "additionalProperties": False, "properties": {
+        k: {"type": "object", "description": f"Kubernetes {k} (validated by the API server)"} for k in ("nodeAffinity", "podAffinity", "podAntiAffinity")}}),
+    ("*.topologySpreadConstraints", {"type": "array", "items": {
+        "type": "object", "additionalProperties": False, "required": ["maxSkew", "topologyKey", "whenUnsatisfiable"],
+        "properties": {
+            "maxSkew": {"type": "integer", "minimum": 1, "description": "Allowed imbalance between domains"},
+            "topologyKey": {"type": "string", "pattern": LABEL_KEY, "description": "Node label that defines a domain"},
+            "whenUnsatisfiable": {"type": "string", "enum": ["DoNotSchedule", "ScheduleAnyway"], "description": "What the scheduler does when it cannot satisfy the spread"},
+            "labelSelector": {**LABEL_SELECTOR, "description": "Pods counted for the spread"},
+            "minDomains": {"type": "integer", "minimum": 1, "description": "Minimum number of eligible domains"},
+            "matchLabelKeys": {"type": "array", "items": {"type": "string"}, "description": "Pod label keys whose values select the pods counted"},
+            "nodeAffinityPolicy": {"type": "string", "enum": ["Honor", "Ignore"], "description": "Whether node affinity limits the domains"},
+            "nodeTaintsPolicy": {"type": "string", "enum": ["Honor", "Ignore"], "description": "Whether node taints limit the domains"},
+        }}}),
+    ("*.priorityClassName", {"type": "string", "pattern": either_empty(DNS_SUBDOMAIN)}),
+    ("*.podLabels", string_map(LABEL_VALUE, LABEL_KEY)),
+    ("*.podAnnotations", string_map(None, LABEL_KEY)),
+    ("*.extraVolumes", {"type": "array", "items": {
+        "type": "object", "required": ["name"],
+        "properties": {"name": {"type": "string", "pattern": DNS_LABEL, "description": "Volume name"}},
+        "description": "A Kubernetes Volume (its source fields are validated by the API server)"}}),
+    ("*.extraVolumeMounts", {"type": "array", "items": {
+        "type": "object", "additionalProperties": False, "required": ["name", "mountPath"],
+        "properties": {
+            "name": {"type": "string", "pattern": DNS_LABEL, "description": "Name of a volume of the pod"},
+            "mountPath": {"type": "string", "pattern": ABSOLUTE_PATH, "description": "Absolute path in the container"},
+            "subPath": {"type": "string", "description": "Sub-path of the volume"},
+            "subPathExpr": {"type": "string", "description": "Sub-path with $(VAR) expansion"},
+            "readOnly": {"type": "boolean", "description": "Mount read-only"},
+            "recursiveReadOnly": {"type": "string", "enum": ["Disabled", "IfPossible", "Enabled"], "description": "Recursive read-only mode"},
+            "mountPropagation": {"type": "string", "enum": ["None", "HostToContainer", "Bidirectional"], "description": "Mount propagation"},
+        }}}),
+    ("*.podSecurityContext.runAsUser", ID),
+    ("*.podSecurityContext.runAsGroup", ID),
+    ("*.podSecurityContext.fsGroup", ID),
+    ("*.podSecurityContext.fsGroupChangePolicy", {"type": "string", "enum": ["OnRootMismatch", "Always"]}),
+    ("*.podSecurityContext.seccompProfile", SECCOMP),
+    ("*.containerSecurityContext.runAsUser", ID),
+    ("*.containerSecurityContext.runAsGroup", ID),
+    ("*.containerSecurityContext.seccompProfile", SECCOMP),
+    ("*.containerSecurityContext.capabilities", {"type": "object", "additionalProperties": False, "properties": {
+        "add": {"type": "array", "items": {"type": "string", "pattern": r"^[A-Z_]+$"}, "description": "Capabilities added"},
+        "drop": {"type": "array", "items": {"type": "string", "pattern": r"^[A-Z_]+$"}, "description": "Capabilities dropped"},
+    }}),
+    ("*.service.port", {"type": "integer", "minimum": 1, "maximum": 65535}),
+    ("*.service.restPort", {"type": "integer", "minimum": 1, "maximum": 65535}),
+    ("*.service.grpcPort", {"type": "integer", "minimum": 1, "maximum": 65535}),
+    ("*.service.type", {"type": "string", "enum": ["ClusterIP", "NodePort", "LoadBalancer"]}),
+    ("*.backoffLimit", {"type": "integer", "minimum": 0, "maximum": 1000}),
+    ("chief.activeDeadlineSeconds", {"type": ["integer", "null"], "minimum": 1}),
+    ("chief.ttlSecondsAfterFinished", {"type": ["integer", "null"], "minimum": 0}),
+    ("*.ingress.className", {"type": "string", "pattern": either_empty(DNS_SUBDOMAIN)}),
+    ("*.ingress.host", {"type": "string", "pattern": r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"}),
+    ("*.ingress.path", {"type": "string", "pattern": r"^/"}),
+    ("*.ingress.tlsSecretName", {"type": "string", "pattern": either_empty(DNS_SUBDOMAIN)}),
+    ("*.ingress.annotations", string_map(None, LABEL_KEY)),
+    ("serving.pollSeconds", {"type": "integer", "minimum": 1, "maximum": 86400}),
+    ("serviceAccount.name", {"type": "string", "pattern": either_empty(DNS_SUBDOMAIN)}),
+    ("serviceAccount.annotations", string_map(None, LABEL_KEY)),
+    ("networkPolicy.clientPodSelector", LABEL_SELECTOR),
+    ("networkPolicy.clientNamespaceSelector", {**LABEL_SELECTOR, "type": ["object", "null"]}),
+    ("tests.timeoutSeconds", {"type": "integer", "minimum": 10, "maximum": 86400}),
+]
+
+# Objects that only group other keys: they get a description here (no @param line of their own).
+GROUP_DESCRIPTIONS = {
+    "": "Values of the tf-distributed chart",
+    "global": "Values shared with a parent chart when tf-distributed is a subchart",
+    "image": "Trainer image used by every TensorFlow role and TensorBoard unless a component sets its own",
+    "training": "What to train and how (rendered into the trainer's arguments)",
+    "storage": "Shared volume for checkpoints, logs and exported models",
+    "serviceAccount": "ServiceAccount of the release's pods",
+    "rbac": "RBAC for the chief's post-training clean-up",
+    "networkPolicy": "NetworkPolicies isolating the TensorFlow ports",
+    "tests": "The `helm test` Job",
+    "ps": "Parameter-server StatefulSet (training.strategy=parameter_server)",
+    "worker": "Worker StatefulSet (parameter_server and multi_worker_mirrored)",
+    "chief": "Chief (coordinator) Job: owns completion",
+    "evaluator": "Optional evaluator Job",
+    "tensorboard": "TensorBoard Deployment and Service",
+    "serving": "TensorFlow Serving Deployment and Service",
+}
+COMPONENT_GROUPS = {
+    "image": "Image of this component (empty fields fall back to image.*)",
+    "resources": "Resource requests and limits (GPUs go in gpu.count)",
+    "gpu": "GPUs per pod, rendered as a limit of gpu.resourceName",
+    "podSecurityContext": "Pod security context (Pod Security 'restricted' by default)",
+    "containerSecurityContext": "Container security context (Pod Security 'restricted' by default)",
+    "service": "Ports of the component's Service",
+    "ingress": "Optional Ingress (off by default: nothing is exposed outside the cluster)",
+    "capabilities": "Linux capabilities",
+    "seccompProfile": "Seccomp profile",
+}
+
+
+def param_descriptions(text: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for match in re.finditer(r"^\s*## @param ([A-Za-z0-9_.\[\]-]+) (.+)$", text, re.MULTILINE):
+        found[match.group(1)] = match.group(2).strip()
+    return found
+
+
+def inferred(value: Any) -> Schema:
+    if isinstance(value, bool):
+        return {"type": "boolean"}
+    if isinstance(value, int):
+        return {"type": "integer"}
+    if isinstance(value, float):
+        return {"type": "number"}
+    if isinstance(value, str):
+        return {"type": "string"}
+    if isinstance(value, list):
+        return {"type": "array"}
+    if isinstance(value, dict):
+        return {"type": "object"}
+    raise ValueError(f"cannot infer a type for {value!r}: give it a rule")
+
+
+def rule_for(path: str) -> Schema | None:
+    for pattern, fragment in RULES:
+        if fnmatch.fnmatchcase(path, pattern):
+            return json.loads(json.dumps(fragment))
+    return None
+
+
+def group_description(path: str) -> str:
+    if path in GROUP_DESCRIPTIONS:
+        return GROUP_DESCRIPTIONS[path]
+    last = path.rsplit(".", 1)[-1]
+    if last in COMPONENT_GROUPS:
+        return COMPONENT_GROUPS[last]
+    raise KeyError(f"no description for object '{path}': add a `## @param` line or a group description")
+
+
+def build(value: Any, path: str, descriptions: dict[str, str]) -> Schema:
+    schema = rule_for(path) if path else None
+    if schema is None:
+        schema = inferred(value)
+        if isinstance(value, dict):
+            schema["additionalProperties"] = False
+            schema["properties"] = {
+                key: build(child, f"{path}.{key}" if path else key, descriptions)
+                for key, child in value.items()
+            }
+            # helm drops keys whose value is null while merging, so nullable keys cannot be required.
+            schema["required"] = [key for key, child in value.items() if child is not None]
+    elif isinstance(value, dict) and "properties" in schema and schema.get("additionalProperties") is False:
+        # A rule that fixes the shape: children with values still get their own rules/descriptions.
+        for key, child in value.items():
+            sub = f"{path}.{key}"
+            if rule_for(sub) is not None:
+                schema["properties"][key] = build(child, sub, descriptions)
+            elif key not in schema["properties"]:
+                raise KeyError(f"values.yaml has '{sub}' but the rule for '{path}' does not allow it")
+            elif sub in descriptions:
+                schema["properties"][key]["description"] = descriptions[sub]
+    description = descriptions.get(path) or group_description(path)
+    schema = {"description": description, **{k: v for k, v in schema.items() if k != "description"}}
+    return schema
+
+
+def generate() -> str:
+    text = VALUES.read_text()
+    values = yaml.safe_load(text)
+    descriptions = param_descriptions(text)
+    root = build(values, "", descriptions)
+    # Parent charts may carry any globals: `global` must accept keys it does not know.
+    root["properties"]["global"]["additionalProperties"] = True
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "$id": "https://github.com/tf-distributed/tf-distributed/charts/tf-distributed/values.schema.json",
+        "title": "tf-distributed values",
+        **root,
+    }
+    return json.dumps(schema, indent=2) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="fail when the committed schema is out of date")
+    options = parser.parse_args()
+    generated = generate()
+    if options.check:
+        if not SCHEMA.exists() or SCHEMA.read_text() != generated:
+            print(f"{SCHEMA} is out of date: run python scripts/gen_schema.py", file=sys.stderr)
+            return 1
+        return 0
+    SCHEMA.write_text(generated)
+    print(f"wrote {SCHEMA}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
