@@ -1,0 +1,62 @@
+"""Entry point: ``python -m trainer``. The one boundary where errors become exit codes.
+
+Every TrainerError becomes one ``trainer: error: <message>`` line on stderr and its exit
+code (2 for configuration errors); any other exception becomes one ``internal error``
+line and exit code 1 (set ``TFD_DEBUG=1`` to see the traceback). Configuration is parsed
+and validated before TensorFlow is imported.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+
+from trainer.errors import EXIT_FAILED, TrainerError
+
+
+def _error(message: str) -> None:
+    one_line = " ".join(message.split())
+    print(f"trainer: error: {one_line}", file=sys.stderr, flush=True)
+
+
+def _exit(code: int) -> None:
+    """Flush and leave without running TensorFlow's (sometimes hanging) teardown."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse, validate, import TensorFlow, run the role. Returns the exit code."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    try:
+        from trainer.cluster import resolve_task
+        from trainer.config import parse_config
+        from trainer.runtime import import_tensorflow, setup_logging
+
+        cfg = parse_config(args)
+        task = resolve_task(cfg, os.environ)
+        setup_logging(task.name)
+        import_tensorflow(cfg)
+        from trainer.roles import dispatch
+
+        return dispatch(cfg, task)
+    except TrainerError as e:
+        _error(str(e))
+        return e.exit_code
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
+    except Exception as e:
+        if os.environ.get("TFD_DEBUG"):
+            traceback.print_exc()
+        _error(f"internal error: {type(e).__name__}: {e} (set TFD_DEBUG=1 for a traceback)")
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    if any(a in ("-h", "--help") for a in sys.argv[1:]):
+        sys.exit(main())  # argparse prints help and raises SystemExit(0)
+    _exit(main())

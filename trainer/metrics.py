@@ -1,0 +1,131 @@
+"""What the chief reports: the step log line, TensorBoard scalars and status.json.
+
+Only the chief (or the single process) creates a :class:`ChiefReporter`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import tensorflow as tf
+
+from trainer.config import TrainConfig
+from trainer.data import DataSource
+from trainer.export import export_model
+from trainer.model import evaluate, local_copy
+from trainer.status import FAILED, RUNNING, SUCCEEDED, Status, read_status, utc_now, write_status
+
+log = logging.getLogger("trainer.metrics")
+
+
+def step_line(step: int, loss: float, examples_per_sec: float, sec_per_batch: float) -> str:
+    """The log line contract: ``step N, loss = L (X examples/sec; Y sec/batch)``."""
+    return (f"step {step}, loss = {loss:.4f} ({examples_per_sec:.1f} examples/sec; "
+            f"{sec_per_batch:.3f} sec/batch)")
+
+
+class ThroughputMeter:
+    """Examples/sec and sec/batch between two log points."""
+
+    def __init__(self, batch_size: int, step: int) -> None:
+        self.batch_size = batch_size
+        self._step = step
+        self._t = time.monotonic()
+
+    def tick(self, step: int) -> tuple[float, float]:
+        """(examples/sec, sec/batch) since the last tick."""
+        now = time.monotonic()
+        steps = max(1, step - self._step)
+        dt = max(now - self._t, 1e-9)
+        self._step, self._t = step, now
+        return steps * self.batch_size / dt, dt / steps
+
+
+class ChiefReporter:
+    """Step lines, scalars (loss, accuracy, learning_rate, examples_per_sec), status.json."""
+
+    def __init__(self, cfg: TrainConfig, data: DataSource) -> None:
+        self.cfg = cfg
+        self.data = data
+        self.layout = cfg.layout
+        self.writer = tf.summary.create_file_writer(str(self.layout.logs))
+        prev = read_status(self.layout.status)
+        started = utc_now()
+        if prev is not None and prev.run_id == cfg.run_id and prev.state != SUCCEEDED:
+            started = prev.started_at  # a restarted chief continues the same run
+        self.status = Status(
+            state=RUNNING, strategy=cfg.strategy, step=0, train_steps=cfg.train_steps,
+            loss=None, accuracy=None, examples_per_sec=None, export_path=None,
+            started_at=started, updated_at=utc_now(), message="starting",
+            run_id=cfg.run_id, model_name=cfg.model_name, dataset=cfg.dataset,
+        )
+        self._last_eval: tuple[int, Any, float] | None = None
+        self._write()
+
+    def _write(self) -> None:
+        write_status(self.layout.status, self.status)
+
+    def started(self, step: int) -> None:
+        """Training (re)starts at ``step``."""
+        msg = f"resumed at step {step}" if step else "training"
+        self.status = self.status.with_updates(step=step, message=msg)
+        self._write()
+
+    def log_step(self, step: int, loss: float, examples_per_sec: float,
+                 sec_per_batch: float) -> None:
+        """Print the step line, write scalars, refresh status.json."""
+        print(step_line(step, loss, examples_per_sec, sec_per_batch), flush=True)
+        with self.writer.as_default(step=step):
+            tf.summary.scalar("loss", loss)
+            tf.summary.scalar("learning_rate", self.cfg.learning_rate)
+            tf.summary.scalar("examples_per_sec", examples_per_sec)
+        self.status = self.status.with_updates(
+            step=step, loss=round(loss, 6), examples_per_sec=round(examples_per_sec, 1),
+            message="training",
+        )
+        self._write()
+
+    def held_out(self, step: int, weights: list[Any]) -> tuple[Any, float, float]:
+        """Evaluate ``weights`` on the held-out split; write ``accuracy``; return the model."""
+        model = local_copy(self.data.image_shape, weights)
+        loss, acc = evaluate(model, self.data.eval_x, self.data.eval_y)
+        with self.writer.as_default(step=step):
+            tf.summary.scalar("accuracy", acc)
+        self.writer.flush()
+        self.status = self.status.with_updates(step=step, accuracy=round(acc, 6))
+        self._write()
+        log.info("held-out accuracy at step %d: %.4f (loss %.4f, %d examples)",
+                 step, acc, loss, len(self.data.eval_y))
+        self._last_eval = (step, model, acc)
+        return model, loss, acc
+
+    def checkpointed(self, step: int, path: str, weights: list[Any]) -> None:
+        """A checkpoint was saved: log it and evaluate it."""
+        log.info("saved checkpoint for step %d: %s", step, path)
+        self.held_out(step, weights)
+
+    def finish(self, step: int, weights: list[Any]) -> None:
+        """Final evaluation, export, status Succeeded."""
+        if self._last_eval is not None and self._last_eval[0] == step:
+            _, model, acc = self._last_eval  # the final checkpoint was just evaluated
+        else:
+            model, _, acc = self.held_out(step, weights)
+        path = export_model(model, self.data.image_shape, self.layout.export_base)
+        log.info("exported SavedModel version %s (held-out accuracy %.4f)", path, acc)
+        self.writer.flush()
+        self.writer.close()
+        self.status = self.status.with_updates(
+            state=SUCCEEDED, step=step, export_path=str(path),
+            message=f"training completed: {step} steps, held-out accuracy {acc:.4f}",
+        )
+        self._write()
+
+    def failed(self, message: str) -> None:
+        """Record a failure in status.json (the Job may retry)."""
+        self.status = self.status.with_updates(state=FAILED, message=message)
+        try:
+            self._write()
+        except OSError as e:
+            log.warning("cannot write status.json: %s", e)

@@ -1,0 +1,64 @@
+"""The LeNet-style CNN of the classic TensorFlow MNIST reference program.
+
+conv(5x5, 32) - maxpool(2) - conv(5x5, 64) - maxpool(2) - dense(1024) - dropout(0.5) -
+dense(10 logits). ``same`` padding everywhere, so any input size works (8x8 digits,
+28x28 MNIST). Keras 3 layers; training loops are custom (see loop_ps / loop_sync).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+NUM_CLASSES = 10
+
+
+def build_model(image_shape: tuple[int, int, int]) -> Any:
+    """A new, unbuilt-optimizer Keras model producing logits ``[None, 10]``."""
+    keras = tf.keras
+    layers = keras.layers
+    return keras.Sequential(
+        [
+            keras.Input(shape=image_shape, name="images"),
+            layers.Conv2D(32, 5, padding="same", activation="relu", name="conv1"),
+            layers.MaxPooling2D(2, padding="same", name="pool1"),
+            layers.Conv2D(64, 5, padding="same", activation="relu", name="conv2"),
+            layers.MaxPooling2D(2, padding="same", name="pool2"),
+            layers.Flatten(name="flatten"),
+            layers.Dense(1024, activation="relu", name="fc1"),
+            layers.Dropout(0.5, name="dropout"),
+            layers.Dense(NUM_CLASSES, name="logits"),
+        ],
+        name="lenet",
+    )
+
+
+def build_optimizer(learning_rate: float, momentum: float) -> Any:
+    """SGD (with momentum when > 0)."""
+    return tf.keras.optimizers.SGD(learning_rate=learning_rate, momentum=momentum)
+
+
+def evaluate(
+    model: Any, x: np.ndarray, y: np.ndarray, batch_size: int = 1024
+) -> tuple[float, float]:
+    """Mean cross-entropy and accuracy of a (local) model on held-out arrays."""
+    total_loss = 0.0
+    correct = 0
+    for start in range(0, len(x), batch_size):
+        xb = tf.constant(x[start:start + batch_size])
+        yb = y[start:start + batch_size]
+        logits = model(xb, training=False)
+        losses = tf.keras.losses.sparse_categorical_crossentropy(yb, logits, from_logits=True)
+        total_loss += float(tf.reduce_sum(losses))
+        correct += int(np.sum(np.argmax(logits.numpy(), axis=1) == yb))
+    n = max(1, len(x))
+    return total_loss / n, correct / n
+
+
+def local_copy(image_shape: tuple[int, int, int], weights: list[np.ndarray]) -> Any:
+    """A model outside any distribution strategy holding ``weights``."""
+    m = build_model(image_shape)
+    m.set_weights(weights)
+    return m
