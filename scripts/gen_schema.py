@@ -149,7 +149,12 @@ RULES: list[tuple[str, Schema]] = [
     ("training.dataDir", {"type": "string", "pattern": either_empty(ABSOLUTE_PATH)}),
     ("training.batchSize", {"type": "integer", "minimum": 1, "maximum": 1048576}),
     ("training.trainSteps", {"type": "integer", "minimum": 1}),
-    ("training.learningRate", {"type": "number", "exclusiveMinimum": 0, "maximum": 10}),
+    # `helm --set` passes decimals as strings, so a decimal string is accepted too (range checked
+    # in validateValues).
+    ("training.learningRate", {"oneOf": [
+        {"type": "number", "exclusiveMinimum": 0, "maximum": 10},
+        {"type": "string", "pattern": r"^([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$"},
+    ]}),
     ("training.checkpointEverySteps", {"type": "integer", "minimum": 1}),
     ("training.logEverySteps", {"type": "integer", "minimum": 1}),
     ("training.cleanupPolicy", {"type": "string", "enum": ["scaleDown", "keep"]}),
@@ -285,6 +290,8 @@ COMPONENT_GROUPS = {
     "service": "Ports of the component's Service",
     "ingress": "Optional Ingress (off by default: nothing is exposed outside the cluster)",
     "capabilities": "Linux capabilities",
+    "requests": "Minimum resources the scheduler reserves",
+    "limits": "Maximum resources the container may use",
     "seccompProfile": "Seccomp profile",
 }
 

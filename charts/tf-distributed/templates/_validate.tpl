@@ -46,6 +46,11 @@ once with all of them, each with the --set that fixes it.
 {{- $problems = append $problems "training.cleanupPolicy: scaleDown needs the chief's Role to scale the StatefulSets but rbac.create=false. Fix: --set rbac.create=true (or --set training.cleanupPolicy=keep)" -}}
 {{- end -}}
 
+{{- $learningRate := float64 $v.training.learningRate -}}
+{{- if or (le $learningRate 0.0) (gt $learningRate 10.0) -}}
+{{- $problems = append $problems (printf "training.learningRate: %v is out of range (0, 10]. Fix: --set training.learningRate=0.01" $v.training.learningRate) -}}
+{{- end -}}
+
 {{- if gt (int $v.training.checkpointEverySteps) (int $v.training.trainSteps) -}}
 {{- $problems = append $problems (printf "training.checkpointEverySteps: %d is larger than training.trainSteps=%d, so no checkpoint would be written before the end. Fix: --set training.checkpointEverySteps=%d" (int $v.training.checkpointEverySteps) (int $v.training.trainSteps) (int $v.training.trainSteps)) -}}
 {{- end -}}

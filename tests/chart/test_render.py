@@ -1,0 +1,311 @@
+"""Render tests on parsed objects: the cluster contract of DESIGN §3, selectors, GPUs, names."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from tests.chartlib import (
+    VALUES_DIR,
+    all_containers,
+    by_kind,
+    env_of,
+    named,
+    pod_spec,
+    pod_template,
+    render,
+    values_files,
+    workloads,
+)
+
+NAMESPACE = "ml-training"
+PREFIX = "mnist-tf-distributed"
+
+
+def cluster_map(docs: list[dict[str, Any]]) -> dict[str, list[str]]:
+    chief = pod_spec(named(docs, "Job", f"{PREFIX}-chief"))["containers"][0]
+    cluster: dict[str, list[str]] = json.loads(env_of(chief)["TFD_CLUSTER"])
+    return cluster
+
+
+def expected_addresses(docs: list[dict[str, Any]], role: str, replicas: int, domain: str = "cluster.local") -> list[str]:
+    """Addresses derived from the StatefulSet and its headless Service, not from the chart helpers."""
+    sts = named(docs, "StatefulSet", f"{PREFIX}-{role}")
+    service = named(docs, "Service", sts["spec"]["serviceName"])
+    port = service["spec"]["ports"][0]["port"]
+    return [
+        f"{sts['metadata']['name']}-{ordinal}.{service['metadata']['name']}.{NAMESPACE}.svc.{domain}:{port}"
+        for ordinal in range(replicas)
+    ]
+
+
+@pytest.mark.parametrize("ps", [1, 2, 5])
+@pytest.mark.parametrize("workers", [1, 3, 16])
+def test_cluster_map_lists_statefulset_pod_dns_names_in_ordinal_order(ps: int, workers: int) -> None:
+    docs = render(sets=[f"ps.replicas={ps}", f"worker.replicas={workers}"], namespace=NAMESPACE)
+    cluster = cluster_map(docs)
+    assert set(cluster) == {"chief", "ps", "worker"}
+    assert cluster["ps"] == expected_addresses(docs, "ps", ps)
+    assert cluster["worker"] == expected_addresses(docs, "worker", workers)
+    assert cluster["chief"] == [f"{PREFIX}-chief.{PREFIX}-chief.{NAMESPACE}.svc.cluster.local:2222"]
+
+    for role, replicas in (("ps", ps), ("worker", workers)):
+        sts = named(docs, "StatefulSet", f"{PREFIX}-{role}")
+        service = named(docs, "Service", f"{PREFIX}-{role}")
+        assert sts["spec"]["replicas"] == replicas
+        assert sts["spec"]["podManagementPolicy"] == "Parallel"
+        assert service["spec"]["clusterIP"] == "None"
+        assert service["spec"]["publishNotReadyAddresses"] is True
+        container = pod_spec(sts)["containers"][0]
+        container_port = next(p["containerPort"] for p in container["ports"] if p["name"] == "tf-grpc")
+        assert service["spec"]["ports"][0]["port"] == container_port
+        assert service["spec"]["ports"][0]["targetPort"] == "tf-grpc"
+        assert all(address.endswith(f":{container_port}") for address in cluster[role])
+        # Every TF pod gets the same map.
+        assert json.loads(env_of(container)["TFD_CLUSTER"]) == cluster
+        assert env_of(container)["GRPC_FAIL_FAST"] == "use_caller"
+
+
+def test_custom_ports_and_cluster_domain_flow_into_the_map() -> None:
+    docs = render(sets=["ps.service.port=3333", "worker.service.port=4444", "chief.service.port=5555", "clusterDomain=corp.internal"])
+    cluster = cluster_map(docs)
+    assert cluster["ps"] == expected_addresses(docs, "ps", 1, "corp.internal")
+    assert cluster["worker"] == expected_addresses(docs, "worker", 2, "corp.internal")
+    assert cluster["chief"][0].endswith(".svc.corp.internal:5555")
+    chief_service = named(docs, "Service", f"{PREFIX}-chief")
+    assert chief_service["spec"]["ports"][0]["port"] == 5555
+
+
+@pytest.mark.parametrize(
+    ("strategy", "sets", "jobs"),
+    [
+        ("parameter_server", [], {"chief", "ps", "worker"}),
+        ("multi_worker_mirrored", ["worker.replicas=3"], {"chief", "worker"}),
+        ("mirrored", ["chief.gpu.count=4"], {"chief"}),
+        ("single_device", [], {"chief"}),
+    ],
+)
+def test_one_switch_selects_the_topology(strategy: str, sets: list[str], jobs: set[str]) -> None:
+    docs = render(sets=[f"training.strategy={strategy}", *sets])
+    assert set(cluster_map(docs)) == jobs
+    statefulsets = {doc["metadata"]["name"].removeprefix(f"{PREFIX}-") for doc in by_kind(docs, "StatefulSet")}
+    assert statefulsets == jobs - {"chief"}
+    chief = pod_spec(named(docs, "Job", f"{PREFIX}-chief"))["containers"][0]
+    assert f"--strategy={strategy}" in chief["args"]
+
+
+def test_chief_job_has_stable_dns_through_its_headless_service() -> None:
+    docs = render()
+    job = named(docs, "Job", f"{PREFIX}-chief")
+    spec = pod_spec(job)
+    service = named(docs, "Service", f"{PREFIX}-chief")
+    assert spec["hostname"] == spec["subdomain"] == service["metadata"]["name"]
+    assert service["spec"]["publishNotReadyAddresses"] is True
+    assert spec["restartPolicy"] == "OnFailure"
+    assert job["spec"]["backoffLimit"] == 6
+    assert job["spec"]["podReplacementPolicy"] == "Failed"
+
+
+def selector_matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(key) == value for key, value in selector.items())
+
+
+@pytest.mark.parametrize("values_file", values_files(), ids=lambda p: p.name)
+def test_selectors_match_pod_labels_and_are_name_instance_component_only(values_file: Any) -> None:
+    docs = render(values=[values_file])
+    for doc in workloads(docs):
+        if doc["kind"] == "Job":
+            continue
+        selector = doc["spec"]["selector"]["matchLabels"]
+        assert set(selector) == {"app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component"}
+        assert selector_matches(selector, pod_template(doc)["metadata"]["labels"]), doc["metadata"]["name"]
+    pods_by_labels = [pod_template(doc)["metadata"]["labels"] for doc in workloads(docs)]
+    for service in by_kind(docs, "Service"):
+        selector = service["spec"]["selector"]
+        assert set(selector) == {"app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component"}
+        assert any(selector_matches(selector, labels) for labels in pods_by_labels), service["metadata"]["name"]
+
+
+def gpu_limits(container: dict[str, Any]) -> dict[str, Any]:
+    resources = container.get("resources", {})
+    assert not any("gpu" in key for key in resources.get("requests", {})), "GPUs belong in limits only"
+    return {key: value for key, value in resources.get("limits", {}).items() if "gpu" in key}
+
+
+def test_gpu_limits_present_exactly_where_requested() -> None:
+    docs = render(values=[VALUES_DIR / "gpu.yaml"])
+    found = {doc["metadata"]["name"]: gpu_limits(pod_spec(doc)["containers"][0]) for doc in workloads(docs)}
+    assert found.pop(f"{PREFIX}-worker") == {"nvidia.com/gpu": 1}
+    assert all(limits == {} for limits in found.values()), found
+
+    docs = render(sets=["training.strategy=mirrored", "chief.gpu.count=4", "serving.gpu.count=1", "worker.gpu.count=2", "worker.gpu.resourceName=amd.com/gpu"])
+    found = {doc["metadata"]["name"]: gpu_limits(pod_spec(doc)["containers"][0]) for doc in workloads(docs)}
+    assert found.pop(f"{PREFIX}-chief") == {"nvidia.com/gpu": 4}
+    assert found.pop(f"{PREFIX}-serving") == {"nvidia.com/gpu": 1}
+    assert all(limits == {} for limits in found.values()), found  # no workers under mirrored
+    serving = pod_spec(named(docs, "Deployment", f"{PREFIX}-serving"))["containers"][0]
+    assert serving["image"].endswith("tensorflow/serving:2.21.0-gpu")
+
+
+def test_all_workers_share_one_gpu_count_and_gpu_pods_get_shared_memory() -> None:
+    docs = render(values=[VALUES_DIR / "sync-allreduce.yaml"])
+    counts = {doc["metadata"]["name"]: gpu_limits(pod_spec(doc)["containers"][0]) for doc in docs if doc["kind"] in {"StatefulSet", "Job"} and doc["metadata"]["name"] != f"{PREFIX}-test"}
+    assert set(map(json.dumps, counts.values())) == {json.dumps({"nvidia.com/gpu": 1})}
+    worker = pod_spec(named(docs, "StatefulSet", f"{PREFIX}-worker"))
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}} in worker["volumes"]
+
+
+def run_prelude(container: dict[str, Any], hostname: str, pod_index: str | None) -> subprocess.CompletedProcess[str]:
+    """Executes the rendered command with its rendered env; the program is replaced by a probe."""
+    command = container["command"]
+    assert command[:2] == ["/bin/sh", "-c"]
+    env = {"PATH": os.environ["PATH"], "HOSTNAME": hostname}
+    for item in container["env"]:
+        if "value" in item:
+            env[item["name"]] = item["value"]
+    if pod_index is not None:
+        env["TFD_TASK_INDEX"] = pod_index
+    elif "valueFrom" in next(i for i in container["env"] if i["name"] == "TFD_TASK_INDEX"):
+        env["TFD_TASK_INDEX"] = ""  # the downward API yields "" where the pod-index label is absent
+    probe = [sys.executable, "-c", "import os; print(os.environ['TF_CONFIG'])"]
+    return subprocess.run([*command, *probe], env=env, capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.parametrize(("role", "ordinal"), [("ps", 0), ("ps", 4), ("worker", 0), ("worker", 1), ("worker", 15)])
+@pytest.mark.parametrize("from_label", [True, False], ids=["pod-index-label", "hostname-suffix"])
+def test_rendered_prelude_yields_tf_config_with_the_ordinal(role: str, ordinal: int, from_label: bool) -> None:
+    docs = render(sets=["ps.replicas=5", "worker.replicas=16"])
+    sts = named(docs, "StatefulSet", f"{PREFIX}-{role}")
+    container = pod_spec(sts)["containers"][0]
+    hostname = f"{sts['metadata']['name']}-{ordinal}"
+    result = run_prelude(container, hostname, str(ordinal) if from_label else None)
+    assert result.returncode == 0, result.stderr
+    tf_config = json.loads(result.stdout)
+    assert tf_config["task"] == {"type": role, "index": ordinal}
+    assert tf_config["cluster"] == cluster_map(docs)
+    assert hostname in tf_config["cluster"][role][ordinal]
+
+
+def test_prelude_for_the_chief_job_uses_index_zero() -> None:
+    docs = render()
+    container = pod_spec(named(docs, "Job", f"{PREFIX}-chief"))["containers"][0]
+    result = run_prelude(container, f"{PREFIX}-chief", None)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["task"] == {"type": "chief", "index": 0}
+
+
+def test_prelude_rejects_a_hostname_without_ordinal() -> None:
+    docs = render()
+    container = pod_spec(named(docs, "StatefulSet", f"{PREFIX}-worker"))["containers"][0]
+    result = run_prelude(container, "not-a-statefulset-pod", None)
+    assert result.returncode == 64
+    assert "cannot derive the worker task index" in result.stderr
+
+
+def test_bring_your_own_command_keeps_tf_config() -> None:
+    docs = render(sets=["worker.command={python,/app/train.py}", "worker.args={--epochs=3}"])
+    container = pod_spec(named(docs, "StatefulSet", f"{PREFIX}-worker"))["containers"][0]
+    assert container["args"] == ["python", "/app/train.py", "--epochs=3"]
+    assert container["command"][:2] == ["/bin/sh", "-c"]
+    assert "TFD_CLUSTER" in env_of(container)
+
+
+def test_trainer_args_follow_training_values() -> None:
+    docs = render(sets=["training.batchSize=64", "training.trainSteps=600", "training.learningRate=0.05", "training.cleanupPolicy=keep", "training.extraArgs={--eval-split=0.2}"])
+    args = pod_spec(named(docs, "Job", f"{PREFIX}-chief"))["containers"][0]["args"]
+    assert args[:3] == ["python", "-m", "trainer"]
+    for expected in ("--batch-size=64", "--train-steps=600", "--learning-rate=0.05", "--cleanup=keep", "--storage-root=/data", "--eval-split=0.2"):
+        assert expected in args
+
+
+def test_longest_names_stay_within_dns_label_limits() -> None:
+    release = "a" * 53  # the longest release name helm accepts
+    docs = render(release=release, sets=["worker.replicas=10000"])
+    sts_names = [doc["metadata"]["name"] for doc in by_kind(docs, "StatefulSet")]
+    for name in sts_names:
+        replicas = named(docs, "StatefulSet", name)["spec"]["replicas"]
+        assert len(f"{name}-{replicas - 1}") <= 63, name  # longest pod hostname
+        assert len(f"{name}-{'x' * 10}") <= 63, name  # controller-revision-hash label value
+    chief = pod_spec(named(docs, "Job", next(d["metadata"]["name"] for d in by_kind(docs, "Job") if d["metadata"]["name"].endswith("-chief"))))
+    assert len(chief["hostname"]) <= 63
+    for doc in docs:
+        assert len(doc["metadata"]["name"]) <= 63, doc["metadata"]["name"]
+    for address in cluster_map_any(docs):
+        assert all(len(label) <= 63 for label in address.split(":")[0].split("."))
+
+
+def cluster_map_any(docs: list[dict[str, Any]]) -> list[str]:
+    job = next(d for d in by_kind(docs, "Job") if d["metadata"]["name"].endswith("-chief"))
+    cluster = json.loads(env_of(pod_spec(job)["containers"][0])["TFD_CLUSTER"])
+    return [address for addresses in cluster.values() for address in addresses]
+
+
+def test_everything_is_namespaced_and_labelled() -> None:
+    docs = render(values=[VALUES_DIR / "gpu.yaml"], sets=["commonLabels.team=a", "evaluator.enabled=true", "tensorboard.ingress.enabled=true"])
+    cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "Namespace", "PersistentVolume", "StorageClass", "CustomResourceDefinition", "PriorityClass"}
+    for doc in docs:
+        assert doc["kind"] not in cluster_scoped
+        assert doc["metadata"]["namespace"] == NAMESPACE, doc["metadata"]["name"]
+        labels = doc["metadata"]["labels"]
+        assert labels["app.kubernetes.io/instance"] == "mnist"
+        assert labels["team"] == "a"
+        assert labels["helm.sh/chart"] == "tf-distributed-0.1.0"
+    for doc in workloads(docs):
+        assert pod_template(doc)["metadata"]["labels"]["team"] == "a"
+
+
+def test_cleanup_role_is_scoped_to_this_releases_statefulsets() -> None:
+    docs = render()
+    role = named(docs, "Role", f"{PREFIX}-chief-cleanup")
+    assert role["rules"] == [{
+        "apiGroups": ["apps"],
+        "resources": ["statefulsets/scale"],
+        "resourceNames": [f"{PREFIX}-ps", f"{PREFIX}-worker"],
+        "verbs": ["get", "patch"],
+    }]
+    chief = pod_spec(named(docs, "Job", f"{PREFIX}-chief"))
+    assert chief["serviceAccountName"] == f"{PREFIX}-chief"
+    assert env_of(chief["containers"][0])["TFD_CLEANUP_STATEFULSETS"] == f"{PREFIX}-ps,{PREFIX}-worker"
+    mounts = {m["name"]: m for m in chief["containers"][0]["volumeMounts"]}
+    assert mounts["kube-api-access"]["mountPath"] == "/var/run/secrets/kubernetes.io/serviceaccount"
+    for doc in workloads(docs):
+        assert pod_spec(doc)["automountServiceAccountToken"] is False
+
+    kept = render(sets=["training.cleanupPolicy=keep"])
+    assert not by_kind(kept, "Role") and not by_kind(kept, "RoleBinding")
+    chief = pod_spec(named(kept, "Job", f"{PREFIX}-chief"))
+    assert "kube-api-access" not in {v["name"] for v in chief["volumes"]}
+
+
+def test_tensorboard_and_serving_read_shared_storage_read_only() -> None:
+    docs = render()
+    for name in ("tensorboard", "serving"):
+        spec = pod_spec(named(docs, "Deployment", f"{PREFIX}-{name}"))
+        container = spec["containers"][0]
+        shared = next(m for m in container["volumeMounts"] if m["name"] == "shared")
+        assert shared["readOnly"] is True
+    serving = pod_spec(named(docs, "Deployment", f"{PREFIX}-serving"))["containers"][0]
+    assert "--model_base_path=/data/export/mnist" in serving["args"]
+    assert {p["containerPort"] for p in serving["ports"]} == {8500, 8501}
+    assert serving["readinessProbe"]["httpGet"]["path"] == "/v1/models/mnist"
+    tensorboard = pod_spec(named(docs, "Deployment", f"{PREFIX}-tensorboard"))["containers"][0]
+    assert "--logdir=/data/logs" in tensorboard["args"]
+
+
+def test_every_container_mounts_a_writable_tmp_under_a_read_only_root() -> None:
+    docs = render(values=[VALUES_DIR / "gpu.yaml"], sets=["evaluator.enabled=true"])
+    for doc in workloads(docs):
+        for container in pod_spec(doc)["containers"]:
+            assert container["securityContext"]["readOnlyRootFilesystem"] is True
+            assert any(m["mountPath"] == "/tmp" for m in container["volumeMounts"]), doc["metadata"]["name"]
+
+
+def test_all_containers_list_is_complete() -> None:
+    docs = render()
+    names = {(doc["metadata"]["name"], c["name"]) for doc in workloads(docs) for c in all_containers(pod_spec(doc))}
+    assert (f"{PREFIX}-serving", "model-dir") in names

@@ -1,0 +1,139 @@
+"""Shared helpers for the chart tests: real helm binaries, rendering, manifest walking."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+CHART = REPO / "charts" / "tf-distributed"
+VALUES_DIR = REPO / "values"
+CI_DIR = CHART / "ci"
+TOOLS = Path(os.environ.get("TFD_TOOLS_DIR", REPO / ".tools"))
+HELM_MAJORS = ("3", "4")
+
+POD_KINDS = {"StatefulSet", "Deployment", "Job", "DaemonSet", "ReplicaSet", "Pod"}
+
+
+class MissingTool(RuntimeError):
+    """A tool the tests need is not installed: the tests fail, they never skip."""
+
+
+def helm_path(major: str) -> Path:
+    """The helm <major>.x binary installed by scripts/install_helm.sh (or $TFD_HELM<major>)."""
+    override = os.environ.get(f"TFD_HELM{major}")
+    path = Path(override) if override else TOOLS / f"helm{major}" / "helm"
+    if not path.is_file() or not os.access(path, os.X_OK):
+        raise MissingTool(f"helm {major}.x not found at {path}: run `bash scripts/setup.sh`")
+    return path
+
+
+def tool(name: str, *candidates: Path) -> Path:
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    found = shutil.which(name)
+    if found:
+        return Path(found)
+    raise MissingTool(f"{name} not found (looked in {', '.join(map(str, candidates))} and PATH): run `bash scripts/setup.sh`")
+
+
+def values_files() -> list[Path]:
+    """Every ready values file and every CI scenario file."""
+    return sorted(VALUES_DIR.glob("*.yaml")) + sorted(CI_DIR.glob("*.yaml"))
+
+
+def file_id(path: Path) -> str:
+    return str(path.relative_to(REPO))
+
+
+@dataclass(frozen=True)
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def helm(major: str, *args: str, timeout: int = 120) -> Result:
+    proc = subprocess.run(
+        [str(helm_path(major)), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "HELM_CACHE_HOME": str(TOOLS / "helm-cache"), "HELM_CONFIG_HOME": str(TOOLS / "helm-config")},
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def template(
+    major: str = "4",
+    values: Sequence[Path | str] = (),
+    sets: Sequence[str] = (),
+    release: str = "mnist",
+    namespace: str = "ml-training",
+    extra: Sequence[str] = (),
+) -> Result:
+    args = ["template", release, str(CHART), "--namespace", namespace]
+    for file in values:
+        args += ["-f", str(file)]
+    for item in sets:
+        args += ["--set", item]
+    return helm(major, *args, *extra)
+
+
+def render(
+    major: str = "4",
+    values: Sequence[Path | str] = (),
+    sets: Sequence[str] = (),
+    release: str = "mnist",
+    namespace: str = "ml-training",
+    extra: Sequence[str] = (),
+) -> list[dict[str, Any]]:
+    result = template(major, values, sets, release, namespace, extra)
+    if result.returncode != 0:
+        raise AssertionError(f"helm {major} template failed:\n{result.stderr}")
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [doc for doc in docs if doc["kind"] == kind]
+
+
+def named(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    for doc in docs:
+        if doc["kind"] == kind and doc["metadata"]["name"] == name:
+            return doc
+    raise AssertionError(f"no {kind} named {name} in {[(d['kind'], d['metadata']['name']) for d in docs]}")
+
+
+def pod_template(doc: dict[str, Any]) -> dict[str, Any]:
+    if doc["kind"] == "Pod":
+        return doc
+    return dict(doc["spec"]["template"])
+
+
+def pod_spec(doc: dict[str, Any]) -> dict[str, Any]:
+    return dict(pod_template(doc)["spec"])
+
+
+def workloads(docs: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    return (doc for doc in docs if doc["kind"] in POD_KINDS)
+
+
+def all_containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(spec.get("initContainers", [])) + list(spec.get("containers", []))
+
+
+def env_of(container: dict[str, Any]) -> dict[str, Any]:
+    return {item["name"]: item.get("value", item.get("valueFrom")) for item in container.get("env", [])}
+
+
+def load_yaml(path: Path) -> Any:
+    return yaml.safe_load(path.read_text())

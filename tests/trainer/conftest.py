@@ -1,0 +1,307 @@
+"""Shared fixtures for the trainer tests: real trainer processes on 127.0.0.1.
+
+Every process is started in its own session (process group) and killed with its
+group by a finalizer, also when a test fails. Nothing here talks to any address but
+127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+
+#: Arguments every training test shares (offline digits data, fast logging).
+COMMON = [
+    "--dataset=digits", "--model-name=mnist", "--batch-size=64", "--learning-rate=0.05",
+    "--log-every-steps=20", "--eval-split=0.2",
+]
+
+
+def free_ports(n: int) -> list[int]:
+    """n distinct free TCP ports on 127.0.0.1."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def trainer_env(tf_config: dict[str, Any] | None = None, **extra: str) -> dict[str, str]:
+    """The environment the chart sets on a TF pod, plus one TF thread per pool."""
+    env = {
+        k: v for k, v in os.environ.items()
+        if k not in ("TF_CONFIG", "KUBERNETES_SERVICE_HOST", "TFD_KUBE_API",
+                     "TFD_CLEANUP_STATEFULSETS", "POD_NAMESPACE")
+    }
+    env.update(
+        PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", GRPC_FAIL_FAST="use_caller",
+        TF_NUM_INTEROP_THREADS="1", TF_NUM_INTRAOP_THREADS="1", TF_CPP_MIN_LOG_LEVEL="1",
+        OMP_NUM_THREADS="1", HOME=env.get("HOME", "/tmp"), POD_NAME="test-pod",
+    )
+    if tf_config is not None:
+        env["TF_CONFIG"] = json.dumps(tf_config)
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Proc:
+    """A trainer (or tensorboard) process with its combined output in a log file."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+    started: float = field(default_factory=time.monotonic)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def kill9(self) -> None:
+        if self.alive():
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        self.popen.wait(timeout=30)
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"{self.name} still running after {timeout}s; output tail:\n{self.tail()}"
+            ) from None
+
+    def tail(self, n: int = 40) -> str:
+        return "\n".join(self.output().splitlines()[-n:])
+
+    def wait_for(self, pattern: str, timeout: float) -> re.Match[str]:
+        """Wait until ``pattern`` appears in the output; fail early if the process died."""
+        rx = re.compile(pattern, re.M)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            m = rx.search(self.output())
+            if m:
+                return m
+            if not self.alive():
+                m = rx.search(self.output())
+                if m:
+                    return m
+                raise AssertionError(
+                    f"{self.name} exited ({self.popen.returncode}) before /{pattern}/:\n"
+                    f"{self.tail()}"
+                )
+            time.sleep(0.3)
+        raise AssertionError(f"/{pattern}/ not seen in {self.name} within {timeout}s:\n"
+                             f"{self.tail()}")
+
+
+class Procs:
+    """Starts processes and kills every one of them (whole process group) at teardown."""
+
+    def __init__(self, logdir: Path) -> None:
+        self.logdir = logdir
+        self.all: list[Proc] = []
+        self._count = 0
+
+    def start(self, name: str, args: list[str], env: dict[str, str],
+              cmd: list[str] | None = None) -> Proc:
+        self._count += 1
+        log = self.logdir / f"{self._count:02d}-{name}.log"
+        with open(log, "wb") as f:
+            popen = subprocess.Popen(
+                cmd or [PYTHON, "-m", "trainer", *args], stdout=f, stderr=subprocess.STDOUT,
+                env=env, cwd=REPO, start_new_session=True,
+            )
+        p = Proc(name, popen, log)
+        self.all.append(p)
+        return p
+
+    def trainer(self, name: str, args: list[str], tf_config: dict[str, Any] | None = None,
+                **env: str) -> Proc:
+        return self.start(name, args, trainer_env(tf_config, **env))
+
+    def close(self) -> None:
+        for p in self.all:
+            if p.popen.poll() is None:
+                try:
+                    os.killpg(p.popen.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        for p in self.all:
+            try:
+                p.popen.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+@pytest.fixture
+def procs(tmp_path: Path) -> Iterator[Procs]:
+    """Per-test process registry; every process is killed at teardown."""
+    registry = Procs(tmp_path)
+    try:
+        yield registry
+    finally:
+        registry.close()
+
+
+@dataclass
+class Recorded:
+    """One HTTP request received by the fake Kubernetes API."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+class FakeKubeApi:
+    """A loopback HTTP server standing in for the Kubernetes API server.
+
+    A real API server cannot run on the development machine; this records the exact
+    requests so tests can assert them.
+    """
+
+    def __init__(self) -> None:
+        self.requests: list[Recorded] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _record(self) -> None:
+                n = int(self.headers.get("Content-Length", "0") or 0)
+                body = self.rfile.read(n) if n else b""
+                outer.requests.append(Recorded(self.command, self.path,
+                                               {k.lower(): v for k, v in self.headers.items()},
+                                               body))
+                payload = b'{"kind":"Scale","apiVersion":"autoscaling/v1"}'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_PATCH = do_GET = do_POST = do_PUT = _record
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def kube_api() -> Iterator[FakeKubeApi]:
+    api = FakeKubeApi()
+    try:
+        yield api
+    finally:
+        api.close()
+
+
+def service_account_dir(path: Path, namespace: str = "ml-team") -> Path:
+    """A fake service-account directory (token + namespace) for cleanup tests."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "token").write_text("test-token\n")
+    (path / "namespace").write_text(namespace + "\n")
+    return path
+
+
+def read_status(root: Path) -> dict[str, Any]:
+    return json.loads((root / "status.json").read_text())
+
+
+def ps_cluster(n_workers: int = 2) -> dict[str, list[str]]:
+    ports = free_ports(2 + n_workers)
+    return {
+        "chief": [f"127.0.0.1:{ports[0]}"],
+        "ps": [f"127.0.0.1:{ports[1]}"],
+        "worker": [f"127.0.0.1:{p}" for p in ports[2:]],
+    }
+
+
+def tf_config(cluster: dict[str, list[str]], task_type: str, index: int = 0) -> dict[str, Any]:
+    return {"cluster": cluster, "task": {"type": task_type, "index": index}}
+
+
+@dataclass
+class PsRun:
+    """A completed parameter-server training run shared by several tests."""
+
+    root: Path
+    chief: Proc
+    evaluator: Proc
+    servers: list[Proc]
+    wall_secs: float
+    kube_requests: list[Recorded]
+    args: list[str]
+    cluster: dict[str, list[str]]
+
+
+PS_STEPS = 400
+
+
+@pytest.fixture(scope="session")
+def ps_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PsRun]:
+    """One async parameter-server run (1 ps, 2 workers, chief, evaluator) on digits.
+
+    The chief cleans up with --cleanup=scale-down against a loopback fake API server.
+    """
+    base = tmp_path_factory.mktemp("ps_run")
+    root = base / "data"
+    sa = service_account_dir(base / "sa")
+    registry = Procs(base)
+    api = FakeKubeApi()
+    cluster = ps_cluster(2)
+    args = [
+        "--strategy=parameter_server", *COMMON, f"--storage-root={root}",
+        f"--train-steps={PS_STEPS}", "--checkpoint-every-steps=100", "--cleanup=scale-down",
+        "--eval-poll-secs=1",
+    ]
+    kube = {
+        "TFD_KUBE_API": api.url, "TFD_SERVICEACCOUNT_DIR": str(sa), "POD_NAMESPACE": "ml-team",
+        "TFD_CLEANUP_STATEFULSETS": "mnist-tf-distributed-ps,mnist-tf-distributed-worker",
+    }
+    try:
+        t0 = time.monotonic()
+        servers = [registry.trainer("ps0", args, tf_config(cluster, "ps", 0))]
+        servers += [registry.trainer(f"worker{i}", args, tf_config(cluster, "worker", i))
+                    for i in range(2)]
+        chief = registry.trainer("chief", args, tf_config(cluster, "chief", 0), **kube)
+        evaluator = registry.trainer("evaluator", args,
+                                     {"cluster": cluster, "task": {"type": "evaluator",
+                                                                   "index": 0}})
+        chief.wait(240)
+        wall = time.monotonic() - t0
+        evaluator.wait(60)
+        yield PsRun(root, chief, evaluator, servers, wall, list(api.requests), args, cluster)
+    finally:
+        registry.close()
+        api.close()
