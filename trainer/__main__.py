@@ -2,8 +2,8 @@
 
 Every TrainerError becomes one ``trainer: error: <message>`` line on stderr and its exit
 code (2 for configuration errors); any other exception becomes one ``internal error``
-line and exit code 1 (set ``TFD_DEBUG=1`` to see the traceback). Configuration is parsed
-and validated before TensorFlow is imported.
+line and exit code 1 (set ``TFD_DEBUG=1`` to see the traceback). Configuration (flags,
+TF_CONFIG, data paths) is validated before TensorFlow is imported.
 """
 
 from __future__ import annotations
@@ -34,14 +34,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from trainer.cluster import resolve_task
         from trainer.config import parse_config
-        from trainer.runtime import import_tensorflow, setup_logging
+        from trainer.roles import dispatch
+        from trainer.runtime import setup_logging
 
         cfg = parse_config(args)
         task = resolve_task(cfg, os.environ)
         setup_logging(task.name)
-        import_tensorflow(cfg)
-        from trainer.roles import dispatch
-
         return dispatch(cfg, task)
     except TrainerError as e:
         _error(str(e))

@@ -7,7 +7,8 @@ It PATCHes ``/apis/apps/v1/namespaces/<ns>/statefulsets/<name>/scale`` with
 verified with the in-cluster CA. A failure is logged as a warning, never a training
 failure.
 
-``TFD_KUBE_API`` overrides the API base URL (e.g. ``http://127.0.0.1:PORT``). A real
+``TFD_SERVICEACCOUNT_DIR`` overrides the service-account directory (token, namespace,
+ca.crt); ``TFD_KUBE_API`` overrides the API base URL (e.g. ``http://127.0.0.1:PORT``). A real
 Kubernetes API server cannot run on the development machine, so the tests point this at
 a loopback HTTP server and assert the exact requests; the in-cluster path (HTTPS to
 ``KUBERNETES_SERVICE_HOST``) is exercised only in a real cluster.
@@ -99,7 +100,8 @@ def scale_down(env: Mapping[str, str], sa_dir: Path = SA_DIR, timeout: float = 1
     if not names:
         log.info("cleanup: TFD_CLEANUP_STATEFULSETS is empty, nothing to scale down")
         return []
-    target = kube_target(env, sa_dir)
+    override = env.get("TFD_SERVICEACCOUNT_DIR", "").strip()
+    target = kube_target(env, Path(override) if override else sa_dir)
     if target is None:
         log.info("cleanup: not running in Kubernetes (no API server or token), skipping")
         return []

@@ -244,6 +244,11 @@ def parse_config(argv: Sequence[str]) -> TrainConfig:
         raise ConfigError(
             f"--model-name {ns.model_name!r} is not a valid directory name (no '/', no leading .)"
         )
+    if ns.strategy == "parameter_server" and ns.inter_op_threads == 1:
+        raise ConfigError(
+            "--inter-op-threads=1 deadlocks parameter_server workers (remote step functions "
+            "need a second inter-op thread): use 0 (TensorFlow's default) or >= 2"
+        )
     if ns.job_name is not None and ns.job_name not in JOB_NAMES:
         hint = " (TF 1.x 'master' is called 'chief')" if ns.job_name == "master" else ""
         raise ConfigError(

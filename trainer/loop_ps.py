@@ -78,39 +78,35 @@ def run_ps_chief(cfg: TrainConfig, task: Task, data: DataSource, reporter: Chief
         meter = ThroughputMeter(cfg.batch_size, step)
         saved_time = time.monotonic()
         scheduled = step
-        prev: tuple[Any, int] | None = None
-        while True:
-            cur: tuple[Any, int] | None = None
-            if scheduled < cfg.train_steps:
-                # Schedule up to the next multiple of --log-every-steps.
-                n = min(cfg.log_every_steps - scheduled % cfg.log_every_steps,
-                        cfg.train_steps - scheduled)
-                rv = None
-                for _ in range(n):
-                    rv = coordinator.schedule(worker_fn, args=(iterator,))
-                scheduled += n
-                cur = (rv, scheduled)
-            if prev is not None:
-                # Fetch the previous chunk's last loss while the current chunk runs.
-                loss = float(prev[0].fetch())
-                at = prev[1]
-                ex_s, s_b = meter.tick(at)
-                reporter.log_step(at, loss, ex_s, s_b)
-                if checkpoint_due(at, saved_step, saved_time, time.monotonic(), cfg):
-                    coordinator.join()
-                    gstep = int(state.global_step.numpy())
-                    path = manager.save(checkpoint_number=gstep)
-                    saved_step, saved_time = gstep, time.monotonic()
-                    reporter.checkpointed(gstep, path, state.weights())
-            if cur is None:
-                break
-            prev = cur
+        pending: tuple[Any, int] | None = None  # (last remote loss of a chunk, its step)
+
+        def report(chunk: tuple[Any, int]) -> None:
+            loss = float(chunk[0].fetch())
+            ex_s, s_b = meter.tick(chunk[1])
+            reporter.log_step(chunk[1], loss, ex_s, s_b)
+
+        while scheduled < cfg.train_steps:
+            # Schedule up to the next multiple of --log-every-steps ...
+            n = min(cfg.log_every_steps - scheduled % cfg.log_every_steps,
+                    cfg.train_steps - scheduled)
+            rv: Any = None
+            for _ in range(n):
+                rv = coordinator.schedule(worker_fn, args=(iterator,))
+            scheduled += n
+            # ... and report the previous chunk while this one runs on the workers.
+            if pending is not None:
+                report(pending)
+            pending = (rv, scheduled)
+            last = scheduled >= cfg.train_steps
+            if last or checkpoint_due(scheduled, saved_step, saved_time, time.monotonic(), cfg):
+                coordinator.join()  # every scheduled step is applied: a consistent state
+                report(pending)
+                pending = None
+                gstep = int(state.global_step.numpy())
+                path = manager.save(checkpoint_number=gstep)
+                saved_step, saved_time = gstep, time.monotonic()
+                reporter.checkpointed(gstep, path, state.weights())
         coordinator.join()
-        gstep = int(state.global_step.numpy())
-        if gstep != saved_step:
-            path = manager.save(checkpoint_number=gstep)
-            saved_step = gstep
-            log.info("saved checkpoint for step %d: %s", gstep, path)
         weights = state.weights()
     except (tf.errors.OpError, ConnectionError) as e:
         raise _failure(e, task, saved_step) from None

@@ -29,10 +29,22 @@ from trainer.strategy import make_strategy
 log = logging.getLogger("trainer.sync")
 
 
-def _agree(strategy: Any, flag: bool) -> bool:
-    """True on every worker when any worker says True (one all-reduce)."""
-    value = strategy.run(lambda: tf.constant(1 if flag else 0, tf.int32))
-    return int(strategy.reduce(tf.distribute.ReduceOp.MAX, value, axis=None)) > 0
+def _make_agree(strategy: Any) -> Any:
+    """``agree(flag) -> bool``: True on every worker when any worker says True.
+
+    One small all-reduce, so that a time-based checkpoint decision (clocks differ per
+    worker) is taken by all workers together.
+    """
+
+    @tf.function  # type: ignore[misc]
+    def votes(flag: tf.Tensor) -> tf.Tensor:
+        value = strategy.run(lambda: tf.identity(flag))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
+
+    def agree(flag: bool) -> bool:
+        return int(votes(tf.constant(1.0 if flag else 0.0))) > 0
+
+    return agree
 
 
 def run_sync(cfg: TrainConfig, task: Task, data: DataSource,
@@ -72,6 +84,7 @@ def run_sync(cfg: TrainConfig, task: Task, data: DataSource,
         losses = strategy.run(replica_step, args=(images, labels))
         return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
 
+    agree = _make_agree(strategy) if multi_worker and cfg.checkpoint_every_secs > 0 else None
     meter = ThroughputMeter(cfg.batch_size, step)
     saved_step, saved_time = step, time.monotonic()
     try:
@@ -85,8 +98,8 @@ def run_sync(cfg: TrainConfig, task: Task, data: DataSource,
                 if reporter is not None:
                     reporter.log_step(step, loss, ex_s, s_b)
                 due = checkpoint_due(step, saved_step, saved_time, time.monotonic(), cfg)
-                if multi_worker and cfg.checkpoint_every_secs > 0:
-                    due = _agree(strategy, due)  # time differs per worker; save together
+                if agree is not None:
+                    due = agree(due)  # time differs per worker; save together
             else:
                 due = cfg.checkpoint_every_steps > 0 and step % cfg.checkpoint_every_steps == 0
             if due or last:

@@ -50,7 +50,7 @@ class ChiefReporter:
         self.cfg = cfg
         self.data = data
         self.layout = cfg.layout
-        self.writer = tf.summary.create_file_writer(str(self.layout.logs))
+        self._writer: Any = None
         prev = read_status(self.layout.status)
         started = utc_now()
         if prev is not None and prev.run_id == cfg.run_id and prev.state != SUCCEEDED:
@@ -63,6 +63,15 @@ class ChiefReporter:
         )
         self._last_eval: tuple[int, Any, float] | None = None
         self._write()
+
+    @property
+    def writer(self) -> Any:
+        """The TensorBoard writer, created on first use: under parameter_server the
+        chief's device names change when it connects to the cluster, so it must not be
+        created before the strategy."""
+        if self._writer is None:
+            self._writer = tf.summary.create_file_writer(str(self.layout.logs))
+        return self._writer
 
     def _write(self) -> None:
         write_status(self.layout.status, self.status)

@@ -28,7 +28,8 @@ from types import FrameType
 from trainer.cleanup import scale_down
 from trainer.cluster import Task
 from trainer.config import TrainConfig
-from trainer.errors import TrainerError
+from trainer.errors import DataError, TrainerError
+from trainer.runtime import import_tensorflow
 from trainer.status import SUCCEEDED, is_completed, read_status
 
 log = logging.getLogger("trainer.roles")
@@ -49,6 +50,24 @@ def wait_for_sigterm() -> None:
     log.info("received termination signal, exiting")
 
 
+def check_data(cfg: TrainConfig, may_download: bool) -> None:
+    """Fail fast (before importing TensorFlow) when the data set's files are missing."""
+    if cfg.dataset == "mnist":
+        path = cfg.data_dir / "mnist.npz"
+        if not path.is_file() and not cfg.download:
+            raise DataError(
+                f"data set mnist: {path} does not exist: copy mnist.npz into --data-dir, "
+                f"pass --download (needs internet), or use --dataset=digits offline"
+            )
+    elif cfg.dataset == "mnist_tfrecord" and (
+        not cfg.data_dir.is_dir() or not any(cfg.data_dir.glob("train*.tfrecord"))
+    ):
+        raise DataError(
+            f"data set mnist_tfrecord: no train*.tfrecord files in {cfg.data_dir}: write "
+            f"them there (features image_raw bytes, label int64) or set --data-dir"
+        )
+
+
 def run_server(cfg: TrainConfig, task: Task) -> int:
     """A ps or worker server of the parameter_server strategy."""
     if is_completed(cfg.layout.status, cfg.run_id):
@@ -56,6 +75,7 @@ def run_server(cfg: TrainConfig, task: Task) -> int:
                  "server; idling until SIGTERM", cfg.run_id, task.name)
         wait_for_sigterm()
         return 0
+    import_tensorflow(cfg)
     from trainer.strategy import start_server
 
     start_server(task)
@@ -81,6 +101,8 @@ def run_chief(cfg: TrainConfig, task: Task, env: Mapping[str, str]) -> int:
                  cfg.run_id, st.step, st.export_path)
         _cleanup(cfg, env)
         return 0
+    check_data(cfg, may_download=True)
+    import_tensorflow(cfg)
     from trainer.data import load_data
     from trainer.metrics import ChiefReporter
 
@@ -113,6 +135,8 @@ def run_sync_worker(cfg: TrainConfig, task: Task) -> int:
                  "until SIGTERM", cfg.run_id, task.name)
         wait_for_sigterm()
         return 0
+    check_data(cfg, may_download=False)
+    import_tensorflow(cfg)
     from trainer.data import load_data
     from trainer.loop_sync import run_sync
 
@@ -129,6 +153,8 @@ def run_sync_worker(cfg: TrainConfig, task: Task) -> int:
 
 def run_evaluator_role(cfg: TrainConfig) -> int:
     """The evaluator side task."""
+    check_data(cfg, may_download=False)
+    import_tensorflow(cfg)
     from trainer.data import load_data
     from trainer.evaluator import run_evaluator
 

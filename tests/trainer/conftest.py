@@ -7,6 +7,7 @@ group by a finalizer, also when a test fails. Nothing here talks to any address 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -57,7 +58,7 @@ def trainer_env(tf_config: dict[str, Any] | None = None, **extra: str) -> dict[s
     }
     env.update(
         PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", GRPC_FAIL_FAST="use_caller",
-        TF_NUM_INTEROP_THREADS="1", TF_NUM_INTRAOP_THREADS="1", TF_CPP_MIN_LOG_LEVEL="1",
+        TF_NUM_INTEROP_THREADS="2", TF_NUM_INTRAOP_THREADS="1", TF_CPP_MIN_LOG_LEVEL="1",
         OMP_NUM_THREADS="1", HOME=env.get("HOME", "/tmp"), POD_NAME="test-pod",
     )
     if tf_config is not None:
@@ -146,15 +147,11 @@ class Procs:
     def close(self) -> None:
         for p in self.all:
             if p.popen.poll() is None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(p.popen.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
         for p in self.all:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 p.popen.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                pass
 
 
 @pytest.fixture
