@@ -124,19 +124,20 @@ def parse_tf_config(raw: str) -> Task:
 
 
 def _checked_task(ttype: str, index: int, cluster: dict[str, list[str]], source: str) -> Task:
+    where = "TF_CONFIG" if source == "TF_CONFIG" else "classic flags"
     if ttype == "evaluator":
         if index != 0:
-            raise ClusterError(f"{source}: at most one evaluator: its index must be 0, got {index}")
+            raise ClusterError(f"{where}: at most one evaluator: its index must be 0, got {index}")
     elif cluster or source != "TF_CONFIG" or ttype != "chief":
         n = len(cluster.get(ttype, []))
         if n == 0:
             raise ClusterError(
-                f"{source}: this task is {ttype}:{index} but the cluster has no {ttype!r} job; "
+                f"{where}: this task is {ttype}:{index} but the cluster has no {ttype!r} job; "
                 f"add it to the cluster"
             )
         if index >= n:
             raise ClusterError(
-                f"{source}: task index {index} is out of range: the cluster has {n} "
+                f"{where}: task index {index} is out of range: the cluster has {n} "
                 f"{ttype!r} task(s) (valid: 0..{n - 1})"
             )
     return Task(ttype, index, cluster, source)
@@ -164,7 +165,7 @@ def from_classic_flags(flags: ClassicFlags, strategy: str) -> Task:
     cluster = _check_cluster(cluster, "classic flags")
     if ttype == "evaluator":
         return Task("evaluator", 0, cluster, "flags")
-    return _checked_task(ttype, index, cluster, "classic flags")
+    return _checked_task(ttype, index, cluster, "flags")
 
 
 def resolve_task(cfg: TrainConfig, env: Mapping[str, str]) -> Task:
@@ -188,13 +189,15 @@ def resolve_task(cfg: TrainConfig, env: Mapping[str, str]) -> Task:
 def validate_for_strategy(task: Task, strategy: str) -> None:
     """Check that the cluster fits the strategy; raise ClusterError naming the fix."""
     c = task.cluster
-    src = "TF_CONFIG" if task.source == "TF_CONFIG" else "cluster flags"
+    src = {"TF_CONFIG": "TF_CONFIG", "flags": "the classic cluster flags"}.get(
+        task.source, "the environment (TF_CONFIG unset, no --job_name)"
+    )
     if strategy == "parameter_server":
         missing = [j for j in CLUSTER_JOBS if not c.get(j)]
         if missing:
             raise ClusterError(
                 f"--strategy=parameter_server needs chief, ps and worker tasks in the cluster, "
-                f"but {src} has no {', '.join(missing)}: add them or choose "
+                f"but {src} gives no {', '.join(missing)}: add them or choose "
                 f"--strategy=multi_worker_mirrored|mirrored|single_device"
             )
     elif strategy == "multi_worker_mirrored":
