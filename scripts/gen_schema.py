@@ -30,10 +30,15 @@ Schema = dict[str, Any]
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 QUANTITY = r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?[0-9]+)?$"
-LABEL_KEY = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+LABEL_KEY = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
 LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
 ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
-EXTENDED_RESOURCE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+EXTENDED_RESOURCE = (
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
 REGISTRY = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(:[0-9]{1,5})?)?$"
 REPOSITORY = r"^[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*$"
 TAG = r"^([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$"
@@ -118,7 +123,11 @@ SECCOMP: Schema = {
     "additionalProperties": False,
     "required": ["type"],
     "properties": {
-        "type": {"type": "string", "enum": ["RuntimeDefault", "Localhost", "Unconfined"], "description": "Seccomp profile type"},
+        "type": {
+            "type": "string",
+            "enum": ["RuntimeDefault", "Localhost", "Unconfined"],
+            "description": "Seccomp profile type",
+        },
         "localhostProfile": {"type": "string", "description": "Profile file on the node (type Localhost)"},
     },
 }
@@ -129,7 +138,10 @@ ID = {"type": "integer", "minimum": 0, "maximum": 2147483647}
 # fragment are merged over the inferred type; "description" always comes from values.yaml.
 RULES: list[tuple[str, Schema]] = [
     ("global.imageRegistry", {"type": "string", "pattern": REGISTRY}),
-    ("global.imagePullSecrets", {"type": "array", "items": {"type": "string", "pattern": DNS_SUBDOMAIN}, "uniqueItems": True}),
+    (
+        "global.imagePullSecrets",
+        {"type": "array", "items": {"type": "string", "pattern": DNS_SUBDOMAIN}, "uniqueItems": True},
+    ),
     ("nameOverride", {"type": "string", "pattern": either_empty(DNS_LABEL), "maxLength": 40}),
     ("fullnameOverride", {"type": "string", "pattern": either_empty(DNS_LABEL), "maxLength": 45}),
     ("namespaceOverride", {"type": "string", "pattern": either_empty(DNS_LABEL), "maxLength": 63}),
@@ -143,7 +155,10 @@ RULES: list[tuple[str, Schema]] = [
     ("*image.digest", {"type": "string", "pattern": DIGEST}),
     ("image.pullPolicy", {"type": "string", "enum": ["Always", "IfNotPresent", "Never"]}),
     ("*.image.pullPolicy", {"type": "string", "enum": ["", "Always", "IfNotPresent", "Never"]}),
-    ("training.strategy", {"type": "string", "enum": ["parameter_server", "multi_worker_mirrored", "mirrored", "single_device"]}),
+    (
+        "training.strategy",
+        {"type": "string", "enum": ["parameter_server", "multi_worker_mirrored", "mirrored", "single_device"]},
+    ),
     ("training.modelName", {"type": "string", "pattern": r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,62}$"}),
     ("training.dataset", {"type": "string", "enum": ["mnist", "mnist_tfrecord", "digits", "synthetic"]}),
     ("training.dataDir", {"type": "string", "pattern": either_empty(ABSOLUTE_PATH)}),
@@ -151,17 +166,30 @@ RULES: list[tuple[str, Schema]] = [
     ("training.trainSteps", {"type": "integer", "minimum": 1}),
     # `helm --set` passes decimals as strings, so a decimal string is accepted too (range checked
     # in validateValues).
-    ("training.learningRate", {"oneOf": [
-        {"type": "number", "exclusiveMinimum": 0, "maximum": 10},
-        {"type": "string", "pattern": r"^([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$"},
-    ]}),
+    (
+        "training.learningRate",
+        {
+            "oneOf": [
+                {"type": "number", "exclusiveMinimum": 0, "maximum": 10},
+                {"type": "string", "pattern": r"^([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$"},
+            ]
+        },
+    ),
     ("training.checkpointEverySteps", {"type": "integer", "minimum": 1}),
     ("training.logEverySteps", {"type": "integer", "minimum": 1}),
     ("training.cleanupPolicy", {"type": "string", "enum": ["scaleDown", "keep"]}),
     ("training.extraArgs", {"type": "array", "items": {"type": "string"}}),
     ("storage.existingClaim", {"type": "string", "pattern": either_empty(DNS_SUBDOMAIN), "maxLength": 253}),
     ("storage.storageClassName", {"type": ["string", "null"], "pattern": either_empty(DNS_SUBDOMAIN)}),
-    ("storage.accessModes", {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string", "enum": ["ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"]}}),
+    (
+        "storage.accessModes",
+        {
+            "type": "array",
+            "minItems": 1,
+            "uniqueItems": True,
+            "items": {"type": "string", "enum": ["ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"]},
+        },
+    ),
     ("storage.size", {"type": "string", "pattern": QUANTITY}),
     ("storage.mountPath", {"type": "string", "pattern": r"^/[^\0]*[^/\0]$|^/[A-Za-z0-9]$"}),
     ("storage.subPath", {"type": "string", "pattern": SUB_PATH}),
@@ -174,63 +202,175 @@ RULES: list[tuple[str, Schema]] = [
     ("serving.replicas", {"type": "integer", "minimum": 1, "maximum": 100}),
     ("*.command", {"type": "array", "items": {"type": "string"}}),
     ("*.args", {"type": "array", "items": {"type": "string"}}),
-    ("*.extraEnv", {"type": "array", "items": {
-        "type": "object", "additionalProperties": False, "required": ["name"],
-        "properties": {
-            "name": {"type": "string", "pattern": ENV_NAME, "description": "Variable name"},
-            "value": {"type": "string", "description": "Literal value (quote numbers and booleans)"},
-            "valueFrom": {"type": "object", "description": "Kubernetes EnvVarSource (secretKeyRef, configMapKeyRef, fieldRef, resourceFieldRef)",
-                          "additionalProperties": False,
-                          "properties": {k: {"type": "object", "description": f"Kubernetes {k}"} for k in ("secretKeyRef", "configMapKeyRef", "fieldRef", "resourceFieldRef")}},
-        }}}),
-    ("*.resources", {"type": "object", "additionalProperties": False, "properties": {
-        "requests": resource_list("Minimum resources the scheduler reserves (cpu, memory, ephemeral-storage)"),
-        "limits": resource_list("Maximum resources the container may use"),
-    }}),
+    (
+        "*.extraEnv",
+        {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["name"],
+                "properties": {
+                    "name": {"type": "string", "pattern": ENV_NAME, "description": "Variable name"},
+                    "value": {"type": "string", "description": "Literal value (quote numbers and booleans)"},
+                    "valueFrom": {
+                        "type": "object",
+                        "description": "Kubernetes EnvVarSource (secretKeyRef, configMapKeyRef, fieldRef, ...)",
+                        "additionalProperties": False,
+                        "properties": {
+                            k: {"type": "object", "description": f"Kubernetes {k}"}
+                            for k in ("secretKeyRef", "configMapKeyRef", "fieldRef", "resourceFieldRef")
+                        },
+                    },
+                },
+            },
+        },
+    ),
+    (
+        "*.resources",
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "requests": resource_list("Minimum resources the scheduler reserves (cpu, memory, ephemeral-storage)"),
+                "limits": resource_list("Maximum resources the container may use"),
+            },
+        },
+    ),
     ("*.gpu.count", {"type": "integer", "minimum": 0, "maximum": 64}),
     ("*.gpu.resourceName", {"type": "string", "pattern": EXTENDED_RESOURCE}),
     ("*.nodeSelector", string_map(LABEL_VALUE, LABEL_KEY)),
-    ("*.tolerations", {"type": "array", "items": {
-        "type": "object", "additionalProperties": False,
-        "properties": {
-            "key": {"type": "string", "description": "Taint key (empty with operator Exists matches every taint)"},
-            "operator": {"type": "string", "enum": ["Exists", "Equal"], "description": "Exists or Equal"},
-            "value": {"type": "string", "description": "Taint value (operator Equal)"},
-            "effect": {"type": "string", "enum": ["", "NoSchedule", "PreferNoSchedule", "NoExecute"], "description": "Taint effect to tolerate"},
-            "tolerationSeconds": {"type": "integer", "minimum": 0, "description": "How long a NoExecute taint is tolerated"},
-        }}}),
-    ("*.affinity", {"type": "object", "additionalProperties": False, "properties": {
-        k: {"type": "object", "description": f"Kubernetes {k} (validated by the API server)"} for k in ("nodeAffinity", "podAffinity", "podAntiAffinity")}}),
-    ("*.topologySpreadConstraints", {"type": "array", "items": {
-        "type": "object", "additionalProperties": False, "required": ["maxSkew", "topologyKey", "whenUnsatisfiable"],
-        "properties": {
-            "maxSkew": {"type": "integer", "minimum": 1, "description": "Allowed imbalance between domains"},
-            "topologyKey": {"type": "string", "pattern": LABEL_KEY, "description": "Node label that defines a domain"},
-            "whenUnsatisfiable": {"type": "string", "enum": ["DoNotSchedule", "ScheduleAnyway"], "description": "What the scheduler does when it cannot satisfy the spread"},
-            "labelSelector": {**LABEL_SELECTOR, "description": "Pods counted for the spread"},
-            "minDomains": {"type": "integer", "minimum": 1, "description": "Minimum number of eligible domains"},
-            "matchLabelKeys": {"type": "array", "items": {"type": "string"}, "description": "Pod label keys whose values select the pods counted"},
-            "nodeAffinityPolicy": {"type": "string", "enum": ["Honor", "Ignore"], "description": "Whether node affinity limits the domains"},
-            "nodeTaintsPolicy": {"type": "string", "enum": ["Honor", "Ignore"], "description": "Whether node taints limit the domains"},
-        }}}),
+    (
+        "*.tolerations",
+        {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "key": {
+                        "type": "string",
+                        "description": "Taint key (empty with operator Exists matches every taint)",
+                    },
+                    "operator": {"type": "string", "enum": ["Exists", "Equal"], "description": "Exists or Equal"},
+                    "value": {"type": "string", "description": "Taint value (operator Equal)"},
+                    "effect": {
+                        "type": "string",
+                        "enum": ["", "NoSchedule", "PreferNoSchedule", "NoExecute"],
+                        "description": "Taint effect to tolerate",
+                    },
+                    "tolerationSeconds": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "description": "How long a NoExecute taint is tolerated",
+                    },
+                },
+            },
+        },
+    ),
+    (
+        "*.affinity",
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                k: {"type": "object", "description": f"Kubernetes {k} (validated by the API server)"}
+                for k in ("nodeAffinity", "podAffinity", "podAntiAffinity")
+            },
+        },
+    ),
+    (
+        "*.topologySpreadConstraints",
+        {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["maxSkew", "topologyKey", "whenUnsatisfiable"],
+                "properties": {
+                    "maxSkew": {"type": "integer", "minimum": 1, "description": "Allowed imbalance between domains"},
+                    "topologyKey": {
+                        "type": "string",
+                        "pattern": LABEL_KEY,
+                        "description": "Node label that defines a domain",
+                    },
+                    "whenUnsatisfiable": {
+                        "type": "string",
+                        "enum": ["DoNotSchedule", "ScheduleAnyway"],
+                        "description": "What the scheduler does when it cannot satisfy the spread",
+                    },
+                    "labelSelector": {**LABEL_SELECTOR, "description": "Pods counted for the spread"},
+                    "minDomains": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "description": "Minimum number of eligible domains",
+                    },
+                    "matchLabelKeys": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "Pod label keys whose values select the pods counted",
+                    },
+                    "nodeAffinityPolicy": {
+                        "type": "string",
+                        "enum": ["Honor", "Ignore"],
+                        "description": "Whether node affinity limits the domains",
+                    },
+                    "nodeTaintsPolicy": {
+                        "type": "string",
+                        "enum": ["Honor", "Ignore"],
+                        "description": "Whether node taints limit the domains",
+                    },
+                },
+            },
+        },
+    ),
     ("*.priorityClassName", {"type": "string", "pattern": either_empty(DNS_SUBDOMAIN)}),
     ("*.podLabels", string_map(LABEL_VALUE, LABEL_KEY)),
     ("*.podAnnotations", string_map(None, LABEL_KEY)),
-    ("*.extraVolumes", {"type": "array", "items": {
-        "type": "object", "required": ["name"],
-        "properties": {"name": {"type": "string", "pattern": DNS_LABEL, "description": "Volume name"}},
-        "description": "A Kubernetes Volume (its source fields are validated by the API server)"}}),
-    ("*.extraVolumeMounts", {"type": "array", "items": {
-        "type": "object", "additionalProperties": False, "required": ["name", "mountPath"],
-        "properties": {
-            "name": {"type": "string", "pattern": DNS_LABEL, "description": "Name of a volume of the pod"},
-            "mountPath": {"type": "string", "pattern": ABSOLUTE_PATH, "description": "Absolute path in the container"},
-            "subPath": {"type": "string", "description": "Sub-path of the volume"},
-            "subPathExpr": {"type": "string", "description": "Sub-path with $(VAR) expansion"},
-            "readOnly": {"type": "boolean", "description": "Mount read-only"},
-            "recursiveReadOnly": {"type": "string", "enum": ["Disabled", "IfPossible", "Enabled"], "description": "Recursive read-only mode"},
-            "mountPropagation": {"type": "string", "enum": ["None", "HostToContainer", "Bidirectional"], "description": "Mount propagation"},
-        }}}),
+    (
+        "*.extraVolumes",
+        {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["name"],
+                "properties": {"name": {"type": "string", "pattern": DNS_LABEL, "description": "Volume name"}},
+                "description": "A Kubernetes Volume (its source fields are validated by the API server)",
+            },
+        },
+    ),
+    (
+        "*.extraVolumeMounts",
+        {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["name", "mountPath"],
+                "properties": {
+                    "name": {"type": "string", "pattern": DNS_LABEL, "description": "Name of a volume of the pod"},
+                    "mountPath": {
+                        "type": "string",
+                        "pattern": ABSOLUTE_PATH,
+                        "description": "Absolute path in the container",
+                    },
+                    "subPath": {"type": "string", "description": "Sub-path of the volume"},
+                    "subPathExpr": {"type": "string", "description": "Sub-path with $(VAR) expansion"},
+                    "readOnly": {"type": "boolean", "description": "Mount read-only"},
+                    "recursiveReadOnly": {
+                        "type": "string",
+                        "enum": ["Disabled", "IfPossible", "Enabled"],
+                        "description": "Recursive read-only mode",
+                    },
+                    "mountPropagation": {
+                        "type": "string",
+                        "enum": ["None", "HostToContainer", "Bidirectional"],
+                        "description": "Mount propagation",
+                    },
+                },
+            },
+        },
+    ),
     ("*.podSecurityContext.runAsUser", ID),
     ("*.podSecurityContext.runAsGroup", ID),
     ("*.podSecurityContext.fsGroup", ID),
@@ -239,10 +379,25 @@ RULES: list[tuple[str, Schema]] = [
     ("*.containerSecurityContext.runAsUser", ID),
     ("*.containerSecurityContext.runAsGroup", ID),
     ("*.containerSecurityContext.seccompProfile", SECCOMP),
-    ("*.containerSecurityContext.capabilities", {"type": "object", "additionalProperties": False, "properties": {
-        "add": {"type": "array", "items": {"type": "string", "pattern": r"^[A-Z_]+$"}, "description": "Capabilities added"},
-        "drop": {"type": "array", "items": {"type": "string", "pattern": r"^[A-Z_]+$"}, "description": "Capabilities dropped"},
-    }}),
+    (
+        "*.containerSecurityContext.capabilities",
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "add": {
+                    "type": "array",
+                    "items": {"type": "string", "pattern": r"^[A-Z_]+$"},
+                    "description": "Capabilities added",
+                },
+                "drop": {
+                    "type": "array",
+                    "items": {"type": "string", "pattern": r"^[A-Z_]+$"},
+                    "description": "Capabilities dropped",
+                },
+            },
+        },
+    ),
     ("*.service.port", {"type": "integer", "minimum": 1, "maximum": 65535}),
     ("*.service.restPort", {"type": "integer", "minimum": 1, "maximum": 65535}),
     ("*.service.grpcPort", {"type": "integer", "minimum": 1, "maximum": 65535}),
@@ -251,7 +406,10 @@ RULES: list[tuple[str, Schema]] = [
     ("chief.activeDeadlineSeconds", {"type": ["integer", "null"], "minimum": 1}),
     ("chief.ttlSecondsAfterFinished", {"type": ["integer", "null"], "minimum": 0}),
     ("*.ingress.className", {"type": "string", "pattern": either_empty(DNS_SUBDOMAIN)}),
-    ("*.ingress.host", {"type": "string", "pattern": r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"}),
+    (
+        "*.ingress.host",
+        {"type": "string", "pattern": r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"},
+    ),
     ("*.ingress.path", {"type": "string", "pattern": r"^/"}),
     ("*.ingress.tlsSecretName", {"type": "string", "pattern": either_empty(DNS_SUBDOMAIN)}),
     ("*.ingress.annotations", string_map(None, LABEL_KEY)),
@@ -342,8 +500,7 @@ def build(value: Any, path: str, descriptions: dict[str, str]) -> Schema:
         if isinstance(value, dict):
             schema["additionalProperties"] = False
             schema["properties"] = {
-                key: build(child, f"{path}.{key}" if path else key, descriptions)
-                for key, child in value.items()
+                key: build(child, f"{path}.{key}" if path else key, descriptions) for key, child in value.items()
             }
             # helm drops keys whose value is null while merging, so nullable keys cannot be required.
             schema["required"] = [key for key, child in value.items() if child is not None]

@@ -42,7 +42,9 @@ def tool(name: str, *candidates: Path) -> Path:
     found = shutil.which(name)
     if found:
         return Path(found)
-    raise MissingTool(f"{name} not found (looked in {', '.join(map(str, candidates))} and PATH): run `bash scripts/setup.sh`")
+    raise MissingTool(
+        f"{name} not found (looked in {', '.join(map(str, candidates))} and PATH): run `bash scripts/setup.sh`"
+    )
 
 
 def values_files() -> list[Path]:
@@ -67,7 +69,11 @@ def helm(major: str, *args: str, timeout: int = 120) -> Result:
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, "HELM_CACHE_HOME": str(TOOLS / "helm-cache"), "HELM_CONFIG_HOME": str(TOOLS / "helm-config")},
+        env={
+            **os.environ,
+            "HELM_CACHE_HOME": str(TOOLS / "helm-cache"),
+            "HELM_CONFIG_HOME": str(TOOLS / "helm-config"),
+        },
     )
     return Result(proc.returncode, proc.stdout, proc.stderr)
 

@@ -52,7 +52,9 @@ def test_manifests_validate_against_every_kubernetes_version(values_file: Path) 
             try:
                 kubernetes_validate.validate(doc, version, strict=True)
             except kubernetes_validate.ValidationError as error:
-                problems.append(f"{version} {doc['kind']}/{doc['metadata']['name']}: {error.message} at {list(error.path)}")
+                problems.append(
+                    f"{version} {doc['kind']}/{doc['metadata']['name']}: {error.message} at {list(error.path)}"
+                )
     assert not problems, "\n".join(problems)
 
 

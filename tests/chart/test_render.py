@@ -33,7 +33,9 @@ def cluster_map(docs: list[dict[str, Any]]) -> dict[str, list[str]]:
     return cluster
 
 
-def expected_addresses(docs: list[dict[str, Any]], role: str, replicas: int, domain: str = "cluster.local") -> list[str]:
+def expected_addresses(
+    docs: list[dict[str, Any]], role: str, replicas: int, domain: str = "cluster.local"
+) -> list[str]:
     """Addresses derived from the StatefulSet and its headless Service, not from the chart helpers."""
     sts = named(docs, "StatefulSet", f"{PREFIX}-{role}")
     service = named(docs, "Service", sts["spec"]["serviceName"])
@@ -72,7 +74,14 @@ def test_cluster_map_lists_statefulset_pod_dns_names_in_ordinal_order(ps: int, w
 
 
 def test_custom_ports_and_cluster_domain_flow_into_the_map() -> None:
-    docs = render(sets=["ps.service.port=3333", "worker.service.port=4444", "chief.service.port=5555", "clusterDomain=corp.internal"])
+    docs = render(
+        sets=[
+            "ps.service.port=3333",
+            "worker.service.port=4444",
+            "chief.service.port=5555",
+            "clusterDomain=corp.internal",
+        ]
+    )
     cluster = cluster_map(docs)
     assert cluster["ps"] == expected_addresses(docs, "ps", 1, "corp.internal")
     assert cluster["worker"] == expected_addresses(docs, "worker", 2, "corp.internal")
@@ -143,7 +152,15 @@ def test_gpu_limits_present_exactly_where_requested() -> None:
     assert found.pop(f"{PREFIX}-worker") == {"nvidia.com/gpu": 1}
     assert all(limits == {} for limits in found.values()), found
 
-    docs = render(sets=["training.strategy=mirrored", "chief.gpu.count=4", "serving.gpu.count=1", "worker.gpu.count=2", "worker.gpu.resourceName=amd.com/gpu"])
+    docs = render(
+        sets=[
+            "training.strategy=mirrored",
+            "chief.gpu.count=4",
+            "serving.gpu.count=1",
+            "worker.gpu.count=2",
+            "worker.gpu.resourceName=amd.com/gpu",
+        ]
+    )
     found = {doc["metadata"]["name"]: gpu_limits(pod_spec(doc)["containers"][0]) for doc in workloads(docs)}
     assert found.pop(f"{PREFIX}-chief") == {"nvidia.com/gpu": 4}
     assert found.pop(f"{PREFIX}-serving") == {"nvidia.com/gpu": 1}
@@ -154,7 +171,11 @@ def test_gpu_limits_present_exactly_where_requested() -> None:
 
 def test_all_workers_share_one_gpu_count_and_gpu_pods_get_shared_memory() -> None:
     docs = render(values=[VALUES_DIR / "sync-allreduce.yaml"])
-    counts = {doc["metadata"]["name"]: gpu_limits(pod_spec(doc)["containers"][0]) for doc in docs if doc["kind"] in {"StatefulSet", "Job"} and doc["metadata"]["name"] != f"{PREFIX}-test"}
+    counts = {
+        doc["metadata"]["name"]: gpu_limits(pod_spec(doc)["containers"][0])
+        for doc in docs
+        if doc["kind"] in {"StatefulSet", "Job"} and doc["metadata"]["name"] != f"{PREFIX}-test"
+    }
     assert set(map(json.dumps, counts.values())) == {json.dumps({"nvidia.com/gpu": 1})}
     worker = pod_spec(named(docs, "StatefulSet", f"{PREFIX}-worker"))
     assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}} in worker["volumes"]
@@ -216,10 +237,25 @@ def test_bring_your_own_command_keeps_tf_config() -> None:
 
 
 def test_trainer_args_follow_training_values() -> None:
-    docs = render(sets=["training.batchSize=64", "training.trainSteps=600", "training.learningRate=0.05", "training.cleanupPolicy=keep", "training.extraArgs={--eval-split=0.2}"])
+    docs = render(
+        sets=[
+            "training.batchSize=64",
+            "training.trainSteps=600",
+            "training.learningRate=0.05",
+            "training.cleanupPolicy=keep",
+            "training.extraArgs={--eval-split=0.2}",
+        ]
+    )
     args = pod_spec(named(docs, "Job", f"{PREFIX}-chief"))["containers"][0]["args"]
     assert args[:3] == ["python", "-m", "trainer"]
-    for expected in ("--batch-size=64", "--train-steps=600", "--learning-rate=0.05", "--cleanup=keep", "--storage-root=/data", "--eval-split=0.2"):
+    for expected in (
+        "--batch-size=64",
+        "--train-steps=600",
+        "--learning-rate=0.05",
+        "--cleanup=keep",
+        "--storage-root=/data",
+        "--eval-split=0.2",
+    ):
         assert expected in args
 
 
@@ -231,7 +267,13 @@ def test_longest_names_stay_within_dns_label_limits() -> None:
         replicas = named(docs, "StatefulSet", name)["spec"]["replicas"]
         assert len(f"{name}-{replicas - 1}") <= 63, name  # longest pod hostname
         assert len(f"{name}-{'x' * 10}") <= 63, name  # controller-revision-hash label value
-    chief = pod_spec(named(docs, "Job", next(d["metadata"]["name"] for d in by_kind(docs, "Job") if d["metadata"]["name"].endswith("-chief"))))
+    chief = pod_spec(
+        named(
+            docs,
+            "Job",
+            next(d["metadata"]["name"] for d in by_kind(docs, "Job") if d["metadata"]["name"].endswith("-chief")),
+        )
+    )
     assert len(chief["hostname"]) <= 63
     for doc in docs:
         assert len(doc["metadata"]["name"]) <= 63, doc["metadata"]["name"]
@@ -246,8 +288,19 @@ def cluster_map_any(docs: list[dict[str, Any]]) -> list[str]:
 
 
 def test_everything_is_namespaced_and_labelled() -> None:
-    docs = render(values=[VALUES_DIR / "gpu.yaml"], sets=["commonLabels.team=a", "evaluator.enabled=true", "tensorboard.ingress.enabled=true"])
-    cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "Namespace", "PersistentVolume", "StorageClass", "CustomResourceDefinition", "PriorityClass"}
+    docs = render(
+        values=[VALUES_DIR / "gpu.yaml"],
+        sets=["commonLabels.team=a", "evaluator.enabled=true", "tensorboard.ingress.enabled=true"],
+    )
+    cluster_scoped = {
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Namespace",
+        "PersistentVolume",
+        "StorageClass",
+        "CustomResourceDefinition",
+        "PriorityClass",
+    }
     for doc in docs:
         assert doc["kind"] not in cluster_scoped
         assert doc["metadata"]["namespace"] == NAMESPACE, doc["metadata"]["name"]
@@ -262,12 +315,14 @@ def test_everything_is_namespaced_and_labelled() -> None:
 def test_cleanup_role_is_scoped_to_this_releases_statefulsets() -> None:
     docs = render()
     role = named(docs, "Role", f"{PREFIX}-chief-cleanup")
-    assert role["rules"] == [{
-        "apiGroups": ["apps"],
-        "resources": ["statefulsets/scale"],
-        "resourceNames": [f"{PREFIX}-ps", f"{PREFIX}-worker"],
-        "verbs": ["get", "patch"],
-    }]
+    assert role["rules"] == [
+        {
+            "apiGroups": ["apps"],
+            "resources": ["statefulsets/scale"],
+            "resourceNames": [f"{PREFIX}-ps", f"{PREFIX}-worker"],
+            "verbs": ["get", "patch"],
+        }
+    ]
     chief = pod_spec(named(docs, "Job", f"{PREFIX}-chief"))
     assert chief["serviceAccountName"] == f"{PREFIX}-chief"
     assert env_of(chief["containers"][0])["TFD_CLEANUP_STATEFULSETS"] == f"{PREFIX}-ps,{PREFIX}-worker"

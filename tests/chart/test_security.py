@@ -69,7 +69,9 @@ def test_checkov_config_skips_at_most_two_checks_each_with_a_reason() -> None:
 
 @pytest.mark.parametrize("values_file", FILES, ids=file_id)
 def test_checkov_helm_framework_passes(values_file: Path) -> None:
-    reports = run_checkov("--framework", "helm", "-d", str(CHART), "--var-file", str(values_file), "--var-file", str(TEAM_NAMESPACE))
+    reports = run_checkov(
+        "--framework", "helm", "-d", str(CHART), "--var-file", str(values_file), "--var-file", str(TEAM_NAMESPACE)
+    )
     helm_reports = [r for r in reports if r.get("check_type") == "helm"]
     assert helm_reports, f"checkov produced no helm report (framework disabled?): {reports}"
     assert helm_reports[0]["summary"]["passed"] > 50
@@ -80,7 +82,9 @@ def test_checkov_helm_framework_passes(values_file: Path) -> None:
 def test_checkov_on_rendered_manifests_passes(values_file: Path, tmp_path: Path) -> None:
     result = subprocess.run(
         [str(helm_path("4")), "template", "mnist", str(CHART), "-n", "ml-training", "-f", str(values_file)],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     (tmp_path / "manifests.yaml").write_text(result.stdout)
     reports = run_checkov("--framework", "kubernetes", "-d", str(tmp_path))
@@ -89,7 +93,16 @@ def test_checkov_on_rendered_manifests_passes(values_file: Path, tmp_path: Path)
     assert failed_checks(reports) == []
 
 
-RESTRICTED_VOLUME_TYPES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"}
+RESTRICTED_VOLUME_TYPES = {
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+}
 
 
 def restricted_violations(doc: dict[str, Any]) -> list[str]:
@@ -108,8 +121,10 @@ def restricted_violations(doc: dict[str, Any]) -> list[str]:
     for container in all_containers(spec):
         where = f"{name}/{container['name']}"
         sc = container.get("securityContext", {})
-        def effective(key: str) -> Any:
+
+        def effective(key: str, sc: dict[str, Any] = sc) -> Any:
             return sc.get(key, pod_sc.get(key))
+
         if effective("runAsNonRoot") is not True:
             problems.append(f"{where}: runAsNonRoot")
         if not isinstance(effective("runAsUser"), int) or effective("runAsUser") < 10000:
@@ -161,7 +176,11 @@ def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
 def test_tensorflow_ports_admit_only_pods_of_the_same_release(values_file: Path) -> None:
     docs = render(values=[values_file], sets=["evaluator.enabled=true"])
     policies = by_kind(docs, "NetworkPolicy")
-    other_release = {"app.kubernetes.io/name": "tf-distributed", "app.kubernetes.io/instance": "other", "app.kubernetes.io/component": "worker"}
+    other_release = {
+        "app.kubernetes.io/name": "tf-distributed",
+        "app.kubernetes.io/instance": "other",
+        "app.kubernetes.io/component": "worker",
+    }
     for doc in workloads(docs):
         labels = pod_template(doc)["metadata"]["labels"]
         if labels["app.kubernetes.io/component"] not in ("ps", "worker", "chief"):

@@ -1,0 +1,32 @@
+# One entry point for set-up, tests and the local run. Everything installs into the checkout
+# (.venv/ and .tools/); nothing is installed globally.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+VENV := .venv
+PY := $(VENV)/bin/python
+export PATH := $(CURDIR)/.tools/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: setup test lint docs schema run clean
+
+## setup: install the pinned Python environment, checkov, the README generator, helm 3.17 and 4.1
+setup:
+	@bash scripts/setup.sh
+
+## lint: ruff, mypy --strict, and the generated schema must be up to date
+lint: setup
+	$(VENV)/bin/ruff check tfchart trainer tests scripts
+	$(VENV)/bin/mypy
+	$(PY) scripts/gen_schema.py --check
+
+## test: everything CI runs (the README's test command; .ci/run calls exactly this)
+test: lint
+	$(PY) -m pytest
+
+## docs: regenerate values.schema.json and the README parameter tables from values.yaml
+docs: setup
+	$(PY) scripts/gen_schema.py
+	.tools/node/node_modules/.bin/readme-generator --values charts/tf-distributed/values.yaml --readme README.md
+	.tools/node/node_modules/.bin/readme-generator --values charts/tf-distributed/values.yaml --readme charts/tf-distributed/README.md
+
+clean:
+	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache
