@@ -36,7 +36,8 @@ def latest(directory: Path) -> str | None:
     """Path prefix of the newest complete checkpoint in ``directory``, if any."""
     if not directory.is_dir():
         return None
-    return tf.train.latest_checkpoint(str(directory))
+    path: str | None = tf.train.latest_checkpoint(str(directory))
+    return path
 
 
 def all_checkpoints(directory: Path) -> list[str]:

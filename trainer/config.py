@@ -120,6 +120,16 @@ class _Parser(argparse.ArgumentParser):
         raise ConfigError(f"{message} (see python -m trainer --help)")
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Show defaults, except empty ones (None, False, "")."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        d = action.default
+        if d is None or d is False or d == "" or d is argparse.SUPPRESS:
+            return action.help
+        return super()._get_help_string(action)
+
+
 def _hosts(value: str) -> tuple[str, ...]:
     return tuple(h.strip() for h in value.split(",") if h.strip())
 
@@ -134,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
             "classic --job_name/--task_index flags). Exit codes: 0 success, 1 training "
             "failed, 2 configuration error, 3 a cluster task (parameter server) was lost."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     g = p.add_argument_group("training")
     g.add_argument("--strategy", default="single_device",

@@ -69,7 +69,7 @@ def run_ps_chief(cfg: TrainConfig, task: Task, data: DataSource, reporter: Chief
 
         iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
 
-        @tf.function  # type: ignore[misc]
+        @tf.function  # type: ignore[untyped-decorator]
         def worker_fn(it: Any) -> tf.Tensor:
             images, labels = next(it)
             losses = strategy.run(replica_step, args=(images, labels))

@@ -36,7 +36,7 @@ def _make_agree(strategy: Any) -> Any:
     worker) is taken by all workers together.
     """
 
-    @tf.function  # type: ignore[misc]
+    @tf.function  # type: ignore[untyped-decorator]
     def votes(flag: tf.Tensor) -> tf.Tensor:
         value = strategy.run(lambda: tf.identity(flag))
         return strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
@@ -78,7 +78,7 @@ def run_sync(cfg: TrainConfig, task: Task, data: DataSource,
 
     iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
 
-    @tf.function  # type: ignore[misc]
+    @tf.function  # type: ignore[untyped-decorator]
     def train_step(it: Any) -> tf.Tensor:
         images, labels = next(it)
         losses = strategy.run(replica_step, args=(images, labels))

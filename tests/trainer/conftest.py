@@ -232,7 +232,8 @@ def service_account_dir(path: Path, namespace: str = "ml-team") -> Path:
 
 
 def read_status(root: Path) -> dict[str, Any]:
-    return json.loads((root / "status.json").read_text())
+    doc: dict[str, Any] = json.loads((root / "status.json").read_text())
+    return doc
 
 
 def ps_cluster(n_workers: int = 2) -> dict[str, list[str]]:
