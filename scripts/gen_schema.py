@@ -21,39 +21,38 @@ from typing import Any
 
 import yaml
 
-CHART = Path(__file__).resolve().parent.parent / "charts" / "tf-distributed"
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+CHART = REPO / "charts" / "tf-distributed"
 VALUES = CHART / "values.yaml"
 SCHEMA = CHART / "values.schema.json"
 
 Schema = dict[str, Any]
 
-DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-QUANTITY = r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?[0-9]+)?$"
-LABEL_KEY = (
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+from tfchart.schema_formats import (  # noqa: E402  (the repo root is put on sys.path above)
+    ABSOLUTE_PATH,
+    DIGEST,
+    DNS_LABEL,
+    DNS_SUBDOMAIN,
+    ENV_NAME,
+    EXTENDED_RESOURCE,
+    LABEL_KEY,
+    LABEL_VALUE,
+    QUANTITY,
+    REGISTRY,
+    REPOSITORY,
+    CAPABILITY,
+    DECIMAL,
+    INGRESS_HOST,
+    MODEL_NAME,
+    STORAGE_MOUNT_PATH,
+    SUB_PATH,
+    TAG,
+    URL_PATH,
+    either_empty,
 )
-LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
-ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
-EXTENDED_RESOURCE = (
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
-)
-REGISTRY = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(:[0-9]{1,5})?)?$"
-REPOSITORY = r"^[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*$"
-TAG = r"^([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$"
-DIGEST = r"^(sha256:[a-f0-9]{64})?$"
-ABSOLUTE_PATH = r"^/[^\0]*$"
-# A relative path without ".." segments (RE2: helm's validator has no look-ahead).
-_SEGMENT = r"([^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+|\.)"
-SUB_PATH = rf"^$|^{_SEGMENT}(/{_SEGMENT})*$"
 
 COMPONENTS = ("ps", "worker", "chief", "evaluator", "tensorboard", "serving")
-
-
-def either_empty(pattern: str) -> str:
-    """Pattern that also accepts the empty string (the chart's 'unset')."""
-    return f"^$|{pattern}"
 
 
 def string_map(value_pattern: str | None = None, key_pattern: str | None = None) -> Schema:
@@ -159,7 +158,7 @@ RULES: list[tuple[str, Schema]] = [
         "training.strategy",
         {"type": "string", "enum": ["parameter_server", "multi_worker_mirrored", "mirrored", "single_device"]},
     ),
-    ("training.modelName", {"type": "string", "pattern": r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,62}$"}),
+    ("training.modelName", {"type": "string", "pattern": MODEL_NAME}),
     ("training.dataset", {"type": "string", "enum": ["mnist", "mnist_tfrecord", "digits", "synthetic"]}),
     ("training.dataDir", {"type": "string", "pattern": either_empty(ABSOLUTE_PATH)}),
     ("training.batchSize", {"type": "integer", "minimum": 1, "maximum": 1048576}),
@@ -171,7 +170,7 @@ RULES: list[tuple[str, Schema]] = [
         {
             "oneOf": [
                 {"type": "number", "exclusiveMinimum": 0, "maximum": 10},
-                {"type": "string", "pattern": r"^([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$"},
+                {"type": "string", "pattern": DECIMAL},
             ]
         },
     ),
@@ -191,7 +190,7 @@ RULES: list[tuple[str, Schema]] = [
         },
     ),
     ("storage.size", {"type": "string", "pattern": QUANTITY}),
-    ("storage.mountPath", {"type": "string", "pattern": r"^/[^\0]*[^/\0]$|^/[A-Za-z0-9]$"}),
+    ("storage.mountPath", {"type": "string", "pattern": STORAGE_MOUNT_PATH}),
     ("storage.subPath", {"type": "string", "pattern": SUB_PATH}),
     ("storage.annotations", string_map(None, LABEL_KEY)),
     ("ps.replicas", {"type": "integer", "minimum": 0, "maximum": 1000}),
@@ -387,12 +386,12 @@ RULES: list[tuple[str, Schema]] = [
             "properties": {
                 "add": {
                     "type": "array",
-                    "items": {"type": "string", "pattern": r"^[A-Z_]+$"},
+                    "items": {"type": "string", "pattern": CAPABILITY},
                     "description": "Capabilities added",
                 },
                 "drop": {
                     "type": "array",
-                    "items": {"type": "string", "pattern": r"^[A-Z_]+$"},
+                    "items": {"type": "string", "pattern": CAPABILITY},
                     "description": "Capabilities dropped",
                 },
             },
@@ -408,9 +407,9 @@ RULES: list[tuple[str, Schema]] = [
     ("*.ingress.className", {"type": "string", "pattern": either_empty(DNS_SUBDOMAIN)}),
     (
         "*.ingress.host",
-        {"type": "string", "pattern": r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"},
+        {"type": "string", "pattern": INGRESS_HOST},
     ),
-    ("*.ingress.path", {"type": "string", "pattern": r"^/"}),
+    ("*.ingress.path", {"type": "string", "pattern": URL_PATH}),
     ("*.ingress.tlsSecretName", {"type": "string", "pattern": either_empty(DNS_SUBDOMAIN)}),
     ("*.ingress.annotations", string_map(None, LABEL_KEY)),
     ("serving.pollSeconds", {"type": "integer", "minimum": 1, "maximum": 86400}),

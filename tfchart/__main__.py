@@ -1,0 +1,3 @@
+from tfchart.cli import main
+
+main()

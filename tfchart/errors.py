@@ -1,0 +1,71 @@
+"""One error hierarchy for tfchart, translated into messages and exit codes at one boundary (cli.main).
+
+Exit codes: 0 success, 1 an error (invalid values, helm/Kubernetes failures, no image engine),
+2 a usage error (bad flags or arguments).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class TfchartError(Exception):
+    """An error the user can act on. `hint` says what to do."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class UsageError(TfchartError):
+    """Bad command-line usage (unreadable --set, unknown option value...)."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a values document."""
+
+    path: str  # dotted key path, "(root)" for the document itself
+    message: str
+    value: object = None
+    fix: str = ""
+    file: str = ""  # where the offending value came from: a file, "--set", or "" (chart defaults)
+    line: int | None = None
+
+    @property
+    def location(self) -> str:
+        if self.file and self.line is not None:
+            return f"{self.file}:{self.line}"
+        return self.file
+
+
+@dataclass
+class ValidationFailed(TfchartError):
+    """The values are invalid; every problem is listed."""
+
+    problems: list[Problem] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        count = len(self.problems)
+        super().__init__(f"{count} problem{'s' if count != 1 else ''} in values", "")
+
+
+class HelmError(TfchartError):
+    """helm failed or could not be run."""
+
+
+class KubernetesError(TfchartError):
+    """The Kubernetes API refused or could not be reached."""
+
+
+class ImmutableFieldChange(TfchartError):
+    """An upgrade would change a StatefulSet field Kubernetes forbids changing."""
+
+
+class EngineNotFound(TfchartError):
+    """No container engine (docker, buildx, podman) is reachable for image builds."""
