@@ -1,0 +1,387 @@
+"""`tfchart build`: the trainer images (Dockerfile.cpu, Dockerfile.gpu) built with docker, buildx or podman.
+
+The work is split so every part can be checked without a container engine:
+
+* `plan` turns the options into `BuildStep`s, each holding the exact argv. It never needs an engine:
+  with no `engine` given it probes PATH for the one that would be used (`docker buildx build` when
+  the buildx plugin answers, then plain `docker`, then `podman`) and falls back to docker, so
+  `--dry-run` prints the same commands a real run would on that machine.
+* `run` prints each command as a copy-pasteable shell line (shlex.join) and, unless it is a dry run,
+  first checks that the engine is installed and answers (`check_engine_reachable`), then runs the
+  steps in order and stops at the first failure.
+
+Images are tagged `<registry>/<repository>:<version>` (CPU) and `...:<version>-gpu` (GPU), the
+references the chart uses by default (image.tag empty = the chart's appVersion). The version is the
+project version from pyproject.toml; `tag` replaces it in the tag (the OCI version label keeps the
+project version). Everything is built before anything is pushed, so a failed GPU build never
+leaves half a release in the registry.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from tfchart.errors import EngineNotFound, TfchartError, UsageError
+
+EngineName = Literal["docker", "buildx", "podman"]
+ENGINES: tuple[EngineName, ...] = ("docker", "buildx", "podman")
+VARIANTS = ("cpu", "gpu")
+DEFAULT_REGISTRY = "ghcr.io"
+DEFAULT_REPOSITORY = "tf-distributed/trainer"
+VERSION_LABEL = "org.opencontainers.image.version"
+REVISION_LABEL = "org.opencontainers.image.revision"
+
+PROBE_TIMEOUT_S = 30
+INSTALL_HINT = (
+    "install Docker (Docker Engine or Docker Desktop, with the buildx plugin) or Podman, "
+    "or pass --dry-run to only print the build commands"
+)
+NO_DOCKER_ENGINE_HINT = (
+    "start Docker (`sudo systemctl start docker`, or open Docker Desktop), "
+    "point DOCKER_HOST at a running engine (e.g. DOCKER_HOST=ssh://user@build-host), "
+    "or use podman with --engine podman; --dry-run prints the commands without an engine"
+)
+NO_PODMAN_HINT = (
+    "check `podman info`; on macOS or Windows start the VM with `podman machine start`; "
+    "or use docker with --engine docker"
+)
+
+# Docker's reference grammar (distribution/reference), as far as tfchart needs it.
+TAG_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+REPOSITORY_PATTERN = re.compile(rf"{PATH_COMPONENT}(?:/{PATH_COMPONENT})*")
+REGISTRY_PATTERN = re.compile(
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
+    r"|\[[0-9A-Fa-f:]+\])(?::[0-9]+)?"
+)
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A container engine CLI: `docker build`, `docker buildx build` or `podman build`."""
+
+    name: EngineName
+
+    @property
+    def executable(self) -> str:
+        """The CLI to run: buildx is a docker plugin."""
+        return "podman" if self.name == "podman" else "docker"
+
+    @property
+    def build_command(self) -> list[str]:
+        if self.name == "buildx":
+            return ["docker", "buildx", "build"]
+        return [self.executable, "build"]
+
+    @property
+    def pushes_while_building(self) -> bool:
+        """buildx pushes with `--push`; docker and podman need a `push` step per image."""
+        return self.name == "buildx"
+
+
+@dataclass(frozen=True)
+class BuildStep:
+    """One command of a build: the exact argv, what it does, and the image it builds or pushes."""
+
+    argv: list[str]
+    description: str
+    image: str
+    engine: Engine
+    action: Literal["build", "push"] = "build"
+
+    @property
+    def shell(self) -> str:
+        """The command as one copy-pasteable shell line."""
+        return shlex.join(self.argv)
+
+
+# ---------------------------------------------------------------------------------------------
+# engines
+
+
+def _answers(argv: Sequence[str]) -> subprocess.CompletedProcess[str] | None:
+    """Run a probe; None when it cannot be started or does not finish in time."""
+    try:
+        return subprocess.run(
+            list(argv), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def _buildx_available() -> bool:
+    answer = _answers(["docker", "buildx", "version"])
+    return answer is not None and answer.returncode == 0
+
+
+def _engine_name(preferred: str) -> EngineName:
+    for name in ENGINES:
+        if preferred == name:
+            return name
+    raise UsageError(f"unknown container engine: {preferred}", f"use one of: {', '.join(ENGINES)}")
+
+
+def detect_engine(preferred: str | None = None) -> Engine:
+    """The container engine to build with, as installed on PATH.
+
+    With no preference: `docker buildx build` when docker's buildx plugin answers `docker buildx
+    version`, else plain `docker build`, else `podman build`. A preference (docker, buildx, podman)
+    is used as given once its CLI is found. Raises EngineNotFound, with a hint, when none is installed.
+    Only the CLI is looked for here; `check_engine_reachable` asks whether an engine answers.
+    """
+    if preferred is not None:
+        name = _engine_name(preferred)
+        engine = Engine(name)
+        if shutil.which(engine.executable) is None:
+            raise _not_installed(engine)
+        if name == "buildx" and not _buildx_available():
+            raise EngineNotFound(
+                "docker is installed but its buildx plugin is not (`docker buildx version` fails)",
+                "install the docker-buildx plugin, or use the classic builder with --engine docker",
+            )
+        return engine
+    if shutil.which("docker") is not None:
+        return Engine("buildx") if _buildx_available() else Engine("docker")
+    if shutil.which("podman") is not None:
+        return Engine("podman")
+    raise EngineNotFound("no container engine found: neither docker nor podman is installed (on PATH)", INSTALL_HINT)
+
+
+def _not_installed(engine: Engine) -> EngineNotFound:
+    other = "docker" if engine.executable == "podman" else "podman"
+    if shutil.which(other) is not None:
+        return EngineNotFound(
+            f"{engine.executable} is not installed (not found on PATH)", f"{other} is installed: use --engine {other}"
+        )
+    return EngineNotFound("no container engine found: neither docker nor podman is installed (on PATH)", INSTALL_HINT)
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+def check_engine_reachable(engine: Engine) -> None:
+    """Raise EngineNotFound unless the engine behind the CLI answers (a running Docker daemon, a working podman).
+
+    docker and buildx: `docker info --format {{.ServerVersion}}`; podman: `podman info`.
+    """
+    docker = engine.executable == "docker"
+    argv = ["docker", "info", "--format", "{{.ServerVersion}}"] if docker else ["podman", "info"]
+    try:
+        answer = subprocess.run(
+            argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False
+        )
+    except FileNotFoundError:
+        raise _not_installed(engine) from None
+    except OSError as error:
+        raise EngineNotFound(f"{engine.executable} could not be run: {error}", INSTALL_HINT) from None
+    except subprocess.TimeoutExpired:
+        answer = None
+    hint = NO_PODMAN_HINT if engine.name == "podman" else NO_DOCKER_ENGINE_HINT
+    if answer is None:
+        raise EngineNotFound(
+            f"the {engine.executable} CLI is installed but no engine answered `{shlex.join(argv)}` "
+            f"within {PROBE_TIMEOUT_S} s",
+            hint,
+        )
+    if answer.returncode != 0 or (engine.executable == "docker" and not answer.stdout.strip()):
+        reason = _first_line(answer.stderr) or _first_line(answer.stdout) or f"exit code {answer.returncode}"
+        what = "no Docker engine answers" if engine.executable == "docker" else "podman does not work"
+        raise EngineNotFound(f"the {engine.executable} CLI is installed but {what}: {reason}", hint)
+
+
+# ---------------------------------------------------------------------------------------------
+# the plan
+
+
+def project_version(repo_root: Path) -> str:
+    """[project] version from the repository's pyproject.toml."""
+    pyproject = repo_root / "pyproject.toml"
+    try:
+        text = pyproject.read_text(encoding="utf-8")
+    except OSError as error:
+        raise TfchartError(
+            f"cannot read the project version from {pyproject}: {error.strerror or error}",
+            "run tfchart build from a tf-distributed checkout (the images are built from its Dockerfiles)",
+        ) from None
+    version = _toml_project_version(text)
+    if not version:
+        raise TfchartError(f"no [project] version in {pyproject}", "set `version = \"X.Y.Z\"` under [project]")
+    return version
+
+
+def _toml_project_version(text: str) -> str | None:
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        try:
+            project = tomllib.loads(text).get("project", {})
+        except tomllib.TOMLDecodeError:
+            return None
+        version = project.get("version") if isinstance(project, dict) else None
+        return version if isinstance(version, str) else None
+    # Python 3.10 has no tomllib: the [project] table's `version = "..."` line.
+    section = re.search(r"^\[project\][ \t]*$(.*?)(?=^\[|\Z)", text, re.M | re.S)
+    found = section and re.search(r"""^version\s*=\s*["']([^"']+)["']""", section.group(1), re.M)
+    return found.group(1) if found else None
+
+
+def git_revision(repo_root: Path) -> str | None:
+    """HEAD's commit when repo_root is the top of a git checkout; None otherwise (no git, not a checkout)."""
+    answer = _answers(["git", "-C", str(repo_root), "rev-parse", "--show-toplevel", "HEAD"])
+    if answer is None or answer.returncode != 0:
+        return None
+    lines = answer.stdout.split()
+    if len(lines) != 2 or not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", lines[1]):
+        return None
+    try:
+        if Path(lines[0]).resolve() != repo_root.resolve():
+            return None  # repo_root is a plain directory inside some other checkout
+    except OSError:
+        return None
+    return lines[1]
+
+
+def image_reference(registry: str, repository: str, tag: str) -> str:
+    """`registry/repository:tag`, or `repository:tag` with no registry (as the chart renders it)."""
+    registry = registry.strip().rstrip("/")
+    return f"{registry}/{repository}:{tag}" if registry else f"{repository}:{tag}"
+
+
+def _variants(variants: Sequence[str]) -> list[str]:
+    chosen: list[str] = []
+    for variant in variants:
+        for name in VARIANTS if variant == "all" else (variant,):
+            if name not in VARIANTS:
+                raise UsageError(f"unknown image variant: {name}", "use --cpu, --gpu or --all")
+            if name not in chosen:
+                chosen.append(name)
+    if not chosen:
+        raise UsageError("no image to build", "use --cpu, --gpu or --all")
+    return sorted(chosen, key=VARIANTS.index)
+
+
+def _check_reference(registry: str, repository: str, tag: str) -> None:
+    registry = registry.strip().rstrip("/")
+    if registry and not REGISTRY_PATTERN.fullmatch(registry):
+        raise UsageError(
+            f"invalid registry: {registry!r}", "a host name with an optional port, e.g. ghcr.io or localhost:5000"
+        )
+    if not REPOSITORY_PATTERN.fullmatch(repository):
+        raise UsageError(
+            f"invalid repository: {repository!r}",
+            "lowercase path components separated by '/', e.g. tf-distributed/trainer (no registry, no tag)",
+        )
+    # the GPU tag adds "-gpu": keep room for it within docker's 128 characters
+    if not TAG_PATTERN.fullmatch(tag) or len(tag) > 124:
+        raise UsageError(
+            f"invalid tag: {tag!r}",
+            "letters, digits, '_', '.' and '-', not starting with '.' or '-', at most 124 characters",
+        )
+
+
+def plan(
+    variants: list[str],
+    tag: str | None,
+    registry: str,
+    repository: str,
+    push: bool,
+    platform: str | None,
+    engine: str | None,
+    repo_root: Path,
+) -> list[BuildStep]:
+    """The commands that build (and with push, publish) the trainer images, in the order to run them.
+
+    variants: "cpu", "gpu" (or "all"); tag: replaces the project version in the tags; registry may
+    be "" for `repository:tag` images; engine: docker, buildx or podman, or None for the one
+    `detect_engine` finds (docker when none is installed, so a dry run works anywhere).
+    Needs no container engine; raises UsageError for bad names, TfchartError without pyproject.toml
+    or a Dockerfile.
+    """
+    chosen = _variants(variants)
+    root = repo_root.resolve()
+    version = project_version(root)
+    version_part = version if tag is None else tag
+    _check_reference(registry, repository, version_part)
+    if engine is not None:
+        builder = Engine(_engine_name(engine))
+    else:
+        try:
+            builder = detect_engine(None)
+        except EngineNotFound:
+            builder = Engine("docker")
+    revision = git_revision(root)
+
+    builds: list[BuildStep] = []
+    pushes: list[BuildStep] = []
+    for variant in chosen:
+        dockerfile = root / f"Dockerfile.{variant}"
+        if not dockerfile.is_file():
+            raise TfchartError(f"{dockerfile} not found", "run tfchart build from a tf-distributed checkout")
+        image = image_reference(registry, repository, version_part if variant == "cpu" else f"{version_part}-gpu")
+        argv = [*builder.build_command, "-f", str(dockerfile), "-t", image, "--label", f"{VERSION_LABEL}={version}"]
+        if revision:
+            argv += ["--label", f"{REVISION_LABEL}={revision}"]
+        if platform:
+            argv += ["--platform", platform]
+        if builder.name == "podman":
+            argv += ["--format", "docker"]  # OCI format would drop the Dockerfiles' HEALTHCHECK
+        if builder.pushes_while_building:
+            # without --push or --load a docker-container builder keeps the result in its cache only
+            argv.append("--push" if push else "--load")
+        argv.append(str(root))
+        pushed = " and push" if push and builder.pushes_while_building else ""
+        builds.append(BuildStep(argv, f"build{pushed} the {variant.upper()} trainer image {image}", image, builder))
+        if push and not builder.pushes_while_building:
+            pushes.append(
+                BuildStep([builder.executable, "push", image], f"push {image}", image, builder, action="push")
+            )
+    return builds + pushes
+
+
+# ---------------------------------------------------------------------------------------------
+# running it
+
+
+def _failure_hint(step: BuildStep) -> str:
+    if step.action == "push":
+        registry = step.image.split("/", 1)[0] if "/" in step.image else "the registry"
+        return f"log in first (`{step.engine.executable} login {registry}`) and check that you may push to {step.image}"
+    return "the build output above shows the failing Dockerfile step; --dry-run prints the commands to rerun by hand"
+
+
+def run(steps: Sequence[BuildStep], dry_run: bool, echo: Callable[[str], None]) -> None:
+    """Print every command (a shell line), and unless dry_run, run them in order.
+
+    Before running anything the engines are checked (installed, answering), so a machine without a
+    working engine fails with EngineNotFound and nothing half-done. A failing command raises
+    TfchartError naming the image and the exit code; later steps are not run.
+    """
+    if not dry_run:
+        checked: list[Engine] = []
+        for step in steps:
+            if step.engine not in checked:
+                check_engine_reachable(detect_engine(step.engine.name))
+                checked.append(step.engine)
+    for step in steps:
+        echo(step.shell)
+        if dry_run:
+            continue
+        try:
+            code = subprocess.run(step.argv, stdin=subprocess.DEVNULL, check=False).returncode
+        except OSError as error:
+            raise EngineNotFound(f"cannot run {step.argv[0]}: {error.strerror or error}", INSTALL_HINT) from None
+        if code != 0:
+            verb = "pushing" if step.action == "push" else "building"
+            command = step.argv[: 3 if step.engine.name == "buildx" and step.action == "build" else 2]
+            message = f"{verb} {step.image} failed: `{shlex.join(command)}` exited with code {code}"
+            raise TfchartError(message, _failure_hint(step))
