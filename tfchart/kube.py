@@ -1,0 +1,413 @@
+"""The one door to the Kubernetes API: every call tfchart makes to a cluster goes through KubeApi.
+
+No Kubernetes API server runs on the development and CI machines (docs/architecture.md §8), so:
+
+- the commands built on this class (`tfchart status`, `tfchart logs`, `tfchart preflight`) are
+  tested up to this boundary with a recording fake (tests/tfchart/kubefake.py) that answers the
+  official client's HTTP requests with the JSON an API server returns; the real client code
+  (URL building, query parameters, deserialisation into kubernetes.client models, HTTP errors)
+  runs in those tests;
+- tests marked `cluster` run the same functions against a live cluster when KUBECONFIG points at
+  one, for example:
+
+      kind create cluster
+      KUBECONFIG=~/.kube/config make test
+      # or only those: KUBECONFIG=~/.kube/config .venv/bin/python -m pytest -m cluster tests/tfchart
+
+Configuration is loaded lazily (on the first API call): an explicit kubeconfig, else $KUBECONFIG
+(a path list), else ~/.kube/config, else the in-cluster service account. Every failure (no
+configuration, unreachable server, HTTP errors) becomes a tfchart.errors.KubernetesError whose
+hint says what to do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tfchart.errors import KubernetesError
+
+T = TypeVar("T")
+
+REQUEST_TIMEOUT = (10, 60)  # seconds: (connect, read) for list/read calls
+FOLLOW_TIMEOUT = 10  # seconds: connect timeout of a followed log stream; reads wait forever
+IN_CLUSTER_HOST_ENV = "KUBERNETES_SERVICE_HOST"
+DEFAULT_KUBECONFIG = Path("~/.kube/config")
+
+
+@dataclass(frozen=True)
+class Operation:
+    """What tfchart was doing, for error messages: `list pods in namespace ml-training`."""
+
+    verb: str
+    resource: str
+    namespace: str | None = None
+    name: str | None = None
+
+    def describe(self) -> str:
+        target = f"{self.resource}/{self.name}" if self.name else self.resource
+        where = f" in namespace {self.namespace}" if self.namespace else " (cluster-wide)"
+        return f"{self.verb} {target}{where}"
+
+    def can_i(self) -> str:
+        scope = f" -n {self.namespace}" if self.namespace else ""
+        return f"kubectl auth can-i {self.verb} {self.resource}{scope}"
+
+
+class KubeApi:
+    """The few list/read/log calls tfchart needs, returning kubernetes.client models.
+
+    `client_factory` builds the kubernetes ApiClient on first use (tests pass one whose HTTP layer
+    is a fake); `source` says where the configuration came from, for error hints.
+    """
+
+    def __init__(self, client_factory: Callable[[], Any], source: str = "") -> None:
+        self._client_factory = client_factory
+        self._client: Any = None
+        self.source = source
+
+    @classmethod
+    def from_config(cls, kubeconfig: Path | None = None, context: str | None = None) -> KubeApi:
+        """A KubeApi for the kubeconfig (or in-cluster) configuration; nothing is read until the first call."""
+        return cls(lambda: load_api_client(kubeconfig, context), describe_source(kubeconfig, context))
+
+    # -- clients --------------------------------------------------------------------------------
+
+    def _api_client(self) -> Any:
+        if self._client is None:
+            self._client = self._client_factory()
+        return self._client
+
+    def _core(self) -> Any:
+        from kubernetes import client
+
+        return client.CoreV1Api(self._api_client())
+
+    def _apps(self) -> Any:
+        from kubernetes import client
+
+        return client.AppsV1Api(self._api_client())
+
+    def _batch(self) -> Any:
+        from kubernetes import client
+
+        return client.BatchV1Api(self._api_client())
+
+    def _storage(self) -> Any:
+        from kubernetes import client
+
+        return client.StorageV1Api(self._api_client())
+
+    def _call(self, operation: Operation, call: Callable[[], T]) -> T:
+        try:
+            return call()
+        except KubernetesError:
+            raise
+        except Exception as error:  # translated below; anything unknown is re-raised as is
+            raise translate(error, operation, self.host(), self.source) from None
+
+    def host(self) -> str:
+        client = self._client
+        return str(getattr(getattr(client, "configuration", None), "host", "") or "")
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def list_pods(self, namespace: str, label_selector: str, field_selector: str | None = None) -> list[Any]:
+        """V1Pod objects of a namespace matching the selectors."""
+        operation = Operation("list", "pods", namespace)
+        kwargs = _selectors(label_selector, field_selector)
+        return self._call(operation, lambda: self._core().list_namespaced_pod(namespace, **kwargs).items)
+
+    def list_pods_all_namespaces(self, field_selector: str) -> list[Any]:
+        """V1Pod objects of every namespace matching the field selector (e.g. pods on nodes, not finished)."""
+        operation = Operation("list", "pods")
+        return self._call(
+            operation,
+            lambda: (
+                self._core()
+                .list_pod_for_all_namespaces(field_selector=field_selector, _request_timeout=REQUEST_TIMEOUT)
+                .items
+            ),
+        )
+
+    def list_stateful_sets(self, namespace: str, label_selector: str) -> list[Any]:
+        operation = Operation("list", "statefulsets.apps", namespace)
+        kwargs = _selectors(label_selector)
+        return self._call(operation, lambda: self._apps().list_namespaced_stateful_set(namespace, **kwargs).items)
+
+    def list_deployments(self, namespace: str, label_selector: str) -> list[Any]:
+        operation = Operation("list", "deployments.apps", namespace)
+        kwargs = _selectors(label_selector)
+        return self._call(operation, lambda: self._apps().list_namespaced_deployment(namespace, **kwargs).items)
+
+    def list_daemon_sets(self, namespace: str) -> list[Any]:
+        operation = Operation("list", "daemonsets.apps", namespace)
+        return self._call(
+            operation,
+            lambda: self._apps().list_namespaced_daemon_set(namespace, _request_timeout=REQUEST_TIMEOUT).items,
+        )
+
+    def list_jobs(self, namespace: str, label_selector: str) -> list[Any]:
+        operation = Operation("list", "jobs.batch", namespace)
+        kwargs = _selectors(label_selector)
+        return self._call(operation, lambda: self._batch().list_namespaced_job(namespace, **kwargs).items)
+
+    def list_services(self, namespace: str, label_selector: str) -> list[Any]:
+        operation = Operation("list", "services", namespace)
+        kwargs = _selectors(label_selector)
+        return self._call(operation, lambda: self._core().list_namespaced_service(namespace, **kwargs).items)
+
+    def list_resource_quotas(self, namespace: str) -> list[Any]:
+        operation = Operation("list", "resourcequotas", namespace)
+        return self._call(
+            operation,
+            lambda: self._core().list_namespaced_resource_quota(namespace, _request_timeout=REQUEST_TIMEOUT).items,
+        )
+
+    def list_nodes(self) -> list[Any]:
+        operation = Operation("list", "nodes")
+        return self._call(operation, lambda: self._core().list_node(_request_timeout=REQUEST_TIMEOUT).items)
+
+    def list_storage_classes(self) -> list[Any]:
+        operation = Operation("list", "storageclasses.storage.k8s.io")
+        return self._call(operation, lambda: self._storage().list_storage_class(_request_timeout=REQUEST_TIMEOUT).items)
+
+    def read_persistent_volume_claim(self, namespace: str, name: str) -> Any | None:
+        """The claim, or None when it does not exist."""
+        operation = Operation("get", "persistentvolumeclaims", namespace, name)
+
+        def read() -> Any:
+            from kubernetes.client.exceptions import ApiException
+
+            try:
+                return self._core().read_namespaced_persistent_volume_claim(
+                    name, namespace, _request_timeout=REQUEST_TIMEOUT
+                )
+            except ApiException as error:
+                if error.status == 404:
+                    return None
+                raise
+
+        return self._call(operation, read)
+
+    def read_pod_log(self, namespace: str, name: str, container: str | None, tail_lines: int | None) -> str:
+        """The (current container's) log as text.
+
+        Read raw (_preload_content=False): the client would otherwise json-decode a log that happens
+        to be one JSON document and hand back a Python repr.
+        """
+        return "".join(line + "\n" for line in self.stream_pod_log(namespace, name, container, tail_lines, False))
+
+    def stream_pod_log(
+        self, namespace: str, name: str, container: str | None, tail_lines: int | None, follow: bool
+    ) -> Generator[str, None, None]:
+        """The log line by line (without newlines); with follow, until the container ends or the caller stops.
+
+        The HTTP response is released when the generator is closed (also on Ctrl-C in the caller).
+        """
+        operation = Operation("get", "pods/log", namespace, name)
+        kwargs: dict[str, Any] = {"_preload_content": False}
+        kwargs["_request_timeout"] = (FOLLOW_TIMEOUT, None) if follow else REQUEST_TIMEOUT
+        if follow:
+            kwargs["follow"] = True
+        if container:
+            kwargs["container"] = container
+        if tail_lines is not None:
+            kwargs["tail_lines"] = tail_lines
+        response = self._call(operation, lambda: self._core().read_namespaced_pod_log(name, namespace, **kwargs))
+        lines = _response_lines(response)
+        try:
+            while True:
+                line = self._call(operation, lambda: next(lines, None))
+                if line is None:
+                    return
+                yield line
+        finally:
+            _release(response)
+
+
+def _selectors(label_selector: str, field_selector: str | None = None) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"label_selector": label_selector, "_request_timeout": REQUEST_TIMEOUT}
+    if field_selector:
+        kwargs["field_selector"] = field_selector
+    return kwargs
+
+
+def _response_lines(response: Any) -> Iterator[str]:
+    """Lines of a raw urllib3 response as they arrive; a last line without a newline is kept."""
+    buffer = b""
+    for chunk in response.stream(amt=None, decode_content=True):
+        buffer += chunk if isinstance(chunk, bytes) else str(chunk).encode()
+        *complete, buffer = buffer.split(b"\n")
+        for line in complete:
+            yield line.decode("utf-8", errors="replace")
+    if buffer:
+        yield buffer.decode("utf-8", errors="replace")
+
+
+def _release(response: Any) -> None:
+    for method in ("close", "release_conn"):
+        function = getattr(response, method, None)
+        if callable(function):
+            try:
+                function()
+            except Exception:
+                continue
+
+
+# -- configuration --------------------------------------------------------------------------------
+
+
+def describe_source(kubeconfig: Path | None, context: str | None) -> str:
+    if kubeconfig:
+        where = str(kubeconfig)
+    elif os.environ.get("KUBECONFIG"):
+        where = f"KUBECONFIG={os.environ['KUBECONFIG']}"
+    elif DEFAULT_KUBECONFIG.expanduser().exists():
+        where = str(DEFAULT_KUBECONFIG)
+    elif os.environ.get(IN_CLUSTER_HOST_ENV):
+        where = "in-cluster service account"
+    else:
+        where = "no configuration"
+    return f"{where}, context {context}" if context else where
+
+
+def kubeconfig_files(kubeconfig: Path | None) -> str | None:
+    """The kubeconfig path (list) to load, or None when only the in-cluster configuration can apply."""
+    if kubeconfig:
+        return str(kubeconfig.expanduser())
+    listed = os.environ.get("KUBECONFIG", "")
+    if listed.strip(os.pathsep):
+        return listed
+    default = DEFAULT_KUBECONFIG.expanduser()
+    return str(default) if default.exists() else None
+
+
+def load_api_client(kubeconfig: Path | None, context: str | None) -> Any:
+    """A kubernetes ApiClient for the kubeconfig, or the in-cluster service account when there is none."""
+    from kubernetes import client, config
+
+    files = kubeconfig_files(kubeconfig)
+    configuration = client.Configuration()
+    try:
+        if files is None:
+            if not os.environ.get(IN_CLUSTER_HOST_ENV):
+                raise KubernetesError(
+                    "no Kubernetes configuration: KUBECONFIG is not set, ~/.kube/config does not exist "
+                    "and tfchart is not running in a pod",
+                    "point KUBECONFIG at your cluster's kubeconfig (export KUBECONFIG=/path/to/kubeconfig) or pass "
+                    "--kubeconfig PATH; `kind create cluster` or your provider's get-credentials command writes one",
+                )
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        else:
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=files, context=context, client_configuration=configuration, persist_config=False
+            )
+    except KubernetesError:
+        raise
+    except Exception as error:  # ConfigException, and TypeError/ValueError/OSError on malformed files
+        raise config_error(error, files, context) from None
+    return client.ApiClient(configuration)
+
+
+def config_error(error: Exception, files: str | None, context: str | None) -> KubernetesError:
+    detail = str(error).strip() or type(error).__name__
+    if files is None:
+        return KubernetesError(
+            f"cannot use the in-cluster service account: {detail}",
+            "run tfchart in a pod with a mounted service-account token, or set KUBECONFIG to a kubeconfig file",
+        )
+    if context and "context" in detail.lower():
+        return KubernetesError(
+            f"kubeconfig context {context!r} not found in {files}: {detail}",
+            "list the contexts with `kubectl config get-contexts` and pass one of them with --context",
+        )
+    return KubernetesError(
+        f"cannot load the kubeconfig {files}: {detail}",
+        "check the file (`kubectl config view` reads the same one) "
+        "or point KUBECONFIG/--kubeconfig at a valid kubeconfig",
+    )
+
+
+# -- errors ---------------------------------------------------------------------------------------
+
+
+def translate(error: Exception, operation: Operation, host: str, source: str) -> Exception:
+    """A KubernetesError with a hint for API and connection errors; other exceptions unchanged."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    if isinstance(error, ApiException):
+        return http_error(error, operation, host, source)
+    if isinstance(error, HTTPError):
+        server = host or "the API server"
+        reason = getattr(error, "reason", None) or error
+        return KubernetesError(
+            f"cannot reach the Kubernetes API server at {server} ({operation.describe()}): {reason}",
+            f"is the cluster running and does the kubeconfig ({source or 'default'}) point at it? "
+            "try `kubectl cluster-info`",
+        )
+    return error
+
+
+def status_message(error: Any) -> str:
+    """The API server's own message (a metav1.Status body), else the HTTP reason."""
+    body = getattr(error, "body", None)
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", errors="replace")
+    if isinstance(body, str) and body:
+        try:
+            document = json.loads(body)
+        except ValueError:
+            return body.strip()[:300]
+        if isinstance(document, dict) and document.get("message"):
+            return str(document["message"])
+    return str(getattr(error, "reason", "") or "")
+
+
+def http_error(error: Any, operation: Operation, host: str, source: str) -> KubernetesError:
+    status = int(error.status or 0)
+    detail = status_message(error)
+    what = operation.describe()
+    if status == 401:
+        return KubernetesError(
+            f"the API server rejected the credentials (401 Unauthorized) to {what}",
+            f"refresh your login (e.g. `gcloud container clusters get-credentials`, `aws eks update-kubeconfig`, "
+            f"`kubectl oidc-login`) or fix the user in the kubeconfig ({source or 'default'})",
+        )
+    if status == 403:
+        scope = f"a Role in namespace {operation.namespace}" if operation.namespace else "a ClusterRole"
+        return KubernetesError(
+            f"forbidden: you may not {what}: {detail}",
+            f"RBAC verb `{operation.verb}` on resource `{operation.resource}` is missing: ask a cluster admin for "
+            f"{scope} granting it (check with `{operation.can_i()}`)",
+        )
+    if status == 404:
+        target = f"{operation.resource} {operation.name}" if operation.name else operation.resource
+        where = f" in namespace {operation.namespace}" if operation.namespace else ""
+        listing = f"kubectl get {operation.resource.split('/')[0]}" + (
+            f" -n {operation.namespace}" if operation.namespace else ""
+        )
+        return KubernetesError(
+            f"{target} not found{where}: {detail}",
+            f"check the name and --namespace (`{listing}`); the object may have been deleted meanwhile",
+        )
+    if status == 0:
+        return KubernetesError(
+            f"TLS or client error talking to {host or 'the API server'} ({what}): {error.reason}",
+            "check the cluster CA and server address in the kubeconfig (`kubectl cluster-info`)",
+        )
+    if status == 429 or status >= 500:
+        return KubernetesError(
+            f"the API server failed to {what} (HTTP {status}): {detail}",
+            "the control plane is overloaded or unhealthy: retry in a moment; "
+            "`kubectl get --raw '/readyz?verbose'` shows its health",
+        )
+    return KubernetesError(
+        f"the API server refused to {what} (HTTP {status}): {detail}",
+        "run with --debug for details; `kubectl` with -v=6 shows the same request",
+    )
