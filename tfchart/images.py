@@ -229,7 +229,11 @@ def _toml_project_version(text: str) -> str | None:
             return None
         version = project.get("version") if isinstance(project, dict) else None
         return version if isinstance(version, str) else None
-    # Python 3.10 has no tomllib: the [project] table's `version = "..."` line.
+    return _scan_project_version(text)
+
+
+def _scan_project_version(text: str) -> str | None:
+    """Python 3.10 has no tomllib: the `version = "..."` line of the [project] table."""
     section = re.search(r"^\[project\][ \t]*$(.*?)(?=^\[|\Z)", text, re.M | re.S)
     found = section and re.search(r"""^version\s*=\s*["']([^"']+)["']""", section.group(1), re.M)
     return found.group(1) if found else None
