@@ -101,6 +101,17 @@ def test_mirrored_accepts_chief_only_tf_config() -> None:
     assert resolve_task(cfg, {}).is_chief
 
 
+@pytest.mark.parametrize("strategy", ["parameter_server", "multi_worker_mirrored", "mirrored"])
+def test_evaluator_needs_no_cluster(strategy: str) -> None:
+    cfg = parse_config([f"--strategy={strategy}"])
+    for doc in ({"cluster": {}, "task": {"type": "evaluator", "index": 0}},
+                {"task": {"type": "evaluator"}},
+                {"cluster": {"chief": ["c:1"], "worker": ["w:1"], "ps": ["p:1"]},
+                 "task": {"type": "evaluator", "index": 0}}):
+        t = resolve_task(cfg, {"TF_CONFIG": json.dumps(doc)})
+        assert t.task_type == "evaluator" and not t.is_chief
+
+
 def test_config_error_is_exit_code_2() -> None:
     with pytest.raises(ConfigError) as e:
         parse_config(["--eval-split=1.5"])
