@@ -29,7 +29,7 @@ py_stamp="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if ! stamp_ok .venv/.stamp "$py_stamp"; then
   log "python environment (.venv) from pyproject.toml pins"
   [[ -x .venv/bin/python ]] || "$PYTHON" -m venv .venv
-  quiet_pip .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[trainer,dev]"
+  quiet_pip .venv/bin/python -m pip install -q --disable-pip-version-check --config-settings editable_mode=compat -e ".[trainer,dev]"
   echo "$py_stamp" > .venv/.stamp
 fi
 

@@ -117,6 +117,112 @@ def template(settings: Settings, name: str, files: tuple[Path, ...], sets: tuple
     sys.stdout.write(render.template(settings.helm, settings.chart, name, checked, ordered_sets(sets, set_strings), namespace))
 
 
+def release_options(function: Any) -> Any:
+    function = click.option("--dry-run", "dry_run", type=click.Choice(["client", "server"]), default=None, is_flag=False, flag_value="client", help="Simulate: client (no cluster writes) or server.")(function)
+    function = click.option("--atomic", is_flag=True, help="Roll back if the operation fails (helm 4: --rollback-on-failure).")(function)
+    function = click.option("--timeout", default=None, metavar="DURATION", help="How long helm waits, e.g. 10m.")(function)
+    function = click.option("--wait", is_flag=True, help="Wait until the pods are ready (not until training ends).")(function)
+    function = click.option("-n", "--namespace", default=None, help="Release namespace.")(function)
+    return function
+
+
+def kube_options(function: Any) -> Any:
+    function = click.option("--kube-context", default=None, help="kubeconfig context to use.")(function)
+    function = click.option("--kubeconfig", type=click.Path(path_type=Path, dir_okay=False), default=None, help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")(function)
+    return function
+
+
+def validated(settings: Settings, files: tuple[Path, ...], sets: tuple[str, ...], set_strings: tuple[str, ...]) -> tuple[list[Path], list[tuple[str, str]], dict[str, Any]]:
+    from tfchart.validate import validate as run_validation
+
+    checked = check_files(files)
+    ordered = ordered_sets(sets, set_strings)
+    report = run_validation(settings.chart, checked, ordered)
+    if not report.valid:
+        raise ValidationFailed(report.problems)
+    return checked, ordered, report.values
+
+
+def helm_runner(settings: Settings, kubeconfig: Path | None, context: str | None) -> Any:
+    from tfchart.helm import PyHelm3Runner
+
+    return PyHelm3Runner(settings.helm, kubeconfig, context)
+
+
+@main_group.command(context_settings=CONTEXT)
+@click.argument("name")
+@values_options
+@release_options
+@kube_options
+@click.option("--create-namespace", is_flag=True, help="Create the namespace if it does not exist.")
+@click.option("--skip-preflight", is_flag=True, help="Do not check GPUs, storage and quota on the cluster first.")
+@click.pass_obj
+def install(settings: Settings, name: str, files: tuple[Path, ...], sets: tuple[str, ...], set_strings: tuple[str, ...], namespace: str | None, wait: bool, timeout: str | None, atomic: bool, dry_run: str | None, kubeconfig: Path | None, kube_context: str | None, create_namespace: bool, skip_preflight: bool) -> None:
+    """Validate, run the preflight checks, then `helm install NAME`."""
+    from tfchart import release
+
+    checked, ordered, values = validated(settings, files, sets, set_strings)
+    if not skip_preflight and dry_run != "client":
+        run_preflight(values, name, namespace, kubeconfig, kube_context)
+    options = release.Options(namespace, wait, timeout, atomic, dry_run, create_namespace)
+    output = release.install(helm_runner(settings, kubeconfig, kube_context), name, settings.chart, checked, ordered, options)
+    click.echo(output)
+
+
+@main_group.command(context_settings=CONTEXT)
+@click.argument("name")
+@values_options
+@release_options
+@kube_options
+@click.option("--recreate", is_flag=True, help="Delete and recreate StatefulSets/Jobs whose immutable fields change (StatefulSet pods are kept).")
+@click.pass_obj
+def upgrade(settings: Settings, name: str, files: tuple[Path, ...], sets: tuple[str, ...], set_strings: tuple[str, ...], namespace: str | None, wait: bool, timeout: str | None, atomic: bool, dry_run: str | None, kubeconfig: Path | None, kube_context: str | None, recreate: bool) -> None:
+    """Validate, refuse immutable StatefulSet/Job changes (unless --recreate), then `helm upgrade NAME`."""
+    from tfchart import release
+
+    checked, ordered, _ = validated(settings, files, sets, set_strings)
+    options = release.Options(namespace, wait, timeout, atomic, dry_run)
+    deleter = release.KubernetesDeleter(kubeconfig, kube_context) if recreate and not dry_run else None
+    plan = release.upgrade(helm_runner(settings, kubeconfig, kube_context), name, settings.chart, checked, ordered, options, recreate, deleter)
+    for change in plan.changes:
+        click.secho(f"recreated {change.kind}/{change.name} ({change.field} changed)", fg="yellow", err=True)
+    click.secho(f"✓ upgraded {name}", fg="green")
+
+
+@main_group.command(context_settings=CONTEXT)
+@click.argument("name")
+@click.option("-n", "--namespace", default=None, help="Release namespace.")
+@click.option("--wait", is_flag=True, help="Wait until the objects are deleted.")
+@click.option("--timeout", default=None, metavar="DURATION")
+@click.option("--delete-data", is_flag=True, help="Also delete the shared PersistentVolumeClaim (checkpoints, logs, exported models).")
+@kube_options
+@click.pass_obj
+def uninstall(settings: Settings, name: str, namespace: str | None, wait: bool, timeout: str | None, delete_data: bool, kubeconfig: Path | None, kube_context: str | None) -> None:
+    """`helm uninstall NAME`, keeping the shared volume unless --delete-data."""
+    from tfchart import release
+
+    deleter = release.KubernetesDeleter(kubeconfig, kube_context) if delete_data else None
+    claims = release.uninstall(helm_runner(settings, kubeconfig, kube_context), name, namespace, wait, timeout, delete_data, deleter)
+    click.secho(f"✓ uninstalled {name}", fg="green")
+    for claim in claims:
+        if delete_data:
+            click.echo(f"deleted PersistentVolumeClaim {claim}")
+        else:
+            click.echo(f"kept PersistentVolumeClaim {claim} (checkpoints, logs, models); delete it with --delete-data or kubectl delete pvc {claim}")
+
+
+def run_preflight(values: dict[str, Any], release_name: str, namespace: str | None, kubeconfig: Path | None, context: str | None) -> None:
+    from rich.console import Console
+
+    from tfchart import kube, preflight
+
+    api = kube.KubeApi.from_config(kubeconfig, context)
+    findings = preflight.run(api, values, release_name, namespace or api.default_namespace())
+    preflight.render(findings, Console(stderr=True))
+    if preflight.has_failures(findings):
+        raise TfchartError("preflight checks failed", "fix the failures above, or pass --skip-preflight to install anyway")
+
+
 def print_problems(problems: list[Problem]) -> None:
     """Every problem: where it came from, the key path, what is wrong, and the fix to copy."""
     from rich.console import Console

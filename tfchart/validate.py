@@ -55,7 +55,10 @@ def _keys(path: str) -> tuple[str, ...]:
 def _locate(problem: Problem, values: Values) -> Problem:
     if problem.file:
         return problem
-    origin = values.origin(_keys(problem.path))
+    keys = _keys(problem.path)
+    if problem.message.startswith("is required"):
+        keys = keys[:-1]  # a missing key lives where its parent was written
+    origin = values.origin(keys)
     if origin is None:
         return problem
     return replace(problem, file=origin.source, line=origin.line)

@@ -69,6 +69,20 @@ helm.sh/chart: {{ include "tf-distributed.chart" . }}
 app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 
+{{/*
+Labels of pod templates: no chart or app version, so that a chart upgrade alone neither rolls every
+pod nor changes the (immutable) pod template of the chief Job.
+*/}}
+{{- define "tf-distributed.podLabels" -}}
+{{- $root := index . 0 -}}
+{{ include "tf-distributed.selectorLabels" . }}
+app.kubernetes.io/managed-by: {{ $root.Release.Service }}
+app.kubernetes.io/part-of: tf-distributed
+{{- with $root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
 {{/* metadata block shared by every object. Usage: include "tf-distributed.metadata" (list $ "worker" "<name>") */}}
 {{- define "tf-distributed.metadata" -}}
 {{- $root := index . 0 -}}
@@ -290,7 +304,7 @@ securityContext:
 {{- $root := index . 0 -}}
 {{- $component := index . 2 -}}
 labels:
-  {{- include "tf-distributed.labels" (list $root (index . 1)) | nindent 2 }}
+  {{- include "tf-distributed.podLabels" (list $root (index . 1)) | nindent 2 }}
   {{- with $component.podLabels }}
   {{- toYaml . | nindent 2 }}
   {{- end }}

@@ -1,0 +1,141 @@
+"""tfchart validate: every invalid document rejected with its key path and file:line, helm parity."""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.chartlib import CHART, REPO, Result, template, values_files
+from tests.tfchart.corpus import Case, cases
+from tfchart import schema
+from tfchart.cli import main
+from tfchart.validate import validate
+
+CASES = cases()
+WORK = REPO / ".pytest_cache" / "tfchart-corpus"
+
+
+def case_path(case: Case) -> Path:
+    return WORK / (case.name.replace(":", "__").replace("/", "_") + ".yaml")
+
+
+@cache
+def helm_verdicts() -> dict[str, Result]:
+    WORK.mkdir(parents=True, exist_ok=True)
+    for case in CASES:
+        case_path(case).write_bytes(case.content)
+    with ThreadPoolExecutor(max_workers=max(4, 2 * (os.cpu_count() or 1))) as pool:
+        results = pool.map(lambda case: template("4", values=[case_path(case)]), CASES)
+        return {case.name: result for case, result in zip(CASES, results, strict=True)}
+
+
+def test_corpus_is_large_and_mutates_every_values_file() -> None:
+    invalid = [case for case in CASES if not case.name.endswith(":empty")]
+    assert len(invalid) >= 200
+    stems = {case.name.split(":")[0] for case in CASES}
+    assert stems == {path.stem for path in (REPO / "values").glob("*.yaml")}
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_validate_matches_helm_and_names_the_problem(case: Case) -> None:
+    path = case_path(case)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(case.content)
+    report = validate(CHART, [path])
+    helm = helm_verdicts()[case.name]
+    assert "Traceback" not in helm.stderr
+    if case.name.endswith(":empty"):
+        # helm accepts an empty values file as {}; tfchart agrees and warns that it sets nothing.
+        assert helm.returncode == 0 and report.valid and report.warnings
+        return
+    assert (helm.returncode != 0) == (not report.valid), f"parity: helm rc={helm.returncode} {helm.stderr}\ntfchart: {report.problems}"
+    if ":fixture:" in case.name and report.valid:
+        return  # a cross-field fixture that this topology makes harmless: both accept it
+    assert not report.valid, f"{case.name} accepted"
+    for problem in report.problems:
+        assert problem.path and problem.message
+    if case.key_path:
+        assert any(p.path == case.key_path or p.path.startswith(case.key_path + ".") for p in report.problems), [p.path for p in report.problems]
+    if case.expect_line:
+        assert any(p.file == str(path) and p.line for p in report.problems), [(p.file, p.line) for p in report.problems]
+
+
+def test_fixture_combinations_are_mostly_rejected() -> None:
+    fixtures = [case for case in CASES if ":fixture:" in case.name]
+    rejected = [case for case in fixtures if not validate(CHART, [case_path(case)]).valid]
+    assert len(rejected) >= 0.8 * len(fixtures)
+
+
+@pytest.mark.parametrize("values_file", values_files(), ids=lambda p: p.name)
+def test_every_values_file_validates_cleanly(values_file: Path) -> None:
+    report = validate(CHART, [values_file])
+    assert report.valid, report.problems
+    assert not report.warnings
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+        raise SystemExit(0)
+    captured = capsys.readouterr()
+    code = exit_info.value.code
+    return int(code) if isinstance(code, int) else 1, captured.out, captured.err
+
+
+def test_cli_exit_codes_and_messages(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(["validate", "-f", str(REPO / "values" / "gpu.yaml")], capsys)[0] == 0
+    code, _, err = run_cli(["validate", "-f", str(REPO / "tests/fixtures/bad-values/typo-in-key.yaml"), "--set", "ps.replicas=-1"], capsys)
+    assert code == 1
+    assert "typo-in-key.yaml:4" in err and "worker.replica" in err and "did you mean worker.replicas?" in err
+    assert "ps.replicas" in err and "--set ps.replicas=1" in err
+    assert "Traceback" not in err
+    code, _, err = run_cli(["validate", "-f", "does-not-exist.yaml"], capsys)
+    assert code == 2 and "values file not found" in err
+    code, _, err = run_cli(["validate", "--set", "x[a]=1"], capsys)
+    assert code == 2 and "failed parsing --set" in err
+    code, _, err = run_cli(["validate", "--no-such-flag"], capsys)
+    assert code == 2
+
+
+def test_cli_json_output(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(["validate", "-o", "json", "--set", "worker.gpu.count=two", "--set", "storage.create=false"], capsys)
+    assert code == 1
+    report: dict[str, Any] = json.loads(out)
+    assert report["valid"] is False
+    paths = {problem["path"] for problem in report["problems"]}
+    assert {"worker.gpu.count", "storage"} <= paths
+    count = next(p for p in report["problems"] if p["path"] == "worker.gpu.count")
+    assert count["file"] == "--set worker.gpu.count=two" and count["value"] == "two"
+
+
+def test_fast_and_complete_validators_agree() -> None:
+    schema_path = CHART / "values.schema.json"
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())
+    for case in CASES[:150]:
+        report = validate(CHART, [case_path(case)]) if case_path(case).exists() else None
+        if report is None:
+            continue
+        fast = schema.is_valid(schema_path, report.values)
+        complete = not schema.problems(schema_path, report.values, defaults)
+        assert fast == complete, case.name
+
+
+def test_validate_does_not_import_tensorflow_or_kubernetes() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from tfchart.cli import main\n"
+        "try:\n    main(['validate', '-f', 'values/gpu.yaml'])\nexcept SystemExit:\n    pass\n"
+        "bad = [m for m in ('tensorflow', 'kubernetes', 'pyhelm3', 'jsonschema') if m in sys.modules]\n"
+        "print('IMPORTED', bad)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert "IMPORTED []" in result.stdout, result.stdout
