@@ -93,7 +93,12 @@ def upgrade_args(major: int, release: str, chart: Path, files: Sequence[Path], s
 def immutable_changes(deployed: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[ImmutableChange]:
     """Fields of StatefulSets and Jobs that the new manifests change but Kubernetes forbids changing."""
     def index(docs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-        return {(d["kind"], d["metadata"]["name"]): d for d in docs if d.get("kind") in ("StatefulSet", "Job")}
+        # Hooks (the helm test Job) are not part of the release: helm recreates them on each run.
+        return {
+            (d["kind"], d["metadata"]["name"]): d
+            for d in docs
+            if d.get("kind") in ("StatefulSet", "Job") and "helm.sh/hook" not in (d["metadata"].get("annotations") or {})
+        }
 
     old_objects, new_objects = index(deployed), index(new)
     changes: list[ImmutableChange] = []

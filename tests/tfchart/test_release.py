@@ -1,0 +1,188 @@
+"""install / upgrade / uninstall: the exact helm invocations, and the immutable-field guard on real renders.
+
+helm itself runs for real wherever it can without a cluster (template, version); the calls that
+need an API server (install, upgrade, uninstall, get manifest) are recorded at tfchart's Runner
+boundary, with `get manifest` answered by a real `helm template` of what is "deployed".
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from tests.chartlib import CHART, REPO, helm_path
+from tfchart import release
+from tfchart.errors import ImmutableFieldChange
+
+GPU = REPO / "values" / "gpu.yaml"
+
+
+class RecordingHelm:
+    """Runs `version` and `template` with the real helm; records and answers the cluster calls."""
+
+    def __init__(self, major: str, deployed: Sequence[str] = (), deployed_chart: Path = CHART) -> None:
+        self.binary = str(helm_path(major))
+        self.calls: list[list[str]] = []
+        self.deployed = list(deployed)
+        self.deployed_chart = deployed_chart
+
+    def real(self, args: list[str]) -> bytes:
+        return subprocess.run([self.binary, *args], capture_output=True, check=True).stdout
+
+    def __call__(self, args: Sequence[str], stdin: bytes | None = None) -> bytes:
+        args = list(args)
+        self.calls.append(args)
+        if args[0] in ("version", "template"):
+            return self.real(args)
+        if args[:2] == ["get", "manifest"]:
+            namespace = args[args.index("--namespace") + 1] if "--namespace" in args else "default"
+            # `helm get manifest` holds the release's objects without its hooks.
+            return self.real(["template", args[2], str(self.deployed_chart), "--namespace", namespace, "--no-hooks", *self.deployed])
+        return b""
+
+    def cluster_calls(self) -> list[list[str]]:
+        return [c for c in self.calls if c[0] not in ("version", "template")]
+
+
+class RecordingDeleter:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, str]] = []
+
+    def delete_statefulset_orphan(self, name: str, namespace: str) -> None:
+        self.calls.append(("statefulset-orphan", name, namespace))
+
+    def delete_job(self, name: str, namespace: str) -> None:
+        self.calls.append(("job", name, namespace))
+
+    def delete_pvc(self, name: str, namespace: str) -> None:
+        self.calls.append(("pvc", name, namespace))
+
+
+@pytest.mark.parametrize(("major", "wait", "atomic"), [("3", "--wait", "--atomic"), ("4", "--wait=watcher", "--rollback-on-failure")])
+def test_install_invocation(major: str, wait: str, atomic: str) -> None:
+    helm = RecordingHelm(major)
+    options = release.Options(namespace="ml-training", wait=True, timeout="15m", atomic=True, create_namespace=True)
+    release.install(helm, "mnist", CHART, [GPU], [("--set", "worker.replicas=3"), ("--set-string", "image.tag=0.1.0-gpu")], options)
+    assert helm.cluster_calls() == [[
+        "install", "mnist", str(CHART), "--namespace", "ml-training", "--create-namespace", wait, "--timeout", "15m", atomic,
+        "--values", str(GPU), "--set", "worker.replicas=3", "--set-string", "image.tag=0.1.0-gpu",
+    ]]
+
+
+def test_install_dry_run_client() -> None:
+    helm = RecordingHelm("4")
+    release.install(helm, "mnist", CHART, [], [], release.Options(dry_run="client"))
+    assert helm.cluster_calls() == [["install", "mnist", str(CHART), "--dry-run=client"]]
+
+
+def test_upgrade_with_an_allowed_change() -> None:
+    deployed = ["--values", str(GPU)]
+    helm = RecordingHelm("4", deployed)
+    sets = [("--set", "ps.resources.limits.memory=6Gi"), ("--set", "tensorboard.replicas=2"), ("--set", "serving.pollSeconds=10")]
+    plan = release.upgrade(helm, "mnist", CHART, [GPU], sets, release.Options(namespace="ml-training"))
+    assert plan.changes == []
+    assert helm.cluster_calls() == [
+        ["get", "manifest", "mnist", "--namespace", "ml-training"],
+        ["upgrade", "mnist", str(CHART), "--namespace", "ml-training", "--values", str(GPU),
+         "--set", "ps.resources.limits.memory=6Gi", "--set", "tensorboard.replicas=2", "--set", "serving.pollSeconds=10"],
+    ]
+
+
+def test_upgrade_that_changes_the_chief_job_template_is_refused() -> None:
+    helm = RecordingHelm("4", ["--values", str(GPU)])
+    with pytest.raises(ImmutableFieldChange) as refused:
+        release.upgrade(helm, "mnist", CHART, [GPU], [("--set", "worker.replicas=8")], release.Options(namespace="ml-training"))
+    assert "Job/mnist-tf-distributed-chief: spec.template cannot change" in refused.value.message
+    assert "--recreate" in refused.value.hint
+    assert not any(call[0] == "upgrade" for call in helm.calls), "helm upgrade must not run"
+
+
+@pytest.fixture
+def old_chart(tmp_path: Path) -> Path:
+    """A copy of the chart as an older version might have shipped it: OrderedReady, another serviceName."""
+    copy = tmp_path / "tf-distributed"
+    shutil.copytree(CHART, copy)
+    workloads = copy / "templates" / "_tf_workloads.tpl"
+    text = workloads.read_text()
+    text = text.replace("podManagementPolicy: Parallel", "podManagementPolicy: OrderedReady")
+    text = text.replace("serviceName: {{ $name }}", "serviceName: {{ $name }}-headless")
+    workloads.write_text(text)
+    return copy
+
+
+def test_upgrade_that_changes_statefulset_fields_is_refused_with_each_field_named(old_chart: Path) -> None:
+    helm = RecordingHelm("4", ["--values", str(GPU)], deployed_chart=old_chart)
+    with pytest.raises(ImmutableFieldChange) as refused:
+        release.upgrade(helm, "mnist", CHART, [GPU], [], release.Options(namespace="ml-training"))
+    message = refused.value.message
+    for role in ("ps", "worker"):
+        assert f"StatefulSet/mnist-tf-distributed-{role}: spec.podManagementPolicy cannot change" in message
+        assert f"StatefulSet/mnist-tf-distributed-{role}: spec.serviceName cannot change" in message
+    assert "Job/" not in message
+
+
+def test_recreate_deletes_exactly_the_changed_objects_then_upgrades(old_chart: Path) -> None:
+    helm = RecordingHelm("3", ["--values", str(GPU)], deployed_chart=old_chart)
+    deleter = RecordingDeleter()
+    plan = release.upgrade(helm, "mnist", CHART, [GPU], [("--set", "worker.replicas=6")], release.Options(namespace="ml-training", atomic=True), recreate=True, deleter=deleter)
+    assert {(c.kind, c.name) for c in plan.changes} == {
+        ("StatefulSet", "mnist-tf-distributed-ps"), ("StatefulSet", "mnist-tf-distributed-worker"), ("Job", "mnist-tf-distributed-chief"),
+    }
+    assert deleter.calls == [
+        ("job", "mnist-tf-distributed-chief", "ml-training"),
+        ("statefulset-orphan", "mnist-tf-distributed-ps", "ml-training"),
+        ("statefulset-orphan", "mnist-tf-distributed-worker", "ml-training"),
+    ]
+    assert helm.cluster_calls()[-1] == ["upgrade", "mnist", str(CHART), "--namespace", "ml-training", "--atomic", "--values", str(GPU), "--set", "worker.replicas=6"]
+
+
+def test_uninstall_keeps_the_claim_unless_asked() -> None:
+    helm = RecordingHelm("4", [])
+    kept = release.uninstall(helm, "mnist", "ml-training", wait=True, timeout="5m")
+    assert kept == ["mnist-tf-distributed-data"]
+    assert helm.cluster_calls() == [
+        ["get", "manifest", "mnist", "--namespace", "ml-training"],
+        ["uninstall", "mnist", "--namespace", "ml-training", "--wait", "--timeout", "5m"],
+    ]
+    deleter = RecordingDeleter()
+    release.uninstall(RecordingHelm("4", []), "mnist", "ml-training", delete_data=True, deleter=deleter)
+    assert deleter.calls == [("pvc", "mnist-tf-distributed-data", "ml-training")]
+
+
+def test_uninstall_with_existing_claim_deletes_nothing_of_the_user() -> None:
+    helm = RecordingHelm("4", ["--set", "storage.existingClaim=team-data"])
+    deleter = RecordingDeleter()
+    assert release.uninstall(helm, "mnist", "ml-training", delete_data=True, deleter=deleter) == []
+    assert deleter.calls == []
+
+
+def test_the_created_claim_survives_helm_uninstall() -> None:
+    rendered = RecordingHelm("4").real(["template", "mnist", str(CHART)]).decode()
+    assert "helm.sh/resource-policy: keep" in rendered
+
+
+def test_template_is_byte_identical_to_helm_template(tmp_path: Path) -> None:
+    from tfchart import render
+    from tfchart.helm import PyHelm3Runner
+
+    for major in ("3", "4"):
+        args = ["--set", "worker.replicas=5", "--set-string", "image.tag=2026.11", "--set", "commonAnnotations.note=a\\,b"]
+        ours = render.template(PyHelm3Runner(str(helm_path(major))), CHART, "mnist", [GPU], [("--set", "worker.replicas=5"), ("--set-string", "image.tag=2026.11"), ("--set", "commonAnnotations.note=a\\,b")], "ml-training")
+        theirs = subprocess.run([str(helm_path(major)), "template", "mnist", str(CHART), "--namespace", "ml-training", "-f", str(GPU), *args], capture_output=True, text=True, check=True).stdout
+        assert ours == theirs
+
+
+def test_cli_template_is_byte_identical(capfd: pytest.CaptureFixture[str]) -> None:
+    from tfchart.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--helm", str(helm_path("4")), "template", "mnist", "-n", "ml", "-f", str(GPU), "--set", "ps.replicas=3"])
+        raise SystemExit(0)
+    assert done.value.code in (0, None)
+    ours = capfd.readouterr().out
+    theirs = subprocess.run([str(helm_path("4")), "template", "mnist", str(CHART), "--namespace", "ml", "--values", str(GPU), "--set", "ps.replicas=3"], capture_output=True, text=True, check=True).stdout
+    assert ours == theirs
