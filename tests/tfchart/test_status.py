@@ -1,0 +1,405 @@
+"""tfchart status (and the KubeApi boundary it is the first user of), against the recording fake.
+
+Objects come from the chart's rendered manifests with the status their controllers write; the
+real kubernetes client builds the requests and deserialises the answers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from tests.tfchart import kubefake as kf
+from tests.tfchart.kubefake import Call
+from tfchart import kube, status
+from tfchart.errors import KubernetesError
+
+NS = "ml-training"
+SELECTOR = "app.kubernetes.io/name=tf-distributed,app.kubernetes.io/instance=mnist"
+CHIEF_POD = "mnist-tf-distributed-chief-x7k2p"
+LISTS = [
+    Call("list", "pods", NS, label_selector=SELECTOR),
+    Call("list", "statefulsets", NS, label_selector=SELECTOR),
+    Call("list", "jobs", NS, label_selector=SELECTOR),
+    Call("list", "services", NS, label_selector=SELECTOR),
+]
+CHIEF_LOG_CALL = Call("log", "pods", NS, CHIEF_POD, params=(("container", "chief"), ("tailLines", "2000")))
+
+
+def tfd_status(**fields: Any) -> str:
+    document = {
+        "state": "Running",
+        "strategy": "parameter_server",
+        "step": 1200,
+        "train_steps": 2000,
+        "loss": 0.2345,
+        "accuracy": None,
+        "examples_per_sec": 2117.3,
+        "export_path": None,
+        "started_at": "2026-11-22T11:00:00Z",
+        "updated_at": "2026-11-22T11:58:00Z",
+        "message": "training",
+        **fields,
+    }
+    return "INFO trainer.metrics tfd-status: " + json.dumps(document)
+
+
+def render_text(report: status.ReleaseStatus) -> str:
+    console = Console(width=320, record=True, color_system=None)
+    status.render(report, console)
+    return console.export_text()
+
+
+def base_release(
+    cluster: kf.FakeCluster, values: tuple[str, ...] = (), chief: str = "running", stateful_replicas: int | None = None
+) -> list[dict[str, Any]]:
+    """The release's controllers, Services and TensorBoard/Serving pods; TF pods are added per test."""
+    docs = kf.rendered(values)
+    for doc in docs:
+        if doc["kind"] == "StatefulSet":
+            cluster.add(kf.stateful_set(doc, replicas=stateful_replicas))
+        elif doc["kind"] == "Service":
+            cluster.add(kf.service(doc))
+        elif doc["kind"] == "Deployment":
+            cluster.add(kf.deployment(doc), kf.pod(doc, node="cpu-node-1"))
+    cluster.add(kf.job(kf.manifest(docs, "Job", "chief"), chief))
+    return docs
+
+
+def collect(cluster: kf.FakeCluster) -> status.ReleaseStatus:
+    return status.collect(cluster.api(), "mnist", NS, now=kf.NOW)
+
+
+def test_running_parameter_server_training_shows_progress_pods_and_endpoints() -> None:
+    cluster = kf.FakeCluster()
+    docs = base_release(cluster)
+    ps, worker = kf.manifest(docs, "StatefulSet", "ps"), kf.manifest(docs, "StatefulSet", "worker")
+    cluster.add(kf.pod(ps, index=0), kf.pod(worker, index=0), kf.pod(worker, index=1, restarts=1))
+    cluster.add(kf.pod(kf.manifest(docs, "Job", "chief")))
+    cluster.set_log(
+        NS,
+        CHIEF_POD,
+        [
+            tfd_status(step=1100, loss=0.3),
+            "step 1150, loss = 0.2500 (2000.0 examples/sec; 0.128 sec/batch)",
+            tfd_status(),
+            "step 1250, loss = 0.2200 (2100.0 examples/sec; 0.122 sec/batch)",
+        ],
+    )
+
+    report = collect(cluster)
+
+    assert cluster.calls == [*LISTS, CHIEF_LOG_CALL]
+    assert report.training.state == "Running"
+    assert report.training.progress is not None
+    assert (report.training.progress.source, report.training.progress.step) == ("tfd-status", 1200)
+    assert report.chief.state == "Running"
+    assert [(s.role, s.ready, s.desired) for s in report.stateful_sets] == [("ps", 1, 1), ("worker", 2, 2)]
+    assert [(p.role, p.name) for p in report.pods] == [
+        ("chief", CHIEF_POD),
+        ("ps", "mnist-tf-distributed-ps-0"),
+        ("worker", "mnist-tf-distributed-worker-0"),
+        ("worker", "mnist-tf-distributed-worker-1"),
+        ("tensorboard", "mnist-tf-distributed-tensorboard-5f7d8c6b9-abcde"),
+        ("serving", "mnist-tf-distributed-serving-5f7d8c6b9-abcde"),
+    ]
+    assert [e.port_forward for e in report.endpoints] == [
+        "kubectl -n ml-training port-forward svc/mnist-tf-distributed-tensorboard 6006:6006",
+        "kubectl -n ml-training port-forward svc/mnist-tf-distributed-serving 8501:8501 8500:8500",
+    ]
+    assert report.endpoints[0].dns == "mnist-tf-distributed-tensorboard.ml-training.svc"
+    assert report.endpoints[0].ready_pods == 1
+    text = render_text(report)
+    assert "Running  training" in text
+    assert "step 1200/2000 (60%), loss 0.2345, 2117.3 examples/sec" in text
+    assert "ps 1/1 ready, worker 2/2 ready" in text
+    assert "mnist-tf-distributed-worker-1" in text
+    data = report.as_dict()
+    json.dumps(data)  # JSON-able for --output json
+    assert data["training"]["progress"]["step"] == 1200
+    assert data["endpoints"][1]["ports"] == [{"name": "http", "port": 8501}, {"name": "grpc", "port": 8500}]
+
+
+def test_succeeded_and_scaled_down_shows_accuracy_and_export() -> None:
+    cluster = kf.FakeCluster()
+    docs = base_release(cluster, chief="complete", stateful_replicas=0)
+    chief = kf.manifest(docs, "Job", "chief")
+    cluster.add(kf.pod(chief, phase="Succeeded", ready=False, terminated=("Completed", 0)))
+    cluster.set_log(
+        NS,
+        CHIEF_POD,
+        [
+            "step 2000, loss = 0.0470 (2117.3 examples/sec; 0.121 sec/batch)",
+            tfd_status(
+                state="Succeeded",
+                step=2000,
+                loss=0.047,
+                accuracy=0.9861,
+                export_path="/data/export/mnist/1",
+                message="training completed: 2000 steps, held-out accuracy 0.9861",
+            ),
+            "INFO scaled StatefulSets mnist-tf-distributed-ps, mnist-tf-distributed-worker to 0",
+        ],
+    )
+
+    report = collect(cluster)
+
+    assert cluster.calls == [*LISTS, CHIEF_LOG_CALL]
+    assert report.training.state == "Succeeded"
+    assert report.chief.state == "Succeeded"
+    assert report.chief.reason == "CompletionsReached"
+    assert [(s.role, s.ready, s.desired) for s in report.stateful_sets] == [("ps", 0, 0), ("worker", 0, 0)]
+    assert {p.role for p in report.pods} == {"chief", "tensorboard", "serving"}
+    text = render_text(report)
+    assert "Succeeded  training completed: 2000 steps, held-out accuracy 0.9861" in text
+    assert "step 2000/2000 (100%), loss 0.0470, accuracy 0.9861" in text
+    assert "/data/export/mnist/1" in text
+    assert "ps 0/0 ready, worker 0/0 ready" in text
+
+
+def test_failed_chief_reports_backoff_limit_and_trainer_message() -> None:
+    cluster = kf.FakeCluster()
+    docs = base_release(cluster, chief="failed")
+    cluster.add(
+        kf.pod(kf.manifest(docs, "Job", "chief"), phase="Failed", ready=False, restarts=6, terminated=("Error", 1))
+    )
+    cluster.set_log(
+        NS,
+        CHIEF_POD,
+        [
+            tfd_status(state="Failed", message="dataset not found: /data/datasets/mnist.npz"),
+            "Traceback (most recent call last): ...",
+        ],
+    )
+
+    report = collect(cluster)
+
+    assert report.training.state == "Failed"
+    assert report.chief.reason == "BackoffLimitExceeded"
+    assert report.pods[0].display_status == "Failed: Error"
+    assert report.pods[0].restarts == 6
+    text = render_text(report)
+    assert "Failed  chief Job failed: BackoffLimitExceeded (Job has reached the specified backoff limit)" in text
+    assert "trainer: dataset not found: /data/datasets/mnist.npz" in text
+
+
+def test_worker_in_crash_loop_shows_restarts_and_reason() -> None:
+    cluster = kf.FakeCluster()
+    docs = base_release(cluster)
+    ps, worker = kf.manifest(docs, "StatefulSet", "ps"), kf.manifest(docs, "StatefulSet", "worker")
+    cluster.add(kf.stateful_set(worker, ready=1))
+    cluster.add(kf.pod(ps, index=0), kf.pod(worker, index=0))
+    cluster.add(
+        kf.pod(
+            worker,
+            index=1,
+            ready=False,
+            restarts=7,
+            waiting=("CrashLoopBackOff", "back-off 5m0s restarting failed container=worker"),
+            last_terminated=("OOMKilled", 137),
+        )
+    )
+    cluster.add(kf.pod(kf.manifest(docs, "Job", "chief")))
+    cluster.set_log(NS, CHIEF_POD, ["waiting for 2 workers"])
+
+    report = collect(cluster)
+
+    crashing = next(p for p in report.pods if p.name == "mnist-tf-distributed-worker-1")
+    assert (crashing.reason, crashing.restarts, crashing.ready) == ("CrashLoopBackOff", 7, False)
+    assert crashing.message.startswith("last exit: OOMKilled, code 137")
+    assert report.training.detail == status.NO_PROGRESS
+    text = render_text(report)
+    assert "Running: CrashLoopBackOff" in text
+    assert "worker 1/2 ready" in text
+    assert "last exit: OOMKilled, code 137" in text
+    assert "no progress reported yet" in text
+
+
+def test_pending_gpu_pod_shows_the_scheduler_reason() -> None:
+    cluster = kf.FakeCluster()
+    docs = base_release(cluster, values=("values/gpu.yaml",), chief="pending")
+    worker = kf.manifest(docs, "StatefulSet", "worker")
+    message = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available."
+    ps = kf.manifest(docs, "StatefulSet", "ps")
+    cluster.add(
+        kf.stateful_set(worker, ready=3), kf.pod(ps, index=0, node="cpu-node-1"), kf.pod(ps, index=1, node="cpu-node-1")
+    )
+    cluster.add(*(kf.pod(worker, index=i) for i in range(3)))
+    cluster.add(kf.pod(worker, index=3, phase="Pending", ready=False, unschedulable=message))
+    cluster.add(
+        kf.pod(kf.manifest(docs, "Job", "chief"), phase="Pending", ready=False, waiting=("ContainerCreating", ""))
+    )
+
+    report = collect(cluster)
+
+    assert cluster.calls == LISTS  # no log read: the chief never started
+    pending = next(p for p in report.pods if p.name == "mnist-tf-distributed-worker-3")
+    assert (pending.phase, pending.reason, pending.node) == ("Pending", "Unschedulable", None)
+    assert pending.gpus == (status.GpuRequest("nvidia.com/gpu", 1),)
+    assert report.training.state == "Pending"
+    assert report.chief.reason == "ContainerCreating"
+    text = render_text(report)
+    assert "Pending: Unschedulable" in text
+    assert "3 Insufficient nvidia.com/gpu" in text
+    assert "1 nvidia.com/gpu" in text
+
+
+def test_release_not_found_says_so_and_hints_helm_list() -> None:
+    cluster = kf.FakeCluster()
+    base_release(cluster)  # another release's objects must not count
+    with pytest.raises(KubernetesError) as error:
+        status.collect(cluster.api(), "other", NS)
+    assert error.value.message.startswith("no release other in namespace ml-training")
+    assert error.value.hint.startswith("check the release name and namespace: `helm list -n ml-training`")
+    other = SELECTOR.replace("instance=mnist", "instance=other")
+    assert [c.label_selector for c in cluster.calls] == [other] * 4
+
+
+@pytest.mark.parametrize(
+    ("log", "expected"),
+    [
+        ([tfd_status(step=5), "tfd-status: {broken", "noise"], ("tfd-status", 5)),
+        (
+            [
+                "step 10, loss = 2.3026 (512.5 examples/sec; 0.195 sec/batch)",
+                "step 20, loss = nan (1.0 examples/sec; 1.0 sec/batch)",
+            ],
+            ("step-line", 20),
+        ),
+        (["nothing yet"], None),
+    ],
+)
+def test_progress_prefers_the_last_status_line_then_step_lines(
+    log: list[str], expected: tuple[str, int] | None
+) -> None:
+    progress = status.parse_progress("\n".join(log))
+    assert (progress.source, progress.step) == expected if progress else expected is None
+
+
+# -- the KubeApi boundary: errors become KubernetesError with a hint --------------------------------
+
+
+def test_forbidden_names_the_missing_rbac_verb_and_resource() -> None:
+    cluster = kf.FakeCluster()
+    cluster.fail(
+        "list",
+        "statefulsets",
+        403,
+        'statefulsets.apps is forbidden: User "dev" cannot list resource '
+        '"statefulsets" in API group "apps" in the namespace "ml-training"',
+    )
+    with pytest.raises(KubernetesError) as error:
+        collect(cluster)
+    assert error.value.message.startswith("forbidden: you may not list statefulsets.apps in namespace ml-training: ")
+    assert 'User "dev" cannot list' in error.value.message
+    assert "RBAC verb `list` on resource `statefulsets.apps` is missing" in error.value.hint
+    assert "`kubectl auth can-i list statefulsets.apps -n ml-training`" in error.value.hint
+
+
+def test_unauthorized_and_server_errors_have_hints() -> None:
+    cluster = kf.FakeCluster()
+    cluster.fail("list", "pods", 401, "Unauthorized")
+    with pytest.raises(KubernetesError) as error:
+        collect(cluster)
+    assert "401 Unauthorized" in error.value.message
+    assert "refresh your login" in error.value.hint
+    cluster = kf.FakeCluster()
+    cluster.fail("list", "pods", 500, "etcdserver: request timed out")
+    with pytest.raises(KubernetesError) as error:
+        collect(cluster)
+    assert (
+        error.value.message
+        == "the API server failed to list pods in namespace ml-training (HTTP 500): etcdserver: request timed out"
+    )
+    assert "retry" in error.value.hint
+
+
+def test_missing_object_is_a_404_with_a_kubectl_hint() -> None:
+    api = kf.FakeCluster().api()
+    with pytest.raises(KubernetesError) as error:
+        api.read_pod_log(NS, "gone-0", None, 10)
+    assert error.value.message.startswith("pods/log gone-0 not found in namespace ml-training")
+    assert "kubectl get pods -n ml-training" in error.value.hint
+    assert api.read_persistent_volume_claim(NS, "absent") is None
+
+
+def test_unreachable_server_hints_cluster_info() -> None:
+    def unreachable() -> Any:
+        from kubernetes import client
+
+        configuration = client.Configuration(host="https://127.0.0.1:1")
+        configuration.retries = 0
+        return client.ApiClient(configuration)
+
+    api = kube.KubeApi(unreachable, source="KUBECONFIG=/tmp/kind")
+    with pytest.raises(KubernetesError) as error:
+        api.list_nodes()
+    assert error.value.message.startswith("cannot reach the Kubernetes API server at https://127.0.0.1:1 (list nodes")
+    assert "KUBECONFIG=/tmp/kind" in error.value.hint
+    assert "kubectl cluster-info" in error.value.hint
+
+
+def test_no_configuration_says_how_to_set_kubeconfig(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    api = kube.KubeApi.from_config(None, None)  # lazy: nothing is read yet
+    with pytest.raises(KubernetesError) as error:
+        api.list_pods(NS, SELECTOR)
+    assert "KUBECONFIG is not set, ~/.kube/config does not exist" in error.value.message
+    assert "export KUBECONFIG=" in error.value.hint
+
+
+def test_bad_kubeconfig_and_unknown_context(tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage"
+    garbage.write_text("just a string\n")
+    with pytest.raises(KubernetesError) as error:
+        kube.KubeApi.from_config(garbage, None).list_nodes()
+    assert error.value.message.startswith(f"cannot load the kubeconfig {garbage}")
+    config = tmp_path / "config"
+    config.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: kind\n"
+        "clusters: [{name: kind, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: kind, user: {token: abc}}]\n"
+        "contexts: [{name: kind, context: {cluster: kind, user: kind}}]\n"
+    )
+    with pytest.raises(KubernetesError) as error:
+        kube.KubeApi.from_config(config, "prod").list_nodes()
+    assert "context 'prod' not found" in error.value.message
+    assert "kubectl config get-contexts" in error.value.hint
+
+
+# -- a live cluster ----------------------------------------------------------------------------------
+
+needs_cluster = pytest.mark.skipif(
+    not os.environ.get("KUBECONFIG"),
+    reason="no live cluster: set KUBECONFIG to a kubeconfig of a reachable cluster (e.g. after `kind create cluster`)",
+)
+
+
+@pytest.mark.cluster
+@needs_cluster
+def test_live_cluster_missing_release_is_a_clear_error() -> None:
+    api = kube.KubeApi.from_config(None, None)
+    with pytest.raises(KubernetesError) as error:
+        status.collect(api, "tfchart-no-such-release", "default")
+    assert error.value.message.startswith("no release tfchart-no-such-release in namespace default")
+
+
+@pytest.mark.cluster
+@needs_cluster
+def test_live_cluster_release_status() -> None:
+    release = os.environ.get("TFCHART_TEST_RELEASE")
+    if not release:
+        pytest.skip("set TFCHART_TEST_RELEASE (and TFCHART_TEST_NAMESPACE) to an installed tf-distributed release")
+    report = status.collect(
+        kube.KubeApi.from_config(None, None), release, os.environ.get("TFCHART_TEST_NAMESPACE", "default")
+    )
+    assert report.training.state in {"Running", "Succeeded", "Failed", "Pending", "Unknown"}
+    json.dumps(report.as_dict())
+    render_text(report)
