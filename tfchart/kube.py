@@ -34,7 +34,7 @@ from tfchart.errors import KubernetesError
 T = TypeVar("T")
 
 REQUEST_TIMEOUT = (10, 60)  # seconds: (connect, read) for list/read calls
-FOLLOW_TIMEOUT = 10  # seconds: connect timeout of a followed log stream; reads wait forever
+LOG_READ_BYTES = 64 * 1024
 IN_CLUSTER_HOST_ENV = "KUBERNETES_SERVICE_HOST"
 DEFAULT_KUBECONFIG = Path("~/.kube/config")
 
@@ -211,9 +211,10 @@ class KubeApi:
         """
         operation = Operation("get", "pods/log", namespace, name)
         kwargs: dict[str, Any] = {"_preload_content": False}
-        kwargs["_request_timeout"] = (FOLLOW_TIMEOUT, None) if follow else REQUEST_TIMEOUT
         if follow:
-            kwargs["follow"] = True
+            kwargs["follow"] = True  # no timeout: a quiet training log must not end the stream
+        else:
+            kwargs["_request_timeout"] = REQUEST_TIMEOUT
         if container:
             kwargs["container"] = container
         if tail_lines is not None:
@@ -238,10 +239,17 @@ def _selectors(label_selector: str, field_selector: str | None = None) -> dict[s
 
 
 def _response_lines(response: Any) -> Iterator[str]:
-    """Lines of a raw urllib3 response as they arrive; a last line without a newline is kept."""
+    """Lines of a raw urllib3 response as they arrive; a last line without a newline is kept.
+
+    read1 returns whatever has arrived (one HTTP chunk of a followed log), where stream(amt=None)
+    would wait for the whole body of a non-chunked response.
+    """
     buffer = b""
-    for chunk in response.stream(amt=None, decode_content=True):
-        buffer += chunk if isinstance(chunk, bytes) else str(chunk).encode()
+    while True:
+        chunk = response.read1(LOG_READ_BYTES)
+        if not chunk:
+            break
+        buffer += chunk
         *complete, buffer = buffer.split(b"\n")
         for line in complete:
             yield line.decode("utf-8", errors="replace")

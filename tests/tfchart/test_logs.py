@@ -1,0 +1,264 @@
+"""tfchart logs: picking the pod of a role/index by labels and streaming its log, against the recording fake."""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from tests.tfchart import kubefake as kf
+from tests.tfchart.kubefake import Call
+from tfchart import kube, logs
+from tfchart.errors import KubernetesError, UsageError
+
+NS = "ml-training"
+SELECTOR = "app.kubernetes.io/name=tf-distributed,app.kubernetes.io/instance=mnist"
+
+
+def selector(role: str) -> str:
+    return f"{SELECTOR},app.kubernetes.io/component={role}"
+
+
+def release(cluster: kf.FakeCluster, workers: int = 2) -> list[dict[str, Any]]:
+    docs = kf.rendered()
+    ps, worker = kf.manifest(docs, "StatefulSet", "ps"), kf.manifest(docs, "StatefulSet", "worker")
+    chief = kf.manifest(docs, "Job", "chief")
+    cluster.add(kf.pod(ps, index=0), *(kf.pod(worker, index=i) for i in range(workers)))
+    cluster.add(
+        kf.pod(
+            chief,
+            "mnist-tf-distributed-chief-old11",
+            phase="Failed",
+            ready=False,
+            terminated=("Error", 1),
+            created=kf.ago(hours=2),
+        )
+    )
+    cluster.add(kf.pod(chief, "mnist-tf-distributed-chief-new22", created=kf.ago(minutes=10)))
+    tensorboard = kf.manifest(docs, "Deployment", "tensorboard")
+    cluster.add(
+        kf.pod(tensorboard, "mnist-tf-distributed-tensorboard-7c9-bbbbb"),
+        kf.pod(tensorboard, "mnist-tf-distributed-tensorboard-7c9-aaaaa"),
+    )
+    return docs
+
+
+def run(cluster: kf.FakeCluster, role: str, index: int = 0, follow: bool = False, tail: int | None = None) -> str:
+    out = io.StringIO()
+    logs.stream(cluster.api(), "mnist", NS, role, index, follow, tail, out)
+    return out.getvalue()
+
+
+def test_worker_by_ordinal_label_with_tail() -> None:
+    cluster = kf.FakeCluster()
+    release(cluster)
+    cluster.set_log(NS, "mnist-tf-distributed-worker-1", [f"line {i}" for i in range(10)])
+
+    assert run(cluster, "worker", 1, tail=3) == "line 7\nline 8\nline 9\n"
+    assert cluster.calls == [
+        Call("list", "pods", NS, label_selector=selector("worker")),
+        Call("log", "pods", NS, "mnist-tf-distributed-worker-1", params=(("container", "worker"), ("tailLines", "3"))),
+    ]
+
+
+def test_ordinal_from_the_name_when_the_pod_index_label_is_missing() -> None:
+    cluster = kf.FakeCluster()
+    release(cluster)
+    for index in (0, 1):
+        name = f"mnist-tf-distributed-worker-{index}"
+        del cluster.get("pods", NS, name)["metadata"]["labels"]["apps.kubernetes.io/pod-index"]  # Kubernetes < 1.28
+    cluster.set_log(NS, "mnist-tf-distributed-worker-0", ["from worker 0"])
+    assert run(cluster, "worker", 0) == "from worker 0\n"
+
+
+def test_chief_is_the_newest_pod_of_the_job() -> None:
+    cluster = kf.FakeCluster()
+    release(cluster)
+    cluster.set_log(NS, "mnist-tf-distributed-chief-new22", ["step 50, loss = 1.0 (10.0 examples/sec; 1.0 sec/batch)"])
+    assert run(cluster, "chief").startswith("step 50")
+    assert cluster.calls[-1] == Call(
+        "log", "pods", NS, "mnist-tf-distributed-chief-new22", params=(("container", "chief"),)
+    )
+
+
+def test_tensorboard_pods_are_indexed_in_name_order() -> None:
+    cluster = kf.FakeCluster()
+    release(cluster)
+    cluster.set_log(NS, "mnist-tf-distributed-tensorboard-7c9-bbbbb", ["second"])
+    assert run(cluster, "tensorboard", 1) == "second\n"
+
+
+def test_follow_streams_until_ctrl_c_and_releases_the_connection() -> None:
+    cluster = kf.FakeCluster()
+    release(cluster)
+    cluster.set_log(NS, "mnist-tf-distributed-chief-new22", ["one", "two", "three", "four"], interrupt_after=2)
+
+    assert run(cluster, "chief", follow=True) == "one\ntwo\n"  # no exception: Ctrl-C ends a followed log
+    assert cluster.calls[-1].params == (("container", "chief"), ("follow", "true"))
+    assert all(response.closed for response in cluster.responses)
+
+
+def test_last_line_without_newline_is_kept() -> None:
+    cluster = kf.FakeCluster()
+    release(cluster)
+    api = cluster.api()
+    cluster.set_log(NS, "mnist-tf-distributed-ps-0", ["a"])
+    cluster.logs[(NS, "mnist-tf-distributed-ps-0")].lines = ['{"looks": "like json"}']  # not mangled by the client
+    assert api.read_pod_log(NS, "mnist-tf-distributed-ps-0", "ps", None) == '{"looks": "like json"}\n'
+
+
+def test_unknown_role_lists_the_valid_roles() -> None:
+    cluster = kf.FakeCluster()
+    with pytest.raises(UsageError) as error:
+        run(cluster, "master")
+    assert error.value.message == "unknown role 'master'"
+    assert error.value.hint == "valid roles: chief, evaluator, ps, worker, tensorboard, serving"
+    assert cluster.calls == []
+
+
+def test_index_out_of_range_says_how_many_pods_exist() -> None:
+    cluster = kf.FakeCluster()
+    release(cluster)
+    with pytest.raises(UsageError) as error:
+        run(cluster, "worker", 5)
+    assert error.value.message == "worker index 5 is out of range: release mnist has 2 worker pod(s) (indices 0, 1)"
+    with pytest.raises(UsageError) as error:
+        run(cluster, "tensorboard", 2)
+    assert error.value.message == "tensorboard index 2 is out of range: release mnist has 2 tensorboard pod(s)"
+    with pytest.raises(UsageError, match="a release has one chief"):
+        run(cluster, "chief", 1)
+    with pytest.raises(UsageError, match="indices start at 0"):
+        run(cluster, "ps", -1)
+
+
+def test_no_pods_of_the_role() -> None:
+    cluster = kf.FakeCluster()
+    with pytest.raises(KubernetesError) as error:
+        run(cluster, "evaluator")
+    assert error.value.message == "release mnist has no evaluator pods in namespace ml-training"
+    assert "scaled down after success" in error.value.hint
+
+
+def test_pod_not_started_yet_gives_phase_and_waiting_reason() -> None:
+    cluster = kf.FakeCluster()
+    docs = release(cluster, workers=1)
+    worker = kf.manifest(docs, "StatefulSet", "worker")
+    cluster.add(
+        kf.pod(
+            worker,
+            index=1,
+            phase="Pending",
+            ready=False,
+            waiting=("ImagePullBackOff", 'Back-off pulling image "ghcr.io/tf-distributed/trainer:0.1.0"'),
+        )
+    )
+    cluster.add(kf.pod(worker, index=2, phase="Pending", ready=False, unschedulable="0/3 nodes are available"))
+    with pytest.raises(KubernetesError) as error:
+        run(cluster, "worker", 1)
+    assert error.value.message == (
+        "worker pod mnist-tf-distributed-worker-1 has not started yet (phase Pending, ImagePullBackOff: "
+        'Back-off pulling image "ghcr.io/tf-distributed/trainer:0.1.0")'
+    )
+    assert "kubectl -n ml-training describe pod mnist-tf-distributed-worker-1" in error.value.hint
+    with pytest.raises(KubernetesError, match=r"\(phase Pending, Unschedulable: 0/3 nodes are available\)"):
+        run(cluster, "worker", 2)
+    assert all(call.verb == "list" for call in cluster.calls)  # never asked for a log that cannot exist
+
+
+def test_crash_looping_pod_still_has_a_log() -> None:
+    cluster = kf.FakeCluster()
+    docs = release(cluster, workers=0)
+    worker = kf.manifest(docs, "StatefulSet", "worker")
+    cluster.add(
+        kf.pod(
+            worker,
+            index=0,
+            ready=False,
+            restarts=3,
+            waiting=("CrashLoopBackOff", "back-off"),
+            last_terminated=("Error", 1),
+        )
+    )
+    cluster.set_log(NS, "mnist-tf-distributed-worker-0", ["Traceback: boom"])
+    assert run(cluster, "worker") == "Traceback: boom\n"
+
+
+def test_log_forbidden_names_pods_log() -> None:
+    cluster = kf.FakeCluster()
+    release(cluster)
+    cluster.fail("log", "pods", 403, 'pods "mnist-tf-distributed-ps-0" is forbidden: cannot get resource "pods/log"')
+    with pytest.raises(KubernetesError) as error:
+        run(cluster, "ps")
+    assert "`get` on resource `pods/log`" in error.value.hint
+    assert "kubectl auth can-i get pods/log -n ml-training" in error.value.hint
+
+
+class ChunkedLogHandler(BaseHTTPRequestHandler):
+    """Answers a followed log like the API server: chunked, one line now, the next one only later."""
+
+    protocol_version = "HTTP/1.1"
+    first_line_seen = threading.Event()
+
+    def do_GET(self) -> None:
+        self.server.paths.append(self.path)  # type: ignore[attr-defined]
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.send_chunk(b"step 1, loss = 2.0 (1.0 examples/sec; 1.0 sec/batch)\n")
+        assert self.first_line_seen.wait(10), "the client did not get the first line before the stream went on"
+        self.send_chunk(b"step 2, loss = 1.0 (1.0 examples/sec; 1.0 sec/batch)\n")
+        self.send_chunk(b"")
+
+    def send_chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def chunked_server() -> Iterator[ThreadingHTTPServer]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ChunkedLogHandler)
+    server.paths = []  # type: ignore[attr-defined]
+    ChunkedLogHandler.first_line_seen.clear()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_follow_delivers_each_line_as_it_arrives_over_real_http(chunked_server: ThreadingHTTPServer) -> None:
+    from kubernetes import client
+
+    host = f"http://127.0.0.1:{chunked_server.server_address[1]}"
+    api = kube.KubeApi(lambda: client.ApiClient(client.Configuration(host=host)))
+    received = []
+    for line in api.stream_pod_log(NS, "mnist-tf-distributed-chief-new22", "chief", None, True):
+        received.append(line)
+        ChunkedLogHandler.first_line_seen.set()
+    assert [line.split(",")[0] for line in received] == ["step 1", "step 2"]
+    assert chunked_server.paths == [  # type: ignore[attr-defined]
+        "/api/v1/namespaces/ml-training/pods/mnist-tf-distributed-chief-new22/log?container=chief&follow=true"
+    ]
+
+
+@pytest.mark.cluster
+@pytest.mark.skipif(
+    not os.environ.get("KUBECONFIG"), reason="no live cluster: set KUBECONFIG (e.g. after `kind create cluster`)"
+)
+def test_live_cluster_logs_of_a_release() -> None:
+    release_name = os.environ.get("TFCHART_TEST_RELEASE")
+    if not release_name:
+        pytest.skip("set TFCHART_TEST_RELEASE (and TFCHART_TEST_NAMESPACE) to an installed tf-distributed release")
+    out = io.StringIO()
+    api = kube.KubeApi.from_config(None, None)
+    logs.stream(api, release_name, os.environ.get("TFCHART_TEST_NAMESPACE", "default"), "chief", 0, False, 50, out)
+    assert len(out.getvalue().splitlines()) <= 50
