@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -33,7 +35,9 @@ class Settings:
     def chart(self) -> Path:
         chart = self._chart or Path(os.environ.get("TFCHART_CHART", REPO_CHART))
         if not (chart / "Chart.yaml").is_file():
-            raise UsageError(f"no chart at {chart}", "pass --chart PATH (or set TFCHART_CHART) to the tf-distributed chart directory")
+            raise UsageError(
+                f"no chart at {chart}", "pass --chart PATH (or set TFCHART_CHART) to the tf-distributed chart directory"
+            )
         return chart
 
     @property
@@ -45,9 +49,25 @@ class Settings:
 
 def values_options(function: Any) -> Any:
     """-f/--values and helm's --set family, in the order given."""
-    function = click.option("--set-string", "set_strings", multiple=True, metavar="KEY=VAL", help="Like --set, values stay strings.")(function)
-    function = click.option("--set", "sets", multiple=True, metavar="KEY=VAL", help="Set values with helm's --set syntax (a.b=c, a={x,y}, a[0]=x, a\\.b=c).")(function)
-    function = click.option("-f", "--values", "files", multiple=True, type=click.Path(path_type=Path), metavar="FILE", help="Values file (repeatable; later files win).")(function)
+    function = click.option(
+        "--set-string", "set_strings", multiple=True, metavar="KEY=VAL", help="Like --set, values stay strings."
+    )(function)
+    function = click.option(
+        "--set",
+        "sets",
+        multiple=True,
+        metavar="KEY=VAL",
+        help="Set values with helm's --set syntax (a.b=c, a={x,y}, a[0]=x, a\\.b=c).",
+    )(function)
+    function = click.option(
+        "-f",
+        "--values",
+        "files",
+        multiple=True,
+        type=click.Path(path_type=Path),
+        metavar="FILE",
+        help="Values file (repeatable; later files win).",
+    )(function)
     return function
 
 
@@ -65,8 +85,17 @@ def check_files(files: tuple[Path, ...]) -> list[Path]:
 
 @click.group(context_settings=CONTEXT)
 @click.option("--debug", is_flag=True, help="Show tracebacks and the commands run.")
-@click.option("--chart", type=click.Path(path_type=Path, file_okay=False), help="The tf-distributed chart directory (default: this repository's).")
-@click.option("--helm", "helm", metavar="PATH", help="helm binary (default: $TFCHART_HELM, helm on PATH, or the repository's .tools/bin/helm).")
+@click.option(
+    "--chart",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="The tf-distributed chart directory (default: this repository's).",
+)
+@click.option(
+    "--helm",
+    "helm",
+    metavar="PATH",
+    help="helm binary (default: $TFCHART_HELM, helm on PATH, or the repository's .tools/bin/helm).",
+)
 @click.version_option(package_name="tf-distributed", prog_name="tfchart")
 @click.pass_context
 def main_group(ctx: click.Context, debug: bool, chart: Path | None, helm: str | None) -> None:
@@ -78,7 +107,9 @@ def main_group(ctx: click.Context, debug: bool, chart: Path | None, helm: str | 
 @values_options
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.pass_obj
-def validate(settings: Settings, files: tuple[Path, ...], sets: tuple[str, ...], set_strings: tuple[str, ...], output: str) -> None:
+def validate(
+    settings: Settings, files: tuple[Path, ...], sets: tuple[str, ...], set_strings: tuple[str, ...], output: str
+) -> None:
     """Check values against the chart's schema and cross-field rules, without a cluster.
 
     Merges like helm (chart defaults, files in order, --set last) and reports every problem at
@@ -105,7 +136,14 @@ def validate(settings: Settings, files: tuple[Path, ...], sets: tuple[str, ...],
 @values_options
 @click.option("-n", "--namespace", default=None, help="Namespace to render for (default: helm's).")
 @click.pass_obj
-def template(settings: Settings, name: str, files: tuple[Path, ...], sets: tuple[str, ...], set_strings: tuple[str, ...], namespace: str | None) -> None:
+def template(
+    settings: Settings,
+    name: str,
+    files: tuple[Path, ...],
+    sets: tuple[str, ...],
+    set_strings: tuple[str, ...],
+    namespace: str | None,
+) -> None:
     """Render the manifests, exactly as `helm template NAME CHART` would, after validating."""
     from tfchart import render
     from tfchart.validate import validate as run_validation
@@ -114,25 +152,48 @@ def template(settings: Settings, name: str, files: tuple[Path, ...], sets: tuple
     report = run_validation(settings.chart, checked, ordered_sets(sets, set_strings))
     if not report.valid:
         raise ValidationFailed(report.problems)
-    sys.stdout.write(render.template(settings.helm, settings.chart, name, checked, ordered_sets(sets, set_strings), namespace))
+    sys.stdout.write(
+        render.template(settings.helm, settings.chart, name, checked, ordered_sets(sets, set_strings), namespace)
+    )
 
 
 def release_options(function: Any) -> Any:
-    function = click.option("--dry-run", "dry_run", type=click.Choice(["client", "server"]), default=None, is_flag=False, flag_value="client", help="Simulate: client (no cluster writes) or server.")(function)
-    function = click.option("--atomic", is_flag=True, help="Roll back if the operation fails (helm 4: --rollback-on-failure).")(function)
-    function = click.option("--timeout", default=None, metavar="DURATION", help="How long helm waits, e.g. 10m.")(function)
-    function = click.option("--wait", is_flag=True, help="Wait until the pods are ready (not until training ends).")(function)
+    function = click.option(
+        "--dry-run",
+        "dry_run",
+        type=click.Choice(["client", "server"]),
+        default=None,
+        is_flag=False,
+        flag_value="client",
+        help="Simulate: client (no cluster writes) or server.",
+    )(function)
+    function = click.option(
+        "--atomic", is_flag=True, help="Roll back if the operation fails (helm 4: --rollback-on-failure)."
+    )(function)
+    function = click.option("--timeout", default=None, metavar="DURATION", help="How long helm waits, e.g. 10m.")(
+        function
+    )
+    function = click.option("--wait", is_flag=True, help="Wait until the pods are ready (not until training ends).")(
+        function
+    )
     function = click.option("-n", "--namespace", default=None, help="Release namespace.")(function)
     return function
 
 
 def kube_options(function: Any) -> Any:
     function = click.option("--kube-context", default=None, help="kubeconfig context to use.")(function)
-    function = click.option("--kubeconfig", type=click.Path(path_type=Path, dir_okay=False), default=None, help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")(function)
+    function = click.option(
+        "--kubeconfig",
+        type=click.Path(path_type=Path, dir_okay=False),
+        default=None,
+        help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config).",
+    )(function)
     return function
 
 
-def validated(settings: Settings, files: tuple[Path, ...], sets: tuple[str, ...], set_strings: tuple[str, ...]) -> tuple[list[Path], list[tuple[str, str]], dict[str, Any]]:
+def validated(
+    settings: Settings, files: tuple[Path, ...], sets: tuple[str, ...], set_strings: tuple[str, ...]
+) -> tuple[list[Path], list[tuple[str, str]], dict[str, Any]]:
     from tfchart.validate import validate as run_validation
 
     checked = check_files(files)
@@ -157,7 +218,22 @@ def helm_runner(settings: Settings, kubeconfig: Path | None, context: str | None
 @click.option("--create-namespace", is_flag=True, help="Create the namespace if it does not exist.")
 @click.option("--skip-preflight", is_flag=True, help="Do not check GPUs, storage and quota on the cluster first.")
 @click.pass_obj
-def install(settings: Settings, name: str, files: tuple[Path, ...], sets: tuple[str, ...], set_strings: tuple[str, ...], namespace: str | None, wait: bool, timeout: str | None, atomic: bool, dry_run: str | None, kubeconfig: Path | None, kube_context: str | None, create_namespace: bool, skip_preflight: bool) -> None:
+def install(
+    settings: Settings,
+    name: str,
+    files: tuple[Path, ...],
+    sets: tuple[str, ...],
+    set_strings: tuple[str, ...],
+    namespace: str | None,
+    wait: bool,
+    timeout: str | None,
+    atomic: bool,
+    dry_run: str | None,
+    kubeconfig: Path | None,
+    kube_context: str | None,
+    create_namespace: bool,
+    skip_preflight: bool,
+) -> None:
     """Validate, run the preflight checks, then `helm install NAME`."""
     from tfchart import release
 
@@ -165,7 +241,9 @@ def install(settings: Settings, name: str, files: tuple[Path, ...], sets: tuple[
     if not skip_preflight and dry_run != "client":
         run_preflight(values, name, namespace, kubeconfig, kube_context)
     options = release.Options(namespace, wait, timeout, atomic, dry_run, create_namespace)
-    output = release.install(helm_runner(settings, kubeconfig, kube_context), name, settings.chart, checked, ordered, options)
+    output = release.install(
+        helm_runner(settings, kubeconfig, kube_context), name, settings.chart, checked, ordered, options
+    )
     click.echo(output)
 
 
@@ -174,16 +252,43 @@ def install(settings: Settings, name: str, files: tuple[Path, ...], sets: tuple[
 @values_options
 @release_options
 @kube_options
-@click.option("--recreate", is_flag=True, help="Delete and recreate StatefulSets/Jobs whose immutable fields change (StatefulSet pods are kept).")
+@click.option(
+    "--recreate",
+    is_flag=True,
+    help="Delete and recreate StatefulSets/Jobs whose immutable fields change (StatefulSet pods are kept).",
+)
 @click.pass_obj
-def upgrade(settings: Settings, name: str, files: tuple[Path, ...], sets: tuple[str, ...], set_strings: tuple[str, ...], namespace: str | None, wait: bool, timeout: str | None, atomic: bool, dry_run: str | None, kubeconfig: Path | None, kube_context: str | None, recreate: bool) -> None:
+def upgrade(
+    settings: Settings,
+    name: str,
+    files: tuple[Path, ...],
+    sets: tuple[str, ...],
+    set_strings: tuple[str, ...],
+    namespace: str | None,
+    wait: bool,
+    timeout: str | None,
+    atomic: bool,
+    dry_run: str | None,
+    kubeconfig: Path | None,
+    kube_context: str | None,
+    recreate: bool,
+) -> None:
     """Validate, refuse immutable StatefulSet/Job changes (unless --recreate), then `helm upgrade NAME`."""
     from tfchart import release
 
     checked, ordered, _ = validated(settings, files, sets, set_strings)
     options = release.Options(namespace, wait, timeout, atomic, dry_run)
     deleter = release.KubernetesDeleter(kubeconfig, kube_context) if recreate and not dry_run else None
-    plan = release.upgrade(helm_runner(settings, kubeconfig, kube_context), name, settings.chart, checked, ordered, options, recreate, deleter)
+    plan = release.upgrade(
+        helm_runner(settings, kubeconfig, kube_context),
+        name,
+        settings.chart,
+        checked,
+        ordered,
+        options,
+        recreate,
+        deleter,
+    )
     for change in plan.changes:
         click.secho(f"recreated {change.kind}/{change.name} ({change.field} changed)", fg="yellow", err=True)
     click.secho(f"✓ upgraded {name}", fg="green")
@@ -194,24 +299,202 @@ def upgrade(settings: Settings, name: str, files: tuple[Path, ...], sets: tuple[
 @click.option("-n", "--namespace", default=None, help="Release namespace.")
 @click.option("--wait", is_flag=True, help="Wait until the objects are deleted.")
 @click.option("--timeout", default=None, metavar="DURATION")
-@click.option("--delete-data", is_flag=True, help="Also delete the shared PersistentVolumeClaim (checkpoints, logs, exported models).")
+@click.option(
+    "--delete-data",
+    is_flag=True,
+    help="Also delete the shared PersistentVolumeClaim (checkpoints, logs, exported models).",
+)
 @kube_options
 @click.pass_obj
-def uninstall(settings: Settings, name: str, namespace: str | None, wait: bool, timeout: str | None, delete_data: bool, kubeconfig: Path | None, kube_context: str | None) -> None:
+def uninstall(
+    settings: Settings,
+    name: str,
+    namespace: str | None,
+    wait: bool,
+    timeout: str | None,
+    delete_data: bool,
+    kubeconfig: Path | None,
+    kube_context: str | None,
+) -> None:
     """`helm uninstall NAME`, keeping the shared volume unless --delete-data."""
     from tfchart import release
 
     deleter = release.KubernetesDeleter(kubeconfig, kube_context) if delete_data else None
-    claims = release.uninstall(helm_runner(settings, kubeconfig, kube_context), name, namespace, wait, timeout, delete_data, deleter)
+    claims = release.uninstall(
+        helm_runner(settings, kubeconfig, kube_context), name, namespace, wait, timeout, delete_data, deleter
+    )
     click.secho(f"✓ uninstalled {name}", fg="green")
     for claim in claims:
         if delete_data:
             click.echo(f"deleted PersistentVolumeClaim {claim}")
         else:
-            click.echo(f"kept PersistentVolumeClaim {claim} (checkpoints, logs, models); delete it with --delete-data or kubectl delete pvc {claim}")
+            click.echo(
+                f"kept PersistentVolumeClaim {claim} (checkpoints, logs, models); "
+                f"delete it with --delete-data or kubectl delete pvc {claim}"
+            )
 
 
-def run_preflight(values: dict[str, Any], release_name: str, namespace: str | None, kubeconfig: Path | None, context: str | None) -> None:
+@main_group.command(context_settings=CONTEXT)
+@click.option("--cpu", "variants", flag_value="cpu", multiple=True, help="Build the CPU image (Dockerfile.cpu).")
+@click.option("--gpu", "variants", flag_value="gpu", multiple=True, help="Build the GPU image (Dockerfile.gpu).")
+@click.option("--all", "variants", flag_value="all", multiple=True, help="Build both images (the default).")
+@click.option("--tag", default=None, help="Image tag (default: the project version; the GPU image gets -gpu).")
+@click.option("--registry", default="ghcr.io", show_default=True)
+@click.option("--repository", default="tf-distributed/trainer", show_default=True)
+@click.option("--push", is_flag=True, help="Push the images after building them.")
+@click.option("--platform", default=None, help="Target platform, e.g. linux/amd64.")
+@click.option(
+    "--engine",
+    type=click.Choice(["docker", "buildx", "podman"]),
+    default=None,
+    help="Container engine (default: detected).",
+)
+@click.option("--dry-run", is_flag=True, help="Print the exact commands without running them.")
+def build(
+    variants: tuple[str, ...],
+    tag: str | None,
+    registry: str,
+    repository: str,
+    push: bool,
+    platform: str | None,
+    engine: str | None,
+    dry_run: bool,
+) -> None:
+    """Build (and push) the trainer images from Dockerfile.cpu / Dockerfile.gpu."""
+    from tfchart import images
+
+    steps = images.plan(
+        list(variants) or ["all"], tag, registry, repository, push, platform, engine, REPO_CHART.parent.parent
+    )
+    images.run(steps, dry_run, click.echo)
+
+
+@main_group.command(context_settings=CONTEXT)
+@values_options
+@click.option(
+    "--release",
+    default="local",
+    show_default=True,
+    help="Release name the chart is rendered with (pod names follow it).",
+)
+@click.option(
+    "-n",
+    "--namespace",
+    default="default",
+    show_default=True,
+    help="Namespace the chart is rendered for (DNS names follow it).",
+)
+@click.option(
+    "--workdir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Run directory standing in for the shared volume (default: runs/<release>-<time>).",
+)
+@click.option("--timeout", type=float, default=None, metavar="SECONDS", help="Give up if training takes longer.")
+@click.option("--keep-tensorboard", is_flag=True, help="Leave TensorBoard running after training, until Ctrl-C.")
+@click.pass_obj
+def local(
+    settings: Settings,
+    files: tuple[Path, ...],
+    sets: tuple[str, ...],
+    set_strings: tuple[str, ...],
+    release: str,
+    namespace: str,
+    workdir: Path | None,
+    timeout: float | None,
+    keep_tensorboard: bool,
+) -> None:
+    """Run the rendered release on this machine: one process per pod, no cluster needed.
+
+    Each pod's command, args and env come from the rendered manifests; only the cluster map
+    (TFD_CLUSTER) is pointed at local ports. Logs are prefixed by pod name; everything is stopped
+    on success, failure and Ctrl-C.
+    """
+    from tfchart import local as local_run
+    from tfchart import render
+
+    checked, ordered, values = validated(settings, files, sets, set_strings)
+    run_dir = (workdir or Path("runs") / f"{release}-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    helm = settings.helm
+    chart = settings.chart
+
+    def render_for_local(extra: list[tuple[str, str]]) -> list[dict[str, Any]]:
+        return render.manifests(render.template(helm, chart, release, checked, [*ordered, *extra], namespace))
+
+    plan = local_run.plan(render_for_local, values, run_dir, namespace)
+    exit_code = run_local(plan, timeout, keep_tensorboard)
+    sys.exit(exit_code)
+
+
+def run_local(plan: Any, timeout: float | None, keep_tensorboard: bool) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+
+    from tfchart import local as local_run
+
+    console = Console(highlight=False)
+    width = max(len(pod.name) for pod in plan.pods)
+    chief = next(pod for pod in plan.pods if pod.is_chief)
+    train_steps = plan.values["training"]["trainSteps"]
+
+    def on_line(pod: Any, line: str) -> None:
+        console.print(
+            f"[{local_run.colour_for(pod.name)}]{escape(pod.name):<{width}}[/] | {escape(line)}", soft_wrap=True
+        )
+
+    console.print(f"[bold]tfchart local[/]: {len(plan.pods)} processes, run directory {plan.workdir}")
+    for address, local_address in plan.addresses.items():
+        console.print(f"  {address} -> {local_address}")
+    cluster = local_run.LocalCluster(on_line, extra_path=[local_run.python_bin_dir()])
+    started = time.monotonic()
+    with local_run.running(cluster), console.status("starting...") as status:
+
+        def update() -> None:
+            progress = cluster.progress
+            if progress.step:
+                status.update(
+                    f"step {progress.step}/{train_steps}  loss {progress.loss:.4f}  "
+                    f"{progress.examples_per_sec:.0f} examples/sec"
+                )
+
+        cluster.start(plan.pods)
+        code = cluster.wait_for(chief.name, timeout, poll=update)
+        elapsed = time.monotonic() - started
+        result = local_run.read_status(plan.workdir)
+        if code != 0:
+            console.print(
+                f"[bold red]✗ training failed[/]: {chief.name} exited with {code} after {elapsed:.0f} s; "
+                f"{escape(str(result.get('message', '')))}"
+            )
+            return 1
+        console.print(
+            f"[bold green]✓ training {result.get('state', 'finished')}[/] in {elapsed:.0f} s: "
+            f"step {result.get('step')}, accuracy {result.get('accuracy')}, {result.get('examples_per_sec')} examples/sec"
+        )
+        console.print(f"  export: {result.get('export_path')}")
+        if plan.tensorboard_url:
+            console.print(
+                f"  TensorBoard: {plan.tensorboard_url}  (later: tensorboard --logdir {plan.workdir / 'logs'})"
+            )
+        for note in plan.serving_notes:
+            console.print(escape(note))
+        if keep_tensorboard and plan.tensorboard_url:
+            status.update("TensorBoard is running; Ctrl-C to stop")
+            for process in list(cluster.processes.values()):
+                if process.pod.role != "tensorboard":
+                    cluster.kill(process.pod.name, signal.SIGTERM)
+            try:
+                while True:
+                    time.sleep(1)
+            except KeyboardInterrupt:
+                pass
+    return 0
+
+
+def run_preflight(
+    values: dict[str, Any], release_name: str, namespace: str | None, kubeconfig: Path | None, context: str | None
+) -> None:
     from rich.console import Console
 
     from tfchart import kube, preflight
@@ -220,7 +503,9 @@ def run_preflight(values: dict[str, Any], release_name: str, namespace: str | No
     findings = preflight.run(api, values, release_name, namespace or api.default_namespace())
     preflight.render(findings, Console(stderr=True))
     if preflight.has_failures(findings):
-        raise TfchartError("preflight checks failed", "fix the failures above, or pass --skip-preflight to install anyway")
+        raise TfchartError(
+            "preflight checks failed", "fix the failures above, or pass --skip-preflight to install anyway"
+        )
 
 
 def print_problems(problems: list[Problem]) -> None:

@@ -24,14 +24,20 @@ def find_helm(explicit: str | None = None) -> str:
     for candidate in (explicit, os.environ.get("TFCHART_HELM")):
         if candidate:
             if shutil.which(candidate) is None:
-                raise UsageError(f"helm binary not found: {candidate}", "pass --helm PATH or set TFCHART_HELM to a helm 3.17+ or 4.x binary")
+                raise UsageError(
+                    f"helm binary not found: {candidate}",
+                    "pass --helm PATH or set TFCHART_HELM to a helm 3.17+ or 4.x binary",
+                )
             return candidate
     found = shutil.which("helm")
     if found:
         return found
     if REPO_HELM.exists():
         return str(REPO_HELM)
-    raise HelmError("helm is not installed", "install helm 3.17+ or 4.x (or run `make setup` in the repository), or pass --helm PATH")
+    raise HelmError(
+        "helm is not installed",
+        "install helm 3.17+ or 4.x (or run `make setup` in the repository), or pass --helm PATH",
+    )
 
 
 class Runner(Protocol):
@@ -65,7 +71,7 @@ def translate(error: Exception) -> HelmError:
     hints = {
         "ReleaseNotFoundError": "check the release name and --namespace (tfchart lists releases with `helm list -A`)",
         "ConnectionError": "is KUBECONFIG pointing at a reachable cluster? try `kubectl cluster-info`",
-        "ResourceAlreadyExistsError": "another release or a manual object owns that name: pick another release name or delete it",
+        "ResourceAlreadyExistsError": "another release or object owns that name: pick another name or delete it",
         "InvalidResourceError": "the API server rejected a manifest: see the field it names",
         "FailedToRenderChartError": "the chart failed to render: run `tfchart validate` with the same -f/--set",
         "ChartNotFoundError": "pass --chart PATH to the tf-distributed chart directory",

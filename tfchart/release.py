@@ -23,7 +23,14 @@ from tfchart.render import manifests, template_args, values_args
 
 # Kubernetes: "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template',
 # 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden".
-STATEFULSET_MUTABLE = {"replicas", "ordinals", "template", "updateStrategy", "persistentVolumeClaimRetentionPolicy", "minReadySeconds"}
+STATEFULSET_MUTABLE = {
+    "replicas",
+    "ordinals",
+    "template",
+    "updateStrategy",
+    "persistentVolumeClaimRetentionPolicy",
+    "minReadySeconds",
+}
 # A Job's selector, template, completions (unless indexed) and completionMode are immutable.
 JOB_IMMUTABLE = ("selector", "template", "completions", "completionMode", "podReplacementPolicy")
 
@@ -47,7 +54,9 @@ class ImmutableChange:
     new: Any
 
     def describe(self) -> str:
-        return f"{self.kind}/{self.name}: spec.{self.field} cannot change ({_short(self.deployed)} -> {_short(self.new)})"
+        return (
+            f"{self.kind}/{self.name}: spec.{self.field} cannot change ({_short(self.deployed)} -> {_short(self.new)})"
+        )
 
 
 def _short(value: Any) -> str:
@@ -82,22 +91,28 @@ def _common_flags(major: int, options: Options) -> list[str]:
     return args
 
 
-def install_args(major: int, release: str, chart: Path, files: Sequence[Path], sets: Sequence[tuple[str, str]], options: Options) -> list[str]:
+def install_args(
+    major: int, release: str, chart: Path, files: Sequence[Path], sets: Sequence[tuple[str, str]], options: Options
+) -> list[str]:
     return ["install", release, str(chart), *_common_flags(major, options), *values_args(files, sets)]
 
 
-def upgrade_args(major: int, release: str, chart: Path, files: Sequence[Path], sets: Sequence[tuple[str, str]], options: Options) -> list[str]:
+def upgrade_args(
+    major: int, release: str, chart: Path, files: Sequence[Path], sets: Sequence[tuple[str, str]], options: Options
+) -> list[str]:
     return ["upgrade", release, str(chart), *_common_flags(major, options), *values_args(files, sets)]
 
 
 def immutable_changes(deployed: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[ImmutableChange]:
     """Fields of StatefulSets and Jobs that the new manifests change but Kubernetes forbids changing."""
+
     def index(docs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
         # Hooks (the helm test Job) are not part of the release: helm recreates them on each run.
         return {
             (d["kind"], d["metadata"]["name"]): d
             for d in docs
-            if d.get("kind") in ("StatefulSet", "Job") and "helm.sh/hook" not in (d["metadata"].get("annotations") or {})
+            if d.get("kind") in ("StatefulSet", "Job")
+            and "helm.sh/hook" not in (d["metadata"].get("annotations") or {})
         }
 
     old_objects, new_objects = index(deployed), index(new)
@@ -173,7 +188,9 @@ def upgrade(
     return plan
 
 
-def install(runner: Runner, release: str, chart: Path, files: Sequence[Path], sets: Sequence[tuple[str, str]], options: Options) -> str:
+def install(
+    runner: Runner, release: str, chart: Path, files: Sequence[Path], sets: Sequence[tuple[str, str]], options: Options
+) -> str:
     return runner(install_args(major_version(runner), release, chart, files, sets, options)).decode()
 
 
@@ -189,7 +206,9 @@ def uninstall(
 ) -> list[str]:
     """Uninstalls the release. Returns the claims kept (or deleted with delete_data)."""
     get = ["get", "manifest", release] + (["--namespace", namespace] if namespace else [])
-    claims = [d["metadata"]["name"] for d in manifests(runner(get).decode()) if d.get("kind") == "PersistentVolumeClaim"]
+    claims = [
+        d["metadata"]["name"] for d in manifests(runner(get).decode()) if d.get("kind") == "PersistentVolumeClaim"
+    ]
     args = ["uninstall", release]
     if namespace:
         args += ["--namespace", namespace]

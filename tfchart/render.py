@@ -21,7 +21,9 @@ def values_args(files: Sequence[Path], sets: Sequence[tuple[str, str]]) -> list[
     return args
 
 
-def template_args(chart: Path, release: str, files: Sequence[Path], sets: Sequence[tuple[str, str]], namespace: str | None) -> list[str]:
+def template_args(
+    chart: Path, release: str, files: Sequence[Path], sets: Sequence[tuple[str, str]], namespace: str | None
+) -> list[str]:
     args = ["template", release, str(chart)]
     if namespace:
         args += ["--namespace", namespace]

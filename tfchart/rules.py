@@ -41,16 +41,31 @@ def parameter_server_needs_ps_and_workers(v: dict[str, Any]) -> Iterator[Problem
         return
     ps, workers = integer(get(v, "ps.replicas")), integer(get(v, "worker.replicas"))
     if ps is not None and ps < 1:
-        yield Problem("ps.replicas", f"training.strategy=parameter_server needs at least one parameter server (got {ps})", ps, "--set ps.replicas=1")
+        yield Problem(
+            "ps.replicas",
+            f"training.strategy=parameter_server needs at least one parameter server (got {ps})",
+            ps,
+            "--set ps.replicas=1",
+        )
     if workers is not None and workers < 1:
-        yield Problem("worker.replicas", f"training.strategy=parameter_server needs at least one worker (got {workers})", workers, "--set worker.replicas=2")
+        yield Problem(
+            "worker.replicas",
+            f"training.strategy=parameter_server needs at least one worker (got {workers})",
+            workers,
+            "--set worker.replicas=2",
+        )
 
 
 @rule
 def single_device_uses_one_gpu(v: dict[str, Any]) -> Iterator[Problem]:
     count = integer(get(v, "chief.gpu.count"))
     if get(v, "training.strategy") == "single_device" and count is not None and count > 1:
-        yield Problem("chief.gpu.count", f"training.strategy=single_device uses one device but chief.gpu.count={count}", count, "--set training.strategy=mirrored (or --set chief.gpu.count=1)")
+        yield Problem(
+            "chief.gpu.count",
+            f"training.strategy=single_device uses one device but chief.gpu.count={count}",
+            count,
+            "--set training.strategy=mirrored (or --set chief.gpu.count=1)",
+        )
 
 
 @rule
@@ -60,10 +75,21 @@ def sync_replicas_share_gpus(v: dict[str, Any]) -> Iterator[Problem]:
         return
     chief, worker = integer(get(v, "chief.gpu.count")), integer(get(v, "worker.gpu.count"))
     if chief is not None and worker is not None and chief != worker:
-        yield Problem("chief.gpu.count", f"training.strategy=multi_worker_mirrored needs the same GPU count on every replica (chief {chief}, worker {worker})", chief, f"--set chief.gpu.count={worker}")
+        yield Problem(
+            "chief.gpu.count",
+            "training.strategy=multi_worker_mirrored needs the same GPU count on every replica "
+            f"(chief {chief}, worker {worker})",
+            chief,
+            f"--set chief.gpu.count={worker}",
+        )
     chief_kind, worker_kind = get(v, "chief.gpu.resourceName"), get(v, "worker.gpu.resourceName")
     if isinstance(chief_kind, str) and isinstance(worker_kind, str) and chief_kind != worker_kind:
-        yield Problem("chief.gpu.resourceName", f"multi_worker_mirrored replicas must use one GPU kind (chief {chief_kind}, worker {worker_kind})", chief_kind, f"--set chief.gpu.resourceName={worker_kind}")
+        yield Problem(
+            "chief.gpu.resourceName",
+            f"multi_worker_mirrored replicas must use one GPU kind (chief {chief_kind}, worker {worker_kind})",
+            chief_kind,
+            f"--set chief.gpu.resourceName={worker_kind}",
+        )
 
 
 @rule
@@ -88,7 +114,12 @@ def gpus_only_through_gpu_count(v: dict[str, Any]) -> Iterator[Problem]:
 @rule
 def storage_is_required(v: dict[str, Any]) -> Iterator[Problem]:
     if get(v, "storage.create") is False and not get(v, "storage.existingClaim"):
-        yield Problem("storage", "storage.create=false and no storage.existingClaim: checkpoints, logs and exports need a volume", None, "--set storage.create=true (or --set storage.existingClaim=<pvc-name>)")
+        yield Problem(
+            "storage",
+            "storage.create=false and no storage.existingClaim: checkpoints, logs and exports need a volume",
+            None,
+            "--set storage.create=true (or --set storage.existingClaim=<pvc-name>)",
+        )
 
 
 @rule
@@ -98,7 +129,12 @@ def scale_down_needs_rbac(v: dict[str, Any]) -> Iterator[Problem]:
         and get(v, "rbac.create") is False
         and get(v, "training.strategy") in ("parameter_server", "multi_worker_mirrored")
     ):
-        yield Problem("training.cleanupPolicy", "scaleDown needs the chief's Role to scale the StatefulSets but rbac.create=false", "scaleDown", "--set rbac.create=true (or --set training.cleanupPolicy=keep)")
+        yield Problem(
+            "training.cleanupPolicy",
+            "scaleDown needs the chief's Role to scale the StatefulSets but rbac.create=false",
+            "scaleDown",
+            "--set rbac.create=true (or --set training.cleanupPolicy=keep)",
+        )
 
 
 @rule
@@ -111,29 +147,51 @@ def learning_rate_in_range(v: dict[str, Any]) -> Iterator[Problem]:
     except (TypeError, ValueError):
         return
     if rate <= 0 or rate > 10:
-        yield Problem("training.learningRate", f"{value} is out of range (0, 10]", value, "--set training.learningRate=0.01")
+        yield Problem(
+            "training.learningRate", f"{value} is out of range (0, 10]", value, "--set training.learningRate=0.01"
+        )
 
 
 @rule
 def checkpoint_before_the_end(v: dict[str, Any]) -> Iterator[Problem]:
     every, steps = integer(get(v, "training.checkpointEverySteps")), integer(get(v, "training.trainSteps"))
     if every is not None and steps is not None and every > steps:
-        yield Problem("training.checkpointEverySteps", f"{every} is larger than training.trainSteps={steps}, so no checkpoint would be written before the end", every, f"--set training.checkpointEverySteps={steps}")
+        yield Problem(
+            "training.checkpointEverySteps",
+            f"{every} is larger than training.trainSteps={steps}, so no checkpoint would be written before the end",
+            every,
+            f"--set training.checkpointEverySteps={steps}",
+        )
 
 
 @rule
 def serving_ports_differ(v: dict[str, Any]) -> Iterator[Problem]:
     rest, grpc = integer(get(v, "serving.service.restPort")), integer(get(v, "serving.service.grpcPort"))
     if rest is not None and rest == grpc:
-        yield Problem("serving.service.grpcPort", f"equals serving.service.restPort ({rest})", grpc, "--set serving.service.grpcPort=8500 --set serving.service.restPort=8501")
+        yield Problem(
+            "serving.service.grpcPort",
+            f"equals serving.service.restPort ({rest})",
+            grpc,
+            "--set serving.service.grpcPort=8500 --set serving.service.restPort=8501",
+        )
 
 
 @rule
 def ingress_needs_its_component(v: dict[str, Any]) -> Iterator[Problem]:
     if get(v, "tensorboard.ingress.enabled") is True and get(v, "tensorboard.enabled") is False:
-        yield Problem("tensorboard.ingress.enabled", "the Ingress needs TensorBoard", True, "--set tensorboard.enabled=true (or --set tensorboard.ingress.enabled=false)")
+        yield Problem(
+            "tensorboard.ingress.enabled",
+            "the Ingress needs TensorBoard",
+            True,
+            "--set tensorboard.enabled=true (or --set tensorboard.ingress.enabled=false)",
+        )
     if get(v, "serving.ingress.enabled") is True and get(v, "serving.enabled") is False:
-        yield Problem("serving.ingress.enabled", "the Ingress needs TensorFlow Serving", True, "--set serving.enabled=true (or --set serving.ingress.enabled=false)")
+        yield Problem(
+            "serving.ingress.enabled",
+            "the Ingress needs TensorFlow Serving",
+            True,
+            "--set serving.enabled=true (or --set serving.ingress.enabled=false)",
+        )
 
 
 def check(values: dict[str, Any]) -> list[Problem]:

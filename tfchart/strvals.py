@@ -224,4 +224,7 @@ def parse_into(assignment: str, data: dict[str, Any], as_string: bool = False) -
     try:
         _Parser(assignment, data, as_string).parse()
     except UsageError as error:
-        raise UsageError(f"failed parsing --set data {assignment!r}: {error.message}", "see `helm install --help` for the --set syntax") from None
+        raise UsageError(
+            f"failed parsing --set data {assignment!r}: {error.message}",
+            "see `helm install --help` for the --set syntax",
+        ) from None

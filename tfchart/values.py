@@ -96,18 +96,35 @@ def load_file(path: Path) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ValuesFileError(Problem("(root)", f"not a YAML file: invalid UTF-8 at byte {error.start}", file=str(path), line=raw[: error.start].count(b"\n") + 1)) from None
+        raise ValuesFileError(
+            Problem(
+                "(root)",
+                f"not a YAML file: invalid UTF-8 at byte {error.start}",
+                file=str(path),
+                line=raw[: error.start].count(b"\n") + 1,
+            )
+        ) from None
     try:
         document = yaml.load(text, Loader=SafeLoader)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
         reason = getattr(error, "problem", None) or str(error)
-        raise ValuesFileError(Problem("(root)", f"YAML syntax error: {reason}", file=str(path), line=mark.line + 1 if mark else None)) from None
+        raise ValuesFileError(
+            Problem("(root)", f"YAML syntax error: {reason}", file=str(path), line=mark.line + 1 if mark else None)
+        ) from None
     if document is None:
         return {}
     if not isinstance(document, dict):
         kind = "a list" if isinstance(document, list) else f"a {type(document).__name__}"
-        raise ValuesFileError(Problem("(root)", f"the document is {kind}, but a values file must be a map of keys (key: value)", value=_short(document), file=str(path), line=1))
+        raise ValuesFileError(
+            Problem(
+                "(root)",
+                f"the document is {kind}, but a values file must be a map of keys (key: value)",
+                value=_short(document),
+                file=str(path),
+                line=1,
+            )
+        )
     return {str(k): v for k, v in document.items()} if any(not isinstance(k, str) for k in document) else document
 
 

@@ -17,12 +17,14 @@ After Succeeded (status.json, same run id) no role trains again: the chief exits
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
+import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from types import FrameType
 
 from trainer.cleanup import scale_down
@@ -50,6 +52,33 @@ def wait_for_sigterm() -> None:
     log.info("received termination signal, exiting")
 
 
+@contextlib.contextmanager
+def idle_listener(address: str) -> Iterator[None]:
+    """Keeps the task's port answering while idle, so the pod's TCP probes see a live task
+    (the chart probes the TensorFlow port); connections are accepted and closed at once."""
+    port = int(address.rsplit(":", 1)[1])
+    server = socket.create_server(("", port), reuse_port=False)
+    server.settimeout(0.5)
+
+    def accept() -> None:
+        while not _stop.is_set():
+            try:
+                connection, _ = server.accept()
+            except (TimeoutError, OSError):
+                continue
+            connection.close()
+
+    thread = threading.Thread(target=accept, name="idle-listener", daemon=True)
+    thread.start()
+    log.info("idle: port %d answers TCP probes only", port)
+    try:
+        yield
+    finally:
+        _stop.set()
+        thread.join(timeout=2)
+        server.close()
+
+
 def check_data(cfg: TrainConfig, may_download: bool) -> None:
     """Fail fast (before importing TensorFlow) when the data set's files are missing."""
     if cfg.dataset == "mnist":
@@ -73,7 +102,8 @@ def run_server(cfg: TrainConfig, task: Task) -> int:
     if is_completed(cfg.layout.status, cfg.run_id):
         log.info("training run %s already Succeeded (status.json): not starting the %s "
                  "server; idling until SIGTERM", cfg.run_id, task.name)
-        wait_for_sigterm()
+        with idle_listener(task.cluster[task.task_type][task.task_index]):
+            wait_for_sigterm()
         return 0
     import_tensorflow(cfg)
     from trainer.strategy import start_server

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import tempfile
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
@@ -66,6 +67,17 @@ def write_status(path: Path, status: Status) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    publish(status)
+
+
+STATUS_LINE_PREFIX = "tfd-status: "
+
+
+def publish(status: Status) -> None:
+    """The same status as one log line, so `tfchart status` can read it from the chief's log
+    (a completed Job's pod can no longer be exec'd into, but its log stays readable)."""
+    sys.stdout.write(STATUS_LINE_PREFIX + json.dumps(asdict(status), sort_keys=True, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
 
 
 def read_status(path: Path) -> Status | None:

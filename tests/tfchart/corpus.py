@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -52,10 +51,20 @@ def cases() -> list[Case]:
         lines = text.splitlines(keepends=True)
         out += [
             Case(f"{stem}:syntax:unclosed-flow", text + b"\nbroken: [1, 2\n", "", True),
-            Case(f"{stem}:syntax:bad-indent", b"".join(lines[:3]) + b"   misindented: 1\n  - item\n" + b"".join(lines[3:]), "", True),
+            Case(
+                f"{stem}:syntax:bad-indent",
+                b"".join(lines[:3]) + b"   misindented: 1\n  - item\n" + b"".join(lines[3:]),
+                "",
+                True,
+            ),
             Case(f"{stem}:syntax:tab-indent", text + b"training:\n\tstrategy: mirrored\n", "", True),
             Case(f"{stem}:syntax:duplicate-anchor-alias", text + b"x: *undefined\n", "", True),
-            Case(f"{stem}:root:list", b"- " + b"\n- ".join(line.rstrip() for line in lines[:3] if line.strip()) + b"\n", "", True),
+            Case(
+                f"{stem}:root:list",
+                b"- " + b"\n- ".join(line.rstrip() for line in lines[:3] if line.strip()) + b"\n",
+                "",
+                True,
+            ),
             Case(f"{stem}:root:scalar", b"just a string\n", "", True),
             Case(f"{stem}:binary-junk", bytes(rng.randrange(256) for _ in range(300)), "", False),
             Case(f"{stem}:empty", b"", "", False),

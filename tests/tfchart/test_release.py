@@ -41,7 +41,9 @@ class RecordingHelm:
         if args[:2] == ["get", "manifest"]:
             namespace = args[args.index("--namespace") + 1] if "--namespace" in args else "default"
             # `helm get manifest` holds the release's objects without its hooks.
-            return self.real(["template", args[2], str(self.deployed_chart), "--namespace", namespace, "--no-hooks", *self.deployed])
+            return self.real(
+                ["template", args[2], str(self.deployed_chart), "--namespace", namespace, "--no-hooks", *self.deployed]
+            )
         return b""
 
     def cluster_calls(self) -> list[list[str]]:
@@ -62,15 +64,35 @@ class RecordingDeleter:
         self.calls.append(("pvc", name, namespace))
 
 
-@pytest.mark.parametrize(("major", "wait", "atomic"), [("3", "--wait", "--atomic"), ("4", "--wait=watcher", "--rollback-on-failure")])
+@pytest.mark.parametrize(
+    ("major", "wait", "atomic"), [("3", "--wait", "--atomic"), ("4", "--wait=watcher", "--rollback-on-failure")]
+)
 def test_install_invocation(major: str, wait: str, atomic: str) -> None:
     helm = RecordingHelm(major)
     options = release.Options(namespace="ml-training", wait=True, timeout="15m", atomic=True, create_namespace=True)
-    release.install(helm, "mnist", CHART, [GPU], [("--set", "worker.replicas=3"), ("--set-string", "image.tag=0.1.0-gpu")], options)
-    assert helm.cluster_calls() == [[
-        "install", "mnist", str(CHART), "--namespace", "ml-training", "--create-namespace", wait, "--timeout", "15m", atomic,
-        "--values", str(GPU), "--set", "worker.replicas=3", "--set-string", "image.tag=0.1.0-gpu",
-    ]]
+    release.install(
+        helm, "mnist", CHART, [GPU], [("--set", "worker.replicas=3"), ("--set-string", "image.tag=0.1.0-gpu")], options
+    )
+    assert helm.cluster_calls() == [
+        [
+            "install",
+            "mnist",
+            str(CHART),
+            "--namespace",
+            "ml-training",
+            "--create-namespace",
+            wait,
+            "--timeout",
+            "15m",
+            atomic,
+            "--values",
+            str(GPU),
+            "--set",
+            "worker.replicas=3",
+            "--set-string",
+            "image.tag=0.1.0-gpu",
+        ]
+    ]
 
 
 def test_install_dry_run_client() -> None:
@@ -82,20 +104,39 @@ def test_install_dry_run_client() -> None:
 def test_upgrade_with_an_allowed_change() -> None:
     deployed = ["--values", str(GPU)]
     helm = RecordingHelm("4", deployed)
-    sets = [("--set", "ps.resources.limits.memory=6Gi"), ("--set", "tensorboard.replicas=2"), ("--set", "serving.pollSeconds=10")]
+    sets = [
+        ("--set", "ps.resources.limits.memory=6Gi"),
+        ("--set", "tensorboard.replicas=2"),
+        ("--set", "serving.pollSeconds=10"),
+    ]
     plan = release.upgrade(helm, "mnist", CHART, [GPU], sets, release.Options(namespace="ml-training"))
     assert plan.changes == []
     assert helm.cluster_calls() == [
         ["get", "manifest", "mnist", "--namespace", "ml-training"],
-        ["upgrade", "mnist", str(CHART), "--namespace", "ml-training", "--values", str(GPU),
-         "--set", "ps.resources.limits.memory=6Gi", "--set", "tensorboard.replicas=2", "--set", "serving.pollSeconds=10"],
+        [
+            "upgrade",
+            "mnist",
+            str(CHART),
+            "--namespace",
+            "ml-training",
+            "--values",
+            str(GPU),
+            "--set",
+            "ps.resources.limits.memory=6Gi",
+            "--set",
+            "tensorboard.replicas=2",
+            "--set",
+            "serving.pollSeconds=10",
+        ],
     ]
 
 
 def test_upgrade_that_changes_the_chief_job_template_is_refused() -> None:
     helm = RecordingHelm("4", ["--values", str(GPU)])
     with pytest.raises(ImmutableFieldChange) as refused:
-        release.upgrade(helm, "mnist", CHART, [GPU], [("--set", "worker.replicas=8")], release.Options(namespace="ml-training"))
+        release.upgrade(
+            helm, "mnist", CHART, [GPU], [("--set", "worker.replicas=8")], release.Options(namespace="ml-training")
+        )
     assert "Job/mnist-tf-distributed-chief: spec.template cannot change" in refused.value.message
     assert "--recreate" in refused.value.hint
     assert not any(call[0] == "upgrade" for call in helm.calls), "helm upgrade must not run"
@@ -128,16 +169,38 @@ def test_upgrade_that_changes_statefulset_fields_is_refused_with_each_field_name
 def test_recreate_deletes_exactly_the_changed_objects_then_upgrades(old_chart: Path) -> None:
     helm = RecordingHelm("3", ["--values", str(GPU)], deployed_chart=old_chart)
     deleter = RecordingDeleter()
-    plan = release.upgrade(helm, "mnist", CHART, [GPU], [("--set", "worker.replicas=6")], release.Options(namespace="ml-training", atomic=True), recreate=True, deleter=deleter)
+    plan = release.upgrade(
+        helm,
+        "mnist",
+        CHART,
+        [GPU],
+        [("--set", "worker.replicas=6")],
+        release.Options(namespace="ml-training", atomic=True),
+        recreate=True,
+        deleter=deleter,
+    )
     assert {(c.kind, c.name) for c in plan.changes} == {
-        ("StatefulSet", "mnist-tf-distributed-ps"), ("StatefulSet", "mnist-tf-distributed-worker"), ("Job", "mnist-tf-distributed-chief"),
+        ("StatefulSet", "mnist-tf-distributed-ps"),
+        ("StatefulSet", "mnist-tf-distributed-worker"),
+        ("Job", "mnist-tf-distributed-chief"),
     }
     assert deleter.calls == [
         ("job", "mnist-tf-distributed-chief", "ml-training"),
         ("statefulset-orphan", "mnist-tf-distributed-ps", "ml-training"),
         ("statefulset-orphan", "mnist-tf-distributed-worker", "ml-training"),
     ]
-    assert helm.cluster_calls()[-1] == ["upgrade", "mnist", str(CHART), "--namespace", "ml-training", "--atomic", "--values", str(GPU), "--set", "worker.replicas=6"]
+    assert helm.cluster_calls()[-1] == [
+        "upgrade",
+        "mnist",
+        str(CHART),
+        "--namespace",
+        "ml-training",
+        "--atomic",
+        "--values",
+        str(GPU),
+        "--set",
+        "worker.replicas=6",
+    ]
 
 
 def test_uninstall_keeps_the_claim_unless_asked() -> None:
@@ -170,9 +233,42 @@ def test_template_is_byte_identical_to_helm_template(tmp_path: Path) -> None:
     from tfchart.helm import PyHelm3Runner
 
     for major in ("3", "4"):
-        args = ["--set", "worker.replicas=5", "--set-string", "image.tag=2026.11", "--set", "commonAnnotations.note=a\\,b"]
-        ours = render.template(PyHelm3Runner(str(helm_path(major))), CHART, "mnist", [GPU], [("--set", "worker.replicas=5"), ("--set-string", "image.tag=2026.11"), ("--set", "commonAnnotations.note=a\\,b")], "ml-training")
-        theirs = subprocess.run([str(helm_path(major)), "template", "mnist", str(CHART), "--namespace", "ml-training", "-f", str(GPU), *args], capture_output=True, text=True, check=True).stdout
+        args = [
+            "--set",
+            "worker.replicas=5",
+            "--set-string",
+            "image.tag=2026.11",
+            "--set",
+            "commonAnnotations.note=a\\,b",
+        ]
+        ours = render.template(
+            PyHelm3Runner(str(helm_path(major))),
+            CHART,
+            "mnist",
+            [GPU],
+            [
+                ("--set", "worker.replicas=5"),
+                ("--set-string", "image.tag=2026.11"),
+                ("--set", "commonAnnotations.note=a\\,b"),
+            ],
+            "ml-training",
+        )
+        theirs = subprocess.run(
+            [
+                str(helm_path(major)),
+                "template",
+                "mnist",
+                str(CHART),
+                "--namespace",
+                "ml-training",
+                "-f",
+                str(GPU),
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         assert ours == theirs
 
 
@@ -184,5 +280,21 @@ def test_cli_template_is_byte_identical(capfd: pytest.CaptureFixture[str]) -> No
         raise SystemExit(0)
     assert done.value.code in (0, None)
     ours = capfd.readouterr().out
-    theirs = subprocess.run([str(helm_path("4")), "template", "mnist", str(CHART), "--namespace", "ml", "--values", str(GPU), "--set", "ps.replicas=3"], capture_output=True, text=True, check=True).stdout
+    theirs = subprocess.run(
+        [
+            str(helm_path("4")),
+            "template",
+            "mnist",
+            str(CHART),
+            "--namespace",
+            "ml",
+            "--values",
+            str(GPU),
+            "--set",
+            "ps.replicas=3",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert ours == theirs

@@ -55,14 +55,18 @@ def test_validate_matches_helm_and_names_the_problem(case: Case) -> None:
         # helm accepts an empty values file as {}; tfchart agrees and warns that it sets nothing.
         assert helm.returncode == 0 and report.valid and report.warnings
         return
-    assert (helm.returncode != 0) == (not report.valid), f"parity: helm rc={helm.returncode} {helm.stderr}\ntfchart: {report.problems}"
+    assert (helm.returncode != 0) == (not report.valid), (
+        f"parity: helm rc={helm.returncode} {helm.stderr}\ntfchart: {report.problems}"
+    )
     if ":fixture:" in case.name and report.valid:
         return  # a cross-field fixture that this topology makes harmless: both accept it
     assert not report.valid, f"{case.name} accepted"
     for problem in report.problems:
         assert problem.path and problem.message
     if case.key_path:
-        assert any(p.path == case.key_path or p.path.startswith(case.key_path + ".") for p in report.problems), [p.path for p in report.problems]
+        assert any(p.path == case.key_path or p.path.startswith(case.key_path + ".") for p in report.problems), [
+            p.path for p in report.problems
+        ]
     if case.expect_line:
         assert any(p.file == str(path) and p.line for p in report.problems), [(p.file, p.line) for p in report.problems]
 
@@ -91,7 +95,9 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
 
 def test_cli_exit_codes_and_messages(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(["validate", "-f", str(REPO / "values" / "gpu.yaml")], capsys)[0] == 0
-    code, _, err = run_cli(["validate", "-f", str(REPO / "tests/fixtures/bad-values/typo-in-key.yaml"), "--set", "ps.replicas=-1"], capsys)
+    code, _, err = run_cli(
+        ["validate", "-f", str(REPO / "tests/fixtures/bad-values/typo-in-key.yaml"), "--set", "ps.replicas=-1"], capsys
+    )
     assert code == 1
     assert "typo-in-key.yaml:4" in err and "worker.replica" in err and "did you mean worker.replicas?" in err
     assert "ps.replicas" in err and "--set ps.replicas=1" in err
@@ -105,7 +111,9 @@ def test_cli_exit_codes_and_messages(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_cli_json_output(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(["validate", "-o", "json", "--set", "worker.gpu.count=two", "--set", "storage.create=false"], capsys)
+    code, out, _ = run_cli(
+        ["validate", "-o", "json", "--set", "worker.gpu.count=two", "--set", "storage.create=false"], capsys
+    )
     assert code == 1
     report: dict[str, Any] = json.loads(out)
     assert report["valid"] is False

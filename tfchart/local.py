@@ -1,0 +1,339 @@
+"""`tfchart local`: the rendered cluster as local processes, one per pod.
+
+The chart is rendered with the same inputs as `tfchart install`, plus two of its own values that
+place the run on this machine (storage.mountPath -> a local run directory, the TensorBoard port ->
+a free local port). Every pod's command, args and env come from the rendered manifests unchanged,
+including the /bin/sh prelude that writes TF_CONFIG; the only thing rewritten is what DESIGN §3
+reserves for it: TFD_CLUSTER (the cluster map) points each task's address at a free 127.0.0.1
+port, and HOSTNAME names the pod as Kubernetes would.
+
+TensorFlow Serving's model server cannot run here (no tensorflow_model_server binary on these
+machines): tfchart prints how the export is served and queried instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from tfchart.errors import TfchartError, UsageError
+
+STEP_LINE = re.compile(r"step (\d+), loss = ([0-9.eE+-]+|nan|inf) \(([0-9.]+) examples/sec; ([0-9.]+) sec/batch\)")
+TF_ROLES = ("ps", "worker", "chief", "evaluator")
+
+
+@dataclass
+class LocalPod:
+    """One pod of the rendered release, as a process on this machine."""
+
+    name: str
+    role: str
+    index: int
+    argv: list[str]
+    env: dict[str, str]
+
+    @property
+    def is_chief(self) -> bool:
+        return self.role == "chief"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _resolve_env(container: dict[str, Any], pod_name: str, namespace: str, labels: dict[str, str]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for item in container.get("env", []):
+        if "value" in item:
+            env[item["name"]] = str(item["value"])
+            continue
+        field_path = (item.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath", "")
+        if field_path == "metadata.name":
+            env[item["name"]] = pod_name
+        elif field_path == "metadata.namespace":
+            env[item["name"]] = namespace
+        elif field_path.startswith("metadata.labels["):
+            env[item["name"]] = labels.get(field_path[len("metadata.labels['") : -2], "")
+        # secretKeyRef/configMapKeyRef cannot be resolved without a cluster: left unset.
+    return env
+
+
+def pods_from_manifests(docs: Sequence[dict[str, Any]], namespace: str) -> list[LocalPod]:
+    """The TensorFlow pods (ps, workers, chief, evaluator) and TensorBoard of a rendered release."""
+    pods: list[LocalPod] = []
+    for doc in docs:
+        kind = doc.get("kind")
+        annotations = doc.get("metadata", {}).get("annotations") or {}
+        if kind not in ("StatefulSet", "Job", "Deployment") or "helm.sh/hook" in annotations:
+            continue
+        template = doc["spec"]["template"]
+        role = template["metadata"]["labels"].get("app.kubernetes.io/component", "")
+        if role not in (*TF_ROLES, "tensorboard"):
+            continue
+        container = template["spec"]["containers"][0]
+        argv = [*container.get("command", []), *container.get("args", [])]
+        name = doc["metadata"]["name"]
+        if kind == "StatefulSet":
+            for ordinal in range(int(doc["spec"].get("replicas", 1))):
+                pod_name = f"{name}-{ordinal}"
+                labels = {**template["metadata"]["labels"], "apps.kubernetes.io/pod-index": str(ordinal)}
+                pods.append(
+                    LocalPod(pod_name, role, ordinal, argv, _resolve_env(container, pod_name, namespace, labels))
+                )
+        elif kind == "Job":
+            pod_name = template["spec"].get("hostname") or name
+            pods.append(
+                LocalPod(
+                    pod_name,
+                    role,
+                    0,
+                    argv,
+                    _resolve_env(container, pod_name, namespace, template["metadata"]["labels"]),
+                )
+            )
+        elif role == "tensorboard":
+            pods.append(
+                LocalPod(
+                    f"{name}-0",
+                    role,
+                    0,
+                    argv,
+                    _resolve_env(container, f"{name}-0", namespace, template["metadata"]["labels"]),
+                )
+            )
+    return pods
+
+
+def localise_cluster(pods: list[LocalPod], host: str = "127.0.0.1") -> dict[str, str]:
+    """Points every TensorFlow address of the cluster map at a free local port (TFD_CLUSTER only)."""
+    cluster_json = next((pod.env["TFD_CLUSTER"] for pod in pods if "TFD_CLUSTER" in pod.env), None)
+    if cluster_json is None:
+        return {}
+    cluster: dict[str, list[str]] = json.loads(cluster_json)
+    mapping = {address: f"{host}:{free_port()}" for addresses in cluster.values() for address in addresses}
+    local = json.dumps(
+        {job: [mapping[a] for a in addresses] for job, addresses in cluster.items()}, separators=(",", ":")
+    )
+    for pod in pods:
+        if "TFD_CLUSTER" in pod.env:
+            pod.env["TFD_CLUSTER"] = local
+    return mapping
+
+
+@dataclass
+class Progress:
+    step: int = 0
+    loss: float | None = None
+    examples_per_sec: float | None = None
+
+
+@dataclass
+class Process:
+    pod: LocalPod
+    popen: subprocess.Popen[bytes]
+    reader: threading.Thread
+    tail: list[str] = field(default_factory=list)
+
+
+class LocalCluster:
+    """Starts pods as process groups, streams their output, and always stops every one of them."""
+
+    def __init__(self, on_line: Callable[[LocalPod, str], None], extra_path: Sequence[str] = ()) -> None:
+        self.on_line = on_line
+        self.extra_path = list(extra_path)
+        self.processes: dict[str, Process] = {}
+        self.progress = Progress()
+        self._lock = threading.Lock()
+
+    def environment(self, pod: LocalPod) -> dict[str, str]:
+        path = os.pathsep.join([*self.extra_path, os.environ.get("PATH", "/usr/bin:/bin")])
+        keep = {k: v for k, v in os.environ.items() if k in ("LANG", "LC_ALL", "TZ", "TMPDIR")}
+        return {**keep, **pod.env, "PATH": path, "HOSTNAME": pod.name}
+
+    def start(self, pods: Sequence[LocalPod]) -> None:
+        """Starts every pod at once (no pod waits for another: TensorFlow tasks wait for peers)."""
+        for pod in pods:
+            popen = subprocess.Popen(
+                pod.argv,
+                env=self.environment(pod),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            reader = threading.Thread(target=self._read, args=(pod, popen), daemon=True, name=f"log-{pod.name}")
+            self.processes[pod.name] = Process(pod, popen, reader)
+            reader.start()
+
+    def _read(self, pod: LocalPod, popen: subprocess.Popen[bytes]) -> None:
+        assert popen.stdout is not None
+        for raw in popen.stdout:
+            line = raw.decode(errors="replace").rstrip()
+            process = self.processes.get(pod.name)
+            if process is not None:
+                process.tail = [*process.tail[-199:], line]
+            if pod.is_chief:
+                match = STEP_LINE.search(line)
+                if match:
+                    with self._lock:
+                        self.progress = Progress(int(match.group(1)), float(match.group(2)), float(match.group(3)))
+            self.on_line(pod, line)
+
+    def wait_for(self, name: str, timeout: float | None = None, poll: Callable[[], None] | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        process = self.processes[name]
+        while True:
+            code = process.popen.poll()
+            if code is not None:
+                process.reader.join(timeout=5)
+                return code
+            if deadline is not None and time.monotonic() > deadline:
+                raise TfchartError(
+                    f"{name} did not finish within {timeout:.0f} s", "raise --timeout, or look at the logs above"
+                )
+            if poll:
+                poll()
+            time.sleep(0.2)
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Signals a pod's whole process group (the /bin/sh prelude execs, so this is the program)."""
+        process = self.processes[name]
+        with suppress(ProcessLookupError):
+            os.killpg(process.popen.pid, sig)
+        process.popen.wait()
+        process.reader.join(timeout=5)
+
+    def restart(self, name: str) -> None:
+        """Starts a pod again under the same name and address, as a StatefulSet or Job would."""
+        pod = self.processes.pop(name).pod
+        self.start([pod])
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM every process group, then SIGKILL whatever is left after `grace` seconds."""
+        running = [p for p in self.processes.values() if p.popen.poll() is None]
+        for process in running:
+            with suppress(ProcessLookupError):
+                os.killpg(process.popen.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for process in running:
+            with suppress(subprocess.TimeoutExpired):
+                process.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+        for process in self.processes.values():
+            with suppress(ProcessLookupError):
+                os.killpg(process.popen.pid, signal.SIGKILL)
+            with suppress(subprocess.TimeoutExpired):  # an unkillable process: nothing more to do
+                process.popen.wait(timeout=5)
+            process.reader.join(timeout=5)
+
+    def pids(self) -> list[int]:
+        return [p.popen.pid for p in self.processes.values()]
+
+
+@contextmanager
+def running(cluster: LocalCluster) -> Iterator[LocalCluster]:
+    """Guarantees every process is stopped: on success, failure, Ctrl-C and SIGTERM to tfchart."""
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = (
+        signal.signal(signal.SIGTERM, terminate) if threading.current_thread() is threading.main_thread() else None
+    )
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+@dataclass
+class LocalPlan:
+    workdir: Path
+    pods: list[LocalPod]
+    addresses: dict[str, str]
+    tensorboard_url: str | None
+    serving_notes: list[str]
+    values: dict[str, Any]
+
+
+def local_sets(workdir: Path, tensorboard_port: int) -> list[tuple[str, str]]:
+    """Chart values that place the release on this machine (applied after the user's)."""
+    return [
+        ("--set-string", f"storage.mountPath={workdir}"),
+        ("--set", f"tensorboard.service.port={tensorboard_port}"),
+    ]
+
+
+def serving_notes(values: dict[str, Any], workdir: Path) -> list[str]:
+    if not values.get("serving", {}).get("enabled"):
+        return []
+    model = values["training"]["modelName"]
+    image = values["serving"]["image"]
+    reference = f"{image.get('registry') + '/' if image.get('registry') else ''}{image['repository']}:{image['tag']}"
+    return [
+        "TensorFlow Serving cannot run on this machine (no tensorflow_model_server binary); on a machine with Docker:",
+        f"  docker run --rm -p 8501:8501 -v {workdir}/export/{model}:/models/{model}:ro "
+        f"-e MODEL_NAME={model} {reference}",
+        f"  curl http://127.0.0.1:8501/v1/models/{model}",
+        "  curl -d '{\"instances\": [<images as [H][W][1] floats in 0..1>]}' "
+        f"http://127.0.0.1:8501/v1/models/{model}:predict",
+        "(signature serving_default: input `images`, outputs `probabilities` and `classes`; see docs/trainer.md)",
+    ]
+
+
+def plan(
+    render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]],
+    values: dict[str, Any],
+    workdir: Path,
+    namespace: str,
+) -> LocalPlan:
+    """Renders the release for this machine and turns it into local pods."""
+    if not shutil.which("sh"):
+        raise TfchartError("/bin/sh is needed to run the chart's TF_CONFIG prelude", "install a POSIX shell")
+    tensorboard_port = free_port()
+    docs = render(local_sets(workdir, tensorboard_port))
+    pods = pods_from_manifests(docs, namespace)
+    if not any(pod.is_chief for pod in pods):
+        raise UsageError("the rendered release has no chief", "every topology renders a chief Job: check --chart")
+    addresses = localise_cluster(pods)
+    tensorboard = any(pod.role == "tensorboard" for pod in pods)
+    url = f"http://127.0.0.1:{tensorboard_port}/" if tensorboard else None
+    return LocalPlan(workdir, pods, addresses, url, serving_notes(values, workdir), values)
+
+
+def read_status(workdir: Path) -> dict[str, Any]:
+    try:
+        status: dict[str, Any] = json.loads((workdir / "status.json").read_text())
+        return status
+    except (OSError, ValueError):
+        return {}
+
+
+def python_bin_dir() -> str:
+    return str(Path(sys.executable).parent)
+
+
+def colour_for(name: str) -> str:
+    palette = ["cyan", "magenta", "green", "yellow", "blue", "bright_cyan", "bright_magenta", "bright_green"]
+    return palette[sum(map(ord, name)) % len(palette)]
+
+
+def write_line(out: TextIO, pod: LocalPod, line: str, width: int) -> None:
+    out.write(f"{pod.name:<{width}} | {line}\n")
