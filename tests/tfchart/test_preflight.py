@@ -1,0 +1,434 @@
+"""tfchart preflight: GPU capacity, storage, quota and NetworkPolicy checks against the recording fake."""
+
+from __future__ import annotations
+
+import os
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from tests.chartlib import pod_spec
+from tests.tfchart import kubefake as kf
+from tests.tfchart.kubefake import Call
+from tfchart import kube, preflight
+from tfchart.errors import KubernetesError
+from tfchart.preflight import FAIL, OK, WARN
+from tfchart.values import compute
+
+NS = "ml-training"
+CHART_VALUES = Path("charts/tf-distributed/values.yaml")
+GPU = "nvidia.com/gpu"
+ALL_PODS = Call("list", "pods", None, field_selector="status.phase!=Succeeded,status.phase!=Failed")
+NODES = Call("list", "nodes")
+
+
+def values(*files: str, **overrides: Any) -> dict[str, Any]:
+    data = compute(CHART_VALUES, [Path(f) for f in files]).data
+    for dotted, value in overrides.items():
+        node = data
+        *parents, leaf = dotted.split("__")
+        for key in parents:
+            node = node[key]
+        node[leaf] = value
+    return data
+
+
+def gpu_nodes(*counts: int) -> list[dict[str, Any]]:
+    return [kf.node(f"gpu-{i}", gpus={GPU: count}) for i, count in enumerate(counts)]
+
+
+def only(findings: list[preflight.Finding], check: str) -> preflight.Finding:
+    [finding] = [f for f in findings if f.check == check]
+    return finding
+
+
+# -- quantities -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("100m", Decimal("0.1")),
+        ("2", Decimal(2)),
+        (4, Decimal(4)),
+        ("1.5", Decimal("1.5")),
+        ("1k", Decimal(1000)),
+        ("1Ki", Decimal(1024)),
+        ("1M", Decimal(10**6)),
+        ("512Mi", Decimal(512 * 2**20)),
+        ("2G", Decimal(2 * 10**9)),
+        ("1.5Gi", Decimal(3 * 2**29)),
+        ("1T", Decimal(10**12)),
+        ("1Ti", Decimal(2**40)),
+        ("1E", Decimal(10**18)),
+        ("2e3", Decimal(2000)),
+        ("1E3", Decimal(1000)),
+    ],
+)
+def test_quantities(text: str | int, expected: Decimal) -> None:
+    assert preflight.quantity(text) == expected
+
+
+def test_invalid_quantity_is_a_clear_error() -> None:
+    with pytest.raises(KubernetesError, match="invalid quantity '1Zi'"):
+        preflight.quantity("1Zi")
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(Decimal("0.5"), "500m"), (Decimal(2**31), "2Gi"), (Decimal(10), "10"), (Decimal("19.6"), "19.6")],
+)
+def test_quantities_print_readably(value: Decimal, text: str) -> None:
+    assert preflight.fmt(value) == text
+
+
+# -- the plan matches what the chart renders ----------------------------------------------------
+
+
+def effective(resources: dict[str, Any], kind: str) -> dict[str, Decimal]:
+    """A container's requests (defaulted from limits, like the API server) or limits."""
+    chosen = (
+        dict(resources.get("limits") or {})
+        if kind == "limits"
+        else {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    )
+    return {key: preflight.quantity(value) for key, value in chosen.items()}
+
+
+@pytest.mark.parametrize(
+    "values_file", ["values/cpu.yaml", "values/gpu.yaml", "values/multi-gpu.yaml", "values/sync-allreduce.yaml"]
+)
+def test_plan_matches_the_rendered_manifests(values_file: str) -> None:
+    docs = [
+        d for d in kf.rendered([values_file]) if d["metadata"]["labels"].get("app.kubernetes.io/component") != "test"
+    ]
+    plan = preflight.plan(values(values_file))
+    totals: dict[str, Decimal] = {}
+    pods = 0
+    for doc in docs:
+        if doc["kind"] not in ("StatefulSet", "Deployment", "Job"):
+            continue
+        replicas = doc["spec"].get("replicas", doc["spec"].get("parallelism", 1))
+        pods += replicas
+        for container in pod_spec(doc)["containers"]:
+            for kind in ("requests", "limits"):
+                for key, value in effective(container.get("resources", {}), kind).items():
+                    totals[f"{kind}.{key}"] = totals.get(f"{kind}.{key}", Decimal(0)) + replicas * value
+    for key, expected in totals.items():
+        assert preflight.release_adds(plan, key) == expected, key
+    assert plan.objects["pods"] == pods
+    assert plan.objects["services"] == sum(1 for d in docs if d["kind"] == "Service")
+    assert plan.objects["persistentvolumeclaims"] == sum(1 for d in docs if d["kind"] == "PersistentVolumeClaim")
+    for kind, quota_key in (
+        ("StatefulSet", "count/statefulsets.apps"),
+        ("Deployment", "count/deployments.apps"),
+        ("Job", "count/jobs.batch"),
+    ):
+        assert plan.objects[quota_key] == sum(1 for d in docs if d["kind"] == kind), kind
+
+
+# -- (a) GPU capacity ---------------------------------------------------------------------------
+
+
+def test_gpus_fit_with_room() -> None:
+    cluster = kf.FakeCluster().add(*gpu_nodes(4, 4), kf.node("cpu-0"))
+    cluster.add(kf.running_pod("other-training", "team-b", "gpu-0", {GPU: "2", "cpu": "1"}))
+    findings = preflight.check_gpus(cluster.api(), preflight.plan(values("values/gpu.yaml")), "mnist")
+    assert findings == [
+        preflight.Finding(
+            "gpu-capacity",
+            OK,
+            "4 nvidia.com/gpu needed (worker 4x1); 6 of 8 free (gpu-0: 2, gpu-1: 4) "
+            "(tolerations of the GPU roles not evaluated: counted every schedulable node)",
+        )
+    ]
+    assert cluster.calls == [NODES, ALL_PODS]
+
+
+def test_gpus_tight_when_other_pods_hold_them() -> None:
+    cluster = kf.FakeCluster().add(*gpu_nodes(2, 2))
+    cluster.add(kf.running_pod("notebook", "team-b", "gpu-1", {GPU: "1"}))
+    cluster.add(kf.running_pod("done", "team-b", "gpu-0", {GPU: "2"}, phase="Succeeded"))  # finished: not counted
+    [finding] = preflight.check_gpus(cluster.api(), preflight.plan(values("values/gpu.yaml")), "mnist")
+    assert finding.severity == WARN
+    assert finding.message.startswith("tight: the release needs 4 nvidia.com/gpu (worker 4x1); 3 of 4 are free now")
+
+
+def test_own_release_pods_do_not_count_as_used() -> None:
+    cluster = kf.FakeCluster().add(*gpu_nodes(2, 2))
+    worker = kf.manifest(kf.rendered(["values/gpu.yaml"]), "StatefulSet", "worker")
+    cluster.add(kf.pod(worker, index=0, node="gpu-0"), kf.pod(worker, index=1, node="gpu-1"))  # an upgrade
+    [finding] = preflight.check_gpus(cluster.api(), preflight.plan(values("values/gpu.yaml")), "mnist")
+    assert finding.severity == OK
+
+
+def test_gpus_fail_when_the_cluster_is_too_small_or_a_pod_cannot_fit_one_node() -> None:
+    cluster = kf.FakeCluster().add(*gpu_nodes(2), kf.node("gpu-9", gpus={GPU: 8}, unschedulable=True))
+    [finding] = preflight.check_gpus(cluster.api(), preflight.plan(values("values/gpu.yaml")), "mnist")
+    assert finding.severity == FAIL
+    assert finding.message.startswith(
+        "the release needs 4 nvidia.com/gpu (worker 4x1); schedulable nodes have 2 (gpu-0: 2)"
+    )
+
+    cluster = kf.FakeCluster().add(*gpu_nodes(2, 2))
+    [finding] = preflight.check_gpus(cluster.api(), preflight.plan(values("values/multi-gpu.yaml")), "mnist")
+    assert finding.severity == FAIL
+    assert finding.message.startswith(
+        "a pod needs 4 nvidia.com/gpu but the largest node has 2: a pod cannot span nodes"
+    )
+
+
+def test_gpus_fail_without_a_device_plugin() -> None:
+    cluster = kf.FakeCluster().add(kf.node("cpu-0"), kf.node("cpu-1"))
+    [finding] = preflight.check_gpus(cluster.api(), preflight.plan(values("values/sync-allreduce.yaml")), "mnist")
+    assert finding.severity == FAIL
+    assert (
+        "needs 4 nvidia.com/gpu (worker 3x1, chief 1x1) but no schedulable node advertises nvidia.com/gpu"
+        in finding.message
+    )
+    assert "device plugin" in finding.hint
+
+
+def test_no_gpus_requested_needs_no_api_call() -> None:
+    cluster = kf.FakeCluster()
+    assert preflight.check_gpus(cluster.api(), preflight.plan(values("values/cpu.yaml")), "mnist")[0].severity == OK
+    assert cluster.calls == []
+
+
+def test_gpu_usage_unknown_when_listing_all_pods_is_forbidden() -> None:
+    cluster = kf.FakeCluster().add(*gpu_nodes(4))
+    cluster.fail("list", "pods", 403, "pods is forbidden: cannot list resource pods at the cluster scope")
+    [finding] = preflight.check_gpus(cluster.api(), preflight.plan(values("values/gpu.yaml")), "mnist")
+    assert finding.severity == OK
+    assert "other pods' GPU use is unknown" in finding.message
+
+
+# -- (b) storage --------------------------------------------------------------------------------
+
+
+def test_default_class_with_rwx_support_passes() -> None:
+    cluster = kf.FakeCluster().add(
+        kf.storage_class("nfs", "nfs.csi.k8s.io", default=True), kf.storage_class("fast", "ebs.csi.aws.com")
+    )
+    [finding] = preflight.check_storage(cluster.api(), values("values/gpu.yaml"), NS)
+    assert finding == preflight.Finding("storage", OK, "default StorageClass nfs (nfs.csi.k8s.io) for ReadWriteMany")
+    assert cluster.calls == [Call("list", "storageclasses")]
+
+
+def test_rwx_on_a_block_storage_provisioner_warns() -> None:
+    cluster = kf.FakeCluster().add(kf.storage_class("gp3", "ebs.csi.aws.com", default=True))
+    [finding] = preflight.check_storage(cluster.api(), values("values/gpu.yaml"), NS)
+    assert finding.severity == WARN
+    assert finding.message == (
+        "default StorageClass gp3 uses ebs.csi.aws.com, which does not support ReadWriteMany: the claim will not bind"
+    )
+    [finding] = preflight.check_storage(cluster.api(), values("values/multi-gpu.yaml"), NS)  # ReadWriteOnce
+    assert finding.severity == OK
+
+
+def test_missing_default_or_named_class_fails() -> None:
+    cluster = kf.FakeCluster().add(
+        kf.storage_class("gp3", "ebs.csi.aws.com"), kf.storage_class("efs", "efs.csi.aws.com")
+    )
+    [finding] = preflight.check_storage(cluster.api(), values("values/gpu.yaml"), NS)
+    assert finding.severity == FAIL
+    assert finding.message.startswith("no default StorageClass and storage.storageClassName is not set")
+    assert finding.hint.startswith("--set storage.storageClassName=<one of: efs, gp3>")
+    [finding] = preflight.check_storage(cluster.api(), values("values/gpu.yaml", storage__storageClassName="nfs"), NS)
+    assert (finding.severity, finding.message) == (FAIL, "StorageClass nfs does not exist")
+    [finding] = preflight.check_storage(cluster.api(), values("values/gpu.yaml", storage__storageClassName="efs"), NS)
+    assert finding.severity == OK
+
+
+def test_existing_claim_must_exist_with_matching_access_modes() -> None:
+    cluster = kf.FakeCluster().add(
+        kf.claim("shared", NS),
+        kf.claim("rwo", NS, access_modes=["ReadWriteOnce"]),
+        kf.claim("new", NS, phase="Pending"),
+    )
+    api = cluster.api()
+
+    def check(claim: str) -> preflight.Finding:
+        return preflight.check_storage(api, values("values/gpu.yaml", storage__existingClaim=claim), NS)[0]
+
+    assert check("shared") == preflight.Finding("storage", OK, "claim shared is Bound with ReadWriteMany")
+    assert check("new").severity == OK
+    missing = check("absent")
+    assert (missing.severity, missing.message) == (
+        FAIL,
+        "storage.existingClaim absent does not exist in namespace ml-training",
+    )
+    mismatch = check("rwo")
+    assert (mismatch.severity, mismatch.message) == (
+        FAIL,
+        "claim rwo has access modes ReadWriteOnce, the release needs ReadWriteMany",
+    )
+    assert [c.name for c in cluster.calls] == ["shared", "new", "absent", "rwo"]
+    assert all(c == Call("get", "persistentvolumeclaims", NS, c.name) for c in cluster.calls)
+
+
+# -- (c) quota ----------------------------------------------------------------------------------
+
+
+def test_no_quota_passes() -> None:
+    cluster = kf.FakeCluster()
+    findings = preflight.check_quota(cluster.api(), preflight.plan(values("values/gpu.yaml")), NS)
+    assert findings == [preflight.Finding("quota", OK, "no ResourceQuota in namespace ml-training")]
+    assert cluster.calls == [Call("list", "resourcequotas", NS)]
+
+
+def test_quota_with_room_passes_and_nearly_full_warns() -> None:
+    hard = {
+        "requests.cpu": "40",
+        "requests.memory": "64Gi",
+        "limits.memory": "128Gi",
+        "requests.nvidia.com/gpu": "8",
+        "pods": "20",
+    }
+    cluster = kf.FakeCluster().add(kf.resource_quota("team", NS, hard, {"requests.cpu": "2", "pods": "2"}))
+    plan = preflight.plan(values("values/gpu.yaml"))
+    assert preflight.check_quota(cluster.api(), plan, NS)[0].severity == OK
+    cluster = kf.FakeCluster().add(kf.resource_quota("team", NS, {"requests.cpu": "21"}, {"requests.cpu": "0"}))
+    [finding] = preflight.check_quota(cluster.api(), plan, NS)
+    assert (finding.severity, finding.message) == (
+        WARN,
+        "ResourceQuota team is almost full: requests.cpu: 19.6 of 21 after install",
+    )
+
+
+def test_quota_exceeded_fails_with_each_resource() -> None:
+    hard = {
+        "requests.nvidia.com/gpu": "4",
+        "pods": "10",
+        "limits.memory": "200Gi",
+        "count/jobs.batch": "5",
+        "configmaps": "1",
+    }
+    used = {
+        "requests.nvidia.com/gpu": "2",
+        "pods": "3",
+        "limits.memory": "8Gi",
+        "count/jobs.batch": "0",
+        "configmaps": "1",
+    }
+    cluster = kf.FakeCluster().add(kf.resource_quota("gpu-quota", NS, hard, used))
+    [finding] = preflight.check_quota(cluster.api(), preflight.plan(values("values/gpu.yaml")), NS)
+    assert finding.severity == FAIL
+    assert finding.message == (
+        "ResourceQuota gpu-quota would be exceeded: pods: 3 used + 9 > 10; requests.nvidia.com/gpu: 2 used + 4 > 4"
+    )
+    assert "kubectl describe resourcequota gpu-quota" in finding.hint
+
+
+def test_quota_on_a_resource_the_pods_do_not_request_fails() -> None:
+    cluster = kf.FakeCluster().add(kf.resource_quota("q", NS, {"requests.cpu": "100"}, {}))
+    data = values("values/cpu.yaml")
+    del data["tensorboard"]["resources"]["requests"]["cpu"]
+    [finding] = preflight.check_quota(cluster.api(), preflight.plan(data), NS)
+    assert finding.severity == FAIL
+    assert "tensorboard pods set no requests.cpu and would be rejected by the quota" in finding.message
+
+
+# -- (d) NetworkPolicy enforcement --------------------------------------------------------------
+
+
+def test_network_policy_enforced_by_a_known_cni() -> None:
+    cluster = kf.FakeCluster().add(kf.daemon_set("kube-proxy"), kf.daemon_set("calico-node"))
+    [finding] = preflight.check_network_policy(cluster.api(), values())
+    assert finding == preflight.Finding("network-policy", OK, "NetworkPolicies are enforced by calico-node")
+    assert cluster.calls == [Call("list", "daemonsets", "kube-system")]
+
+
+def test_network_policy_without_an_enforcing_cni_warns() -> None:
+    cluster = kf.FakeCluster().add(
+        kf.daemon_set("kube-proxy"), kf.daemon_set("kindnet"), kf.daemon_set("calico-node", "other")
+    )
+    [finding] = preflight.check_network_policy(cluster.api(), values())
+    assert finding.severity == WARN
+    assert finding.message.startswith("NetworkPolicies are likely NOT enforced (no known enforcing CNI found")
+
+
+def test_network_policy_disabled_warns_without_api_calls() -> None:
+    cluster = kf.FakeCluster()
+    [finding] = preflight.check_network_policy(cluster.api(), values(networkPolicy__enabled=False))
+    assert finding.severity == WARN
+    assert "any pod can reach the TensorFlow gRPC ports" in finding.message
+    assert cluster.calls == []
+
+
+# -- run: every check, exact calls, forbidden checks degrade to warnings --------------------------
+
+
+def good_cluster() -> kf.FakeCluster:
+    return kf.FakeCluster().add(
+        *gpu_nodes(4, 4), kf.storage_class("nfs", "nfs.csi.k8s.io", default=True), kf.daemon_set("cilium")
+    )
+
+
+def test_run_calls_each_api_once_and_renders() -> None:
+    cluster = good_cluster()
+    findings = preflight.run(cluster.api(), values("values/gpu.yaml"), "mnist", NS)
+    assert [(f.check, f.severity) for f in findings] == [
+        ("gpu-capacity", OK),
+        ("storage", OK),
+        ("quota", OK),
+        ("network-policy", OK),
+    ]
+    assert not preflight.has_failures(findings)
+    assert cluster.calls == [
+        NODES,
+        ALL_PODS,
+        Call("list", "storageclasses"),
+        Call("list", "resourcequotas", NS),
+        Call("list", "daemonsets", "kube-system"),
+    ]
+    console = Console(width=250, record=True, color_system=None)
+    preflight.render(findings, console)
+    text = console.export_text()
+    assert "✓ ok" in text and "NetworkPolicies are enforced by cilium" in text
+    assert "0 failed, 0 warning(s), 4 ok" in text
+
+
+def test_forbidden_check_becomes_a_warning_and_failures_are_reported() -> None:
+    cluster = good_cluster()
+    cluster.fail(
+        "list", "daemonsets", 403, 'daemonsets.apps is forbidden: User "dev" cannot list resource "daemonsets"'
+    )
+    cluster.fail("list", "storageclasses", 403, "storageclasses.storage.k8s.io is forbidden")
+    findings = preflight.run(cluster.api(), values("values/multi-gpu.yaml"), "mnist", NS)
+    network = only(findings, "network-policy")
+    assert network.severity == WARN
+    assert network.message.startswith(
+        "could not check: forbidden: you may not list daemonsets.apps in namespace kube-system"
+    )
+    assert "kubectl auth can-i list daemonsets.apps -n kube-system" in network.hint
+    assert only(findings, "storage").hint.startswith(
+        "RBAC verb `list` on resource `storageclasses.storage.k8s.io` is missing"
+    )
+    assert not preflight.has_failures(findings)
+    cluster = kf.FakeCluster().add(*gpu_nodes(1))
+    findings = preflight.run(cluster.api(), values("values/multi-gpu.yaml"), "mnist", NS)
+    assert preflight.has_failures(findings)
+
+
+def test_unreachable_cluster_is_an_error_not_four_warnings() -> None:
+    cluster = good_cluster()
+    cluster.fail("list", "nodes", 500, "etcdserver: leader changed")
+    with pytest.raises(KubernetesError, match="HTTP 500"):
+        preflight.run(cluster.api(), values("values/gpu.yaml"), "mnist", NS)
+
+
+@pytest.mark.cluster
+@pytest.mark.skipif(
+    not os.environ.get("KUBECONFIG"), reason="no live cluster: set KUBECONFIG (e.g. after `kind create cluster`)"
+)
+def test_live_cluster_preflight_of_the_cpu_values() -> None:
+    api = kube.KubeApi.from_config(None, None)
+    findings = preflight.run(
+        api, values("values/cpu.yaml"), "tfchart-preflight", os.environ.get("TFCHART_TEST_NAMESPACE", "default")
+    )
+    assert [f.check for f in findings] == ["gpu-capacity", "storage", "quota", "network-policy"]
+    assert only(findings, "gpu-capacity").severity == OK  # values/cpu.yaml requests no GPUs
