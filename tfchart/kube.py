@@ -37,6 +37,11 @@ REQUEST_TIMEOUT = (10, 60)  # seconds: (connect, read) for list/read calls
 LOG_READ_BYTES = 64 * 1024
 IN_CLUSTER_HOST_ENV = "KUBERNETES_SERVICE_HOST"
 DEFAULT_KUBECONFIG = Path("~/.kube/config")
+IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+class AccessDenied(KubernetesError):
+    """The API server answered 403: RBAC does not allow the call (callers may degrade gracefully)."""
 
 
 @dataclass(frozen=True)
@@ -65,15 +70,29 @@ class KubeApi:
     is a fake); `source` says where the configuration came from, for error hints.
     """
 
-    def __init__(self, client_factory: Callable[[], Any], source: str = "") -> None:
+    def __init__(
+        self,
+        client_factory: Callable[[], Any],
+        source: str = "",
+        namespace_resolver: Callable[[], str] | None = None,
+    ) -> None:
         self._client_factory = client_factory
         self._client: Any = None
+        self._namespace_resolver = namespace_resolver or (lambda: "default")
         self.source = source
 
     @classmethod
     def from_config(cls, kubeconfig: Path | None = None, context: str | None = None) -> KubeApi:
         """A KubeApi for the kubeconfig (or in-cluster) configuration; nothing is read until the first call."""
-        return cls(lambda: load_api_client(kubeconfig, context), describe_source(kubeconfig, context))
+        return cls(
+            lambda: load_api_client(kubeconfig, context),
+            describe_source(kubeconfig, context),
+            lambda: configured_namespace(kubeconfig, context),
+        )
+
+    def default_namespace(self) -> str:
+        """The namespace kubectl would use: the context's namespace, the pod's own in a cluster, else default."""
+        return self._namespace_resolver()
 
     # -- clients --------------------------------------------------------------------------------
 
@@ -322,6 +341,27 @@ def load_api_client(kubeconfig: Path | None, context: str | None) -> Any:
     return client.ApiClient(configuration)
 
 
+def configured_namespace(kubeconfig: Path | None, context: str | None) -> str:
+    """The namespace of the kubeconfig context (current or named), or of the in-cluster service account."""
+    from kubernetes import config
+
+    files = kubeconfig_files(kubeconfig)
+    if files is None:
+        try:
+            return IN_CLUSTER_NAMESPACE_FILE.read_text(encoding="utf-8").strip() or "default"
+        except OSError:
+            return "default"
+    try:
+        contexts, active = config.list_kube_config_contexts(config_file=files)  # type: ignore[no-untyped-call]
+    except Exception as error:  # same failures as loading the configuration
+        raise config_error(error, files, context) from None
+    chosen = next((c for c in contexts or [] if c.get("name") == context), None) if context else active
+    if context and chosen is None:
+        raise config_error(ValueError(f"context {context!r} not found"), files, context)
+    namespace = ((chosen or {}).get("context") or {}).get("namespace")
+    return str(namespace) if namespace else "default"
+
+
 def config_error(error: Exception, files: str | None, context: str | None) -> KubernetesError:
     detail = str(error).strip() or type(error).__name__
     if files is None:
@@ -389,7 +429,7 @@ def http_error(error: Any, operation: Operation, host: str, source: str) -> Kube
         )
     if status == 403:
         scope = f"a Role in namespace {operation.namespace}" if operation.namespace else "a ClusterRole"
-        return KubernetesError(
+        return AccessDenied(
             f"forbidden: you may not {what}: {detail}",
             f"RBAC verb `{operation.verb}` on resource `{operation.resource}` is missing: ask a cluster admin for "
             f"{scope} granting it (check with `{operation.can_i()}`)",

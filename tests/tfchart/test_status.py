@@ -372,6 +372,22 @@ def test_bad_kubeconfig_and_unknown_context(tmp_path: Path) -> None:
         kube.KubeApi.from_config(config, "prod").list_nodes()
     assert "context 'prod' not found" in error.value.message
     assert "kubectl config get-contexts" in error.value.hint
+    with pytest.raises(KubernetesError, match="context 'prod' not found"):
+        kube.KubeApi.from_config(config, "prod").default_namespace()
+
+
+def test_default_namespace_is_the_contexts_like_kubectl(tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    config.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: kind\n"
+        "clusters: [{name: kind, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: kind, user: {token: abc}}]\n"
+        "contexts: [{name: kind, context: {cluster: kind, user: kind}},\n"
+        "           {name: team, context: {cluster: kind, user: kind, namespace: ml-training}}]\n"
+    )
+    assert kube.KubeApi.from_config(config, None).default_namespace() == "default"
+    assert kube.KubeApi.from_config(config, "team").default_namespace() == "ml-training"
+    assert kf.FakeCluster().api().default_namespace() == "default"
 
 
 # -- a live cluster ----------------------------------------------------------------------------------
