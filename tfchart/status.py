@@ -139,6 +139,7 @@ class ReleaseStatus:
     stateful_sets: list[StatefulSetInfo] = field(default_factory=list)
     pods: list[PodInfo] = field(default_factory=list)
     endpoints: list[Endpoint] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what could not be read
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-able data for `--output json`."""
@@ -175,11 +176,12 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
         if evaluator_jobs
         else None
     )
-    progress = read_progress(api, namespace, newest(started(chief_pods)))
+    progress, log_note = read_progress(api, namespace, newest(started(chief_pods)))
     return ReleaseStatus(
         release=release,
         namespace=namespace,
         training=training_state(chief, progress),
+        notes=[log_note] if log_note else [],
         chief=chief,
         evaluator=evaluator,
         stateful_sets=sorted((stateful_set_info(s) for s in stateful_sets), key=lambda s: role_rank(s.role)),
@@ -362,12 +364,16 @@ def job_info(role: str, jobs: list[Any], pods: list[Any]) -> JobInfo:
 # -- progress from the chief's log --------------------------------------------------------------
 
 
-def read_progress(api: KubeApi, namespace: str, chief_pod: Any | None) -> Progress | None:
+def read_progress(api: KubeApi, namespace: str, chief_pod: Any | None) -> tuple[Progress | None, str]:
+    """The chief's reported progress, and a note when its log could not be read (403 on pods/log, a race)."""
     if chief_pod is None:
-        return None
+        return None, ""
     container = main_container(chief_pod, "chief")
-    text = api.read_pod_log(namespace, name_of(chief_pod), container, LOG_TAIL_LINES)
-    return parse_progress(text)
+    try:
+        text = api.read_pod_log(namespace, name_of(chief_pod), container, LOG_TAIL_LINES)
+    except KubernetesError as error:
+        return None, f"cannot read the chief's log: {error.message} ({error.hint})"
+    return parse_progress(text), ""
 
 
 def main_container(pod: Any, role: str) -> str | None:
@@ -493,10 +499,13 @@ STATE_STYLE = {
 
 def render(status: ReleaseStatus, console: Console) -> None:
     """A summary panel (training, chief Job, workloads, endpoints) and a pods table."""
+    from rich.markup import escape
     from rich.panel import Panel
 
     console.print(Panel(summary_lines(status), title=f"{status.release} ({status.namespace})", expand=False))
     console.print(pods_table(status))
+    for note in status.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}")
 
 
 def summary_lines(status: ReleaseStatus) -> Any:

@@ -281,6 +281,18 @@ def test_progress_prefers_the_last_status_line_then_step_lines(
     assert (progress.source, progress.step) == expected if progress else expected is None
 
 
+def test_forbidden_log_still_shows_the_release() -> None:
+    cluster = kf.FakeCluster()
+    docs = base_release(cluster)
+    cluster.add(kf.pod(kf.manifest(docs, "Job", "chief")))
+    cluster.fail("log", "pods", 403, 'pods "x" is forbidden: cannot get resource "pods/log"')
+    report = collect(cluster)
+    assert report.training.state == "Running"
+    assert report.training.progress is None
+    assert report.notes[0].startswith("cannot read the chief's log: forbidden: you may not get pods/log/" + CHIEF_POD)
+    assert "note: cannot read the chief's log" in render_text(report)
+
+
 # -- the KubeApi boundary: errors become KubernetesError with a hint --------------------------------
 
 
