@@ -30,3 +30,8 @@ docs: setup
 
 clean:
 	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache
+
+## run: the README's first command: the default CPU topology (1 ps, 2 workers, chief, TensorBoard)
+## as local processes, trained on the offline digits set. ARGS passes more tfchart options.
+run: setup
+	$(VENV)/bin/tfchart local -f values/cpu.yaml --set training.dataset=digits --set training.download=false $(ARGS)

@@ -154,9 +154,15 @@ class Process:
 class LocalCluster:
     """Starts pods as process groups, streams their output, and always stops every one of them."""
 
-    def __init__(self, on_line: Callable[[LocalPod, str], None], extra_path: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        on_line: Callable[[LocalPod, str], None],
+        extra_path: Sequence[str] = (),
+        wrap: Callable[[LocalPod], list[str]] | None = None,
+    ) -> None:
         self.on_line = on_line
         self.extra_path = list(extra_path)
+        self.wrap = wrap  # e.g. `ip netns exec <ns>` in front of the pod's argv (tests/e2e)
         self.processes: dict[str, Process] = {}
         self.progress = Progress()
         self._lock = threading.Lock()
@@ -170,7 +176,7 @@ class LocalCluster:
         """Starts every pod at once (no pod waits for another: TensorFlow tasks wait for peers)."""
         for pod in pods:
             popen = subprocess.Popen(
-                pod.argv,
+                [*self.wrap(pod), *pod.argv] if self.wrap else pod.argv,
                 env=self.environment(pod),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
