@@ -204,6 +204,12 @@ def validated(
     return checked, ordered, report.values
 
 
+def kube_api(kubeconfig: Path | None, context: str | None) -> Any:
+    from tfchart import kube
+
+    return kube.KubeApi.from_config(kubeconfig, context)
+
+
 def helm_runner(settings: Settings, kubeconfig: Path | None, context: str | None) -> Any:
     from tfchart.helm import PyHelm3Runner
 
@@ -278,7 +284,7 @@ def upgrade(
 
     checked, ordered, _ = validated(settings, files, sets, set_strings)
     options = release.Options(namespace, wait, timeout, atomic, dry_run)
-    deleter = release.KubernetesDeleter(kubeconfig, kube_context) if recreate and not dry_run else None
+    deleter = kube_api(kubeconfig, kube_context) if recreate and not dry_run else None
     plan = release.upgrade(
         helm_runner(settings, kubeconfig, kube_context),
         name,
@@ -319,7 +325,7 @@ def uninstall(
     """`helm uninstall NAME`, keeping the shared volume unless --delete-data."""
     from tfchart import release
 
-    deleter = release.KubernetesDeleter(kubeconfig, kube_context) if delete_data else None
+    deleter = kube_api(kubeconfig, kube_context) if delete_data else None
     claims = release.uninstall(
         helm_runner(settings, kubeconfig, kube_context), name, namespace, wait, timeout, delete_data, deleter
     )
@@ -470,7 +476,8 @@ def run_local(plan: Any, timeout: float | None, keep_tensorboard: bool) -> int:
             return 1
         console.print(
             f"[bold green]✓ training {result.get('state', 'finished')}[/] in {elapsed:.0f} s: "
-            f"step {result.get('step')}, accuracy {result.get('accuracy')}, {result.get('examples_per_sec')} examples/sec"
+            f"step {result.get('step')}, accuracy {result.get('accuracy')}, "
+            f"{result.get('examples_per_sec')} examples/sec"
         )
         console.print(f"  export: {result.get('export_path')}")
         if plan.tensorboard_url:
@@ -490,6 +497,76 @@ def run_local(plan: Any, timeout: float | None, keep_tensorboard: bool) -> int:
             except KeyboardInterrupt:
                 pass
     return 0
+
+
+@main_group.command(context_settings=CONTEXT)
+@click.argument("name")
+@click.option("-n", "--namespace", default=None, help="Release namespace (default: the kubeconfig context's).")
+@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@kube_options
+def status(name: str, namespace: str | None, output: str, kubeconfig: Path | None, kube_context: str | None) -> None:
+    """Pods per role, the chief Job, training progress and endpoints of release NAME."""
+    from rich.console import Console
+
+    from tfchart import kube
+    from tfchart import status as release_status
+
+    api = kube.KubeApi.from_config(kubeconfig, kube_context)
+    collected = release_status.collect(api, name, namespace or api.default_namespace())
+    if output == "json":
+        click.echo(json.dumps(collected.as_dict(), indent=2, default=str))
+    else:
+        release_status.render(collected, Console())
+
+
+@main_group.command(context_settings=CONTEXT)
+@click.argument("name")
+@click.option(
+    "--role", required=True, type=click.Choice(["chief", "ps", "worker", "evaluator", "tensorboard", "serving"])
+)
+@click.option("--index", default=0, show_default=True, type=int, help="Task index (StatefulSet ordinal).")
+@click.option("-f", "--follow", is_flag=True, help="Stream new lines until Ctrl-C.")
+@click.option("--tail", type=int, default=None, help="Only the last N lines.")
+@click.option("-n", "--namespace", default=None, help="Release namespace.")
+@kube_options
+def logs(
+    name: str,
+    role: str,
+    index: int,
+    follow: bool,
+    tail: int | None,
+    namespace: str | None,
+    kubeconfig: Path | None,
+    kube_context: str | None,
+) -> None:
+    """The log of one task of release NAME, e.g. --role worker --index 1."""
+    from tfchart import kube
+    from tfchart import logs as pod_logs
+
+    api = kube.KubeApi.from_config(kubeconfig, kube_context)
+    pod_logs.stream(api, name, namespace or api.default_namespace(), role, index, follow, tail, sys.stdout)
+
+
+@main_group.command(context_settings=CONTEXT)
+@values_options
+@click.option("--release", default="tf-distributed", show_default=True, help="Release name the install would use.")
+@click.option("-n", "--namespace", default=None, help="Namespace the install would use.")
+@kube_options
+@click.pass_obj
+def preflight(
+    settings: Settings,
+    files: tuple[Path, ...],
+    sets: tuple[str, ...],
+    set_strings: tuple[str, ...],
+    release: str,
+    namespace: str | None,
+    kubeconfig: Path | None,
+    kube_context: str | None,
+) -> None:
+    """Check the live cluster can run these values: GPUs, storage, quota, NetworkPolicy enforcement."""
+    _, _, values = validated(settings, files, sets, set_strings)
+    run_preflight(values, release, namespace, kubeconfig, kube_context)
+    click.secho("✓ preflight passed", fg="green")
 
 
 def run_preflight(

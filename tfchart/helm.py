@@ -58,7 +58,8 @@ class PyHelm3Runner:
         from pyhelm3 import errors
 
         try:
-            return asyncio.run(self.command.run(list(args), stdin))
+            output: bytes = asyncio.run(self.command.run(list(args), stdin))
+            return output
         except errors.Error as error:
             raise translate(error) from None
 

@@ -249,6 +249,25 @@ class KubeApi:
         finally:
             _release(response)
 
+    # -- deletes (tfchart upgrade --recreate, tfchart uninstall --delete-data) -------------------
+
+    def delete_statefulset_orphan(self, name: str, namespace: str) -> None:
+        """Deletes a StatefulSet but not its pods: the recreated StatefulSet adopts them."""
+        operation = Operation("delete", "statefulsets", namespace, name)
+        self._call(
+            operation, lambda: self._apps().delete_namespaced_stateful_set(name, namespace, propagation_policy="Orphan")
+        )
+
+    def delete_job(self, name: str, namespace: str) -> None:
+        operation = Operation("delete", "jobs", namespace, name)
+        self._call(
+            operation, lambda: self._batch().delete_namespaced_job(name, namespace, propagation_policy="Background")
+        )
+
+    def delete_pvc(self, name: str, namespace: str) -> None:
+        operation = Operation("delete", "persistentvolumeclaims", namespace, name)
+        self._call(operation, lambda: self._core().delete_namespaced_persistent_volume_claim(name, namespace))
+
 
 def _selectors(label_selector: str, field_selector: str | None = None) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"label_selector": label_selector, "_request_timeout": REQUEST_TIMEOUT}

@@ -222,27 +222,3 @@ def uninstall(
         for claim in claims:
             deleter.delete_pvc(claim, namespace or namespace_for_delete)
     return claims
-
-
-class KubernetesDeleter:
-    """Deletes through the official client; errors become KubernetesError at the caller's boundary."""
-
-    def __init__(self, kubeconfig: Path | None = None, context: str | None = None) -> None:
-        from kubernetes import client, config
-
-        try:
-            config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None, context=context)
-        except config.ConfigException:
-            config.load_incluster_config()
-        self.apps = client.AppsV1Api()
-        self.batch = client.BatchV1Api()
-        self.core = client.CoreV1Api()
-
-    def delete_statefulset_orphan(self, name: str, namespace: str) -> None:
-        self.apps.delete_namespaced_stateful_set(name, namespace, propagation_policy="Orphan")
-
-    def delete_job(self, name: str, namespace: str) -> None:
-        self.batch.delete_namespaced_job(name, namespace, propagation_policy="Background")
-
-    def delete_pvc(self, name: str, namespace: str) -> None:
-        self.core.delete_namespaced_persistent_volume_claim(name, namespace)

@@ -91,7 +91,7 @@ class NetnsCluster:
             _ip("-n", namespace, "addr", "add", f"{address}/24", "dev", inner)
             _ip("-n", namespace, "link", "set", inner, "up")
             _ip("-n", namespace, "link", "set", "lo", "up")
-            aliases = sorted(n for n in dns_names if n.split(".")[0] == name) + [name]
+            aliases = [*sorted(n for n in dns_names if n.split(".")[0] == name), name]
             self.hosts[name] = PodHost(pod, namespace, address, aliases)  # type: ignore[arg-type]
         hosts_file = "127.0.0.1 localhost\n" + "".join(
             f"{h.address} {' '.join(h.names)}\n" for h in self.hosts.values()

@@ -54,7 +54,8 @@ def test_parameter_server_with_chart_dns_names_and_tensorboard(launch: Callable[
         "        raise SystemExit('no scalars')\n"
         "    time.sleep(2)\n"
         "run = next(r for r, t in tags.items() if 'loss' in t)\n"
-        "points = json.load(urllib.request.urlopen(base + '/data/plugin/scalars/scalars?run=' + run + '&tag=loss', timeout=5))\n"
+        "url = base + '/data/plugin/scalars/scalars?run=' + run + '&tag=loss'\n"
+        "points = json.load(urllib.request.urlopen(url, timeout=5))\n"
         "print(json.dumps({'tags': tags, 'loss_points': len(points)}))\n"
     )
     answer = run.net.exec_in("client", [sys.executable, "-c", query], timeout=120)
