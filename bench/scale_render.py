@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""B4: a render with 1,000 workers and 100 parameter servers.
+
+Prints `helm template` wall time, the largest rendered object in bytes (goal <= 256 KiB: far below
+the API server's ~1.5 MiB request limit and etcd's object limit) and `tfchart validate` wall time
+for the same values (goal <= 1 s). Usage: python bench/scale_render.py [--workers N] [--ps N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run(command: list[str], repeat: int) -> tuple[float, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    times, output = [], ""
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO)
+        times.append(time.perf_counter() - start)
+        if result.returncode != 0:
+            raise SystemExit(f"{' '.join(command)} failed:\n{result.stderr}")
+        output = result.stdout
+    return statistics.median(times), output
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=1000)
+    parser.add_argument("--ps", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--helm", default=str(REPO / ".tools" / "bin" / "helm"))
+    options = parser.parse_args()
+    sets = ["--set", f"worker.replicas={options.workers}", "--set", f"ps.replicas={options.ps}"]
+    render_time, manifests = run(
+        [options.helm, "template", "scale", str(REPO / "charts" / "tf-distributed"), *sets], options.repeat
+    )
+    sizes = sorted(
+        (
+            (len(yaml.safe_dump(doc).encode()), f"{doc['kind']}/{doc['metadata']['name']}")
+            for doc in yaml.safe_load_all(manifests)
+            if doc
+        ),
+        reverse=True,
+    )
+    validate_time, _ = run([str(REPO / ".venv" / "bin" / "tfchart"), "validate", *sets], options.repeat)
+    largest, name = sizes[0]
+    rendered_kib = len(manifests) / 1024
+    print(f"helm template ({options.workers} workers, {options.ps} ps): {render_time:.2f} s median, {rendered_kib:.0f} KiB")
+    print(f"largest object: {name} {largest / 1024:.1f} KiB (goal <= 256 KiB): ratio {largest / (256 * 1024):.2f}")
+    print(f"tfchart validate: {validate_time:.2f} s median (goal <= 1 s): ratio {validate_time / 1.0:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
