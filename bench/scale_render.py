@@ -56,7 +56,8 @@ def main() -> int:
     validate_time, _ = run([str(REPO / ".venv" / "bin" / "tfchart"), "validate", *sets], options.repeat)
     largest, name = sizes[0]
     rendered_kib = len(manifests) / 1024
-    print(f"helm template ({options.workers} workers, {options.ps} ps): {render_time:.2f} s median, {rendered_kib:.0f} KiB")
+    scale = f"{options.workers} workers, {options.ps} ps"
+    print(f"helm template ({scale}): {render_time:.2f} s median, {rendered_kib:.0f} KiB")
     print(f"largest object: {name} {largest / 1024:.1f} KiB (goal <= 256 KiB): ratio {largest / (256 * 1024):.2f}")
     print(f"tfchart validate: {validate_time:.2f} s median (goal <= 1 s): ratio {validate_time / 1.0:.2f}")
     return 0
