@@ -97,7 +97,7 @@ def _get_json(url: str) -> object:
 def test_tensorboard_serves_training_scalars(ps_run: PsRun, procs: Procs) -> None:
     tb = Path(sys.executable).with_name("tensorboard")
     if not tb.exists():
-        pytest.skip("tensorboard binary not installed next to the interpreter")
+        pytest.fail("tensorboard is not installed next to the interpreter: run `make setup`")
     port = free_ports(1)[0]
     procs.start("tensorboard", [], trainer_env(), cmd=[
         str(tb), f"--logdir={ps_run.root / 'logs'}", "--host=127.0.0.1", f"--port={port}",
