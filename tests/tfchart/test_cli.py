@@ -1,0 +1,70 @@
+"""The CLI boundary: help everywhere, exit codes, one-line errors without tracebacks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.chartlib import REPO
+
+COMMANDS = ["validate", "template", "install", "upgrade", "uninstall", "status", "logs", "preflight", "build", "local"]
+
+
+def tfchart(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tfchart", *args], cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help(command: str) -> None:
+    result = tfchart(command, "--help")
+    assert result.returncode == 0, result.stderr
+    assert f"Usage: tfchart {command}" in result.stdout
+
+
+def test_build_dry_run_prints_the_exact_commands_for_both_images() -> None:
+    result = tfchart("build", "--all", "--dry-run", "--engine", "docker")
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.startswith("docker build")]
+    assert len(lines) == 2
+    assert f"-f {REPO / 'Dockerfile.cpu'} -t ghcr.io/tf-distributed/trainer:0.1.0 " in lines[0]
+    assert f"-f {REPO / 'Dockerfile.gpu'} -t ghcr.io/tf-distributed/trainer:0.1.0-gpu " in lines[1]
+
+
+def test_build_without_an_engine_exits_1_with_a_clear_message(tmp_path: Path) -> None:
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    fake_docker = tmp_path / "docker"
+    fake_docker.write_text("#!/bin/sh\necho 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock.' >&2\nexit 1\n")
+    fake_docker.chmod(0o755)
+    result = tfchart("build", "--cpu", "--engine", "docker", env=env)
+    assert result.returncode == 1
+    assert "no Docker engine answers" in result.stderr and "hint:" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["validate", "--set", "worker.replicas=lots"], 1, "worker.replicas"),
+        (["validate", "-f", "missing.yaml"], 2, "values file not found"),
+        (["validate", "--bogus"], 2, "No such option"),
+        (["status", "mnist", "--kubeconfig", "/nonexistent"], 1, "cannot load the kubeconfig"),
+        (["logs", "mnist", "--role", "master"], 2, "Invalid value for '--role'"),
+        (["upgrade", "mnist", "--set", "ps.replicas=0"], 1, "ps.replicas"),
+        (["--chart", "/tmp", "validate"], 2, "no chart at /tmp"),
+    ],
+)
+def test_errors_are_one_clear_message_with_the_right_exit_code(args: list[str], code: int, message: str, tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "KUBECONFIG": str(tmp_path / "none")}
+    result = tfchart(*args, env=env)
+    assert result.returncode == code, result.stdout + result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    result = tfchart("--debug", "status", "mnist", "--kubeconfig", "/nonexistent", env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert result.returncode == 1
+    assert "Traceback" in result.stderr
