@@ -91,16 +91,17 @@ def _common_flags(major: int, options: Options) -> list[str]:
     return args
 
 
-def install_args(
-    major: int, release: str, chart: Path, files: Sequence[Path], sets: Sequence[tuple[str, str]], options: Options
+def release_args(
+    verb: str,
+    major: int,
+    release: str,
+    chart: Path,
+    files: Sequence[Path],
+    sets: Sequence[tuple[str, str]],
+    options: Options,
 ) -> list[str]:
-    return ["install", release, str(chart), *_common_flags(major, options), *values_args(files, sets)]
-
-
-def upgrade_args(
-    major: int, release: str, chart: Path, files: Sequence[Path], sets: Sequence[tuple[str, str]], options: Options
-) -> list[str]:
-    return ["upgrade", release, str(chart), *_common_flags(major, options), *values_args(files, sets)]
+    """`helm install|upgrade RELEASE CHART` with the options and the user's values, in order."""
+    return [verb, release, str(chart), *_common_flags(major, options), *values_args(files, sets)]
 
 
 def immutable_changes(deployed: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[ImmutableChange]:
@@ -154,7 +155,9 @@ def plan_upgrade(
     deployed = manifests(runner(get).decode())
     rendered = manifests(runner(template_args(chart, release, files, sets, options.namespace)).decode())
     major = major_version(runner)
-    return UpgradePlan(upgrade_args(major, release, chart, files, sets, options), immutable_changes(deployed, rendered))
+    return UpgradePlan(
+        release_args("upgrade", major, release, chart, files, sets, options), immutable_changes(deployed, rendered)
+    )
 
 
 def upgrade(
@@ -191,7 +194,7 @@ def upgrade(
 def install(
     runner: Runner, release: str, chart: Path, files: Sequence[Path], sets: Sequence[tuple[str, str]], options: Options
 ) -> str:
-    return runner(install_args(major_version(runner), release, chart, files, sets, options)).decode()
+    return runner(release_args("install", major_version(runner), release, chart, files, sets, options)).decode()
 
 
 def uninstall(

@@ -203,36 +203,6 @@ def _explain(error: Any, defaults: dict[str, Any]) -> list[Problem]:
             )
         ]
     return [Problem(where, error.message, value, fix_default)]
-    if kind == "required":
-        missing = [key for key in schema.get("required", []) if key not in value]
-        return [
-            Problem(
-                dotted([*path, key]),
-                "is required (was it set to null?)",
-                None,
-                _set_fix(dotted([*path, key]), _default_at(defaults, [*path, key])),
-            )
-            for key in missing
-        ]
-    if kind == "oneOf":
-        description = schema.get("description") or " or ".join(_describe_branch(s) for s in schema["oneOf"])
-        return (
-            [
-                Problem(
-                    where,
-                    f"{_shown(value)} is not valid: expected {_describe_branch_list(schema)}",
-                    value,
-                    fix_default or "",
-                )
-            ]
-            if not description
-            else [
-                Problem(
-                    where, f"{_shown(value)} is not valid: expected {_describe_branch_list(schema)}", value, fix_default
-                )
-            ]
-        )
-    return [Problem(where, error.message, value, fix_default)]
 
 
 def _describe_branch(schema: dict[str, Any]) -> str:

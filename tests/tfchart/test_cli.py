@@ -14,7 +14,9 @@ COMMANDS = ["validate", "template", "install", "upgrade", "uninstall", "status",
 
 
 def tfchart(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tfchart", *args], cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "tfchart", *args], cwd=REPO, capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -36,7 +38,9 @@ def test_build_dry_run_prints_the_exact_commands_for_both_images() -> None:
 def test_build_without_an_engine_exits_1_with_a_clear_message(tmp_path: Path) -> None:
     env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "HOME": str(tmp_path)}
     fake_docker = tmp_path / "docker"
-    fake_docker.write_text("#!/bin/sh\necho 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock.' >&2\nexit 1\n")
+    fake_docker.write_text(
+        "#!/bin/sh\necho 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock.' >&2\nexit 1\n"
+    )
     fake_docker.chmod(0o755)
     result = tfchart("build", "--cpu", "--engine", "docker", env=env)
     assert result.returncode == 1
@@ -56,7 +60,9 @@ def test_build_without_an_engine_exits_1_with_a_clear_message(tmp_path: Path) ->
         (["--chart", "/tmp", "validate"], 2, "no chart at /tmp"),
     ],
 )
-def test_errors_are_one_clear_message_with_the_right_exit_code(args: list[str], code: int, message: str, tmp_path: Path) -> None:
+def test_errors_are_one_clear_message_with_the_right_exit_code(
+    args: list[str], code: int, message: str, tmp_path: Path
+) -> None:
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "KUBECONFIG": str(tmp_path / "none")}
     result = tfchart(*args, env=env)
     assert result.returncode == code, result.stdout + result.stderr
@@ -65,6 +71,13 @@ def test_errors_are_one_clear_message_with_the_right_exit_code(args: list[str], 
 
 
 def test_debug_shows_the_traceback(tmp_path: Path) -> None:
-    result = tfchart("--debug", "status", "mnist", "--kubeconfig", "/nonexistent", env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    result = tfchart(
+        "--debug",
+        "status",
+        "mnist",
+        "--kubeconfig",
+        "/nonexistent",
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
     assert result.returncode == 1
     assert "Traceback" in result.stderr
