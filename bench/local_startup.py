@@ -109,6 +109,12 @@ def main() -> int:
             f"{name:18} min {min(times):6.2f} s   median {statistics.median(times):6.2f} s   "
             f"CPU used by its processes {used:6.2f} s (/{cores} cores = {used / cores:5.2f} s lower bound)"
         )
+    bound = statistics.median(cpu["parameter_server"]) / cores
+    print(
+        f"parallel start-up: 4-process wall time / its CPU-bound lower bound = "
+        f"{statistics.median(samples['parameter_server']) / bound:.2f} "
+        "(1.0 = perfectly parallel; serial waits show as more)"
+    )
     ratio = statistics.median(samples["parameter_server"]) / statistics.median(samples["single_device"])
     print(f"B5 4-process / 1-process time to first step (median, goal <= 1.5): ratio {ratio:.2f}")
     return 0
