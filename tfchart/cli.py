@@ -146,15 +146,9 @@ def template(
 ) -> None:
     """Render the manifests, exactly as `helm template NAME CHART` would, after validating."""
     from tfchart import render
-    from tfchart.validate import validate as run_validation
 
-    checked = check_files(files)
-    report = run_validation(settings.chart, checked, ordered_sets(sets, set_strings))
-    if not report.valid:
-        raise ValidationFailed(report.problems)
-    sys.stdout.write(
-        render.template(settings.helm, settings.chart, name, checked, ordered_sets(sets, set_strings), namespace)
-    )
+    checked, ordered, _ = validated(settings, files, sets, set_strings)
+    sys.stdout.write(render.template(settings.helm, settings.chart, name, checked, ordered, namespace))
 
 
 def release_options(function: Any) -> Any:

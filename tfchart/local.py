@@ -25,9 +25,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from tfchart.errors import TfchartError, UsageError
 
@@ -148,7 +148,6 @@ class Process:
     pod: LocalPod
     popen: subprocess.Popen[bytes]
     reader: threading.Thread
-    tail: list[str] = field(default_factory=list)
 
 
 class LocalCluster:
@@ -191,9 +190,6 @@ class LocalCluster:
         assert popen.stdout is not None
         for raw in popen.stdout:
             line = raw.decode(errors="replace").rstrip()
-            process = self.processes.get(pod.name)
-            if process is not None:
-                process.tail = [*process.tail[-199:], line]
             if pod.is_chief:
                 match = STEP_LINE.search(line)
                 if match:
@@ -339,7 +335,3 @@ def python_bin_dir() -> str:
 def colour_for(name: str) -> str:
     palette = ["cyan", "magenta", "green", "yellow", "blue", "bright_cyan", "bright_magenta", "bright_green"]
     return palette[sum(map(ord, name)) % len(palette)]
-
-
-def write_line(out: TextIO, pod: LocalPod, line: str, width: int) -> None:
-    out.write(f"{pod.name:<{width}} | {line}\n")

@@ -69,13 +69,11 @@ def validate(chart: Path, files: Sequence[Path] = (), sets: Sequence[tuple[str, 
     values = compute(chart / "values.yaml", files, sets)
     inputs = [str(f) for f in files] + [f"{flag} {arg}" for flag, arg in sets]
     report = Report(inputs, values.data, list(values.load_problems))
-    for file in files:
-        if file.exists() and not file.read_text(errors="replace").strip("\n\t #") and file.stat().st_size < 4096:
-            report.warnings.append(f"{file}: the file is empty, it sets nothing (helm accepts it as {{}})")
+    for file in values.empty_files:
+        report.warnings.append(f"{file}: the file is empty, it sets nothing (helm accepts it as {{}})")
     schema_path = chart / "values.schema.json"
     if not schema.is_valid(schema_path, values.data):
-        defaults = compute(chart / "values.yaml").data
-        report.problems += schema.problems(schema_path, values.data, defaults)
+        report.problems += schema.problems(schema_path, values.data, values.defaults)
     report.problems += rules.check(values.data)
     report.problems = [_locate(problem, values) for problem in report.problems]
     return report

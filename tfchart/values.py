@@ -8,6 +8,7 @@ value came from is kept for error messages: the file and line, or the --set argu
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,8 @@ class Values:
     user_files: list[Path] = field(default_factory=list)
     sets: list[tuple[str, str]] = field(default_factory=list)  # (flag, argument)
     load_problems: list[Problem] = field(default_factory=list)
+    defaults: dict[str, Any] = field(default_factory=dict)  # the chart's values.yaml
+    empty_files: list[Path] = field(default_factory=list)  # files with no document at all
 
     def origin(self, path: Path_) -> Origin | None:
         """The last source that set `path` or one of its parents (later sources win, like helm)."""
@@ -87,8 +90,8 @@ class ValuesFileError(Exception):
         self.problem = problem
 
 
-def load_file(path: Path) -> dict[str, Any]:
-    """A values file as helm reads it: empty means {}, the root must be a map."""
+def load_file(path: Path) -> dict[str, Any] | None:
+    """A values file as helm reads it: None when it holds no document (helm reads {}), else a map."""
     try:
         raw = path.read_bytes()
     except OSError as error:
@@ -113,7 +116,7 @@ def load_file(path: Path) -> dict[str, Any]:
             Problem("(root)", f"YAML syntax error: {reason}", file=str(path), line=mark.line + 1 if mark else None)
         ) from None
     if document is None:
-        return {}
+        return None
     if not isinstance(document, dict):
         kind = "a list" if isinstance(document, list) else f"a {type(document).__name__}"
         raise ValuesFileError(
@@ -165,25 +168,41 @@ def compute(
     sets: Sequence[tuple[str, str]] = (),
 ) -> Values:
     """The values helm would render with. Unreadable files become problems, not exceptions."""
-    defaults = load_file(chart_values)
+    defaults = load_file(chart_values) or {}
     user: dict[str, Any] = {}
     problems: list[Problem] = []
+    empty: list[Path] = []
     for file in files:
         try:
-            user = merge_maps(user, load_file(file))
+            document = load_file(file)
         except ValuesFileError as error:
             problems.append(error.problem)
+            continue
+        if document is None:
+            empty.append(file)
+        else:
+            user = merge_maps(user, document)
     for flag, argument in sets:
         strvals.parse_into(argument, user, as_string=flag == "--set-string")
-    return Values(coalesce(user, defaults), list(files), list(sets), problems)
+    return Values(coalesce(user, defaults), list(files), list(sets), problems, defaults, empty)
+
+
+@functools.lru_cache(maxsize=64)
+def _composed(file: str, mtime_ns: int, size: int) -> yaml.Node | None:
+    """The YAML node tree of a file, parsed once per version of the file (many problems, one parse)."""
+    try:
+        return yaml.compose(Path(file).read_text(encoding="utf-8"), Loader=SafeLoader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
 
 
 def line_of(file: Path, path: Path_) -> int | None:
     """1-based line where `file` sets `path` (or a prefix of it to a non-map value), else None."""
     try:
-        node = yaml.compose(file.read_text(encoding="utf-8"), Loader=SafeLoader)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        stat = file.stat()
+    except OSError:
         return None
+    node = _composed(str(file), stat.st_mtime_ns, stat.st_size)
     if node is None:
         return None
     line: int | None = node.start_mark.line + 1
