@@ -176,6 +176,7 @@ RULES: list[tuple[str, Schema]] = [
     ),
     ("training.checkpointEverySteps", {"type": "integer", "minimum": 1}),
     ("training.logEverySteps", {"type": "integer", "minimum": 1}),
+    ("training.stepsPerExecution", {"type": "integer", "minimum": 1}),
     ("training.cleanupPolicy", {"type": "string", "enum": ["scaleDown", "keep"]}),
     ("training.extraArgs", {"type": "array", "items": {"type": "string"}}),
     ("storage.existingClaim", {"type": "string", "pattern": either_empty(DNS_SUBDOMAIN), "maxLength": 253}),

@@ -63,6 +63,7 @@ class TrainConfig:
     keep_checkpoints: int
     eval_split: float
     log_every_steps: int
+    steps_per_execution: int
     log_device_placement: bool
     cleanup: str
     download: bool
@@ -172,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--keep-checkpoints", type=int, default=5, help="checkpoints kept on disk")
     g.add_argument("--log-every-steps", type=int, default=20,
                    help="print the step line and write TensorBoard scalars every N steps")
+    g.add_argument("--steps-per-execution", type=int, default=10,
+                   help="training steps run inside one TensorFlow function call (one remote "
+                        "closure under parameter_server); chunks end at log and checkpoint steps")
     g.add_argument("--log-device-placement", action="store_true",
                    help="log the device of every op (tf.debugging.set_log_device_placement)")
     g.add_argument("--cleanup", default="scale-down",
@@ -226,6 +230,7 @@ def parse_config(argv: Sequence[str]) -> TrainConfig:
         "--batch-size": ns.batch_size,
         "--train-steps": ns.train_steps,
         "--log-every-steps": ns.log_every_steps,
+        "--steps-per-execution": ns.steps_per_execution,
         "--keep-checkpoints": ns.keep_checkpoints,
     }
     for flag, value in positive.items():
@@ -291,6 +296,7 @@ def parse_config(argv: Sequence[str]) -> TrainConfig:
         keep_checkpoints=ns.keep_checkpoints,
         eval_split=ns.eval_split,
         log_every_steps=ns.log_every_steps,
+        steps_per_execution=ns.steps_per_execution,
         log_device_placement=ns.log_device_placement,
         cleanup=ns.cleanup,
         download=ns.download,

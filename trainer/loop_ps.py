@@ -21,7 +21,7 @@ from trainer.config import TrainConfig
 from trainer.data import DataSource
 from trainer.errors import ClusterFailure
 from trainer.metrics import ChiefReporter, ThroughputMeter
-from trainer.steps import checkpoint_due, create_state, make_replica_step
+from trainer.steps import checkpoint_due, create_state, make_multi_step, make_replica_step
 from trainer.strategy import make_strategy, wait_for_cluster
 
 log = logging.getLogger("trainer.ps")
@@ -69,11 +69,7 @@ def run_ps_chief(cfg: TrainConfig, task: Task, data: DataSource, reporter: Chief
 
         iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
 
-        @tf.function  # type: ignore[untyped-decorator]
-        def worker_fn(it: Any) -> tf.Tensor:
-            images, labels = next(it)
-            losses = strategy.run(replica_step, args=(images, labels))
-            return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+        worker_fn = make_multi_step(strategy, replica_step)
 
         meter = ThroughputMeter(cfg.batch_size, step)
         saved_time = time.monotonic()
@@ -86,13 +82,15 @@ def run_ps_chief(cfg: TrainConfig, task: Task, data: DataSource, reporter: Chief
             reporter.log_step(chunk[1], loss, ex_s, s_b)
 
         while scheduled < cfg.train_steps:
-            # Schedule up to the next multiple of --log-every-steps ...
-            n = min(cfg.log_every_steps - scheduled % cfg.log_every_steps,
-                    cfg.train_steps - scheduled)
+            # Schedule up to the next multiple of --log-every-steps, in closures of up to
+            # --steps-per-execution steps ...
+            end = scheduled + min(cfg.log_every_steps - scheduled % cfg.log_every_steps,
+                                  cfg.train_steps - scheduled)
             rv: Any = None
-            for _ in range(n):
-                rv = coordinator.schedule(worker_fn, args=(iterator,))
-            scheduled += n
+            while scheduled < end:
+                n = min(cfg.steps_per_execution, end - scheduled)
+                rv = coordinator.schedule(worker_fn, args=(iterator, tf.constant(n)))
+                scheduled += n
             # ... and report the previous chunk while this one runs on the workers.
             if pending is not None:
                 report(pending)

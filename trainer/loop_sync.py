@@ -23,7 +23,7 @@ from trainer.config import TrainConfig
 from trainer.data import DataSource
 from trainer.errors import ClusterFailure
 from trainer.metrics import ChiefReporter, ThroughputMeter
-from trainer.steps import checkpoint_due, create_state, make_replica_step
+from trainer.steps import checkpoint_due, chunk_size, create_state, make_multi_step, make_replica_step
 from trainer.strategy import make_strategy
 
 log = logging.getLogger("trainer.sync")
@@ -78,19 +78,16 @@ def run_sync(cfg: TrainConfig, task: Task, data: DataSource,
 
     iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
 
-    @tf.function  # type: ignore[untyped-decorator]
-    def train_step(it: Any) -> tf.Tensor:
-        images, labels = next(it)
-        losses = strategy.run(replica_step, args=(images, labels))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+    train_steps = make_multi_step(strategy, replica_step)
 
     agree = _make_agree(strategy) if multi_worker and cfg.checkpoint_every_secs > 0 else None
     meter = ThroughputMeter(cfg.batch_size, step)
     saved_step, saved_time = step, time.monotonic()
     try:
         while step < cfg.train_steps:
-            loss_t = train_step(iterator)
-            step += 1
+            n = chunk_size(step, cfg)
+            loss_t = train_steps(iterator, tf.constant(n))
+            step += n
             last = step == cfg.train_steps
             if step % cfg.log_every_steps == 0 or last:
                 loss = float(loss_t)

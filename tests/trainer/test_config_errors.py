@@ -81,6 +81,8 @@ CASES = [
                  "is not a 'host:port' string", id="address-without-port"),
     pytest.param(["--train-steps=0"], None, None, "--train-steps must be a positive integer",
                  id="zero-steps"),
+    pytest.param(["--steps-per-execution=0"], None, None,
+                 "--steps-per-execution must be a positive integer", id="zero-steps-per-execution"),
     pytest.param(["--no-such-flag"], None, None, "unrecognized arguments: --no-such-flag",
                  id="unknown-flag"),
     pytest.param(["--cleanup=delete"], None, None, "unknown --cleanup 'delete'",
@@ -109,7 +111,7 @@ def test_help_lists_every_contract_flag() -> None:
     assert proc.returncode == 0
     for flag in ("--strategy", "--dataset", "--data-dir", "--storage-root", "--model-name",
                  "--batch-size", "--train-steps", "--learning-rate", "--checkpoint-every-steps",
-                 "--checkpoint-every-secs", "--eval-split", "--log-every-steps",
+                 "--checkpoint-every-secs", "--eval-split", "--log-every-steps", "--steps-per-execution",
                  "--log-device-placement", "--cleanup", "--download", "--job_name",
                  "--task_index", "--ps_hosts", "--worker_hosts", "--chief_hosts"):
         assert flag in proc.stdout, flag

@@ -43,11 +43,34 @@ def test_mirrored_with_device_placement_logging(procs: Procs, tmp_path: Path) ->
     root = tmp_path / "data"
     chief = procs.trainer(
         "mirrored", ["--strategy=mirrored", *COMMON, f"--storage-root={root}",
-                     "--train-steps=40", "--log-device-placement", "--cleanup=keep"],
+                     "--train-steps=40", "--log-device-placement", "--cleanup=keep",
+                     "--steps-per-execution=7", "--log-every-steps=6", "--checkpoint-every-steps=15"],
     )
     assert chief.wait(180) == 0, chief.tail()
     out = chief.output()
+    # Chunks of up to 7 steps end on every log step, step-based checkpoint and the last step.
+    steps = [int(n) for n in re.findall(r"^step (\d+), loss", out, re.M)]
+    assert steps == [6, 12, 18, 24, 30, 36, 40]
+    assert sorted(int(p.name[5:-6]) for p in (root / "checkpoints").glob("ckpt-*.index")) == [15, 30, 40]
     assert "mirrored: 1 replica(s) in sync" in out
     assert re.search(r"^\w+: \(\w+\): /job:localhost/replica:0/task:0/device:CPU:0$",
                      out, re.M), out[-2000:]
     assert read_status(root)["state"] == "Succeeded"
+
+
+def test_chunks_end_on_log_checkpoint_and_last_steps() -> None:
+    from trainer.config import parse_config
+    from trainer.steps import chunk_size
+
+    cfg = parse_config(["--train-steps=23", "--log-every-steps=5", "--checkpoint-every-steps=7",
+                        "--steps-per-execution=10"])
+    step, chunks = 0, []
+    while step < cfg.train_steps:
+        chunks.append(chunk_size(step, cfg))
+        step += chunks[-1]
+    assert chunks == [5, 2, 3, 4, 1, 5, 1, 2]  # ends: 5 7 10 14 15 20 21 23
+    one = parse_config(["--train-steps=3", "--steps-per-execution=1"])
+    assert [chunk_size(s, one) for s in range(3)] == [1, 1, 1]
+    no_ckpt = parse_config(["--train-steps=100", "--log-every-steps=50", "--checkpoint-every-steps=0",
+                            "--steps-per-execution=30"])
+    assert [chunk_size(s, no_ckpt) for s in (0, 30, 50, 80)] == [30, 20, 30, 20]

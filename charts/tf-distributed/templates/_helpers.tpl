@@ -228,6 +228,7 @@ exec "$@"
   (printf "--learning-rate=%v" $t.learningRate)
   (printf "--checkpoint-every-steps=%d" (int $t.checkpointEverySteps))
   (printf "--log-every-steps=%d" (int $t.logEverySteps))
+  (printf "--steps-per-execution=%d" (int $t.stepsPerExecution))
   (printf "--cleanup=%s" (ternary "scale-down" "keep" (eq $t.cleanupPolicy "scaleDown")))
 -}}
 {{- if $t.download }}{{ $args = append $args "--download" }}{{ end -}}
