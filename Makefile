@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/.tools/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup test lint docs schema run clean
+.PHONY: setup test lint docs schema run bench clean
 
 ## setup: install the pinned Python environment, checkov, the README generator, helm 3.17 and 4.1
 setup:
@@ -14,8 +14,9 @@ setup:
 
 ## lint: ruff, mypy --strict, and the generated schema must be up to date
 lint: setup
-	$(VENV)/bin/ruff check tfchart trainer tests scripts
+	$(VENV)/bin/ruff check tfchart trainer tests scripts bench
 	$(VENV)/bin/mypy
+	MYPYPATH=bench $(VENV)/bin/mypy bench/*.py
 	$(PY) scripts/gen_schema.py --check
 
 ## test: everything CI runs (the README's test command; .ci/run calls exactly this)
@@ -35,3 +36,7 @@ clean:
 ## as local processes, trained on the offline digits set. ARGS passes more tfchart options.
 run: setup
 	$(VENV)/bin/tfchart local -f values/cpu.yaml --set training.dataset=digits --set training.download=false $(ARGS)
+
+## bench: every benchmark this machine can run (B1-B6), side by side; updates bench/RESULTS.md
+bench: setup
+	$(PY) bench/run.py $(ARGS)

@@ -19,6 +19,9 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+
+from common import HELM, Result  # noqa: E402
 
 
 def run(command: list[str], repeat: int) -> tuple[float, str]:
@@ -34,17 +37,10 @@ def run(command: list[str], repeat: int) -> tuple[float, str]:
     return statistics.median(times), output
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workers", type=int, default=1000)
-    parser.add_argument("--ps", type=int, default=100)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--helm", default=str(REPO / ".tools" / "bin" / "helm"))
-    options = parser.parse_args()
-    sets = ["--set", f"worker.replicas={options.workers}", "--set", f"ps.replicas={options.ps}"]
-    render_time, manifests = run(
-        [options.helm, "template", "scale", str(REPO / "charts" / "tf-distributed"), *sets], options.repeat
-    )
+def measure(workers: int, ps: int, repeat: int, helm: str) -> tuple[float, int, str, float, float]:
+    """(helm template s, largest object bytes, its kind/name, rendered KiB, tfchart validate s)."""
+    sets = ["--set", f"worker.replicas={workers}", "--set", f"ps.replicas={ps}"]
+    render_time, manifests = run([helm, "template", "scale", str(REPO / "charts" / "tf-distributed"), *sets], repeat)
     sizes = sorted(
         (
             (len(yaml.safe_dump(doc).encode()), f"{doc['kind']}/{doc['metadata']['name']}")
@@ -53,15 +49,52 @@ def main() -> int:
         ),
         reverse=True,
     )
-    validate_time, _ = run([str(REPO / ".venv" / "bin" / "tfchart"), "validate", *sets], options.repeat)
+    validate_time, _ = run([str(REPO / ".venv" / "bin" / "tfchart"), "validate", *sets], repeat)
     largest, name = sizes[0]
-    rendered_kib = len(manifests) / 1024
+    return render_time, largest, name, len(manifests) / 1024, validate_time
+
+
+def results(workers: int = 1000, ps: int = 100, repeat: int = 3, helm: str = HELM) -> list[Result]:
+    """B4 as rows of bench/run.py's table: the largest object and tfchart validate time."""
+    render_time, largest, name, rendered_kib, validate_time = measure(workers, ps, repeat, helm)
+    scale = f"{workers} workers + {ps} ps"
+    size_ratio = largest / (256 * 1024)
+    return [
+        Result(
+            "B4",
+            f"largest object / 256 KiB ({scale})",
+            f"{name} {largest / 1024:.1f} KiB",
+            size_ratio,
+            "<= 1.0",
+            size_ratio <= 1.0,
+            [f"helm template {render_time:.2f} s median of {repeat}, {rendered_kib:.0f} KiB rendered"],
+        ),
+        Result(
+            "B4v",
+            f"tfchart validate / 1 s ({scale})",
+            f"{validate_time:.2f} s",
+            validate_time,
+            "<= 1.0",
+            validate_time <= 1.0,
+        ),
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=1000)
+    parser.add_argument("--ps", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--helm", default=HELM)
+    options = parser.parse_args()
+    render_time, largest, name, rendered_kib, validate_time = measure(
+        options.workers, options.ps, options.repeat, options.helm
+    )
     scale = f"{options.workers} workers, {options.ps} ps"
     print(f"helm template ({scale}): {render_time:.2f} s median, {rendered_kib:.0f} KiB")
     print(f"largest object: {name} {largest / 1024:.1f} KiB (goal <= 256 KiB): ratio {largest / (256 * 1024):.2f}")
     print(f"tfchart validate: {validate_time:.2f} s median (goal <= 1 s): ratio {validate_time / 1.0:.2f}")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

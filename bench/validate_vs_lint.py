@@ -20,6 +20,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+
+from common import HELM, Result  # noqa: E402
 
 
 def timed(command: list[str], env: dict[str, str]) -> float:
@@ -37,11 +40,34 @@ def measure(repeat: int, values: str, helm: str) -> dict[str, tuple[float, float
     lint = [helm, "lint", str(REPO / "charts" / "tf-distributed"), "-f", values]
     for command in (tfchart, lint):
         timed(command, env)  # warm-up: .pyc files, schema cache, page cache
-    samples: dict[str, list[float]] = {"tfchart validate": [], "helm lint": []}
+    # The floor of any Python CLI built on click and PyYAML: the interpreter and those imports alone.
+    floor = [sys.executable, "-c", "import click, yaml"]
+    samples: dict[str, list[float]] = {"tfchart validate": [], "helm lint": [], "python + click + yaml": []}
     for _ in range(repeat):
         samples["tfchart validate"].append(timed(tfchart, env))
         samples["helm lint"].append(timed(lint, env))
+        samples["python + click + yaml"].append(timed(floor, env))
     return {name: (min(times), statistics.median(times)) for name, times in samples.items()}
+
+
+def result(repeat: int = 15, values: str = "values/gpu.yaml", helm: str = HELM) -> Result:
+    """B3 as a row of bench/run.py's table."""
+    measured = measure(repeat, values, helm)
+    (tf_min, tf_median), (lint_min, lint_median) = measured["tfchart validate"], measured["helm lint"]
+    floor = measured["python + click + yaml"][1]
+    ratio = tf_median / lint_median
+    return Result(
+        "B3",
+        "tfchart validate / helm lint",
+        f"{tf_median * 1000:.0f} vs {lint_median * 1000:.0f} ms",
+        ratio,
+        "<= 0.5",
+        ratio <= 0.5,
+        [
+            f"{values}, {repeat} interleaved runs; min {tf_min * 1000:.0f} vs {lint_min * 1000:.0f} ms; "
+            f"floor: python + click + PyYAML imports alone {floor * 1000:.0f} ms = {floor / lint_median:.2f} of lint"
+        ],
+    )
 
 
 def main() -> int:

@@ -1,0 +1,177 @@
+"""What the benchmarks share: the repository, a clean environment, the chart's pods as local
+processes (the code path of `tfchart local`), steady-state throughput and CPU accounting.
+
+Every benchmark returns a :class:`Result`: its figures in words and one ratio against a baseline
+measured in the same run, so that bench/run.py can print them side by side.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from tfchart import render  # noqa: E402
+from tfchart.local import STEP_LINE, LocalCluster, LocalPod, localise_cluster, pods_from_manifests, python_bin_dir  # noqa: E402
+
+HELM = str(REPO / ".tools" / "bin" / "helm")
+CHART = REPO / "charts" / "tf-distributed"
+
+
+@dataclass
+class Result:
+    """One benchmark's outcome. `ratio` is None when it was skipped (`figures` says why)."""
+
+    key: str
+    title: str
+    figures: str
+    ratio: float | None
+    goal: str
+    met: bool | None
+    details: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        if self.ratio is None:
+            return "skipped"
+        if self.met is None:
+            return "no goal"
+        return "met" if self.met else "MISSED"
+
+
+def bench_env() -> dict[str, str]:
+    """The caller's environment with bytecode caching on, as on any user's machine."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def render_pods(
+    sets: Sequence[str], root: Path, helm: str = HELM, values_file: str = "values/cpu.yaml"
+) -> list[LocalPod]:
+    """The rendered release's pods with local addresses; storage under `root`."""
+    pairs = [("--set", s) for s in sets] + [("--set-string", f"storage.mountPath={root}")]
+    text = render.template(helm, CHART, "bench", [REPO / values_file], pairs, "default")
+    pods = pods_from_manifests(render.manifests(text), "default")
+    localise_cluster(pods)
+    return pods
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads, and waited-for children) from /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class StepSample:
+    """A chief step line as it arrived: the step, when, and every pod's CPU time so far."""
+
+    step: int
+    at: float
+    cpu: dict[str, float]
+
+
+@dataclass
+class TrainingRun:
+    """The chief's step lines of one local run, with time and CPU stamps."""
+
+    started: float
+    samples: list[StepSample]
+    batch_size: int
+    roles: dict[str, str]
+
+    def window(self, from_step: int) -> tuple[StepSample, StepSample]:
+        """The first sample at or after `from_step` (warm-up done) and the last one."""
+        begin = next((s for s in self.samples if s.step >= from_step), None)
+        if begin is None or begin is self.samples[-1]:
+            raise RuntimeError(f"too few step lines after step {from_step}: raise the number of steps")
+        return begin, self.samples[-1]
+
+    def examples_per_sec(self, from_step: int) -> float:
+        begin, end = self.window(from_step)
+        return (end.step - begin.step) * self.batch_size / (end.at - begin.at)
+
+    def cpu_per_step(self, from_step: int) -> dict[str, float]:
+        """CPU-milliseconds per training step, per role (summed over a role's pods), in the window."""
+        begin, end = self.window(from_step)
+        steps = end.step - begin.step
+        per_role: dict[str, float] = {}
+        for name, used in end.cpu.items():
+            role = self.roles[name]
+            per_role[role] = per_role.get(role, 0.0) + (used - begin.cpu.get(name, 0.0)) * 1000 / steps
+        return per_role
+
+
+def train_locally(pods: Sequence[LocalPod], batch_size: int, timeout: float = 600) -> TrainingRun:
+    """Runs the pods to the chief's end; stamps every chief step line with time and CPU."""
+    samples: list[StepSample] = []
+    done = threading.Event()
+    tail: list[str] = []
+    cluster: LocalCluster
+
+    def on_line(pod: LocalPod, line: str) -> None:
+        if not pod.is_chief:
+            return
+        tail.append(line)
+        del tail[:-20]
+        match = STEP_LINE.search(line)
+        if match:
+            at = time.perf_counter()
+            cpu = {process.pod.name: cpu_seconds(process.popen.pid) for process in cluster.processes.values()}
+            samples.append(StepSample(int(match.group(1)), at, cpu))
+
+    cluster = LocalCluster(on_line, extra_path=[python_bin_dir()])
+    tf_pods = [pod for pod in pods if pod.role in ("ps", "worker", "chief")]
+    started = time.perf_counter()
+    try:
+        cluster.start(tf_pods)
+        chief = next(pod.name for pod in tf_pods if pod.is_chief)
+        code = cluster.wait_for(chief, timeout=timeout)
+        done.set()
+    finally:
+        cluster.stop(grace=5)
+    if code != 0 or not samples:
+        raise RuntimeError(f"the chief exited with {code}; its last lines:\n" + "\n".join(tail))
+    return TrainingRun(started, samples, batch_size, {pod.name: pod.role for pod in tf_pods})
+
+
+def local_training(strategy: str, workers: int, steps: int, batch_size: int, extra: Sequence[str] = ()) -> TrainingRun:
+    """The chart's default CPU values with `strategy` and `workers`, trained on the offline set."""
+    sets = [
+        f"training.strategy={strategy}",
+        f"worker.replicas={workers}",
+        "training.dataset=digits",
+        "training.download=false",
+        f"training.trainSteps={steps}",
+        f"training.batchSize={batch_size}",
+        "training.logEverySteps=50",
+        f"training.checkpointEverySteps={steps}",
+        "training.cleanupPolicy=keep",
+        "tensorboard.enabled=false",
+        "evaluator.enabled=false",
+        "serving.enabled=false",
+        *extra,
+    ]
+    with tempfile.TemporaryDirectory(prefix="tfd-bench-") as root:
+        return train_locally(render_pods(sets, Path(root)), batch_size)
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0))
+

@@ -1,0 +1,128 @@
+"""bench/: the one benchmark command, its table and RESULTS.md, and the measuring harnesses.
+
+Fast tests check the table and the RESULTS.md update; slow ones run the real harnesses on short
+trainings (real TensorFlow processes), so that the benchmark command cannot silently break.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import gpu
+import pytest
+import run
+from common import REPO, Result, local_training
+
+ROWS = [
+    Result("B1", "trainer / keras", "8000 vs 4000 examples/s", 2.0, ">= 1.0", True, ["digits, batch 100"]),
+    Result("B3", "validate / lint", "200 vs 300 ms", 0.6667, "<= 0.5", False),
+    Result("B6", "GPU", "skipped: no NVIDIA GPU", None, ">= 20", None),
+]
+
+
+def test_table_ends_every_row_with_its_ratio() -> None:
+    lines = run.table(ROWS).splitlines()
+    assert lines[0].split()[-1] == "ratio" and set(lines[1]) == {"-"}
+    assert [line.split()[-1] for line in lines[2:]] == ["2.00", "0.67", "-"]
+    assert [line.split()[-2] for line in lines[2:]] == ["met", "MISSED", "skipped"]
+
+
+def test_results_md_keeps_the_analysis_and_replaces_only_the_latest_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# Benchmark results\n\n## B3 analysis\n\nhand-written evidence\n")
+    monkeypatch.setattr(run, "RESULTS", results)
+    facts = {"CPU": "test CPU, 2 cores usable (2 online)", "GPU": "none"}
+    for when in ("2026-11-22 10:00", "2026-11-22 11:00"):
+        run.write_results(run.markdown(ROWS, facts, ".venv/bin/python bench/run.py", 420.0, when),
+                          run.history_line(ROWS, facts, when))
+    text = results.read_text()
+    assert text.count(run.BEGIN) == 1 and text.count(run.END) == 1
+    assert "## Latest run: 2026-11-22 11:00" in text and "## Latest run: 2026-11-22 10:00" not in text
+    assert "hand-written evidence" in text
+    assert "| B3 | validate / lint | 200 vs 300 ms | <= 0.5 | MISSED | 0.67 |" in text
+    assert "| B1 | trainer / keras | 8000 vs 4000 examples/s; digits, batch 100 | >= 1.0 | met | 2.00 |" in text
+    history = text.split(run.HISTORY, 1)[1].strip().splitlines()
+    assert history == [
+        "- 2026-11-22 11:00, test CPU, 2 cores usable (2 online), GPU none: B1 2.00, B3 0.67, B6 -",
+        "- 2026-11-22 10:00, test CPU, 2 cores usable (2 online), GPU none: B1 2.00, B3 0.67, B6 -",
+    ]
+
+
+def test_gpu_benchmark_says_why_it_was_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi
+    (row,) = gpu.results()
+    assert row.ratio is None and row.verdict == "skipped"
+    assert row.figures == "skipped: no NVIDIA GPU on this machine (nvidia-smi lists none)"
+
+
+@pytest.mark.slow
+def test_gpu_benchmark_without_a_gpu_build_of_tensorflow_names_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # nvidia-smi cannot run without an NVIDIA driver: this stand-in answers like it does on an
+    # H100 machine, so the branch where TensorFlow (tensorflow-cpu here) sees no GPU is exercised.
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\necho 'NVIDIA H100 80GB HBM3'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert gpu.gpu_names() == ["NVIDIA H100 80GB HBM3"]
+    (row,) = gpu.results()
+    assert row.ratio is None
+    assert "1 x NVIDIA H100 80GB HBM3 present, but this TensorFlow sees no GPU" in row.figures
+    assert "pip install 'tensorflow[and-cuda]==2.21.0'" in row.figures
+
+
+@pytest.mark.slow
+def test_the_benchmark_command_prints_the_fast_rows_with_ratios_last() -> None:
+    result = subprocess.run(
+        [sys.executable, "bench/run.py", "--only", "B3,B4,B6", "--quick", "--no-write"],
+        capture_output=True, text=True, cwd=REPO, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = {line.split()[0]: line.split() for line in result.stdout.splitlines() if line[:2] in ("B3", "B4", "B6")}
+    assert set(rows) == {"B3", "B4", "B4v", "B6"}
+    assert float(rows["B4"][-1]) < 1.0 and rows["B4"][-2] == "met"  # 1,100 addresses fit easily
+    assert float(rows["B3"][-1]) > 0 and rows["B6"][-1] == "-"
+
+
+def test_the_benchmark_command_rejects_unknown_names() -> None:
+    result = subprocess.run([sys.executable, "bench/run.py", "--only", "B9"], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 2
+    assert result.stderr.strip() == "bench: unknown benchmark(s) B9: choose from B1-B6"
+
+
+@pytest.mark.slow
+def test_throughput_harness_times_the_chart_pods_and_their_cpu() -> None:
+    training = local_training("parameter_server", 1, 150, 50)
+    assert [s.step for s in training.samples] == [50, 100, 150]
+    assert training.examples_per_sec(50) > 100
+    cpu = training.cpu_per_step(50)
+    assert set(cpu) == {"ps", "worker", "chief"} and cpu["worker"] > cpu["chief"] > 0
+    with pytest.raises(RuntimeError, match="too few step lines after step 150"):
+        training.window(150)
+
+
+@pytest.mark.slow
+def test_gpu_harness_runs_the_trainer_up_to_the_gpu_boundary() -> None:
+    # Where no GPU exists, single_device falls back to the CPU: the command B6 runs is real.
+    training = gpu.train_on_gpus("single_device", 32, 100)
+    assert [s.step for s in training.samples] == [50, 100]
+    assert training.examples_per_sec(50) > 0
+
+
+@pytest.mark.slow
+def test_plain_keras_baseline_reports_its_throughput() -> None:
+    result = subprocess.run(
+        [sys.executable, "bench/plain_keras.py", "--examples=3000"], capture_output=True, text=True, cwd=REPO,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert figures["examples"] >= 3000 and figures["steps"] == 3 * 15  # 3 epochs of 1437 examples
+    assert figures["examples_per_sec"] > 0 and figures["cpu_ms_per_step"] > 0
