@@ -11,7 +11,6 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -47,6 +46,15 @@ class Result:
         if self.met is None:
             return "no goal"
         return "met" if self.met else "MISSED"
+
+
+def print_rows(rows: Sequence[Result]) -> None:
+    """A standalone script's output: each row with its ratio last, then its details."""
+    for row in rows:
+        ratio = "skipped" if row.ratio is None else f"ratio {row.ratio:.2f}"
+        print(f"{row.key} {row.title}: {row.figures} (goal {row.goal}): {ratio}")
+        for line in row.details:
+            print(f"    {line}")
 
 
 def bench_env() -> dict[str, str]:
@@ -91,7 +99,6 @@ class StepSample:
 class TrainingRun:
     """The chief's step lines of one local run, with time and CPU stamps."""
 
-    started: float
     samples: list[StepSample]
     batch_size: int
     roles: dict[str, str]
@@ -121,7 +128,6 @@ class TrainingRun:
 def train_locally(pods: Sequence[LocalPod], batch_size: int, timeout: float = 600) -> TrainingRun:
     """Runs the pods to the chief's end; stamps every chief step line with time and CPU."""
     samples: list[StepSample] = []
-    done = threading.Event()
     tail: list[str] = []
     cluster: LocalCluster
 
@@ -138,17 +144,15 @@ def train_locally(pods: Sequence[LocalPod], batch_size: int, timeout: float = 60
 
     cluster = LocalCluster(on_line, extra_path=[python_bin_dir()])
     tf_pods = [pod for pod in pods if pod.role in ("ps", "worker", "chief")]
-    started = time.perf_counter()
     try:
         cluster.start(tf_pods)
         chief = next(pod.name for pod in tf_pods if pod.is_chief)
         code = cluster.wait_for(chief, timeout=timeout)
-        done.set()
     finally:
         cluster.stop(grace=5)
     if code != 0 or not samples:
         raise RuntimeError(f"the chief exited with {code}; its last lines:\n" + "\n".join(tail))
-    return TrainingRun(started, samples, batch_size, {pod.name: pod.role for pod in tf_pods})
+    return TrainingRun(samples, batch_size, {pod.name: pod.role for pod in tf_pods})
 
 
 def local_training(strategy: str, workers: int, steps: int, batch_size: int, extra: Sequence[str] = ()) -> TrainingRun:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import REPO, Result, TrainingRun, bench_env, train_locally
+from common import REPO, Result, TrainingRun, bench_env, print_rows, train_locally
 
 from tfchart.local import LocalPod
 
@@ -58,8 +58,7 @@ def tensorflow_gpus() -> int:
     return int(lines[-1]) if result.returncode == 0 and lines else 0
 
 
-def skip_reason() -> str | None:
-    names = gpu_names()
+def skip_reason(names: list[str]) -> str | None:
     if not names:
         return "no NVIDIA GPU on this machine (nvidia-smi lists none)"
     if tensorflow_gpus() == 0:
@@ -81,10 +80,10 @@ def train_on_gpus(strategy: str, batch_size: int, steps: int) -> TrainingRun:
 
 
 def results(batch_size: int = 1024, steps: int = 1500, warmup: int = 300) -> list[Result]:
-    reason = skip_reason()
+    names = gpu_names()
+    reason = skip_reason(names)
     if reason is not None:
         return [Result("B6", "MNIST CNN on 1 GPU / 15,000 ex/s (4 x K520)", f"skipped: {reason}", None, ">= 20", None)]
-    names = gpu_names()
     one = train_on_gpus("single_device", batch_size, steps).examples_per_sec(warmup)
     rows = [
         Result(
@@ -120,9 +119,7 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--steps", type=int, default=1500)
     options = parser.parse_args()
-    for row in results(options.batch_size, options.steps):
-        ratio = "skipped" if row.ratio is None else f"ratio {row.ratio:.2f}"
-        print(f"{row.key} {row.title}: {row.figures} (goal {row.goal}): {ratio}")
+    print_rows(results(options.batch_size, options.steps))
     return 0
 
 

@@ -21,7 +21,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 
-from common import HELM, Result  # noqa: E402
+from common import HELM, Result, print_rows  # noqa: E402
 
 
 def run(command: list[str], repeat: int) -> tuple[float, str]:
@@ -87,13 +87,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--helm", default=HELM)
     options = parser.parse_args()
-    render_time, largest, name, rendered_kib, validate_time = measure(
-        options.workers, options.ps, options.repeat, options.helm
-    )
-    scale = f"{options.workers} workers, {options.ps} ps"
-    print(f"helm template ({scale}): {render_time:.2f} s median, {rendered_kib:.0f} KiB")
-    print(f"largest object: {name} {largest / 1024:.1f} KiB (goal <= 256 KiB): ratio {largest / (256 * 1024):.2f}")
-    print(f"tfchart validate: {validate_time:.2f} s median (goal <= 1 s): ratio {validate_time / 1.0:.2f}")
+    print_rows(results(options.workers, options.ps, options.repeat, options.helm))
     return 0
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import REPO, Result, TrainingRun, bench_env, local_training, median
+from common import REPO, Result, TrainingRun, bench_env, local_training, median, print_rows
 
 CONFIGS = {
     "single process": ("single_device", 1),
@@ -126,10 +126,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--large-batch", type=int, default=0, help="also measure B2 once at this batch size")
     options = parser.parse_args()
-    for result in measure(options.repeat, options.steps, options.batch_size, options.warmup, options.large_batch):
-        print(f"{result.key} {result.title}: {result.figures} (goal {result.goal}): ratio {result.ratio:.2f}")
-        for line in result.details:
-            print(f"    {line}")
+    print_rows(measure(options.repeat, options.steps, options.batch_size, options.warmup, options.large_batch))
     return 0
 
 

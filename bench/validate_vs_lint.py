@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 
-from common import HELM, Result  # noqa: E402
+from common import HELM, Result, print_rows  # noqa: E402
 
 
 def timed(command: list[str], env: dict[str, str]) -> float:
@@ -74,15 +74,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--values", default="values/gpu.yaml")
-    parser.add_argument("--helm", default=str(REPO / ".tools" / "bin" / "helm"))
+    parser.add_argument("--helm", default=HELM)
     options = parser.parse_args()
-    results = measure(options.repeat, options.values, options.helm)
-    for name, (low, middle) in results.items():
-        print(f"{name:18} min {low * 1000:7.1f} ms   median {middle * 1000:7.1f} ms")
-    ratio = results["tfchart validate"][1] / results["helm lint"][1]
-    print(f"B3 tfchart validate / helm lint (median, goal <= 0.5): ratio {ratio:.2f}")
+    print_rows([result(options.repeat, options.values, options.helm)])
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
