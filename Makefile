@@ -5,8 +5,14 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/.tools/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
+# podman settings for sandboxed machines such as CI's (scripts/install_containers.sh writes them)
+export CONTAINERS_CONF := $(CURDIR)/.tools/containers.conf
+export BUILDAH_ISOLATION := chroot
+# the TensorFlow base the trainer images are built on when no registry is reachable (CI)
+BASE_IMAGE ?= localhost/tf-distributed/tensorflow-base:2.21.0
+export TFD_TEST_BASE_IMAGE := $(BASE_IMAGE)
 
-.PHONY: setup test lint docs schema run bench clean
+.PHONY: setup test lint docs schema run bench clean base-image
 
 ## setup: install the pinned Python environment, checkov, the README generator, helm 3.17 and 4.1
 setup:
@@ -19,8 +25,13 @@ lint: setup
 	MYPYPATH=bench $(VENV)/bin/mypy bench/*.py
 	$(PY) scripts/gen_schema.py --check
 
+## base-image: a local stand-in for tensorflow/tensorflow:2.21.0 (debootstrap + pip), for machines
+## that reach no container registry; the image tests build both Dockerfiles on it
+base-image: setup
+	BASE_IMAGE=$(BASE_IMAGE) bash scripts/build_base_image.sh
+
 ## test: everything CI runs (the README's test command; .ci/run calls exactly this)
-test: lint
+test: lint base-image
 	$(PY) -m pytest
 
 ## docs: regenerate values.schema.json and the README parameter tables from values.yaml

@@ -49,6 +49,7 @@ if ! stamp_ok "$TOOLS/node/.stamp" "$README_GENERATOR_VERSION"; then
 fi
 
 bash scripts/install_helm.sh
+bash scripts/install_containers.sh
 
 for tool in .venv/bin/tfchart "$TOOLS/checkov/bin/checkov" "$TOOLS/node/node_modules/.bin/readme-generator" \
   "$TOOLS/helm3/helm" "$TOOLS/helm4/helm"; do
