@@ -345,9 +345,21 @@ def uninstall(
 @click.option("--platform", default=None, help="Target platform, e.g. linux/amd64.")
 @click.option(
     "--engine",
-    type=click.Choice(["docker", "buildx", "podman"]),
+    type=click.Choice(["docker", "buildx", "podman", "buildah"]),
     default=None,
-    help="Container engine (default: detected).",
+    help="Container engine (default: the first of docker buildx, docker, podman, buildah found).",
+)
+@click.option(
+    "--base-image",
+    default=None,
+    metavar="IMAGE",
+    help="Build on IMAGE instead of the official tensorflow/tensorflow:2.21.0[-gpu] (BASE_IMAGE build argument).",
+)
+@click.option(
+    "--tls-verify/--no-tls-verify",
+    default=True,
+    show_default=True,
+    help="Push over HTTPS (--no-tls-verify: a plain-HTTP registry; podman and buildah only).",
 )
 @click.option("--dry-run", is_flag=True, help="Print the exact commands without running them.")
 def build(
@@ -358,15 +370,26 @@ def build(
     push: bool,
     platform: str | None,
     engine: str | None,
+    base_image: str | None,
+    tls_verify: bool,
     dry_run: bool,
 ) -> None:
     """Build (and push) the trainer images from Dockerfile.cpu / Dockerfile.gpu."""
     from tfchart import images
 
     steps = images.plan(
-        list(variants) or ["all"], tag, registry, repository, push, platform, engine, REPO_CHART.parent.parent
+        list(variants) or ["all"],
+        tag,
+        registry,
+        repository,
+        push,
+        platform,
+        engine,
+        REPO_CHART.parent.parent,
+        base_image=base_image,
+        tls_verify=tls_verify,
     )
-    images.run(steps, dry_run, click.echo)
+    images.run(steps, dry_run, click.echo, progress=lambda line: click.secho(line, fg="cyan", err=True))
 
 
 @main_group.command(context_settings=CONTEXT)

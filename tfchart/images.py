@@ -1,14 +1,19 @@
-"""`tfchart build`: the trainer images (Dockerfile.cpu, Dockerfile.gpu) built with docker, buildx or podman.
+"""`tfchart build`: the trainer images (Dockerfile.cpu, Dockerfile.gpu) built with docker, buildx, podman or buildah.
 
 The work is split so every part can be checked without a container engine:
 
 * `plan` turns the options into `BuildStep`s, each holding the exact argv. It never needs an engine:
   with no `engine` given it probes PATH for the one that would be used (`docker buildx build` when
-  the buildx plugin answers, then plain `docker`, then `podman`) and falls back to docker, so
+  the buildx plugin answers, then plain `docker`, then `podman`, then `buildah`) and falls back to
+  docker, so
   `--dry-run` prints the same commands a real run would on that machine.
 * `run` prints each command as a copy-pasteable shell line (shlex.join) and, unless it is a dry run,
   first checks that the engine is installed and answers (`check_engine_reachable`), then runs the
-  steps in order and stops at the first failure.
+  steps in order and stops at the first failure. Progress (`[i/n] what`, then the seconds each step
+  took) goes to `progress`; the engine's own output streams to the terminal in between.
+
+`base_image` becomes `--build-arg BASE_IMAGE=...` (the Dockerfiles default to the official
+TensorFlow images); `tls_verify=False` pushes to a plain-HTTP registry (podman, buildah).
 
 Images are tagged `<registry>/<repository>:<version>` (CPU) and `...:<version>-gpu` (GPU), the
 references the chart uses by default (image.tag empty = the chart's appVersion). The version is the
@@ -24,6 +29,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +37,8 @@ from typing import Literal
 
 from tfchart.errors import EngineNotFound, TfchartError, UsageError
 
-EngineName = Literal["docker", "buildx", "podman"]
-ENGINES: tuple[EngineName, ...] = ("docker", "buildx", "podman")
+EngineName = Literal["docker", "buildx", "podman", "buildah"]
+ENGINES: tuple[EngineName, ...] = ("docker", "buildx", "podman", "buildah")
 VARIANTS = ("cpu", "gpu")
 DEFAULT_REGISTRY = "ghcr.io"
 DEFAULT_REPOSITORY = "tf-distributed/trainer"
@@ -41,7 +47,7 @@ REVISION_LABEL = "org.opencontainers.image.revision"
 
 PROBE_TIMEOUT_S = 30
 INSTALL_HINT = (
-    "install Docker (Docker Engine or Docker Desktop, with the buildx plugin) or Podman, "
+    "install Docker (Docker Engine or Docker Desktop, with the buildx plugin), Podman or Buildah, "
     "or pass --dry-run to only print the build commands"
 )
 NO_DOCKER_ENGINE_HINT = (
@@ -66,14 +72,19 @@ REGISTRY_PATTERN = re.compile(
 
 @dataclass(frozen=True)
 class Engine:
-    """A container engine CLI: `docker build`, `docker buildx build` or `podman build`."""
+    """A container engine CLI: `docker build`, `docker buildx build`, `podman build` or `buildah build`."""
 
     name: EngineName
 
     @property
     def executable(self) -> str:
         """The CLI to run: buildx is a docker plugin."""
-        return "podman" if self.name == "podman" else "docker"
+        return "docker" if self.name == "buildx" else self.name
+
+    @property
+    def daemonless(self) -> bool:
+        """podman and buildah build in-process; docker and buildx need a running engine."""
+        return self.name in ("podman", "buildah")
 
     @property
     def build_command(self) -> list[str]:
@@ -150,18 +161,22 @@ def detect_engine(preferred: str | None = None) -> Engine:
         return engine
     if shutil.which("docker") is not None:
         return Engine("buildx") if _buildx_available() else Engine("docker")
-    if shutil.which("podman") is not None:
-        return Engine("podman")
-    raise EngineNotFound("no container engine found: neither docker nor podman is installed (on PATH)", INSTALL_HINT)
+    for name in ("podman", "buildah"):
+        if shutil.which(name) is not None:
+            return Engine(name)
+    raise EngineNotFound(NONE_INSTALLED, INSTALL_HINT)
+
+
+NONE_INSTALLED = "no container engine found: none of docker, podman or buildah is installed (on PATH)"
 
 
 def _not_installed(engine: Engine) -> EngineNotFound:
-    other = "docker" if engine.executable == "podman" else "podman"
-    if shutil.which(other) is not None:
-        return EngineNotFound(
-            f"{engine.executable} is not installed (not found on PATH)", f"{other} is installed: use --engine {other}"
-        )
-    return EngineNotFound("no container engine found: neither docker nor podman is installed (on PATH)", INSTALL_HINT)
+    for other in ("docker", "podman", "buildah"):
+        if other != engine.executable and shutil.which(other) is not None:
+            return EngineNotFound(
+                f"{engine.executable} is not installed (not found on PATH)", f"{other} is installed: use --engine {other}"
+            )
+    return EngineNotFound(NONE_INSTALLED, INSTALL_HINT)
 
 
 def _first_line(text: str) -> str:
@@ -172,10 +187,11 @@ def _first_line(text: str) -> str:
 def check_engine_reachable(engine: Engine) -> None:
     """Raise EngineNotFound unless the engine behind the CLI answers (a running Docker daemon, a working podman).
 
-    docker and buildx: `docker info --format {{.ServerVersion}}`; podman: `podman info`.
+    docker and buildx: `docker info --format {{.ServerVersion}}`; podman: `podman info`; buildah:
+    `buildah info`.
     """
     docker = engine.executable == "docker"
-    argv = ["docker", "info", "--format", "{{.ServerVersion}}"] if docker else ["podman", "info"]
+    argv = ["docker", "info", "--format", "{{.ServerVersion}}"] if docker else [engine.executable, "info"]
     try:
         answer = subprocess.run(
             argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False
@@ -186,7 +202,7 @@ def check_engine_reachable(engine: Engine) -> None:
         raise EngineNotFound(f"{engine.executable} could not be run: {error}", INSTALL_HINT) from None
     except subprocess.TimeoutExpired:
         answer = None
-    hint = NO_PODMAN_HINT if engine.name == "podman" else NO_DOCKER_ENGINE_HINT
+    hint = NO_PODMAN_HINT.replace("podman", engine.executable) if engine.daemonless else NO_DOCKER_ENGINE_HINT
     if answer is None:
         raise EngineNotFound(
             f"the {engine.executable} CLI is installed but no engine answered `{shlex.join(argv)}` "
@@ -195,7 +211,7 @@ def check_engine_reachable(engine: Engine) -> None:
         )
     if answer.returncode != 0 or (engine.executable == "docker" and not answer.stdout.strip()):
         reason = _first_line(answer.stderr) or _first_line(answer.stdout) or f"exit code {answer.returncode}"
-        what = "no Docker engine answers" if engine.executable == "docker" else "podman does not work"
+        what = "no Docker engine answers" if engine.executable == "docker" else f"{engine.executable} does not work"
         raise EngineNotFound(f"the {engine.executable} CLI is installed but {what}: {reason}", hint)
 
 
@@ -302,12 +318,19 @@ def plan(
     platform: str | None,
     engine: str | None,
     repo_root: Path,
+    *,
+    base_image: str | None = None,
+    tls_verify: bool = True,
 ) -> list[BuildStep]:
     """The commands that build (and with push, publish) the trainer images, in the order to run them.
 
     variants: "cpu", "gpu" (or "all"); tag: replaces the project version in the tags; registry may
     be "" for `repository:tag` images; engine: docker, buildx or podman, or None for the one
     `detect_engine` finds (docker when none is installed, so a dry run works anywhere).
+    base_image: `--build-arg BASE_IMAGE=...` for every variant (the Dockerfiles default to the
+    official TensorFlow images; a GPU build on another base needs CUDA libraries in it to use GPUs).
+    tls_verify=False: push over plain HTTP (podman and buildah `--tls-verify=false`; docker reads
+    insecure registries from its daemon configuration only, so it is refused there).
     Needs no container engine; raises UsageError for bad names, TfchartError without pyproject.toml
     or a Dockerfile.
     """
@@ -323,6 +346,13 @@ def plan(
             builder = detect_engine(None)
         except EngineNotFound:
             builder = Engine("docker")
+    if not tls_verify and push and not builder.daemonless:
+        raise UsageError(
+            f"{builder.name} cannot be told per push to use plain HTTP",
+            'add the registry to "insecure-registries" in the Docker daemon configuration, or use --engine podman',
+        )
+    if base_image is not None and not base_image.strip():
+        raise UsageError("--base-image is empty", "name an image, e.g. tensorflow/tensorflow:2.21.0")
     revision = git_revision(root)
 
     builds: list[BuildStep] = []
@@ -335,9 +365,11 @@ def plan(
         argv = [*builder.build_command, "-f", str(dockerfile), "-t", image, "--label", f"{VERSION_LABEL}={version}"]
         if revision:
             argv += ["--label", f"{REVISION_LABEL}={revision}"]
+        if base_image:
+            argv += ["--build-arg", f"BASE_IMAGE={base_image.strip()}"]
         if platform:
             argv += ["--platform", platform]
-        if builder.name == "podman":
+        if builder.daemonless:
             argv += ["--format", "docker"]  # OCI format would drop the Dockerfiles' HEALTHCHECK
         if builder.pushes_while_building:
             # without --push or --load a docker-container builder keeps the result in its cache only
@@ -346,8 +378,9 @@ def plan(
         pushed = " and push" if push and builder.pushes_while_building else ""
         builds.append(BuildStep(argv, f"build{pushed} the {variant.upper()} trainer image {image}", image, builder))
         if push and not builder.pushes_while_building:
+            tls = [] if tls_verify else ["--tls-verify=false"]
             pushes.append(
-                BuildStep([builder.executable, "push", image], f"push {image}", image, builder, action="push")
+                BuildStep([builder.executable, "push", *tls, image], f"push {image}", image, builder, action="push")
             )
     return builds + pushes
 
@@ -363,7 +396,12 @@ def _failure_hint(step: BuildStep) -> str:
     return "the build output above shows the failing Dockerfile step; --dry-run prints the commands to rerun by hand"
 
 
-def run(steps: Sequence[BuildStep], dry_run: bool, echo: Callable[[str], None]) -> None:
+def run(
+    steps: Sequence[BuildStep],
+    dry_run: bool,
+    echo: Callable[[str], None],
+    progress: Callable[[str], None] = lambda line: None,
+) -> None:
     """Print every command (a shell line), and unless dry_run, run them in order.
 
     Before running anything the engines are checked (installed, answering), so a machine without a
@@ -376,10 +414,13 @@ def run(steps: Sequence[BuildStep], dry_run: bool, echo: Callable[[str], None]) 
             if step.engine not in checked:
                 check_engine_reachable(detect_engine(step.engine.name))
                 checked.append(step.engine)
-    for step in steps:
+    for number, step in enumerate(steps, 1):
+        if not dry_run:
+            progress(f"[{number}/{len(steps)}] {step.description}")
         echo(step.shell)
         if dry_run:
             continue
+        started = time.monotonic()
         try:
             code = subprocess.run(step.argv, stdin=subprocess.DEVNULL, check=False).returncode
         except OSError as error:
@@ -389,3 +430,4 @@ def run(steps: Sequence[BuildStep], dry_run: bool, echo: Callable[[str], None]) 
             command = step.argv[: 3 if step.engine.name == "buildx" and step.action == "build" else 2]
             message = f"{verb} {step.image} failed: `{shlex.join(command)}` exited with code {code}"
             raise TfchartError(message, _failure_hint(step))
+        progress(f"[{number}/{len(steps)}] done in {time.monotonic() - started:.0f} s: {step.image}")

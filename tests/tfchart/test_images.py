@@ -253,10 +253,10 @@ def test_build_without_any_engine_fails_before_running_anything(engines: FakeEng
     echoed: list[str] = []
     with pytest.raises(EngineNotFound) as raised:
         images.run(steps, dry_run=False, echo=echoed.append)
-    assert "neither docker nor podman is installed" in raised.value.message
+    assert "none of docker, podman or buildah is installed" in raised.value.message
     assert "--dry-run" in raised.value.hint
     assert echoed == []
-    with pytest.raises(EngineNotFound, match="neither docker nor podman"):
+    with pytest.raises(EngineNotFound, match="none of docker, podman or buildah"):
         images.detect_engine(None)
 
 
@@ -297,7 +297,7 @@ def test_reachable_engines_pass(engines: FakeEngines) -> None:
 
 
 def test_missing_preferred_engine(engines: FakeEngines) -> None:
-    with pytest.raises(EngineNotFound, match="neither docker nor podman"):
+    with pytest.raises(EngineNotFound, match="none of docker, podman or buildah"):
         images.detect_engine("podman")
     engines.install("docker", buildx=False)
     with pytest.raises(EngineNotFound) as raised:
@@ -336,7 +336,7 @@ def test_this_machine_build_fails_with_engine_not_found() -> None:
         assert raised.value.message.startswith("the docker CLI is installed but no Docker engine answers: ")
         assert "DOCKER_HOST" in raised.value.hint and "start Docker" in raised.value.hint
     else:
-        assert "neither docker nor podman is installed" in raised.value.message
+        assert "none of docker, podman or buildah is installed" in raised.value.message
     # and a dry run still prints the commands
     echoed: list[str] = []
     images.run(steps, dry_run=True, echo=echoed.append)
@@ -469,3 +469,32 @@ def test_variants_are_deduplicated_in_cpu_gpu_order(engines: FakeEngines, repo: 
     steps = default_plan(repo, ["gpu", "cpu", "all", "gpu"], engine="docker")
     assert [step.image for step in steps] == ["ghcr.io/tf-distributed/trainer:1.2.3",
                                               "ghcr.io/tf-distributed/trainer:1.2.3-gpu"]
+
+
+def test_buildah_is_found_after_podman_and_builds_and_pushes_over_plain_http(engines: FakeEngines, repo: Path) -> None:
+    engines.install("buildah")
+    assert images.detect_engine(None) == images.Engine("buildah")
+    steps = images.plan(
+        ["all"], "t1", "127.0.0.1:5000", "ml/trainer", True, None, None, repo,
+        base_image="localhost/tf-base:2.21.0", tls_verify=False,
+    )  # fmt: skip
+    assert [step.argv[:2] for step in steps] == [["buildah", "build"]] * 2 + [["buildah", "push"]] * 2
+    for build in steps[:2]:
+        assert build.argv[build.argv.index("--build-arg") + 1] == "BASE_IMAGE=localhost/tf-base:2.21.0"
+        assert build.argv[build.argv.index("--format") + 1] == "docker"
+    assert steps[2].argv == ["buildah", "push", "--tls-verify=false", "127.0.0.1:5000/ml/trainer:t1"]
+    progress: list[str] = []
+    images.run(steps, dry_run=False, echo=lambda line: None, progress=progress.append)
+    assert [call[:2] for call in engines.calls() if call[1] != "info"] == [
+        ["buildah", "build"], ["buildah", "build"], ["buildah", "push"], ["buildah", "push"],
+    ]  # fmt: skip
+    assert progress[0] == "[1/4] build the CPU trainer image 127.0.0.1:5000/ml/trainer:t1"
+    assert progress[-1].startswith("[4/4] done in ") and progress[-1].endswith("127.0.0.1:5000/ml/trainer:t1-gpu")
+
+
+def test_plain_http_push_is_refused_for_docker_with_the_fix(repo: Path) -> None:
+    with pytest.raises(UsageError) as raised:
+        images.plan(["cpu"], None, "127.0.0.1:5000", "ml/trainer", True, None, "docker", repo, tls_verify=False)
+    assert "insecure-registries" in raised.value.hint
+    with pytest.raises(UsageError, match="--base-image is empty"):
+        images.plan(["cpu"], None, "ghcr.io", "ml/trainer", False, None, "podman", repo, base_image=" ")

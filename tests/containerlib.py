@@ -1,0 +1,91 @@
+"""The trainer images, built for real from the repository's Dockerfiles, for the tests that run them.
+
+`built_images()` builds both images once per test session with `tfchart build --engine podman`
+(the command users run), on `TFD_TEST_BASE_IMAGE` when set (CI reaches no container registry, so
+`make base-image` assembles a stand-in for tensorflow/tensorflow:2.21.0 with debootstrap + pip and
+the Makefile names it here), else on the Dockerfiles' default, the official TensorFlow image.
+The images are tagged exactly as the chart references them by default
+(`ghcr.io/tf-distributed/trainer:<appVersion>` and `...-gpu`), so the rendered release runs them
+without any image override. Nothing is skipped: without a working podman the tests fail.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from functools import cache
+
+import pytest
+
+from tests.chartlib import REPO
+from tfchart.images import DEFAULT_REGISTRY, DEFAULT_REPOSITORY, image_reference, project_version
+
+ENGINE = "podman"
+
+
+@dataclass(frozen=True)
+class BuiltImages:
+    cpu: str
+    gpu: str
+    base: str | None
+    seconds: float  # wall time of the build that made them (0 when both were already built)
+
+    def all(self) -> list[str]:
+        return [self.cpu, self.gpu]
+
+
+def engine_works() -> str | None:
+    """None when podman runs containers here; else why not."""
+    if shutil.which(ENGINE) is None:
+        return "podman is not installed (make setup installs it: scripts/install_containers.sh)"
+    answer = subprocess.run([ENGINE, "info"], capture_output=True, text=True, check=False)
+    if answer.returncode != 0:
+        return f"podman does not work: {answer.stderr.strip().splitlines()[-1:]}"
+    return None
+
+
+def require_engine() -> None:
+    """Fails (never skips) the calling test when podman cannot run containers."""
+    reason = engine_works()
+    if reason:
+        pytest.fail(f"the image tests need a working container engine: {reason}")
+
+
+def image_exists(reference: str) -> bool:
+    return subprocess.run([ENGINE, "image", "exists", reference], check=False).returncode == 0
+
+
+@cache
+def built_images() -> BuiltImages:
+    """Both trainer images, built by `tfchart build` once per session."""
+    require_engine()
+    version = project_version(REPO)
+    cpu = image_reference(DEFAULT_REGISTRY, DEFAULT_REPOSITORY, version)
+    gpu = image_reference(DEFAULT_REGISTRY, DEFAULT_REPOSITORY, f"{version}-gpu")
+    base = os.environ.get("TFD_TEST_BASE_IMAGE") or None
+    if base and not image_exists(base):
+        pytest.fail(f"TFD_TEST_BASE_IMAGE={base} is not in podman's store: run `make base-image` first")
+    argv = [sys.executable, "-m", "tfchart", "build", "--all", "--engine", ENGINE]
+    if base:
+        argv += ["--base-image", base]
+    started = time.monotonic()
+    result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        pytest.fail(f"tfchart build failed ({result.returncode}):\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+    return BuiltImages(cpu, gpu, base, time.monotonic() - started)
+
+
+def run_in_image(
+    image: str, *argv: str, entrypoint: str | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """`podman run` the way the chart runs pods: uid 10001, read-only root, /tmp an emptyDir (tmpfs)."""
+    override = ["--entrypoint", entrypoint] if entrypoint is not None else []
+    command = [
+        ENGINE, "run", "--rm", "--user", "10001:10001", *override, "--read-only", "--tmpfs", "/tmp:rw,mode=1777",
+        "--cap-drop", "ALL", "--security-opt", "no-new-privileges", image, *argv,
+    ]  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
