@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -80,12 +81,16 @@ def built_images() -> BuiltImages:
 
 
 def run_in_image(
-    image: str, *argv: str, entrypoint: str | None = None, timeout: float = 300
+    image: str, *argv: str, options: Sequence[str] = (), entrypoint: str | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
-    """`podman run` the way the chart runs pods: uid 10001, read-only root, /tmp an emptyDir (tmpfs)."""
-    override = ["--entrypoint", entrypoint] if entrypoint is not None else []
+    """`podman run` the way the chart runs pods: uid 10001, read-only root, /tmp an emptyDir (tmpfs).
+
+    options go before the image (e.g. `-v dir:/data`); --no-healthcheck because podman schedules
+    HEALTHCHECKs through systemd, which containers such as CI's machine do not run.
+    """
+    override = [*options, "--entrypoint", entrypoint] if entrypoint is not None else list(options)
     command = [
-        ENGINE, "run", "--rm", "--user", "10001:10001", *override, "--read-only", "--tmpfs", "/tmp:rw,mode=1777",
+        ENGINE, "run", "--rm", "--no-healthcheck", "--user", "10001:10001", *override, "--read-only", "--tmpfs", "/tmp:rw,mode=1777",
         "--cap-drop", "ALL", "--security-opt", "no-new-privileges", image, *argv,
     ]  # fmt: skip
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
