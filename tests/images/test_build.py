@@ -1,0 +1,221 @@
+"""The trainer images as users get them: built from the repository's Dockerfiles, run as the chart runs pods.
+
+Both images are built once per session by `tfchart build --engine podman` (tests/containerlib.py).
+In CI they are built on a locally assembled stand-in for tensorflow/tensorflow:2.21.0 (Debian
+bookworm + `pip install tensorflow==2.21.0`, `make base-image`) because no container registry is
+reachable there; everything the trainer and TensorBoard import comes from images/requirements.txt
+either way. The GPU image is built the same way and checked up to the GPU boundary (no GPU here).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.chartlib import REPO, render
+from tests.containerlib import ENGINE, built_images, run_in_image
+from tfchart.images import project_version
+
+pytestmark = pytest.mark.slow
+
+REQUIREMENTS = REPO / "images" / "requirements.txt"
+
+
+def inspect(image: str) -> dict[str, Any]:
+    answer = subprocess.run([ENGINE, "image", "inspect", image], capture_output=True, text=True, check=True)
+    config: dict[str, Any] = json.loads(answer.stdout)[0]
+    return config
+
+
+def pinned() -> dict[str, str]:
+    pins: dict[str, str] = {}
+    for line in REQUIREMENTS.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, version = line.split("==")
+            pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+    return pins
+
+
+def installed(image: str) -> dict[str, str]:
+    # the first distribution of a name on sys.path is the one `import` uses (a base's system copy may follow)
+    script = (
+        "import importlib.metadata as m, json; seen = {}\n"
+        "for d in m.distributions(): seen.setdefault(d.metadata['Name'], d.version)\n"
+        "print(json.dumps(seen))"
+    )
+    answer = run_in_image(image, "-c", script, entrypoint="python")
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    return {re.sub(r"[-_.]+", "-", name).lower(): version for name, version in json.loads(answer.stdout).items()}
+
+
+@pytest.mark.parametrize("variant", ["cpu", "gpu"])
+def test_image_is_tagged_as_the_chart_references_it_and_runs_as_non_root(variant: str) -> None:
+    images = built_images()
+    image = images.cpu if variant == "cpu" else images.gpu
+    version = project_version(REPO)
+    assert image == f"ghcr.io/tf-distributed/trainer:{version}" + ("-gpu" if variant == "gpu" else "")
+    config = inspect(image)["Config"]
+    assert config["User"] == "10001:10001"
+    assert config["Entrypoint"] == ["python", "-m", "trainer"]
+    assert config["Labels"]["org.opencontainers.image.version"] == version
+    if images.base:
+        assert config["Labels"]["org.opencontainers.image.base.name"] == images.base
+
+
+@pytest.mark.parametrize("variant", ["cpu", "gpu"])
+def test_every_pinned_requirement_is_installed_at_its_pin(variant: str) -> None:
+    images = built_images()
+    have = installed(images.cpu if variant == "cpu" else images.gpu)
+    wrong = {name: (version, have.get(name)) for name, version in pinned().items() if have.get(name) != version}
+    assert not wrong, f"pinned vs installed: {wrong}"
+    for needed in ("tensorboard", "tensorboard-data-server", "cloudpickle", "scikit-learn", "tensorflow", "keras"):
+        assert needed in have
+
+
+def test_cpu_image_runs_as_uid_10001_with_a_read_only_root() -> None:
+    image = built_images().cpu
+    script = "id -u; id -g; touch /opt/x 2>&1 || echo read-only; touch /tmp/ok && echo tmp-ok"
+    answer = run_in_image(image, "-c", script, entrypoint="/bin/sh")
+    assert answer.returncode == 0, answer.stderr
+    uid, gid, *_ = answer.stdout.split("\n")
+    assert int(uid) >= 10000 and int(gid) >= 10000
+    assert "Read-only file system" in answer.stdout and "tmp-ok" in answer.stdout
+
+
+def test_selfcheck_passes_and_reports_the_gpu_boundary_on_cpu() -> None:
+    images = built_images()
+    for image in images.all():
+        answer = run_in_image(image, "-m", "trainer.selfcheck", entrypoint="python")
+        assert answer.returncode == 0, answer.stdout + answer.stderr[-2000:]
+        assert "selfcheck: ok   summaries: tf.summary + tensorboard 2.21.0" in answer.stdout
+        assert "GPUs visible: 0" in answer.stdout
+    required = run_in_image(images.gpu, "-m", "trainer.selfcheck", "--require-gpu", entrypoint="python")
+    assert required.returncode == 1
+    assert "selfcheck: FAIL gpu: RuntimeError: TensorFlow sees no GPU" in required.stderr
+
+
+def _shared_volume(tmp_path: Path) -> Path:
+    """The claim stand-in: a directory the pod's uid 10001 (fsGroup 10001) may write, as the kubelet arranges."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chown(shared, 10001, 10001)
+    return shared
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def test_cpu_image_trains_writes_summaries_and_exports_then_tensorboard_serves_them(tmp_path: Path) -> None:
+    """The two commands the chart runs from this image (the trainer, TensorBoard), as uid 10001, read-only root."""
+    image = built_images().cpu
+    shared = _shared_volume(tmp_path)
+    train = run_in_image(
+        image, "--strategy=single_device", "--dataset=digits", "--storage-root=/data", "--train-steps=60",
+        "--batch-size=64", "--log-every-steps=20", "--checkpoint-every-steps=30", "--model-name=mnist",
+        options=["-v", f"{shared}:/data"], timeout=300,
+    )  # fmt: skip
+    assert train.returncode == 0, (train.stdout + train.stderr)[-3000:]
+    assert "TBNotInstalledError" not in train.stderr
+    assert list((shared / "export" / "mnist").glob("*/saved_model.pb")), sorted(p.name for p in shared.rglob("*"))
+    assert list((shared / "logs").rglob("events.out.tfevents.*"))
+    status = json.loads((shared / "status.json").read_text())
+    assert status["state"] == "Succeeded" and status["step"] == 60
+
+    chart_tensorboard = _rendered_tensorboard_container()
+    assert chart_tensorboard["command"] == ["tensorboard"]
+    port = _free_port()
+    name = f"tfd-test-tensorboard-{port}"
+    args = chart_tensorboard["args"]
+    assert "--logdir=/data/logs" in args
+    container_port = next(int(a.split("=", 1)[1]) for a in args if a.startswith("--port="))
+    started = subprocess.run(
+        [ENGINE, "run", "-d", "--rm", "--no-healthcheck", "--name", name, "--user", "10001:10001", "--read-only",
+         "--tmpfs", "/tmp:rw,mode=1777", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+         "-e", "HOME=/tmp", "-v", f"{shared}:/data:ro", "-p", f"127.0.0.1:{port}:{container_port}",
+         "--entrypoint", "tensorboard", image, *args],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    try:
+        runs = _poll_json(f"http://127.0.0.1:{port}/data/plugin/scalars/tags", timeout=120)
+        run_with_loss = next(run for run, tags in runs.items() if "loss" in tags)
+        query = urllib.parse.urlencode({"tag": "loss", "run": run_with_loss})
+        points = _poll_json(f"http://127.0.0.1:{port}/data/plugin/scalars/scalars?{query}", timeout=30)
+        assert [int(point[1]) for point in points][-1] == 60
+    finally:
+        subprocess.run([ENGINE, "rm", "-f", "-t", "0", name], capture_output=True, check=False)
+
+
+def _rendered_tensorboard_container() -> dict[str, Any]:
+    for doc in render("4", sets=["training.dataset=digits"]):
+        if doc.get("kind") == "Deployment" and doc["metadata"]["name"].endswith("tensorboard"):
+            container: dict[str, Any] = doc["spec"]["template"]["spec"]["containers"][0]
+            return container
+    raise AssertionError("the chart rendered no TensorBoard Deployment")
+
+
+def _poll_json(url: str, timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                body = json.loads(response.read())
+                if body:
+                    return body
+        except (OSError, ValueError) as error:
+            last = error
+        time.sleep(1)
+    raise AssertionError(f"{url} gave nothing within {timeout} s (last error: {last})")
+
+
+def test_a_missing_dependency_fails_the_build_not_the_first_run(tmp_path: Path) -> None:
+    """The regression behind this test: joblib imports cloudpickle, which the old --no-deps list left out."""
+    context = tmp_path / "context"
+    shutil.copytree(REPO / "trainer", context / "trainer", ignore=shutil.ignore_patterns("__pycache__"))
+    (context / "images").mkdir()
+    lines = [line for line in REQUIREMENTS.read_text().splitlines() if not line.startswith("cloudpickle==")]
+    (context / "images" / "requirements.txt").write_text("\n".join(lines) + "\n")
+    shutil.copy(REPO / ".dockerignore", context / ".dockerignore")
+    base = built_images().base
+    build_args = ["--build-arg", f"BASE_IMAGE={base}"] if base else []
+    tag = f"localhost/tfd-test/missing-dependency:{os.getpid()}"
+    answer = subprocess.run(
+        [ENGINE, "build", "-f", str(REPO / "Dockerfile.cpu"), *build_args, "-t", tag, str(context)],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    subprocess.run([ENGINE, "rmi", "-f", tag], capture_output=True, check=False)
+    assert answer.returncode != 0
+    assert "cloudpickle" in answer.stdout + answer.stderr
+
+
+def test_helm_renders_the_built_images_by_default() -> None:
+    """No image override: the chart's trainer (and GPU) references are the tags `tfchart build` made."""
+    images = built_images()
+    cpu = render("4", values=[REPO / "values" / "cpu.yaml"])
+    gpu = render("4", values=[REPO / "values" / "gpu.yaml"])
+    trainers = {c["image"] for doc in cpu for c in _containers(doc) if c["name"] in ("chief", "worker", "ps")}
+    assert trainers == {images.cpu}
+    assert {c["image"] for doc in gpu for c in _containers(doc) if c["name"] == "worker"} == {images.gpu}
+
+
+def _containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = doc.get("spec", {}).get("template", {}).get("spec", {})
+    containers: list[dict[str, Any]] = spec.get("containers", [])
+    return containers
