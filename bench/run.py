@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Every benchmark this machine can run, side by side in one run: B1-B6 (see bench/RESULTS.md).
+"""Every benchmark this machine can run, side by side in one run: B1-B7 (see bench/RESULTS.md).
 
 Prints one table (each row's ratio last) and rewrites the "Latest run" section of
 bench/RESULTS.md (date, machine facts, this command, the table) and adds a line to its history.
@@ -29,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gpu
+import image_builds
 import local_startup
 import scale_render
 import throughput
@@ -48,6 +49,7 @@ def benchmarks(quick: bool) -> dict[str, Callable[[], list[Result]]]:
         "B1": lambda: throughput.measure(repeat, 600, 100, 100, large_batch=0 if quick else 400),
         "B5": lambda: [local_startup.result(repeat=repeat)],
         "B6": lambda: gpu.results(),
+        "B7": lambda: image_builds.results(),
     }
 
 
@@ -149,7 +151,7 @@ def main() -> int:
     plan = benchmarks(options.quick)
     unknown = chosen - set(plan) - {"B2"}
     if unknown:
-        print(f"bench: unknown benchmark(s) {', '.join(sorted(unknown))}: choose from B1-B6", file=sys.stderr)
+        print(f"bench: unknown benchmark(s) {', '.join(sorted(unknown))}: choose from B1-B7", file=sys.stderr)
         return 2
     if "B2" in chosen:
         chosen.add("B1")

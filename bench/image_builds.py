@@ -7,7 +7,7 @@ stand-in that `make base-image` assembles, else the official image), and reports
        the project adds on top of TensorFlow: TensorBoard, scikit-learn, the trainer);
   B7b  cold build (`--no-cache`) against a warm rebuild after a change to the trainer code only
        (ratio = warm / cold: what a developer waits for in the edit-build loop).
-Usage: python bench/images.py   (needs podman; `make bench` runs it with B1-B6)
+Usage: python bench/image_builds.py   (needs podman; `make bench` runs it with the others)
 """
 
 from __future__ import annotations
