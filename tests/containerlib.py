@@ -90,7 +90,7 @@ def run_in_image(
     """
     override = [*options, "--entrypoint", entrypoint] if entrypoint is not None else list(options)
     command = [
-        ENGINE, "run", "--rm", "--no-healthcheck", "--user", "10001:10001", *override, "--read-only", "--tmpfs", "/tmp:rw,mode=1777",
-        "--cap-drop", "ALL", "--security-opt", "no-new-privileges", image, *argv,
+        ENGINE, "run", "--rm", "--no-healthcheck", "--user", "10001:10001", *override, "--read-only",
+        "--tmpfs", "/tmp:rw,mode=1777", "--cap-drop", "ALL", "--security-opt", "no-new-privileges", image, *argv,
     ]  # fmt: skip
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)

@@ -173,9 +173,8 @@ NONE_INSTALLED = "no container engine found: none of docker, podman or buildah i
 def _not_installed(engine: Engine) -> EngineNotFound:
     for other in ("docker", "podman", "buildah"):
         if other != engine.executable and shutil.which(other) is not None:
-            return EngineNotFound(
-                f"{engine.executable} is not installed (not found on PATH)", f"{other} is installed: use --engine {other}"
-            )
+            message = f"{engine.executable} is not installed (not found on PATH)"
+            return EngineNotFound(message, f"{other} is installed: use --engine {other}")
     return EngineNotFound(NONE_INSTALLED, INSTALL_HINT)
 
 
