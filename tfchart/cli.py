@@ -361,6 +361,12 @@ def uninstall(
     show_default=True,
     help="Push over HTTPS (--no-tls-verify: a plain-HTTP registry; podman and buildah only).",
 )
+@click.option(
+    "--context",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="The repository checkout to build from (default: the one at or above the working directory).",
+)
 @click.option("--dry-run", is_flag=True, help="Print the exact commands without running them.")
 def build(
     variants: tuple[str, ...],
@@ -372,6 +378,7 @@ def build(
     engine: str | None,
     base_image: str | None,
     tls_verify: bool,
+    context: Path | None,
     dry_run: bool,
 ) -> None:
     """Build (and push) the trainer images from Dockerfile.cpu / Dockerfile.gpu."""
@@ -385,7 +392,7 @@ def build(
         push,
         platform,
         engine,
-        REPO_CHART.parent.parent,
+        images.build_context(context, Path.cwd(), REPO_CHART.parent.parent),
         base_image=base_image,
         tls_verify=tls_verify,
     )
