@@ -254,6 +254,32 @@ def _scan_project_version(text: str) -> str | None:
     return found.group(1) if found else None
 
 
+def build_context(explicit: Path | None, start: Path, installed_from: Path) -> Path:
+    """The checkout to build from: --context, else the nearest directory at or above `start` (the
+    working directory) holding pyproject.toml and Dockerfile.cpu, else the checkout tfchart runs from
+    (an editable install). A plain `pip install` puts tfchart in site-packages, far from any
+    Dockerfile: that case is an error naming --context, not a failed build."""
+    def is_checkout(directory: Path) -> bool:
+        return (directory / "pyproject.toml").is_file() and (directory / "Dockerfile.cpu").is_file()
+
+    if explicit is not None:
+        if not is_checkout(explicit):
+            raise UsageError(
+                f"--context {explicit} holds no tf-distributed checkout (pyproject.toml and Dockerfile.cpu)",
+                "point --context at the repository root",
+            )
+        return explicit.resolve()
+    for directory in (start.resolve(), *start.resolve().parents):
+        if is_checkout(directory):
+            return directory
+    if is_checkout(installed_from):
+        return installed_from
+    raise UsageError(
+        f"no tf-distributed checkout at or above {start} (the images are built from its Dockerfiles)",
+        "run tfchart build inside a clone of the repository, or pass --context <repository root>",
+    )
+
+
 def git_revision(repo_root: Path) -> str | None:
     """HEAD's commit when repo_root is the top of a git checkout; None otherwise (no git, not a checkout)."""
     answer = _answers(["git", "-C", str(repo_root), "rev-parse", "--show-toplevel", "HEAD"])

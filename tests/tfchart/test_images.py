@@ -498,3 +498,21 @@ def test_plain_http_push_is_refused_for_docker_with_the_fix(repo: Path) -> None:
     assert "insecure-registries" in raised.value.hint
     with pytest.raises(UsageError, match="--base-image is empty"):
         images.plan(["cpu"], None, "ghcr.io", "ml/trainer", False, None, "podman", repo, base_image=" ")
+
+
+def test_build_context_is_found_from_the_working_directory_not_the_installed_package(tmp_path: Path) -> None:
+    """After a plain `pip install .` tfchart lives in site-packages; the checkout comes from the cwd."""
+    checkout = tmp_path / "clone"
+    (checkout / "sub" / "dir").mkdir(parents=True)
+    (checkout / "pyproject.toml").write_text('[project]\nversion = "9.9.9"\n')
+    (checkout / "Dockerfile.cpu").write_text("FROM scratch\n")
+    site_packages = tmp_path / "site-packages"
+    site_packages.mkdir()
+    assert images.build_context(None, checkout / "sub" / "dir", site_packages) == checkout.resolve()
+    assert images.build_context(checkout, tmp_path, site_packages) == checkout.resolve()
+    assert images.build_context(None, tmp_path, REPO) == REPO  # an editable install's own checkout
+    with pytest.raises(UsageError, match="no tf-distributed checkout at or above") as raised:
+        images.build_context(None, tmp_path, site_packages)
+    assert "--context" in raised.value.hint
+    with pytest.raises(UsageError, match=r"--context .* holds no tf-distributed checkout"):
+        images.build_context(site_packages, tmp_path, REPO)
