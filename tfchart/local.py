@@ -23,11 +23,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from tfchart.errors import TfchartError, UsageError
 
@@ -74,50 +74,67 @@ def _resolve_env(container: dict[str, Any], pod_name: str, namespace: str, label
     return env
 
 
-def pods_from_manifests(docs: Sequence[dict[str, Any]], namespace: str) -> list[LocalPod]:
+@dataclass(frozen=True)
+class RenderedPod:
+    """One pod as its controller (StatefulSet, Job, Deployment) would create it from the rendered template."""
+
+    name: str
+    role: str
+    index: int
+    controller: dict[str, Any]  # the workload document
+    labels: dict[str, str]  # the pod's labels, apps.kubernetes.io/pod-index included for StatefulSet pods
+
+    @property
+    def kind(self) -> str:
+        return str(self.controller["kind"])
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The pod template's spec."""
+        spec: dict[str, Any] = self.controller["spec"]["template"]["spec"]
+        return spec
+
+    @property
+    def container(self) -> dict[str, Any]:
+        container: dict[str, Any] = self.spec["containers"][0]
+        return container
+
+    @property
+    def argv(self) -> list[str]:
+        return [*self.container.get("command", []), *self.container.get("args", [])]
+
+    def env(self, namespace: str) -> dict[str, str]:
+        return _resolve_env(self.container, self.name, namespace, self.labels)
+
+
+def rendered_pods(docs: Sequence[dict[str, Any]]) -> list[RenderedPod]:
     """The TensorFlow pods (ps, workers, chief, evaluator) and TensorBoard of a rendered release."""
-    pods: list[LocalPod] = []
+    pods: list[RenderedPod] = []
     for doc in docs:
         kind = doc.get("kind")
         annotations = doc.get("metadata", {}).get("annotations") or {}
         if kind not in ("StatefulSet", "Job", "Deployment") or "helm.sh/hook" in annotations:
             continue
         template = doc["spec"]["template"]
-        role = template["metadata"]["labels"].get("app.kubernetes.io/component", "")
+        labels: dict[str, str] = template["metadata"]["labels"]
+        role = labels.get("app.kubernetes.io/component", "")
         if role not in (*TF_ROLES, "tensorboard"):
             continue
-        container = template["spec"]["containers"][0]
-        argv = [*container.get("command", []), *container.get("args", [])]
         name = doc["metadata"]["name"]
         if kind == "StatefulSet":
             for ordinal in range(int(doc["spec"].get("replicas", 1))):
-                pod_name = f"{name}-{ordinal}"
-                labels = {**template["metadata"]["labels"], "apps.kubernetes.io/pod-index": str(ordinal)}
-                pods.append(
-                    LocalPod(pod_name, role, ordinal, argv, _resolve_env(container, pod_name, namespace, labels))
-                )
+                ordinal_labels = {**labels, "apps.kubernetes.io/pod-index": str(ordinal)}
+                pods.append(RenderedPod(f"{name}-{ordinal}", role, ordinal, doc, ordinal_labels))
         elif kind == "Job":
-            pod_name = template["spec"].get("hostname") or name
-            pods.append(
-                LocalPod(
-                    pod_name,
-                    role,
-                    0,
-                    argv,
-                    _resolve_env(container, pod_name, namespace, template["metadata"]["labels"]),
-                )
-            )
+            pods.append(RenderedPod(template["spec"].get("hostname") or name, role, 0, doc, labels))
         elif role == "tensorboard":
-            pods.append(
-                LocalPod(
-                    f"{name}-0",
-                    role,
-                    0,
-                    argv,
-                    _resolve_env(container, f"{name}-0", namespace, template["metadata"]["labels"]),
-                )
-            )
+            pods.append(RenderedPod(f"{name}-0", role, 0, doc, labels))
     return pods
+
+
+def pods_from_manifests(docs: Sequence[dict[str, Any]], namespace: str) -> list[LocalPod]:
+    """The TensorFlow pods (ps, workers, chief, evaluator) and TensorBoard of a rendered release."""
+    return [LocalPod(pod.name, pod.role, pod.index, pod.argv, pod.env(namespace)) for pod in rendered_pods(docs)]
 
 
 def localise_cluster(pods: list[LocalPod], host: str = "127.0.0.1") -> dict[str, str]:
@@ -141,6 +158,14 @@ class Progress:
     step: int = 0
     loss: float | None = None
     examples_per_sec: float | None = None
+
+
+def parse_progress(line: str) -> Progress | None:
+    """The step, loss and throughput of one of the chief's progress lines; None for any other line."""
+    match = STEP_LINE.search(line)
+    if not match:
+        return None
+    return Progress(int(match.group(1)), float(match.group(2)), float(match.group(3)))
 
 
 @dataclass
@@ -190,11 +215,10 @@ class LocalCluster:
         assert popen.stdout is not None
         for raw in popen.stdout:
             line = raw.decode(errors="replace").rstrip()
-            if pod.is_chief:
-                match = STEP_LINE.search(line)
-                if match:
-                    with self._lock:
-                        self.progress = Progress(int(match.group(1)), float(match.group(2)), float(match.group(3)))
+            progress = parse_progress(line) if pod.is_chief else None
+            if progress:
+                with self._lock:
+                    self.progress = progress
             self.on_line(pod, line)
 
     def wait_for(self, name: str, timeout: float | None = None, poll: Callable[[], None] | None = None) -> int:
@@ -247,9 +271,31 @@ class LocalCluster:
         return [p.popen.pid for p in self.processes.values()]
 
 
+class Cluster(Protocol):
+    """What `tfchart local` drives: LocalCluster (processes) or containers.ContainerCluster."""
+
+    progress: Progress
+
+    @property
+    def processes(self) -> Mapping[str, Any]: ...  # pod name -> its process, with a `.pod`
+
+    def start(self, pods: Sequence[LocalPod]) -> None: ...
+
+    def wait_for(self, name: str, timeout: float | None = None, poll: Callable[[], None] | None = None) -> int: ...
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None: ...
+
+    def restart(self, name: str) -> None: ...
+
+    def stop(self, grace: float = 10.0) -> None: ...
+
+
+ClusterT = TypeVar("ClusterT", bound=Cluster)
+
+
 @contextmanager
-def running(cluster: LocalCluster) -> Iterator[LocalCluster]:
-    """Guarantees every process is stopped: on success, failure, Ctrl-C and SIGTERM to tfchart."""
+def running(cluster: ClusterT) -> Iterator[ClusterT]:
+    """Guarantees every pod is stopped: on success, failure, Ctrl-C and SIGTERM to tfchart (either engine)."""
 
     def terminate(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
@@ -273,6 +319,17 @@ class LocalPlan:
     tensorboard_url: str | None
     serving_notes: list[str]
     values: dict[str, Any]
+
+    @property
+    def headline(self) -> str:
+        return f"{len(self.pods)} processes, run directory {self.workdir}"
+
+    def cluster(self, on_line: Callable[[LocalPod, str], None]) -> Cluster:
+        return LocalCluster(on_line, extra_path=[python_bin_dir()])
+
+    def host_path(self, path: object) -> object:
+        """A path the pods wrote (status.json's export_path) as seen from this machine: the same here."""
+        return path
 
 
 def local_sets(workdir: Path, tensorboard_port: int) -> list[tuple[str, str]]:
