@@ -422,6 +422,13 @@ def build(
 )
 @click.option("--timeout", type=float, default=None, metavar="SECONDS", help="Give up if training takes longer.")
 @click.option("--keep-tensorboard", is_flag=True, help="Leave TensorBoard running after training, until Ctrl-C.")
+@click.option(
+    "--engine",
+    type=click.Choice(["process", "podman", "docker"]),
+    default="process",
+    show_default=True,
+    help="Run each pod as a local process, or as a container of its rendered image (podman or docker).",
+)
 @click.pass_obj
 def local(
     settings: Settings,
@@ -433,12 +440,15 @@ def local(
     workdir: Path | None,
     timeout: float | None,
     keep_tensorboard: bool,
+    engine: str,
 ) -> None:
-    """Run the rendered release on this machine: one process per pod, no cluster needed.
+    """Run the rendered release on this machine: one process (or container) per pod, no cluster needed.
 
-    Each pod's command, args and env come from the rendered manifests; only the cluster map
-    (TFD_CLUSTER) is pointed at local ports. Logs are prefixed by pod name; everything is stopped
-    on success, failure and Ctrl-C.
+    Each pod's command, args and env come from the rendered manifests. As processes, only the
+    cluster map (TFD_CLUSTER) is pointed at local ports. As containers (--engine podman|docker),
+    each pod runs its image with its securityContext and volumes, on one network where the chart's
+    DNS names resolve; the run directory is the shared volume. Logs are prefixed by pod name;
+    everything is stopped and removed on success, failure and Ctrl-C.
     """
     from tfchart import local as local_run
     from tfchart import render
@@ -452,7 +462,12 @@ def local(
     def render_for_local(extra: list[tuple[str, str]]) -> list[dict[str, Any]]:
         return render.manifests(render.template(helm, chart, release, checked, [*ordered, *extra], namespace))
 
-    plan = local_run.plan(render_for_local, values, run_dir, namespace)
+    if engine == "process":
+        plan = local_run.plan(render_for_local, values, run_dir, namespace)
+    else:
+        from tfchart import containers
+
+        plan = containers.plan(render_for_local, values, run_dir, namespace, engine)
     exit_code = run_local(plan, timeout, keep_tensorboard)
     sys.exit(exit_code)
 
@@ -473,10 +488,10 @@ def run_local(plan: Any, timeout: float | None, keep_tensorboard: bool) -> int:
             f"[{local_run.colour_for(pod.name)}]{escape(pod.name):<{width}}[/] | {escape(line)}", soft_wrap=True
         )
 
-    console.print(f"[bold]tfchart local[/]: {len(plan.pods)} processes, run directory {plan.workdir}")
+    console.print(f"[bold]tfchart local[/]: {plan.headline}")
     for address, local_address in plan.addresses.items():
         console.print(f"  {address} -> {local_address}")
-    cluster = local_run.LocalCluster(on_line, extra_path=[local_run.python_bin_dir()])
+    cluster = plan.cluster(on_line)
     started = time.monotonic()
     with local_run.running(cluster), console.status("starting...") as status:
 
@@ -503,7 +518,7 @@ def run_local(plan: Any, timeout: float | None, keep_tensorboard: bool) -> int:
             f"step {result.get('step')}, accuracy {result.get('accuracy')}, "
             f"{result.get('examples_per_sec')} examples/sec"
         )
-        console.print(f"  export: {result.get('export_path')}")
+        console.print(f"  export: {plan.host_path(result.get('export_path'))}")
         if plan.tensorboard_url:
             console.print(
                 f"  TensorBoard: {plan.tensorboard_url}  (later: tensorboard --logdir {plan.workdir / 'logs'})"
