@@ -638,12 +638,12 @@ def check_images(engine: str, pods: Sequence[ContainerPod]) -> None:
 
 
 def host_owner(engine: str) -> str:
-    """The invoking user as the engine's containers see it (rootless podman: root of the user namespace)."""
+    """The invoking user as the engine's containers see it (rootless podman or docker: root of the user namespace)."""
     if engine == "podman":
-        rootless = engine_command("podman", "info", "--format", "{{.Host.Security.Rootless}}").stdout.strip()
-        if rootless == "true":
-            return "0:0"
-    return f"{os.getuid()}:{os.getgid()}"
+        rootless = engine_command("podman", "info", "--format", "{{.Host.Security.Rootless}}").stdout == "true\n"
+    else:
+        rootless = "rootless" in engine_command("docker", "info", "--format", "{{.SecurityOptions}}").stdout
+    return "0:0" if rootless else f"{os.getuid()}:{os.getgid()}"
 
 
 def plan(
