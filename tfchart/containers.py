@@ -49,6 +49,7 @@ The images must have /bin/sh, sleep, chown and find (the trainer image has): the
 volume's ownership containers run them.
 
 Not emulated: resource requests and limits (nothing is enforced), probes (readiness, liveness),
+terminationGracePeriodSeconds (stopping gives every container 10 s, as the process engine does),
 image HEALTHCHECKs (off, as Kubernetes ignores them), NetworkPolicies (every pod of the network
 reaches every other), Services' virtual IPs (a Service name resolves to its pods' addresses),
 Secrets and the Kubernetes API. TensorFlow Serving is not run (its image is not available
