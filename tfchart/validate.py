@@ -13,7 +13,12 @@ from typing import Any
 
 from tfchart import rules, schema
 from tfchart.errors import Problem
-from tfchart.values import Values, compute
+from tfchart.values import HelmMajor, Inputs, Source, Values, compute
+
+# The chart's schema is a few levels deep; values nested deeper than this (helm accepts up to
+# 10,000 levels where the schema allows anything) are checked on a copy cut at this depth, so no
+# validator or message recurses through them.
+CHECK_DEPTH = 200
 
 
 @dataclass
@@ -64,16 +69,55 @@ def _locate(problem: Problem, values: Values) -> Problem:
     return replace(problem, file=origin.source, line=origin.line)
 
 
-def validate(chart: Path, files: Sequence[Path] = (), sets: Sequence[tuple[str, str]] = ()) -> Report:
-    """Validates the values helm would compute from `files` and `sets` for `chart`."""
-    values = compute(chart / "values.yaml", files, sets)
-    inputs = [str(f) for f in files] + [f"{flag} {arg}" for flag, arg in sets]
-    report = Report(inputs, values.data, list(values.load_problems))
+def validate(
+    chart: Path,
+    files: Sequence[Path | Source] = (),
+    sets: Sequence[tuple[str, str]] = (),
+    helm_major: HelmMajor | None = None,
+    inputs: Inputs | None = None,
+) -> Report:
+    """Validates the values helm would compute from `files` and `sets` for `chart`.
+
+    `helm_major` is asked only for inputs helm 3 and helm 4 read differently.
+    """
+    values = compute(chart / "values.yaml", files, sets, helm_major, inputs)
+    inputs_shown = values.user_files + [f"{flag} {arg}" for flag, arg in sets]
+    report = Report(inputs_shown, values.data, list(values.load_problems))
     for file in values.empty_files:
         report.warnings.append(f"{file}: the file is empty, it sets nothing (helm accepts it as {{}})")
+    checked = bounded(values.data, CHECK_DEPTH)
     schema_path = chart / "values.schema.json"
-    if not schema.is_valid(schema_path, values.data):
-        report.problems += schema.problems(schema_path, values.data, values.defaults)
-    report.problems += rules.check(values.data)
+    if not schema.is_valid(schema_path, checked):
+        report.problems += schema.problems(schema_path, checked, values.defaults)
+    report.problems += rules.check(checked)
     report.problems = [_locate(problem, values) for problem in report.problems]
     return report
+
+
+def bounded(value: Any, depth: int) -> Any:
+    """`value` itself when it is at most `depth` levels deep, else a copy whose deeper maps and lists are empty."""
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        node, level = pending.pop()
+        if level > depth:
+            break
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        pending.extend((child, level + 1) for child in children if isinstance(child, (dict, list)))
+    else:
+        return value
+    root: Any = {} if isinstance(value, dict) else []
+    copies: list[tuple[Any, Any, int]] = [(root, value, 1)]
+    while copies:
+        target, source, level = copies.pop()
+        items = source.items() if isinstance(source, dict) else enumerate(source)
+        for key, child in items:
+            if isinstance(child, (dict, list)):
+                copied: Any = {} if isinstance(child, dict) else []
+                if level < depth:
+                    copies.append((copied, child, level + 1))
+                child = copied
+            if isinstance(target, dict):
+                target[key] = child
+            else:
+                target.append(child)
+    return root
