@@ -71,16 +71,76 @@ def values_options(function: Any) -> Any:
     return function
 
 
-def ordered_sets(sets: tuple[str, ...], set_strings: tuple[str, ...]) -> list[tuple[str, str]]:
-    """--set and --set-string in command-line order (helm applies --set before --set-string)."""
-    return [("--set", item) for item in sets] + [("--set-string", item) for item in set_strings]
+def more_values_options(function: Any) -> Any:
+    """helm's --set-json and --set-file (applied before --set and after --set-string respectively)."""
+    function = click.option(
+        "--set-file",
+        "set_files",
+        multiple=True,
+        metavar="KEY=PATH",
+        help="Set values to the content of files (helm's --set-file; `-` is standard input).",
+    )(function)
+    function = click.option(
+        "--set-json",
+        "set_jsons",
+        multiple=True,
+        metavar="KEY=JSON",
+        help="Set values to JSON values (helm's --set-json: a.b=[1,2]; helm 4 also takes a whole JSON object).",
+    )(function)
+    return function
 
 
-def check_files(files: tuple[Path, ...]) -> list[Path]:
-    for file in files:
-        if not file.is_file():
-            raise UsageError(f"values file not found: {file}", "check the path given to -f/--values")
-    return list(files)
+def ordered_sets(
+    sets: tuple[str, ...],
+    set_strings: tuple[str, ...],
+    set_jsons: tuple[str, ...] = (),
+    set_files: tuple[str, ...] = (),
+) -> list[tuple[str, str]]:
+    """The --set family in the order helm applies it: --set-json, --set, --set-string, --set-file."""
+    return (
+        [("--set-json", item) for item in set_jsons]
+        + [("--set", item) for item in sets]
+        + [("--set-string", item) for item in set_strings]
+        + [("--set-file", item) for item in set_files]
+    )
+
+
+class ValuesRun:
+    """The user's values inputs, each read once (helm's order), and the arguments helm gets for them."""
+
+    def __init__(self, settings: Settings, files: tuple[Path, ...], ordered: list[tuple[str, str]]) -> None:
+        from tfchart.values import Inputs
+
+        self.settings = settings
+        self.inputs = Inputs()
+        self.sources = [self.inputs.read(str(file)) for file in files]
+        self.sets = ordered
+
+    def helm_major(self) -> int:
+        from tfchart.helm import binary_major_version
+
+        return binary_major_version(self.settings.helm)
+
+    def validate(self) -> Any:
+        from tfchart.validate import validate as run_validation
+
+        return run_validation(self.settings.chart, self.sources, self.sets, self.helm_major, self.inputs)
+
+    def helm_files(self) -> list[str]:
+        """What helm reads for each -f: the file itself, or tfchart's private copy of a pipe or stdin."""
+        return [source.helm_path for source in self.sources]
+
+    def helm_sets(self) -> list[tuple[str, str]]:
+        """The --set family for helm; --set-file paths that were pipes point at tfchart's copies."""
+        from tfchart import strvals
+
+        copies = iter(self.inputs.set_files)
+        out: list[tuple[str, str]] = []
+        for flag, argument in self.sets:
+            if flag == "--set-file":
+                argument = strvals.replace_file_paths(argument, lambda _: next(copies).helm_path)
+            out.append((flag, argument))
+        return out
 
 
 @click.group(context_settings=CONTEXT)
@@ -105,19 +165,25 @@ def main_group(ctx: click.Context, debug: bool, chart: Path | None, helm: str | 
 
 @main_group.command(context_settings=CONTEXT)
 @values_options
+@more_values_options
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.pass_obj
 def validate(
-    settings: Settings, files: tuple[Path, ...], sets: tuple[str, ...], set_strings: tuple[str, ...], output: str
+    settings: Settings,
+    files: tuple[Path, ...],
+    sets: tuple[str, ...],
+    set_strings: tuple[str, ...],
+    set_jsons: tuple[str, ...],
+    set_files: tuple[str, ...],
+    output: str,
 ) -> None:
     """Check values against the chart's schema and cross-field rules, without a cluster.
 
     Merges like helm (chart defaults, files in order, --set last) and reports every problem at
     once with file:line, key path, offending value and the fix. Exit 0 valid, 1 invalid, 2 usage.
     """
-    from tfchart.validate import validate as run_validation
-
-    report = run_validation(settings.chart, check_files(files), ordered_sets(sets, set_strings))
+    run = ValuesRun(settings, files, ordered_sets(sets, set_strings, set_jsons, set_files))
+    report = run.validate()
     if output == "json":
         click.echo(json.dumps(report.as_dict(), indent=2, default=str))
         if not report.valid:
@@ -134,6 +200,7 @@ def validate(
 @main_group.command(context_settings=CONTEXT)
 @click.argument("name")
 @values_options
+@more_values_options
 @click.option("-n", "--namespace", default=None, help="Namespace to render for (default: helm's).")
 @click.pass_obj
 def template(
@@ -142,12 +209,14 @@ def template(
     files: tuple[Path, ...],
     sets: tuple[str, ...],
     set_strings: tuple[str, ...],
+    set_jsons: tuple[str, ...],
+    set_files: tuple[str, ...],
     namespace: str | None,
 ) -> None:
     """Render the manifests, exactly as `helm template NAME CHART` would, after validating."""
     from tfchart import render
 
-    checked, ordered, _ = validated(settings, files, sets, set_strings)
+    checked, ordered, _ = validated(settings, files, sets, set_strings, set_jsons=set_jsons, set_files=set_files)
     sys.stdout.write(render.template(settings.helm, settings.chart, name, checked, ordered, namespace))
 
 
@@ -186,16 +255,33 @@ def kube_options(function: Any) -> Any:
 
 
 def validated(
-    settings: Settings, files: tuple[Path, ...], sets: tuple[str, ...], set_strings: tuple[str, ...]
-) -> tuple[list[Path], list[tuple[str, str]], dict[str, Any]]:
-    from tfchart.validate import validate as run_validation
-
-    checked = check_files(files)
-    ordered = ordered_sets(sets, set_strings)
-    report = run_validation(settings.chart, checked, ordered)
+    settings: Settings,
+    files: tuple[Path, ...],
+    sets: tuple[str, ...],
+    set_strings: tuple[str, ...],
+    *,
+    set_jsons: tuple[str, ...] = (),
+    set_files: tuple[str, ...] = (),
+) -> tuple[list[str], list[tuple[str, str]], dict[str, Any]]:
+    """Validates the inputs (each read once) and returns helm's -f files and --set family for them."""
+    run = ValuesRun(settings, files, ordered_sets(sets, set_strings, set_jsons, set_files))
+    report = run.validate()
     if not report.valid:
         raise ValidationFailed(report.problems)
-    return checked, ordered, report.values
+    return run.helm_files(), run.helm_sets(), report.values
+
+
+def resolve_namespace(namespace: str | None, kubeconfig: Path | None, context: str | None) -> str:
+    """The one namespace of a command, for helm's --namespace and every API call alike.
+
+    -n, else the kubeconfig context's namespace (the in-cluster service account's in a pod), else
+    `default`: what helm and kubectl would pick, resolved once so that no call lands elsewhere.
+    """
+    if namespace:
+        return namespace
+    from tfchart import kube
+
+    return kube.configured_namespace(kubeconfig, context)
 
 
 def kube_api(kubeconfig: Path | None, context: str | None) -> Any:
@@ -213,6 +299,7 @@ def helm_runner(settings: Settings, kubeconfig: Path | None, context: str | None
 @main_group.command(context_settings=CONTEXT)
 @click.argument("name")
 @values_options
+@more_values_options
 @release_options
 @kube_options
 @click.option("--create-namespace", is_flag=True, help="Create the namespace if it does not exist.")
@@ -224,6 +311,8 @@ def install(
     files: tuple[Path, ...],
     sets: tuple[str, ...],
     set_strings: tuple[str, ...],
+    set_jsons: tuple[str, ...],
+    set_files: tuple[str, ...],
     namespace: str | None,
     wait: bool,
     timeout: str | None,
@@ -237,7 +326,8 @@ def install(
     """Validate, run the preflight checks, then `helm install NAME`."""
     from tfchart import release
 
-    checked, ordered, values = validated(settings, files, sets, set_strings)
+    checked, ordered, values = validated(settings, files, sets, set_strings, set_jsons=set_jsons, set_files=set_files)
+    namespace = resolve_namespace(namespace, kubeconfig, kube_context)
     if not skip_preflight and dry_run != "client":
         run_preflight(values, name, namespace, kubeconfig, kube_context)
     options = release.Options(namespace, wait, timeout, atomic, dry_run, create_namespace)
@@ -250,6 +340,7 @@ def install(
 @main_group.command(context_settings=CONTEXT)
 @click.argument("name")
 @values_options
+@more_values_options
 @release_options
 @kube_options
 @click.option(
@@ -264,6 +355,8 @@ def upgrade(
     files: tuple[Path, ...],
     sets: tuple[str, ...],
     set_strings: tuple[str, ...],
+    set_jsons: tuple[str, ...],
+    set_files: tuple[str, ...],
     namespace: str | None,
     wait: bool,
     timeout: str | None,
@@ -276,7 +369,8 @@ def upgrade(
     """Validate, refuse immutable StatefulSet/Job changes (unless --recreate), then `helm upgrade NAME`."""
     from tfchart import release
 
-    checked, ordered, _ = validated(settings, files, sets, set_strings)
+    checked, ordered, _ = validated(settings, files, sets, set_strings, set_jsons=set_jsons, set_files=set_files)
+    namespace = resolve_namespace(namespace, kubeconfig, kube_context)
     options = release.Options(namespace, wait, timeout, atomic, dry_run)
     deleter = kube_api(kubeconfig, kube_context) if recreate and not dry_run else None
     plan = release.upgrade(
@@ -319,6 +413,7 @@ def uninstall(
     """`helm uninstall NAME`, keeping the shared volume unless --delete-data."""
     from tfchart import release
 
+    namespace = resolve_namespace(namespace, kubeconfig, kube_context)
     deleter = kube_api(kubeconfig, kube_context) if delete_data else None
     claims = release.uninstall(
         helm_runner(settings, kubeconfig, kube_context), name, namespace, wait, timeout, delete_data, deleter
@@ -330,7 +425,7 @@ def uninstall(
         else:
             click.echo(
                 f"kept PersistentVolumeClaim {claim} (checkpoints, logs, models); "
-                f"delete it with --delete-data or kubectl delete pvc {claim}"
+                f"delete it with --delete-data or kubectl -n {namespace} delete pvc {claim}"
             )
 
 
@@ -551,7 +646,7 @@ def status(name: str, namespace: str | None, output: str, kubeconfig: Path | Non
     from tfchart import status as release_status
 
     api = kube.KubeApi.from_config(kubeconfig, kube_context)
-    collected = release_status.collect(api, name, namespace or api.default_namespace())
+    collected = release_status.collect(api, name, resolve_namespace(namespace, kubeconfig, kube_context))
     if output == "json":
         click.echo(json.dumps(collected.as_dict(), indent=2, default=str))
     else:
@@ -583,11 +678,13 @@ def logs(
     from tfchart import logs as pod_logs
 
     api = kube.KubeApi.from_config(kubeconfig, kube_context)
-    pod_logs.stream(api, name, namespace or api.default_namespace(), role, index, follow, tail, sys.stdout)
+    namespace = resolve_namespace(namespace, kubeconfig, kube_context)
+    pod_logs.stream(api, name, namespace, role, index, follow, tail, sys.stdout)
 
 
 @main_group.command(context_settings=CONTEXT)
 @values_options
+@more_values_options
 @click.option("--release", default="tf-distributed", show_default=True, help="Release name the install would use.")
 @click.option("-n", "--namespace", default=None, help="Namespace the install would use.")
 @kube_options
@@ -597,26 +694,28 @@ def preflight(
     files: tuple[Path, ...],
     sets: tuple[str, ...],
     set_strings: tuple[str, ...],
+    set_jsons: tuple[str, ...],
+    set_files: tuple[str, ...],
     release: str,
     namespace: str | None,
     kubeconfig: Path | None,
     kube_context: str | None,
 ) -> None:
     """Check the live cluster can run these values: GPUs, storage, quota, NetworkPolicy enforcement."""
-    _, _, values = validated(settings, files, sets, set_strings)
-    run_preflight(values, release, namespace, kubeconfig, kube_context)
+    _, _, values = validated(settings, files, sets, set_strings, set_jsons=set_jsons, set_files=set_files)
+    run_preflight(values, release, resolve_namespace(namespace, kubeconfig, kube_context), kubeconfig, kube_context)
     click.secho("✓ preflight passed", fg="green")
 
 
 def run_preflight(
-    values: dict[str, Any], release_name: str, namespace: str | None, kubeconfig: Path | None, context: str | None
+    values: dict[str, Any], release_name: str, namespace: str, kubeconfig: Path | None, context: str | None
 ) -> None:
     from rich.console import Console
 
     from tfchart import kube, preflight
 
     api = kube.KubeApi.from_config(kubeconfig, context)
-    findings = preflight.run(api, values, release_name, namespace or api.default_namespace())
+    findings = preflight.run(api, values, release_name, namespace)
     preflight.render(findings, Console(stderr=True))
     if preflight.has_failures(findings):
         raise TfchartError(
@@ -656,6 +755,10 @@ def fail(error: TfchartError, debug: bool) -> NoReturn:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: the one place where errors become messages and exit codes."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    if debug:
+        import logging
+
+        logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     try:
         main_group.main(args=argv, prog_name="tfchart", standalone_mode=False)
     except TfchartError as error:

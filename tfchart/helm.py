@@ -1,15 +1,20 @@
 """Running helm through pyhelm3: finding the binary, its version, and one call for every command.
 
 `run` returns helm's raw stdout, so `tfchart template` is byte-identical to `helm template`.
-pyhelm3's error classes are translated into HelmError with a hint at this boundary.
+pyhelm3's error classes are translated into HelmError with a hint at this boundary, and pyhelm3's
+own log lines ("command failed: ...") are silenced: the error is reported once, by tfchart
+(--debug shows the commands).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 import os
 import re
 import shutil
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -52,6 +57,11 @@ class PyHelm3Runner:
     def __init__(self, executable: str, kubeconfig: Path | None = None, kube_context: str | None = None) -> None:
         from pyhelm3 import Command
 
+        # pyhelm3 logs a warning for every failed command; with no logging configured Python prints
+        # it to stderr before tfchart's own one-line error. Its records still reach a configured
+        # root logger (--debug).
+        logging.getLogger("pyhelm3").addHandler(logging.NullHandler())
+
         self.command = Command(executable=executable, kubeconfig=kubeconfig, kubecontext=kube_context)
 
     def __call__(self, args: Sequence[str], stdin: bytes | None = None) -> bytes:
@@ -81,6 +91,23 @@ def translate(error: Exception) -> HelmError:
     if "cluster unreachable" in text.lower() or "connection refused" in text.lower():
         return HelmError(f"helm could not reach the cluster: {text}", hints["ConnectionError"])
     return HelmError(f"helm failed: {text}", hints.get(name, "run with --debug to see the helm command"))
+
+
+@functools.cache
+def binary_major_version(executable: str) -> int:
+    """The major version of a helm binary, asked once (without pyhelm3: `tfchart validate` stays light)."""
+    try:
+        output = subprocess.run(
+            [executable, "version", "--template", "{{.Version}}"], capture_output=True, text=True, timeout=30
+        ).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise HelmError(
+            f"cannot run {executable} version: {error}", "pass --helm PATH to a helm 3.17+ or 4.x binary"
+        ) from None
+    match = re.match(r"v?(\d+)\.", output)
+    if not match:
+        raise HelmError(f"cannot read the helm version from {output!r}", "use helm 3.17+ or 4.x")
+    return int(match.group(1))
 
 
 def major_version(runner: Runner) -> int:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from tfchart.errors import ImmutableFieldChange
+from tfchart.errors import ImmutableFieldChange, UsageError
 from tfchart.helm import Runner, major_version
 from tfchart.render import manifests, template_args, values_args
 
@@ -96,7 +96,7 @@ def release_args(
     major: int,
     release: str,
     chart: Path,
-    files: Sequence[Path],
+    files: Sequence[Path | str],
     sets: Sequence[tuple[str, str]],
     options: Options,
 ) -> list[str]:
@@ -144,7 +144,7 @@ def plan_upgrade(
     runner: Runner,
     release: str,
     chart: Path,
-    files: Sequence[Path],
+    files: Sequence[Path | str],
     sets: Sequence[tuple[str, str]],
     options: Options,
 ) -> UpgradePlan:
@@ -164,13 +164,17 @@ def upgrade(
     runner: Runner,
     release: str,
     chart: Path,
-    files: Sequence[Path],
+    files: Sequence[Path | str],
     sets: Sequence[tuple[str, str]],
     options: Options,
     recreate: bool = False,
     deleter: Deleter | None = None,
-    namespace_for_delete: str = "default",
 ) -> UpgradePlan:
+    """Plans, refuses immutable changes unless `recreate`, deletes what must be recreated, upgrades.
+
+    Deletes land in options.namespace, the namespace helm is given: the caller resolves it once
+    (tfchart.cli.resolve_namespace), so helm and the Kubernetes API never act in different ones.
+    """
     plan = plan_upgrade(runner, release, chart, files, sets, options)
     if plan.changes and not recreate:
         listed = "\n  - ".join(change.describe() for change in plan.changes)
@@ -180,8 +184,12 @@ def upgrade(
             "(StatefulSet pods are kept and adopted; a running chief restarts from its last checkpoint)",
         )
     if plan.changes and not options.dry_run:
-        assert deleter is not None, "recreating objects needs the Kubernetes API"
-        namespace = options.namespace or namespace_for_delete
+        if deleter is None or not options.namespace:
+            raise UsageError(
+                "recreating objects needs the Kubernetes API and the release's namespace",
+                "pass -n NAMESPACE (tfchart resolves it from the kubeconfig context otherwise)",
+            )
+        namespace = options.namespace
         for kind, name in sorted({(c.kind, c.name) for c in plan.changes}):
             if kind == "StatefulSet":
                 deleter.delete_statefulset_orphan(name, namespace)
@@ -192,7 +200,12 @@ def upgrade(
 
 
 def install(
-    runner: Runner, release: str, chart: Path, files: Sequence[Path], sets: Sequence[tuple[str, str]], options: Options
+    runner: Runner,
+    release: str,
+    chart: Path,
+    files: Sequence[Path | str],
+    sets: Sequence[tuple[str, str]],
+    options: Options,
 ) -> str:
     return runner(release_args("install", major_version(runner), release, chart, files, sets, options)).decode()
 
@@ -200,21 +213,21 @@ def install(
 def uninstall(
     runner: Runner,
     release: str,
-    namespace: str | None,
+    namespace: str,
     wait: bool = False,
     timeout: str | None = None,
     delete_data: bool = False,
     deleter: Deleter | None = None,
-    namespace_for_delete: str = "default",
 ) -> list[str]:
-    """Uninstalls the release. Returns the claims kept (or deleted with delete_data)."""
-    get = ["get", "manifest", release] + (["--namespace", namespace] if namespace else [])
+    """Uninstalls the release from `namespace`. Returns the claims kept (or deleted with delete_data).
+
+    helm is given --namespace explicitly and the claims are deleted in that same namespace.
+    """
+    get = ["get", "manifest", release, "--namespace", namespace]
     claims = [
         d["metadata"]["name"] for d in manifests(runner(get).decode()) if d.get("kind") == "PersistentVolumeClaim"
     ]
-    args = ["uninstall", release]
-    if namespace:
-        args += ["--namespace", namespace]
+    args = ["uninstall", release, "--namespace", namespace]
     if wait:
         args.append("--wait")
     if timeout:
@@ -223,5 +236,5 @@ def uninstall(
     if delete_data:
         assert deleter is not None, "deleting the claim needs the Kubernetes API"
         for claim in claims:
-            deleter.delete_pvc(claim, namespace or namespace_for_delete)
+            deleter.delete_pvc(claim, namespace)
     return claims

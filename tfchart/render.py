@@ -11,8 +11,9 @@ import yaml
 from tfchart.helm import PyHelm3Runner, Runner
 
 
-def values_args(files: Sequence[Path], sets: Sequence[tuple[str, str]]) -> list[str]:
-    """helm's -f/--set arguments in the user's order (helm applies files, then --set, then --set-string)."""
+def values_args(files: Sequence[Path | str], sets: Sequence[tuple[str, str]]) -> list[str]:
+    """helm's -f/--set-family arguments in the user's order (helm applies files, then --set-json, --set,
+    --set-string and --set-file, each group in command-line order)."""
     args: list[str] = []
     for file in files:
         args += ["--values", str(file)]
@@ -22,7 +23,7 @@ def values_args(files: Sequence[Path], sets: Sequence[tuple[str, str]]) -> list[
 
 
 def template_args(
-    chart: Path, release: str, files: Sequence[Path], sets: Sequence[tuple[str, str]], namespace: str | None
+    chart: Path, release: str, files: Sequence[Path | str], sets: Sequence[tuple[str, str]], namespace: str | None
 ) -> list[str]:
     args = ["template", release, str(chart)]
     if namespace:
@@ -34,7 +35,7 @@ def template(
     helm: str | Runner,
     chart: Path,
     release: str,
-    files: Sequence[Path] = (),
+    files: Sequence[Path | str] = (),
     sets: Sequence[tuple[str, str]] = (),
     namespace: str | None = None,
 ) -> str:
