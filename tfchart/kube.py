@@ -17,7 +17,9 @@ No Kubernetes API server runs on the development and CI machines (docs/architect
 Configuration is loaded lazily (on the first API call): an explicit kubeconfig, else $KUBECONFIG
 (a path list), else ~/.kube/config, else the in-cluster service account. Every failure (no
 configuration, unreachable server, HTTP errors) becomes a tfchart.errors.KubernetesError whose
-hint says what to do.
+hint says what to do. So does an answer that is not from a Kubernetes API server (a proxy's HTML
+login page, an empty body, JSON without `kind` and `apiVersion`): every response is checked here,
+before the client deserialises it, and reported in one line naming the URL and what came back.
 """
 
 from __future__ import annotations
@@ -98,7 +100,9 @@ class KubeApi:
 
     def _api_client(self) -> Any:
         if self._client is None:
-            self._client = self._client_factory()
+            client = self._client_factory()
+            client.rest_client.request = checked_request(client.rest_client.request, self.source)
+            self._client = client
         return self._client
 
     def _core(self) -> Any:
@@ -269,6 +273,56 @@ class KubeApi:
         self._call(operation, lambda: self._core().delete_namespaced_persistent_volume_claim(name, namespace))
 
 
+class NotKubernetes(KubernetesError):
+    """The URL answered, but not like a Kubernetes API server."""
+
+
+ANSWER_PREVIEW = 80
+
+
+def checked_request(request: Callable[..., Any], source: str) -> Callable[..., Any]:
+    """Wraps the client's HTTP layer: answers that are not Kubernetes JSON become NotKubernetes.
+
+    A Kubernetes API server answers every request with JSON carrying `kind` and `apiVersion` (a
+    metav1.Status for errors), except a pod log, which is text/plain. Anything else (an HTML login
+    page of a proxy, an empty body, other JSON) would otherwise reach the client's deserialiser.
+    """
+
+    def checked(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        response = request(method, url, *args, **kwargs)
+        content_type = str(response.headers.get("content-type") or response.headers.get("Content-Type") or "")
+        status = int(response.status or 0)
+        is_log = "/log" in url.split("?", 1)[0] and 200 <= status <= 299
+        if is_log:
+            if content_type and not content_type.startswith("text/plain"):
+                raise not_kubernetes(url, status, content_type, b"", source)
+            return response
+        body = response.read()
+        try:
+            document = json.loads(body) if body else None
+        except ValueError:
+            document = None
+        if not (isinstance(document, dict) and document.get("kind") and document.get("apiVersion")):
+            raise not_kubernetes(url, status, content_type, body, source)
+        return response
+
+    return checked
+
+
+def not_kubernetes(url: str, status: int, content_type: str, body: bytes, source: str) -> NotKubernetes:
+    text = " ".join(body.decode("utf-8", errors="replace").split())
+    if not text:
+        shown = "an empty body"
+    else:
+        shown = repr(text if len(text) <= ANSWER_PREVIEW else text[: ANSWER_PREVIEW - 3] + "...")
+    kind = content_type.split(";")[0].strip() or "no content type"
+    return NotKubernetes(
+        f"{url.split('?', 1)[0]} did not answer like a Kubernetes API server: HTTP {status}, {kind}, {shown}",
+        f"is this the API server? check the server URL of the kubeconfig ({source or 'default'}) "
+        "and any proxy in between (HTTPS_PROXY/NO_PROXY); `kubectl cluster-info` should reach it",
+    )
+
+
 def _selectors(label_selector: str, field_selector: str | None = None) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"label_selector": label_selector, "_request_timeout": REQUEST_TIMEOUT}
     if field_selector:
@@ -391,7 +445,7 @@ def config_error(error: Exception, files: str | None, context: str | None) -> Ku
     if context and "context" in detail.lower():
         return KubernetesError(
             f"kubeconfig context {context!r} not found in {files}: {detail}",
-            "list the contexts with `kubectl config get-contexts` and pass one of them with --context",
+            "list the contexts with `kubectl config get-contexts` and pass one of them with --kube-context",
         )
     return KubernetesError(
         f"cannot load the kubeconfig {files}: {detail}",
@@ -417,6 +471,14 @@ def translate(error: Exception, operation: Operation, host: str, source: str) ->
             f"cannot reach the Kubernetes API server at {server} ({operation.describe()}): {reason}",
             f"is the cluster running and does the kubeconfig ({source or 'default'}) point at it? "
             "try `kubectl cluster-info`",
+        )
+    if isinstance(error, (ValueError, TypeError)):  # pydantic's ValidationError is a ValueError
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return KubernetesError(
+            f"{host or 'the API server'} answered {operation.describe()} with an object the Kubernetes client "
+            f"cannot read: {first}",
+            f"is this the API server? check the server URL of the kubeconfig ({source or 'default'}) and any proxy "
+            "in between; a server much newer or older than the client can also answer so",
         )
     return error
 

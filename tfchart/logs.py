@@ -55,7 +55,9 @@ def check_arguments(role: str, index: int, tail: int | None) -> None:
     if role not in ROLES:
         raise UsageError(f"unknown role {role!r}", f"valid roles: {', '.join(ROLES)}")
     if index < 0:
-        raise UsageError(f"invalid index {index}: task indices start at 0", f"e.g. `tfchart logs RELEASE {role} 0`")
+        raise UsageError(
+            f"invalid index {index}: task indices start at 0", f"e.g. `tfchart logs RELEASE --role {role} --index 0`"
+        )
     if role in JOB_ROLES and index != 0:
         raise UsageError(f"a release has one {role}: index {index} is out of range", f"use index 0 for the {role}")
     if tail is not None and tail < 0:
@@ -79,7 +81,8 @@ def pick_pod(pods: list[Any], release: str, namespace: str, role: str, index: in
         raise UsageError(
             f"{role} index {index} is out of range: release {release} has {len(pods)} {role} pod(s)"
             + (f" (indices {', '.join(map(str, known))})" if known else ""),
-            f"pick one of those indices, e.g. `tfchart logs {release} {role} {known[0] if known else 0}`",
+            f"pick one of those indices, e.g. "
+            f"`tfchart logs {release} -n {namespace} --role {role} --index {known[0] if known else 0}`",
         )
     ordered = sorted(pods, key=name_of)
     if index >= len(ordered):
