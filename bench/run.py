@@ -28,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import container_startup
 import gpu
 import image_builds
 import local_startup
@@ -49,7 +50,7 @@ def benchmarks(quick: bool) -> dict[str, Callable[[], list[Result]]]:
         "B1": lambda: throughput.measure(repeat, 600, 100, 100, large_batch=0 if quick else 400),
         "B5": lambda: [local_startup.result(repeat=repeat)],
         "B6": lambda: gpu.results(),
-        "B7": lambda: image_builds.results(),
+        "B7": lambda: [*image_builds.results(), container_startup.result(repeat=1 if quick else 2)],
     }
 
 

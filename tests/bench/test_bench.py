@@ -126,3 +126,17 @@ def test_plain_keras_baseline_reports_its_throughput() -> None:
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     assert figures["examples"] >= 3000 and figures["steps"] == 3 * 15  # 3 epochs of 1437 examples
     assert figures["examples_per_sec"] > 0 and figures["cpu_ms_per_step"] > 0
+
+
+@pytest.mark.slow
+def test_container_startup_harness_times_both_engines_of_the_real_cli() -> None:
+    """B7c drives `tfchart local` with processes and with podman (the image tests build the image)."""
+    import container_startup
+
+    from tests.containerlib import built_images
+
+    built_images()
+    row = container_startup.result(repeat=1)
+    assert row.ratio is not None, row.figures
+    assert row.figures.startswith("podman ") and "processes " in row.figures
+    assert 0.2 < row.ratio < 10, row.figures
