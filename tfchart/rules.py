@@ -8,6 +8,7 @@ reports those).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from tfchart.errors import Problem
@@ -119,6 +120,119 @@ def storage_is_required(v: dict[str, Any]) -> Iterator[Problem]:
             "storage.create=false and no storage.existingClaim: checkpoints, logs and exports need a volume",
             None,
             "--set storage.create=true (or --set storage.existingClaim=<pvc-name>)",
+        )
+
+
+# -- shared storage: the twin of tf-distributed.claimPods / storageNeed / colocate (_helpers.tpl) --
+
+RWX_EXAMPLES = "NFS, CephFS, EFS, Azure Files, Filestore, Longhorn..."
+
+
+def claim_pods(v: dict[str, Any]) -> list[tuple[str, int]]:
+    """(role, pods) of every pod that mounts the shared claim, in the chart's order; the helm test pod counts."""
+    strategy = get(v, "training.strategy")
+    ps, workers = integer(get(v, "ps.replicas")) or 0, integer(get(v, "worker.replicas")) or 0
+    counts: list[tuple[str, int]] = []
+    if strategy == "parameter_server" and ps > 0:
+        counts.append(("ps", ps))
+    if strategy in ("parameter_server", "multi_worker_mirrored") and workers > 0:
+        counts.append(("worker", workers))
+    counts.append(("chief", 1))
+    if get(v, "evaluator.enabled") is True:
+        counts.append(("evaluator", 1))
+    for role in ("tensorboard", "serving"):
+        if get(v, f"{role}.enabled") is True:
+            counts.append((role, integer(get(v, f"{role}.replicas")) or 0))
+    if get(v, "tests.enabled") is True:
+        counts.append(("helm test", 1))
+    return counts
+
+
+@dataclass(frozen=True)
+class StorageNeed:
+    """The access mode the values need from the claim's StorageClass (or existing claim), and why."""
+
+    mode: str  # ReadWriteMany | ReadWriteOnce | ReadWriteOncePod
+    pods: tuple[tuple[str, int], ...]  # (role, pods) that mount the claim
+
+    @property
+    def total(self) -> int:
+        return sum(count for _, count in self.pods)
+
+    @property
+    def colocated(self) -> bool:
+        """Without ReadWriteMany the chart puts every pod of the release on one node."""
+        return self.mode != "ReadWriteMany"
+
+    @property
+    def pods_phrase(self) -> str:
+        roles = ", ".join(f"{role} {count}" for role, count in self.pods)
+        return f"{self.total} {'pod mounts' if self.total == 1 else 'pods mount'} the claim ({roles})"
+
+    @property
+    def line(self) -> str:
+        """One line, the same as the chart's NOTES (tf-distributed.storageNeed)."""
+        if self.mode == "ReadWriteMany":
+            return (
+                f"storage: needs ReadWriteMany: {self.pods_phrase} from any node, so the StorageClass must offer "
+                f"ReadWriteMany ({RWX_EXAMPLES})"
+            )
+        if self.mode == "ReadWriteOnce":
+            return (
+                f"storage: needs ReadWriteOnce: {self.pods_phrase} from one node (co-located), "
+                "so any StorageClass will do"
+            )
+        return f"storage: needs {self.mode}: {self.pods_phrase}"
+
+
+def access_modes(v: dict[str, Any]) -> list[str] | None:
+    modes = get(v, "storage.accessModes")
+    if not isinstance(modes, list) or not modes or not all(isinstance(mode, str) for mode in modes):
+        return None
+    return modes
+
+
+def storage_need(v: dict[str, Any]) -> StorageNeed | None:
+    """What storage.accessModes asks of the cluster; None when the modes are unusable (see storage_access_modes)."""
+    modes = access_modes(v)
+    if modes is None or any(problem.path == "storage.accessModes" for problem in storage_access_modes(v)):
+        return None
+    pods = tuple(claim_pods(v))
+    for mode in ("ReadWriteMany", "ReadWriteOnce"):
+        if mode in modes:
+            return StorageNeed(mode, pods)
+    return StorageNeed(modes[0], pods)
+
+
+@rule
+def storage_access_modes(v: dict[str, Any]) -> Iterator[Problem]:
+    modes = access_modes(v)
+    if modes is None:
+        return
+    if "ReadWriteOncePod" in modes and len(modes) > 1:
+        yield Problem(
+            "storage.accessModes",
+            "ReadWriteOncePod cannot be combined with other access modes (Kubernetes rejects such a claim)",
+            modes,
+            "--set storage.accessModes={ReadWriteOnce}",
+        )
+    elif "ReadWriteOncePod" in modes:
+        pods = claim_pods(v)
+        total = sum(count for _, count in pods)
+        if total > 1:
+            roles = ", ".join(f"{role} {count}" for role, count in pods)
+            yield Problem(
+                "storage.accessModes",
+                f"ReadWriteOncePod lets a single pod mount the claim, but {total} pods mount it ({roles})",
+                modes,
+                "--set storage.accessModes={ReadWriteOnce} (co-locates them on one node)",
+            )
+    elif "ReadWriteOnce" not in modes and "ReadWriteMany" not in modes:
+        yield Problem(
+            "storage.accessModes",
+            "ReadOnlyMany alone is not writable, but training writes checkpoints, logs and exports to the claim",
+            modes,
+            "--set storage.accessModes={ReadWriteOnce} (or {ReadWriteMany} with a StorageClass that offers it)",
         )
 
 

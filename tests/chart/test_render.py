@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.chartlib import (
+    CI_DIR,
     VALUES_DIR,
     all_containers,
     by_kind,
@@ -19,6 +20,7 @@ from tests.chartlib import (
     pod_spec,
     pod_template,
     render,
+    template,
     values_files,
     workloads,
 )
@@ -364,3 +366,138 @@ def test_all_containers_list_is_complete() -> None:
     docs = render()
     names = {(doc["metadata"]["name"], c["name"]) for doc in workloads(docs) for c in all_containers(pod_spec(doc))}
     assert (f"{PREFIX}-serving", "model-dir") in names
+
+
+# -- shared storage: ReadWriteOnce co-locates every pod that mounts the claim ----------------------
+
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def claim_mounting_pods(docs: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """(name, pod template) of every workload whose pods mount the release's claim."""
+    claims = {doc["metadata"]["name"] for doc in by_kind(docs, "PersistentVolumeClaim")} or {"team-a-shared"}
+    return [
+        (doc["metadata"]["name"], pod_template(doc))
+        for doc in workloads(docs)
+        if any(v.get("persistentVolumeClaim", {}).get("claimName") in claims for v in pod_spec(doc)["volumes"])
+    ]
+
+
+def required_pod_affinity(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    affinity = pod["spec"].get("affinity", {})
+    return list(affinity.get("podAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution", []))
+
+
+def co_location_terms(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    """Required podAffinity terms on the node's hostname that this pod itself matches (so it may go first)."""
+    labels = pod["metadata"]["labels"]
+    return [
+        term
+        for term in required_pod_affinity(pod)
+        if term["topologyKey"] == HOSTNAME
+        and set(term["labelSelector"]) == {"matchLabels"}
+        and selector_matches(term["labelSelector"]["matchLabels"], labels)
+        and term["labelSelector"]["matchLabels"].get("app.kubernetes.io/instance") == "mnist"
+    ]
+
+
+def test_cpu_values_claim_is_read_write_once_and_every_pod_that_mounts_it_is_co_located(helm_major: str) -> None:
+    docs = render(helm_major, values=[VALUES_DIR / "cpu.yaml"])
+    [claim] = by_kind(docs, "PersistentVolumeClaim")
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    assert "storageClassName" not in claim["spec"]  # the cluster's default class: any of them offers ReadWriteOnce
+    pods = claim_mounting_pods(docs)
+    names = {name.removeprefix(f"{PREFIX}-") for name, _ in pods}
+    assert names == {"ps", "worker", "chief", "tensorboard", "serving", "test"}
+    for name, pod in pods:
+        assert len(co_location_terms(pod)) == 1, name
+        # Every other pod of the release matches the same term: they all end up on one node.
+        [term] = co_location_terms(pod)
+        for _, other in pods:
+            assert selector_matches(term["labelSelector"]["matchLabels"], other["metadata"]["labels"])
+
+
+def test_co_location_keeps_the_users_own_affinity(helm_major: str) -> None:
+    own = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["cpu"]}]}]
+            }
+        },
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"app": "dataset-cache"}},
+                    "topologyKey": "topology.kubernetes.io/zone",
+                }
+            ],
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 10,
+                    "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": HOSTNAME},
+                }
+            ],
+        },
+    }
+    docs = render(
+        helm_major,
+        values=[VALUES_DIR / "cpu.yaml"],
+        extra=["--set-json", f"worker.affinity={json.dumps(own)}", "--set-json", f"ps.affinity={json.dumps(own)}"],
+    )
+    for role in ("worker", "ps"):
+        affinity = pod_spec(named(docs, "StatefulSet", f"{PREFIX}-{role}"))["affinity"]
+        assert affinity["nodeAffinity"] == own["nodeAffinity"]
+        assert (
+            affinity["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+            == (own["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"])
+        )
+        required = affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert required[0] == own["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+        assert required[1:] == [
+            {
+                "labelSelector": {
+                    "matchLabels": {"app.kubernetes.io/name": "tf-distributed", "app.kubernetes.io/instance": "mnist"}
+                },
+                "topologyKey": HOSTNAME,
+            }
+        ]
+    chief = pod_spec(named(docs, "Job", f"{PREFIX}-chief"))["affinity"]
+    assert set(chief) == {"podAffinity"}  # the user's worker/ps affinity did not leak into other pods
+    assert len(chief["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]) == 1
+
+
+@pytest.mark.parametrize("values_file", ["gpu.yaml", "sync-allreduce.yaml"])
+def test_read_write_many_values_let_pods_spread_over_nodes(values_file: str) -> None:
+    docs = render(values=[VALUES_DIR / values_file])
+    [claim] = by_kind(docs, "PersistentVolumeClaim")
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    for name, pod in claim_mounting_pods(docs):
+        assert required_pod_affinity(pod) == [], name
+    test_pod = pod_spec(named(docs, "Job", f"{PREFIX}-test"))
+    assert "tolerations" not in test_pod and "affinity" not in test_pod
+
+
+def test_single_gpu_node_values_let_every_co_located_pod_onto_the_tainted_gpu_node() -> None:
+    docs = render(values=[VALUES_DIR / "multi-gpu.yaml"])
+    [claim] = by_kind(docs, "PersistentVolumeClaim")
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    pods = claim_mounting_pods(docs)
+    assert {name.removeprefix(f"{PREFIX}-") for name, _ in pods} == {"chief", "tensorboard", "serving", "test"}
+    for name, pod in pods:
+        assert len(co_location_terms(pod)) == 1, name
+        tolerations = pod["spec"].get("tolerations", [])
+        assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in tolerations, name
+
+
+def test_existing_claim_with_declared_read_write_once_is_co_located_too() -> None:
+    docs = render(values=[CI_DIR / "byo-image-values.yaml"], sets=["storage.accessModes={ReadWriteOnce}"])
+    assert by_kind(docs, "PersistentVolumeClaim") == []
+    for name, pod in claim_mounting_pods(docs):
+        labels = pod["metadata"]["labels"]
+        [term] = [t for t in required_pod_affinity(pod) if t["topologyKey"] == HOSTNAME]
+        assert selector_matches(term["labelSelector"]["matchLabels"], labels), name
+
+
+def test_co_located_render_is_deterministic() -> None:
+    runs = [template(values=[VALUES_DIR / "cpu.yaml"]).stdout for _ in range(3)]
+    assert runs[0] and runs[0] == runs[1] == runs[2]

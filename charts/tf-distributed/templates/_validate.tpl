@@ -42,6 +42,18 @@ once with all of them, each with the --set that fixes it.
 {{- $problems = append $problems "storage: storage.create=false and no storage.existingClaim: checkpoints, logs and exports need a volume. Fix: --set storage.create=true (or --set storage.existingClaim=<pvc-name>)" -}}
 {{- end -}}
 
+{{- $modes := $v.storage.accessModes -}}
+{{- if and (has "ReadWriteOncePod" $modes) (gt (len $modes) 1) -}}
+{{- $problems = append $problems "storage.accessModes: ReadWriteOncePod cannot be combined with other access modes (Kubernetes rejects such a claim). Fix: --set storage.accessModes={ReadWriteOnce}" -}}
+{{- else if has "ReadWriteOncePod" $modes -}}
+{{- $pods := include "tf-distributed.claimPods" . | fromJson -}}
+{{- if gt (int $pods.total) 1 -}}
+{{- $problems = append $problems (printf "storage.accessModes: ReadWriteOncePod lets a single pod mount the claim, but %d pods mount it (%s). Fix: --set storage.accessModes={ReadWriteOnce} (co-locates them on one node)" (int $pods.total) (join ", " $pods.roles)) -}}
+{{- end -}}
+{{- else if not (or (has "ReadWriteOnce" $modes) (has "ReadWriteMany" $modes)) -}}
+{{- $problems = append $problems "storage.accessModes: ReadOnlyMany alone is not writable, but training writes checkpoints, logs and exports to the claim. Fix: --set storage.accessModes={ReadWriteOnce} (or {ReadWriteMany} with a StorageClass that offers it)" -}}
+{{- end -}}
+
 {{- if and (eq $v.training.cleanupPolicy "scaleDown") (not $v.rbac.create) (has $strategy (list "parameter_server" "multi_worker_mirrored")) -}}
 {{- $problems = append $problems "training.cleanupPolicy: scaleDown needs the chief's Role to scale the StatefulSets but rbac.create=false. Fix: --set rbac.create=true (or --set training.cleanupPolicy=keep)" -}}
 {{- end -}}
