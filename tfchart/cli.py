@@ -195,6 +195,8 @@ def validate(
         raise ValidationFailed(report.problems)
     what = ", ".join(report.inputs) or "chart defaults"
     click.secho(f"✓ valid: {what}", fg="green")
+    for note in report.notes:
+        click.echo(note)
 
 
 @main_group.command(context_settings=CONTEXT)

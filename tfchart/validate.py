@@ -29,6 +29,7 @@ class Report:
     values: dict[str, Any]
     problems: list[Problem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what valid values ask of the cluster (storage access mode)
 
     @property
     def valid(self) -> bool:
@@ -50,6 +51,7 @@ class Report:
                 for p in self.problems
             ],
             "warnings": self.warnings,
+            "notes": self.notes,
         }
 
 
@@ -91,6 +93,10 @@ def validate(
         report.problems += schema.problems(schema_path, checked, values.defaults)
     report.problems += rules.check(checked)
     report.problems = [_locate(problem, values) for problem in report.problems]
+    if report.valid:
+        need = rules.storage_need(checked)
+        if need is not None:
+            report.notes.append(need.line)
     return report
 
 

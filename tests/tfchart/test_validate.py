@@ -147,3 +147,133 @@ def test_validate_does_not_import_tensorflow_or_kubernetes() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert "IMPORTED []" in result.stdout, result.stdout
+
+
+# -- shared storage: the access mode the values need, said by validate and by the chart's NOTES ----
+
+NEEDS = {
+    "cpu.yaml": "storage: needs ReadWriteOnce: 7 pods mount the claim (ps 1, worker 2, chief 1, tensorboard 1, "
+    "serving 1, helm test 1) from one node (co-located), so any StorageClass will do",
+    "gpu.yaml": "storage: needs ReadWriteMany: 10 pods mount the claim (ps 2, worker 4, chief 1, tensorboard 1, "
+    "serving 1, helm test 1) from any node, so the StorageClass must offer ReadWriteMany (NFS, CephFS, EFS, "
+    "Azure Files, Filestore, Longhorn...)",
+    "multi-gpu.yaml": "storage: needs ReadWriteOnce: 4 pods mount the claim (chief 1, tensorboard 1, serving 1, "
+    "helm test 1) from one node (co-located), so any StorageClass will do",
+    "sync-allreduce.yaml": "storage: needs ReadWriteMany: 7 pods mount the claim (worker 3, chief 1, tensorboard 1, "
+    "serving 1, helm test 1) from any node, so the StorageClass must offer ReadWriteMany (NFS, CephFS, EFS, "
+    "Azure Files, Filestore, Longhorn...)",
+}
+ONE_POD = [
+    "training.strategy=single_device",
+    "tensorboard.enabled=false",
+    "serving.enabled=false",
+    "tests.enabled=false",
+]
+
+
+@pytest.mark.parametrize("name", sorted(NEEDS))
+def test_validate_states_the_access_mode_each_values_file_needs(name: str) -> None:
+    assert validate(CHART, [REPO / "values" / name]).notes == [NEEDS[name]]
+
+
+def test_validate_cli_prints_the_storage_need(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(["validate", "-f", str(REPO / "values" / "cpu.yaml")], capsys)
+    assert code == 0
+    assert out.splitlines()[-1] == NEEDS["cpu.yaml"]
+    code, out, _ = run_cli(["validate", "-o", "json", "-f", str(REPO / "values" / "gpu.yaml")], capsys)
+    assert code == 0 and json.loads(out)["notes"] == [NEEDS["gpu.yaml"]]
+    code, out, _ = run_cli(["validate", "-o", "json", "--set", "storage.accessModes={ReadOnlyMany}"], capsys)
+    assert code == 1 and json.loads(out)["notes"] == []  # invalid values need nothing
+
+
+def mounting_pods(docs: list[dict[str, Any]]) -> int:
+    """Pods the rendered workloads run that mount the release's claim (the helm test Job's included)."""
+    count = 0
+    for doc in docs:
+        if doc["kind"] not in ("StatefulSet", "Deployment", "Job"):
+            continue
+        volumes = doc["spec"]["template"]["spec"]["volumes"]
+        if any("persistentVolumeClaim" in volume for volume in volumes):
+            count += doc["spec"].get("replicas", doc["spec"].get("parallelism", 1))
+    return count
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        [],
+        ["ps.replicas=3", "worker.replicas=5", "evaluator.enabled=true", "serving.replicas=2"],
+        ["training.strategy=multi_worker_mirrored", "ps.replicas=4", "tests.enabled=false"],
+        ["training.strategy=mirrored", "tensorboard.replicas=3", "serving.enabled=false"],
+        ONE_POD,
+    ],
+    ids=["defaults", "bigger", "sync", "mirrored", "one-pod"],
+)
+def test_pods_counted_by_the_rules_are_the_pods_the_chart_renders(sets: list[str]) -> None:
+    from tests.chartlib import render
+    from tfchart.rules import claim_pods
+
+    report = validate(CHART, sets=[("--set", item) for item in sets])
+    assert report.valid, report.problems
+    docs = render("4", sets=sets)
+    assert sum(count for _, count in claim_pods(report.values)) == mounting_pods(docs)
+
+
+@pytest.mark.parametrize("name", sorted(NEEDS))
+def test_notes_after_install_state_the_same_need(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.chartlib import helm
+
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-cluster"))  # helm 4 renders NOTES client-side
+    result = helm(
+        "4", "install", "mnist", str(CHART), "-n", "ml-training", "--dry-run=client", "-f", str(REPO / "values" / name)
+    )
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.split("NOTES:", 1)[1]
+    assert NEEDS[name] in notes.splitlines()
+    colocated = "needs ReadWriteOnce" in NEEDS[name]
+    assert ("follows the first one scheduled to its node" in notes) == colocated
+    assert ("-f values/cpu.yaml" in notes) == (not colocated)
+
+
+@pytest.mark.parametrize(
+    ("sets", "message"),
+    [
+        (
+            ["storage.accessModes={ReadWriteOncePod}"],
+            "ReadWriteOncePod lets a single pod mount the claim, but 7 pods mount it "
+            "(ps 1, worker 2, chief 1, tensorboard 1, serving 1, helm test 1)",
+        ),
+        (
+            ["storage.accessModes={ReadWriteOncePod}", *ONE_POD[:-1]],
+            "ReadWriteOncePod lets a single pod mount the claim, but 2 pods mount it (chief 1, helm test 1)",
+        ),
+        (
+            ["storage.accessModes={ReadWriteOncePod,ReadWriteOnce}"],
+            "ReadWriteOncePod cannot be combined with other access modes (Kubernetes rejects such a claim)",
+        ),
+        (
+            ["storage.accessModes={ReadOnlyMany}"],
+            "ReadOnlyMany alone is not writable, but training writes checkpoints, logs and exports to the claim",
+        ),
+    ],
+    ids=["rwop-many-pods", "rwop-helm-test-pod", "rwop-combined", "read-only"],
+)
+def test_access_mode_rules_match_helm(sets: list[str], message: str, helm_major: str) -> None:
+    report = validate(CHART, sets=[("--set", item) for item in sets])
+    [problem] = report.problems
+    assert (problem.path, problem.message, problem.file) == ("storage.accessModes", message, f"--set {sets[0]}")
+    assert problem.fix.startswith("--set storage.accessModes={ReadWriteOnce}")
+    helm = template(helm_major, sets=sets)
+    assert helm.returncode != 0
+    assert (
+        f"tf-distributed: 1 problem(s) in values:\n  - storage.accessModes: {message}. Fix: {problem.fix}"
+        in helm.stderr
+    )
+
+
+def test_read_write_once_pod_is_fine_for_a_single_pod(helm_major: str) -> None:
+    sets = ["storage.accessModes={ReadWriteOncePod}", *ONE_POD]
+    report = validate(CHART, sets=[("--set", item) for item in sets])
+    assert report.valid, report.problems
+    assert report.notes == ["storage: needs ReadWriteOncePod: 1 pod mounts the claim (chief 1)"]
+    assert template(helm_major, sets=sets).returncode == 0
