@@ -1,14 +1,18 @@
 """`tfchart preflight`: will this release fit the cluster? Checked before `helm install`.
 
-Four checks, each a list of Findings (ok | warn | fail, with a hint):
+Five checks, each a list of Findings (ok | warn | fail, with a hint):
 
 - gpu-capacity: GPUs the release's pods request (per extended resource) against the allocatable
   GPUs of schedulable nodes, minus what running pods hold (best effort), and whether one node can
   host the largest pod (a pod cannot span nodes). nodeSelector/tolerations/affinity are not
   evaluated; the message says so when a GPU role sets them.
-- storage: the existing claim (exists, Bound or Pending, access modes) or the StorageClass the
-  created claim would use (named or the default), and ReadWriteMany on provisioners known not to
-  support it.
+- storage: the access mode the values need (tfchart.rules.storage_need: ReadWriteMany when pods may
+  spread over nodes, ReadWriteOnce when the chart co-locates them) against the existing claim's own
+  access modes, or against the StorageClass the created claim would use (named, else the default),
+  judged by its provisioner (PROVISIONERS); every StorageClass of the cluster is listed with what it
+  offers, so the message names the ones that would do.
+- co-location (only when the pods are co-located): one schedulable node must hold the requests of
+  every pod of the release (allocatable, other pods' requests not counted).
 - quota: every ResourceQuota of the namespace: used + what the release adds against hard.
 - network-policy: whether a CNI that enforces NetworkPolicies runs (DaemonSets in kube-system).
 
@@ -26,6 +30,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from tfchart.errors import KubernetesError
+from tfchart.rules import RWX_EXAMPLES, StorageNeed, storage_need
 from tfchart.status import CHART_NAME, INSTANCE_LABEL, NAME_LABEL, container_gpus
 
 if TYPE_CHECKING:
@@ -41,16 +46,56 @@ STRATEGY_ROLES = {
     "single_device": ("chief",),
 }
 OPTIONAL_ROLES = ("evaluator", "tensorboard", "serving")
-NO_RWX_PROVISIONERS = {
-    "kubernetes.io/aws-ebs",
-    "ebs.csi.aws.com",
-    "kubernetes.io/gce-pd",
-    "pd.csi.storage.gke.io",
-    "kubernetes.io/azure-disk",
-    "disk.csi.azure.com",
-    "rancher.io/local-path",
-    "kubernetes.io/no-provisioner",
-    "csi.vsphere.vmware.com",
+RWX, RWO_ONLY, NODE_LOCAL, DEPENDS, UNKNOWN = "rwx", "rwo-only", "node-local", "depends", "unknown"
+
+
+@dataclass(frozen=True)
+class Provisioner:
+    """What a StorageClass's provisioner offers, for ReadWriteMany (every provisioner offers ReadWriteOnce)."""
+
+    rwx: str  # RWX | RWO_ONLY | NODE_LOCAL | DEPENDS
+    what: str
+
+
+# Well-known provisioners, from each driver's documentation (and source where named). A class is
+# matched by its provisioner, exactly or as a suffix after a dot (Rook names its Ceph drivers
+# <operator-namespace>.cephfs.csi.ceph.com). Anything else is reported as unknown.
+PROVISIONERS: dict[str, Provisioner] = {
+    # ReadWriteOnce only: a ReadWriteMany claim stays Pending (ProvisioningFailed). local-path says
+    # "NodePath only supports ReadWriteOnce and ReadWriteOncePod (1.22+) access modes".
+    "rancher.io/local-path": Provisioner(RWO_ONLY, "local-path: kind, k3d, k3s"),
+    "kubernetes.io/no-provisioner": Provisioner(RWO_ONLY, "pre-created local volumes"),
+    "openebs.io/local": Provisioner(RWO_ONLY, "OpenEBS local PV"),
+    "ebs.csi.aws.com": Provisioner(RWO_ONLY, "Amazon EBS"),
+    "kubernetes.io/aws-ebs": Provisioner(RWO_ONLY, "Amazon EBS"),
+    "pd.csi.storage.gke.io": Provisioner(RWO_ONLY, "GCE persistent disk"),
+    "kubernetes.io/gce-pd": Provisioner(RWO_ONLY, "GCE persistent disk"),
+    "disk.csi.azure.com": Provisioner(RWO_ONLY, "Azure Disk"),
+    "kubernetes.io/azure-disk": Provisioner(RWO_ONLY, "Azure Disk"),
+    "cinder.csi.openstack.org": Provisioner(RWO_ONLY, "OpenStack Cinder"),
+    "dobs.csi.digitalocean.com": Provisioner(RWO_ONLY, "DigitalOcean block storage"),
+    "rbd.csi.ceph.com": Provisioner(RWO_ONLY, "Ceph RBD (ReadWriteMany only as raw block)"),
+    # hostPath on one node's disk, any access mode accepted (minikube copies the claim's modes into
+    # a hostPath volume: kubernetes/minikube pkg/storage/storage_provisioner.go): ReadWriteMany
+    # binds, but pods on other nodes would not see the data.
+    "k8s.io/minikube-hostpath": Provisioner(NODE_LOCAL, "minikube hostPath"),
+    "docker.io/hostpath": Provisioner(NODE_LOCAL, "Docker Desktop hostPath"),
+    # ReadWriteMany: shared file systems.
+    "nfs.csi.k8s.io": Provisioner(RWX, "NFS CSI driver"),
+    "k8s-sigs.io/nfs-subdir-external-provisioner": Provisioner(RWX, "NFS subdir provisioner"),
+    "cluster.local/nfs-subdir-external-provisioner": Provisioner(RWX, "NFS subdir provisioner"),
+    "cephfs.csi.ceph.com": Provisioner(RWX, "CephFS"),
+    "efs.csi.aws.com": Provisioner(RWX, "Amazon EFS"),
+    "fsx.csi.aws.com": Provisioner(RWX, "Amazon FSx for Lustre"),
+    "file.csi.azure.com": Provisioner(RWX, "Azure Files"),
+    "kubernetes.io/azure-file": Provisioner(RWX, "Azure Files"),
+    "filestore.csi.storage.gke.io": Provisioner(RWX, "GKE Filestore"),
+    "driver.longhorn.io": Provisioner(RWX, "Longhorn, through its share manager"),
+    "smb.csi.k8s.io": Provisioner(RWX, "SMB CSI driver"),
+    # ReadWriteMany depending on the class's parameters or backend.
+    "csi.vsphere.vmware.com": Provisioner(DEPENDS, "vSphere: ReadWriteMany only for vSAN file volumes"),
+    "csi.trident.netapp.io": Provisioner(DEPENDS, "NetApp Trident: ReadWriteMany with NAS backends only"),
+    "pxd.portworx.com": Provisioner(DEPENDS, "Portworx: ReadWriteMany with sharedv4 volumes only"),
 }
 DEFAULT_CLASS_ANNOTATIONS = (
     "storageclass.kubernetes.io/is-default-class",
@@ -170,16 +215,36 @@ def total(roles: list[PlannedRole], kind: str, resource: str) -> Decimal:
 # -- the checks ---------------------------------------------------------------------------------
 
 
+class Nodes:
+    """The schedulable nodes, listed on first use and shared by the checks that need them."""
+
+    def __init__(self, api: KubeApi) -> None:
+        self._api = api
+        self._nodes: list[Any] | None = None
+
+    def __call__(self) -> list[Any]:
+        if self._nodes is None:
+            self._nodes = [node for node in self._api.list_nodes() if schedulable(node)]
+        return self._nodes
+
+
 def run(api: KubeApi, values: dict[str, Any], release: str, namespace: str) -> list[Finding]:
-    """Every check's findings, in order: GPUs, storage, quota, network policy."""
+    """Every check's findings, in order: GPUs, storage, co-location (co-located releases only), quota,
+    network policy."""
     planned = plan(values)
+    need = storage_need(values)
+    nodes = Nodes(api)
     findings: list[Finding] = []
-    checks: tuple[tuple[str, Callable[[], list[Finding]]], ...] = (
-        ("gpu-capacity", lambda: check_gpus(api, planned, release)),
-        ("storage", lambda: check_storage(api, values, namespace)),
+    checks: list[tuple[str, Callable[[], list[Finding]]]] = [
+        ("gpu-capacity", lambda: check_gpus(api, planned, release, nodes)),
+        ("storage", lambda: check_storage(api, values, namespace, nodes)),
+    ]
+    if need is not None and need.colocated:
+        checks.append(("co-location", lambda: check_colocation(planned, need, nodes)))
+    checks += [
         ("quota", lambda: check_quota(api, planned, namespace)),
         ("network-policy", lambda: check_network_policy(api, values)),
-    )
+    ]
     for name, check in checks:
         try:
             findings += check()
@@ -199,16 +264,18 @@ def is_access_denied(error: KubernetesError) -> bool:
 # (a) GPUs
 
 
-def check_gpus(api: KubeApi, planned: Plan, release: str) -> list[Finding]:
+def check_gpus(
+    api: KubeApi, planned: Plan, release: str, nodes: Callable[[], list[Any]] | None = None
+) -> list[Finding]:
     demand: dict[str, list[PlannedRole]] = {}
     for role in planned.roles:
         if role.gpus_per_pod > 0:
             demand.setdefault(role.gpu_resource, []).append(role)
     if not demand:
         return [Finding("gpu-capacity", OK, "the release requests no GPUs")]
-    nodes = [node for node in api.list_nodes() if schedulable(node)]
+    listed = (nodes or Nodes(api))()
     used, usage_note = gpu_usage(api, release)
-    return [gpu_finding(resource, roles, nodes, used, usage_note) for resource, roles in sorted(demand.items())]
+    return [gpu_finding(resource, roles, listed, used, usage_note) for resource, roles in sorted(demand.items())]
 
 
 def schedulable(node: Any) -> bool:
@@ -320,11 +387,22 @@ def name_of(obj: Any) -> str:
 # (b) storage
 
 
-def check_storage(api: KubeApi, values: dict[str, Any], namespace: str) -> list[Finding]:
+def check_storage(
+    api: KubeApi, values: dict[str, Any], namespace: str, nodes: Callable[[], list[Any]] | None = None
+) -> list[Finding]:
     storage = values.get("storage", {})
-    modes = [str(mode) for mode in storage.get("accessModes") or []]
+    need = storage_need(values)
+    if need is None:
+        return [
+            Finding(
+                "storage",
+                FAIL,
+                f"storage.accessModes {storage.get('accessModes')} cannot hold the release's data",
+                "`tfchart validate` says why and how to fix it",
+            )
+        ]
     if storage.get("existingClaim"):
-        return [check_existing_claim(api, str(storage["existingClaim"]), namespace, modes)]
+        return [check_existing_claim(api, str(storage["existingClaim"]), namespace, need)]
     if not storage.get("create"):
         return [
             Finding(
@@ -334,10 +412,17 @@ def check_storage(api: KubeApi, values: dict[str, Any], namespace: str) -> list[
                 "--set storage.create=true or --set storage.existingClaim=<pvc-name>",
             )
         ]
-    return [check_storage_class(api, storage.get("storageClassName"), modes)]
+    return [check_storage_class(api, storage.get("storageClassName"), need, nodes or Nodes(api))]
 
 
-def check_existing_claim(api: KubeApi, claim: str, namespace: str, modes: list[str]) -> Finding:
+COLOCATE_FIX = (
+    "--set storage.accessModes={ReadWriteOnce} to co-locate every pod on one node, which any StorageClass serves "
+    "(as values/cpu.yaml does; the node must fit them all)"
+)
+
+
+def check_existing_claim(api: KubeApi, claim: str, namespace: str, need: StorageNeed) -> Finding:
+    """The claim's own access modes (as bound, else as requested) against what the values need."""
     pvc = api.read_persistent_volume_claim(namespace, claim)
     if pvc is None:
         return Finding(
@@ -350,66 +435,206 @@ def check_existing_claim(api: KubeApi, claim: str, namespace: str, modes: list[s
     has = list((pvc.status.access_modes if pvc.status and phase == "Bound" else None) or pvc.spec.access_modes or [])
     if phase not in ("Bound", "Pending"):
         return Finding("storage", FAIL, f"claim {claim} is {phase}", "its volume is gone: recreate the claim")
-    missing = [mode for mode in modes if mode not in has]
-    if missing:
+    modes = ", ".join(has) or "none"
+    if need.mode == "ReadWriteMany" and "ReadWriteMany" not in has:
         return Finding(
             "storage",
             FAIL,
-            f"claim {claim} has access modes {', '.join(has) or 'none'}, the release needs {', '.join(missing)}",
-            "pods on different nodes share the volume: use a ReadWriteMany claim (NFS, CephFS, EFS, Filestore...)",
+            f"claim {claim} has access modes {modes}, the release needs ReadWriteMany: {need.pods_phrase} "
+            "from any node",
+            f"{COLOCATE_FIX}, or use a claim that offers ReadWriteMany ({RWX_EXAMPLES})",
         )
+    if need.total > 1 and not {"ReadWriteOnce", "ReadWriteMany"} & set(has):
+        return Finding(
+            "storage",
+            FAIL,
+            f"claim {claim} has access modes {modes}: not one that {need.total} pods can share ({need.pods_phrase})",
+            "use a ReadWriteOnce claim (the chart co-locates the pods) or a ReadWriteMany one",
+        )
+    if not {"ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod"} & set(has):
+        return Finding("storage", FAIL, f"claim {claim} has access modes {modes}: not writable", "use a writable claim")
     state = "Bound" if phase == "Bound" else "Pending (binds when the first pod is scheduled, or waits for a volume)"
-    return Finding("storage", OK, f"claim {claim} is {state} with {', '.join(has)}")
+    spread = (
+        "; it offers ReadWriteMany: --set storage.accessModes={ReadWriteMany} lets the pods spread over nodes"
+        if need.colocated and "ReadWriteMany" in has and need.total > 1
+        else ""
+    )
+    return Finding("storage", OK, f"claim {claim} is {state} with {modes}: the release needs {need.mode}{spread}")
 
 
-def check_storage_class(api: KubeApi, class_name: str | None, modes: list[str]) -> Finding:
+def provisioner_of(storage_class: Any) -> Provisioner | None:
+    name = str(storage_class.provisioner)
+    for known, provisioner in PROVISIONERS.items():
+        if name == known or name.endswith(f".{known}"):
+            return provisioner
+    return None
+
+
+def offers(storage_class: Any, mode: str) -> str:
+    """RWX (offers the mode), RWO_ONLY, NODE_LOCAL, DEPENDS or UNKNOWN: what the class offers for `mode`."""
+    if mode != "ReadWriteMany":
+        return RWX  # every provisioner offers ReadWriteOnce (and a one-pod ReadWriteOncePod)
+    provisioner = provisioner_of(storage_class)
+    return provisioner.rwx if provisioner else UNKNOWN
+
+
+CAPABILITY = {
+    RWX: "offers {mode}",
+    RWO_ONLY: "ReadWriteOnce only",
+    NODE_LOCAL: "one node's disk",
+    DEPENDS: "{mode} depends on the class",
+    UNKNOWN: "unknown provisioner, check its docs",
+}
+
+
+def describe_class(storage_class: Any, mode: str) -> str:
+    """`nfs (nfs.csi.k8s.io, default): offers ReadWriteMany`"""
+    default = ", default" if is_default_class(storage_class) else ""
+    capability = CAPABILITY[offers(storage_class, mode)].format(mode=mode)
+    return f"{name_of(storage_class)} ({storage_class.provisioner}{default}): {capability}"
+
+
+def check_storage_class(
+    api: KubeApi, class_name: str | None, need: StorageNeed, nodes: Callable[[], list[Any]]
+) -> Finding:
+    mode = need.mode
     if class_name == "":
         return Finding(
             "storage",
             WARN,
-            'storage.storageClassName is "": the claim binds only to a pre-created PersistentVolume',
+            f'storage.storageClassName is "": the claim binds only to a pre-created PersistentVolume with {mode}',
             "create a matching PersistentVolume, or set storage.storageClassName (null = the default class)",
         )
-    classes = api.list_storage_classes()
-    names = ", ".join(sorted(name_of(c) for c in classes)) or "none"
+    classes = sorted(api.list_storage_classes(), key=name_of)
+    listing = "StorageClasses: " + ("; ".join(describe_class(c, mode) for c in classes) or "none")
+    offering = [name_of(c) for c in classes if offers(c, mode) == RWX]
+    choose = (
+        f"<one that offers {mode}: {', '.join(offering)}>"
+        if offering
+        else f"<one of: {', '.join(map(name_of, classes)) or 'none'}>"
+    )
     if class_name is None:
         defaults = [c for c in classes if is_default_class(c)]
         if not defaults:
             return Finding(
                 "storage",
                 FAIL,
-                "no default StorageClass and storage.storageClassName is not set: the claim would stay Pending",
-                f"--set storage.storageClassName=<one of: {names}>, or mark a class as the default",
+                "no default StorageClass and storage.storageClassName is not set: the claim would stay Pending. "
+                + listing,
+                f"--set storage.storageClassName={choose}, or mark a class as the default",
             )
         chosen = max(defaults, key=lambda c: (c.metadata.creation_timestamp is not None, c.metadata.creation_timestamp))
         label = f"default StorageClass {name_of(chosen)}"
         if len(defaults) > 1:
             label += f" (one of {len(defaults)} default classes: Kubernetes picks the newest)"
     else:
-        chosen = next((c for c in classes if name_of(c) == class_name), None)
-        if chosen is None:
+        found = next((c for c in classes if name_of(c) == class_name), None)
+        if found is None:
             return Finding(
                 "storage",
                 FAIL,
-                f"StorageClass {class_name} does not exist",
-                f"--set storage.storageClassName=<one of: {names}>",
+                f"StorageClass {class_name} does not exist. {listing}",
+                f"--set storage.storageClassName={choose}",
             )
-        label = f"StorageClass {class_name}"
-    provisioner = str(chosen.provisioner)
-    if "ReadWriteMany" in modes and provisioner in NO_RWX_PROVISIONERS:
+        chosen, label = found, f"StorageClass {class_name}"
+    label += f" ({chosen.provisioner})"
+    capability = offers(chosen, mode)
+    if capability == RWX:
+        spread = [name_of(c) for c in classes if offers(c, "ReadWriteMany") == RWX] if need.colocated else []
+        tip = (
+            f" ({spread[0]} offers ReadWriteMany: --set storage.accessModes={{ReadWriteMany}} "
+            f"--set storage.storageClassName={spread[0]} lets the pods spread over nodes)"
+            if spread and need.total > 1
+            else ""
+        )
+        return Finding("storage", OK, f"needs {mode}: {label} offers it{tip}. {listing}")
+    others = [name for name in offering if name != name_of(chosen)]
+    if others:
+        hint = f"--set storage.storageClassName={others[0]} (it offers {mode}), or {COLOCATE_FIX}"
+    else:
+        hint = (
+            f"on one node: {COLOCATE_FIX}; across nodes: install a provisioner that offers {mode} "
+            f"({RWX_EXAMPLES}) and --set storage.storageClassName=<its class>"
+        )
+    why = f"needs {mode}: {need.pods_phrase} from any node"
+    if capability == RWO_ONLY:
+        return Finding(
+            "storage",
+            FAIL,
+            f"{why}, but {label} offers ReadWriteOnce only: the claim would stay Pending. {listing}",
+            hint,
+        )
+    if capability == NODE_LOCAL:
+        count = len(nodes())
+        if count > 1:
+            return Finding(
+                "storage",
+                FAIL,
+                f"{why}, but {label} keeps each volume on one node's disk: pods on the other {count - 1} node(s) "
+                f"would not see the data. {listing}",
+                hint,
+            )
         return Finding(
             "storage",
             WARN,
-            f"{label} uses {provisioner}, which does not support ReadWriteMany: the claim will not bind",
-            "use an RWX class (NFS, CephFS, EFS, Filestore, Azure Files), or --set storage.accessModes={ReadWriteOnce} "
-            "when every pod runs on one node",
+            f"{why}: {label} keeps each volume on one node's disk, shared only because this cluster has one "
+            f"schedulable node (if the claim stays Pending, it refuses {mode}). {listing}",
+            hint,
         )
-    return Finding("storage", OK, f"{label} ({provisioner}) for {', '.join(modes) or 'the claim'}")
+    what = provisioner_of(chosen)
+    detail = what.what if capability == DEPENDS and what else f"{chosen.provisioner} is not a provisioner tfchart knows"
+    return Finding(
+        "storage",
+        WARN,
+        f"{why}: whether {label} offers it is unknown ({detail}): check its docs. {listing}",
+        hint,
+    )
 
 
 def is_default_class(storage_class: Any) -> bool:
     annotations = storage_class.metadata.annotations or {}
     return any(annotations.get(key) == "true" for key in DEFAULT_CLASS_ANNOTATIONS)
+
+
+# co-location
+
+
+def check_colocation(planned: Plan, need: StorageNeed, nodes: Callable[[], list[Any]]) -> list[Finding]:
+    """Co-located pods must all fit one node: their requests against each schedulable node's allocatable."""
+    pods = sum(role.replicas for role in planned.roles)
+    resources = sorted({key for role in planned.roles for key in role.requests})
+    needed = {key: total(planned.roles, "requests", key) for key in resources}
+    needed = {key: value for key, value in needed.items() if value > 0}
+    what = ", ".join(f"{fmt(value)} {key}" for key, value in needed.items()) or "nothing"
+    placement = sorted({key for role in planned.roles for key in role.placement})
+    note = f" ({'/'.join(placement)} not evaluated)" if placement else ""
+    listed = nodes()
+    fitting = [
+        name_of(node)
+        for node in listed
+        if all(allocatable_quantity(node, key) >= value for key, value in needed.items())
+    ]
+    head = f"storage needs {need.mode}, so all {pods} pods run on one node: they request {what}"
+    if fitting:
+        return [Finding("co-location", OK, f"{head}; fits {', '.join(fitting)} (allocatable, before other pods){note}")]
+    sizes = "; ".join(
+        f"{name_of(node)}: " + ", ".join(f"{fmt(allocatable_quantity(node, key))} {key}" for key in needed)
+        for node in listed
+    )
+    return [
+        Finding(
+            "co-location",
+            FAIL,
+            f"{head}; no schedulable node has that much allocatable ({sizes or 'no schedulable node'}){note}",
+            "lower the requests (values/cpu.yaml fits a 4-CPU, 8 GiB node), add a bigger node, or "
+            "--set storage.accessModes={ReadWriteMany} with a StorageClass that offers it, so pods may spread",
+        )
+    ]
+
+
+def allocatable_quantity(node: Any, resource: str) -> Decimal:
+    value = ((node.status.allocatable if node.status else None) or {}).get(resource)
+    return quantity(value) if value is not None else Decimal(0)
 
 
 # (c) quota

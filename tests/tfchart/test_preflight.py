@@ -14,6 +14,7 @@ from tests.chartlib import pod_spec
 from tests.tfchart import kubefake as kf
 from tests.tfchart.kubefake import Call
 from tfchart import kube, preflight
+from tfchart.cli import main
 from tfchart.errors import KubernetesError
 from tfchart.preflight import FAIL, OK, WARN
 from tfchart.values import compute
@@ -208,25 +209,126 @@ def test_gpu_usage_unknown_when_listing_all_pods_is_forbidden() -> None:
 
 # -- (b) storage --------------------------------------------------------------------------------
 
+KIND_CLASS = kf.storage_class("standard", "rancher.io/local-path", default=True)  # kind's (and k3d's) only class
+RWO_FIX = "--set storage.accessModes={ReadWriteOnce} to co-locate every pod on one node"
 
-def test_default_class_with_rwx_support_passes() -> None:
+
+def kind_cluster(*extra: dict[str, Any]) -> kf.FakeCluster:
+    """A stock one-node kind cluster: a 4-CPU, 8 GiB node and the local-path class, which offers ReadWriteOnce only."""
+    return kf.FakeCluster().add(kf.node("kind-control-plane", cpu="4", memory="8Gi"), KIND_CLASS, *extra)
+
+
+def test_multi_node_rwx_values_are_not_installable_on_an_rwo_only_cluster() -> None:
+    cluster = kind_cluster()
+    [finding] = preflight.check_storage(cluster.api(), values("values/gpu.yaml"), NS)
+    assert finding.severity == FAIL
+    assert finding.message == (
+        "needs ReadWriteMany: 10 pods mount the claim (ps 2, worker 4, chief 1, tensorboard 1, serving 1, helm test 1) "
+        "from any node, but default StorageClass standard (rancher.io/local-path) offers ReadWriteOnce only: "
+        "the claim would stay Pending. StorageClasses: standard (rancher.io/local-path, default): ReadWriteOnce only"
+    )
+    assert finding.hint.startswith(f"on one node: {RWO_FIX}, which any StorageClass serves (as values/cpu.yaml does")
+    assert "across nodes: install a provisioner that offers ReadWriteMany (NFS, CephFS" in finding.hint
+    assert cluster.calls == [Call("list", "storageclasses")]
+
+
+def test_cpu_values_pass_on_an_rwo_only_one_node_cluster() -> None:
+    cluster = kind_cluster()
+    findings = preflight.run(cluster.api(), values("values/cpu.yaml"), "mnist", NS)
+    assert only(findings, "storage") == preflight.Finding(
+        "storage",
+        OK,
+        "needs ReadWriteOnce: default StorageClass standard (rancher.io/local-path) offers it. "
+        "StorageClasses: standard (rancher.io/local-path, default): offers ReadWriteOnce",
+    )
+    assert only(findings, "co-location") == preflight.Finding(
+        "co-location",
+        OK,
+        "storage needs ReadWriteOnce, so all 6 pods run on one node: they request 1.95 cpu, 4352Mi memory; "
+        "fits kind-control-plane (allocatable, before other pods)",
+    )
+    assert not preflight.has_failures(findings)
+
+
+def test_preflight_command_fails_before_anything_is_applied_and_names_the_fix(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = kind_cluster(kf.daemon_set("kindnet"))
+    monkeypatch.setattr(kube.KubeApi, "from_config", classmethod(lambda cls, kubeconfig, context: cluster.api()))
+    monkeypatch.setenv("COLUMNS", "400")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["preflight", "-f", "values/sync-allreduce.yaml", "-n", NS])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 1
+    assert "needs ReadWriteMany: 7 pods mount the claim" in err
+    assert "default StorageClass standard (rancher.io/local-path) offers ReadWriteOnce only" in err
+    assert RWO_FIX in err and "values/cpu.yaml" in err
+    assert "preflight checks failed" in err
+    assert all(call.verb in ("list", "get") for call in cluster.calls)  # nothing applied
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["preflight", "-f", "values/cpu.yaml", "-n", NS])
+        raise SystemExit(0)
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 0, captured.err
+    assert "✓ preflight passed" in captured.out
+
+
+def test_an_rwx_class_passes_and_is_named() -> None:
     cluster = kf.FakeCluster().add(
         kf.storage_class("nfs", "nfs.csi.k8s.io", default=True), kf.storage_class("fast", "ebs.csi.aws.com")
     )
     [finding] = preflight.check_storage(cluster.api(), values("values/gpu.yaml"), NS)
-    assert finding == preflight.Finding("storage", OK, "default StorageClass nfs (nfs.csi.k8s.io) for ReadWriteMany")
+    assert finding == preflight.Finding(
+        "storage",
+        OK,
+        "needs ReadWriteMany: default StorageClass nfs (nfs.csi.k8s.io) offers it. StorageClasses: "
+        "fast (ebs.csi.aws.com): ReadWriteOnce only; nfs (nfs.csi.k8s.io, default): offers ReadWriteMany",
+    )
     assert cluster.calls == [Call("list", "storageclasses")]
 
 
-def test_rwx_on_a_block_storage_provisioner_warns() -> None:
-    cluster = kf.FakeCluster().add(kf.storage_class("gp3", "ebs.csi.aws.com", default=True))
+def test_an_rwx_class_that_is_not_the_default_is_the_fix() -> None:
+    cluster = kind_cluster(kf.storage_class("cephfs", "rook-ceph.cephfs.csi.ceph.com"))
     [finding] = preflight.check_storage(cluster.api(), values("values/gpu.yaml"), NS)
-    assert finding.severity == WARN
-    assert finding.message == (
-        "default StorageClass gp3 uses ebs.csi.aws.com, which does not support ReadWriteMany: the claim will not bind"
+    assert finding.severity == FAIL
+    assert "cephfs (rook-ceph.cephfs.csi.ceph.com): offers ReadWriteMany" in finding.message
+    assert finding.hint.startswith(f"--set storage.storageClassName=cephfs (it offers ReadWriteMany), or {RWO_FIX}")
+    data = values("values/gpu.yaml", storage__storageClassName="cephfs")
+    [finding] = preflight.check_storage(cluster.api(), data, NS)
+    assert (finding.severity, finding.message.split(". ")[0]) == (
+        OK,
+        "needs ReadWriteMany: StorageClass cephfs (rook-ceph.cephfs.csi.ceph.com) offers it",
     )
-    [finding] = preflight.check_storage(cluster.api(), values("values/multi-gpu.yaml"), NS)  # ReadWriteOnce
+
+
+def test_co_located_values_name_the_class_that_would_let_pods_spread() -> None:
+    cluster = kind_cluster(kf.storage_class("nfs", "nfs.csi.k8s.io"))
+    [finding] = preflight.check_storage(cluster.api(), values("values/cpu.yaml"), NS)
     assert finding.severity == OK
+    assert finding.message.startswith(
+        "needs ReadWriteOnce: default StorageClass standard (rancher.io/local-path) offers it (nfs offers "
+        "ReadWriteMany: --set storage.accessModes={ReadWriteMany} --set storage.storageClassName=nfs lets the pods "
+        "spread over nodes)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("provisioner", "nodes", "severity", "says"),
+    [
+        ("k8s.io/minikube-hostpath", 1, WARN, "shared only because this cluster has one schedulable node"),
+        ("docker.io/hostpath", 2, FAIL, "pods on the other 1 node(s) would not see the data"),
+        ("csi.vsphere.vmware.com", 1, WARN, "unknown (vSphere: ReadWriteMany only for vSAN file volumes)"),
+        ("example.com/homegrown", 1, WARN, "unknown (example.com/homegrown is not a provisioner tfchart knows)"),
+    ],
+)
+def test_node_local_and_unknown_provisioners(provisioner: str, nodes: int, severity: str, says: str) -> None:
+    cluster = kf.FakeCluster().add(kf.storage_class("local", provisioner, default=True))
+    cluster.add(*(kf.node(f"node-{i}") for i in range(nodes)))
+    [finding] = preflight.check_storage(cluster.api(), values("values/gpu.yaml"), NS)
+    assert finding.severity == severity
+    assert says in finding.message
+    assert RWO_FIX in finding.hint
 
 
 def test_missing_default_or_named_class_fails() -> None:
@@ -236,25 +338,30 @@ def test_missing_default_or_named_class_fails() -> None:
     [finding] = preflight.check_storage(cluster.api(), values("values/gpu.yaml"), NS)
     assert finding.severity == FAIL
     assert finding.message.startswith("no default StorageClass and storage.storageClassName is not set")
-    assert finding.hint.startswith("--set storage.storageClassName=<one of: efs, gp3>")
+    assert finding.hint.startswith("--set storage.storageClassName=<one that offers ReadWriteMany: efs>")
     [finding] = preflight.check_storage(cluster.api(), values("values/gpu.yaml", storage__storageClassName="nfs"), NS)
-    assert (finding.severity, finding.message) == (FAIL, "StorageClass nfs does not exist")
+    assert (finding.severity, finding.message.split(". ")[0]) == (FAIL, "StorageClass nfs does not exist")
     [finding] = preflight.check_storage(cluster.api(), values("values/gpu.yaml", storage__storageClassName="efs"), NS)
     assert finding.severity == OK
+    [finding] = preflight.check_storage(cluster.api(), values("values/cpu.yaml"), NS)
+    assert finding.hint.startswith("--set storage.storageClassName=<one that offers ReadWriteOnce: efs, gp3>")
 
 
-def test_existing_claim_must_exist_with_matching_access_modes() -> None:
+def test_existing_claim_is_judged_by_its_own_access_modes() -> None:
     cluster = kf.FakeCluster().add(
         kf.claim("shared", NS),
         kf.claim("rwo", NS, access_modes=["ReadWriteOnce"]),
+        kf.claim("rwop", NS, access_modes=["ReadWriteOncePod"]),
         kf.claim("new", NS, phase="Pending"),
     )
     api = cluster.api()
 
-    def check(claim: str) -> preflight.Finding:
-        return preflight.check_storage(api, values("values/gpu.yaml", storage__existingClaim=claim), NS)[0]
+    def check(claim: str, values_file: str = "values/gpu.yaml") -> preflight.Finding:
+        return preflight.check_storage(api, values(values_file, storage__existingClaim=claim), NS)[0]
 
-    assert check("shared") == preflight.Finding("storage", OK, "claim shared is Bound with ReadWriteMany")
+    assert check("shared") == preflight.Finding(
+        "storage", OK, "claim shared is Bound with ReadWriteMany: the release needs ReadWriteMany"
+    )
     assert check("new").severity == OK
     missing = check("absent")
     assert (missing.severity, missing.message) == (
@@ -262,12 +369,60 @@ def test_existing_claim_must_exist_with_matching_access_modes() -> None:
         "storage.existingClaim absent does not exist in namespace ml-training",
     )
     mismatch = check("rwo")
-    assert (mismatch.severity, mismatch.message) == (
-        FAIL,
-        "claim rwo has access modes ReadWriteOnce, the release needs ReadWriteMany",
+    assert mismatch.severity == FAIL
+    assert mismatch.message.startswith(
+        "claim rwo has access modes ReadWriteOnce, the release needs ReadWriteMany: 10 pods mount the claim"
     )
-    assert [c.name for c in cluster.calls] == ["shared", "new", "absent", "rwo"]
+    assert mismatch.hint.startswith(RWO_FIX)
+    assert check("rwo", "values/cpu.yaml") == preflight.Finding(
+        "storage", OK, "claim rwo is Bound with ReadWriteOnce: the release needs ReadWriteOnce"
+    )
+    spread = check("shared", "values/cpu.yaml")
+    assert spread.severity == OK and "--set storage.accessModes={ReadWriteMany} lets the pods spread" in spread.message
+    one_pod = check("rwop", "values/cpu.yaml")
+    assert (one_pod.severity, one_pod.message.split(":")[0]) == (
+        FAIL,
+        "claim rwop has access modes ReadWriteOncePod",
+    )
+    assert [c.name for c in cluster.calls] == ["shared", "new", "absent", "rwo", "rwo", "shared", "rwop"]
     assert all(c == Call("get", "persistentvolumeclaims", NS, c.name) for c in cluster.calls)
+
+
+# -- co-location: every pod on one node -------------------------------------------------------
+
+
+def test_co_located_release_must_fit_one_node() -> None:
+    cluster = kf.FakeCluster().add(
+        kf.node("minikube", cpu="2", memory="2Gi"), kf.node("small", cpu="8", memory="4Gi"), KIND_CLASS
+    )
+    findings = preflight.run(cluster.api(), values("values/cpu.yaml"), "mnist", NS)
+    finding = only(findings, "co-location")
+    assert finding.severity == FAIL
+    assert finding.message == (
+        "storage needs ReadWriteOnce, so all 6 pods run on one node: they request 1.95 cpu, 4352Mi memory; "
+        "no schedulable node has that much allocatable (minikube: 2 cpu, 2Gi memory; small: 8 cpu, 4Gi memory)"
+    )
+    assert "--set storage.accessModes={ReadWriteMany}" in finding.hint
+    assert cluster.calls.count(NODES) == 1
+
+
+def test_gpu_and_co_location_checks_share_one_node_listing() -> None:
+    cluster = kf.FakeCluster().add(*gpu_nodes(2, 4), KIND_CLASS)
+    findings = preflight.run(cluster.api(), values("values/multi-gpu.yaml"), "mnist", NS)
+    assert only(findings, "gpu-capacity").severity == OK
+    colocation = only(findings, "co-location")
+    assert colocation.severity == OK
+    assert colocation.message.startswith("storage needs ReadWriteOnce, so all 3 pods run on one node: they request")
+    assert "4 nvidia.com/gpu" in colocation.message and "fits gpu-1 " in colocation.message
+    assert "(tolerations not evaluated)" in colocation.message
+    assert cluster.calls.count(NODES) == 1
+
+
+def test_spread_values_have_no_co_location_check() -> None:
+    cluster = kf.FakeCluster().add(kf.storage_class("nfs", "nfs.csi.k8s.io", default=True))
+    findings = preflight.run(cluster.api(), values("values/cpu.yaml", storage__accessModes=["ReadWriteMany"]), "m", NS)
+    assert "co-location" not in {f.check for f in findings}
+    assert NODES not in cluster.calls
 
 
 # -- (c) quota ----------------------------------------------------------------------------------
@@ -430,5 +585,5 @@ def test_live_cluster_preflight_of_the_cpu_values() -> None:
     findings = preflight.run(
         api, values("values/cpu.yaml"), "tfchart-preflight", os.environ.get("TFCHART_TEST_NAMESPACE", "default")
     )
-    assert [f.check for f in findings] == ["gpu-capacity", "storage", "quota", "network-policy"]
+    assert [f.check for f in findings] == ["gpu-capacity", "storage", "co-location", "quota", "network-policy"]
     assert only(findings, "gpu-capacity").severity == OK  # values/cpu.yaml requests no GPUs
