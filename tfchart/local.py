@@ -4,8 +4,8 @@ The chart is rendered with the same inputs as `tfchart install`, plus two of its
 place the run on this machine (storage.mountPath -> a local run directory, the TensorBoard port ->
 a free local port). Every pod's command, args and env come from the rendered manifests unchanged,
 including the /bin/sh prelude that writes TF_CONFIG; the only thing rewritten is what the cluster
-contract (docs/architecture.md, section 2) reserves for it: TFD_CLUSTER (the cluster map) points each task's address at a free 127.0.0.1
-port, and HOSTNAME names the pod as Kubernetes would.
+contract (docs/architecture.md, section 2) reserves for it: TFD_CLUSTER (the cluster map) points
+each task's address at a free 127.0.0.1 port, and HOSTNAME names the pod as Kubernetes would.
 
 TensorFlow Serving's model server cannot run here (no tensorflow_model_server binary on these
 machines): tfchart prints how the export is served and queried instead.
