@@ -1,0 +1,292 @@
+"""Validate rendered custom resources against the CRDs vendored under ``tests/crds``.
+
+``validate(obj)`` finds the vendored ``CustomResourceDefinition`` for the object's
+``apiVersion`` + ``kind``, takes the ``openAPIV3Schema`` of that (served) version and
+checks the object with ``jsonschema`` (Draft 7, which is what OpenAPI v3.0 schemas are
+closest to), after translating the Kubernetes structural-schema extensions:
+
+* ``x-kubernetes-int-or-string: true``: an integer or a string (a ``pattern`` then only
+  applies to the string form, as in the API server);
+* ``nullable: true``: ``null`` is accepted; without it a ``null`` is an error, since the
+  API server drops such a null silently;
+* ``x-kubernetes-preserve-unknown-fields: true``: unknown fields are accepted there;
+* everywhere else **unknown fields are errors**: the API server prunes fields a
+  structural schema does not declare (an object with ``properties`` and no
+  ``additionalProperties``, or an object with neither), and a field that silently
+  disappears is a bug in the chart that rendered it;
+* ``x-kubernetes-embedded-resource: true``: ``apiVersion``, ``kind`` and ``metadata``
+  are implicitly declared;
+* ``x-kubernetes-list-type: set`` / ``map`` (with ``x-kubernetes-list-map-keys``):
+  duplicate items / duplicate keys are errors, as in the API server;
+* ``format: int32`` / ``int64``: the integer must fit;
+* ``status`` in a manifest of a kind with the status subresource is an error: the API
+  server ignores it.
+
+The root ``metadata`` is checked against a small ``ObjectMeta`` schema (string labels and
+annotations, known field names, ``name`` or ``generateName`` present).
+
+Not done: CEL rules (``x-kubernetes-validations``), defaulting, string formats such as
+``date-time``, and anything an admission webhook of the project would check.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from jsonschema import Draft7Validator, FormatChecker, validators
+from jsonschema.exceptions import ValidationError
+
+__all__ = ["CRD_DIR", "CrdNotFound", "crd_for", "schema_for", "validate"]
+
+CRD_DIR = Path(__file__).resolve().parent
+
+_INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+
+_STRING_MAP: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "string"}}
+
+# The ObjectMeta fields a client may send (k8s.io/apimachinery/pkg/apis/meta/v1 ObjectMeta).
+_OBJECT_META: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "generateName": {"type": "string"},
+        "namespace": {"type": "string"},
+        "labels": _STRING_MAP,
+        "annotations": _STRING_MAP,
+        "finalizers": {"type": "array", "items": {"type": "string"}},
+        "ownerReferences": {"type": "array", "items": {"type": "object"}},
+        "uid": {"type": "string"},
+        "resourceVersion": {"type": "string"},
+        "generation": {"type": "integer"},
+        "creationTimestamp": {"type": ["string", "null"]},
+        "deletionTimestamp": {"type": ["string", "null"]},
+        "deletionGracePeriodSeconds": {"type": "integer"},
+        "managedFields": {"type": "array", "items": {"type": "object"}},
+        "selfLink": {"type": "string"},
+    },
+    "additionalProperties": False,
+    "anyOf": [{"required": ["name"]}, {"required": ["generateName"]}],
+}
+
+
+class CrdNotFound(LookupError):
+    """No vendored CRD serves the object's apiVersion and kind."""
+
+
+# --------------------------------------------------------------------------- loading
+
+
+@functools.cache
+def _crds(crd_dir: Path = CRD_DIR) -> dict[tuple[str, str], tuple[Path, dict[str, Any]]]:
+    """(group, kind) -> (file, CRD) for every CRD under ``crd_dir``."""
+    found: dict[tuple[str, str], tuple[Path, dict[str, Any]]] = {}
+    for path in sorted(crd_dir.rglob("*.yaml")):
+        with path.open(encoding="utf-8") as fh:
+            for doc in yaml.safe_load_all(fh):
+                if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
+                    continue
+                if doc.get("apiVersion") != "apiextensions.k8s.io/v1":
+                    raise ValueError(f"{path}: only apiextensions.k8s.io/v1 CRDs are supported")
+                key = (str(doc["spec"]["group"]), str(doc["spec"]["names"]["kind"]))
+                if key in found:
+                    raise ValueError(f"{path}: {key[1]}.{key[0]} is also vendored in {found[key][0]}")
+                found[key] = (path, doc)
+    return found
+
+
+def _split_api_version(api_version: str) -> tuple[str, str]:
+    group, sep, version = api_version.rpartition("/")
+    if not sep:  # core group ("v1"): never a CRD
+        return "", api_version
+    return group, version
+
+
+def crd_for(api_version: str, kind: str) -> tuple[Path, dict[str, Any]]:
+    """The vendored CRD file and document for ``apiVersion`` + ``kind``.
+
+    Raises ``CrdNotFound`` when no vendored CRD has the group and kind, or when it does not
+    serve that version.
+    """
+    group, version = _split_api_version(api_version)
+    try:
+        path, crd = _crds()[(group, kind)]
+    except KeyError:
+        raise CrdNotFound(f"no vendored CRD for kind {kind!r} in group {group!r}") from None
+    served = [v["name"] for v in crd["spec"]["versions"] if v.get("served")]
+    if version not in served:
+        raise CrdNotFound(f"{path.relative_to(CRD_DIR)}: {kind} is not served as {version!r} (served: {served})")
+    return path, crd
+
+
+def _version_entry(api_version: str, kind: str) -> dict[str, Any]:
+    """The entry of ``spec.versions`` for the object's version."""
+    _, version = _split_api_version(api_version)
+    _, crd = crd_for(api_version, kind)
+    entries: list[dict[str, Any]] = crd["spec"]["versions"]
+    return next(v for v in entries if v["name"] == version)
+
+
+# ------------------------------------------------------------- structural translation
+
+
+def _structural(node: Mapping[str, Any]) -> dict[str, Any]:
+    """Translate one structural-schema node (and its properties/items) to strict Draft 7.
+
+    Logical junctors (allOf/anyOf/oneOf/not) are left as they are: in a structural schema
+    they may only carry value validations, so making them strict would be wrong.
+    """
+    out = dict(node)
+    for word in ("description", "default", "example", "externalDocs"):
+        out.pop(word, None)
+
+    if out.get("x-kubernetes-int-or-string"):
+        out["type"] = ["integer", "string"]
+        if out.get("anyOf") == [{"type": "integer"}, {"type": "string"}]:
+            del out["anyOf"]  # said by "type" now; keeping it would report every error twice
+
+    if out.get("x-kubernetes-embedded-resource"):
+        props = dict(out.get("properties", {}))
+        props.setdefault("apiVersion", {"type": "string"})
+        props.setdefault("kind", {"type": "string"})
+        props.setdefault("metadata", {"type": "object", "x-kubernetes-preserve-unknown-fields": True})
+        out["properties"] = props
+
+    if "properties" in out:
+        out["properties"] = {k: _structural(v) for k, v in out["properties"].items()}
+    if isinstance(out.get("items"), Mapping):
+        out["items"] = _structural(out["items"])
+    if isinstance(out.get("additionalProperties"), Mapping):
+        out["additionalProperties"] = _structural(out["additionalProperties"])
+
+    is_object = out.get("type") == "object" or "properties" in out
+    if is_object and not out.get("x-kubernetes-preserve-unknown-fields") and "additionalProperties" not in out:
+        out["additionalProperties"] = False
+
+    if out.get("nullable"):
+        kind = out.get("type")
+        if isinstance(kind, str):
+            out["type"] = [kind, "null"]
+        elif isinstance(kind, list):
+            out["type"] = [*kind, "null"]
+        if "enum" in out:
+            out["enum"] = [*out["enum"], None]
+        if kind is None:
+            out = {"anyOf": [{"type": "null"}, out]}
+    return out
+
+
+@functools.cache
+def _strict_schema(api_version: str, kind: str) -> dict[str, Any]:
+    schema = _structural(copy.deepcopy(_version_entry(api_version, kind)["schema"]["openAPIV3Schema"]))
+    props = dict(schema.get("properties", {}))
+    props["apiVersion"] = {"const": api_version}
+    props["kind"] = {"const": kind}
+    props["metadata"] = _OBJECT_META
+    schema["properties"] = props
+    schema["required"] = sorted({*schema.get("required", []), "apiVersion", "kind", "metadata"})
+    return schema
+
+
+def schema_for(api_version: str, kind: str) -> dict[str, Any]:
+    """The strict Draft 7 schema ``validate`` uses for ``apiVersion`` + ``kind`` (a copy)."""
+    return copy.deepcopy(_strict_schema(api_version, kind))
+
+
+# ------------------------------------------------------------------- the validator
+
+
+def _list_type(validator: Any, list_type: Any, instance: Any, schema: Mapping[str, Any]) -> Iterator[ValidationError]:
+    if not isinstance(instance, list):
+        return
+    if list_type == "set":
+        seen: list[Any] = []
+        for index, item in enumerate(instance):
+            if item in seen:
+                yield ValidationError(f"duplicate entry {item!r} in a list of type set", path=[index])
+            seen.append(item)
+    elif list_type == "map":
+        keys = list(schema.get("x-kubernetes-list-map-keys", []))
+        seen_keys: list[tuple[Any, ...]] = []
+        for index, item in enumerate(instance):
+            if not isinstance(item, dict):
+                continue
+            key = tuple(item.get(k) for k in keys)
+            if key in seen_keys:
+                shown = ", ".join(f"{k}={v!r}" for k, v in zip(keys, key, strict=True))
+                yield ValidationError(f"duplicate entry with {shown} in a list of type map", path=[index])
+            seen_keys.append(key)
+
+
+_format_checker = FormatChecker(formats=())
+
+
+def _int_format(name: str) -> None:
+    low, high = _INT_RANGES[name]
+
+    @_format_checker.checks(name)
+    def _check(instance: object) -> bool:
+        if isinstance(instance, bool) or not isinstance(instance, int):
+            return True
+        return low <= instance <= high
+
+
+for _name in _INT_RANGES:
+    _int_format(_name)
+
+# jsonschema's stubs leave validators.extend untyped.
+_KubeValidator = validators.extend(Draft7Validator, {"x-kubernetes-list-type": _list_type})  # type: ignore[no-untyped-call]
+
+
+def _path(parts: Iterable[Any]) -> str:
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return text or "."
+
+
+def _messages(error: ValidationError) -> list[str]:
+    where = list(error.absolute_path)
+    if error.validator == "additionalProperties" and error.validator_value is False:
+        known = set(error.schema.get("properties", {})) if isinstance(error.schema, Mapping) else set()
+        extra = sorted(k for k in error.instance if k not in known) if isinstance(error.instance, dict) else []
+        return [f"{_path([*where, k])}: unknown field (the API server would prune it silently)" for k in extra] or [
+            f"{_path(where)}: {error.message}"
+        ]
+    if error.validator == "required" and isinstance(error.instance, dict) and isinstance(error.validator_value, list):
+        missing = [k for k in error.validator_value if k not in error.instance]
+        return [f"{_path([*where, k])}: required field missing" for k in missing]
+    if error.validator == "anyOf" and where and where[-1] == "metadata" and len(where) == 1:
+        return [".metadata.name: required field missing (or metadata.generateName)"]
+    if error.validator == "const" and len(where) == 1 and where[0] in ("apiVersion", "kind"):
+        return [f"{_path(where)}: {error.instance!r} does not match the CRD ({error.validator_value!r})"]
+    return [f"{_path(where)}: {error.message}"]
+
+
+def validate(obj: dict[str, Any]) -> list[str]:
+    """Errors of ``obj`` against its vendored CRD, as ``"<path>: <message>"``; empty when valid.
+
+    An object whose apiVersion/kind no vendored CRD serves gives one error at ``.apiVersion``.
+    """
+    if not isinstance(obj, dict):
+        return [f".: expected an object, got {type(obj).__name__}"]
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    if not isinstance(api_version, str) or not isinstance(kind, str):
+        return [f"{_path([k])}: required field missing" for k in ("apiVersion", "kind") if not obj.get(k)] or [
+            ".: apiVersion and kind must be strings"
+        ]
+    try:
+        schema = _strict_schema(api_version, kind)
+    except CrdNotFound as exc:
+        return [f".apiVersion: {exc}"]
+    checker = _KubeValidator(schema, format_checker=_format_checker)
+    errors: list[str] = []
+    if "status" in obj and "status" in _version_entry(api_version, kind).get("subresources", {}):
+        errors.append(".status: set in a manifest, but the API server ignores it (status subresource)")
+    for error in sorted(checker.iter_errors(obj), key=lambda e: [str(p) for p in e.absolute_path]):
+        errors.extend(_messages(error))
+    return errors
