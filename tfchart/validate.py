@@ -19,6 +19,9 @@ from tfchart.values import HelmMajor, Inputs, Source, Values, compute
 # 10,000 levels where the schema allows anything) are checked on a copy cut at this depth, so no
 # validator or message recurses through them.
 CHECK_DEPTH = 200
+# Problems are listed for the first items of a list only: a --set list[60000] of nulls is one mistake,
+# not 60,000 lines (and listing them all took seconds). If those items hold no problem, all are checked.
+EXPLAINED_ITEMS = 1000
 
 
 @dataclass
@@ -90,7 +93,11 @@ def validate(
     checked = bounded(values.data, CHECK_DEPTH)
     schema_path = chart / "values.schema.json"
     if not schema.is_valid(schema_path, checked):
-        report.problems += schema.problems(schema_path, checked, values.defaults)
+        shortened = bounded(checked, CHECK_DEPTH, EXPLAINED_ITEMS)
+        found = schema.problems(schema_path, shortened, values.defaults)
+        if not found and shortened is not checked:
+            found = schema.problems(schema_path, checked, values.defaults)
+        report.problems += found
     report.problems += rules.check(checked)
     report.problems = [_locate(problem, values) for problem in report.problems]
     if report.valid:
@@ -100,12 +107,13 @@ def validate(
     return report
 
 
-def bounded(value: Any, depth: int) -> Any:
-    """`value` itself when it is at most `depth` levels deep, else a copy whose deeper maps and lists are empty."""
+def bounded(value: Any, depth: int, items: int | None = None) -> Any:
+    """`value` itself when it is at most `depth` levels deep (and no list has more than `items`), else a
+    copy whose deeper maps and lists are empty (and whose lists keep their first `items`)."""
     pending: list[tuple[Any, int]] = [(value, 1)]
     while pending:
         node, level = pending.pop()
-        if level > depth:
+        if level > depth or (items is not None and isinstance(node, list) and len(node) > items):
             break
         children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
         pending.extend((child, level + 1) for child in children if isinstance(child, (dict, list)))
@@ -115,8 +123,8 @@ def bounded(value: Any, depth: int) -> Any:
     copies: list[tuple[Any, Any, int]] = [(root, value, 1)]
     while copies:
         target, source, level = copies.pop()
-        items = source.items() if isinstance(source, dict) else enumerate(source)
-        for key, child in items:
+        entries = source.items() if isinstance(source, dict) else enumerate(source[:items] if items else source)
+        for key, child in entries:
             if isinstance(child, (dict, list)):
                 copied: Any = {} if isinstance(child, dict) else []
                 if level < depth:

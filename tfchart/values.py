@@ -556,6 +556,15 @@ def _is_merge(node: Node) -> bool:
 
 
 _VISIT, _SEQ, _MAP, _MERGE_SEQ, _ALIAS_EXIT = range(5)
+_Chain = tuple[Any, str] | None  # a key path as (parent, name): O(1) per level, built into a tuple on error
+
+
+def _materialize(chain: _Chain) -> Path_:
+    names: list[str] = []
+    while chain is not None:
+        chain, name = chain
+        names.append(name)
+    return tuple(reversed(names))
 
 
 class _Decoder:
@@ -571,7 +580,7 @@ class _Decoder:
         self.alias_depth = 0
         self.active: set[int] = set()
 
-    def count(self, node: Node, path: Path_) -> None:
+    def count(self, node: Node, path: _Chain) -> None:
         self.decodes += 1
         if self.alias_depth:
             self.aliases += 1
@@ -584,12 +593,12 @@ class _Decoder:
                 "document contains excessive aliasing (helm's limit: aliases may expand to at most "
                 f"{allowed_alias_ratio(self.decodes):.0%} of the decoded nodes)",
                 node.line,
-                path,
+                _materialize(path),
             )
 
-    def enter_alias(self, node: Node, path: Path_) -> Node:
+    def enter_alias(self, node: Node, path: _Chain) -> Node:
         if id(node) in self.active:
-            raise _DecodeError(f"anchor '{node.value}' value contains itself", node.line, path)
+            raise _DecodeError(f"anchor '{node.value}' value contains itself", node.line, _materialize(path))
         self.active.add(id(node))
         self.alias_depth += 1
         assert node.target is not None
@@ -599,7 +608,7 @@ class _Decoder:
         self.active.discard(id(node))
         self.alias_depth -= 1
 
-    def key(self, node: Node, path: Path_) -> str:
+    def key(self, node: Node, path: _Chain) -> str:
         self.count(node, path)
         alias = None
         if node.kind == ALIAS:
@@ -608,20 +617,22 @@ class _Decoder:
             self.count(node, path)
         try:
             if node.kind != SCALAR:
-                raise _DecodeError("invalid map key: a key must be a scalar, not a map or a list", node.line, path)
+                raise _DecodeError(
+                    "invalid map key: a key must be a scalar, not a map or a list", node.line, _materialize(path)
+                )
             try:
                 return _json_key(_scalar(node))
             except ValueError as error:
-                raise _DecodeError(str(error), node.line, path) from None
+                raise _DecodeError(str(error), node.line, _materialize(path)) from None
         finally:
             if alias is not None:
                 self.exit_alias(alias)
 
     def decode(self, document_line: int, root: Node) -> Any:
         holder: list[Any] = []
-        self.count(root, ())  # go-yaml unmarshals the document node, then its root
+        self.count(root, None)  # go-yaml unmarshals the document node, then its root
         # tasks: (kind, node, container, index/key, path, depth)
-        stack: list[tuple[int, Node, Any, Any, Path_, int]] = [(_VISIT, root, holder, None, (), 0)]
+        stack: list[tuple[int, Node, Any, Any, _Chain, int]] = [(_VISIT, root, holder, None, None, 0)]
         while stack:
             task, node, container, slot, path, depth = stack.pop()
             if task == _VISIT:
@@ -635,11 +646,13 @@ class _Decoder:
                     try:
                         value = _json_value(_scalar(node))
                     except ValueError as error:
-                        raise _DecodeError(str(error), node.line, path) from None
+                        raise _DecodeError(str(error), node.line, _materialize(path)) from None
                     _put(container, slot, value)
                     continue
                 if depth + 1 > MAX_DEPTH:
-                    raise _DecodeError(f"exceeded max depth of {MAX_DEPTH} nested maps and lists", node.line, path)
+                    raise _DecodeError(
+                        f"exceeded max depth of {MAX_DEPTH} nested maps and lists", node.line, _materialize(path)
+                    )
                 if node.kind == SEQUENCE:
                     items: list[Any] = []
                     _put(container, slot, items)
@@ -651,7 +664,7 @@ class _Decoder:
             elif task == _SEQ:
                 if slot < len(node.children):
                     stack.append((_SEQ, node, container, slot + 1, path, depth))
-                    stack.append((_VISIT, node.children[slot], container, None, (*path, str(slot)), depth))
+                    stack.append((_VISIT, node.children[slot], container, None, (path, str(slot)), depth))
             elif task == _MAP:
                 if 2 * slot >= len(node.children):
                     continue
@@ -661,7 +674,7 @@ class _Decoder:
                     self.merge(value_node, container, path, depth, stack)
                     continue
                 key = self.key(key_node, path)
-                stack.append((_VISIT, value_node, container, key, (*path, key), depth))
+                stack.append((_VISIT, value_node, container, key, (path, key), depth))
             elif task == _MERGE_SEQ:
                 if slot < 0:
                     continue
@@ -678,7 +691,7 @@ class _Decoder:
                 self.exit_alias(node)
         return holder[0] if holder else None
 
-    def merge(self, value: Node, out: dict[str, Any], path: Path_, depth: int, stack: list[Any]) -> None:
+    def merge(self, value: Node, out: dict[str, Any], path: _Chain, depth: int, stack: list[Any]) -> None:
         if value.kind == MAPPING:
             self.merge_mapping(value, out, path, depth, stack)
         elif value.kind == ALIAS:
@@ -692,7 +705,7 @@ class _Decoder:
         else:
             raise _merge_error(value, path)
 
-    def merge_mapping(self, node: Node, out: dict[str, Any], path: Path_, depth: int, stack: list[Any]) -> None:
+    def merge_mapping(self, node: Node, out: dict[str, Any], path: _Chain, depth: int, stack: list[Any]) -> None:
         """Decodes a mapping (or an alias of one) into `out`, like go-yaml's d.unmarshal(n, out)."""
         self.count(node, path)
         if node.kind == ALIAS:
@@ -703,8 +716,8 @@ class _Decoder:
         stack.append((_MAP, node, out, 0, path, depth))
 
 
-def _merge_error(node: Node, path: Path_) -> _DecodeError:
-    return _DecodeError("map merge requires map or sequence of maps as the value", node.line, path)
+def _merge_error(node: Node, path: _Chain) -> _DecodeError:
+    return _DecodeError("map merge requires map or sequence of maps as the value", node.line, _materialize(path))
 
 
 def _put(container: Any, slot: Any, value: Any) -> None:
@@ -752,14 +765,13 @@ def _helm4_documents(data: bytes, name: str) -> list[tuple[bytes, int]]:
             "helm 4.1 silently ignores such a line (helm issue #32506); add a newline at the end of the file",
             len(lines),
         )
+    lines = [line[:-1] if line.endswith(b"\r") else line for line in lines]  # bufio's ReadLine drops \r\n
     if last:
-        lines.append(last)
+        lines.append(last)  # no newline after it: its \r stays
     chunks: list[tuple[bytes, int]] = []
     buffer: list[bytes] = []
     start = 0
     for number, line in enumerate(lines):
-        if line.endswith(b"\r"):
-            line = line[:-1]
         if line.startswith(b"---"):
             rest = line[3:].decode("utf-8", errors="replace").strip()
             if rest and not rest.startswith("#"):
@@ -805,8 +817,9 @@ def _type_name(value: Any) -> str:
 def load_bytes(data: bytes, name: str, helm_major: HelmMajor | None = None) -> Loaded:
     """A values file's bytes as helm reads them; helm_major is asked only where helm 3 and 4 differ.
 
-    helm 3 decodes the first YAML document of the file; helm 4 splits the file at `---` lines and
-    merges every document. For a file without separator lines both read the same.
+    helm 3 decodes the first YAML document of the file; helm 4 splits the file into lines (ending
+    each with a newline, dropping \r before one) and at `---` lines, and merges every document. For a
+    file with no separator that ends with a newline both parse the very same bytes.
     """
     helm3: Loaded | None = None
     helm3_error: _DecodeError | None = None
@@ -818,10 +831,10 @@ def load_bytes(data: bytes, name: str, helm_major: HelmMajor | None = None) -> L
     helm4_error: _DecodeError | None = None
     try:
         chunks = _helm4_documents(data, name)
-        if _has_separator(data):
-            helm4 = _decode_documents(chunks, name)
+        if chunks == [(data, 0)] or (not chunks and not data.strip()):
+            helm4, helm4_error = helm3, helm3_error  # helm 4 parses the very same bytes
         else:
-            helm4, helm4_error = helm3, helm3_error  # one document either way
+            helm4 = _decode_documents(chunks, name)
     except _DecodeError as error:
         helm4_error = error
     if helm3 is not None and helm4 is not None:
@@ -836,10 +849,6 @@ def load_bytes(data: bytes, name: str, helm_major: HelmMajor | None = None) -> L
         raise ValuesFileError(_problem(failure, name))
     assert loaded is not None
     return loaded
-
-
-def _has_separator(data: bytes) -> bool:
-    return data.startswith(b"---") or b"\n---" in data
 
 
 def strict_equal(left: Any, right: Any) -> bool:
@@ -968,6 +977,8 @@ class _SetIndex:
             best = max(best, node.get("#here", (-1, "")))
             child = node.get(key)
             if child is None:
+                if key.isdigit():  # an item helm padded with null when an argument set a later index
+                    best = max(best, node.get("#max", (-1, "")))
                 return best[1] if best[0] >= 0 else None
             node = child
         best = max(best, node.get("#max", (-1, "")))
