@@ -30,7 +30,7 @@ MAX_NESTING = 30
 MAX_JSON_DEPTH = 10_000  # encoding/json's maxNestingDepth
 _INT64 = (-(2**63), 2**63 - 1)
 
-OnAssign = Callable[[tuple[str, ...]], None]
+OnAssign = Callable[[tuple[str, ...], str], None]  # (key path, the assignment's text in the argument)
 _Path = tuple[Any, str] | None  # (parent, name): a key path shared with its parent, built in O(1)
 ReadFile = Callable[[str], Any]
 
@@ -178,6 +178,7 @@ class _Parser:
         self.on_assign = on_assign
         self.read_file = read_file
         self.spans: list[tuple[int, int]] = []  # where each value's text is in the argument
+        self.assignment_start = 0
 
     def value_text(self, stop: str) -> tuple[str, str | None]:
         start = self.scanner.pos
@@ -201,7 +202,8 @@ class _Parser:
             path, name = path
             names.append(name)
         if all(names):
-            self.on_assign(tuple(reversed(names)))
+            text = self.scanner.text[self.assignment_start : self.scanner.pos].rstrip(",")
+            self.on_assign(tuple(reversed(names)), text)
 
     def value_list(self) -> list[Any] | _Eof | None:
         """`{a,b}`: the list; EOF right after `=`; None when the value is not a list."""
@@ -345,6 +347,7 @@ class _Parser:
 
     def parse(self, data: dict[str, Any]) -> None:
         while True:
+            self.assignment_start = self.scanner.pos
             if isinstance(run(self.key(data, 0, None)), _Eof):
                 return
 
@@ -466,7 +469,7 @@ def parse_into(
 ) -> None:
     """Applies one argument of the --set family to `data` in place, as helm's strvals does.
 
-    `on_assign` is told the key path of every value set, for error messages.
+    `on_assign` is told the key path of every value set and the text of its assignment, for error messages.
     """
     mode = mode or ("string" if as_string else "typed")
     try:
@@ -513,7 +516,7 @@ def apply_json(
             raise UsageError(f"--set-json {_shown(argument)} is not a JSON object", "pass KEY=JSON or one JSON object")
         if on_assign is not None:
             for path in iter_leaf_paths(document):
-                on_assign(path)
+                on_assign(path, argument)
         return merge_maps(data, document)
     parse_into(argument, data, mode="json", on_assign=on_assign)
     return data

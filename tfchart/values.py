@@ -1048,10 +1048,11 @@ def compute(
     index = _SetIndex()
     ordered = sorted(enumerate(sets), key=lambda item: (SET_FLAGS.index(item[1][0]), item[0]))
     for order, (flag, argument) in enumerate(flag_argument for _, flag_argument in ordered):
-        label = f"{flag} {argument}"
 
-        def record(path: Path_, order: int = order, label: str = label) -> None:
-            index.add(path, order, label)
+        def record(path: Path_, text: str, order: int = order, flag: str = flag, argument: str = argument) -> None:
+            # the whole argument when it is short, else just the assignment that set this path
+            shown = argument if len(argument) <= 120 else (text if len(text) <= 120 else text[:117] + "...")
+            index.add(path, order, f"{flag} {shown}")
 
         if flag == "--set-json":
             user = strvals.apply_json(argument, user, helm_major, record)

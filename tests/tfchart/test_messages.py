@@ -1,0 +1,100 @@
+"""Error messages: one line from tfchart (no stray pyhelm3 log line), and hints that are valid commands."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import click
+import pytest
+
+from tests.chartlib import REPO, helm_path
+from tfchart import cli, logs, strvals
+from tfchart.errors import HelmError, TfchartError, UsageError
+from tfchart.helm import PyHelm3Runner
+
+
+def test_a_failing_helm_command_is_reported_once(capfd: pytest.CaptureFixture[str]) -> None:
+    runner = PyHelm3Runner(str(helm_path("4")))
+    with pytest.raises(HelmError) as failure:
+        runner(["template", "x", "/nonexistent/chart"])
+    captured = capfd.readouterr()
+    assert "command failed" not in captured.err + captured.out
+    assert "/nonexistent/chart" in failure.value.message
+
+
+def test_the_cli_prints_one_error_line_for_a_helm_failure(tmp_path: Path) -> None:
+    chart = tmp_path / "broken"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: broken\nversion: 0.1.0\n")
+    (chart / "values.yaml").write_text("{}\n")
+    (chart / "values.schema.json").write_text("{}\n")
+    (chart / "templates" / "x.yaml").write_text('{{ fail "the chart refuses" }}\n')
+    result = subprocess.run(
+        [sys.executable, "-m", "tfchart", "--helm", str(helm_path("4")), "--chart", str(chart), "template", "x"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1
+    assert "command failed" not in result.stderr
+    assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == [
+        line for line in result.stderr.splitlines() if "the chart refuses" in line
+    ]
+    assert "Traceback" not in result.stderr
+
+
+def command_in(hint: str) -> list[str]:
+    """The `tfchart ...` command quoted in a hint."""
+    quoted = [part for part in hint.split("`")[1::2] if part.startswith("tfchart ")]
+    assert quoted, hint
+    return shlex.split(quoted[0])[1:]
+
+
+def assert_parses(args: list[str]) -> None:
+    """The command line is valid for tfchart's parser (options, arguments, choices)."""
+    name, *rest = args
+    command = cli.main_group.get_command(click.Context(cli.main_group), name)
+    assert command is not None, name
+    command.make_context(name, [arg.replace("RELEASE", "mnist") for arg in rest])
+
+
+def pod(name: str, index: int) -> Any:
+    labels = {logs.POD_INDEX_LABEL: str(index)}
+    return SimpleNamespace(metadata=SimpleNamespace(name=name, labels=labels, namespace="team-a"))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: logs.check_arguments("worker", -1, None),
+        lambda: logs.pick_pod([pod("mnist-w-0", 0), pod("mnist-w-1", 1)], "mnist", "team-a", "worker", 5),
+    ],
+    ids=["negative-index", "index-out-of-range"],
+)
+def test_logs_hints_are_valid_tfchart_commands(make: Any) -> None:
+    with pytest.raises(TfchartError) as failure:
+        make()
+    assert_parses(command_in(failure.value.hint))
+
+
+def test_kubeconfig_context_hint_names_the_real_flag() -> None:
+    from tfchart.kube import config_error
+
+    error = config_error(ValueError("context 'nope' not found"), "/tmp/kubeconfig", "nope")
+    assert "--kube-context" in error.hint
+    flag = error.hint.split("pass one of them with ")[1].split()[0]
+    assert any(flag in option.opts for option in cli.status.params if isinstance(option, click.Option))
+
+
+def test_a_long_set_argument_is_shortened_in_messages() -> None:
+    argument = ",".join(f"k{i}=[" for i in range(2000))
+    with pytest.raises(UsageError) as failure:
+        strvals.parse_into(argument + ",x[a]=1", {})
+    assert len(failure.value.message) < 300
+    assert f"({len(argument) + 7} characters)" in failure.value.message
