@@ -507,7 +507,8 @@ def apply_json(
     on_assign: OnAssign | None = None,
 ) -> dict[str, Any]:
     """One --set-json argument: KEY=JSON pairs, or (helm 4) a whole JSON object merged into the values."""
-    from tfchart.values import iter_leaf_paths, merge_maps
+    from tfchart.goyaml import merge_maps
+    from tfchart.values import iter_leaf_paths
 
     stripped = argument.strip()
     if stripped.startswith("{") and (helm_major() if helm_major is not None else 4) >= 4:

@@ -13,7 +13,9 @@ from typing import Any
 
 from tfchart import rules, schema
 from tfchart.errors import Problem
-from tfchart.values import HelmMajor, Inputs, Source, Values, compute
+from tfchart.goyaml import HelmMajor
+from tfchart.inputs import Inputs, Source
+from tfchart.values import Values, compute
 
 # The chart's schema is a few levels deep; values nested deeper than this (helm accepts up to
 # 10,000 levels where the schema allows anything) are checked on a copy cut at this depth, so no

@@ -16,7 +16,7 @@ import yaml
 
 from tests.chart.badvalues import corpus as schema_mutations
 from tests.chartlib import REPO, VALUES_DIR
-from tfchart.values import merge_maps
+from tfchart.goyaml import merge_maps
 
 FIXTURES = sorted((REPO / "tests" / "fixtures" / "bad-values").glob("*.yaml"))
 PER_FILE_SCHEMA_MUTATIONS = 70

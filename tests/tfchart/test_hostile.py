@@ -36,8 +36,10 @@ from tests.chartlib import CHART, HELM_MAJORS, REPO, helm_path
 from tests.tfchart.hostile import Case, Measured, corpus
 from tfchart import rules
 from tfchart.errors import UsageError
+from tfchart.goyaml import ValuesFileError, strict_equal
+from tfchart.inputs import Inputs, Source
 from tfchart.validate import CHECK_DEPTH, bounded
-from tfchart.values import Inputs, Source, ValuesFileError, compute, strict_equal
+from tfchart.values import compute
 
 ORACLE = REPO / "tests" / "fixtures" / "hostile" / "oracle"
 CASES = corpus()
