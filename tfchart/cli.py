@@ -109,7 +109,7 @@ class ValuesRun:
     """The user's values inputs, each read once (helm's order), and the arguments helm gets for them."""
 
     def __init__(self, settings: Settings, files: tuple[Path, ...], ordered: list[tuple[str, str]]) -> None:
-        from tfchart.values import Inputs
+        from tfchart.inputs import Inputs
 
         self.settings = settings
         self.inputs = Inputs()
