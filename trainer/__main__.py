@@ -3,7 +3,8 @@
 Every TrainerError becomes one ``trainer: error: <message>`` line on stderr and its exit
 code (2 for configuration errors); any other exception becomes one ``internal error``
 line and exit code 1 (set ``TFD_DEBUG=1`` to see the traceback). Configuration (flags,
-TF_CONFIG, data paths) is validated before TensorFlow is imported.
+TF_CONFIG, data paths) is validated before TensorFlow is imported. A stop on SIGTERM or
+SIGINT (trainer.shutdown) exits 128 + the signal number: 143 or 130.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import traceback
 from collections.abc import Sequence
 
 from trainer.errors import EXIT_FAILED, TrainerError
+from trainer.shutdown import Interrupted
 
 
 def _error(message: str) -> None:
@@ -44,6 +46,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TrainerError as e:
         _error(str(e))
         return e.exit_code
+    except Interrupted as stop:  # a signal after the role returned
+        return stop.exit_code
     except KeyboardInterrupt:
         _error("interrupted")
         return 130

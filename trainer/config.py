@@ -59,7 +59,7 @@ class TrainConfig:
     learning_rate: float
     momentum: float
     checkpoint_every_steps: int
-    checkpoint_every_secs: float
+    checkpoint_every_seconds: float
     keep_checkpoints: int
     eval_split: float
     log_every_steps: int
@@ -71,6 +71,7 @@ class TrainConfig:
     run_id: str
     eval_poll_secs: float
     eval_timeout_secs: float
+    shutdown_grace_seconds: float
     intra_op_threads: int
     inter_op_threads: int
     classic: ClassicFlags
@@ -143,7 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
             "Distributed TensorFlow trainer (LeNet-style CNN on MNIST-shaped data). Every "
             "task of a cluster runs the same command; its role comes from TF_CONFIG (or the "
             "classic --job_name/--task_index flags). Exit codes: 0 success, 1 training "
-            "failed, 2 configuration error, 3 a cluster task (parameter server) was lost."
+            "failed, 2 configuration error, 3 a cluster task (parameter server) was lost, "
+            "143 (130) stopped by SIGTERM (SIGINT) after saving a checkpoint at the step "
+            "reached: a restart resumes there."
         ),
         formatter_class=_HelpFormatter,
     )
@@ -168,8 +171,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=42, help="seed of the held-out split and init")
     g.add_argument("--checkpoint-every-steps", type=int, default=100,
                    help="save a checkpoint every N global steps (0 = only at the end)")
-    g.add_argument("--checkpoint-every-secs", type=float, default=0.0,
-                   help="also save when N seconds passed since the last save (0 = off)")
+    g.add_argument("--checkpoint-every-seconds", "--checkpoint-every-secs",
+                   dest="checkpoint_every_seconds", type=float, default=0.0,
+                   help="also save when N seconds passed since the last save, checked at "
+                        "every chunk boundary; the chief decides (0 = off)")
     g.add_argument("--keep-checkpoints", type=int, default=5, help="checkpoints kept on disk")
     g.add_argument("--log-every-steps", type=int, default=20,
                    help="print the step line and write TensorBoard scalars every N steps")
@@ -188,6 +193,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="evaluator: how often to look for a new checkpoint")
     g.add_argument("--eval-timeout-secs", type=float, default=0.0,
                    help="evaluator: give up (exit 1) after N seconds without success (0 = never)")
+    g.add_argument("--shutdown-grace-seconds", type=float, default=25.0,
+                   help="on SIGTERM/SIGINT: stop at the next step boundary, save and exit "
+                        "within N seconds (keep it below terminationGracePeriodSeconds); "
+                        "past it, exit without a new checkpoint")
     g.add_argument("--intra-op-threads", type=int, default=0,
                    help="TensorFlow intra-op threads (0 = TensorFlow's default)")
     g.add_argument("--inter-op-threads", type=int, default=0,
@@ -238,7 +247,7 @@ def parse_config(argv: Sequence[str]) -> TrainConfig:
             raise ConfigError(f"{flag} must be a positive integer, got {value}")
     non_negative: dict[str, float] = {
         "--checkpoint-every-steps": ns.checkpoint_every_steps,
-        "--checkpoint-every-secs": ns.checkpoint_every_secs,
+        "--checkpoint-every-seconds": ns.checkpoint_every_seconds,
         "--eval-timeout-secs": ns.eval_timeout_secs,
         "--intra-op-threads": ns.intra_op_threads,
         "--inter-op-threads": ns.inter_op_threads,
@@ -255,6 +264,11 @@ def parse_config(argv: Sequence[str]) -> TrainConfig:
         raise ConfigError(f"--eval-split must be between 0 and 1 (exclusive), got {ns.eval_split}")
     if ns.eval_poll_secs <= 0:
         raise ConfigError(f"--eval-poll-secs must be > 0, got {ns.eval_poll_secs}")
+    if not (ns.shutdown_grace_seconds > 0 and math.isfinite(ns.shutdown_grace_seconds)):
+        raise ConfigError(
+            f"--shutdown-grace-seconds must be a positive number of seconds, got "
+            f"{ns.shutdown_grace_seconds}"
+        )
     if not ns.model_name or "/" in ns.model_name or ns.model_name.startswith("."):
         raise ConfigError(
             f"--model-name {ns.model_name!r} is not a valid directory name (no '/', no leading .)"
@@ -292,7 +306,7 @@ def parse_config(argv: Sequence[str]) -> TrainConfig:
         learning_rate=ns.learning_rate,
         momentum=ns.momentum,
         checkpoint_every_steps=ns.checkpoint_every_steps,
-        checkpoint_every_secs=ns.checkpoint_every_secs,
+        checkpoint_every_seconds=ns.checkpoint_every_seconds,
         keep_checkpoints=ns.keep_checkpoints,
         eval_split=ns.eval_split,
         log_every_steps=ns.log_every_steps,
@@ -304,6 +318,7 @@ def parse_config(argv: Sequence[str]) -> TrainConfig:
         run_id=run_id,
         eval_poll_secs=ns.eval_poll_secs,
         eval_timeout_secs=ns.eval_timeout_secs,
+        shutdown_grace_seconds=ns.shutdown_grace_seconds,
         intra_op_threads=ns.intra_op_threads,
         inter_op_threads=ns.inter_op_threads,
         classic=ClassicFlags(

@@ -13,6 +13,10 @@ EXIT_CONFIG = 2
 EXIT_FAILED = 1
 #: Exit code when a cluster member (parameter server) was lost; a restart resumes.
 EXIT_CLUSTER = 3
+#: Exit code after SIGTERM (128 + 15, the shell's and Kubernetes' convention for a process
+#: ended by SIGTERM): the chief saved a checkpoint at the step it reached (or says why it
+#: could not) and a restart resumes there. SIGINT gives 130 (128 + 2). See trainer.shutdown.
+EXIT_INTERRUPTED = 143
 
 
 class TrainerError(Exception):

@@ -5,13 +5,18 @@ with ``tf.distribute.coordinator.ClusterCoordinator``. A lost worker is absorbed
 coordinator (its steps are re-scheduled; a worker restarted under the same address
 rejoins). A lost ps cannot be absorbed: the chief stops with ClusterFailure, and a
 restarted chief (with the ps back) resumes from the latest checkpoint.
+
+On SIGTERM/SIGINT (trainer.shutdown) the chief stops scheduling, waits for the closures
+in flight (bounded by the grace period, keeping time for the save), saves the global step
+reached and raises Interrupted; a restarted chief resumes at exactly that step.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NoReturn
 
 import tensorflow as tf
 
@@ -21,13 +26,16 @@ from trainer.config import TrainConfig
 from trainer.data import DataSource
 from trainer.errors import ClusterFailure
 from trainer.metrics import ChiefReporter, ThroughputMeter
-from trainer.steps import checkpoint_due, create_state, make_multi_step, make_replica_step
+from trainer.shutdown import Shutdown, save_reserve
+from trainer.steps import TrainState, checkpoint_due, create_state, make_multi_step, make_replica_step
 from trainer.strategy import make_strategy, wait_for_cluster
 
 log = logging.getLogger("trainer.ps")
 
 #: How long the chief waits for ps/worker servers to accept connections at start-up.
 CLUSTER_WAIT_SECS = 600.0
+#: How often the chief polls ``ClusterCoordinator.done()`` while stopping.
+DRAIN_POLL_SECS = 0.05
 
 
 def _failure(e: Exception, task: Task, step: int) -> ClusterFailure:
@@ -48,13 +56,126 @@ def _failure(e: Exception, task: Task, step: int) -> ClusterFailure:
     )
 
 
-def run_ps_chief(cfg: TrainConfig, task: Task, data: DataSource, reporter: ChiefReporter) -> int:
-    """Train to ``cfg.train_steps``; returns the final global step."""
+def _drain(coordinator: Any, seconds: float) -> bool:
+    """Wait up to ``seconds`` for every scheduled closure; False when some are still in
+    flight (e.g. waiting for a lost worker to come back) or one failed."""
+    deadline = time.monotonic() + seconds
+    try:
+        while not coordinator.done():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(DRAIN_POLL_SECS)
+    except (tf.errors.OpError, ConnectionError) as e:
+        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")
+        log.warning("in-flight steps failed while stopping (%s: %s)", type(e).__name__, first[:300])
+        return False
+    return True
+
+
+@dataclass
+class _PsRun:
+    """The coordinator's state during one attempt."""
+
+    cfg: TrainConfig
+    state: TrainState
+    manager: Any
+    reporter: ChiefReporter
+    coordinator: Any
+    shutdown: Shutdown
+    meter: ThroughputMeter
+    scheduled: int
+    saved_step: int
+    saved_time: float
+    last_save_secs: float | None = None
+    pending: tuple[Any, int] | None = None  # (last remote loss of a chunk, its step)
+
+    def schedule_until(self, end: int, worker_fn: Any, iterator: Any) -> Any:
+        """Schedule closures of up to --steps-per-execution steps up to ``end``, unless a
+        stop is requested; returns the last closure's remote loss (None if none)."""
+        rv: Any = None
+        while self.scheduled < end and not self.shutdown.requested:
+            n = min(self.cfg.steps_per_execution, end - self.scheduled)
+            rv = self.coordinator.schedule(worker_fn, args=(iterator, tf.constant(n)))
+            self.scheduled += n
+        return rv
+
+    def report_pending(self) -> None:
+        """Print the step line of the pending chunk (waits for its closure)."""
+        if self.pending is not None:
+            rv, step = self.pending
+            self.pending = None
+            loss = float(rv.fetch())
+            ex_s, s_b = self.meter.tick(step)
+            self.reporter.log_step(step, loss, ex_s, s_b)
+
+    def save(self) -> tuple[int, str | None]:
+        """Save the global step read from the ps; returns (step, path), path None when
+        that step is already the latest checkpoint."""
+        started = time.monotonic()
+        gstep = int(self.state.global_step.numpy())
+        if gstep == self.saved_step:
+            return gstep, None
+        path: str = self.manager.save(checkpoint_number=gstep)
+        self.saved_step, self.saved_time = gstep, time.monotonic()
+        self.last_save_secs = self.saved_time - started
+        return gstep, path
+
+    def checkpoint(self) -> None:
+        """Join (every scheduled step applied: a consistent state), save, evaluate (not
+        when a stop is requested: the grace period is for saving)."""
+        self.coordinator.join()
+        self.report_pending()
+        gstep, path = self.save()
+        if path is None:
+            return
+        if self.shutdown.requested:
+            log.info("saved checkpoint for step %d: %s", gstep, path)
+        else:
+            self.reporter.checkpointed(gstep, path, self.state.weights())
+
+    def stop(self, rv: Any) -> NoReturn:
+        """Wait (bounded) for the in-flight closures, save the step reached, raise Interrupted.
+
+        The wait leaves :func:`save_reserve` of the grace period for the save. If closures
+        are still in flight then (a lost worker), the checkpoint is saved anyway: the
+        variables hold every step applied so far, and the global step counts exactly those.
+        """
+        shutdown = self.shutdown
+        shutdown.phase = "waiting for the in-flight steps"
+        reserve = save_reserve(shutdown.grace_seconds, self.last_save_secs)
+        drained = _drain(self.coordinator, shutdown.time_left() - reserve)
+        if drained:
+            self.report_pending()
+            self.pending = (rv, self.scheduled) if rv is not None else None
+            self.report_pending()  # the step line of the exact step reached
+        shutdown.phase = "saving the checkpoint"
+        try:
+            gstep, path = self.save()
+        except (tf.errors.OpError, ConnectionError) as e:
+            outcome = (f"checkpoint NOT saved ({type(e).__name__}); a restart resumes from "
+                       f"step {self.saved_step}")
+            raise shutdown.interrupted(f"at step {self.scheduled}", outcome) from None
+        if path is not None:
+            log.info("saved checkpoint for step %d: %s", gstep, path)
+        outcome = "checkpoint saved" if drained else (
+            "checkpoint saved (steps still in flight after the wait were abandoned)")
+        raise shutdown.interrupted(f"at step {gstep}", outcome, gstep)
+
+
+def run_ps_chief(cfg: TrainConfig, task: Task, data: DataSource, reporter: ChiefReporter,
+                 shutdown: Shutdown) -> int:
+    """Train to ``cfg.train_steps``; returns the final global step.
+
+    A stop request (SIGTERM/SIGINT) stops the scheduling, waits (bounded) for the
+    in-flight closures, saves the step reached and raises Interrupted.
+    """
     wait_for_cluster(task, CLUSTER_WAIT_SECS)
     saved_step = 0
+    run: _PsRun | None = None
     try:
         strategy = make_strategy("parameter_server", task)
         coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+        shutdown.reclaim()
         state = create_state(strategy, cfg, data.image_shape)
         manager = make_manager(state.checkpoint, cfg.layout.checkpoints, cfg.keep_checkpoints)
         step = restore_latest(state.checkpoint, cfg.layout.checkpoints, state.global_step)
@@ -68,45 +189,35 @@ def run_ps_chief(cfg: TrainConfig, task: Task, data: DataSource, reporter: Chief
             return data.train_dataset(cfg.batch_size, shuffle_seed=None)
 
         iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
-
         worker_fn = make_multi_step(strategy, replica_step)
-
-        meter = ThroughputMeter(cfg.batch_size, step)
-        saved_time = time.monotonic()
-        scheduled = step
-        pending: tuple[Any, int] | None = None  # (last remote loss of a chunk, its step)
-
-        def report(chunk: tuple[Any, int]) -> None:
-            loss = float(chunk[0].fetch())
-            ex_s, s_b = meter.tick(chunk[1])
-            reporter.log_step(chunk[1], loss, ex_s, s_b)
-
-        while scheduled < cfg.train_steps:
-            # Schedule up to the next multiple of --log-every-steps, in closures of up to
-            # --steps-per-execution steps ...
-            end = scheduled + min(cfg.log_every_steps - scheduled % cfg.log_every_steps,
-                                  cfg.train_steps - scheduled)
-            rv: Any = None
-            while scheduled < end:
-                n = min(cfg.steps_per_execution, end - scheduled)
-                rv = coordinator.schedule(worker_fn, args=(iterator, tf.constant(n)))
-                scheduled += n
-            # ... and report the previous chunk while this one runs on the workers.
-            if pending is not None:
-                report(pending)
-            pending = (rv, scheduled)
-            last = scheduled >= cfg.train_steps
-            if last or checkpoint_due(scheduled, saved_step, saved_time, time.monotonic(), cfg):
-                coordinator.join()  # every scheduled step is applied: a consistent state
-                report(pending)
-                pending = None
-                gstep = int(state.global_step.numpy())
-                path = manager.save(checkpoint_number=gstep)
-                saved_step, saved_time = gstep, time.monotonic()
-                reporter.checkpointed(gstep, path, state.weights())
-        coordinator.join()
+        run = _PsRun(cfg, state, manager, reporter, coordinator, shutdown,
+                     ThroughputMeter(cfg.batch_size, step), step, step, time.monotonic())
+        with shutdown.deferred():
+            shutdown.phase = "training"
+            _train(run, worker_fn, iterator)
+        saved_step = run.saved_step
         weights = state.weights()
     except (tf.errors.OpError, ConnectionError) as e:
-        raise _failure(e, task, saved_step) from None
+        raise _failure(e, task, run.saved_step if run is not None else saved_step) from None
+    shutdown.phase = "evaluating and exporting"
     reporter.finish(saved_step, weights)
     return saved_step
+
+
+def _train(run: _PsRun, worker_fn: Any, iterator: Any) -> None:
+    cfg = run.cfg
+    while run.scheduled < cfg.train_steps:
+        # Schedule up to the next multiple of --log-every-steps ...
+        end = run.scheduled + min(cfg.log_every_steps - run.scheduled % cfg.log_every_steps,
+                                  cfg.train_steps - run.scheduled)
+        rv = run.schedule_until(end, worker_fn, iterator)
+        if run.shutdown.requested:
+            run.stop(rv)
+        # ... and report the previous chunk while this one runs on the workers.
+        run.report_pending()
+        run.pending = (rv, run.scheduled)
+        last = run.scheduled >= cfg.train_steps
+        if last or checkpoint_due(run.scheduled, run.saved_step, run.saved_time,
+                                  time.monotonic(), cfg):
+            run.checkpoint()
+    run.coordinator.join()

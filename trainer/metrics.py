@@ -15,7 +15,16 @@ from trainer.config import TrainConfig
 from trainer.data import DataSource
 from trainer.export import export_model
 from trainer.model import evaluate, local_copy
-from trainer.status import FAILED, RUNNING, SUCCEEDED, Status, read_status, utc_now, write_status
+from trainer.status import (
+    FAILED,
+    INTERRUPTED,
+    RUNNING,
+    SUCCEEDED,
+    Status,
+    read_status,
+    utc_now,
+    write_status,
+)
 
 log = logging.getLogger("trainer.metrics")
 
@@ -52,11 +61,11 @@ class ChiefReporter:
         self.layout = cfg.layout
         self._writer: Any = None
         prev = read_status(self.layout.status)
-        started = utc_now()
+        started, step = utc_now(), 0
         if prev is not None and prev.run_id == cfg.run_id and prev.state != SUCCEEDED:
-            started = prev.started_at  # a restarted chief continues the same run
+            started, step = prev.started_at, prev.step  # a restarted chief continues the run
         self.status = Status(
-            state=RUNNING, strategy=cfg.strategy, step=0, train_steps=cfg.train_steps,
+            state=RUNNING, strategy=cfg.strategy, step=step, train_steps=cfg.train_steps,
             loss=None, accuracy=None, examples_per_sec=None, export_path=None,
             started_at=started, updated_at=utc_now(), message="starting",
             run_id=cfg.run_id, model_name=cfg.model_name, dataset=cfg.dataset,
@@ -130,6 +139,17 @@ class ChiefReporter:
             message=f"training completed: {step} steps, held-out accuracy {acc:.4f}",
         )
         self._write()
+
+    def interrupted(self, step: int | None, message: str) -> None:
+        """Record a stop on SIGTERM/SIGINT (``step``: the checkpoint saved, if any)."""
+        changes: dict[str, Any] = {"state": INTERRUPTED, "message": message}
+        if step is not None:
+            changes["step"] = step
+        self.status = self.status.with_updates(**changes)
+        try:
+            self._write()
+        except OSError as e:
+            log.warning("cannot write status.json: %s", e)
 
     def failed(self, message: str) -> None:
         """Record a failure in status.json (the Job may retry)."""

@@ -13,6 +13,12 @@ any                evaluator                   evaluates each new checkpoint
 
 After Succeeded (status.json, same run id) no role trains again: the chief exits 0
 ("already completed"), servers and workers idle until SIGTERM without starting a server.
+
+SIGTERM/SIGINT (trainer.shutdown): a training task stops at the next step boundary, saves
+that step and exits 128 + the signal number (143 for SIGTERM), the chief writing
+Interrupted to status.json; ps/worker servers and idle tasks exit 0 (a server first keeps
+serving while status.json says Running, so a chief stopped at the same moment can finish
+its in-flight steps and save); anything else (start-up, evaluator) exits 143 at once.
 """
 
 from __future__ import annotations
@@ -20,36 +26,50 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
 import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from types import FrameType
 
 from trainer.cleanup import scale_down
 from trainer.cluster import Task
 from trainer.config import TrainConfig
 from trainer.errors import DataError, TrainerError
 from trainer.runtime import import_tensorflow
-from trainer.status import SUCCEEDED, is_completed, read_status
+from trainer.shutdown import Interrupted, Shutdown, install
+from trainer.status import RUNNING, SUCCEEDED, is_completed, read_status
 
 log = logging.getLogger("trainer.roles")
 
-_stop = threading.Event()
+#: How often a stopping server looks at status.json, and how long before its grace ends it exits.
+LINGER_POLL_SECS = 0.25
+LINGER_MARGIN_SECS = 1.0
 
 
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    _stop.set()
-
-
-def wait_for_sigterm() -> None:
+def wait_for_sigterm(shutdown: Shutdown) -> None:
     """Block until SIGTERM or SIGINT (StatefulSet pods must not exit on their own)."""
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    signal.signal(signal.SIGINT, _on_sigterm)
-    while not _stop.wait(1.0):
-        pass
-    log.info("received termination signal, exiting")
+    with shutdown.deferred():
+        shutdown.phase = "idle"
+        shutdown.wait()
+    log.info("received %s, exiting", shutdown.signal_name)
+
+
+def _chief_running(cfg: TrainConfig) -> bool:
+    st = read_status(cfg.layout.status)
+    return st is not None and st.state == RUNNING and st.run_id == cfg.run_id
+
+
+def serve_until_chief_stops(cfg: TrainConfig, shutdown: Shutdown) -> None:
+    """After SIGTERM, keep a ps/worker server serving while status.json says this run is
+    Running, at most until shortly before the grace period ends: when the whole workload
+    is stopped at once (node drain, Kueue preemption) the chief still needs the ps
+    variables and the workers' in-flight steps to save the step it reached."""
+    until = time.monotonic() + shutdown.time_left() - LINGER_MARGIN_SECS
+    if _chief_running(cfg) and time.monotonic() < until:
+        log.info("%s: serving until the chief has saved (status.json Running), at most %.0fs",
+                 shutdown.signal_name, until - time.monotonic())
+    while time.monotonic() < until and _chief_running(cfg):
+        time.sleep(LINGER_POLL_SECS)
 
 
 @contextlib.contextmanager
@@ -59,9 +79,10 @@ def idle_listener(address: str) -> Iterator[None]:
     port = int(address.rsplit(":", 1)[1])
     server = socket.create_server(("", port), reuse_port=False)
     server.settimeout(0.5)
+    done = threading.Event()
 
     def accept() -> None:
-        while not _stop.is_set():
+        while not done.is_set():
             try:
                 connection, _ = server.accept()
             except (TimeoutError, OSError):
@@ -74,7 +95,7 @@ def idle_listener(address: str) -> Iterator[None]:
     try:
         yield
     finally:
-        _stop.set()
+        done.set()
         thread.join(timeout=2)
         server.close()
 
@@ -97,21 +118,29 @@ def check_data(cfg: TrainConfig, may_download: bool) -> None:
         )
 
 
-def run_server(cfg: TrainConfig, task: Task) -> int:
-    """A ps or worker server of the parameter_server strategy."""
-    if is_completed(cfg.layout.status, cfg.run_id):
-        log.info("training run %s already Succeeded (status.json): not starting the %s "
-                 "server; idling until SIGTERM", cfg.run_id, task.name)
-        with idle_listener(task.cluster[task.task_type][task.task_index]):
-            wait_for_sigterm()
-        return 0
-    import_tensorflow(cfg)
-    from trainer.strategy import start_server
+def run_server(cfg: TrainConfig, task: Task, shutdown: Shutdown) -> int:
+    """A ps or worker server of the parameter_server strategy: exit 0 on SIGTERM."""
+    address = task.cluster[task.task_type][task.task_index]
+    with shutdown.deferred():
+        if is_completed(cfg.layout.status, cfg.run_id):
+            log.info("training run %s already Succeeded (status.json): not starting the %s "
+                     "server; idling until SIGTERM", cfg.run_id, task.name)
+            with idle_listener(address):
+                wait_for_sigterm(shutdown)
+            return 0
+        import_tensorflow(cfg)
+        from trainer.strategy import start_server
 
-    start_server(task)
-    log.info("%s server listening on %s", task.name,
-             task.cluster[task.task_type][task.task_index])
-    wait_for_sigterm()
+        if shutdown.requested:  # stopped while importing: nobody was served yet
+            log.info("received %s before the server started, exiting", shutdown.signal_name)
+            return 0
+        start_server(task)
+        shutdown.reclaim()
+        log.info("%s server listening on %s", task.name, address)
+        shutdown.phase = "serving"
+        shutdown.wait()
+        serve_until_chief_stops(cfg, shutdown)
+    log.info("received %s, exiting", shutdown.signal_name)
     return 0
 
 
@@ -122,7 +151,7 @@ def _cleanup(cfg: TrainConfig, env: Mapping[str, str]) -> None:
     scale_down(env)
 
 
-def run_chief(cfg: TrainConfig, task: Task, env: Mapping[str, str]) -> int:
+def run_chief(cfg: TrainConfig, task: Task, env: Mapping[str, str], shutdown: Shutdown) -> int:
     """The chief (or single process): train, save, report, export, clean up."""
     layout = cfg.layout
     st = read_status(layout.status)
@@ -138,15 +167,20 @@ def run_chief(cfg: TrainConfig, task: Task, env: Mapping[str, str]) -> int:
 
     data = load_data(cfg, may_download=True)
     reporter = ChiefReporter(cfg, data)
+    shutdown.on_expire(lambda message: reporter.interrupted(None, message))
     try:
         if cfg.strategy == "parameter_server":
             from trainer.loop_ps import run_ps_chief
 
-            step = run_ps_chief(cfg, task, data, reporter)
+            step = run_ps_chief(cfg, task, data, reporter, shutdown)
         else:
             from trainer.loop_sync import run_sync
 
-            step = run_sync(cfg, task, data, reporter)
+            step = run_sync(cfg, task, data, reporter, shutdown)
+    except Interrupted as stop:
+        reporter.interrupted(stop.step, f"{stop.line}; the restarted chief resumes from "
+                                        f"the latest checkpoint")
+        raise
     except TrainerError as e:
         reporter.failed(str(e))
         raise
@@ -158,12 +192,12 @@ def run_chief(cfg: TrainConfig, task: Task, env: Mapping[str, str]) -> int:
     return 0
 
 
-def run_sync_worker(cfg: TrainConfig, task: Task) -> int:
+def run_sync_worker(cfg: TrainConfig, task: Task, shutdown: Shutdown) -> int:
     """A non-chief multi_worker_mirrored worker: train in lockstep, then idle."""
     if is_completed(cfg.layout.status, cfg.run_id):
         log.info("training run %s already Succeeded (status.json): %s does not train; idling "
                  "until SIGTERM", cfg.run_id, task.name)
-        wait_for_sigterm()
+        wait_for_sigterm(shutdown)
         return 0
     check_data(cfg, may_download=False)
     import_tensorflow(cfg)
@@ -171,18 +205,20 @@ def run_sync_worker(cfg: TrainConfig, task: Task) -> int:
     from trainer.loop_sync import run_sync
 
     data = load_data(cfg, may_download=False)
-    run_sync(cfg, task, data, None)
+    run_sync(cfg, task, data, None, shutdown)
     log.info("%s finished its steps; waiting for the chief to report success, then idling "
              "until SIGTERM (a StatefulSet pod must not exit)", task.name)
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    while not _stop.is_set() and not is_completed(cfg.layout.status, cfg.run_id):
-        time.sleep(2)
-    wait_for_sigterm()
+    with shutdown.deferred():
+        shutdown.phase = "idle"
+        while not shutdown.wait(2) and not is_completed(cfg.layout.status, cfg.run_id):
+            pass
+    wait_for_sigterm(shutdown)
     return 0
 
 
-def run_evaluator_role(cfg: TrainConfig) -> int:
-    """The evaluator side task."""
+def run_evaluator_role(cfg: TrainConfig, shutdown: Shutdown) -> int:
+    """The evaluator side task (SIGTERM: exit 143 at once, it has nothing to save)."""
+    shutdown.phase = "evaluating checkpoints"
     check_data(cfg, may_download=False)
     import_tensorflow(cfg)
     from trainer.data import load_data
@@ -193,15 +229,24 @@ def run_evaluator_role(cfg: TrainConfig) -> int:
     return 0
 
 
+def _run_role(cfg: TrainConfig, task: Task, env: Mapping[str, str], shutdown: Shutdown) -> int:
+    if task.task_type == "evaluator":
+        return run_evaluator_role(cfg, shutdown)
+    if cfg.strategy == "parameter_server" and task.task_type in ("ps", "worker"):
+        return run_server(cfg, task, shutdown)
+    if task.is_chief:
+        return run_chief(cfg, task, env, shutdown)
+    return run_sync_worker(cfg, task, shutdown)
+
+
 def dispatch(cfg: TrainConfig, task: Task, env: Mapping[str, str] | None = None) -> int:
-    """Run this process's role; returns the exit code."""
+    """Run this process's role; returns the exit code (128 + signal after SIGTERM/SIGINT)."""
     env = os.environ if env is None else env
+    shutdown = install(cfg.shutdown_grace_seconds)
     log.info("role %s, strategy %s, run %s, storage %s (cluster from %s)", task.name,
              cfg.strategy, cfg.run_id, cfg.storage_root, task.source)
-    if task.task_type == "evaluator":
-        return run_evaluator_role(cfg)
-    if cfg.strategy == "parameter_server" and task.task_type in ("ps", "worker"):
-        return run_server(cfg, task)
-    if task.is_chief:
-        return run_chief(cfg, task, env)
-    return run_sync_worker(cfg, task)
+    try:
+        return _run_role(cfg, task, env, shutdown)
+    except Interrupted as stop:
+        log.warning("%s", stop.line)
+        return stop.exit_code

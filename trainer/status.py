@@ -20,7 +20,9 @@ from typing import Any
 RUNNING = "Running"
 SUCCEEDED = "Succeeded"
 FAILED = "Failed"
-STATES = (RUNNING, SUCCEEDED, FAILED)
+#: Stopped by SIGTERM/SIGINT (e.g. preempted); ``step`` is the checkpoint a restart resumes from.
+INTERRUPTED = "Interrupted"
+STATES = (RUNNING, SUCCEEDED, FAILED, INTERRUPTED)
 
 
 def utc_now() -> str:

@@ -96,12 +96,23 @@ def chunk_size(step: int, cfg: TrainConfig) -> int:
     return max(1, n)
 
 
+def steps_due(step: int, last_saved_step: int, cfg: TrainConfig) -> bool:
+    """Whether ``--checkpoint-every-steps`` asks for a checkpoint at ``step`` (the same
+    answer on every task: it depends on steps only)."""
+    every = cfg.checkpoint_every_steps
+    return every > 0 and step > last_saved_step and step // every > last_saved_step // every
+
+
+def time_due(now: float, last_saved_time: float, cfg: TrainConfig) -> bool:
+    """Whether ``--checkpoint-every-seconds`` passed since the last save (clocks differ
+    per task: under multi-worker sync only the chief's answer counts)."""
+    every = cfg.checkpoint_every_seconds
+    return every > 0 and now - last_saved_time >= every
+
+
 def checkpoint_due(step: int, last_saved_step: int, last_saved_time: float, now: float,
                    cfg: TrainConfig) -> bool:
     """Whether the step or time rule asks for a checkpoint at ``step``."""
     if step <= last_saved_step:
         return False
-    every = cfg.checkpoint_every_steps
-    if every > 0 and step // every > last_saved_step // every:
-        return True
-    return cfg.checkpoint_every_secs > 0 and now - last_saved_time >= cfg.checkpoint_every_secs
+    return steps_due(step, last_saved_step, cfg) or time_due(now, last_saved_time, cfg)

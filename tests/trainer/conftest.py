@@ -82,6 +82,12 @@ class Proc:
     def alive(self) -> bool:
         return self.popen.poll() is None
 
+    def signal(self, sig: int = signal.SIGTERM) -> float:
+        """Send ``sig`` to the process group (as Kubernetes stops a container); returns
+        the monotonic time it was sent."""
+        os.killpg(self.popen.pid, sig)
+        return time.monotonic()
+
     def kill9(self) -> None:
         if self.alive():
             os.killpg(self.popen.pid, signal.SIGKILL)

@@ -89,6 +89,21 @@ CASES = [
                  id="unknown-cleanup"),
     pytest.param(["--strategy=parameter_server", "--inter-op-threads=1"], None, None,
                  "--inter-op-threads=1 deadlocks parameter_server", id="one-inter-op-thread"),
+    pytest.param(["--checkpoint-every-seconds=-1"], None, None,
+                 "--checkpoint-every-seconds must be >= 0, got -1.0", id="negative-checkpoint-seconds"),
+    pytest.param(["--checkpoint-every-secs=-0.5"], None, None,
+                 "--checkpoint-every-seconds must be >= 0, got -0.5", id="negative-checkpoint-secs-alias"),
+    pytest.param(["--checkpoint-every-seconds=nan"], None, None,
+                 "--checkpoint-every-seconds must be >= 0, got nan", id="nan-checkpoint-seconds"),
+    pytest.param(["--shutdown-grace-seconds=-5"], None, None,
+                 "--shutdown-grace-seconds must be a positive number of seconds, got -5.0",
+                 id="negative-shutdown-grace"),
+    pytest.param(["--shutdown-grace-seconds=0"], None, None,
+                 "--shutdown-grace-seconds must be a positive number of seconds, got 0.0",
+                 id="zero-shutdown-grace"),
+    pytest.param(["--shutdown-grace-seconds=inf"], None, None,
+                 "--shutdown-grace-seconds must be a positive number of seconds, got inf",
+                 id="infinite-shutdown-grace"),
 ]
 
 
@@ -111,7 +126,8 @@ def test_help_lists_every_contract_flag() -> None:
     assert proc.returncode == 0
     for flag in ("--strategy", "--dataset", "--data-dir", "--storage-root", "--model-name",
                  "--batch-size", "--train-steps", "--learning-rate", "--checkpoint-every-steps",
-                 "--checkpoint-every-secs", "--eval-split", "--log-every-steps", "--steps-per-execution",
+                 "--checkpoint-every-seconds", "--checkpoint-every-secs", "--shutdown-grace-seconds",
+                 "--eval-split", "--log-every-steps", "--steps-per-execution",
                  "--log-device-placement", "--cleanup", "--download", "--job_name",
                  "--task_index", "--ps_hosts", "--worker_hosts", "--chief_hosts"):
         assert flag in proc.stdout, flag

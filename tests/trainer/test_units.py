@@ -12,6 +12,7 @@ from trainer.cleanup import kube_target, scale_down, statefulset_names
 from trainer.cluster import parse_tf_config, resolve_task
 from trainer.config import parse_config
 from trainer.errors import ClusterError, ConfigError
+from trainer.shutdown import Interrupted, Shutdown, save_reserve
 from trainer.status import RUNNING, SUCCEEDED, Status, is_completed, read_status, write_status
 
 HOSTS = ["--ps_hosts=h-ps0:2222,h-ps1:2222", "--worker_hosts=h-w0:2222,h-w1:2222,h-w2:2222"]
@@ -21,11 +22,60 @@ def test_defaults_match_the_chart_contract() -> None:
     cfg = parse_config([])
     assert (cfg.strategy, cfg.dataset, cfg.model_name) == ("single_device", "mnist", "mnist")
     assert (cfg.batch_size, cfg.train_steps, cfg.learning_rate) == (64, 600, 0.05)
-    assert (cfg.checkpoint_every_steps, cfg.checkpoint_every_secs) == (100, 0.0)
+    assert (cfg.checkpoint_every_steps, cfg.checkpoint_every_seconds) == (100, 0.0)
+    assert cfg.shutdown_grace_seconds == 25.0
     assert (cfg.eval_split, cfg.log_every_steps, cfg.cleanup) == (0.2, 20, "scale-down")
     assert cfg.storage_root == Path("/data") and cfg.data_dir == Path("/data/datasets")
     assert cfg.layout.export_base == Path("/data/export/mnist")
     assert cfg.layout.status == Path("/data/status.json")
+
+
+def test_checkpoint_rules_by_steps_and_by_seconds() -> None:
+    from trainer.steps import checkpoint_due, steps_due, time_due
+
+    cfg = parse_config(["--checkpoint-every-steps=100", "--checkpoint-every-seconds=30"])
+    assert steps_due(100, 0, cfg) and steps_due(230, 170, cfg)
+    assert not steps_due(150, 100, cfg) and not steps_due(100, 100, cfg)
+    assert time_due(now=130.0, last_saved_time=100.0, cfg=cfg)
+    assert not time_due(now=129.9, last_saved_time=100.0, cfg=cfg)
+    assert checkpoint_due(150, 100, 100.0, 130.0, cfg)  # by time, between step saves
+    assert not checkpoint_due(100, 100, 0.0, 999.0, cfg)  # this step is saved already
+    off = parse_config(["--checkpoint-every-steps=0"])
+    assert not steps_due(100, 0, off) and not time_due(1e9, 0.0, off)
+    assert parse_config(["--checkpoint-every-secs=5"]).checkpoint_every_seconds == 5.0
+
+
+def test_save_reserve_keeps_time_for_the_last_save() -> None:
+    assert save_reserve(25.0, None) == 12.5  # no save measured yet: half the grace
+    assert save_reserve(25.0, 0.1) == 2.0  # at least 2 s
+    assert save_reserve(25.0, 2.0) == 6.0  # three times the last save
+    assert save_reserve(25.0, 10.0) == 12.5  # at most half the grace
+
+
+def test_first_signal_outside_a_deferred_region_raises_once() -> None:
+    import signal
+
+    stop = Shutdown(25.0)
+    assert not stop.requested and stop.time_left() == float("inf")
+    with pytest.raises(Interrupted) as raised:
+        stop._handle(signal.SIGTERM, None)
+    assert raised.value.line == "SIGTERM while starting: nothing new to save, exiting"
+    assert raised.value.exit_code == 143 and raised.value.step is None
+    assert stop.requested and 0 < stop.time_left() <= 25.0
+    stop._handle(signal.SIGTERM, None)  # a second SIGTERM (while saving) is ignored
+
+
+def test_signal_inside_a_deferred_region_only_requests_the_stop() -> None:
+    import signal
+
+    stop = Shutdown(10.0)
+    with stop.deferred():
+        stop._handle(signal.SIGINT, None)
+    assert stop.requested and stop.signal_name == "SIGINT" and stop.exit_code == 130
+    assert stop.wait(0) is True
+    saved = stop.interrupted("at step 7", "checkpoint saved", 7)
+    assert (saved.line, saved.exit_code, saved.step) == (
+        "SIGINT at step 7: checkpoint saved, exiting", 130, 7)
 
 
 def test_run_id_is_stable_and_follows_the_training_definition() -> None:
