@@ -11,6 +11,7 @@ import json
 import re
 import signal
 import sys
+import time
 from collections.abc import Callable
 
 import pytest
@@ -124,3 +125,37 @@ def test_faults_worker_chief_and_ps(launch: Callable[..., Run], capsys: pytest.C
     assert result["state"] == "Succeeded" and float(result["accuracy"]) >= 0.95, result  # type: ignore[arg-type]
     with capsys.disabled():
         print("\nsteps lost per fault:", json.dumps(report))
+
+
+def test_chief_sigterm_loses_no_steps(launch: Callable[..., Run], capsys: pytest.CaptureFixture[str]) -> None:
+    """SIGTERM (Kubernetes stopping the pod) instead of kill -9: the chief stops at a step boundary,
+    saves that exact step and exits 143; the Job's restart resumes there and completes: 0 steps lost."""
+    run = launch(["ps.replicas=1", "worker.replicas=2", "training.trainSteps=600", "tensorboard.enabled=false"])
+    chief = run.pod("chief").name
+    run.wait_for_step(140)
+    started = time.monotonic()
+    run.cluster.kill(chief, signal.SIGTERM)  # the whole process group, then waits for the exit
+    took = time.monotonic() - started
+    code = run.cluster.processes[chief].popen.returncode
+    log = run.log(chief)
+    assert code == 143, log[-3000:]
+    stops = re.findall(r"SIGTERM at step (\d+): checkpoint saved, exiting$", log, re.MULTILINE)
+    assert len(stops) == 1, log[-3000:]
+    stopped = int(stops[0])
+    assert stopped == run.last_step() >= 140  # the step line of the exact step reached
+    assert status(run)["state"] == "Interrupted" and status(run)["step"] == stopped, status(run)
+    assert "Traceback" not in log
+    run.logs[chief] = []
+    run.cluster.restart(chief)
+    run.wait_for_step(stopped + 1)
+    resumed = resumed_at(run.log(chief))
+    assert run.wait_chief(timeout=300) == 0, run.log(chief)[-3000:]
+    result = status(run)
+    assert result["state"] == "Succeeded" and float(result["accuracy"]) >= 0.95, result  # type: ignore[arg-type]
+    assert resumed == stopped
+    with capsys.disabled():
+        print(
+            "\nchief SIGTERM:",
+            json.dumps({"stopped at": stopped, "resumed at": resumed, "steps lost": stopped - resumed,
+                        "exit code": code, "seconds to exit": round(took, 2)}),
+        )
