@@ -2,9 +2,10 @@
 
 No Kubernetes API server runs on the development and CI machines (docs/architecture.md §8), so:
 
-- the commands built on this class (`tfchart status`, `tfchart logs`, `tfchart preflight`) are
-  tested up to this boundary with a recording fake (tests/tfchart/kubefake.py) that answers the
-  official client's HTTP requests with the JSON an API server returns; the real client code
+- the commands built on this class (`tfchart status`, `tfchart logs`, `tfchart preflight`, the
+  upgrade guard and `upgrade --recreate`) are tested up to this boundary with a recording fake
+  (tests/tfchart/kubefake.py) that answers the official client's HTTP requests (GET, and DELETE
+  where allowed) with the JSON an API server returns; the real client code
   (URL building, query parameters, deserialisation into kubernetes.client models, HTTP errors)
   runs in those tests;
 - tests marked `cluster` run the same functions against a live cluster when KUBECONFIG points at
@@ -29,7 +30,7 @@ import os
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from tfchart.errors import KubernetesError
 
@@ -40,6 +41,18 @@ LOG_READ_BYTES = 64 * 1024
 IN_CLUSTER_HOST_ENV = "KUBERNETES_SERVICE_HOST"
 DEFAULT_KUBECONFIG = Path("~/.kube/config")
 IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+# What a DELETE did: the object is gone ("deleted": the server answered a Status), is still being
+# deleted ("terminating": the server answered the object, finalizers pending: orphan or
+# foregroundDeletion), or was not there ("absent": 404).
+Deletion = Literal["deleted", "terminating", "absent"]
+# kind -> (API group client, read method, resource for messages) of the objects `read_object` reads.
+READABLE = {
+    "StatefulSet": ("apps", "read_namespaced_stateful_set", "statefulsets.apps"),
+    "Deployment": ("apps", "read_namespaced_deployment", "deployments.apps"),
+    "Job": ("batch", "read_namespaced_job", "jobs.batch"),
+    "PersistentVolumeClaim": ("core", "read_namespaced_persistent_volume_claim", "persistentvolumeclaims"),
+}
 
 
 class AccessDenied(KubernetesError):
@@ -253,24 +266,125 @@ class KubeApi:
         finally:
             _release(response)
 
+    def read_object(self, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+        """A StatefulSet, Deployment, Job or PersistentVolumeClaim as the API server sent it (JSON), or None (404).
+
+        Read raw: the upgrade guard compares the server's own fields (deletionTimestamp, finalizers,
+        status.phase), not a client model that may drop what it does not know.
+        """
+        group, method, resource = READABLE[kind]
+        operation = Operation("get", resource, namespace, name)
+        clients = {"apps": self._apps, "batch": self._batch, "core": self._core}
+
+        def read() -> dict[str, Any] | None:
+            from kubernetes.client.exceptions import ApiException
+
+            try:
+                response = getattr(clients[group](), method)(
+                    name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+                )
+            except ApiException as error:
+                if error.status == 404:
+                    return None
+                raise
+            return _json_object(response)
+
+        return self._call(operation, read)
+
+    def read_storage_class(self, name: str) -> dict[str, Any] | None:
+        """The StorageClass as JSON (allowVolumeExpansion...), or None when it does not exist."""
+        operation = Operation("get", "storageclasses.storage.k8s.io", None, name)
+
+        def read() -> dict[str, Any] | None:
+            from kubernetes.client.exceptions import ApiException
+
+            try:
+                response = self._storage().read_storage_class(
+                    name, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+                )
+            except ApiException as error:
+                if error.status == 404:
+                    return None
+                raise
+            return _json_object(response)
+
+        return self._call(operation, read)
+
     # -- deletes (tfchart upgrade --recreate, tfchart uninstall --delete-data) -------------------
 
-    def delete_statefulset_orphan(self, name: str, namespace: str) -> None:
+    def delete_statefulset_orphan(self, name: str, namespace: str) -> Deletion:
         """Deletes a StatefulSet but not its pods: the recreated StatefulSet adopts them."""
         operation = Operation("delete", "statefulsets", namespace, name)
-        self._call(
-            operation, lambda: self._apps().delete_namespaced_stateful_set(name, namespace, propagation_policy="Orphan")
+        return self._delete(
+            operation,
+            lambda: self._apps().delete_namespaced_stateful_set(
+                name, namespace, propagation_policy="Orphan", _preload_content=False
+            ),
         )
 
-    def delete_job(self, name: str, namespace: str) -> None:
-        operation = Operation("delete", "jobs", namespace, name)
-        self._call(
-            operation, lambda: self._batch().delete_namespaced_job(name, namespace, propagation_policy="Background")
+    def delete_statefulset(self, name: str, namespace: str) -> Deletion:
+        """Deletes a StatefulSet in the foreground, its pods first (when a new selector could not adopt them)."""
+        operation = Operation("delete", "statefulsets", namespace, name)
+        return self._delete(
+            operation,
+            lambda: self._apps().delete_namespaced_stateful_set(
+                name, namespace, propagation_policy="Foreground", _preload_content=False
+            ),
         )
+
+    def delete_job(self, name: str, namespace: str) -> Deletion:
+        """Deletes a Job in the foreground: it stays (terminating) until its pod is gone.
+
+        So waiting for the Job to be gone also waits for the old chief pod: the recreated chief never
+        writes the same checkpoint directory next to it.
+        """
+        operation = Operation("delete", "jobs", namespace, name)
+        return self._delete(
+            operation,
+            lambda: self._batch().delete_namespaced_job(
+                name, namespace, propagation_policy="Foreground", _preload_content=False
+            ),
+        )
+
+    def delete_deployment(self, name: str, namespace: str) -> Deletion:
+        """Deletes a Deployment in the foreground (its ReplicaSets and pods first)."""
+        operation = Operation("delete", "deployments", namespace, name)
+        return self._delete(
+            operation,
+            lambda: self._apps().delete_namespaced_deployment(
+                name, namespace, propagation_policy="Foreground", _preload_content=False
+            ),
+        )
+
+    def _delete(self, operation: Operation, call: Callable[[], Any]) -> Deletion:
+        """Runs a DELETE read raw: the server answers a Status when the object is gone, else the object itself
+        (which the client's V1Status model cannot hold); a 404 means there was nothing to delete."""
+
+        def delete() -> Deletion:
+            from kubernetes.client.exceptions import ApiException
+
+            try:
+                document = _json_object(call())
+            except ApiException as error:
+                if error.status == 404:
+                    return "absent"
+                raise
+            return "deleted" if document.get("kind") == "Status" else "terminating"
+
+        return self._call(operation, delete)
 
     def delete_pvc(self, name: str, namespace: str) -> None:
         operation = Operation("delete", "persistentvolumeclaims", namespace, name)
         self._call(operation, lambda: self._core().delete_namespaced_persistent_volume_claim(name, namespace))
+
+
+def _json_object(response: Any) -> dict[str, Any]:
+    """The JSON object of a raw (unpreloaded) response; checked_request made sure it is Kubernetes JSON."""
+    data = response.data
+    document = json.loads(data) if data else {}
+    if not isinstance(document, dict):
+        raise ValueError(f"expected a JSON object, got {type(document).__name__}")
+    return document
 
 
 class NotKubernetes(KubernetesError):

@@ -8,6 +8,12 @@ unknown objects with a 404 Status and injected failures with their Status, and r
 as a `Call` (verb, resource, namespace, name, selectors, other query parameters). So the URL
 building, parameter validation, deserialisation into V1Pod/V1Job/... and ApiException handling
 of the pinned client all run in the tests.
+
+Read commands must only GET. A cluster built with `deletes_allowed=True` also answers DELETE like
+the API server: with propagationPolicy Orphan or Foreground the object gets a deletionTimestamp
+and the orphan/foregroundDeletion finalizer and is answered as is (deletion pending), and stays
+readable for `linger[(resource, namespace, name)]` more GETs (default 0, None = never goes), then
+404; without such a policy it is removed at once and a Status is answered.
 """
 
 from __future__ import annotations
@@ -59,7 +65,7 @@ QUANTITY_KEYS = {"limits", "requests", "capacity", "allocatable", "hard", "used"
 class Call:
     """One request as the API server saw it."""
 
-    verb: str  # list | get | log
+    verb: str  # list | get | log | delete
     resource: str  # plural, e.g. "pods", "statefulsets"
     namespace: str | None = None
     name: str | None = None
@@ -120,6 +126,10 @@ class FakeCluster:
     failures: dict[tuple[str, str, str | None], tuple[int, str]] = field(default_factory=dict)
     calls: list[Call] = field(default_factory=list)
     responses: list[urllib3.HTTPResponse] = field(default_factory=list)
+    deletes_allowed: bool = False
+    linger: dict[tuple[str, str | None, str], int | None] = field(default_factory=dict)
+    terminating: dict[tuple[str, str | None, str], int | None] = field(default_factory=dict)
+    answered: list[tuple[Call, int]] = field(default_factory=list)  # each call with its HTTP status
 
     # -- building the cluster -----------------------------------------------------------------
 
@@ -157,6 +167,13 @@ class FakeCluster:
     # -- answering ----------------------------------------------------------------------------
 
     def answer(self, method: str, url: str) -> urllib3.HTTPResponse:
+        response = self._answer(method, url)
+        self.answered.append((self.calls[-1], int(response.status)))
+        return response
+
+    def _answer(self, method: str, url: str) -> urllib3.HTTPResponse:
+        if method == "DELETE" and self.deletes_allowed:
+            return self.delete(url)
         assert method == "GET", f"tfchart's read commands must only GET, got {method} {url}"
         parts = urlsplit(url)
         query = dict(parse_qsl(parts.query))
@@ -173,11 +190,49 @@ class FakeCluster:
         if verb == "list":
             return self.list_response(resource, namespace, label_selector, field_selector)
         assert name is not None
-        document = self.objects.get((resource, namespace, name))
+        key = (resource, namespace, name)
+        if key in self.terminating:
+            remaining = self.terminating[key]
+            if remaining is not None and remaining <= 0:
+                del self.terminating[key], self.objects[key]
+            elif remaining is not None:
+                self.terminating[key] = remaining - 1
+        document = self.objects.get(key)
         if document is None:
             return status_response(404, f'{resource} "{name}" not found')
         if verb == "log":
             return self.log_response(document, query)
+        return json_response(document)
+
+    def delete(self, url: str) -> urllib3.HTTPResponse:
+        """DELETE as the API server answers it (see the module docstring)."""
+        parts = urlsplit(url)
+        query = dict(parse_qsl(parts.query))
+        resource, namespace, name, _ = parse_path(parts.path)
+        self.calls.append(Call("delete", resource, namespace, name, params=tuple(sorted(query.items()))))
+        failure = self.failures.get(("delete", resource, namespace)) or self.failures.get(("delete", resource, None))
+        if failure:
+            return status_response(*failure)
+        assert name is not None
+        key = (resource, namespace, name)
+        document = self.objects.get(key)
+        if document is None:
+            return status_response(404, f'{resource} "{name}" not found')
+        finalizer = {"Orphan": "orphan", "Foreground": "foregroundDeletion"}.get(query.get("propagationPolicy", ""))
+        if finalizer is None:
+            del self.objects[key]
+            self.terminating.pop(key, None)
+            details = {"name": name, "kind": resource, "uid": document["metadata"]["uid"]}
+            if RESOURCES[resource][0] != "/api/v1":
+                details["group"] = RESOURCES[resource][0].split("/")[2]
+            return json_response(
+                {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+            )
+        metadata = document["metadata"]
+        metadata.setdefault("deletionTimestamp", timestamp(NOW))
+        metadata.setdefault("deletionGracePeriodSeconds", 0)
+        metadata["finalizers"] = sorted({*metadata.get("finalizers", []), finalizer})
+        self.terminating.setdefault(key, self.linger.get(key, 0))
         return json_response(document)
 
     def list_response(
@@ -750,9 +805,11 @@ def running_pod(
     }
 
 
-def storage_class(name: str, provisioner: str, default: bool = False) -> dict[str, Any]:
+def storage_class(
+    name: str, provisioner: str, default: bool = False, allow_volume_expansion: bool | None = None
+) -> dict[str, Any]:
     annotations = {"storageclass.kubernetes.io/is-default-class": "true"} if default else {}
-    return {
+    document: dict[str, Any] = {
         "apiVersion": "storage.k8s.io/v1",
         "kind": "StorageClass",
         "metadata": {"name": name, "annotations": annotations},
@@ -760,6 +817,9 @@ def storage_class(name: str, provisioner: str, default: bool = False) -> dict[st
         "reclaimPolicy": "Delete",
         "volumeBindingMode": "WaitForFirstConsumer",
     }
+    if allow_volume_expansion is not None:
+        document["allowVolumeExpansion"] = allow_volume_expansion
+    return document
 
 
 def claim(
