@@ -348,7 +348,9 @@ def install(
 @click.option(
     "--recreate",
     is_flag=True,
-    help="Delete and recreate StatefulSets/Jobs whose immutable fields change (StatefulSet pods are kept).",
+    help="Delete StatefulSets, Jobs and Deployments whose immutable fields change, wait until they are gone "
+    "(at most --timeout, default 5m), then let helm create them (StatefulSet pods are kept and adopted). "
+    "Never a PersistentVolumeClaim.",
 )
 @click.pass_obj
 def upgrade(
@@ -368,13 +370,21 @@ def upgrade(
     kube_context: str | None,
     recreate: bool,
 ) -> None:
-    """Validate, refuse immutable StatefulSet/Job changes (unless --recreate), then `helm upgrade NAME`."""
+    """Validate, check the changes against the cluster, then `helm upgrade NAME`.
+
+    Changes Kubernetes forbids (StatefulSet fields, a Job's pod template, a Deployment's selector, a
+    claim's class, access modes or a smaller size) are refused before helm runs, each with its field,
+    deployed and new value. --recreate deletes the StatefulSets, Jobs and Deployments concerned and
+    waits until they are gone; a claim is never recreated. An object already gone from the cluster (a
+    finished chief Job removed by chief.ttlSecondsAfterFinished) is no conflict: helm creates it.
+    """
     from tfchart import release
 
     checked, ordered, _ = validated(settings, files, sets, set_strings, set_jsons=set_jsons, set_files=set_files)
     namespace = resolve_namespace(namespace, kubeconfig, kube_context)
     options = release.Options(namespace, wait, timeout, atomic, dry_run)
-    deleter = kube_api(kubeconfig, kube_context) if recreate and not dry_run else None
+    waiting = release.Waiting(release.parse_duration(timeout)) if timeout else release.Waiting()
+    api = kube_api(kubeconfig, kube_context)
     plan = release.upgrade(
         helm_runner(settings, kubeconfig, kube_context),
         name,
@@ -383,10 +393,14 @@ def upgrade(
         ordered,
         options,
         recreate,
-        deleter,
+        deleter=api if recreate and not dry_run else None,
+        live=api,
+        waiting=waiting,
+        report=lambda line: click.secho(line, fg="yellow", err=True),
     )
-    for change in plan.changes:
-        click.secho(f"recreated {change.kind}/{change.name} ({change.field} changed)", fg="yellow", err=True)
+    if dry_run:
+        for kind, object_name in plan.objects(recreatable=True):
+            click.secho(f"would recreate {kind} {object_name} (dry run: nothing deleted)", fg="yellow", err=True)
     click.secho(f"✓ upgraded {name}", fg="green")
 
 
