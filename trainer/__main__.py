@@ -13,6 +13,7 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import NoReturn
 
 from trainer.errors import EXIT_FAILED, TrainerError
 from trainer.shutdown import Interrupted
@@ -23,7 +24,7 @@ def _error(message: str) -> None:
     print(f"trainer: error: {one_line}", file=sys.stderr, flush=True)
 
 
-def _exit(code: int) -> None:
+def _exit(code: int) -> NoReturn:
     """Flush and leave without running TensorFlow's (sometimes hanging) teardown."""
     sys.stdout.flush()
     sys.stderr.flush()
@@ -46,8 +47,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TrainerError as e:
         _error(str(e))
         return e.exit_code
-    except Interrupted as stop:  # a signal after the role returned
-        return stop.exit_code
+    except Interrupted as stop:
+        # Exit from inside the handler: the stopped frames hold TensorFlow objects (collective
+        # ops, distributed iterators) whose teardown can wait many seconds for peers that are
+        # already gone, eating the grace period.
+        _exit(stop.exit_code)
     except KeyboardInterrupt:
         _error("interrupted")
         return 130

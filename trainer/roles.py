@@ -240,7 +240,8 @@ def _run_role(cfg: TrainConfig, task: Task, env: Mapping[str, str], shutdown: Sh
 
 
 def dispatch(cfg: TrainConfig, task: Task, env: Mapping[str, str] | None = None) -> int:
-    """Run this process's role; returns the exit code (128 + signal after SIGTERM/SIGINT)."""
+    """Run this process's role; returns the exit code. A stop on SIGTERM/SIGINT logs its
+    one line and propagates Interrupted (exit code 128 + the signal number)."""
     env = os.environ if env is None else env
     shutdown = install(cfg.shutdown_grace_seconds)
     log.info("role %s, strategy %s, run %s, storage %s (cluster from %s)", task.name,
@@ -249,4 +250,4 @@ def dispatch(cfg: TrainConfig, task: Task, env: Mapping[str, str] | None = None)
         return _run_role(cfg, task, env, shutdown)
     except Interrupted as stop:
         log.warning("%s", stop.line)
-        return stop.exit_code
+        raise
