@@ -491,6 +491,7 @@ STATE_STYLE = {
     "Running": "cyan",
     "Succeeded": "green",
     "Failed": "red",
+    "Interrupted": "yellow",  # the chief saved on SIGTERM (preemption, drain) and will resume
     "Pending": "yellow",
     "Unknown": "yellow",
     "Missing": "yellow",
