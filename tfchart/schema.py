@@ -1,8 +1,12 @@
-"""Validation against the chart's own values.schema.json (the one source of truth).
+r"""Validation against the chart's own values.schema.json (the one source of truth).
 
 Two engines, one schema: a fastjsonschema validator compiled once per schema version and cached on
 disk answers the common case (valid values) in a few milliseconds; only when it rejects, the
 complete jsonschema validator runs to list every problem with its key path.
+
+helm checks `pattern` with Go's RE2, where `$` matches only at the end of the text; in Python's `re`
+it also matches before a final newline, so "name\n" would pass here and fail in helm. Both engines
+get the schema with `$` spelled `\Z` (go_patterns), which means what RE2's `$` means.
 """
 
 from __future__ import annotations
@@ -25,6 +29,47 @@ from tfchart.schema_formats import describe
 Validator = Callable[[Any], Any]
 
 
+# Bumped when go_patterns changes what is compiled from the same schema text (cached bytecode).
+PATTERN_DIALECT = 2
+
+
+def go_pattern(pattern: str) -> str:
+    r"""An RE2 pattern for Python's re: `$` outside a character class becomes `\Z` (end of text only)."""
+    out: list[str] = []
+    escaped = in_class = False
+    for index, char in enumerate(pattern):
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif in_class:
+            in_class = char != "]" or pattern[index - 1] == "["
+        elif char == "[":
+            in_class = True
+        elif char == "$":
+            out.append("\\Z")
+            continue
+        out.append(char)
+    return "".join(out)
+
+
+def re2_source(pattern: str) -> str:
+    """The schema's own spelling of a pattern go_pattern translated (for messages)."""
+    return pattern.replace("\\Z", "$")
+
+
+def go_patterns(node: Any) -> Any:
+    """The schema with every `pattern` translated by go_pattern."""
+    if isinstance(node, dict):
+        return {
+            key: go_pattern(child) if key == "pattern" and isinstance(child, str) else go_patterns(child)
+            for key, child in node.items()
+        }
+    if isinstance(node, list):
+        return [go_patterns(child) for child in node]
+    return node
+
+
 def _cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "tfchart"
@@ -35,7 +80,7 @@ def fast_validator(schema_path: Path) -> Validator:
     """A compiled validator for the schema; its bytecode is cached on disk by schema hash and Python."""
     text = schema_path.read_bytes()
     # CRC-32 (zlib, already loaded) is enough to tell schema versions apart; hashlib costs 5 ms.
-    digest = f"{zlib.crc32(text):08x}-{len(text)}-{sys.hexversion:x}"
+    digest = f"{zlib.crc32(text):08x}-{len(text)}-{sys.hexversion:x}-{PATTERN_DIALECT}"
     cached = _cache_dir() / f"schema-{digest}.marshal"
     try:
         code = marshal.loads(cached.read_bytes())
@@ -56,7 +101,9 @@ def fast_validator(schema_path: Path) -> Validator:
 def _compile(schema_text: bytes) -> Any:
     import fastjsonschema
 
-    source = fastjsonschema.compile_to_code(json.loads(schema_text), use_default=False, detailed_exceptions=False)
+    source = fastjsonschema.compile_to_code(
+        go_patterns(json.loads(schema_text)), use_default=False, detailed_exceptions=False
+    )
     # The generated module imports two exception classes from fastjsonschema, and with them the
     # package (urllib, uuid...): ~10 ms per run. Local stand-ins keep the fast path import-free.
     source = source.replace(
@@ -130,12 +177,18 @@ def _set_fix(path: str, value: Any) -> str:
     return f"--set {escaped}={rendered}"
 
 
+@functools.lru_cache(maxsize=4)
+def _complete_schema(text: str) -> dict[str, Any]:
+    """The schema as the complete validator reads it (parsed and translated once per schema text)."""
+    schema: dict[str, Any] = go_patterns(json.loads(text))
+    return schema
+
+
 def problems(schema_path: Path, values: dict[str, Any], defaults: dict[str, Any]) -> list[Problem]:
     """Every schema violation, as problems naming the key path, the value and a fix."""
     import jsonschema
 
-    schema = json.loads(schema_path.read_text())
-    validator = jsonschema.Draft7Validator(schema)
+    validator = jsonschema.Draft7Validator(_complete_schema(schema_path.read_text()))
     found: list[Problem] = []
     for error in sorted(validator.iter_errors(values), key=lambda e: [str(p) for p in e.absolute_path]):
         found.extend(_explain(error, defaults))
@@ -157,7 +210,12 @@ def _explain(error: Any, defaults: dict[str, Any]) -> list[Problem]:
     if "propertyNames" in error.schema_path:
         key_path = dotted([*path, value])
         return [
-            Problem(key_path, f"key {value!r} is not {describe(schema.get('pattern', ''))}", value, "rename the key")
+            Problem(
+                key_path,
+                f"key {value!r} is not {describe(re2_source(schema.get('pattern', '')))}",
+                value,
+                "rename the key",
+            )
         ]
     if kind == "additionalProperties":
         known = list(schema.get("properties", {}))
@@ -186,7 +244,7 @@ def _explain(error: Any, defaults: dict[str, Any]) -> list[Problem]:
             )
         ]
     if kind == "pattern":
-        return [Problem(where, f"{_shown(value)} is not {describe(schema['pattern'])}", value, fix_default)]
+        return [Problem(where, f"{_shown(value)} is not {describe(re2_source(schema['pattern']))}", value, fix_default)]
     if kind in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
         bound = schema[kind]
         relation = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}[kind]
@@ -219,7 +277,7 @@ def _explain(error: Any, defaults: dict[str, Any]) -> list[Problem]:
 
 def _describe_branch(schema: dict[str, Any]) -> str:
     if "pattern" in schema:
-        return describe(schema["pattern"])
+        return describe(re2_source(schema["pattern"]))
     kind = schema.get("type", "value")
     bounds = []
     if "minimum" in schema:
