@@ -29,11 +29,13 @@ SCHEMA = CHART / "values.schema.json"
 
 Schema = dict[str, Any]
 
+from tfchart.rules import MAX_PS, MAX_WORKERS  # noqa: E402
 from tfchart.schema_formats import (  # noqa: E402  (the repo root is put on sys.path above)
     ABSOLUTE_PATH,
     CAPABILITY,
     DECIMAL,
     DIGEST,
+    DNS_1035_LABEL,
     DNS_LABEL,
     DNS_SUBDOMAIN,
     ENV_NAME,
@@ -65,9 +67,11 @@ def string_map(value_pattern: str | None = None, key_pattern: str | None = None)
     return schema
 
 
+# Kubernetes caps quantities at 2^63-1 and rounds them to 1n, so 64 characters say everything.
+QUANTITY_STRING: Schema = {"type": "string", "pattern": QUANTITY, "maxLength": 64}
 QUANTITY_VALUE: Schema = {
     "oneOf": [
-        {"type": "string", "pattern": QUANTITY},
+        QUANTITY_STRING,
         {"type": "number", "minimum": 0},
     ],
     "description": "A Kubernetes quantity, e.g. 500m, 2, 4Gi",
@@ -142,7 +146,7 @@ RULES: list[tuple[str, Schema]] = [
         {"type": "array", "items": {"type": "string", "pattern": DNS_SUBDOMAIN}, "uniqueItems": True},
     ),
     ("nameOverride", {"type": "string", "pattern": either_empty(DNS_LABEL), "maxLength": 40}),
-    ("fullnameOverride", {"type": "string", "pattern": either_empty(DNS_LABEL), "maxLength": 45}),
+    ("fullnameOverride", {"type": "string", "pattern": either_empty(DNS_1035_LABEL), "maxLength": 45}),
     ("namespaceOverride", {"type": "string", "pattern": either_empty(DNS_LABEL), "maxLength": 63}),
     ("clusterDomain", {"type": "string", "pattern": DNS_SUBDOMAIN, "maxLength": 253}),
     ("commonLabels", string_map(LABEL_VALUE, LABEL_KEY)),
@@ -190,12 +194,14 @@ RULES: list[tuple[str, Schema]] = [
             "items": {"type": "string", "enum": ["ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"]},
         },
     ),
-    ("storage.size", {"type": "string", "pattern": QUANTITY}),
+    ("storage.size", QUANTITY_STRING),
     ("storage.mountPath", {"type": "string", "pattern": STORAGE_MOUNT_PATH}),
     ("storage.subPath", {"type": "string", "pattern": SUB_PATH}),
     ("storage.annotations", string_map(None, LABEL_KEY)),
-    ("ps.replicas", {"type": "integer", "minimum": 0, "maximum": 1000}),
-    ("worker.replicas", {"type": "integer", "minimum": 0, "maximum": 10000}),
+    # The most tasks whose TF_CONFIG fits one environment variable with the longest names
+    # (tfchart/rules.py MAX_PS / MAX_WORKERS); larger ps + worker sums are caught by validateValues.
+    ("ps.replicas", {"type": "integer", "minimum": 0, "maximum": MAX_PS}),
+    ("worker.replicas", {"type": "integer", "minimum": 0, "maximum": MAX_WORKERS}),
     ("chief.replicas", {"type": "integer", "minimum": 1, "maximum": 1}),
     ("evaluator.replicas", {"type": "integer", "minimum": 1, "maximum": 1}),
     ("tensorboard.replicas", {"type": "integer", "minimum": 1, "maximum": 10}),

@@ -7,18 +7,44 @@ reports those).
 
 from __future__ import annotations
 
+import hashlib
+import math
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 from tfchart.errors import Problem
 
+
+@dataclass(frozen=True)
+class Release:
+    """The release name and namespace the values are rendered for; None where not known (tfchart validate).
+
+    Rules that depend on them (object names, the cluster map's size) then assume the longest the chart
+    allows: a 45-character name prefix (unless fullnameOverride sets it) and a 63-character namespace
+    (unless namespaceOverride sets it), so values valid here are valid for every release.
+    """
+
+    name: str | None = None
+    namespace: str | None = None
+
+
 Rule = Callable[[dict[str, Any]], Iterator[Problem]]
+NamedRule = Callable[[dict[str, Any], Release], Iterator[Problem]]
 COMPONENTS = ("ps", "worker", "chief", "evaluator", "tensorboard", "serving")
-_RULES: list[Rule] = []
+_RULES: list[NamedRule] = []
 
 
 def rule(function: Rule) -> Rule:
+    _RULES.append(lambda values, _release: function(values))
+    return function
+
+
+def named_rule(function: NamedRule) -> NamedRule:
+    """A rule that needs the release name or namespace (see Release)."""
     _RULES.append(function)
     return function
 
@@ -308,5 +334,493 @@ def ingress_needs_its_component(v: dict[str, Any]) -> Iterator[Problem]:
         )
 
 
-def check(values: dict[str, Any]) -> list[Problem]:
-    return [problem for function in _RULES for problem in function(values)]
+# -- object names: the twin of tf-distributed.fullname / namespace (_helpers.tpl) --------------------
+
+CHART_NAME = "tf-distributed"
+NAME_BUDGET = 45  # tf-distributed.nameBudget: <fullname>-worker-<revision hash> stays a DNS label
+NAMESPACE_MAX = 63
+NAME_HASH = 8  # hex digits of the SHA-256 that end a truncated name
+
+
+def _string(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def untruncated_fullname(v: dict[str, Any], release_name: str) -> str:
+    override = _string(get(v, "fullnameOverride"))
+    if override:
+        return override
+    name = _string(get(v, "nameOverride")) or CHART_NAME
+    return release_name if name in release_name else f"{release_name}-{name}"
+
+
+def fullname(v: dict[str, Any], release_name: str) -> str:
+    """The object-name prefix: at most 45 characters; a longer name keeps 36 and ends in -<8 hex of its SHA-256>."""
+    full = untruncated_fullname(v, release_name)
+    if len(full) <= NAME_BUDGET:
+        return full.removesuffix("-")
+    digest = hashlib.sha256(full.encode()).hexdigest()[:NAME_HASH]
+    return f"{full[: NAME_BUDGET - NAME_HASH - 1].removesuffix('-')}-{digest}"
+
+
+@dataclass(frozen=True)
+class Names:
+    """What the rendered names are made of; `assumed` when the release is unknown (see Release)."""
+
+    fullname: str
+    namespace: str
+    assumed: bool
+
+
+def names(v: dict[str, Any], release: Release) -> Names:
+    assumed = False
+    if _string(get(v, "fullnameOverride")):
+        prefix = fullname(v, "")
+    elif release.name is not None:
+        prefix = fullname(v, release.name)
+    else:
+        prefix, assumed = "x" * NAME_BUDGET, True
+    namespace = _string(get(v, "namespaceOverride"))[:NAMESPACE_MAX].removesuffix("-")
+    if not namespace:
+        if release.namespace is not None:
+            namespace = release.namespace[:NAMESPACE_MAX].removesuffix("-")
+        else:
+            namespace, assumed = "x" * NAMESPACE_MAX, True
+    return Names(prefix, namespace, assumed)
+
+
+def _assumed(found: Names) -> str:
+    if not found.assumed:
+        return ""
+    return (
+        " (with the longest release name and namespace: the release is not known here; "
+        "fullnameOverride and namespaceOverride make it exact)"
+    )
+
+
+DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+
+
+@named_rule
+def release_name_makes_service_names(v: dict[str, Any], release: Release) -> Iterator[Problem]:
+    if release.name is None or _string(get(v, "fullnameOverride")):
+        return
+    prefix = fullname(v, release.name)
+    if DNS_1035_LABEL.fullmatch(prefix):
+        return
+    suggestion = re.sub(r"[^-a-z0-9]", "-", prefix)
+    if not re.match(r"[a-z]", suggestion):
+        suggestion = f"tf-{suggestion}"
+    suggestion = suggestion[:NAME_BUDGET].removesuffix("-")
+    yield Problem(
+        "fullnameOverride",
+        f'the release name "{release.name}" makes object names such as {prefix}-worker that are not DNS-1035 '
+        "labels, which Kubernetes requires of Service names (lower-case letters, digits and '-', starting "
+        "with a letter)",
+        release.name,
+        f"--set fullnameOverride={suggestion} (or a release name that starts with a letter and has no dots)",
+    )
+
+
+# -- the cluster map: the twin of tf-distributed.clusterSpec / clusterMapBytes (_helpers.tpl) --------
+
+ENV_LIMIT = 131072  # Linux MAX_ARG_STRLEN: one argument or NAME=value string, NUL included
+DNS_NAME_MAX = 253  # a DNS name, without its trailing dot
+
+
+def digit_sum(count: int) -> int:
+    """Characters of the ordinals 0 .. count-1 written in decimal."""
+    total, low, high, digits = 0, 0, 10, 1
+    while count > low:
+        total += (min(count, high) - low) * digits
+        low, high, digits = high, high * 10, digits + 1
+    return total
+
+
+@dataclass(frozen=True)
+class ClusterShape:
+    """What the cluster map's size depends on."""
+
+    prefix: int  # len(fullname)
+    namespace: int
+    domain: int
+    ports: tuple[int, int, int]  # chief, ps, worker
+    ps: int  # parameter-server tasks in the map (0: none)
+    workers: int  # worker tasks in the map (0: none)
+    evaluator: bool
+
+    def map_bytes(self) -> int:
+        """len(TFD_CLUSTER's value): {"chief":["<chief>"],"ps":[...],"worker":[...]}, addresses
+        <service>-<i>.<service>.<namespace>.svc.<domain>:<port>."""
+        chief_service = self.prefix + len("-chief")
+        chief_port, ps_port, worker_port = (len(str(port)) for port in self.ports)
+        common = self.namespace + self.domain
+        size = len('{"chief":["') + 2 * chief_service + common + len("...svc.:") + chief_port + len('"]')
+        for key, service, count, port in (
+            ("ps", self.prefix + len("-ps"), self.ps, ps_port),
+            ("worker", self.prefix + len("-worker"), self.workers, worker_port),
+        ):
+            if count > 0:
+                element = 2 * service + common + len('"-...svc.:"') + port
+                size += len(f',"{key}":[]') + count * element + digit_sum(count) + count - 1
+        return size + len("}")
+
+    def task_bytes(self) -> int:
+        """The longest `"type":"<type>","index":<i>` term of TF_CONFIG among the tasks."""
+        terms = [len("chief") + 1]
+        if self.ps:
+            terms.append(len("ps") + len(str(self.ps - 1)))
+        if self.workers:
+            terms.append(len("worker") + len(str(self.workers - 1)))
+        if self.evaluator:
+            terms.append(len("evaluator") + 1)
+        return max(terms)
+
+    def tf_config_bytes(self) -> int:
+        """The largest TF_CONFIG=<value> string the prelude execs with, its NUL included."""
+        task = len('{"cluster":,"task":{"type":"","index":}}')
+        return len("TF_CONFIG=") + self.map_bytes() + task + self.task_bytes() + 1
+
+    def longest_host(self) -> tuple[str, int]:
+        """(task, characters) of the longest task host name in the map."""
+        common = self.namespace + self.domain + len("...svc.")
+        found = [("chief", 2 * (self.prefix + len("-chief")) + common)]
+        for role, suffix, count in (("ps", "-ps", self.ps), ("worker", "-worker", self.workers)):
+            if count > 0:
+                found.append(
+                    (f"{role} {count - 1}", 2 * (self.prefix + len(suffix)) + 1 + len(str(count - 1)) + common)
+                )
+        return max(found, key=lambda item: item[1])
+
+    def with_counts(self, ps: int, workers: int) -> ClusterShape:
+        return ClusterShape(self.prefix, self.namespace, self.domain, self.ports, ps, workers, self.evaluator)
+
+    def fits(self) -> bool:
+        return self.tf_config_bytes() <= ENV_LIMIT
+
+
+def largest_fitting(fits: Callable[[int], bool], high: int) -> int:
+    """The largest n in [0, high] with fits(n) (fits is monotone: true up to some n), -1 if none."""
+    low, high = -1, high
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def longest_shape(ps: int, workers: int) -> ClusterShape:
+    """The largest map of ps/workers tasks the chart lets start: a 45-character prefix, a 63-character
+    namespace, 5-digit ports and the clusterDomain that makes the longest task host exactly 253 characters."""
+    shape = ClusterShape(NAME_BUDGET, NAMESPACE_MAX, 0, (65535, 65535, 65535), ps, workers, False)
+    domain = DNS_NAME_MAX - shape.longest_host()[1]
+    return ClusterShape(NAME_BUDGET, NAMESPACE_MAX, domain, (65535, 65535, 65535), ps, workers, False)
+
+
+# The schema maxima (scripts/gen_schema.py): the most tasks whose TF_CONFIG still fits one environment
+# variable with the longest names: workers under multi_worker_mirrored (chief + workers), parameter
+# servers next to the one worker parameter_server needs. Larger combinations are caught by
+# cluster_map_fits_one_variable with the real names.
+MAX_WORKERS = largest_fitting(lambda n: longest_shape(0, n).fits(), 100000)
+MAX_PS = largest_fitting(lambda n: longest_shape(n, 1).fits(), 100000)
+
+
+def cluster_shape(v: dict[str, Any], found: Names) -> ClusterShape | None:
+    strategy = get(v, "training.strategy")
+    ps, workers = integer(get(v, "ps.replicas")), integer(get(v, "worker.replicas"))
+    domain = get(v, "clusterDomain")
+    ports = tuple(integer(get(v, f"{role}.service.port")) for role in ("chief", "ps", "worker"))
+    if ps is None or workers is None or not isinstance(domain, str) or None in ports:
+        return None
+    ps_tasks = ps if strategy == "parameter_server" and ps > 0 else 0
+    worker_tasks = workers if strategy in ("parameter_server", "multi_worker_mirrored") and workers > 0 else 0
+    evaluator = get(v, "evaluator.enabled") is True
+    chief_port, ps_port, worker_port = (port or 0 for port in ports)
+    return ClusterShape(
+        len(found.fullname),
+        len(found.namespace),
+        len(domain),
+        (chief_port, ps_port, worker_port),
+        ps_tasks,
+        worker_tasks,
+        evaluator,
+    )
+
+
+@named_rule
+def task_names_fit_dns(v: dict[str, Any], release: Release) -> Iterator[Problem]:
+    found = names(v, release)
+    shape = cluster_shape(v, found)
+    if shape is None:
+        return
+    task, length = shape.longest_host()
+    if length > DNS_NAME_MAX:
+        yield Problem(
+            "clusterDomain",
+            f"the host name of TensorFlow task {task} (<task>.<service>.<namespace>.svc.<clusterDomain>) would be "
+            f"{length} characters{_assumed(found)}, but DNS names are limited to {DNS_NAME_MAX}, so the task "
+            "could not be resolved",
+            get(v, "clusterDomain"),
+            f"--set clusterDomain=<at most {DNS_NAME_MAX - length + shape.domain} characters> "
+            "(or a shorter release name or namespace)",
+        )
+
+
+@named_rule
+def cluster_map_fits_one_variable(v: dict[str, Any], release: Release) -> Iterator[Problem]:
+    found = names(v, release)
+    shape = cluster_shape(v, found)
+    if shape is None or shape.fits():
+        return
+    tasks = 1 + shape.ps + shape.workers
+    message = (
+        f"the cluster map of {tasks} tasks would be {shape.map_bytes()} bytes and TF_CONFIG "
+        f"{shape.tf_config_bytes()} bytes{_assumed(found)}; Linux limits one environment variable to "
+        f"{ENV_LIMIT} bytes (MAX_ARG_STRLEN), so the pods would not start (Argument list too long)"
+    )
+    names_fix = "shorter release/namespace names or clusterDomain"
+    workers = largest_fitting(lambda n: shape.with_counts(shape.ps, n).fits(), shape.workers)
+    if shape.workers and workers >= 1:
+        yield Problem(
+            "worker.replicas", message, shape.workers, f"fewer tasks (--set worker.replicas={workers}) or {names_fix}"
+        )
+        return
+    ps = largest_fitting(lambda n: shape.with_counts(n, shape.workers).fits(), shape.ps)
+    if shape.ps and ps >= 1:
+        yield Problem("ps.replicas", message, shape.ps, f"fewer tasks (--set ps.replicas={ps}) or {names_fix}")
+        return
+    yield Problem("clusterDomain", message, get(v, "clusterDomain"), names_fix)
+
+
+# -- labels the chart owns --------------------------------------------------------------------------
+
+RESERVED_LABELS = (
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/component",
+    "app.kubernetes.io/managed-by",
+    "app.kubernetes.io/part-of",
+    "app.kubernetes.io/version",
+    "helm.sh/chart",
+    "apps.kubernetes.io/pod-index",
+)
+
+
+def _escaped(key: str) -> str:
+    return key.replace(".", "\\.")
+
+
+@named_rule
+def reserved_labels(v: dict[str, Any], _release: Release) -> Iterator[Problem]:
+    for owner in ("commonLabels", *(f"{role}.podLabels" for role in COMPONENTS)):
+        labels = get(v, owner)
+        if not isinstance(labels, dict):
+            continue
+        for key in RESERVED_LABELS:
+            if key in labels:
+                yield Problem(
+                    f"{owner}.{key}",
+                    "is a label the chart sets itself to select the release's pods (Services, NetworkPolicies, "
+                    "co-location) or to find the task index; overriding it would let other pods in or break them",
+                    labels[key],
+                    f"--set {owner}.{_escaped(key)}=null (choose another label key)",
+                )
+
+
+# -- mounts the chart adds: the twin of tf-distributed.volumes / volumeMounts -----------------------
+
+TMP = "/tmp"
+SHM = "/dev/shm"
+TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount"
+RESERVED_MOUNTS = {
+    TMP: "an emptyDir for temporary files",
+    SHM: "shared memory of GPU pods",
+    TOKEN: "the chief's API token",
+}
+
+
+def _nests(a: str, b: str) -> bool:
+    return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")
+
+
+def chief_needs_api(v: dict[str, Any]) -> bool:
+    strategy = get(v, "training.strategy")
+    ps, workers = integer(get(v, "ps.replicas")) or 0, integer(get(v, "worker.replicas")) or 0
+    targets = (strategy == "parameter_server" and ps > 0) or (
+        strategy in ("parameter_server", "multi_worker_mirrored") and workers > 0
+    )
+    return get(v, "rbac.create") is True and get(v, "training.cleanupPolicy") == "scaleDown" and targets
+
+
+@named_rule
+def storage_mount_path_is_free(v: dict[str, Any], _release: Release) -> Iterator[Problem]:
+    path = get(v, "storage.mountPath")
+    if not isinstance(path, str):
+        return
+    for reserved, what in RESERVED_MOUNTS.items():
+        if _nests(path, reserved):
+            yield Problem(
+                "storage.mountPath",
+                f"{path} is or nests with {reserved}, where the chart mounts {what}",
+                path,
+                "--set storage.mountPath=/data",
+            )
+
+
+@named_rule
+def extra_volumes_do_not_collide(v: dict[str, Any], _release: Release) -> Iterator[Problem]:
+    storage_path = get(v, "storage.mountPath")
+    for role in COMPONENTS:
+        gpus = (integer(get(v, f"{role}.gpu.count")) or 0) > 0
+        api = role == "chief" and chief_needs_api(v)
+        volumes = {"shared": True, "tmp": True, "dshm": gpus, "kube-api-access": api}
+        used = {TMP: "tmp"}  # mount path -> what the chart mounts there (the chart's $mounts, in its order)
+        if gpus:
+            used[SHM] = "dshm"
+        if api:
+            used[TOKEN] = "kube-api-access"
+        if isinstance(storage_path, str):
+            used[storage_path] = "the shared volume"
+        extra = get(v, f"{role}.extraVolumes")
+        for index, volume in enumerate(extra if isinstance(extra, list) else []):
+            name = volume.get("name") if isinstance(volume, dict) else None
+            if isinstance(name, str) and volumes.get(name):
+                yield Problem(
+                    f"{role}.extraVolumes.{index}.name",
+                    f"the chart already adds a volume named {name} to the {role} pods (Kubernetes rejects duplicates)",
+                    name,
+                    f"rename it (e.g. extra-{name})",
+                )
+        mounted = get(v, f"{role}.extraVolumeMounts")
+        for index, mount in enumerate(mounted if isinstance(mounted, list) else []):
+            path = mount.get("mountPath") if isinstance(mount, dict) else None
+            if isinstance(path, str) and path in used:
+                yield Problem(
+                    f"{role}.extraVolumeMounts.{index}.mountPath",
+                    f"the chart already mounts {used[path]} at {path} in the {role} container "
+                    "(Kubernetes rejects two mounts at one path)",
+                    path,
+                    "choose another mountPath",
+                )
+
+
+# -- requests <= limits: Kubernetes quantities compared exactly --------------------------------------
+
+QUANTITY = re.compile(r"\+?([0-9]*)(?:\.([0-9]*))?(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][-+]?[0-9]+)?")
+DECIMAL_SUFFIXES = {"m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+BINARY_SUFFIXES = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+QUANTITY_MAX = 2**63 - 1  # Kubernetes caps a quantity at this many base units
+FAR = 10000  # an exponent beyond every quantity the schema admits (at most 64 characters)
+
+
+def go_float(value: float) -> str:
+    """A float as Go's %v writes it: the shortest decimal that reads back as the same float, in
+    exponent form (1e+06, 1.5e-05) below 1e-4 and from 1e6 up, as Python's repr is from 1e16."""
+    if value == 0:
+        return "0"
+    if not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")
+    sign, digit_tuple, exponent = Decimal(repr(value)).normalize().as_tuple()
+    assert isinstance(exponent, int)
+    digits = "".join(map(str, digit_tuple))
+    point = len(digits) + exponent  # digits before the decimal point
+    scientific = point - 1
+    minus = "-" if sign else ""
+    if scientific < -4 or scientific >= 6:
+        mantissa = digits[0] + (f".{digits[1:]}" if len(digits) > 1 else "")
+        return f"{minus}{mantissa}e{'+' if scientific >= 0 else '-'}{abs(scientific):02d}"
+    if point <= 0:
+        return f"{minus}0.{'0' * -point}{digits}"
+    if point >= len(digits):
+        return f"{minus}{digits}{'0' * (point - len(digits))}"
+    return f"{minus}{digits[:point]}.{digits[point:]}"
+
+
+def quantity_nanos(value: Any) -> int | None:
+    """A Kubernetes quantity in nano-units, as the API server stores it: rounded up to 1n, capped at 2^63-1."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        text = str(value)
+    elif isinstance(value, float):
+        text = go_float(value)
+    elif isinstance(value, str):
+        text = value
+    else:
+        return None
+    match = QUANTITY.fullmatch(text)
+    if match is None or not (match.group(1) or match.group(2)):
+        return None
+    whole, fraction, suffix = match.group(1), match.group(2) or "", match.group(3) or ""
+    digits = int(whole + fraction or "0")
+    exponent, shift = -len(fraction), 0
+    if suffix in BINARY_SUFFIXES:
+        shift = BINARY_SUFFIXES[suffix]
+    elif suffix in DECIMAL_SUFFIXES:
+        exponent += DECIMAL_SUFFIXES[suffix]
+    else:
+        written = suffix[1:].lstrip("+")
+        magnitude = written.lstrip("-").lstrip("0")
+        power = FAR if len(magnitude) > 4 else int(magnitude or "0")
+        exponent += -power if written.startswith("-") else power
+    exponent = max(-FAR, min(FAR, exponent))
+    amount = Fraction(digits << shift) * Fraction(10) ** (exponent + 9)
+    nanos = -((-amount.numerator) // amount.denominator)  # rounded up, as the API server does
+    return min(nanos, QUANTITY_MAX * 10**9)
+
+
+def shown_quantity(value: Any) -> str:
+    """A quantity as messages show it (the twin of tf-distributed.quantityText): strings as written,
+    integers below 10^15 in full, other numbers as Go writes a float."""
+    if isinstance(value, (str, bool)):
+        return str(value)
+    number = float(value)
+    if number < 1e15 and number == int(number):
+        return str(int(number))
+    return go_float(number)
+
+
+def overcommitable(resource: str) -> bool:
+    """cpu, memory, ephemeral-storage and kubernetes.io/ names; extended resources and hugepages are not."""
+    if resource.startswith("hugepages-"):
+        return False
+    return "/" not in resource or resource.startswith("kubernetes.io/")
+
+
+@named_rule
+def requests_within_limits(v: dict[str, Any], _release: Release) -> Iterator[Problem]:
+    for role in COMPONENTS:
+        requests, limits = get(v, f"{role}.resources.requests"), get(v, f"{role}.resources.limits")
+        if not isinstance(requests, dict) or not isinstance(limits, dict):
+            continue
+        for resource, requested in sorted(requests.items()):  # the chart's keys | sortAlpha
+            if resource not in limits or resource == get(v, f"{role}.gpu.resourceName"):
+                continue
+            request, limit = quantity_nanos(requested), quantity_nanos(limits[resource])
+            if request is None or limit is None:
+                continue
+            key = _escaped(resource)
+            shown = shown_quantity(limits[resource])
+            if request > limit:
+                yield Problem(
+                    f"{role}.resources.requests.{resource}",
+                    f"{shown_quantity(requested)} is more than the limit {shown} "
+                    f"({role}.resources.limits.{resource}); Kubernetes rejects a request above its limit",
+                    requested,
+                    f"--set {role}.resources.requests.{key}={shown} (or raise the limit)",
+                )
+            elif request != limit and not overcommitable(resource):
+                yield Problem(
+                    f"{role}.resources.requests.{resource}",
+                    f"{shown_quantity(requested)} differs from the limit {shown}; Kubernetes requires "
+                    f"the request of {resource} to equal its limit",
+                    requested,
+                    f"--set {role}.resources.requests.{key}={shown}",
+                )
+
+
+def check(values: dict[str, Any], release: Release | None = None) -> list[Problem]:
+    names = release or Release()
+    return [problem for function in _RULES for problem in function(values, names)]

@@ -7,6 +7,8 @@ into the human description, so messages say "a DNS label" instead of printing a 
 from __future__ import annotations
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# Service names (and so the name prefix every object starts with) must also start with a letter.
+DNS_1035_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 QUANTITY = r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?[0-9]+)?$"
 LABEL_KEY = (
@@ -22,17 +24,27 @@ REGISTRY = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(:
 REPOSITORY = r"^[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*$"
 TAG = r"^([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$"
 DIGEST = r"^(sha256:[a-f0-9]{64})?$"
-ABSOLUTE_PATH = r"^/[^\0]*$"
+# Paths are single lines: no control character (newline, tab, NUL...) anywhere.
+_PATH_CHAR = r"[^\x00-\x1f\x7f]"
+_NAME_CHAR = r"[^/\x00-\x1f\x7f]"
+_NAME_START = r"[^/.\x00-\x1f\x7f]"
+ABSOLUTE_PATH = rf"^/{_PATH_CHAR}*$"
 # A relative path without ".." segments (RE2: helm's validator has no look-ahead).
-_SEGMENT = r"([^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+|\.)"
+_SEGMENT = rf"({_NAME_START}{_NAME_CHAR}*|\.{_NAME_START}{_NAME_CHAR}*|\.\.{_NAME_CHAR}+|\.)"
 SUB_PATH = rf"^$|^{_SEGMENT}(/{_SEGMENT})*$"
-
-STORAGE_MOUNT_PATH = r"^/[^\0]*[^/\0]$|^/[A-Za-z0-9]$"
+# A canonical absolute path: no trailing, doubled or "."/".." segments, so that comparing it with
+# the paths the chart mounts (/tmp, /dev/shm, ...) is comparing strings.
+_CANONICAL_SEGMENT = rf"({_NAME_START}{_NAME_CHAR}*|\.{_NAME_START}{_NAME_CHAR}*|\.\.{_NAME_CHAR}+)"
+STORAGE_MOUNT_PATH = rf"^(/{_CANONICAL_SEGMENT})+$"
 MODEL_NAME = r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,62}$"
 INGRESS_HOST = r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 DECIMAL = r"^([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$"
 CAPABILITY = r"^[A-Z_]+$"
-URL_PATH = r"^/"
+URL_PATH = r"^/[!-~]*$"
+CIDR = (
+    r"^(([0-9]{1,3}\.){3}[0-9]{1,3}/([0-9]|[12][0-9]|3[0-2])"
+    r"|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*/([0-9]|[1-9][0-9]|1[01][0-9]|12[0-8]))$"
+)
 
 
 def either_empty(pattern: str) -> str:
@@ -42,6 +54,7 @@ def either_empty(pattern: str) -> str:
 
 DESCRIPTIONS: dict[str, str] = {
     DNS_LABEL: "a DNS label: lower-case letters, digits and '-', starting and ending alphanumeric, e.g. my-release",
+    DNS_1035_LABEL: "a DNS-1035 label: lower-case letters, digits and '-', starting with a letter, e.g. my-release",
     DNS_SUBDOMAIN: "a DNS name: DNS labels joined by dots, e.g. cluster.local",
     QUANTITY: "a Kubernetes quantity, e.g. 500m, 2 or 4Gi",
     LABEL_KEY: "a label or annotation key: [prefix/]name, e.g. app.kubernetes.io/name",
@@ -52,14 +65,15 @@ DESCRIPTIONS: dict[str, str] = {
     REPOSITORY: "an image repository, e.g. tf-distributed/trainer",
     TAG: "an image tag: letters, digits, '_', '.', '-' (not starting with '.' or '-')",
     DIGEST: "an image digest sha256:<64 hex digits>",
-    ABSOLUTE_PATH: "an absolute path starting with /",
-    SUB_PATH: "a relative path without '..' segments, e.g. runs/mnist",
-    STORAGE_MOUNT_PATH: "an absolute path without a trailing /, e.g. /data",
+    ABSOLUTE_PATH: "an absolute path starting with /, on one line",
+    SUB_PATH: "a relative path without '..' segments, on one line, e.g. runs/mnist",
+    STORAGE_MOUNT_PATH: "an absolute path on one line without '.', '..', empty or trailing segments, e.g. /data",
     MODEL_NAME: "a model name: letters, digits, '_' and '-', at most 63 characters",
     INGRESS_HOST: "a host name such as tensorboard.example.com (a leading *. is allowed)",
     DECIMAL: "a positive decimal number such as 0.01 or 1e-3",
     CAPABILITY: "a Linux capability name in capitals, e.g. NET_BIND_SERVICE",
-    URL_PATH: "a URL path starting with /",
+    URL_PATH: "a URL path starting with /: printable ASCII without spaces",
+    CIDR: "an IPv4 or IPv6 CIDR block, e.g. 10.0.0.0/8 or ::/0",
 }
 
 

@@ -262,8 +262,10 @@ def test_trainer_args_follow_training_values() -> None:
 
 
 def test_longest_names_stay_within_dns_label_limits() -> None:
+    from tfchart.rules import MAX_WORKERS
+
     release = "a" * 53  # the longest release name helm accepts
-    docs = render(release=release, sets=["worker.replicas=10000"])
+    docs = render(release=release, sets=[f"worker.replicas={MAX_WORKERS}", "training.strategy=multi_worker_mirrored"])
     sts_names = [doc["metadata"]["name"] for doc in by_kind(docs, "StatefulSet")]
     for name in sts_names:
         replicas = named(docs, "StatefulSet", name)["spec"]["replicas"]
@@ -281,6 +283,22 @@ def test_longest_names_stay_within_dns_label_limits() -> None:
         assert len(doc["metadata"]["name"]) <= 63, doc["metadata"]["name"]
     for address in cluster_map_any(docs):
         assert all(len(label) <= 63 for label in address.split(":")[0].split("."))
+
+
+def object_names(docs: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    return {(doc["kind"], doc["metadata"]["name"]) for doc in docs}
+
+
+def test_long_release_names_that_share_the_name_budget_get_different_names() -> None:
+    """Truncated to 45 characters, two release names would collide; the hash of the whole name keeps them apart."""
+    first, second = "team-a-mnist-experiment-with-a-long-name-run-1", "team-a-mnist-experiment-with-a-long-name-run-2"
+    assert first[:45] == second[:45]
+    names = [object_names(render(release=release)) for release in (first, second)]
+    assert not names[0] & names[1]
+    for kind, name in names[0] | names[1]:
+        assert len(name) <= 63 and name.startswith("team-a-mnist-experiment-with-a-long-"), (kind, name)
+    # Names within the budget are left alone.
+    assert ("Service", "mnist-tf-distributed-worker") in object_names(render(release="mnist"))
 
 
 def cluster_map_any(docs: list[dict[str, Any]]) -> list[str]:

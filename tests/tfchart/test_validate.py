@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
@@ -277,3 +278,186 @@ def test_read_write_once_pod_is_fine_for_a_single_pod(helm_major: str) -> None:
     assert report.valid, report.problems
     assert report.notes == ["storage: needs ReadWriteOncePod: 1 pod mounts the claim (chief 1)"]
     assert template(helm_major, sets=sets).returncode == 0
+
+
+# -- rules that need the release's names, or compare quantities: rules.py word for word with helm ----
+
+LONG_RELEASE, LONG_NAMESPACE = "a" * 53, "n" * 63
+
+
+def helm_problem_lines(stderr: str) -> list[str]:
+    """The `  - <path>: <message>. Fix: <fix>` lines of the chart's validateValues failure."""
+    if "problem(s) in values:" not in stderr:
+        return []
+    block = stderr.split("problem(s) in values:\n", 1)[1].split("\n\n", 1)[0]
+    return [line[4:] for line in block.splitlines() if line.startswith("  - ")]
+
+
+def our_problem_lines(values: dict[str, Any], release: str, namespace: str) -> list[str]:
+    from tfchart.rules import Release, check
+
+    return [f"{p.path}: {p.message}. Fix: {p.fix}" for p in check(values, Release(release, namespace))]
+
+
+NAMED_CASES = {
+    "release-starts-with-a-digit": ("1abc", "ml-training", []),
+    "release-with-a-dot": ("team.a", "ml-training", []),
+    "fullname-override-lifts-it": ("1abc", "ml-training", ["fullnameOverride=run-1abc"]),
+    "task-host-over-253": (LONG_RELEASE, LONG_NAMESPACE, ["clusterDomain=" + "d" * 60 + "." + "e" * 30]),
+    "cluster-map-over-128k": (LONG_RELEASE, LONG_NAMESPACE, ["ps.replicas=400", "worker.replicas=400"]),
+    "cluster-map-ps-must-shrink": (
+        LONG_RELEASE,
+        LONG_NAMESPACE,
+        ["ps.replicas=510", "worker.replicas=1", "evaluator.enabled=true", f"clusterDomain={'d' * 50}.{'e' * 49}"],
+    ),
+    "short-names-fit-more": ("mnist", "ml", ["ps.replicas=510", "worker.replicas=499"]),
+    "owned-labels-mounts-volumes": (
+        "mnist",
+        "ml-training",
+        [
+            "commonLabels.app\\.kubernetes\\.io/part-of=other",
+            "serving.podLabels.helm\\.sh/chart=x",
+            "storage.mountPath=/var",
+            "chief.extraVolumes[0].name=kube-api-access",
+            "chief.extraVolumeMounts[0].name=x",
+            "chief.extraVolumeMounts[0].mountPath=/var/run/secrets/kubernetes.io/serviceaccount",
+            "worker.gpu.count=1",
+            "worker.extraVolumeMounts[0].name=x",
+            "worker.extraVolumeMounts[0].mountPath=/dev/shm",
+            "ps.extraVolumeMounts[0].name=x",
+            "ps.extraVolumeMounts[0].mountPath=/dev/shm",
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NAMED_CASES))
+def test_rules_with_release_names_match_helm_word_for_word(name: str, helm_major: str) -> None:
+    release, namespace, sets = NAMED_CASES[name]
+    report = validate(CHART, sets=[("--set", item) for item in sets])
+    assert not [p for p in report.problems if p.path not in {"worker.replicas", "ps.replicas", "clusterDomain"}] or (
+        name == "owned-labels-mounts-volumes"
+    )
+    ours = our_problem_lines(report.values, release, namespace)
+    result = template(helm_major, sets=sets, release=release, namespace=namespace)
+    assert "Traceback" not in result.stderr
+    assert (result.returncode == 0) == (not ours), result.stderr
+    assert helm_problem_lines(result.stderr) == ours
+    if name in ("fullname-override-lifts-it", "short-names-fit-more"):
+        assert ours == []  # the same counts are refused with the longest names, not with these
+    else:
+        assert ours
+
+
+def test_validate_without_a_release_assumes_the_longest_names() -> None:
+    sets = [("--set", "ps.replicas=400"), ("--set", "worker.replicas=400")]
+    [problem] = validate(CHART, sets=sets).problems
+    assert "with the longest release name and namespace" in problem.message
+    pinned = [*sets, ("--set", "fullnameOverride=mnist"), ("--set", "namespaceOverride=ml")]
+    assert validate(CHART, sets=pinned).valid  # the names are known: exact, and these fit
+
+
+# Quantities: rules.py's exact arithmetic (quantity_nanos) and the chart's digit strings
+# (tf-distributed.quantityKey) must agree on every pair, including what the API server rounds
+# (below 1n, up) and caps (2^63-1).
+EQUIVALENT = [
+    ["1", "1000m", "0.001k", "+1", "1.", "1.000", "01", 1, 1.0],
+    ["1Ki", "1024", "1.024k", 1024, "0.0009765625Mi"],
+    ["1Gi", "1073741824", "1.073741824G", 1073741824, "1024Mi"],
+    ["0.1", "100m", ".1", 0.1, "1e-1", "0.0001k"],
+    ["1E", "1e18", "1000P", "1000000T", "1E18"],
+    ["1Ei", "1152921504606846976", "1024Pi"],
+    ["9223372036854775807", "9223372036854775808", "1e19", "8Ei", "9Ei", "1e400", 1e21],
+    ["1.0000000001", "1.000000001", "1.0000000009"],
+    ["0.0000000001", "1e-10", "0.000000001", "1e-400", 1e-07 / 100],
+    ["0", "0m", "0Ei", "0.0", 0, "0e5"],
+]
+
+
+def random_quantity(rng: random.Random) -> str | int | float:
+    kind = rng.random()
+    if kind < 0.45:
+        return rng.choice(rng.choice(EQUIVALENT))
+    if kind < 0.55:
+        return rng.choice([rng.randrange(0, 10**12), rng.random() * 10 ** rng.randrange(-8, 22)])
+    whole = str(rng.randrange(0, 10 ** rng.randrange(1, 10)))
+    fraction = "." + str(rng.randrange(0, 10**6)).zfill(rng.randrange(1, 12)) if rng.random() < 0.5 else ""
+    suffix = rng.choice(["", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "exp"])
+    if suffix == "exp":
+        suffix = rng.choice("eE") + rng.choice(["", "+", "-"]) + str(rng.randrange(0, 30))
+    return f"{whole}{fraction}{suffix}"[:64]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_requests_above_limits_are_found_alike_by_rules_py_and_the_chart(
+    seed: int, helm_major: str, tmp_path: Path
+) -> None:
+    rng = random.Random(seed)
+    document: dict[str, Any] = {}
+    for role in ("ps", "worker", "chief", "evaluator", "tensorboard", "serving"):
+        requests: dict[str, Any] = {}
+        limits: dict[str, Any] = {}
+        for index in range(40):
+            # plain names are overcommitable (request <= limit); extended resources need request == limit
+            name = f"r{index}" if index % 4 else f"example.com/e{index}"
+            requests[name], limits[name] = random_quantity(rng), random_quantity(rng)
+        document[role] = {"resources": {"requests": requests, "limits": limits}}
+    path = tmp_path / "quantities.yaml"
+    path.write_text(json.dumps(document))
+    report = validate(CHART, [path])
+    assert all(p.path.split(".")[1:3] == ["resources", "requests"] for p in report.problems), report.problems
+    ours = [f"{p.path}: {p.message}. Fix: {p.fix}" for p in report.problems]
+    assert len(ours) > 40  # both verdicts are well represented
+    result = template(helm_major, values=[path])
+    assert helm_problem_lines(result.stderr) == ours
+
+
+def test_quantities_are_read_as_the_kubernetes_client_reads_them() -> None:
+    from decimal import Decimal, localcontext
+
+    from kubernetes.utils import parse_quantity
+
+    from tfchart.rules import quantity_nanos
+
+    rng = random.Random(7)
+    checked = 0
+    for _ in range(3000):
+        quantity = random_quantity(rng)
+        if isinstance(quantity, float):
+            continue  # the client reads floats through str(), not as Go prints them
+        nanos = quantity_nanos(quantity)
+        assert nanos is not None, quantity
+        with localcontext() as context:
+            context.prec = 200  # the client computes with the context's precision (28 digits by default)
+            exact = Decimal(parse_quantity(quantity)) * 10**9  # type: ignore[no-untyped-call]
+        if exact == exact.to_integral_value() and exact < (2**63 - 1) * 10**9:
+            assert nanos == int(exact), quantity  # no rounding, no cap: the same number
+            checked += 1
+        elif exact >= (2**63 - 1) * 10**9:
+            assert nanos == (2**63 - 1) * 10**9, quantity
+        else:
+            assert nanos == int(exact) + 1, quantity  # below 1n: rounded up, as the API server does
+    assert checked > 1000
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("fullnameOverride", "team-a"), ("image.tag", "1.0"), ("commonLabels.team", "a"), ("storage.mountPath", "/data")],
+)
+def test_a_trailing_newline_fails_the_pattern_as_in_helm(key: str, value: str, helm_major: str, tmp_path: Path) -> None:
+    """RE2's `$` (helm) matches only at the end of the text, Python's also before a final newline: tfchart
+    reads the schema's patterns as RE2 does, so "team-a\\n" is refused by both."""
+    document: dict[str, Any] = {}
+    node = document
+    *parents, last = key.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    for text, valid in ((value, True), (value + "\n", False)):
+        node[last] = text
+        path = tmp_path / "values.yaml"
+        path.write_text(json.dumps(document))
+        report = validate(CHART, [path])
+        assert report.valid == valid, report.problems
+        assert (template(helm_major, values=[path]).returncode == 0) == valid
+        if not valid:
+            assert [problem.path for problem in report.problems] == [key]

@@ -7,7 +7,10 @@ Name budget. Pod hostnames must be DNS labels (<= 63 characters):
   chief pod hostname            <fullname>-chief
 The longest component suffix is "-worker" (7) and the revision hash adds "-" + 10 = 11, so
   len(fullname) <= 63 - 7 - 11 = 45.
-fullname is therefore truncated to 45 characters; every object name is <fullname>-<component>.
+A longer <release>-<name> keeps its first 36 characters and ends in "-" + the first 8 hex digits of
+the SHA-256 of the whole name, so two long release names that share a 45-character prefix still get
+different object names. Every object name is <fullname>-<component>; Service names must be DNS-1035
+labels (start with a letter), so validateValues rejects a release name that starts with a digit.
 */}}
 {{- define "tf-distributed.nameBudget" -}}45{{- end -}}
 
@@ -15,17 +18,27 @@ fullname is therefore truncated to 45 characters; every object name is <fullname
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
-{{- define "tf-distributed.fullname" -}}
-{{- $budget := include "tf-distributed.nameBudget" . | int -}}
+{{/* The untruncated name prefix: fullnameOverride, else <release>-<name> (the release alone when it contains the name). */}}
+{{- define "tf-distributed.untruncatedFullname" -}}
 {{- if .Values.fullnameOverride -}}
-{{- .Values.fullnameOverride | trunc $budget | trimSuffix "-" -}}
+{{- .Values.fullnameOverride -}}
 {{- else -}}
 {{- $name := default .Chart.Name .Values.nameOverride -}}
 {{- if contains $name .Release.Name -}}
-{{- .Release.Name | trunc $budget | trimSuffix "-" -}}
+{{- .Release.Name -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name $name | trunc $budget | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "tf-distributed.fullname" -}}
+{{- $budget := include "tf-distributed.nameBudget" . | int -}}
+{{- $full := include "tf-distributed.untruncatedFullname" . -}}
+{{- if le (len $full) $budget -}}
+{{- $full | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" ($full | trunc (sub $budget 9 | int) | trimSuffix "-") (sha256sum $full | trunc 8) -}}
 {{- end -}}
 {{- end -}}
 
@@ -45,15 +58,15 @@ fullname is therefore truncated to 45 characters; every object name is <fullname
 {{/* Selector labels: name + instance + component only (immutable in StatefulSets and Jobs). */}}
 {{- define "tf-distributed.selectorLabels" -}}
 {{- $root := index . 0 -}}
-app.kubernetes.io/name: {{ include "tf-distributed.name" $root }}
-app.kubernetes.io/instance: {{ $root.Release.Name }}
+app.kubernetes.io/name: {{ include "tf-distributed.name" $root | quote }}
+app.kubernetes.io/instance: {{ $root.Release.Name | quote }}
 app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 
 {{/* Release-wide labels without a component. Usage: include "tf-distributed.releaseLabels" $ */}}
 {{- define "tf-distributed.releaseLabels" -}}
-app.kubernetes.io/name: {{ include "tf-distributed.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/name: {{ include "tf-distributed.name" . | quote }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: tf-distributed
@@ -86,8 +99,8 @@ app.kubernetes.io/part-of: tf-distributed
 {{/* metadata block shared by every object. Usage: include "tf-distributed.metadata" (list $ "worker" "<name>") */}}
 {{- define "tf-distributed.metadata" -}}
 {{- $root := index . 0 -}}
-name: {{ index . 2 }}
-namespace: {{ include "tf-distributed.namespace" $root }}
+name: {{ index . 2 | quote }}
+namespace: {{ include "tf-distributed.namespace" $root | quote }}
 labels:
   {{- include "tf-distributed.labels" (list $root (index . 1)) | nindent 2 }}
 {{- with $root.Values.commonAnnotations }}
@@ -261,6 +274,183 @@ subdomain are both <fullname>-chief, so its address has the same shape with ordi
 {{- end -}}
 
 {{/*
+Size of the cluster map, computed the way tfchart/rules.py (ClusterShape) does, without rendering
+it: validateValues compares it with Linux's limit on one environment variable. The map is
+{"chief":["<chief>"],"ps":[...],"worker":[...]} with addresses
+<service>-<i>.<service>.<namespace>.svc.<clusterDomain>:<port>, so each role adds
+count * (2 len(service) + len(namespace) + len(clusterDomain) + 11 + digits(port)) + digits of its
+ordinals + count - 1 (commas) + the key. Tests hold it to len() of the rendered map.
+*/}}
+{{/* Characters of the ordinals 0 .. n-1 in decimal. Usage: include "tf-distributed.digitSum" 120 */}}
+{{- define "tf-distributed.digitSum" -}}
+{{- $n := int . -}}
+{{- $total := 0 -}}
+{{- $low := 0 -}}
+{{- $high := 10 -}}
+{{- range $digits := until 7 -}}
+{{- if gt $n $low }}{{ $total = add $total (mul (sub (min $n $high) $low) (add $digits 1)) }}{{ end -}}
+{{- $low = $high -}}
+{{- $high = mul $high 10 -}}
+{{- end -}}
+{{- $total -}}
+{{- end -}}
+
+{{/* Tasks of each role in the map, as JSON {"ps": P, "worker": W} (0 where the role is absent). */}}
+{{- define "tf-distributed.clusterTasks" -}}
+{{- $ps := ternary (int .Values.ps.replicas) 0 (eq (include "tf-distributed.psEnabled" .) "true") -}}
+{{- $workers := ternary (int .Values.worker.replicas) 0 (eq (include "tf-distributed.workerEnabled" .) "true") -}}
+{{- toJson (dict "ps" $ps "worker" $workers) -}}
+{{- end -}}
+
+{{/* len() of the cluster map with P parameter servers and W workers. Usage: include "tf-distributed.clusterMapBytes" (list $ P W) */}}
+{{- define "tf-distributed.clusterMapBytes" -}}
+{{- $root := index . 0 -}}
+{{- $v := $root.Values -}}
+{{- $prefix := len (include "tf-distributed.fullname" $root) -}}
+{{- $common := add (len (include "tf-distributed.namespace" $root)) (len $v.clusterDomain) -}}
+{{- $size := add 11 (mul 2 (add $prefix 6)) $common 8 (len (toString (int $v.chief.service.port))) 2 1 -}}
+{{- range $role := list (list "ps" 3 (index . 1) 8) (list "worker" 7 (index . 2) 12) -}}
+{{- $count := int (index $role 2) -}}
+{{- if gt $count 0 -}}
+{{- $service := add $prefix (index $role 1) -}}
+{{- $port := len (toString (int (index $v (index $role 0)).service.port)) -}}
+{{- $element := add (mul 2 $service) $common 11 $port -}}
+{{- $size = add $size (index $role 3) (mul $count $element) (include "tf-distributed.digitSum" $count | int) $count -1 -}}
+{{- end -}}
+{{- end -}}
+{{- $size -}}
+{{- end -}}
+
+{{/*
+Bytes of the largest TF_CONFIG=<value> string a task execs with (NUL included): the map plus
+{"cluster":,"task":{"type":"<type>","index":<i>}} of the task with the longest type and index.
+Usage: include "tf-distributed.tfConfigBytes" (list $ P W)
+*/}}
+{{- define "tf-distributed.tfConfigBytes" -}}
+{{- $root := index . 0 -}}
+{{- $ps := int (index . 1) -}}
+{{- $workers := int (index . 2) -}}
+{{- $task := 6 -}}
+{{- if gt $ps 0 }}{{ $task = max $task (add 2 (len (toString (sub $ps 1)))) }}{{ end -}}
+{{- if gt $workers 0 }}{{ $task = max $task (add 6 (len (toString (sub $workers 1)))) }}{{ end -}}
+{{- if $root.Values.evaluator.enabled }}{{ $task = max $task 10 }}{{ end -}}
+{{- add 10 (include "tf-distributed.clusterMapBytes" . | int) 40 $task 1 -}}
+{{- end -}}
+
+{{/* The longest task host name of the map, as JSON {"task": "worker 41", "length": N}. */}}
+{{- define "tf-distributed.longestTaskHost" -}}
+{{- $prefix := len (include "tf-distributed.fullname" .) -}}
+{{- $common := add (len (include "tf-distributed.namespace" .)) (len .Values.clusterDomain) 7 -}}
+{{- $tasks := include "tf-distributed.clusterTasks" . | fromJson -}}
+{{- $task := "chief" -}}
+{{- $length := add (mul 2 (add $prefix 6)) $common -}}
+{{- range $role := list (list "ps" 3) (list "worker" 7) -}}
+{{- $count := int (index $tasks (index $role 0)) -}}
+{{- if gt $count 0 -}}
+{{- $host := add (mul 2 (add $prefix (index $role 1))) 1 (len (toString (sub $count 1))) $common -}}
+{{- if gt $host $length }}{{ $task = printf "%s %d" (index $role 0) (sub $count 1) }}{{ $length = $host }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson (dict "task" $task "length" $length) -}}
+{{- end -}}
+
+{{/*
+A quantity as messages show it: strings as written, numbers as decimals (integers below 10^15 in
+full, others as Go's %v writes a float), whether helm read them as float64 (files) or int64 (--set).
+The twin of tfchart/rules.py shown_quantity.
+*/}}
+{{- define "tf-distributed.quantityText" -}}
+{{- if kindIs "string" . -}}
+{{- . -}}
+{{- else if and (lt (float64 .) 1e15) (eq (float64 .) (floor (float64 .))) -}}
+{{- printf "%d" (int64 .) -}}
+{{- else -}}
+{{- printf "%v" (float64 .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A Kubernetes quantity as the API server stores it, as a string that compares like the number:
+<19-digit integer part>.<9-digit nano part>, rounded up to 1n and capped at 2^63-1 as
+resource.ParseQuantity does. Exact (decimal digit strings; binary suffixes multiply by 1024), the
+twin of tfchart/rules.py quantity_nanos. Usage: include "tf-distributed.quantityKey" "1.5Gi"
+*/}}
+{{- define "tf-distributed.quantityKey" -}}
+{{- $text := toString . -}}
+{{- $pattern := `^\+?([0-9]*)(?:\.([0-9]*))?(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][-+]?[0-9]+)?$` -}}
+{{- $whole := regexReplaceAll $pattern $text "${1}" -}}
+{{- $fraction := regexReplaceAll $pattern $text "${2}" -}}
+{{- $suffix := regexReplaceAll $pattern $text "${3}" -}}
+{{- $digits := regexReplaceAll "^0+" (printf "%s%s" $whole $fraction) "" -}}
+{{- $exponent := sub 0 (len $fraction) -}}
+{{- $shift := 0 -}}
+{{- $binary := dict "Ki" 1 "Mi" 2 "Gi" 3 "Ti" 4 "Pi" 5 "Ei" 6 -}}
+{{- $decimal := dict "m" -3 "k" 3 "M" 6 "G" 9 "T" 12 "P" 15 "E" 18 -}}
+{{- if hasKey $binary $suffix -}}
+{{- $shift = index $binary $suffix | int -}}
+{{- else if hasKey $decimal $suffix -}}
+{{- $exponent = add $exponent (index $decimal $suffix) -}}
+{{- else if $suffix -}}
+{{- $written := trimPrefix "+" (substr 1 -1 $suffix) -}}
+{{- $magnitude := regexReplaceAll "^0+" (trimPrefix "-" $written) "" -}}
+{{- $power := ternary 10000 (atoi (default "0" $magnitude)) (gt (len $magnitude) 4) -}}
+{{- $exponent = ternary (sub $exponent $power) (add $exponent $power) (hasPrefix "-" $written) -}}
+{{- end -}}
+{{- $exponent = max -10000 (min 10000 $exponent) -}}
+{{- range until $shift -}}
+{{- $carry := 0 -}}
+{{- $product := "" -}}
+{{- $characters := splitList "" $digits -}}
+{{- range $i := until (len $characters) -}}
+{{- $x := add (mul (atoi (index $characters (sub (sub (len $characters) 1) $i))) 1024) $carry -}}
+{{- $product = printf "%d%s" (mod $x 10) $product -}}
+{{- $carry = div $x 10 -}}
+{{- end -}}
+{{- if gt $carry 0 }}{{ $product = printf "%d%s" $carry $product }}{{ end -}}
+{{- $digits = $product -}}
+{{- end -}}
+{{- $max := "9223372036854775807" -}}
+{{- if not $digits -}}
+{{- printf "%s.000000000" (repeat 19 "0") -}}
+{{- else if gt (add (len $digits) $exponent) 19 -}}
+{{- printf "%s.000000000" $max -}}
+{{- else -}}
+{{- /* $digits * 10^$exponent = <integer>.<fraction>; only 9 fraction digits are kept, any further non-zero digit rounds up */ -}}
+{{- $nanos := "" -}}
+{{- $roundUp := false -}}
+{{- $scaled := add $exponent 9 -}}
+{{- if ge $scaled 0 -}}
+{{- $nanos = printf "%s%s" $digits (repeat (int $scaled) "0") -}}
+{{- else if gt (len $digits) (sub 0 $scaled) -}}
+{{- $nanos = substr 0 (int (add (len $digits) $scaled)) $digits -}}
+{{- $roundUp = regexMatch "[1-9]" (substr (int (add (len $digits) $scaled)) -1 $digits) -}}
+{{- else -}}
+{{- $nanos = "0" -}}
+{{- $roundUp = true -}}
+{{- end -}}
+{{- if $roundUp -}}
+{{- $carry := 1 -}}
+{{- $sum := "" -}}
+{{- $characters := splitList "" $nanos -}}
+{{- range $i := until (len $characters) -}}
+{{- $x := add (atoi (index $characters (sub (sub (len $characters) 1) $i))) $carry -}}
+{{- $sum = printf "%d%s" (mod $x 10) $sum -}}
+{{- $carry = div $x 10 -}}
+{{- end -}}
+{{- if gt $carry 0 }}{{ $sum = printf "%d%s" $carry $sum }}{{ end -}}
+{{- $nanos = $sum -}}
+{{- end -}}
+{{- $nanos = printf "%s%s" (repeat (int (max 0 (sub 28 (len $nanos)))) "0") $nanos -}}
+{{- $integer := substr 0 19 $nanos -}}
+{{- if or (gt (len $nanos) 28) (gt $integer $max) (and (eq $integer $max) (ne (substr 19 28 $nanos) "000000000")) -}}
+{{- printf "%s.000000000" $max -}}
+{{- else -}}
+{{- printf "%s.%s" $integer (substr 19 28 $nanos) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 Shell prelude of every TensorFlow container: derives the task index (StatefulSet ordinal from the
 pod-index label, else the hostname suffix), writes TF_CONFIG in TensorFlow's exact shape and execs
 the real command. Needs only /bin/sh, so any image whose program reads TF_CONFIG works.
@@ -330,20 +520,20 @@ Usage: include "tf-distributed.podCommon" (list $ .Values.worker "serviceAccount
 {{- define "tf-distributed.podCommon" -}}
 {{- $root := index . 0 -}}
 {{- $component := index . 1 -}}
-serviceAccountName: {{ index . 2 }}
+serviceAccountName: {{ index . 2 | quote }}
 automountServiceAccountToken: {{ index . 3 }}
 enableServiceLinks: false
 {{- with $root.Values.global.imagePullSecrets }}
 imagePullSecrets:
   {{- range . }}
-  - name: {{ . }}
+  - name: {{ . | quote }}
   {{- end }}
 {{- end }}
 {{- with $root.Values.schedulerName }}
-schedulerName: {{ . }}
+schedulerName: {{ . | quote }}
 {{- end }}
 {{- with $component.priorityClassName }}
-priorityClassName: {{ . }}
+priorityClassName: {{ . | quote }}
 {{- end }}
 {{- with $component.nodeSelector }}
 nodeSelector:
@@ -388,7 +578,7 @@ annotations:
 {{- $component := index . 1 -}}
 - name: shared
   persistentVolumeClaim:
-    claimName: {{ include "tf-distributed.claimName" $root }}
+    claimName: {{ include "tf-distributed.claimName" $root | quote }}
     {{- if index . 2 }}
     readOnly: true
     {{- end }}
@@ -410,9 +600,9 @@ annotations:
 {{- $root := index . 0 -}}
 {{- $component := index . 1 -}}
 - name: shared
-  mountPath: {{ $root.Values.storage.mountPath }}
+  mountPath: {{ $root.Values.storage.mountPath | quote }}
   {{- with $root.Values.storage.subPath }}
-  subPath: {{ . }}
+  subPath: {{ . | quote }}
   {{- end }}
   {{- if index . 2 }}
   readOnly: true
@@ -436,8 +626,8 @@ Usage: include "tf-distributed.tfContainer" (dict "root" $ "role" "worker" "comp
 {{- $root := .root -}}
 {{- $c := .component -}}
 - name: {{ .role }}
-  image: {{ include "tf-distributed.image" (list $root $c.image) }}
-  imagePullPolicy: {{ include "tf-distributed.imagePullPolicy" (list $root $c.image) }}
+  image: {{ include "tf-distributed.image" (list $root $c.image) | quote }}
+  imagePullPolicy: {{ include "tf-distributed.imagePullPolicy" (list $root $c.image) | quote }}
   command:
     - /bin/sh
     - -c

@@ -7,8 +7,8 @@
 apiVersion: networking.k8s.io/v1
 kind: Ingress
 metadata:
-  name: {{ $name }}
-  namespace: {{ include "tf-distributed.namespace" $root }}
+  name: {{ $name | quote }}
+  namespace: {{ include "tf-distributed.namespace" $root | quote }}
   labels:
     {{- include "tf-distributed.labels" (list $root $role) | nindent 4 }}
   {{- with (merge (dict) ($c.ingress.annotations | default dict) ($root.Values.commonAnnotations | default dict)) }}
@@ -17,23 +17,23 @@ metadata:
   {{- end }}
 spec:
   {{- with $c.ingress.className }}
-  ingressClassName: {{ . }}
+  ingressClassName: {{ . | quote }}
   {{- end }}
   {{- with $c.ingress.tlsSecretName }}
   tls:
     - hosts:
-        - {{ $c.ingress.host }}
-      secretName: {{ . }}
+        - {{ $c.ingress.host | quote }}
+      secretName: {{ . | quote }}
   {{- end }}
   rules:
-    - host: {{ $c.ingress.host }}
+    - host: {{ $c.ingress.host | quote }}
       http:
         paths:
-          - path: {{ $c.ingress.path }}
+          - path: {{ $c.ingress.path | quote }}
             pathType: Prefix
             backend:
               service:
-                name: {{ $name }}
+                name: {{ $name | quote }}
                 port:
                   name: {{ index . 2 }}
 {{- end -}}

@@ -38,7 +38,7 @@ kind: StatefulSet
 metadata:
   {{- include "tf-distributed.metadata" (list $root $role $name) | nindent 2 }}
 spec:
-  serviceName: {{ $name }}
+  serviceName: {{ $name | quote }}
   replicas: {{ $c.replicas }}
   # TensorFlow servers wait for their peers: OrderedReady would serialise or deadlock start-up.
   podManagementPolicy: Parallel
@@ -91,8 +91,8 @@ spec:
       {{- include "tf-distributed.podCommon" (list $root $c .serviceAccountName false) | nindent 6 }}
       restartPolicy: OnFailure
       {{- if .stableHostname }}
-      hostname: {{ $name }}
-      subdomain: {{ $name }}
+      hostname: {{ $name | quote }}
+      subdomain: {{ $name | quote }}
       {{- end }}
       terminationGracePeriodSeconds: 60
       containers:

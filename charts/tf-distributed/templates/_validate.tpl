@@ -79,6 +79,115 @@ once with all of them, each with the --set that fixes it.
 {{- $problems = append $problems "serving.ingress.enabled: the Ingress needs TensorFlow Serving. Fix: --set serving.enabled=true (or --set serving.ingress.enabled=false)" -}}
 {{- end -}}
 
+{{- /* Object names start with the release name unless fullnameOverride is set; Service names must be DNS-1035 labels. */ -}}
+{{- $fullname := include "tf-distributed.fullname" . -}}
+{{- if and (not $v.fullnameOverride) (not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $fullname)) -}}
+{{- $suggestion := regexReplaceAll "[^-a-z0-9]" $fullname "-" -}}
+{{- if not (regexMatch "^[a-z]" $suggestion) }}{{ $suggestion = printf "tf-%s" $suggestion }}{{ end -}}
+{{- $suggestion = $suggestion | trunc (include "tf-distributed.nameBudget" . | int) | trimSuffix "-" -}}
+{{- $problems = append $problems (printf "fullnameOverride: the release name \"%s\" makes object names such as %s-worker that are not DNS-1035 labels, which Kubernetes requires of Service names (lower-case letters, digits and '-', starting with a letter). Fix: --set fullnameOverride=%s (or a release name that starts with a letter and has no dots)" .Release.Name $fullname $suggestion) -}}
+{{- end -}}
+
+{{- /* The cluster map: every task host must be a DNS name, and TF_CONFIG one environment variable. */ -}}
+{{- $host := include "tf-distributed.longestTaskHost" . | fromJson -}}
+{{- if gt (int $host.length) 253 -}}
+{{- $problems = append $problems (printf "clusterDomain: the host name of TensorFlow task %s (<task>.<service>.<namespace>.svc.<clusterDomain>) would be %d characters, but DNS names are limited to 253, so the task could not be resolved. Fix: --set clusterDomain=<at most %d characters> (or a shorter release name or namespace)" $host.task (int $host.length) (add (sub 253 (int $host.length)) (len $v.clusterDomain))) -}}
+{{- end -}}
+{{- $tasks := include "tf-distributed.clusterTasks" . | fromJson -}}
+{{- $ps := int $tasks.ps -}}
+{{- $workers := int $tasks.worker -}}
+{{- $limit := 131072 -}}
+{{- $tfConfig := include "tf-distributed.tfConfigBytes" (list . $ps $workers) | int -}}
+{{- if gt $tfConfig $limit -}}
+{{- $message := printf "the cluster map of %d tasks would be %s bytes and TF_CONFIG %d bytes; Linux limits one environment variable to %d bytes (MAX_ARG_STRLEN), so the pods would not start (Argument list too long)" (add 1 $ps $workers) (include "tf-distributed.clusterMapBytes" (list . $ps $workers)) $tfConfig $limit -}}
+{{- $namesFix := "shorter release/namespace names or clusterDomain" -}}
+{{- /* The largest count that fits, by bisection (the size grows with the count). */ -}}
+{{- $fit := dict -}}
+{{- range $role := list "worker" "ps" -}}
+{{- $count := ternary $workers $ps (eq $role "worker") -}}
+{{- $low := -1 -}}
+{{- $high := $count -}}
+{{- range until 20 -}}
+{{- if lt $low $high -}}
+{{- $middle := div (add $low $high 1) 2 -}}
+{{- $size := include "tf-distributed.tfConfigBytes" (list $ (ternary $ps $middle (eq $role "worker")) (ternary $middle $workers (eq $role "worker"))) | int -}}
+{{- if le $size $limit }}{{ $low = $middle }}{{ else }}{{ $high = sub $middle 1 }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set $fit $role $low -}}
+{{- end -}}
+{{- if and (gt $workers 0) (ge (int $fit.worker) 1) -}}
+{{- $problems = append $problems (printf "worker.replicas: %s. Fix: fewer tasks (--set worker.replicas=%d) or %s" $message (int $fit.worker) $namesFix) -}}
+{{- else if and (gt $ps 0) (ge (int $fit.ps) 1) -}}
+{{- $problems = append $problems (printf "ps.replicas: %s. Fix: fewer tasks (--set ps.replicas=%d) or %s" $message (int $fit.ps) $namesFix) -}}
+{{- else -}}
+{{- $problems = append $problems (printf "clusterDomain: %s. Fix: %s" $message $namesFix) -}}
+{{- end -}}
+{{- end -}}
+
+{{- /* Labels the chart sets itself: selectors of Services, NetworkPolicies and co-location, and the task index. */ -}}
+{{- $reserved := list "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/component" "app.kubernetes.io/managed-by" "app.kubernetes.io/part-of" "app.kubernetes.io/version" "helm.sh/chart" "apps.kubernetes.io/pod-index" -}}
+{{- range $owner := list "commonLabels" "ps.podLabels" "worker.podLabels" "chief.podLabels" "evaluator.podLabels" "tensorboard.podLabels" "serving.podLabels" -}}
+{{- $labels := ternary $v.commonLabels (index $v (first (splitList "." $owner))).podLabels (eq $owner "commonLabels") | default dict -}}
+{{- range $key := $reserved -}}
+{{- if hasKey $labels $key -}}
+{{- $problems = append $problems (printf "%s.%s: is a label the chart sets itself to select the release's pods (Services, NetworkPolicies, co-location) or to find the task index; overriding it would let other pods in or break them. Fix: --set %s.%s=null (choose another label key)" $owner $key $owner ($key | replace "." "\\.")) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- /* Mounts the chart adds (tf-distributed.volumes / volumeMounts). */ -}}
+{{- $reservedMounts := list (list "/tmp" "an emptyDir for temporary files") (list "/dev/shm" "shared memory of GPU pods") (list "/var/run/secrets/kubernetes.io/serviceaccount" "the chief's API token") -}}
+{{- $mountPath := $v.storage.mountPath -}}
+{{- range $reservedMounts -}}
+{{- $path := index . 0 -}}
+{{- if or (eq $mountPath $path) (hasPrefix (printf "%s/" $path) $mountPath) (hasPrefix (printf "%s/" $mountPath) $path) -}}
+{{- $problems = append $problems (printf "storage.mountPath: %s is or nests with %s, where the chart mounts %s. Fix: --set storage.mountPath=/data" $mountPath $path (index . 1)) -}}
+{{- end -}}
+{{- end -}}
+{{- $chiefApi := include "tf-distributed.chiefNeedsApi" . -}}
+{{- range $role := list "ps" "worker" "chief" "evaluator" "tensorboard" "serving" -}}
+{{- $c := index $v $role -}}
+{{- $gpus := gt (int $c.gpu.count) 0 -}}
+{{- $api := and (eq $role "chief") (eq $chiefApi "true") -}}
+{{- $volumes := dict "shared" true "tmp" true "dshm" $gpus "kube-api-access" $api -}}
+{{- $mounts := dict "/tmp" "tmp" -}}
+{{- if $gpus }}{{ $_ := set $mounts "/dev/shm" "dshm" }}{{ end -}}
+{{- if $api }}{{ $_ := set $mounts "/var/run/secrets/kubernetes.io/serviceaccount" "kube-api-access" }}{{ end -}}
+{{- $_ := set $mounts $mountPath "the shared volume" -}}
+{{- range $index, $volume := $c.extraVolumes -}}
+{{- if index $volumes $volume.name -}}
+{{- $problems = append $problems (printf "%s.extraVolumes.%d.name: the chart already adds a volume named %s to the %s pods (Kubernetes rejects duplicates). Fix: rename it (e.g. extra-%s)" $role $index $volume.name $role $volume.name) -}}
+{{- end -}}
+{{- end -}}
+{{- range $index, $mount := $c.extraVolumeMounts -}}
+{{- if hasKey $mounts $mount.mountPath -}}
+{{- $problems = append $problems (printf "%s.extraVolumeMounts.%d.mountPath: the chart already mounts %s at %s in the %s container (Kubernetes rejects two mounts at one path). Fix: choose another mountPath" $role $index (index $mounts $mount.mountPath) $mount.mountPath $role) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- /* requests <= limits, compared as the API server parses quantities (tf-distributed.quantityKey). */ -}}
+{{- range $role := list "ps" "worker" "chief" "evaluator" "tensorboard" "serving" -}}
+{{- $c := index $v $role -}}
+{{- $requests := ($c.resources | default dict).requests | default dict -}}
+{{- $limits := ($c.resources | default dict).limits | default dict -}}
+{{- range $resource := keys $requests | sortAlpha -}}
+{{- if and (hasKey $limits $resource) (ne $resource $c.gpu.resourceName) -}}
+{{- $requestKey := include "tf-distributed.quantityKey" (index $requests $resource) -}}
+{{- $limitKey := include "tf-distributed.quantityKey" (index $limits $resource) -}}
+{{- $requested := include "tf-distributed.quantityText" (index $requests $resource) -}}
+{{- $limit := include "tf-distributed.quantityText" (index $limits $resource) -}}
+{{- $overcommitable := or (hasPrefix "kubernetes.io/" $resource) (and (not (contains "/" $resource)) (not (hasPrefix "hugepages-" $resource))) -}}
+{{- if gt $requestKey $limitKey -}}
+{{- $problems = append $problems (printf "%s.resources.requests.%s: %v is more than the limit %v (%s.resources.limits.%s); Kubernetes rejects a request above its limit. Fix: --set %s.resources.requests.%s=%v (or raise the limit)" $role $resource $requested $limit $role $resource $role ($resource | replace "." "\\.") $limit) -}}
+{{- else if and (ne $requestKey $limitKey) (not $overcommitable) -}}
+{{- $problems = append $problems (printf "%s.resources.requests.%s: %v differs from the limit %v; Kubernetes requires the request of %s to equal its limit. Fix: --set %s.resources.requests.%s=%v" $role $resource $requested $limit $resource $role ($resource | replace "." "\\.") $limit) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{- if $problems -}}
 {{- printf "\n\ntf-distributed: %d problem(s) in values:\n  - %s\n" (len $problems) (join "\n  - " $problems) | fail -}}
 {{- end -}}
