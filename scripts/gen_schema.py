@@ -33,6 +33,7 @@ from tfchart.rules import MAX_PS, MAX_WORKERS  # noqa: E402
 from tfchart.schema_formats import (  # noqa: E402  (the repo root is put on sys.path above)
     ABSOLUTE_PATH,
     CAPABILITY,
+    CIDR,
     DECIMAL,
     DIGEST,
     DNS_1035_LABEL,
@@ -136,6 +137,59 @@ SECCOMP: Schema = {
 }
 
 ID = {"type": "integer", "minimum": 0, "maximum": 2147483647}
+
+PORT: Schema = {"type": "integer", "minimum": 1, "maximum": 65535}
+# Non-empty: in a NetworkPolicy rule an empty `to` or `ports` list means every destination or port.
+CIDRS: Schema = {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string", "pattern": CIDR}}
+EGRESS_RULE: Schema = {
+    "type": "object",
+    "additionalProperties": False,
+    "description": "A Kubernetes NetworkPolicyEgressRule (no `to`: every destination; no `ports`: every port)",
+    "properties": {
+        "to": {
+            "type": "array",
+            "description": "Destinations: ipBlock, or namespaceSelector and/or podSelector",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "ipBlock": {
+                        "type": "object",
+                        "description": "Addresses outside the cluster's pods",
+                        "additionalProperties": False,
+                        "required": ["cidr"],
+                        "properties": {
+                            "cidr": {"type": "string", "pattern": CIDR, "description": "Addresses admitted"},
+                            "except": {
+                                "type": "array",
+                                "items": {"type": "string", "pattern": CIDR},
+                                "description": "Addresses within cidr that stay blocked",
+                            },
+                        },
+                    },
+                    "namespaceSelector": {**LABEL_SELECTOR, "description": "Namespaces admitted"},
+                    "podSelector": {**LABEL_SELECTOR, "description": "Pods admitted"},
+                },
+            },
+        },
+        "ports": {
+            "type": "array",
+            "description": "Ports admitted",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "port": {
+                        "oneOf": [PORT, {"type": "string", "pattern": DNS_1035_LABEL, "maxLength": 15}],
+                        "description": "Port number or name",
+                    },
+                    "endPort": {**PORT, "description": "Last port of a range starting at port"},
+                    "protocol": {"type": "string", "enum": ["TCP", "UDP", "SCTP"], "description": "Protocol"},
+                },
+            },
+        },
+    },
+}
 
 # Ordered (glob over the dotted key path, schema fragment). The first match wins. Keys of a
 # fragment are merged over the inferred type; "description" always comes from values.yaml.
@@ -424,6 +478,22 @@ RULES: list[tuple[str, Schema]] = [
     ("serviceAccount.annotations", string_map(None, LABEL_KEY)),
     ("networkPolicy.clientPodSelector", LABEL_SELECTOR),
     ("networkPolicy.clientNamespaceSelector", {**LABEL_SELECTOR, "type": ["object", "null"]}),
+    (
+        "networkPolicy.ingressControllerSelector",
+        {
+            "type": ["object", "null"],
+            "additionalProperties": False,
+            "properties": {
+                "namespaceSelector": {**LABEL_SELECTOR, "description": "Namespaces of the ingress controller"},
+                "podSelector": {**LABEL_SELECTOR, "description": "Pods of the ingress controller"},
+            },
+        },
+    ),
+    ("networkPolicy.egress.dns.namespaceSelector", LABEL_SELECTOR),
+    ("networkPolicy.egress.dns.podSelector", LABEL_SELECTOR),
+    ("networkPolicy.egress.*.cidrs", CIDRS),
+    ("networkPolicy.egress.apiServer.ports", {"type": "array", "minItems": 1, "uniqueItems": True, "items": PORT}),
+    ("networkPolicy.egress.extraRules", {"type": "array", "items": EGRESS_RULE}),
     ("tests.timeoutSeconds", {"type": "integer", "minimum": 10, "maximum": 86400}),
 ]
 
@@ -436,7 +506,14 @@ GROUP_DESCRIPTIONS = {
     "storage": "Shared volume for checkpoints, logs and exported models",
     "serviceAccount": "ServiceAccount of the release's pods",
     "rbac": "RBAC for the chief's post-training clean-up",
-    "networkPolicy": "NetworkPolicies isolating the TensorFlow ports",
+    "networkPolicy": "NetworkPolicies isolating the release's pods",
+    "networkPolicy.ingressControllerSelector": (
+        "The ingress controller, admitted to TensorBoard / Serving while their Ingress is enabled (null = none)"
+    ),
+    "networkPolicy.egress": "Egress of the TensorFlow pods",
+    "networkPolicy.egress.dns": "The cluster DNS, reached on port 53",
+    "networkPolicy.egress.apiServer": "The API server, reached by the chief to scale ps/worker down",
+    "networkPolicy.egress.download": "HTTPS reached by the chief for training.download",
     "tests": "The `helm test` Job",
     "ps": "Parameter-server StatefulSet (training.strategy=parameter_server)",
     "worker": "Worker StatefulSet (parameter_server and multi_worker_mirrored)",
@@ -462,7 +539,8 @@ COMPONENT_GROUPS = {
 
 def param_descriptions(text: str) -> dict[str, str]:
     found: dict[str, str] = {}
-    for match in re.finditer(r"^\s*## @param ([A-Za-z0-9_.\[\]-]+) (.+)$", text, re.MULTILINE):
+    # readme-generator modifiers ([object], [array, default: ...]) are not part of the description.
+    for match in re.finditer(r"^\s*## @param ([A-Za-z0-9_.\[\]-]+) (?:\[[^]]*\] )?(.+)$", text, re.MULTILINE):
         found[match.group(1)] = match.group(2).strip()
     return found
 
@@ -490,6 +568,11 @@ def rule_for(path: str) -> Schema | None:
     return None
 
 
+def nullable(path: str) -> bool:
+    """Whether the rule for `path` admits null (so a user may drop the key, which helm does with nulls)."""
+    return "null" in str((rule_for(path) or {}).get("type"))
+
+
 def group_description(path: str) -> str:
     if path in GROUP_DESCRIPTIONS:
         return GROUP_DESCRIPTIONS[path]
@@ -509,7 +592,11 @@ def build(value: Any, path: str, descriptions: dict[str, str]) -> Schema:
                 key: build(child, f"{path}.{key}" if path else key, descriptions) for key, child in value.items()
             }
             # helm drops keys whose value is null while merging, so nullable keys cannot be required.
-            schema["required"] = [key for key, child in value.items() if child is not None]
+            schema["required"] = [
+                key
+                for key, child in value.items()
+                if child is not None and not nullable(f"{path}.{key}" if path else key)
+            ]
     elif isinstance(value, dict) and "properties" in schema and schema.get("additionalProperties") is False:
         # A rule that fixes the shape: children with values still get their own rules/descriptions.
         for key, child in value.items():

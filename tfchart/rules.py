@@ -641,8 +641,11 @@ RESERVED_MOUNTS = {
 }
 
 
-def _nests(a: str, b: str) -> bool:
-    return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")
+def _covers(claim: str, reserved: str) -> bool:
+    """The claim would sit on a chart mount (duplicate mountPath: the API refuses the pod) or above it
+    (hiding /dev, the token's directory...). Below one is fine: the kubelet nests mounts, and
+    `tfchart local` puts its run directory wherever the user's --workdir is, /tmp included."""
+    return claim == reserved or reserved.startswith(claim.rstrip("/") + "/")
 
 
 def chief_needs_api(v: dict[str, Any]) -> bool:
@@ -660,10 +663,10 @@ def storage_mount_path_is_free(v: dict[str, Any], _release: Release) -> Iterator
     if not isinstance(path, str):
         return
     for reserved, what in RESERVED_MOUNTS.items():
-        if _nests(path, reserved):
+        if _covers(path, reserved):
             yield Problem(
                 "storage.mountPath",
-                f"{path} is or nests with {reserved}, where the chart mounts {what}",
+                f"{path} is or contains {reserved}, where the chart mounts {what}",
                 path,
                 "--set storage.mountPath=/data",
             )

@@ -138,6 +138,19 @@ BASE: dict[str, Any] = {
     "networkPolicy": {
         "clientPodSelector": SELECTOR,
         "clientNamespaceSelector": SELECTOR,
+        "ingressControllerSelector": {"namespaceSelector": SELECTOR, "podSelector": SELECTOR},
+        "egress": {
+            "dns": {"namespaceSelector": SELECTOR, "podSelector": SELECTOR},
+            "extraRules": [
+                {
+                    "to": [
+                        {"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.1.0.0/16"]}},
+                        {"namespaceSelector": SELECTOR, "podSelector": SELECTOR},
+                    ],
+                    "ports": [{"port": "metrics", "protocol": "TCP"}],
+                }
+            ],
+        },
     },
 }
 

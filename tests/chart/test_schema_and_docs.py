@@ -139,3 +139,19 @@ def test_readme_parameter_table_is_generated_and_up_to_date(readme: Path, tmp_pa
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Metadata is correct" in result.stdout
     assert copy.read_text() == readme.read_text(), f"{readme.name} is out of date: run `make docs`"
+
+
+def test_defaults_stated_in_param_modifiers_are_the_values() -> None:
+    """`## @param key [object, default: ...]` puts its own default in the README: it must be the value."""
+    import re
+
+    stated = re.findall(r"^\s*## @param (\S+) \[[^\]]*default: ([^\]]+)\]", (CHART / "values.yaml").read_text(), re.M)
+    assert len(stated) >= 4
+    for key, default in stated:
+        value: Any = VALUES
+        for part in key.split("."):
+            value = value[part]
+        if isinstance(value, list):
+            assert default == " and ".join(map(str, value)), key
+        else:
+            assert json.loads(default) == value, key

@@ -185,10 +185,11 @@ def test_tensorflow_ports_admit_only_pods_of_the_same_release(values_file: Path)
         labels = pod_template(doc)["metadata"]["labels"]
         if labels["app.kubernetes.io/component"] not in ("ps", "worker", "chief"):
             continue
-        covering = [p for p in policies if selects(p["spec"]["podSelector"], labels)]
+        covering = [
+            p for p in policies if "Ingress" in p["spec"]["policyTypes"] and selects(p["spec"]["podSelector"], labels)
+        ]
         assert covering, f"{doc['metadata']['name']} is not covered by a NetworkPolicy"
         for policy in covering:
-            assert policy["spec"]["policyTypes"] == ["Ingress"]
             for rule in policy["spec"]["ingress"]:
                 for peer in rule["from"]:
                     assert set(peer) == {"podSelector"}, "no namespace or IP peers may reach TF ports"
@@ -206,3 +207,159 @@ def test_default_values_expose_nothing_outside_the_cluster() -> None:
         for container in all_containers(pod_spec(doc)):
             assert all("hostPort" not in port for port in container.get("ports", []))
     assert by_kind(docs, "NetworkPolicy"), "NetworkPolicies are on by default"
+
+
+# -- egress: TensorFlow pods run any graph they receive, so they reach only what they need -----------
+
+
+def egress_rules(docs: list[dict[str, Any]], labels: dict[str, str]) -> list[dict[str, Any]] | None:
+    """The union of the egress rules of every policy that restricts the egress of a pod (None: unrestricted)."""
+    policies = [
+        p
+        for p in by_kind(docs, "NetworkPolicy")
+        if "Egress" in p["spec"]["policyTypes"] and selects(p["spec"]["podSelector"], labels)
+    ]
+    if not policies:
+        return None
+    return [rule for policy in policies for rule in policy["spec"].get("egress", [])]
+
+
+def tf_pods(docs: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    return {
+        pod_template(doc)["metadata"]["labels"]["app.kubernetes.io/component"]: pod_template(doc)["metadata"]["labels"]
+        for doc in workloads(docs)
+        if pod_template(doc)["metadata"]["labels"]["app.kubernetes.io/component"]
+        in ("chief", "ps", "worker", "evaluator")
+    }
+
+
+DNS_PEER = {
+    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+}
+EVERYWHERE = [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}]
+
+
+@pytest.mark.parametrize("values_file", FILES, ids=file_id)
+def test_tensorflow_pods_reach_only_dns_their_release_and_what_the_chief_needs(values_file: Path) -> None:
+    docs = render(values=[values_file], sets=["evaluator.enabled=true"])
+    other_release = {"app.kubernetes.io/name": "tf-distributed", "app.kubernetes.io/instance": "other"}
+    pods = tf_pods(docs)
+    assert "chief" in pods and "evaluator" in pods
+    for component, labels in pods.items():
+        rules = egress_rules(docs, labels)
+        assert rules is not None, f"{component} egress is not restricted"
+        for rule in rules:
+            peers = rule.get("to")
+            assert peers, f"{component}: an egress rule without `to` admits every destination"
+            for peer in peers:
+                if "podSelector" in peer and "namespaceSelector" not in peer:
+                    # The release's own TensorFlow pods (all ports: NCCL), never another release's.
+                    assert selects(peer["podSelector"], labels)
+                    assert not selects(peer["podSelector"], {**labels, **other_release})
+                elif peer == DNS_PEER:
+                    assert rule["ports"] == [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]
+                else:
+                    # Addresses outside the cluster's pods: the chief's API server and download, only.
+                    assert component == "chief", f"{component} reaches {peer}"
+                    assert "ipBlock" in peer and {p["port"] for p in rule["ports"]} <= {443, 6443}
+    for doc in workloads(docs):
+        labels = pod_template(doc)["metadata"]["labels"]
+        if labels["app.kubernetes.io/component"] in ("tensorboard", "serving", "test"):
+            assert egress_rules(docs, labels) is None  # they do not run received graphs
+
+
+def test_the_chief_reaches_the_api_server_and_the_download_only_when_it_needs_them() -> None:
+    docs = render()
+    chief = tf_pods(docs)["chief"]
+    addressed = [rule for rule in egress_rules(docs, chief) or [] if "ipBlock" in rule["to"][0]]
+    assert addressed == [
+        {"ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}], "to": EVERYWHERE},
+        {"ports": [{"port": 443, "protocol": "TCP"}], "to": EVERYWHERE},
+    ]
+    docs = render(sets=["training.cleanupPolicy=keep", "training.download=false"])
+    assert all("ipBlock" not in rule["to"][0] for rule in egress_rules(docs, tf_pods(docs)["chief"]) or [])
+    assert not [p for p in by_kind(docs, "NetworkPolicy") if p["metadata"]["name"].endswith("-chief-egress")]
+    docs = render(
+        sets=[
+            "networkPolicy.egress.apiServer.cidrs={10.0.0.1/32}",
+            "networkPolicy.egress.apiServer.ports={6443}",
+            "networkPolicy.egress.download.cidrs={142.250.0.0/15}",
+        ]
+    )
+    addressed = [rule for rule in egress_rules(docs, tf_pods(docs)["chief"]) or [] if "ipBlock" in rule["to"][0]]
+    assert addressed == [
+        {"ports": [{"port": 6443, "protocol": "TCP"}], "to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}]},
+        {"ports": [{"port": 443, "protocol": "TCP"}], "to": [{"ipBlock": {"cidr": "142.250.0.0/15"}}]},
+    ]
+
+
+def test_extra_egress_rules_open_more_and_egress_can_be_left_open() -> None:
+    extra = [{"to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}], "ports": [{"port": 9000, "protocol": "TCP"}]}]
+    docs = render(extra=["--set-json", f"networkPolicy.egress.extraRules={json.dumps(extra)}"])
+    for component, labels in tf_pods(docs).items():
+        assert extra[0] in (egress_rules(docs, labels) or []), component
+    docs = render(sets=["networkPolicy.egress.enabled=false"])
+    for labels in tf_pods(docs).values():
+        assert egress_rules(docs, labels) is None
+    assert [p["spec"]["policyTypes"] for p in by_kind(docs, "NetworkPolicy")] == [["Ingress"]] * 3
+
+
+def admitted(
+    docs: list[dict[str, Any]], target: str, peer_labels: dict[str, str], namespace: dict[str, str]
+) -> set[Any]:
+    """Ports of the `target` component the pod with `peer_labels` in a namespace with `namespace` labels may reach."""
+    ports: set[Any] = set()
+    for policy in by_kind(docs, "NetworkPolicy"):
+        if policy["spec"]["podSelector"].get("matchLabels", {}).get("app.kubernetes.io/component") != target:
+            continue
+        for rule in policy["spec"]["ingress"]:
+            for peer in rule["from"]:
+                in_namespace = (
+                    selects(peer["namespaceSelector"], namespace)
+                    if "namespaceSelector" in peer
+                    else namespace.get("kubernetes.io/metadata.name") == "ml-training"
+                )
+                if in_namespace and selects(peer.get("podSelector", {}), peer_labels):
+                    ports |= {port["port"] for port in rule["ports"]}
+    return ports
+
+
+RELEASE_NAMESPACE = {"kubernetes.io/metadata.name": "ml-training"}
+
+
+def test_the_helm_test_pod_is_admitted_whatever_the_client_selectors_say() -> None:
+    docs = render(sets=["networkPolicy.clientPodSelector.matchLabels.role=frontend"])
+    [test_job] = [doc for doc in by_kind(docs, "Job") if doc["metadata"]["name"].endswith("-test")]
+    test_labels = pod_template(test_job)["metadata"]["labels"]
+    assert admitted(docs, "tensorboard", test_labels, RELEASE_NAMESPACE) == {"http"}
+    assert admitted(docs, "serving", test_labels, RELEASE_NAMESPACE) == {"http", "grpc"}
+    stranger = {"app": "curl"}
+    assert admitted(docs, "tensorboard", stranger, RELEASE_NAMESPACE) == set()
+    assert admitted(docs, "tensorboard", {"role": "frontend"}, RELEASE_NAMESPACE) == {"http"}
+    # Another release's test pod is not this release's.
+    other_test = {**test_labels, "app.kubernetes.io/instance": "other"}
+    assert admitted(docs, "serving", other_test, RELEASE_NAMESPACE) == set()
+    tensorflow = [p for p in by_kind(docs, "NetworkPolicy") if p["metadata"]["name"].endswith("-tensorflow")]
+    assert selects(tensorflow[0]["spec"]["ingress"][0]["from"][0]["podSelector"], test_labels)
+
+
+def test_the_ingress_controller_reaches_the_http_port_while_the_ingress_is_on() -> None:
+    controller = {"app.kubernetes.io/name": "ingress-nginx"}
+    controller_namespace = {"kubernetes.io/metadata.name": "ingress-nginx"}
+    docs = render(sets=["networkPolicy.clientPodSelector.matchLabels.role=frontend"])
+    assert admitted(docs, "tensorboard", controller, controller_namespace) == set()
+    docs = render(
+        sets=[
+            "networkPolicy.clientPodSelector.matchLabels.role=frontend",
+            "tensorboard.ingress.enabled=true",
+            "serving.ingress.enabled=true",
+        ]
+    )
+    assert admitted(docs, "tensorboard", controller, controller_namespace) == {"http"}
+    assert admitted(docs, "serving", controller, controller_namespace) == {"http"}  # not gRPC: not routed
+    assert admitted(docs, "serving", controller, {"kubernetes.io/metadata.name": "elsewhere"}) == set()
+    docs = render(
+        sets=["tensorboard.ingress.enabled=true", "networkPolicy.ingressControllerSelector=null"],
+    )
+    assert admitted(docs, "tensorboard", controller, controller_namespace) == set()

@@ -225,6 +225,26 @@ first pod of the release schedules freely and picks the node. Usage: include "tf
 {{- with $affinity }}{{ toYaml . }}{{ end -}}
 {{- end -}}
 
+{{/*
+Selector of this release's pods of some components (NetworkPolicy peers and targets).
+Usage: include "tf-distributed.tfPodSelector" (list $ (list "chief" "ps"))
+*/}}
+{{- define "tf-distributed.tfPodSelector" -}}
+{{- $root := index . 0 -}}
+matchExpressions:
+  - key: app.kubernetes.io/name
+    operator: In
+    values:
+      - {{ include "tf-distributed.name" $root | quote }}
+  - key: app.kubernetes.io/instance
+    operator: In
+    values:
+      - {{ $root.Release.Name | quote }}
+  - key: app.kubernetes.io/component
+    operator: In
+    values: [{{ join ", " (index . 1) }}]
+{{- end -}}
+
 {{/* Which TensorFlow roles the strategy runs as long-lived StatefulSets. */}}
 {{- define "tf-distributed.psEnabled" -}}
 {{- if and (eq .Values.training.strategy "parameter_server") (gt (int .Values.ps.replicas) 0) -}}true{{- end -}}

@@ -141,8 +141,9 @@ once with all of them, each with the --set that fixes it.
 {{- $mountPath := $v.storage.mountPath -}}
 {{- range $reservedMounts -}}
 {{- $path := index . 0 -}}
-{{- if or (eq $mountPath $path) (hasPrefix (printf "%s/" $path) $mountPath) (hasPrefix (printf "%s/" $mountPath) $path) -}}
-{{- $problems = append $problems (printf "storage.mountPath: %s is or nests with %s, where the chart mounts %s. Fix: --set storage.mountPath=/data" $mountPath $path (index . 1)) -}}
+{{- /* on a chart mount (duplicate mountPath) or above it; below one is fine (mounts nest) */ -}}
+{{- if or (eq $mountPath $path) (hasPrefix (printf "%s/" (trimSuffix "/" $mountPath)) $path) -}}
+{{- $problems = append $problems (printf "storage.mountPath: %s is or contains %s, where the chart mounts %s. Fix: --set storage.mountPath=/data" $mountPath $path (index . 1)) -}}
 {{- end -}}
 {{- end -}}
 {{- $chiefApi := include "tf-distributed.chiefNeedsApi" . -}}
