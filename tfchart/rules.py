@@ -694,7 +694,7 @@ def extra_volumes_do_not_collide(v: dict[str, Any], _release: Release) -> Iterat
                     f"{role}.extraVolumes.{index}.name",
                     f"the chart already adds a volume named {name} to the {role} pods (Kubernetes rejects duplicates)",
                     name,
-                    f"rename it (e.g. extra-{name})",
+                    f"--set {role}.extraVolumes[{index}].name=extra-{name} (and the extraVolumeMounts that use it)",
                 )
         mounted = get(v, f"{role}.extraVolumeMounts")
         for index, mount in enumerate(mounted if isinstance(mounted, list) else []):
@@ -705,7 +705,7 @@ def extra_volumes_do_not_collide(v: dict[str, Any], _release: Release) -> Iterat
                     f"the chart already mounts {used[path]} at {path} in the {role} container "
                     "(Kubernetes rejects two mounts at one path)",
                     path,
-                    "choose another mountPath",
+                    f"--set {role}.extraVolumeMounts[{index}].mountPath=/mnt/{mount.get('name') or 'extra'}",
                 )
 
 

@@ -158,12 +158,12 @@ once with all of them, each with the --set that fixes it.
 {{- $_ := set $mounts $mountPath "the shared volume" -}}
 {{- range $index, $volume := $c.extraVolumes -}}
 {{- if index $volumes $volume.name -}}
-{{- $problems = append $problems (printf "%s.extraVolumes.%d.name: the chart already adds a volume named %s to the %s pods (Kubernetes rejects duplicates). Fix: rename it (e.g. extra-%s)" $role $index $volume.name $role $volume.name) -}}
+{{- $problems = append $problems (printf "%s.extraVolumes.%d.name: the chart already adds a volume named %s to the %s pods (Kubernetes rejects duplicates). Fix: --set %s.extraVolumes[%d].name=extra-%s (and the extraVolumeMounts that use it)" $role $index $volume.name $role $role $index $volume.name) -}}
 {{- end -}}
 {{- end -}}
 {{- range $index, $mount := $c.extraVolumeMounts -}}
 {{- if hasKey $mounts $mount.mountPath -}}
-{{- $problems = append $problems (printf "%s.extraVolumeMounts.%d.mountPath: the chart already mounts %s at %s in the %s container (Kubernetes rejects two mounts at one path). Fix: choose another mountPath" $role $index (index $mounts $mount.mountPath) $mount.mountPath $role) -}}
+{{- $problems = append $problems (printf "%s.extraVolumeMounts.%d.mountPath: the chart already mounts %s at %s in the %s container (Kubernetes rejects two mounts at one path). Fix: --set %s.extraVolumeMounts[%d].mountPath=/mnt/%s" $role $index (index $mounts $mount.mountPath) $mount.mountPath $role $role $index $mount.name) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
