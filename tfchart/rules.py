@@ -120,6 +120,35 @@ def sync_replicas_share_gpus(v: dict[str, Any]) -> Iterator[Problem]:
 
 
 @rule
+def batch_splits_evenly_across_replicas(v: dict[str, Any]) -> Iterator[Problem]:
+    """Synchronous strategies split training.batchSize (the global batch) evenly over the replicas in
+    sync; Keras refuses a remainder at the first step."""
+    strategy, batch = get(v, "training.strategy"), integer(get(v, "training.batchSize"))
+    devices = integer(get(v, "chief.gpu.count"))
+    if batch is None or devices is None or batch < 1:
+        return
+    per_task = max(1, devices)
+    if strategy == "mirrored":
+        tasks, shape = 1, f"mirrored: {per_task} device(s)"
+    elif strategy == "multi_worker_mirrored":
+        workers = integer(get(v, "worker.replicas"))
+        if workers is None or integer(get(v, "worker.gpu.count")) != devices:
+            return  # sync_replicas_share_gpus names the mismatch
+        tasks, shape = 1 + workers, f"multi_worker_mirrored: chief + {workers} worker(s) x {per_task} device(s)"
+    else:
+        return
+    replicas = tasks * per_task
+    if batch % replicas:
+        yield Problem(
+            "training.batchSize",
+            f"{batch} is the global batch, split evenly across the {replicas} replicas in sync ({shape}); "
+            f"it is not divisible by {replicas}",
+            batch,
+            f"--set training.batchSize={batch + replicas - batch % replicas}",
+        )
+
+
+@rule
 def gpus_only_through_gpu_count(v: dict[str, Any]) -> Iterator[Problem]:
     for role in COMPONENTS:
         name = get(v, f"{role}.gpu.resourceName")

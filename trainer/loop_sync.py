@@ -28,7 +28,7 @@ from trainer.checkpoint import make_manager, restore_latest
 from trainer.cluster import Task
 from trainer.config import TrainConfig
 from trainer.data import DataSource
-from trainer.errors import EXIT_INTERRUPTED, ClusterFailure
+from trainer.errors import EXIT_INTERRUPTED, ClusterFailure, ConfigError
 from trainer.metrics import ChiefReporter, ThroughputMeter
 from trainer.shutdown import Interrupted, Shutdown
 from trainer.steps import (
@@ -154,6 +154,16 @@ def run_sync(cfg: TrainConfig, task: Task, data: DataSource,
     strategy = make_strategy(cfg.strategy, task)
     shutdown.reclaim()
     log.info("%s: %d replica(s) in sync", cfg.strategy, strategy.num_replicas_in_sync)
+    replicas = strategy.num_replicas_in_sync
+    if cfg.batch_size % replicas:
+        fits = sorted({cfg.batch_size - cfg.batch_size % replicas or replicas,
+                       cfg.batch_size + replicas - cfg.batch_size % replicas})
+        raise ConfigError(
+            f"--batch-size {cfg.batch_size} is the global batch, split evenly across the "
+            f"{replicas} replicas in sync ({cfg.strategy}); it is not divisible by {replicas}. "
+            f"Fix: a multiple of {replicas}, e.g. {' or '.join(str(n) for n in fits)} "
+            f"(--set training.batchSize={fits[-1]})"
+        )
     state = create_state(strategy, cfg, data.image_shape)
     if reporter is not None:
         save_dir = cfg.layout.checkpoints

@@ -44,6 +44,7 @@ def longest(ps: int, workers: int) -> tuple[rules.ClusterShape, list[str]]:
         f"training.strategy={strategy}",
         f"ps.replicas={ps}",
         f"worker.replicas={workers}",
+        f"training.batchSize={1 + workers}",  # synchronous replicas split the batch evenly
         f"clusterDomain={domain_of_length(shape.domain)}",
         *PORTS,
     ]
@@ -207,6 +208,7 @@ def test_size_formula_and_names_match_the_rendered_map(seed: int) -> None:
         f"training.strategy={strategy}",
         f"ps.replicas={ps}",
         f"worker.replicas={workers}",
+        f"training.batchSize={1 + workers}",  # synchronous replicas split the batch evenly
         f"clusterDomain={domain}",
         f"chief.service.port={ports[0]}",
         f"ps.service.port={ports[1]}",

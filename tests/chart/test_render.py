@@ -265,7 +265,8 @@ def test_longest_names_stay_within_dns_label_limits() -> None:
     from tfchart.rules import MAX_WORKERS
 
     release = "a" * 53  # the longest release name helm accepts
-    docs = render(release=release, sets=[f"worker.replicas={MAX_WORKERS}", "training.strategy=multi_worker_mirrored"])
+    docs = render(release=release, sets=[f"worker.replicas={MAX_WORKERS}", "training.strategy=multi_worker_mirrored",
+                                                f"training.batchSize={MAX_WORKERS + 1}"])
     sts_names = [doc["metadata"]["name"] for doc in by_kind(docs, "StatefulSet")]
     for name in sts_names:
         replicas = named(docs, "StatefulSet", name)["spec"]["replicas"]

@@ -204,7 +204,7 @@ def mounting_pods(docs: list[dict[str, Any]]) -> int:
     [
         [],
         ["ps.replicas=3", "worker.replicas=5", "evaluator.enabled=true", "serving.replicas=2"],
-        ["training.strategy=multi_worker_mirrored", "ps.replicas=4", "tests.enabled=false"],
+        ["training.strategy=multi_worker_mirrored", "ps.replicas=4", "tests.enabled=false", "training.batchSize=99"],
         ["training.strategy=mirrored", "tensorboard.replicas=3", "serving.enabled=false"],
         ONE_POD,
     ],

@@ -77,3 +77,21 @@ def test_multi_worker_mirrored_sync_training(procs: Procs, tmp_path: Path) -> No
     worker.wait_for(r"finished its steps", 30)
     # it never wrote to the shared checkpoint directory (only the chief does)
     assert not STEP_LINE.search(worker.output())
+
+
+def test_sync_batch_not_divisible_by_the_replicas_is_a_configuration_error(procs: Procs, tmp_path: Path) -> None:
+    """The global batch is split evenly over the replicas in sync: 64 over chief + 2 workers used to
+    end in `internal error: ValueError` from Keras; now every task exits 2 naming the fix."""
+    root = tmp_path / "data"
+    ports = free_ports(3)
+    cluster = {"chief": [f"127.0.0.1:{ports[0]}"], "worker": [f"127.0.0.1:{ports[1]}", f"127.0.0.1:{ports[2]}"]}
+    args = ["--strategy=multi_worker_mirrored", *[a for a in COMMON if not a.startswith("--batch-size")],
+            "--batch-size=64", f"--storage-root={root}", "--train-steps=100"]
+    tasks = [procs.trainer(f"worker{i}", args, {"cluster": cluster, "task": {"type": "worker", "index": i}})
+             for i in (0, 1)]
+    tasks.append(procs.trainer("chief", args, {"cluster": cluster, "task": {"type": "chief", "index": 0}}))
+    for task in tasks:
+        assert task.wait(TIME_LIMIT) == 2, task.tail()
+        out = task.output()
+        assert "not divisible by 3" in out and "--set training.batchSize=66" in out, out[-2000:]
+        assert "internal error" not in out and "Traceback" not in out, out[-2000:]

@@ -24,6 +24,21 @@ once with all of them, each with the --set that fixes it.
 {{- $problems = append $problems (printf "chief.gpu.count: training.strategy=multi_worker_mirrored needs the same GPU count on every replica (chief %d, worker %d). Fix: --set chief.gpu.count=%d" (int $v.chief.gpu.count) (int $v.worker.gpu.count) (int $v.worker.gpu.count)) -}}
 {{- end -}}
 
+{{- $perTask := max 1 (int $v.chief.gpu.count) -}}
+{{- $syncTasks := 0 -}}
+{{- $syncShape := "" -}}
+{{- if eq $strategy "mirrored" -}}
+{{- $syncTasks = 1 -}}
+{{- $syncShape = printf "mirrored: %d device(s)" $perTask -}}
+{{- else if and (eq $strategy "multi_worker_mirrored") (eq (int $v.chief.gpu.count) (int $v.worker.gpu.count)) -}}
+{{- $syncTasks = add 1 (int $v.worker.replicas) -}}
+{{- $syncShape = printf "multi_worker_mirrored: chief + %d worker(s) x %d device(s)" (int $v.worker.replicas) $perTask -}}
+{{- end -}}
+{{- $syncReplicas := mul $syncTasks $perTask -}}
+{{- if and (gt $syncReplicas 0) (ge (int $v.training.batchSize) 1) (ne (mod (int $v.training.batchSize) $syncReplicas) 0) -}}
+{{- $problems = append $problems (printf "training.batchSize: %d is the global batch, split evenly across the %d replicas in sync (%s); it is not divisible by %d. Fix: --set training.batchSize=%d" (int $v.training.batchSize) $syncReplicas $syncShape $syncReplicas (sub (add (int $v.training.batchSize) $syncReplicas) (mod (int $v.training.batchSize) $syncReplicas))) -}}
+{{- end -}}
+
 {{- if and (eq $strategy "multi_worker_mirrored") (ne $v.chief.gpu.resourceName $v.worker.gpu.resourceName) (gt (int $v.worker.replicas) 0) -}}
 {{- $problems = append $problems (printf "chief.gpu.resourceName: multi_worker_mirrored replicas must use one GPU kind (chief %s, worker %s). Fix: --set chief.gpu.resourceName=%s" $v.chief.gpu.resourceName $v.worker.gpu.resourceName $v.worker.gpu.resourceName) -}}
 {{- end -}}
