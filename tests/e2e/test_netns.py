@@ -159,3 +159,32 @@ def test_chief_sigterm_loses_no_steps(launch: Callable[..., Run], capsys: pytest
             json.dumps({"stopped at": stopped, "resumed at": resumed, "steps lost": stopped - resumed,
                         "exit code": code, "seconds to exit": round(took, 2)}),
         )
+
+
+def test_sync_workers_restarted_after_success_never_train_again(launch: Callable[..., Run]) -> None:
+    """A StatefulSet restarts a worker whatever happened (node failure, eviction) after the chief
+    succeeded: the restarted worker must not start a second training that blocks for good waiting for
+    a chief that is gone; it idles with its port answering probes and exits 0 on SIGTERM."""
+    run = launch(["training.strategy=multi_worker_mirrored", "worker.replicas=2", "training.trainSteps=200",
+                  "training.batchSize=63", "tensorboard.enabled=false"])
+    assert run.wait_chief(timeout=300) == 0, run.log(run.pod("chief").name)[-3000:]
+    assert status(run)["state"] == "Succeeded"
+    for index in (0, 1):
+        worker = run.pod("worker", index).name
+        run.cluster.kill(worker)
+        run.logs[worker] = []
+        run.cluster.restart(worker)
+    deadline = time.monotonic() + 120
+    names = [run.pod("worker", index).name for index in (0, 1)]
+    while not all("already Succeeded" in run.log(name) for name in names):
+        assert time.monotonic() < deadline, {name: run.log(name)[-2000:] for name in names}
+        for name in names:
+            assert run.cluster.processes[name].popen.poll() is None, f"{name} exited:\n{run.log(name)[-2000:]}"
+        time.sleep(0.5)
+    time.sleep(3)  # long enough for a second training to have started and logged
+    for name in names:
+        log = run.log(name)
+        assert "does not train" in log and not re.search(r"^step \d+,|Traceback", log, re.MULTILINE), log[-2000:]
+        assert run.cluster.processes[name].popen.poll() is None, log[-2000:]
+        run.cluster.kill(name, signal.SIGTERM)
+        assert run.cluster.processes[name].popen.returncode == 0, run.log(name)[-2000:]
