@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """B4: a render of the largest cluster the chart allows: 499 workers and 100 parameter servers.
 
-The schema's worker maximum (tfchart.rules.MAX_WORKERS) is the most tasks whose TF_CONFIG still fits
-one environment variable with the longest names the chart allows; with this benchmark's short release
-name 100 parameter servers fit beside them. Prints `helm template` wall time, the largest rendered object in bytes (goal <= 256 KiB: far below
-the API server's ~1.5 MiB request limit and etcd's object limit) and `tfchart validate` wall time
-for the same values (goal <= 1 s). Usage: python bench/scale_render.py [--workers N] [--ps N]
+The schema's worker maximum (tfchart.rules.MAX_WORKERS) is the most tasks whose TF_CONFIG still
+fits one environment variable with the longest names the chart allows; with this benchmark's short
+release name 100 parameter servers fit beside them. Prints `helm template` wall time, the largest
+rendered object in bytes (goal <= 256 KiB: far below the API server's ~1.5 MiB request limit and
+etcd's object limit) and `tfchart validate` wall time for the same values (goal <= 1 s).
+Usage: python bench/scale_render.py [--workers N] [--ps N]
 """
 
 from __future__ import annotations
