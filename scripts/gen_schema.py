@@ -206,6 +206,14 @@ RULES: list[tuple[str, Schema]] = [
     ("commonLabels", string_map(LABEL_VALUE, LABEL_KEY)),
     ("commonAnnotations", string_map(None, LABEL_KEY)),
     ("schedulerName", {"type": "string", "pattern": either_empty(DNS_SUBDOMAIN)}),
+    ("scheduling.gang.provider", {"type": "string", "enum": ["none", "volcano", "coscheduling"]}),
+    ("scheduling.gang.scheduleTimeoutSeconds", {"type": "integer", "minimum": 0, "maximum": 86400}),
+    # Volcano Queues are cluster-scoped objects; Kueue's names are also label values (at most 63).
+    ("scheduling.gang.volcanoQueue", {"type": "string", "pattern": either_empty(DNS_SUBDOMAIN), "maxLength": 253}),
+    ("scheduling.kueue.queueName", {"type": "string", "pattern": either_empty(DNS_SUBDOMAIN), "maxLength": 63}),
+    ("scheduling.kueue.priorityClass", {"type": "string", "pattern": either_empty(DNS_SUBDOMAIN), "maxLength": 63}),
+    ("*.workingDir", {"type": "string", "pattern": ABSOLUTE_PATH}),
+    ("*.home", {"type": "string", "pattern": either_empty(ABSOLUTE_PATH)}),
     ("*image.registry", {"type": "string", "pattern": REGISTRY}),
     ("*image.repository", {"type": "string", "pattern": either_empty(REPOSITORY)}),
     ("*image.tag", {"type": "string", "pattern": TAG}),
@@ -515,6 +523,9 @@ GROUP_DESCRIPTIONS = {
     "networkPolicy.egress.apiServer": "The API server, reached by the chief to scale ps/worker down",
     "networkPolicy.egress.download": "HTTPS reached by the chief for training.download",
     "tests": "The `helm test` Job",
+    "scheduling": "How the TensorFlow pods are scheduled and admitted",
+    "scheduling.gang": "Gang scheduling of the TensorFlow pods (one PodGroup for all of them)",
+    "scheduling.kueue": "Kueue admission of the TensorFlow pods (one plain-pod group for all of them)",
     "ps": "Parameter-server StatefulSet (training.strategy=parameter_server)",
     "worker": "Worker StatefulSet (parameter_server and multi_worker_mirrored)",
     "chief": "Chief (coordinator) Job: owns completion",
@@ -534,6 +545,7 @@ COMPONENT_GROUPS = {
     "requests": "Minimum resources the scheduler reserves",
     "limits": "Maximum resources the container may use",
     "seccompProfile": "Seccomp profile",
+    "podDisruptionBudget": "PodDisruptionBudget of the component's pods (maxUnavailable 0)",
 }
 
 

@@ -194,7 +194,8 @@ class LocalCluster:
 
     def environment(self, pod: LocalPod) -> dict[str, str]:
         path = os.pathsep.join([*self.extra_path, os.environ.get("PATH", "/usr/bin:/bin")])
-        keep = {k: v for k, v in os.environ.items() if k in ("LANG", "LC_ALL", "TZ", "TMPDIR")}
+        # HOME: the chart leaves it to the image (<role>.home sets it); here the "image" is this machine.
+        keep = {k: v for k, v in os.environ.items() if k in ("LANG", "LC_ALL", "TZ", "TMPDIR", "HOME")}
         return {**keep, **pod.env, "PATH": path, "HOSTNAME": pod.name}
 
     def start(self, pods: Sequence[LocalPod]) -> None:

@@ -363,6 +363,88 @@ def ingress_needs_its_component(v: dict[str, Any]) -> Iterator[Problem]:
         )
 
 
+# -- gang scheduling and queues: the twin of the scheduling block of validateValues -----------------
+
+GANG_SCHEDULERS = {"volcano": "volcano", "coscheduling": "scheduler-plugins-scheduler"}
+
+
+@rule
+def gang_scheduling_is_consistent(v: dict[str, Any]) -> Iterator[Problem]:
+    provider = get(v, "scheduling.gang.provider")
+    scheduler = get(v, "schedulerName")
+    if provider in GANG_SCHEDULERS and isinstance(scheduler, str):
+        wrong = {"default-scheduler", *(name for key, name in GANG_SCHEDULERS.items() if key != provider)}
+        if scheduler in wrong:
+            yield Problem(
+                "schedulerName",
+                f"{scheduler} does not schedule the {provider} PodGroup, so scheduling.gang.provider={provider} "
+                "would not start the TensorFlow pods together",
+                scheduler,
+                f'--set schedulerName="" (the {provider} default, {GANG_SCHEDULERS[provider]}, '
+                f"or the name your {provider} scheduler runs as)",
+            )
+    queue = get(v, "scheduling.gang.volcanoQueue")
+    if isinstance(queue, str) and queue and provider in ("none", "coscheduling"):
+        yield Problem(
+            "scheduling.gang.volcanoQueue",
+            f"a Volcano Queue needs scheduling.gang.provider=volcano (got {provider})",
+            queue,
+            '--set scheduling.gang.provider=volcano (or --set scheduling.gang.volcanoQueue="")',
+        )
+    timeout = integer(get(v, "scheduling.gang.scheduleTimeoutSeconds"))
+    if timeout is not None and timeout > 0 and provider in ("none", "volcano"):
+        yield Problem(
+            "scheduling.gang.scheduleTimeoutSeconds",
+            f"only the coscheduling PodGroup has a schedule timeout (scheduling.gang.provider={provider})",
+            timeout,
+            "--set scheduling.gang.scheduleTimeoutSeconds=0 (or --set scheduling.gang.provider=coscheduling)",
+        )
+    queue_name = get(v, "scheduling.kueue.queueName")
+    if isinstance(queue_name, str) and queue_name and provider in GANG_SCHEDULERS:
+        yield Problem(
+            "scheduling.kueue.queueName",
+            f"Kueue already admits the TensorFlow pods as one group; scheduling.gang.provider={provider} would put "
+            "them in a second queue (PodGroup) that Kueue does not see, and each could hold them back",
+            queue_name,
+            '--set scheduling.gang.provider=none (or --set scheduling.kueue.queueName="")',
+        )
+    priority = get(v, "scheduling.kueue.priorityClass")
+    if isinstance(priority, str) and priority and queue_name == "":
+        yield Problem(
+            "scheduling.kueue.priorityClass",
+            "a Kueue WorkloadPriorityClass needs scheduling.kueue.queueName: without a queue Kueue ignores the pods",
+            priority,
+            '--set scheduling.kueue.queueName=<LocalQueue> (or --set scheduling.kueue.priorityClass="")',
+        )
+
+
+GANG_LABELS = (
+    "kueue.x-k8s.io/queue-name",
+    "kueue.x-k8s.io/pod-group-name",
+    "kueue.x-k8s.io/priority-class",
+    "scheduling.x-k8s.io/pod-group",
+)
+
+
+@rule
+def gang_labels_come_from_scheduling(v: dict[str, Any]) -> Iterator[Problem]:
+    for owner in ("commonLabels", *(f"{role}.podLabels" for role in COMPONENTS)):
+        labels = get(v, owner)
+        if not isinstance(labels, dict):
+            continue
+        for key in GANG_LABELS:
+            if key in labels:
+                yield Problem(
+                    f"{owner}.{key}",
+                    "is set by the chart from scheduling.kueue / scheduling.gang on the TensorFlow pods only; "
+                    "by hand it would also label their StatefulSets and Jobs or other pods, which Kueue or the gang "
+                    "scheduler would then admit apart from the group",
+                    labels[key],
+                    f"--set {owner}.{_escaped(key)}=null (use scheduling.kueue.queueName, "
+                    "scheduling.kueue.priorityClass or scheduling.gang.provider)",
+                )
+
+
 # -- object names: the twin of tf-distributed.fullname / namespace (_helpers.tpl) --------------------
 
 CHART_NAME = "tf-distributed"
@@ -701,14 +783,42 @@ def storage_mount_path_is_free(v: dict[str, Any], _release: Release) -> Iterator
             )
 
 
+TF_ROLES = ("ps", "worker", "chief", "evaluator")
+
+
+@named_rule
+def working_dir_is_free(v: dict[str, Any], _release: Release) -> Iterator[Problem]:
+    storage_path = get(v, "storage.mountPath")
+    for role in TF_ROLES:
+        path = get(v, f"{role}.workingDir")
+        if not isinstance(path, str):
+            continue
+        taken = dict(RESERVED_MOUNTS)
+        if isinstance(storage_path, str):
+            taken[storage_path] = "the shared volume (storage.mountPath)"
+        for reserved, what in taken.items():
+            if _covers(path, reserved):
+                yield Problem(
+                    f"{role}.workingDir",
+                    f"{path} is or contains {reserved}, where the chart mounts {what}; the working directory is "
+                    "an emptyDir of its own",
+                    path,
+                    f"--set {role}.workingDir=/workspace",
+                )
+                break
+
+
 @named_rule
 def extra_volumes_do_not_collide(v: dict[str, Any], _release: Release) -> Iterator[Problem]:
     storage_path = get(v, "storage.mountPath")
     for role in COMPONENTS:
         gpus = (integer(get(v, f"{role}.gpu.count")) or 0) > 0
         api = role == "chief" and chief_needs_api(v)
-        volumes = {"shared": True, "tmp": True, "dshm": gpus, "kube-api-access": api}
+        volumes = {"shared": True, "tmp": True, "dshm": gpus, "kube-api-access": api, "workdir": role in TF_ROLES}
         used = {TMP: "tmp"}  # mount path -> what the chart mounts there (the chart's $mounts, in its order)
+        working_dir = get(v, f"{role}.workingDir") if role in TF_ROLES else None
+        if isinstance(working_dir, str):
+            used[working_dir] = "the working directory"
         if gpus:
             used[SHM] = "dshm"
         if api:

@@ -466,7 +466,7 @@ def test_base_renders_every_string_and_is_valid() -> None:
         assert result.returncode == 0, result.stderr
         rendered[mask] = {value for value in walk(objects(result.stdout)) if isinstance(value, str)}
     # Not rendered as written: a parent chart's global, and choices the chart translates.
-    silent = {"global.parentKey", "global{key}", "training.cleanupPolicy"}
+    silent = {"global.parentKey", "global{key}", "training.cleanupPolicy", "scheduling.gang.provider"}
     missing = [
         slot.id
         for slot in SLOTS
@@ -667,6 +667,8 @@ def reaches(case: Case, strings: list[str]) -> bool:
         return True  # a parent chart's value; a resources key (rendered, sorted among the others)
     if case.slot.dotted == "training.cleanupPolicy":
         return True  # a choice the chart translates (--cleanup=scale-down or keep), never rendered as written
+    if case.slot.dotted == "scheduling.gang.provider":
+        return True  # a choice the chart translates (a PodGroup kind and scheduler, or none), never rendered
     text = case.slot.example + PAYLOADS[case.payload]
     if case.slot.dotted in ("nameOverride", "namespaceOverride"):
         text = text[:63]  # names are cut to 63 characters

@@ -166,7 +166,12 @@ def test_volumes_become_one_shared_bind_mount_tmpfs_and_config_map_files(tmp_pat
     assert f"type=bind,source={volume},target=/shared" in mounts
     assert f"type=bind,source={plan.storage.config_root}/settings,target=/etc/settings,readonly=true" in mounts
     assert plan.config_files == {"settings/x/a.txt": (b"alpha", 0o644)}
-    assert flag_values(chief, "--tmpfs") == [f"/tmp:rw,exec,mode=0777,size={2 * 2**30}"]
+    # /tmp and the working directory (chief.workingDir) are the chart's emptyDirs
+    assert flag_values(chief, "--tmpfs") == [
+        f"/tmp:rw,exec,mode=0777,size={2 * 2**30}",
+        f"/workspace:rw,exec,mode=0777,size={2 * 2**30}",
+    ]
+    assert flag_values(chief, "--workdir") == ["/workspace"]
     tensorboard = flag_values(run_argv("podman", pod(plan, f"{PREFIX}-tensorboard-0")), "--mount")
     assert tensorboard == [f"type=bind,source={volume},target=/shared,readonly=true"]  # the claim is readOnly there
     assert plan.workdir == volume and plan.host_path("/shared/export/mnist/1") == str(volume / "export/mnist/1")

@@ -534,6 +534,72 @@ exec "$@"
 {{- end -}}
 
 {{/*
+Gang scheduling and queues (README "Gang scheduling and queues"). The TensorFlow components are the
+ones with a workingDir (chief, ps, worker, evaluator); TensorBoard, Serving, the supervisor and the
+helm test pod never join the gang, never get the gang scheduler and never carry a queue label.
+*/}}
+{{- define "tf-distributed.isTfComponent" -}}
+{{- if and (kindIs "map" .) (hasKey . "workingDir") -}}true{{- end -}}
+{{- end -}}
+
+{{- define "tf-distributed.tfRoles" -}}
+{{- $roles := list -}}
+{{- if include "tf-distributed.psEnabled" . }}{{ $roles = append $roles "ps" }}{{ end -}}
+{{- if include "tf-distributed.workerEnabled" . }}{{ $roles = append $roles "worker" }}{{ end -}}
+{{- $roles = append $roles "chief" -}}
+{{- if .Values.evaluator.enabled }}{{ $roles = append $roles "evaluator" }}{{ end -}}
+{{- toJson $roles -}}
+{{- end -}}
+
+{{/* TensorFlow pods of the topology: the gang's minMember and Kueue's pod-group-total-count. */}}
+{{- define "tf-distributed.tfPodCount" -}}
+{{- $count := 0 -}}
+{{- range include "tf-distributed.tfRoles" . | fromJsonArray -}}
+{{- $count = add $count (ternary 1 (int (index $.Values .).replicas) (has . (list "chief" "evaluator"))) -}}
+{{- end -}}
+{{- $count -}}
+{{- end -}}
+
+{{/* Name of the gang: the PodGroup, and Kueue's pod group (its Workload). */}}
+{{- define "tf-distributed.gangName" -}}
+{{- include "tf-distributed.componentName" (list . "training") -}}
+{{- end -}}
+
+{{/* Scheduler of the TensorFlow pods: schedulerName, else the gang provider's scheduler. */}}
+{{- define "tf-distributed.tfSchedulerName" -}}
+{{- $provider := .Values.scheduling.gang.provider -}}
+{{- $default := get (dict "volcano" "volcano" "coscheduling" "scheduler-plugins-scheduler") $provider -}}
+{{- .Values.schedulerName | default $default -}}
+{{- end -}}
+
+{{/* Labels and annotations a TensorFlow pod carries for the gang / queue, as JSON {"labels": {}, "annotations": {}}. */}}
+{{- define "tf-distributed.gangPodMetadata" -}}
+{{- $root := index . 0 -}}
+{{- $labels := dict -}}
+{{- $annotations := dict -}}
+{{- if has (index . 1) (list "ps" "worker" "chief" "evaluator") -}}
+{{- $name := include "tf-distributed.gangName" $root -}}
+{{- $provider := $root.Values.scheduling.gang.provider -}}
+{{- if eq $provider "volcano" -}}
+{{- $_ := set $annotations "scheduling.k8s.io/group-name" $name -}}
+{{- else if eq $provider "coscheduling" -}}
+{{- $_ := set $labels "scheduling.x-k8s.io/pod-group" $name -}}
+{{- end -}}
+{{- with $root.Values.scheduling.kueue -}}
+{{- if .queueName -}}
+{{- /* On the pods only, never on their StatefulSets / Jobs: an owner with a queue label would be
+admitted on its own (Kueue's statefulset / batch/job integration) instead of with the group. */ -}}
+{{- $_ := set $labels "kueue.x-k8s.io/queue-name" .queueName -}}
+{{- $_ := set $labels "kueue.x-k8s.io/pod-group-name" $name -}}
+{{- $_ := set $annotations "kueue.x-k8s.io/pod-group-total-count" (include "tf-distributed.tfPodCount" $root) -}}
+{{- with .priorityClass }}{{ $_ := set $labels "kueue.x-k8s.io/priority-class" . }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson (dict "labels" $labels "annotations" $annotations) -}}
+{{- end -}}
+
+{{/*
 Pod-level fields every component shares (same shape for every component).
 Usage: include "tf-distributed.podCommon" (list $ .Values.worker "serviceAccountName" "automountToken")
 */}}
@@ -549,8 +615,10 @@ imagePullSecrets:
   - name: {{ . | quote }}
   {{- end }}
 {{- end }}
-{{- with $root.Values.schedulerName }}
+{{- if include "tf-distributed.isTfComponent" $component }}
+{{- with include "tf-distributed.tfSchedulerName" $root }}
 schedulerName: {{ . | quote }}
+{{- end }}
 {{- end }}
 {{- with $component.priorityClassName }}
 priorityClassName: {{ . | quote }}
@@ -579,12 +647,13 @@ securityContext:
 {{- define "tf-distributed.podMetadata" -}}
 {{- $root := index . 0 -}}
 {{- $component := index . 2 -}}
+{{- $gang := include "tf-distributed.gangPodMetadata" (list $root (index . 1)) | fromJson -}}
 labels:
   {{- include "tf-distributed.podLabels" (list $root (index . 1)) | nindent 2 }}
-  {{- with $component.podLabels }}
+  {{- with merge (dict) $gang.labels ($component.podLabels | default dict) }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
-{{- $annotations := merge (dict) ($component.podAnnotations | default dict) ($root.Values.commonAnnotations | default dict) -}}
+{{- $annotations := merge (dict) $gang.annotations ($component.podAnnotations | default dict) ($root.Values.commonAnnotations | default dict) -}}
 {{- if $root.Values.disableIstioSidecar }}{{ $_ := set $annotations "sidecar.istio.io/inject" "false" }}{{ end }}
 {{- with $annotations }}
 annotations:
@@ -605,6 +674,11 @@ annotations:
 - name: tmp
   emptyDir:
     sizeLimit: 2Gi
+{{- if include "tf-distributed.isTfComponent" $component }}
+- name: workdir
+  emptyDir:
+    sizeLimit: 2Gi
+{{- end }}
 {{- if gt (int $component.gpu.count) 0 }}
 - name: dshm
   emptyDir:
@@ -629,6 +703,10 @@ annotations:
   {{- end }}
 - name: tmp
   mountPath: /tmp
+{{- if include "tf-distributed.isTfComponent" $component }}
+- name: workdir
+  mountPath: {{ $component.workingDir | quote }}
+{{- end }}
 {{- if gt (int $component.gpu.count) 0 }}
 - name: dshm
   mountPath: /dev/shm
@@ -648,6 +726,8 @@ Usage: include "tf-distributed.tfContainer" (dict "root" $ "role" "worker" "comp
 - name: {{ .role }}
   image: {{ include "tf-distributed.image" (list $root $c.image) | quote }}
   imagePullPolicy: {{ include "tf-distributed.imagePullPolicy" (list $root $c.image) | quote }}
+  # an emptyDir (volume workdir), writable whatever the image's user: relative paths work
+  workingDir: {{ $c.workingDir | quote }}
   command:
     - /bin/sh
     - -c
@@ -672,8 +752,10 @@ Usage: include "tf-distributed.tfContainer" (dict "root" $ "role" "worker" "comp
     {{- end }}
     - name: GRPC_FAIL_FAST
       value: use_caller
+    {{- with $c.home }}
     - name: HOME
-      value: /tmp
+      value: {{ . | quote }}
+    {{- end }}
     - name: PYTHONUNBUFFERED
       value: "1"
     - name: POD_NAME

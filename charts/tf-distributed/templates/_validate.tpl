@@ -94,6 +94,40 @@ once with all of them, each with the --set that fixes it.
 {{- $problems = append $problems "serving.ingress.enabled: the Ingress needs TensorFlow Serving. Fix: --set serving.enabled=true (or --set serving.ingress.enabled=false)" -}}
 {{- end -}}
 
+{{- /* Gang scheduling and queues (the twin of rules.py gang_scheduling_is_consistent). */ -}}
+{{- $gang := $v.scheduling.gang -}}
+{{- $provider := $gang.provider -}}
+{{- $gangSchedulers := dict "volcano" "volcano" "coscheduling" "scheduler-plugins-scheduler" -}}
+{{- if hasKey $gangSchedulers $provider -}}
+{{- $wrong := list "default-scheduler" -}}
+{{- range $key, $name := $gangSchedulers }}{{ if ne $key $provider }}{{ $wrong = append $wrong $name }}{{ end }}{{ end -}}
+{{- if has $v.schedulerName $wrong -}}
+{{- $problems = append $problems (printf "schedulerName: %s does not schedule the %s PodGroup, so scheduling.gang.provider=%s would not start the TensorFlow pods together. Fix: --set schedulerName=\"\" (the %s default, %s, or the name your %s scheduler runs as)" $v.schedulerName $provider $provider $provider (index $gangSchedulers $provider) $provider) -}}
+{{- end -}}
+{{- end -}}
+{{- if and $gang.volcanoQueue (has $provider (list "none" "coscheduling")) -}}
+{{- $problems = append $problems (printf "scheduling.gang.volcanoQueue: a Volcano Queue needs scheduling.gang.provider=volcano (got %s). Fix: --set scheduling.gang.provider=volcano (or --set scheduling.gang.volcanoQueue=\"\")" $provider) -}}
+{{- end -}}
+{{- if and (gt (int $gang.scheduleTimeoutSeconds) 0) (has $provider (list "none" "volcano")) -}}
+{{- $problems = append $problems (printf "scheduling.gang.scheduleTimeoutSeconds: only the coscheduling PodGroup has a schedule timeout (scheduling.gang.provider=%s). Fix: --set scheduling.gang.scheduleTimeoutSeconds=0 (or --set scheduling.gang.provider=coscheduling)" $provider) -}}
+{{- end -}}
+{{- $kueue := $v.scheduling.kueue -}}
+{{- if and $kueue.queueName (hasKey $gangSchedulers $provider) -}}
+{{- $problems = append $problems (printf "scheduling.kueue.queueName: Kueue already admits the TensorFlow pods as one group; scheduling.gang.provider=%s would put them in a second queue (PodGroup) that Kueue does not see, and each could hold them back. Fix: --set scheduling.gang.provider=none (or --set scheduling.kueue.queueName=\"\")" $provider) -}}
+{{- end -}}
+{{- if and $kueue.priorityClass (not $kueue.queueName) -}}
+{{- $problems = append $problems "scheduling.kueue.priorityClass: a Kueue WorkloadPriorityClass needs scheduling.kueue.queueName: without a queue Kueue ignores the pods. Fix: --set scheduling.kueue.queueName=<LocalQueue> (or --set scheduling.kueue.priorityClass=\"\")" -}}
+{{- end -}}
+
+{{- range $owner := list "commonLabels" "ps.podLabels" "worker.podLabels" "chief.podLabels" "evaluator.podLabels" "tensorboard.podLabels" "serving.podLabels" -}}
+{{- $labels := ternary $v.commonLabels (index $v (first (splitList "." $owner))).podLabels (eq $owner "commonLabels") | default dict -}}
+{{- range $key := list "kueue.x-k8s.io/queue-name" "kueue.x-k8s.io/pod-group-name" "kueue.x-k8s.io/priority-class" "scheduling.x-k8s.io/pod-group" -}}
+{{- if hasKey $labels $key -}}
+{{- $problems = append $problems (printf "%s.%s: is set by the chart from scheduling.kueue / scheduling.gang on the TensorFlow pods only; by hand it would also label their StatefulSets and Jobs or other pods, which Kueue or the gang scheduler would then admit apart from the group. Fix: --set %s.%s=null (use scheduling.kueue.queueName, scheduling.kueue.priorityClass or scheduling.gang.provider)" $owner $key $owner ($key | replace "." "\\.")) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{- /* Object names start with the release name unless fullnameOverride is set; Service names must be DNS-1035 labels. */ -}}
 {{- $fullname := include "tf-distributed.fullname" . -}}
 {{- if and (not $v.fullnameOverride) (not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $fullname)) -}}
@@ -161,13 +195,27 @@ once with all of them, each with the --set that fixes it.
 {{- $problems = append $problems (printf "storage.mountPath: %s is or contains %s, where the chart mounts %s. Fix: --set storage.mountPath=/data" $mountPath $path (index . 1)) -}}
 {{- end -}}
 {{- end -}}
+{{- /* The working directory is an emptyDir of its own (rules.py working_dir_is_free). */ -}}
+{{- range $role := list "ps" "worker" "chief" "evaluator" -}}
+{{- $path := (index $v $role).workingDir -}}
+{{- $taken := concat $reservedMounts (list (list $mountPath "the shared volume (storage.mountPath)")) -}}
+{{- $found := false -}}
+{{- range $taken -}}
+{{- if and (not $found) (or (eq $path (index . 0)) (hasPrefix (printf "%s/" (trimSuffix "/" $path)) (index . 0))) -}}
+{{- $found = true -}}
+{{- $problems = append $problems (printf "%s.workingDir: %s is or contains %s, where the chart mounts %s; the working directory is an emptyDir of its own. Fix: --set %s.workingDir=/workspace" $role $path (index . 0) (index . 1) $role) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- $chiefApi := include "tf-distributed.chiefNeedsApi" . -}}
 {{- range $role := list "ps" "worker" "chief" "evaluator" "tensorboard" "serving" -}}
 {{- $c := index $v $role -}}
 {{- $gpus := gt (int $c.gpu.count) 0 -}}
 {{- $api := and (eq $role "chief") (eq $chiefApi "true") -}}
-{{- $volumes := dict "shared" true "tmp" true "dshm" $gpus "kube-api-access" $api -}}
+{{- $tf := has $role (list "ps" "worker" "chief" "evaluator") -}}
+{{- $volumes := dict "shared" true "tmp" true "dshm" $gpus "kube-api-access" $api "workdir" $tf -}}
 {{- $mounts := dict "/tmp" "tmp" -}}
+{{- if $tf }}{{ $_ := set $mounts $c.workingDir "the working directory" }}{{ end -}}
 {{- if $gpus }}{{ $_ := set $mounts "/dev/shm" "dshm" }}{{ end -}}
 {{- if $api }}{{ $_ := set $mounts "/var/run/secrets/kubernetes.io/serviceaccount" "kube-api-access" }}{{ end -}}
 {{- $_ := set $mounts $mountPath "the shared volume" -}}
