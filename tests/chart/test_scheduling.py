@@ -150,7 +150,7 @@ def test_the_gang_is_every_tensorflow_pod_and_nothing_else(case: tuple[str, int,
             assert labels["kueue.x-k8s.io/priority-class"] == "high"
             assert annotations[KUEUE_ANNOTATION] == str(count)
 
-    # TensorBoard, Serving, the supervisor and the helm test pod: never in the gang or the queue.
+    # TensorBoard, Serving and the helm test pod: never in the gang or the queue.
     for doc in other_workloads(docs):
         template = pod_template(doc)
         assert "schedulerName" not in pod_spec(doc), doc["metadata"]["name"]

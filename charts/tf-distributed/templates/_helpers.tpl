@@ -535,7 +535,7 @@ exec "$@"
 
 {{/*
 Gang scheduling and queues (README "Gang scheduling and queues"). The TensorFlow components are the
-ones with a workingDir (chief, ps, worker, evaluator); TensorBoard, Serving, the supervisor and the
+ones with a workingDir (chief, ps, worker, evaluator); TensorBoard, Serving and the
 helm test pod never join the gang, never get the gang scheduler and never carry a queue label.
 */}}
 {{- define "tf-distributed.isTfComponent" -}}
