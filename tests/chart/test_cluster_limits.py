@@ -27,7 +27,6 @@ from tfchart.validate import validate
 
 LONGEST_RELEASE = "a" * 53  # helm's longest release name: a 45-character prefix with a hash
 LONGEST_NAMESPACE = "n" * 63
-PORTS = ["chief.service.port=65535", "ps.service.port=65535", "worker.service.port=65535"]
 
 
 def domain_of_length(length: int) -> str:
@@ -40,15 +39,19 @@ def longest(ps: int, workers: int) -> tuple[rules.ClusterShape, list[str]]:
     """The shape of the longest names for these counts, and the --set values that render it."""
     shape = rules.longest_shape(ps, workers)
     strategy = "parameter_server" if ps else "multi_worker_mirrored"
-    sets = [
+    return shape, map_sets(strategy, ps, workers, domain_of_length(shape.domain), [65535, 65535, 65535])
+
+
+def map_sets(strategy: str, ps: int, workers: int, domain: str, ports: list[int]) -> list[str]:
+    """The --set values that shape the cluster map (ports: chief, ps, worker)."""
+    return [
         f"training.strategy={strategy}",
         f"ps.replicas={ps}",
         f"worker.replicas={workers}",
         f"training.batchSize={1 + workers}",  # synchronous replicas split the batch evenly
-        f"clusterDomain={domain_of_length(shape.domain)}",
-        *PORTS,
+        f"clusterDomain={domain}",
+        *(f"{role}.service.port={port}" for role, port in zip(("chief", "ps", "worker"), ports, strict=True)),
     ]
-    return shape, sets
 
 
 def kernel_accepts(name: str, value: str) -> bool:
@@ -205,14 +208,7 @@ def test_size_formula_and_names_match_the_rendered_map(seed: int) -> None:
     domain = domain_of_length(rng.randrange(3, 60))
     overrides = rng.choice([[], ["nameOverride=tfd"], ["fullnameOverride=" + "f" * rng.randrange(1, 46)]])
     sets = [
-        f"training.strategy={strategy}",
-        f"ps.replicas={ps}",
-        f"worker.replicas={workers}",
-        f"training.batchSize={1 + workers}",  # synchronous replicas split the batch evenly
-        f"clusterDomain={domain}",
-        f"chief.service.port={ports[0]}",
-        f"ps.service.port={ports[1]}",
-        f"worker.service.port={ports[2]}",
+        *map_sets(strategy, ps, workers, domain, ports),
         f"evaluator.enabled={rng.choice(['true', 'false'])}",
         *overrides,
     ]
