@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -292,17 +292,21 @@ def storage_access_modes(v: dict[str, Any]) -> Iterator[Problem]:
 
 
 @rule
-def scale_down_needs_rbac(v: dict[str, Any]) -> Iterator[Problem]:
-    if (
-        get(v, "training.cleanupPolicy") == "scaleDown"
-        and get(v, "rbac.create") is False
-        and get(v, "training.strategy") in ("parameter_server", "multi_worker_mirrored")
-    ):
+def supervisor_has_what_it_needs(v: dict[str, Any]) -> Iterator[Problem]:
+    if supervisor_enabled(v) and get(v, "rbac.create") is False:
         yield Problem(
-            "training.cleanupPolicy",
-            "scaleDown needs the chief's Role to scale the StatefulSets but rbac.create=false",
-            "scaleDown",
-            "--set rbac.create=true (or --set training.cleanupPolicy=keep)",
+            "supervisor.enabled",
+            "the run supervisor needs its ServiceAccount and Role, but rbac.create=false",
+            True,
+            "--set rbac.create=true"
+            " (or --set supervisor.enabled=false and free the GPUs by hand: tfchart stop RELEASE)",
+        )
+    if (integer(get(v, "scheduling.startTimeoutSeconds")) or 0) > 0 and get(v, "supervisor.enabled") is False:
+        yield Problem(
+            "scheduling.startTimeoutSeconds",
+            "the run supervisor enforces it, but supervisor.enabled=false",
+            get(v, "scheduling.startTimeoutSeconds"),
+            "--set supervisor.enabled=true (or --set scheduling.startTimeoutSeconds=0)",
         )
 
 
@@ -426,23 +430,28 @@ GANG_LABELS = (
 )
 
 
-@rule
-def gang_labels_come_from_scheduling(v: dict[str, Any]) -> Iterator[Problem]:
+def labels_set_by_hand(v: dict[str, Any], keys: Iterable[str]) -> Iterator[tuple[str, str, Any]]:
+    """(owner, key, value) for each of `keys` set in commonLabels or a component's podLabels."""
     for owner in ("commonLabels", *(f"{role}.podLabels" for role in COMPONENTS)):
         labels = get(v, owner)
-        if not isinstance(labels, dict):
-            continue
-        for key in GANG_LABELS:
-            if key in labels:
-                yield Problem(
-                    f"{owner}.{key}",
-                    "is set by the chart from scheduling.kueue / scheduling.gang on the TensorFlow pods only; "
-                    "by hand it would also label their StatefulSets and Jobs or other pods, which Kueue or the gang "
-                    "scheduler would then admit apart from the group",
-                    labels[key],
-                    f"--set {owner}.{_escaped(key)}=null (use scheduling.kueue.queueName, "
-                    "scheduling.kueue.priorityClass or scheduling.gang.provider)",
-                )
+        if isinstance(labels, dict):
+            for key in keys:
+                if key in labels:
+                    yield owner, key, labels[key]
+
+
+@rule
+def gang_labels_come_from_scheduling(v: dict[str, Any]) -> Iterator[Problem]:
+    for owner, key, value in labels_set_by_hand(v, GANG_LABELS):
+        yield Problem(
+            f"{owner}.{key}",
+            "is set by the chart from scheduling.kueue / scheduling.gang on the TensorFlow pods only; "
+            "by hand it would also label their StatefulSets and Jobs or other pods, which Kueue or the gang "
+            "scheduler would then admit apart from the group",
+            value,
+            f"--set {owner}.{_escaped(key)}=null (use scheduling.kueue.queueName, "
+            "scheduling.kueue.priorityClass or scheduling.gang.provider)",
+        )
 
 
 # -- object names: the twin of tf-distributed.fullname / namespace (_helpers.tpl) --------------------
@@ -725,19 +734,14 @@ def _escaped(key: str) -> str:
 
 @named_rule
 def reserved_labels(v: dict[str, Any], _release: Release) -> Iterator[Problem]:
-    for owner in ("commonLabels", *(f"{role}.podLabels" for role in COMPONENTS)):
-        labels = get(v, owner)
-        if not isinstance(labels, dict):
-            continue
-        for key in RESERVED_LABELS:
-            if key in labels:
-                yield Problem(
-                    f"{owner}.{key}",
-                    "is a label the chart sets itself to select the release's pods (Services, NetworkPolicies, "
-                    "co-location) or to find the task index; overriding it would let other pods in or break them",
-                    labels[key],
-                    f"--set {owner}.{_escaped(key)}=null (choose another label key)",
-                )
+    for owner, key, value in labels_set_by_hand(v, RESERVED_LABELS):
+        yield Problem(
+            f"{owner}.{key}",
+            "is a label the chart sets itself to select the release's pods (Services, NetworkPolicies, "
+            "co-location) or to find the task index; overriding it would let other pods in or break them",
+            value,
+            f"--set {owner}.{_escaped(key)}=null (choose another label key)",
+        )
 
 
 # -- mounts the chart adds: the twin of tf-distributed.volumes / volumeMounts -----------------------
@@ -748,7 +752,7 @@ TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount"
 RESERVED_MOUNTS = {
     TMP: "an emptyDir for temporary files",
     SHM: "shared memory of GPU pods",
-    TOKEN: "the chief's API token",
+    TOKEN: "the service-account token directory",
 }
 
 
@@ -759,13 +763,15 @@ def _covers(claim: str, reserved: str) -> bool:
     return claim == reserved or reserved.startswith(claim.rstrip("/") + "/")
 
 
-def chief_needs_api(v: dict[str, Any]) -> bool:
+def supervisor_enabled(v: dict[str, Any]) -> bool:
+    """The twin of the chart's tf-distributed.supervisorEnabled."""
     strategy = get(v, "training.strategy")
     ps, workers = integer(get(v, "ps.replicas")) or 0, integer(get(v, "worker.replicas")) or 0
     targets = (strategy == "parameter_server" and ps > 0) or (
         strategy in ("parameter_server", "multi_worker_mirrored") and workers > 0
     )
-    return get(v, "rbac.create") is True and get(v, "training.cleanupPolicy") == "scaleDown" and targets
+    timeout = (integer(get(v, "scheduling.startTimeoutSeconds")) or 0) > 0
+    return get(v, "supervisor.enabled") is True and (targets or get(v, "evaluator.enabled") is True or timeout)
 
 
 @named_rule
@@ -813,16 +819,13 @@ def extra_volumes_do_not_collide(v: dict[str, Any], _release: Release) -> Iterat
     storage_path = get(v, "storage.mountPath")
     for role in COMPONENTS:
         gpus = (integer(get(v, f"{role}.gpu.count")) or 0) > 0
-        api = role == "chief" and chief_needs_api(v)
-        volumes = {"shared": True, "tmp": True, "dshm": gpus, "kube-api-access": api, "workdir": role in TF_ROLES}
+        volumes = {"shared": True, "tmp": True, "dshm": gpus, "workdir": role in TF_ROLES}
         used = {TMP: "tmp"}  # mount path -> what the chart mounts there (the chart's $mounts, in its order)
         working_dir = get(v, f"{role}.workingDir") if role in TF_ROLES else None
         if isinstance(working_dir, str):
             used[working_dir] = "the working directory"
         if gpus:
             used[SHM] = "dshm"
-        if api:
-            used[TOKEN] = "kube-api-access"
         if isinstance(storage_path, str):
             used[storage_path] = "the shared volume"
         extra = get(v, f"{role}.extraVolumes")

@@ -69,8 +69,11 @@ once with all of them, each with the --set that fixes it.
 {{- $problems = append $problems "storage.accessModes: ReadOnlyMany alone is not writable, but training writes checkpoints, logs and exports to the claim. Fix: --set storage.accessModes={ReadWriteOnce} (or {ReadWriteMany} with a StorageClass that offers it)" -}}
 {{- end -}}
 
-{{- if and (eq $v.training.cleanupPolicy "scaleDown") (not $v.rbac.create) (has $strategy (list "parameter_server" "multi_worker_mirrored")) -}}
-{{- $problems = append $problems "training.cleanupPolicy: scaleDown needs the chief's Role to scale the StatefulSets but rbac.create=false. Fix: --set rbac.create=true (or --set training.cleanupPolicy=keep)" -}}
+{{- if and (include "tf-distributed.supervisorEnabled" .) (not $v.rbac.create) -}}
+{{- $problems = append $problems "supervisor.enabled: the run supervisor needs its ServiceAccount and Role, but rbac.create=false. Fix: --set rbac.create=true (or --set supervisor.enabled=false and free the GPUs by hand: tfchart stop RELEASE)" -}}
+{{- end -}}
+{{- if and (gt (int $v.scheduling.startTimeoutSeconds) 0) (not $v.supervisor.enabled) -}}
+{{- $problems = append $problems "scheduling.startTimeoutSeconds: the run supervisor enforces it, but supervisor.enabled=false. Fix: --set supervisor.enabled=true (or --set scheduling.startTimeoutSeconds=0)" -}}
 {{- end -}}
 
 {{- $learningRate := float64 $v.training.learningRate -}}
@@ -186,7 +189,7 @@ once with all of them, each with the --set that fixes it.
 {{- end -}}
 
 {{- /* Mounts the chart adds (tf-distributed.volumes / volumeMounts). */ -}}
-{{- $reservedMounts := list (list "/tmp" "an emptyDir for temporary files") (list "/dev/shm" "shared memory of GPU pods") (list "/var/run/secrets/kubernetes.io/serviceaccount" "the chief's API token") -}}
+{{- $reservedMounts := list (list "/tmp" "an emptyDir for temporary files") (list "/dev/shm" "shared memory of GPU pods") (list "/var/run/secrets/kubernetes.io/serviceaccount" "the service-account token directory") -}}
 {{- $mountPath := $v.storage.mountPath -}}
 {{- range $reservedMounts -}}
 {{- $path := index . 0 -}}
@@ -207,17 +210,14 @@ once with all of them, each with the --set that fixes it.
 {{- end -}}
 {{- end -}}
 {{- end -}}
-{{- $chiefApi := include "tf-distributed.chiefNeedsApi" . -}}
 {{- range $role := list "ps" "worker" "chief" "evaluator" "tensorboard" "serving" -}}
 {{- $c := index $v $role -}}
 {{- $gpus := gt (int $c.gpu.count) 0 -}}
-{{- $api := and (eq $role "chief") (eq $chiefApi "true") -}}
 {{- $tf := has $role (list "ps" "worker" "chief" "evaluator") -}}
-{{- $volumes := dict "shared" true "tmp" true "dshm" $gpus "kube-api-access" $api "workdir" $tf -}}
+{{- $volumes := dict "shared" true "tmp" true "dshm" $gpus "workdir" $tf -}}
 {{- $mounts := dict "/tmp" "tmp" -}}
 {{- if $tf }}{{ $_ := set $mounts $c.workingDir "the working directory" }}{{ end -}}
 {{- if $gpus }}{{ $_ := set $mounts "/dev/shm" "dshm" }}{{ end -}}
-{{- if $api }}{{ $_ := set $mounts "/var/run/secrets/kubernetes.io/serviceaccount" "kube-api-access" }}{{ end -}}
 {{- $_ := set $mounts $mountPath "the shared volume" -}}
 {{- range $index, $volume := $c.extraVolumes -}}
 {{- if index $volumes $volume.name -}}
