@@ -71,24 +71,49 @@ def statefulset_names(env: Mapping[str, str]) -> list[str]:
     return [n.strip() for n in env.get("TFD_CLEANUP_STATEFULSETS", "").split(",") if n.strip()]
 
 
-def _patch(target: KubeTarget, name: str, timeout: float) -> int:
-    url = (
-        f"{target.base_url}/apis/apps/v1/namespaces/{target.namespace}"
-        f"/statefulsets/{name}/scale"
-    )
-    body = json.dumps({"spec": {"replicas": 0}}).encode()
-    req = urllib.request.Request(url, data=body, method="PATCH")
-    req.add_header("Content-Type", "application/merge-patch+json")
+def target_from_env(env: Mapping[str, str], sa_dir: Path = SA_DIR) -> KubeTarget | None:
+    """kube_target() with TFD_SERVICEACCOUNT_DIR honoured (the tests' service-account directory)."""
+    override = env.get("TFD_SERVICEACCOUNT_DIR", "").strip()
+    return kube_target(env, Path(override) if override else sa_dir)
+
+
+def call(
+    target: KubeTarget,
+    method: str,
+    path: str,
+    body: Mapping[str, object] | None = None,
+    timeout: float = 10.0,
+    content_type: str = "application/merge-patch+json",
+) -> tuple[int, dict[str, object]]:
+    """One API request; returns (HTTP status, JSON body). Raises urllib.error.HTTPError (4xx/5xx,
+    including 404) and URLError/OSError/SSLError (no answer)."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(f"{target.base_url}{path}", data=data, method=method)
+    if data is not None:
+        req.add_header("Content-Type", content_type)
     req.add_header("Accept", "application/json")
     if target.token:
         req.add_header("Authorization", f"Bearer {target.token}")
     context: ssl.SSLContext | None = None
-    if url.startswith("https://"):
+    if target.base_url.startswith("https://"):
         context = ssl.create_default_context(
             cafile=str(target.ca_file) if target.ca_file else None
         )
     with urllib.request.urlopen(req, timeout=timeout, context=context) as resp:
-        return int(resp.status)
+        raw = resp.read()
+        document = json.loads(raw) if raw.strip() else {}
+        return int(resp.status), document if isinstance(document, dict) else {}
+
+
+def scale_path(namespace: str, resource: str, name: str) -> str:
+    """The /scale subresource of an apps/v1 object (statefulsets, deployments)."""
+    return f"/apis/apps/v1/namespaces/{namespace}/{resource}/{name}/scale"
+
+
+def _patch(target: KubeTarget, name: str, timeout: float) -> int:
+    code, _ = call(target, "PATCH", scale_path(target.namespace, "statefulsets", name),
+                   {"spec": {"replicas": 0}}, timeout)
+    return code
 
 
 def scale_down(env: Mapping[str, str], sa_dir: Path = SA_DIR, timeout: float = 10.0) -> list[str]:
@@ -100,8 +125,7 @@ def scale_down(env: Mapping[str, str], sa_dir: Path = SA_DIR, timeout: float = 1
     if not names:
         log.info("cleanup: TFD_CLEANUP_STATEFULSETS is empty, nothing to scale down")
         return []
-    override = env.get("TFD_SERVICEACCOUNT_DIR", "").strip()
-    target = kube_target(env, Path(override) if override else sa_dir)
+    target = target_from_env(env, sa_dir)
     if target is None:
         log.info("cleanup: not running in Kubernetes (no API server or token), skipping")
         return []

@@ -1,0 +1,442 @@
+"""The run supervisor: frees a release's accelerators on every ending of its chief (standard library only).
+
+The chart runs this as the Deployment ``<fullname>-supervisor`` (``python -m trainer.supervisor``),
+beside the training, under its own ServiceAccount whose Role names exactly the objects it touches.
+It never depends on code inside the chief's image, so a bring-your-own chief command is supervised
+the same way as the project's trainer.
+
+It polls the chief Job and reads its ending from the Job's status, the way the Job controller
+writes it:
+
+* ``Complete`` (or ``SuccessCriteriaMet``): ``succeeded``;
+* ``Failed`` (or ``FailureTarget``): ``failed``, with the controller's reason (BackoffLimitExceeded
+  after the last retry, DeadlineExceeded for ``activeDeadlineSeconds``, PodFailurePolicy for exit
+  code 2);
+* a deletionTimestamp, or the Job gone for ``TFD_CHIEF_MISSING_SECONDS`` (deleted by hand): ``deleted``;
+* with ``TFD_START_TIMEOUT_SECONDS``: TensorFlow pods not all running that long after the Job was
+  created: ``start-timeout``, naming the pod and its reason (waiting reason, unschedulable condition
+  or latest warning event); the chief Job is then ended too (``activeDeadlineSeconds: 1``).
+
+On an ending it annotates each ps/worker StatefulSet (``tf-distributed.io/ending``, ``end-reason``,
+``ended-at``, ``finished-run-spec``; the chart reads the last one back with ``lookup`` so that a
+later ``helm upgrade`` of the same run keeps them at 0), scales them to 0 unless the policy for
+that ending is ``keep`` (``TFD_ON_SUCCESS`` / ``TFD_ON_FAILURE``), suspends the evaluator Job, and
+scales its own Deployment to 0. Every step is idempotent: a restarted supervisor of a run that
+already ended only scales itself down.
+
+A real API server cannot run on the development machine: the tests point ``TFD_KUBE_API`` at a
+loopback server that keeps objects and records every request (tests/trainer/kubeserver.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import ssl
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import FrameType
+from typing import Any
+
+from trainer.cleanup import KubeTarget, call, scale_path, target_from_env
+
+log = logging.getLogger("trainer.supervisor")
+
+ANNOTATION = "tf-distributed.io/"
+RUN_SPEC = ANNOTATION + "run-spec"
+FINISHED_RUN_SPEC = ANNOTATION + "finished-run-spec"
+ENDING = ANNOTATION + "ending"
+END_REASON = ANNOTATION + "end-reason"
+ENDED_AT = ANNOTATION + "ended-at"
+POLICIES = ("scaleDown", "keep")
+REQUEST_ERRORS = (urllib.error.URLError, OSError, ssl.SSLError, ValueError)
+
+
+class SupervisorConfigError(Exception):
+    """The supervisor's environment is incomplete or contradictory (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the chart tells the supervisor, from its container's environment."""
+
+    chief_job: str
+    statefulsets: tuple[str, ...]
+    evaluator_job: str | None = None
+    deployment: str | None = None
+    on_success: str = "scaleDown"
+    on_failure: str = "scaleDown"
+    start_timeout_seconds: float = 0.0
+    pod_selector: str = ""
+    expected_pods: int = 0
+    poll_seconds: float = 10.0
+    chief_missing_seconds: float = 60.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Settings:
+        def text(name: str) -> str:
+            return env.get(name, "").strip()
+
+        def number(name: str, default: float) -> float:
+            raw = text(name)
+            if not raw:
+                return default
+            try:
+                value = float(raw)
+            except ValueError:
+                raise SupervisorConfigError(f"{name}={raw!r} is not a number of seconds") from None
+            if value < 0:
+                raise SupervisorConfigError(f"{name}={raw!r} must be 0 or more")
+            return value
+
+        chief = text("TFD_CHIEF_JOB")
+        if not chief:
+            raise SupervisorConfigError("TFD_CHIEF_JOB (the chief Job's name) is not set")
+        policies = {}
+        for name in ("TFD_ON_SUCCESS", "TFD_ON_FAILURE"):
+            policies[name] = text(name) or "scaleDown"
+            if policies[name] not in POLICIES:
+                raise SupervisorConfigError(f"{name}={policies[name]!r}: expected one of {', '.join(POLICIES)}")
+        timeout = number("TFD_START_TIMEOUT_SECONDS", 0.0)
+        selector = text("TFD_POD_SELECTOR")
+        expected = int(number("TFD_EXPECTED_PODS", 0.0))
+        if timeout and (not selector or expected < 1):
+            raise SupervisorConfigError(
+                "TFD_START_TIMEOUT_SECONDS needs TFD_POD_SELECTOR and TFD_EXPECTED_PODS (the TensorFlow pods)"
+            )
+        return cls(
+            chief_job=chief,
+            statefulsets=tuple(n.strip() for n in text("TFD_STATEFULSETS").split(",") if n.strip()),
+            evaluator_job=text("TFD_EVALUATOR_JOB") or None,
+            deployment=text("TFD_SUPERVISOR_DEPLOYMENT") or None,
+            on_success=policies["TFD_ON_SUCCESS"],
+            on_failure=policies["TFD_ON_FAILURE"],
+            start_timeout_seconds=timeout,
+            pod_selector=selector,
+            expected_pods=expected,
+            poll_seconds=max(0.1, number("TFD_POLL_SECONDS", 10.0)),
+            chief_missing_seconds=number("TFD_CHIEF_MISSING_SECONDS", 60.0),
+        )
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How the run ended: kind is succeeded | failed | deleted | start-timeout."""
+
+    kind: str
+    reason: str
+
+    @property
+    def succeeded(self) -> bool:
+        return self.kind == "succeeded"
+
+
+def condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, Mapping) and cond.get("type") == kind and cond.get("status") == "True":
+            return cond
+    return None
+
+
+def job_ending(job: Mapping[str, Any]) -> Ending | None:
+    """The ending the Job controller wrote into a chief Job's status, or None while it runs."""
+    name = (job.get("metadata") or {}).get("name", "chief")
+    for kind in ("Complete", "SuccessCriteriaMet"):
+        if condition(job, kind):
+            return Ending("succeeded", f"Succeeded: Job {name} completed")
+    for kind in ("Failed", "FailureTarget"):
+        cond = condition(job, kind)
+        if cond:
+            reason = str(cond.get("reason") or "Failed")
+            message = str(cond.get("message") or "").strip()
+            return Ending("failed", f"Failed: {reason}" + (f": {message}" if message else ""))
+    if (job.get("metadata") or {}).get("deletionTimestamp"):
+        return Ending("deleted", f"chief Job {name} was deleted before it finished")
+    return None
+
+
+def parse_time(text: object) -> float | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def now_text(now: float) -> str:
+    return datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pod_is_up(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Running", "Succeeded")
+
+
+def why_not_running(pod: Mapping[str, Any], events: list[Mapping[str, Any]]) -> str:
+    """One line on why a pod is not running: a container's waiting reason, the unschedulable
+    condition, a scheduling gate, else its newest warning event."""
+    status = pod.get("status") or {}
+    for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") and waiting.get("reason") not in ("ContainerCreating", "PodInitializing"):
+            message = str(waiting.get("message") or "").strip()
+            return f"{waiting['reason']}" + (f": {message}" if message else "")
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            message = str(cond.get("message") or "").strip()
+            return f"{cond.get('reason') or 'Unschedulable'}" + (f": {message}" if message else "")
+    gates = [g.get("name") for g in (pod.get("spec") or {}).get("schedulingGates") or []]
+    if gates:
+        return f"SchedulingGated: waiting for {', '.join(str(g) for g in gates)}"
+    warnings = [e for e in events if e.get("type") == "Warning"]
+    if warnings:
+        newest = max(warnings, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+        return f"{newest.get('reason')}: {str(newest.get('message') or '').strip()}"
+    return f"{status.get('phase') or 'Pending'}"
+
+
+@dataclass
+class Supervisor:
+    """One supervised run. ``clock`` and ``sleep`` are injectable for tests."""
+
+    settings: Settings
+    target: KubeTarget
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+    started_at: float = field(default=0.0)
+    job_seen: bool = False
+    missing_since: float | None = None
+    pods_all_up: bool = False
+    stopping: bool = False
+    heartbeat: float = field(default_factory=time.monotonic)
+    # Re-reads the service-account token before each request: the chart projects a short-lived
+    # token that the kubelet rotates in place.
+    fresh_target: Callable[[], KubeTarget | None] | None = None
+
+    def alive(self) -> bool:
+        """The poll loop (or, once done, the idle loop) went round recently: the liveness probe."""
+        return time.monotonic() - self.heartbeat < max(3 * self.settings.poll_seconds, 60.0)
+
+    @property
+    def namespace(self) -> str:
+        return self.target.namespace
+
+    def api(self, method: str, path: str, body: Mapping[str, object] | None = None) -> dict[str, Any] | None:
+        """A request; None for 404. Other HTTP errors propagate."""
+        try:
+            target = (self.fresh_target() if self.fresh_target else None) or self.target
+            return call(target, method, path, body)[1]
+        except urllib.error.HTTPError as error:
+            if error.code == 404:
+                return None
+            raise
+
+    def path(self, group: str, resource: str, name: str = "") -> str:
+        base = "/api/v1" if group == "" else f"/apis/{group}"
+        return f"{base}/namespaces/{self.namespace}/{resource}" + (f"/{name}" if name else "")
+
+    # -- watching --------------------------------------------------------------------------------
+
+    def observe(self) -> Ending | None:
+        """One look at the chief Job (and, until they all ran, the TensorFlow pods)."""
+        job = self.api("GET", self.path("batch/v1", "jobs", self.settings.chief_job))
+        now = self.clock()
+        if job is None:
+            if self.missing_since is None:
+                self.missing_since = now
+            waited = now - self.missing_since
+            if self.job_seen or waited >= self.settings.chief_missing_seconds:
+                return Ending("deleted", f"chief Job {self.settings.chief_job} was deleted before it finished"
+                              if self.job_seen else
+                              f"chief Job {self.settings.chief_job} not found for {waited:.0f} s")
+            return None
+        self.job_seen, self.missing_since = True, None
+        ending = job_ending(job)
+        if ending is None and self.settings.start_timeout_seconds and not self.pods_all_up:
+            ending = self.check_start(job, now)
+        return ending
+
+    def check_start(self, job: Mapping[str, Any], now: float) -> Ending | None:
+        pods = (self.api("GET", self.path("", "pods") + "?labelSelector="
+                         + urllib.parse.quote(self.settings.pod_selector)) or {}).get("items") or []
+        up = [p for p in pods if pod_is_up(p)]
+        if len(up) >= self.settings.expected_pods:
+            self.pods_all_up = True
+            log.info("all %d TensorFlow pods are running; start timeout no longer applies", len(up))
+            return None
+        created = parse_time((job.get("metadata") or {}).get("creationTimestamp")) or self.started_at
+        waited = now - created
+        if waited < self.settings.start_timeout_seconds:
+            return None
+        stuck = sorted((p for p in pods if not pod_is_up(p)), key=lambda p: str(p["metadata"]["name"]))
+        limit = f"{self.settings.start_timeout_seconds:.0f} s"
+        if not stuck:
+            reason = (f"start timeout ({limit}): only {len(up)} of {self.settings.expected_pods} TensorFlow "
+                      f"pods exist and run (the others were never created: quota or admission?)")
+        else:
+            # The most telling pod: one with a reason of its own, else one whose events say why.
+            named = [(p["metadata"]["name"], why_not_running(p, [])) for p in stuck]
+            bare = {"Pending", "Running", "Unknown", "Failed"}
+            name, why = next(((n, w) for n, w in named if w not in bare), named[0])
+            if why in bare:
+                for pod in stuck[:3]:
+                    events = self.pod_events(pod["metadata"]["name"])
+                    if events:
+                        name, why = pod["metadata"]["name"], why_not_running(pod, events)
+                        break
+            reason = f"start timeout ({limit}): pod {name} is not running: {why}"
+            if len(stuck) > 1:
+                reason += f" (and {len(stuck) - 1} more pod{'s' if len(stuck) > 2 else ''} not running)"
+        self.end_chief(reason)
+        return Ending("start-timeout", reason)
+
+    def pod_events(self, pod: str) -> list[Mapping[str, Any]]:
+        selector = urllib.parse.quote(f"involvedObject.kind=Pod,involvedObject.name={pod}")
+        listing = self.api("GET", self.path("", "events") + f"?fieldSelector={selector}") or {}
+        return list(listing.get("items") or [])
+
+    def end_chief(self, reason: str) -> None:
+        """Ends a chief Job that cannot start: a 1 s deadline makes the Job controller fail it."""
+        body = {"metadata": {"annotations": {END_REASON: reason}}, "spec": {"activeDeadlineSeconds": 1}}
+        self.api("PATCH", self.path("batch/v1", "jobs", self.settings.chief_job), body)
+        log.warning("%s; ending the chief Job %s", reason, self.settings.chief_job)
+
+    # -- ending ----------------------------------------------------------------------------------
+
+    def finish(self, ending: Ending) -> None:
+        policy = self.settings.on_success if ending.succeeded else self.settings.on_failure
+        log.info("run ended (%s): %s; ps/worker policy %s", ending.kind, ending.reason, policy)
+        stamp = now_text(self.clock())
+        for name in self.settings.statefulsets:
+            self.end_statefulset(name, ending, policy, stamp)
+        if self.settings.evaluator_job:
+            self.suspend_evaluator(self.settings.evaluator_job)
+
+    def end_statefulset(self, name: str, ending: Ending, policy: str, stamp: str) -> None:
+        path = self.path("apps/v1", "statefulsets", name)
+        sts = self.api("GET", path)
+        if sts is None:
+            log.info("statefulset %s is gone; nothing to free", name)
+            return
+        annotations = (sts.get("metadata") or {}).get("annotations") or {}
+        run_spec = annotations.get(RUN_SPEC, "")
+        if annotations.get(ENDING) and annotations.get(FINISHED_RUN_SPEC) == run_spec:
+            # Ended before (a restarted supervisor, or `tfchart stop`): that decision stands.
+            log.info("statefulset %s: this run already ended (%s)", name, annotations.get(END_REASON))
+            return
+        self.api("PATCH", path, {"metadata": {"annotations": {
+            ENDING: ending.kind, END_REASON: ending.reason, ENDED_AT: stamp, FINISHED_RUN_SPEC: run_spec,
+        }}})
+        replicas = (sts.get("spec") or {}).get("replicas")
+        if policy == "keep":
+            log.info("statefulset %s kept at %s replicas (policy keep)", name, replicas)
+        elif replicas != 0:
+            self.api("PATCH", scale_path(self.namespace, "statefulsets", name), {"spec": {"replicas": 0}})
+            log.info("scaled statefulset %s/%s from %s to 0 replicas", self.namespace, name, replicas)
+
+    def suspend_evaluator(self, name: str) -> None:
+        path = self.path("batch/v1", "jobs", name)
+        job = self.api("GET", path)
+        if job is None or job_ending(job) or (job.get("spec") or {}).get("suspend"):
+            return
+        self.api("PATCH", path, {"spec": {"suspend": True}})
+        log.info("suspended the evaluator Job %s: its pod ends with the run", name)
+
+    def scale_self_down(self) -> None:
+        if self.settings.deployment:
+            self.api("PATCH", scale_path(self.namespace, "deployments", self.settings.deployment),
+                     {"spec": {"replicas": 0}})
+            log.info("scaled the supervisor Deployment %s to 0: its work is done", self.settings.deployment)
+
+    def run(self) -> int:
+        self.started_at = self.clock()
+        s = self.settings
+        log.info("supervising Job %s in %s: statefulsets %s, on success %s, on failure %s, start timeout %s",
+                 s.chief_job, self.namespace, ", ".join(s.statefulsets) or "(none)", s.on_success,
+                 s.on_failure, f"{s.start_timeout_seconds:.0f} s" if s.start_timeout_seconds else "off")
+        while not self.stopping:
+            self.heartbeat = time.monotonic()
+            try:
+                ending = self.observe()
+                if ending is not None:
+                    self.finish(ending)
+                    self.scale_self_down()
+                    return 0
+            except urllib.error.HTTPError as error:
+                log.warning("API request failed: HTTP %s %s (does the supervisor's Role allow it?); retrying",
+                            error.code, error.reason)
+            except REQUEST_ERRORS as error:
+                log.warning("API server not reachable: %s; retrying", error)
+            self.sleep(s.poll_seconds)
+        log.info("stopped before the run ended")
+        return 0
+
+
+def serve_health(supervisor: Supervisor, port: int) -> ThreadingHTTPServer:
+    """GET /healthz: 200 while the supervisor's loop goes round, 503 once it is stuck."""
+
+    class Health(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            found = self.path.split("?")[0] == "/healthz"
+            code = (200 if supervisor.alive() else 503) if found else 404
+            body = {200: b"ok\n", 503: b"stuck\n", 404: b"not found\n"}[code]
+            self.send_response(code)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # probes every few seconds would drown the log
+
+    server = ThreadingHTTPServer(("", port), Health)
+    threading.Thread(target=server.serve_forever, daemon=True, name="health").start()
+    return server
+
+
+def main(env: Mapping[str, str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout,
+                        format="%(asctime)s supervisor %(levelname)s %(message)s")
+    environment = env if env is not None else os.environ
+    try:
+        settings = Settings.from_env(environment)
+    except SupervisorConfigError as error:
+        log.error("configuration error: %s", error)
+        return 2
+    target = target_from_env(environment)
+    if target is None or not target.namespace:
+        log.error("configuration error: no Kubernetes API (service-account token, KUBERNETES_SERVICE_HOST "
+                  "and the namespace are needed; the chart mounts them)")
+        return 2
+    supervisor = Supervisor(settings, target, fresh_target=lambda: target_from_env(environment))
+    port = environment.get("TFD_HEALTH_PORT", "").strip()
+    if port:
+        try:
+            serve_health(supervisor, int(port))
+        except (ValueError, OSError) as error:
+            log.error("configuration error: TFD_HEALTH_PORT=%r: %s", port, error)
+            return 2
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        supervisor.stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    code = supervisor.run()
+    # Done, and scaled to 0: Kubernetes sends SIGTERM shortly. Exiting first would make the
+    # Deployment start the pod again, so idle until then.
+    while not supervisor.stopping:
+        supervisor.heartbeat = time.monotonic()
+        time.sleep(0.5)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
