@@ -166,7 +166,6 @@ def local_training(strategy: str, workers: int, steps: int, batch_size: int, ext
         f"training.batchSize={batch_size}",
         "training.logEverySteps=50",
         f"training.checkpointEverySteps={steps}",
-        "training.cleanupPolicy=keep",
         "tensorboard.enabled=false",
         "evaluator.enabled=false",
         "serving.enabled=false",

@@ -36,7 +36,6 @@ COMMON = [
     "training.checkpointEverySteps=20",
     "tensorboard.enabled=false",
     "serving.enabled=false",
-    "training.cleanupPolicy=keep",
 ]
 
 

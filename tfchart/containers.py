@@ -20,9 +20,9 @@ TensorBoard runs its rendered image with:
   (group fsGroup, group rwX, setgid directories; without fsGroup: owned by the pod's user); when the
   run ends, the same kind of container gives everything in it back to the invoking user. emptyDir
   -> a tmpfs of its sizeLimit; configMap -> the rendered ConfigMap's data written to files and
-  bind-mounted read-only. The chief's projected service-account token is not mounted (there is
-  no API server: the trainer's scale-down cleanup logs that it is not in Kubernetes and skips);
-  other volume kinds (secret, hostPath, another claim) are refused with a one-line error;
+  bind-mounted read-only. The run supervisor Deployment is not run (it needs an API server;
+  here the run ends, and every container is removed, when the chief's Job ends); other volume
+  kinds (secret, hostPath, another claim) are refused with a one-line error;
 * one network per run and, per pod, a sandbox container that holds the pod's network identity
   as Kubernetes' pause container does: `--hostname <pod>`, `--network-alias` for the names
   cluster DNS would give the pod (`<hostname>.<subdomain>.<namespace>.svc.<clusterDomain>` when a

@@ -134,6 +134,13 @@ BASE: dict[str, Any] = {
             "annotations": {"a": "b"},
         },
     },
+    "supervisor": {
+        "image": {"registry": "registry.example.com", "repository": "team/supervisor", "tag": "1.0", "digest": ""},
+        "resources": {"requests": {"cpu": "10m"}, "limits": {"cpu": "100m"}},
+        "nodeSelector": {"pool": "system"},
+        "tolerations": [{"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}],
+        "priorityClassName": "system",
+    },
     "serviceAccount": {"name": "trainer", "annotations": {"iam": "role"}},
     "networkPolicy": {
         "clientPodSelector": SELECTOR,
@@ -466,7 +473,7 @@ def test_base_renders_every_string_and_is_valid() -> None:
         assert result.returncode == 0, result.stderr
         rendered[mask] = {value for value in walk(objects(result.stdout)) if isinstance(value, str)}
     # Not rendered as written: a parent chart's global, and choices the chart translates.
-    silent = {"global.parentKey", "global{key}", "training.cleanupPolicy", "scheduling.gang.provider"}
+    silent = {"global.parentKey", "global{key}", "scheduling.gang.provider"}
     missing = [
         slot.id
         for slot in SLOTS
@@ -665,8 +672,6 @@ def reaches(case: Case, strings: list[str]) -> bool:
     """Whether the case's string is (part of) one string value of the manifests, as written or inside JSON."""
     if case.slot.dotted.startswith("global.") or case.slot.dotted.endswith(".gpu.resourceName"):
         return True  # a parent chart's value; a resources key (rendered, sorted among the others)
-    if case.slot.dotted == "training.cleanupPolicy":
-        return True  # a choice the chart translates (--cleanup=scale-down or keep), never rendered as written
     if case.slot.dotted == "scheduling.gang.provider":
         return True  # a choice the chart translates (a PodGroup kind and scheduler, or none), never rendered
     text = case.slot.example + PAYLOADS[case.payload]

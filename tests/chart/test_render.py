@@ -1,4 +1,4 @@
-"""Render tests on parsed objects: the cluster contract of DESIGN §3, selectors, GPUs, names."""
+"""Render tests on parsed objects: the cluster contract (docs/architecture.md), selectors, GPUs, names."""
 
 from __future__ import annotations
 
@@ -117,7 +117,9 @@ def test_chief_job_has_stable_dns_through_its_headless_service() -> None:
     service = named(docs, "Service", f"{PREFIX}-chief")
     assert spec["hostname"] == spec["subdomain"] == service["metadata"]["name"]
     assert service["spec"]["publishNotReadyAddresses"] is True
-    assert spec["restartPolicy"] == "OnFailure"
+    assert spec["restartPolicy"] == "Never"  # retries are the Job's, so the podFailurePolicy applies
+    assert job["spec"]["podFailurePolicy"]["rules"][0] == {
+        "action": "FailJob", "onExitCodes": {"containerName": "chief", "operator": "In", "values": [2]}}
     assert job["spec"]["backoffLimit"] == 6
     assert job["spec"]["podReplacementPolicy"] == "Failed"
 
@@ -244,7 +246,8 @@ def test_trainer_args_follow_training_values() -> None:
             "training.batchSize=64",
             "training.trainSteps=600",
             "training.learningRate=0.05",
-            "training.cleanupPolicy=keep",
+            "training.checkpointEverySeconds=30",
+            "chief.terminationGracePeriodSeconds=90",
             "training.extraArgs={--eval-split=0.2}",
         ]
     )
@@ -254,7 +257,9 @@ def test_trainer_args_follow_training_values() -> None:
         "--batch-size=64",
         "--train-steps=600",
         "--learning-rate=0.05",
-        "--cleanup=keep",
+        "--checkpoint-every-seconds=30",
+        "--shutdown-grace-seconds=85",
+        "--cleanup=keep",  # the supervisor frees the ps/worker pods, not the chief
         "--storage-root=/data",
         "--eval-split=0.2",
     ):
@@ -333,29 +338,49 @@ def test_everything_is_namespaced_and_labelled() -> None:
         assert pod_template(doc)["metadata"]["labels"]["team"] == "a"
 
 
-def test_cleanup_role_is_scoped_to_this_releases_statefulsets() -> None:
+def test_supervisor_role_names_exactly_the_objects_it_touches() -> None:
     docs = render()
-    role = named(docs, "Role", f"{PREFIX}-chief-cleanup")
+    role = named(docs, "Role", f"{PREFIX}-supervisor")
     assert role["rules"] == [
+        {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": [f"{PREFIX}-chief"], "verbs": ["get", "patch"]},  # noqa: E501
         {
             "apiGroups": ["apps"],
-            "resources": ["statefulsets/scale"],
+            "resources": ["statefulsets", "statefulsets/scale"],
             "resourceNames": [f"{PREFIX}-ps", f"{PREFIX}-worker"],
             "verbs": ["get", "patch"],
-        }
+        },
+        {
+            "apiGroups": ["apps"],
+            "resources": ["deployments/scale"],
+            "resourceNames": [f"{PREFIX}-supervisor"],
+            "verbs": ["patch"],
+        },
     ]
-    chief = pod_spec(named(docs, "Job", f"{PREFIX}-chief"))
-    assert chief["serviceAccountName"] == f"{PREFIX}-chief"
-    assert env_of(chief["containers"][0])["TFD_CLEANUP_STATEFULSETS"] == f"{PREFIX}-ps,{PREFIX}-worker"
-    mounts = {m["name"]: m for m in chief["containers"][0]["volumeMounts"]}
-    assert mounts["kube-api-access"]["mountPath"] == "/var/run/secrets/kubernetes.io/serviceaccount"
+    binding = named(docs, "RoleBinding", f"{PREFIX}-supervisor")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": f"{PREFIX}-supervisor", "namespace": NAMESPACE}]
+    supervisor = pod_spec(named(docs, "Deployment", f"{PREFIX}-supervisor"))
+    assert supervisor["serviceAccountName"] == f"{PREFIX}-supervisor"
+    assert {"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+            "readOnly": True} in supervisor["containers"][0]["volumeMounts"]
+    env = env_of(supervisor["containers"][0])
+    assert env["TFD_STATEFULSETS"] == f"{PREFIX}-ps,{PREFIX}-worker" and env["TFD_CHIEF_JOB"] == f"{PREFIX}-chief"
+    # No TensorFlow pod holds an API token: the chief no longer scales anything itself.
     for doc in workloads(docs):
-        assert pod_spec(doc)["automountServiceAccountToken"] is False
+        if doc["metadata"]["name"] != f"{PREFIX}-supervisor":
+            assert pod_spec(doc)["automountServiceAccountToken"] is False
+            assert "kube-api-access" not in {v["name"] for v in pod_spec(doc)["volumes"]}
+    assert pod_spec(named(docs, "Job", f"{PREFIX}-chief"))["serviceAccountName"] == PREFIX
 
-    kept = render(sets=["training.cleanupPolicy=keep"])
-    assert not by_kind(kept, "Role") and not by_kind(kept, "RoleBinding")
-    chief = pod_spec(named(kept, "Job", f"{PREFIX}-chief"))
-    assert "kube-api-access" not in {v["name"] for v in chief["volumes"]}
+    timed = render(sets=["scheduling.startTimeoutSeconds=600", "evaluator.enabled=true"])
+    rules = named(timed, "Role", f"{PREFIX}-supervisor")["rules"]
+    assert rules[0]["resourceNames"] == [f"{PREFIX}-chief", f"{PREFIX}-evaluator"]
+    assert rules[-1] == {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["list"]}
+    # single_device without evaluator or start timeout: nothing for a supervisor to do
+    alone = render(sets=["training.strategy=single_device"])
+    assert not by_kind(alone, "Role") and not by_kind(alone, "RoleBinding")
+    assert f"{PREFIX}-supervisor" not in {d["metadata"]["name"] for d in alone}
+    off = render(sets=["supervisor.enabled=false"])
+    assert not by_kind(off, "Role") and f"{PREFIX}-supervisor" not in {d["metadata"]["name"] for d in off}
 
 
 def test_tensorboard_and_serving_read_shared_storage_read_only() -> None:
@@ -398,7 +423,7 @@ def claim_mounting_pods(docs: list[dict[str, Any]]) -> list[tuple[str, dict[str,
     return [
         (doc["metadata"]["name"], pod_template(doc))
         for doc in workloads(docs)
-        if any(v.get("persistentVolumeClaim", {}).get("claimName") in claims for v in pod_spec(doc)["volumes"])
+        if any(v.get("persistentVolumeClaim", {}).get("claimName") in claims for v in pod_spec(doc).get("volumes", []))
     ]
 
 

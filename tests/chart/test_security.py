@@ -18,6 +18,7 @@ from tests.chartlib import (
     by_kind,
     file_id,
     helm_path,
+    named,
     pod_spec,
     pod_template,
     render,
@@ -26,6 +27,7 @@ from tests.chartlib import (
     workloads,
 )
 
+PREFIX = "mnist-tf-distributed"
 CHECKOV_CONFIG = REPO / ".checkov.yaml"
 TEAM_NAMESPACE = REPO / "tests" / "fixtures" / "team-namespace.yaml"
 FILES = values_files()
@@ -154,6 +156,12 @@ def test_every_container_meets_pod_security_restricted(values_file: Path) -> Non
     problems = [problem for doc in workloads(docs) for problem in restricted_violations(doc)]
     assert problems == []
     assert all(pod_spec(doc)["automountServiceAccountToken"] is False for doc in workloads(docs))
+    # only the run supervisor talks to the API server: its own ServiceAccount, a projected short-lived token
+    projected = {doc["metadata"]["name"]: [v for v in pod_spec(doc).get("volumes", []) if "projected" in v]
+                 for doc in workloads(docs)}
+    [supervisor] = [name for name, volumes in projected.items() if volumes]
+    assert supervisor.endswith("-supervisor")
+    assert projected[supervisor][0]["projected"]["sources"][0]["serviceAccountToken"]["expirationSeconds"] == 3607
 
 
 def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
@@ -269,15 +277,18 @@ def test_tensorflow_pods_reach_only_dns_their_release_and_what_the_chief_needs(v
             assert egress_rules(docs, labels) is None  # they do not run received graphs
 
 
-def test_the_chief_reaches_the_api_server_and_the_download_only_when_it_needs_them() -> None:
+def test_only_the_supervisor_reaches_the_api_server_and_only_the_chief_the_download() -> None:
     docs = render()
     chief = tf_pods(docs)["chief"]
     addressed = [rule for rule in egress_rules(docs, chief) or [] if "ipBlock" in rule["to"][0]]
-    assert addressed == [
-        {"ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}], "to": EVERYWHERE},
-        {"ports": [{"port": 443, "protocol": "TCP"}], "to": EVERYWHERE},
-    ]
-    docs = render(sets=["training.cleanupPolicy=keep", "training.download=false"])
+    assert addressed == [{"ports": [{"port": 443, "protocol": "TCP"}], "to": EVERYWHERE}]
+    supervisor = named(docs, "NetworkPolicy", f"{PREFIX}-supervisor")["spec"]
+    assert supervisor["policyTypes"] == ["Ingress", "Egress"] and "ingress" not in supervisor
+    assert supervisor["egress"][1] == {
+        "ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}], "to": EVERYWHERE
+    }
+    assert [p["port"] for p in supervisor["egress"][0]["ports"]] == [53, 53] and len(supervisor["egress"]) == 2
+    docs = render(sets=["training.download=false"])
     assert all("ipBlock" not in rule["to"][0] for rule in egress_rules(docs, tf_pods(docs)["chief"]) or [])
     assert not [p for p in by_kind(docs, "NetworkPolicy") if p["metadata"]["name"].endswith("-chief-egress")]
     docs = render(
@@ -288,10 +299,10 @@ def test_the_chief_reaches_the_api_server_and_the_download_only_when_it_needs_th
         ]
     )
     addressed = [rule for rule in egress_rules(docs, tf_pods(docs)["chief"]) or [] if "ipBlock" in rule["to"][0]]
-    assert addressed == [
-        {"ports": [{"port": 6443, "protocol": "TCP"}], "to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}]},
-        {"ports": [{"port": 443, "protocol": "TCP"}], "to": [{"ipBlock": {"cidr": "142.250.0.0/15"}}]},
-    ]
+    assert addressed == [{"ports": [{"port": 443, "protocol": "TCP"}], "to": [{"ipBlock": {"cidr": "142.250.0.0/15"}}]}]
+    assert named(docs, "NetworkPolicy", f"{PREFIX}-supervisor")["spec"]["egress"][1] == {
+        "ports": [{"port": 6443, "protocol": "TCP"}], "to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}]
+    }
 
 
 def test_extra_egress_rules_open_more_and_egress_can_be_left_open() -> None:
@@ -302,7 +313,8 @@ def test_extra_egress_rules_open_more_and_egress_can_be_left_open() -> None:
     docs = render(sets=["networkPolicy.egress.enabled=false"])
     for labels in tf_pods(docs).values():
         assert egress_rules(docs, labels) is None
-    assert [p["spec"]["policyTypes"] for p in by_kind(docs, "NetworkPolicy")] == [["Ingress"]] * 3
+    assert {p["metadata"]["name"]: p["spec"]["policyTypes"] for p in by_kind(docs, "NetworkPolicy")} == {
+        f"{PREFIX}-{part}": ["Ingress"] for part in ("tensorflow", "tensorboard", "serving", "supervisor")}
 
 
 def admitted(

@@ -96,14 +96,19 @@ app.kubernetes.io/part-of: tf-distributed
 {{- end }}
 {{- end -}}
 
-{{/* metadata block shared by every object. Usage: include "tf-distributed.metadata" (list $ "worker" "<name>") */}}
+{{/*
+metadata block shared by every object, with the chart's own annotations of this object as an
+optional 4th element. Usage: include "tf-distributed.metadata" (list $ "worker" "<name>")
+*/}}
 {{- define "tf-distributed.metadata" -}}
 {{- $root := index . 0 -}}
 name: {{ index . 2 | quote }}
 namespace: {{ include "tf-distributed.namespace" $root | quote }}
 labels:
   {{- include "tf-distributed.labels" (list $root (index . 1)) | nindent 2 }}
-{{- with $root.Values.commonAnnotations }}
+{{- $own := dict -}}
+{{- if gt (len .) 3 }}{{ $own = index . 3 }}{{ end -}}
+{{- with merge (dict) $own ($root.Values.commonAnnotations | default dict) }}
 annotations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
@@ -143,17 +148,54 @@ global.imageRegistry overrides every registry. Usage: include "tf-distributed.im
 {{- end -}}
 {{- end -}}
 
-{{/* The chief needs the API only to scale ps/worker down after success. */}}
-{{- define "tf-distributed.chiefNeedsApi" -}}
-{{- if and .Values.rbac.create (eq .Values.training.cleanupPolicy "scaleDown") (gt (len (include "tf-distributed.cleanupTargets" . | fromJsonArray)) 0) -}}true{{- end -}}
+{{/*
+The run supervisor (templates/supervisor/, trainer/supervisor.py) runs when it has something to do
+on an ending: StatefulSets to scale down, an evaluator to suspend or a start timeout to enforce.
+*/}}
+{{- define "tf-distributed.supervisorEnabled" -}}
+{{- $v := .Values -}}
+{{- if and $v.supervisor.enabled (or (include "tf-distributed.cleanupTargets" . | fromJsonArray) $v.evaluator.enabled (gt (int $v.scheduling.startTimeoutSeconds) 0)) -}}true{{- end -}}
 {{- end -}}
 
-{{- define "tf-distributed.chiefServiceAccountName" -}}
-{{- if include "tf-distributed.chiefNeedsApi" . -}}
-{{- include "tf-distributed.componentName" (list . "chief") -}}
-{{- else -}}
-{{- include "tf-distributed.serviceAccountName" . -}}
+{{/*
+The run's identity: a hash of everything that decides what is trained (training, images, the
+TensorFlow roles' replicas, commands, env, resources and GPUs, storage paths), and nothing that
+does not (labels, annotations, TensorBoard, Serving, placement). The supervisor copies it into
+tf-distributed.io/finished-run-spec when the run ends; a render that finds its own run-spec there
+(lookup) keeps the finished StatefulSets at their live replicas and the supervisor at 0, and the
+chief's pod template carries it, so a changed spec is a new Job (tfchart upgrade --recreate).
+*/}}
+{{- define "tf-distributed.runSpec" -}}
+{{- $v := .Values -}}
+{{- $spec := dict "training" $v.training "image" $v.image "storage" (pick $v.storage "mountPath" "subPath" "existingClaim") -}}
+{{- range $role := include "tf-distributed.tfRoles" . | fromJsonArray -}}
+{{- $_ := set $spec $role (pick (index $v $role) "replicas" "image" "command" "args" "extraEnv" "resources" "gpu" "workingDir" "home") -}}
 {{- end -}}
+{{- toJson $spec | sha256sum | trunc 16 -}}
+{{- end -}}
+
+{{/*
+Live replicas of a ps/worker StatefulSet whose run already ended with this run-spec, else nothing
+(so the values' replicas apply). helm template and --dry-run=client see no cluster: never finished.
+Usage: include "tf-distributed.finishedReplicas" (list $ "worker")
+*/}}
+{{- define "tf-distributed.finishedReplicas" -}}
+{{- $root := index . 0 -}}
+{{- $live := lookup "apps/v1" "StatefulSet" (include "tf-distributed.namespace" $root) (include "tf-distributed.componentName" (list $root (index . 1))) -}}
+{{- $annotations := dig "metadata" "annotations" (dict) ($live | default dict) -}}
+{{- if and $live (eq (get $annotations "tf-distributed.io/finished-run-spec") (include "tf-distributed.runSpec" $root)) -}}
+{{- dig "spec" "replicas" 0 $live | int -}}
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when every ps/worker StatefulSet of this run-spec has ended (the supervisor's work is done). */}}
+{{- define "tf-distributed.runFinished" -}}
+{{- $targets := include "tf-distributed.cleanupTargets" . | fromJsonArray -}}
+{{- $finished := gt (len $targets) 0 -}}
+{{- range $role := list "ps" "worker" -}}
+{{- if and (has (include "tf-distributed.componentName" (list $ $role)) $targets) (eq (include "tf-distributed.finishedReplicas" (list $ $role)) "") }}{{ $finished = false }}{{ end -}}
+{{- end -}}
+{{- if $finished }}true{{ end -}}
 {{- end -}}
 
 {{- define "tf-distributed.claimName" -}}
@@ -254,7 +296,7 @@ matchExpressions:
 {{- if and (has .Values.training.strategy (list "parameter_server" "multi_worker_mirrored")) (gt (int .Values.worker.replicas) 0) -}}true{{- end -}}
 {{- end -}}
 
-{{/* StatefulSets the chief scales to 0 after success, as a JSON list. */}}
+{{/* The ps/worker StatefulSets the supervisor ends, as a JSON list. */}}
 {{- define "tf-distributed.cleanupTargets" -}}
 {{- $targets := list -}}
 {{- if include "tf-distributed.psEnabled" . }}{{ $targets = append $targets (include "tf-distributed.componentName" (list . "ps")) }}{{ end -}}
@@ -504,7 +546,9 @@ exec "$@"
   (printf "--checkpoint-every-steps=%d" (int $t.checkpointEverySteps))
   (printf "--log-every-steps=%d" (int $t.logEverySteps))
   (printf "--steps-per-execution=%d" (int $t.stepsPerExecution))
-  (printf "--cleanup=%s" (ternary "scale-down" "keep" (eq $t.cleanupPolicy "scaleDown")))
+  (printf "--checkpoint-every-seconds=%d" (int $t.checkpointEverySeconds))
+  (printf "--shutdown-grace-seconds=%d" (max 1 (sub (int .Values.chief.terminationGracePeriodSeconds) 5)))
+  "--cleanup=keep"
 -}}
 {{- if $t.download }}{{ $args = append $args "--download" }}{{ end -}}
 {{- if $t.logDevicePlacement }}{{ $args = append $args "--log-device-placement" }}{{ end -}}
@@ -643,11 +687,15 @@ securityContext:
   {{- toYaml $component.podSecurityContext | nindent 2 }}
 {{- end -}}
 
-{{/* Pod template metadata (labels + annotations). Usage: include "tf-distributed.podMetadata" (list $ "worker" .Values.worker) */}}
+{{/*
+Pod template metadata (labels + annotations), with the chart's own annotations of this pod as an
+optional 4th element. Usage: include "tf-distributed.podMetadata" (list $ "worker" .Values.worker)
+*/}}
 {{- define "tf-distributed.podMetadata" -}}
 {{- $root := index . 0 -}}
 {{- $component := index . 2 -}}
 {{- $gang := include "tf-distributed.gangPodMetadata" (list $root (index . 1)) | fromJson -}}
+{{- if gt (len .) 3 }}{{ $_ := set $gang "annotations" (merge (dict) (index . 3) $gang.annotations) }}{{ end -}}
 labels:
   {{- include "tf-distributed.podLabels" (list $root (index . 1)) | nindent 2 }}
   {{- with merge (dict) $gang.labels ($component.podLabels | default dict) }}
@@ -766,10 +814,6 @@ Usage: include "tf-distributed.tfContainer" (dict "root" $ "role" "worker" "comp
       valueFrom:
         fieldRef:
           fieldPath: metadata.namespace
-    {{- if eq .role "chief" }}
-    - name: TFD_CLEANUP_STATEFULSETS
-      value: {{ include "tf-distributed.cleanupTargets" $root | fromJsonArray | join "," | quote }}
-    {{- end }}
     {{- if and (eq (int $c.gpu.count) 0) (eq $c.gpu.resourceName "nvidia.com/gpu") }}
     - name: NVIDIA_VISIBLE_DEVICES
       value: void
@@ -802,9 +846,40 @@ Usage: include "tf-distributed.tfContainer" (dict "root" $ "role" "worker" "comp
     {{- toYaml $c.containerSecurityContext | nindent 4 }}
   volumeMounts:
     {{- include "tf-distributed.volumeMounts" (list $root $c false) | nindent 4 }}
-    {{- if .apiAccess }}
-    - name: kube-api-access
-      mountPath: /var/run/secrets/kubernetes.io/serviceaccount
-      readOnly: true
-    {{- end }}
+{{- end -}}
+
+{{/* The supervisor's environment: its whole configuration (trainer/supervisor.py Settings). */}}
+{{- define "tf-distributed.supervisorEnv" -}}
+{{- $v := .Values -}}
+{{- $roles := include "tf-distributed.tfRoles" . | fromJsonArray -}}
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: TFD_CHIEF_JOB
+  value: {{ include "tf-distributed.componentName" (list . "chief") | quote }}
+- name: TFD_EVALUATOR_JOB
+  value: {{ ternary (include "tf-distributed.componentName" (list . "evaluator")) "" $v.evaluator.enabled | quote }}
+- name: TFD_STATEFULSETS
+  value: {{ include "tf-distributed.cleanupTargets" . | fromJsonArray | join "," | quote }}
+- name: TFD_SUPERVISOR_DEPLOYMENT
+  value: {{ include "tf-distributed.componentName" (list . "supervisor") | quote }}
+- name: TFD_ON_SUCCESS
+  value: {{ $v.training.cleanup.onSuccess | quote }}
+- name: TFD_ON_FAILURE
+  value: {{ $v.training.cleanup.onFailure | quote }}
+- name: TFD_START_TIMEOUT_SECONDS
+  value: {{ int $v.scheduling.startTimeoutSeconds | quote }}
+- name: TFD_POD_SELECTOR
+  value: {{ printf "app.kubernetes.io/name=%s,app.kubernetes.io/instance=%s,app.kubernetes.io/component in (%s)" (include "tf-distributed.name" .) .Release.Name (join "," $roles) | quote }}
+- name: TFD_EXPECTED_PODS
+  value: {{ include "tf-distributed.tfPodCount" . | quote }}
+- name: TFD_POLL_SECONDS
+  value: {{ int $v.supervisor.pollSeconds | quote }}
+- name: TFD_CHIEF_MISSING_SECONDS
+  value: {{ int $v.supervisor.chiefMissingSeconds | quote }}
+- name: TFD_HEALTH_PORT
+  value: "8080"
+- name: PYTHONDONTWRITEBYTECODE
+  value: "1"
 {{- end -}}

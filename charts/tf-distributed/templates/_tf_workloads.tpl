@@ -33,13 +33,19 @@ spec:
 {{- $role := index . 1 -}}
 {{- $c := index $root.Values $role -}}
 {{- $name := include "tf-distributed.componentName" (list $root $role) -}}
+{{- $finished := include "tf-distributed.finishedReplicas" (list $root $role) }}
 apiVersion: apps/v1
 kind: StatefulSet
 metadata:
-  {{- include "tf-distributed.metadata" (list $root $role $name) | nindent 2 }}
+  {{- include "tf-distributed.metadata" (list $root $role $name (dict "tf-distributed.io/run-spec" (include "tf-distributed.runSpec" $root))) | nindent 2 }}
 spec:
   serviceName: {{ $name | quote }}
+  {{- if ne $finished "" }}
+  # This run ended (tf-distributed.io/finished-run-spec): an upgrade that starts no new run keeps it so.
+  replicas: {{ $finished }}
+  {{- else }}
   replicas: {{ $c.replicas }}
+  {{- end }}
   # TensorFlow servers wait for their peers: OrderedReady would serialise or deadlock start-up.
   podManagementPolicy: Parallel
   updateStrategy:
@@ -60,8 +66,11 @@ spec:
 {{- end -}}
 
 {{/*
-A TensorFlow Job (chief or evaluator): restartPolicy OnFailure, and every retry resumes from the
-last checkpoint on the shared volume. Usage: include "tf-distributed.tfJob" (dict "root" $ "role" "chief" ...)
+A TensorFlow Job (chief or evaluator). restartPolicy Never, so that the Job's podFailurePolicy
+decides: exit code 2 (a configuration error) fails the Job at once, a pod disruption (preemption,
+node drain, eviction: the DisruptionTarget condition) is retried without counting against
+backoffLimit, any other failure is retried up to backoffLimit. Every retry resumes from the last
+checkpoint on the shared volume. Usage: include "tf-distributed.tfJob" (dict "root" $ "role" "chief" ...)
 */}}
 {{- define "tf-distributed.tfJob" -}}
 {{- $root := .root -}}
@@ -78,6 +87,18 @@ spec:
   parallelism: 1
   # A replacement pod starts only once the failed one is gone: never two pods with one task address.
   podReplacementPolicy: Failed
+  podFailurePolicy:
+    rules:
+      - action: FailJob
+        onExitCodes:
+          containerName: {{ $role | quote }}
+          operator: In
+          values:
+            - 2
+      - action: Ignore
+        onPodConditions:
+          - type: DisruptionTarget
+            status: "True"
   {{- if and (eq $role "chief") (not (kindIs "invalid" $c.activeDeadlineSeconds)) }}
   activeDeadlineSeconds: {{ $c.activeDeadlineSeconds }}
   {{- end }}
@@ -86,38 +107,18 @@ spec:
   {{- end }}
   template:
     metadata:
-      {{- include "tf-distributed.podMetadata" (list $root $role $c) | nindent 6 }}
+      {{- $own := ternary (dict "tf-distributed.io/run-spec" (include "tf-distributed.runSpec" $root)) (dict) (eq $role "chief") }}
+      {{- include "tf-distributed.podMetadata" (list $root $role $c $own) | nindent 6 }}
     spec:
-      {{- include "tf-distributed.podCommon" (list $root $c .serviceAccountName false) | nindent 6 }}
-      restartPolicy: OnFailure
+      {{- include "tf-distributed.podCommon" (list $root $c (include "tf-distributed.serviceAccountName" $root) false) | nindent 6 }}
+      restartPolicy: Never
       {{- if .stableHostname }}
       hostname: {{ $name | quote }}
       subdomain: {{ $name | quote }}
       {{- end }}
-      terminationGracePeriodSeconds: 60
+      terminationGracePeriodSeconds: {{ $c.terminationGracePeriodSeconds | default 60 }}
       containers:
-        {{- include "tf-distributed.tfContainer" (dict "root" $root "role" $role "component" $c "taskType" $role "indexFromPod" false "port" .port "probes" false "apiAccess" .apiAccess) | nindent 8 }}
+        {{- include "tf-distributed.tfContainer" (dict "root" $root "role" $role "component" $c "taskType" $role "indexFromPod" false "port" .port "probes" false) | nindent 8 }}
       volumes:
         {{- include "tf-distributed.volumes" (list $root $c false) | nindent 8 }}
-        {{- if .apiAccess }}
-        # The API token is projected into the chief container only (short-lived, audience-bound),
-        # instead of automounting it into every container of the pod.
-        - name: kube-api-access
-          projected:
-            defaultMode: 0444
-            sources:
-              - serviceAccountToken:
-                  path: token
-                  expirationSeconds: 3607
-              - configMap:
-                  name: kube-root-ca.crt
-                  items:
-                    - key: ca.crt
-                      path: ca.crt
-              - downwardAPI:
-                  items:
-                    - path: namespace
-                      fieldRef:
-                        fieldPath: metadata.namespace
-        {{- end }}
 {{- end -}}
