@@ -286,9 +286,13 @@ def quietest(measure: Callable[[], Measured], wall_limit: float = TIME_LIMIT_S) 
     return min(first, second, key=lambda run: run.cpu_seconds)
 
 
-def within_limits(run: Measured, what: str, wall_limit: float = TIME_LIMIT_S) -> None:
+def within_limits(run: Measured, what: str, wall_limit: float = TIME_LIMIT_S, helm_cpu: float = 0.0) -> None:
+    """`helm_cpu`: what helm itself spent on the same input in this run; `tfchart template` runs
+    helm, so its CPU limit is helm's own plus TIME_LIMIT_S / 2 where that is more than TIME_LIMIT_S
+    (helm 3 alone spends 1-1.6 s on the deepest documents, depending on the machine)."""
     assert not run.timed_out, f"{what} did not finish"
-    assert run.cpu_seconds <= TIME_LIMIT_S, f"{what} used {run.cpu_seconds:.2f} s of CPU"
+    cpu_limit = max(TIME_LIMIT_S, helm_cpu + TIME_LIMIT_S / 2)
+    assert run.cpu_seconds <= cpu_limit, f"{what} used {run.cpu_seconds:.2f} s of CPU (limit {cpu_limit:.2f} s)"
     assert run.seconds <= wall_limit, f"{what} took {run.seconds:.2f} s"
     assert run.max_rss_mb <= MEMORY_LIMIT / 2**20, f"{what} used {run.max_rss_mb:.0f} MB"
     stderr = run.stderr.decode(errors="replace")
@@ -371,7 +375,7 @@ def test_hostile_case(
     measurements.append(
         f"tfchart template: {template.seconds:.2f} s ({template.cpu_seconds:.2f} s CPU) {template.max_rss_mb:.0f} MB"
     )
-    within_limits(template, f"tfchart template ({case.name}, helm {major})", TEMPLATE_WALL_S)
+    within_limits(template, f"tfchart template ({case.name}, helm {major})", TEMPLATE_WALL_S, helm_oracle.cpu_seconds)
     # tfchart's cross-field rules are the tf-distributed chart's: on the oracle chart they may refuse
     # what its helm accepts; step 3 checks those verdicts against the real chart.
     rules_refuse = not ours.error and bool(rules.check(bounded(ours.data, CHECK_DEPTH)))
