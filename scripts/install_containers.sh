@@ -3,6 +3,7 @@
 #   podman + runc     build and run the trainer images (tfchart build, tfchart local --engine podman)
 #   debootstrap       assemble the local TensorFlow base image (scripts/build_base_image.sh)
 #   docker-registry   a real OCI registry for the push/pull round trip (distribution 2.8)
+#   netavark, aardvark-dns  podman's network backend with DNS, so pods find each other by name
 # and .tools/containers.conf, the podman settings that work inside this kind of sandbox (a
 # container on a hybrid-cgroup host): runc instead of crun ("cgroups in hybrid mode not
 # supported"), cgroupfs, no default ulimits ("setrlimit RLIMIT_NOFILE: Operation not permitted").
@@ -16,9 +17,10 @@ TOOLS="${TFD_TOOLS_DIR:-$ROOT/.tools}"
 mkdir -p "$TOOLS"
 log() { printf 'install_containers: %s\n' "$*" >&2; }
 
-declare -A PACKAGE_OF=([podman]=podman [runc]=runc [debootstrap]=debootstrap [docker-registry]=docker-registry)
+declare -A PACKAGE_OF=([podman]=podman [runc]=runc [debootstrap]=debootstrap [docker-registry]=docker-registry
+  [/usr/lib/podman/netavark]=netavark [/usr/lib/podman/aardvark-dns]=aardvark-dns)
 missing=()
-for tool in podman runc debootstrap docker-registry; do
+for tool in podman runc debootstrap docker-registry /usr/lib/podman/netavark /usr/lib/podman/aardvark-dns; do
   command -v "$tool" >/dev/null || missing+=("${PACKAGE_OF[$tool]}")
 done
 if ((${#missing[@]})); then
@@ -37,6 +39,10 @@ cat >"$TOOLS/containers.conf" <<'EOF'
 # Written by scripts/install_containers.sh (CONTAINERS_CONF points here in the Makefile).
 [containers]
 default_ulimits = []
+
+[network]
+# netavark + aardvark-dns: the run's network resolves pod names (CNI without dnsname does not)
+network_backend = "netavark"
 
 [engine]
 runtime = "runc"
