@@ -30,7 +30,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from tfchart.errors import KubernetesError
-from tfchart.rules import RWX_EXAMPLES, StorageNeed, storage_need
+from tfchart.rules import RWX_EXAMPLES, StorageNeed, storage_need, supervisor_enabled
 from tfchart.status import CHART_NAME, INSTANCE_LABEL, NAME_LABEL, container_gpus
 
 if TYPE_CHECKING:
@@ -46,6 +46,7 @@ STRATEGY_ROLES = {
     "single_device": ("chief",),
 }
 OPTIONAL_ROLES = ("evaluator", "tensorboard", "serving")
+UNMOUNTED_ROLES = ("supervisor",)  # pods that do not mount the shared claim
 RWX, RWO_ONLY, NODE_LOCAL, DEPENDS, UNKNOWN = "rwx", "rwo-only", "node-local", "depends", "unknown"
 
 
@@ -152,11 +153,12 @@ def quantity(value: Any) -> Decimal:
 def enabled_roles(values: dict[str, Any]) -> list[str]:
     strategy = str(values.get("training", {}).get("strategy", "parameter_server"))
     roles = list(STRATEGY_ROLES.get(strategy, ("chief",)))
-    return roles + [role for role in OPTIONAL_ROLES if values.get(role, {}).get("enabled")]
+    roles += [role for role in OPTIONAL_ROLES if values.get(role, {}).get("enabled")]
+    return roles + (["supervisor"] if supervisor_enabled(values) else [])
 
 
 def replicas_of(values: dict[str, Any], role: str) -> int:
-    if role in ("chief", "evaluator"):
+    if role in ("chief", "evaluator", "supervisor"):
         return 1
     return int(values.get(role, {}).get("replicas", 1) or 0)
 
@@ -194,6 +196,7 @@ def plan(values: dict[str, Any]) -> Plan:
                 result.objects["services.loadbalancers"] += 1
         kind = {"ps": "statefulsets.apps", "worker": "statefulsets.apps", "tensorboard": "deployments.apps"}
         kind |= {"serving": "deployments.apps", "chief": "jobs.batch", "evaluator": "jobs.batch"}
+        kind |= {"supervisor": "deployments.apps"}
         result.objects[f"count/{kind[role]}"] += 1
     storage = values.get("storage", {})
     if storage.get("create") and not storage.get("existingClaim"):
@@ -600,13 +603,15 @@ def is_default_class(storage_class: Any) -> bool:
 
 
 def check_colocation(planned: Plan, need: StorageNeed, nodes: Callable[[], list[Any]]) -> list[Finding]:
-    """Co-located pods must all fit one node: their requests against each schedulable node's allocatable."""
-    pods = sum(role.replicas for role in planned.roles)
-    resources = sorted({key for role in planned.roles for key in role.requests})
-    needed = {key: total(planned.roles, "requests", key) for key in resources}
+    """Co-located pods must all fit one node: their requests against each schedulable node's allocatable.
+    The supervisor mounts no claim, so it is free to run elsewhere."""
+    roles = [role for role in planned.roles if role.role not in UNMOUNTED_ROLES]
+    pods = sum(role.replicas for role in roles)
+    resources = sorted({key for role in roles for key in role.requests})
+    needed = {key: total(roles, "requests", key) for key in resources}
     needed = {key: value for key, value in needed.items() if value > 0}
     what = ", ".join(f"{fmt(value)} {key}" for key, value in needed.items()) or "nothing"
-    placement = sorted({key for role in planned.roles for key in role.placement})
+    placement = sorted({key for role in roles for key in role.placement})
     note = f" ({'/'.join(placement)} not evaluated)" if placement else ""
     listed = nodes()
     fitting = [

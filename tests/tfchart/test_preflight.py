@@ -450,7 +450,7 @@ def test_quota_with_room_passes_and_nearly_full_warns() -> None:
     [finding] = preflight.check_quota(cluster.api(), plan, NS)
     assert (finding.severity, finding.message) == (
         WARN,
-        "ResourceQuota team is almost full: requests.cpu: 19.6 of 21 after install",
+        "ResourceQuota team is almost full: requests.cpu: 19.61 of 21 after install",
     )
 
 
@@ -473,7 +473,7 @@ def test_quota_exceeded_fails_with_each_resource() -> None:
     [finding] = preflight.check_quota(cluster.api(), preflight.plan(values("values/gpu.yaml")), NS)
     assert finding.severity == FAIL
     assert finding.message == (
-        "ResourceQuota gpu-quota would be exceeded: pods: 3 used + 9 > 10; requests.nvidia.com/gpu: 2 used + 4 > 4"
+        "ResourceQuota gpu-quota would be exceeded: pods: 3 used + 10 > 10; requests.nvidia.com/gpu: 2 used + 4 > 4"
     )
     assert "kubectl describe resourcequota gpu-quota" in finding.hint
 

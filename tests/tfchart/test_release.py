@@ -106,7 +106,7 @@ def test_upgrade_with_an_allowed_change() -> None:
     deployed = ["--values", str(GPU)]
     helm = RecordingHelm("4", deployed)
     sets = [
-        ("--set", "ps.resources.limits.memory=6Gi"),
+        ("--set", "tensorboard.resources.limits.memory=6Gi"),
         ("--set", "tensorboard.replicas=2"),
         ("--set", "serving.pollSeconds=10"),
     ]
@@ -123,7 +123,7 @@ def test_upgrade_with_an_allowed_change() -> None:
             "--values",
             str(GPU),
             "--set",
-            "ps.resources.limits.memory=6Gi",
+            "tensorboard.resources.limits.memory=6Gi",
             "--set",
             "tensorboard.replicas=2",
             "--set",
@@ -132,14 +132,31 @@ def test_upgrade_with_an_allowed_change() -> None:
     ]
 
 
+def test_upgrade_that_changes_the_training_spec_is_a_new_run() -> None:
+    """ps resources are part of the run's spec: the chief Job would change, so --recreate starts a new run."""
+    helm = RecordingHelm("4", ["--values", str(GPU)])
+    with pytest.raises(ImmutableFieldChange) as refused:
+        release.upgrade(
+            helm, "mnist", CHART, [GPU], [("--set", "ps.resources.limits.memory=6Gi")],
+            release.Options(namespace="ml-training"),
+        )  # fmt: skip
+    assert 'annotations["tf-distributed.io/run-spec"]' in refused.value.message
+    assert "--recreate" in refused.value.hint
+    assert not any(call[0] == "upgrade" for call in helm.calls), "helm upgrade must not run"
+
+
 def test_upgrade_that_changes_the_chief_job_template_is_refused() -> None:
     helm = RecordingHelm("4", ["--values", str(GPU)])
     with pytest.raises(ImmutableFieldChange) as refused:
         release.upgrade(
             helm, "mnist", CHART, [GPU], [("--set", "worker.replicas=8")], release.Options(namespace="ml-training")
         )
+    # A changed training spec is a new run: the chief's pod template carries the run's identity.
+    lines = refused.value.message.splitlines()
+    assert any('Job mnist-tf-distributed-chief: spec.template.metadata.annotations["tf-distributed.io/run-spec"]' in line
+               for line in lines)
     # The leaf that changes, with both values shown around their difference: the new worker's address.
-    line = next(line for line in refused.value.message.splitlines() if "Job mnist-tf-distributed-chief:" in line)
+    line = next(line for line in lines if "Job mnist-tf-distributed-chief:" in line and "TFD_CLUSTER" in line)
     assert (
         "Job mnist-tf-distributed-chief: spec.template.spec.containers[name=chief].env[name=TFD_CLUSTER].value: "
         in line

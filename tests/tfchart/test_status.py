@@ -6,6 +6,8 @@ real kubernetes client builds the requests and deserialises the answers.
 
 from __future__ import annotations
 
+import copy
+
 import json
 import os
 from pathlib import Path
@@ -65,6 +67,13 @@ def base_release(
             cluster.add(kf.stateful_set(doc, replicas=stateful_replicas))
         elif doc["kind"] == "Service":
             cluster.add(kf.service(doc))
+        elif doc["kind"] == "Deployment" and doc["metadata"]["labels"]["app.kubernetes.io/component"] == "supervisor":
+            if chief == "running":  # once the run ended, the supervisor scaled itself to 0
+                cluster.add(kf.deployment(doc), kf.pod(doc, node="cpu-node-1"))
+            else:
+                doc = copy.deepcopy(doc)
+                doc["spec"]["replicas"] = 0
+                cluster.add(kf.deployment(doc))
         elif doc["kind"] == "Deployment":
             cluster.add(kf.deployment(doc), kf.pod(doc, node="cpu-node-1"))
     cluster.add(kf.job(kf.manifest(docs, "Job", "chief"), chief))
@@ -107,6 +116,7 @@ def test_running_parameter_server_training_shows_progress_pods_and_endpoints() -
         ("worker", "mnist-tf-distributed-worker-1"),
         ("tensorboard", "mnist-tf-distributed-tensorboard-5f7d8c6b9-abcde"),
         ("serving", "mnist-tf-distributed-serving-5f7d8c6b9-abcde"),
+        ("supervisor", "mnist-tf-distributed-supervisor-5f7d8c6b9-abcde"),
     ]
     assert [e.port_forward for e in report.endpoints] == [
         "kubectl -n ml-training port-forward svc/mnist-tf-distributed-tensorboard 6006:6006",

@@ -33,6 +33,7 @@ WORKER = "mnist-tf-distributed-worker"
 PS = "mnist-tf-distributed-ps"
 TENSORBOARD = "mnist-tf-distributed-tensorboard"
 SERVING = "mnist-tf-distributed-serving"
+SUPERVISOR = "mnist-tf-distributed-supervisor"
 CLAIM = "mnist-tf-distributed-data"
 DEFAULT_CLASS = "standard"
 
@@ -394,6 +395,7 @@ def test_recreate_deletes_deployments_in_the_foreground_and_waits_for_them() -> 
     plan = planned(outcome)
     assert [(call.resource, call.name, dict(call.params)) for call in deletes(cluster)] == [
         ("deployments", SERVING, {"propagationPolicy": "Foreground"}),
+        ("deployments", SUPERVISOR, {"propagationPolicy": "Foreground"}),
         ("deployments", TENSORBOARD, {"propagationPolicy": "Foreground"}),
         ("jobs", CHIEF, {"propagationPolicy": "Foreground"}),
         # the new selector cannot adopt the old pods: they go with their StatefulSet
@@ -408,7 +410,7 @@ def test_recreate_deletes_deployments_in_the_foreground_and_waits_for_them() -> 
         statuses = [status for call, status in cluster.answered if call == Call("get", "deployments", NS, name)]
         assert statuses[-3:] == [200, 200, 404], statuses
     assert clock.sleeps == [2.0, 2.0]
-    assert "waiting for 5 deletions to finish before helm runs" in said
+    assert "waiting for 6 deletions to finish before helm runs" in said
 
 
 # -- 4. --recreate waits for its deletions ---------------------------------------------------------------

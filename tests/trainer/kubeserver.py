@@ -29,6 +29,7 @@ from tfchart.local import LocalCluster, LocalPod
 
 API_PREFIX = {"Job": "/apis/batch/v1", "StatefulSet": "/apis/apps/v1", "Deployment": "/apis/apps/v1",
               "Pod": "/api/v1", "Event": "/api/v1"}
+LISTABLE = ("pods", "events", "jobs", "statefulsets", "deployments")
 RESOURCE = {"Job": "jobs", "StatefulSet": "statefulsets", "Deployment": "deployments", "Pod": "pods",
             "Event": "events"}
 
@@ -208,8 +209,8 @@ class KubeServer:
             return 200, DISCOVERY[path]
         scale = path.endswith("/scale")
         owner = path[: -len("/scale")] if scale else path
-        if method == "GET" and owner not in self.objects and path.rsplit("/", 1)[-1] in ("pods", "events"):
-            return 200, {"kind": "List", "items": self.listing(path, query)}
+        if method == "GET" and owner not in self.objects and path.rsplit("/", 1)[-1] in LISTABLE:
+            return 200, {"kind": "List", "apiVersion": "v1", "metadata": {}, "items": self.listing(path, query)}
         if owner not in self.objects:
             return 404, {"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404}
         if method == "GET":
