@@ -671,6 +671,27 @@ def status(name: str, namespace: str | None, output: str, kubeconfig: Path | Non
 
 @main_group.command(context_settings=CONTEXT)
 @click.argument("name")
+@click.option("-n", "--namespace", default=None, help="Release namespace (default: the kubeconfig context's).")
+@click.option("--end-run", is_flag=True, help="Also end a chief that is still training (its Job is suspended).")
+@kube_options
+def stop(name: str, namespace: str | None, end_run: bool, kubeconfig: Path | None, kube_context: str | None) -> None:
+    """Free what release NAME's ps, worker and evaluator pods hold once its run ended (scale to 0)."""
+    from tfchart import kube
+    from tfchart import stop as run_stop
+
+    api = kube.KubeApi.from_config(kubeconfig, kube_context)
+    namespace = resolve_namespace(namespace, kubeconfig, kube_context)
+    stopped = run_stop.stop(api, name, namespace, end_run=end_run)
+    for line in stopped.unchanged:
+        click.echo(f"  {line}")
+    for line in stopped.actions:
+        click.secho(f"✓ {line}", fg="green")
+    if not stopped.actions:
+        click.echo(f"nothing to stop: release {name} holds no ps/worker/evaluator pods")
+
+
+@main_group.command(context_settings=CONTEXT)
+@click.argument("name")
 @click.option(
     "--role", required=True, type=click.Choice(["chief", "ps", "worker", "evaluator", "tensorboard", "serving"])
 )

@@ -5,7 +5,8 @@ No Kubernetes API server runs on the development and CI machines (docs/architect
 - the commands built on this class (`tfchart status`, `tfchart logs`, `tfchart preflight`, the
   upgrade guard and `upgrade --recreate`) are tested up to this boundary with a recording fake
   (tests/tfchart/kubefake.py) that answers the official client's HTTP requests (GET, and DELETE
-  where allowed) with the JSON an API server returns; the real client code
+  where allowed) with the JSON an API server returns, and `tfchart stop`'s merge patches against a
+  loopback server that applies them (tests/trainer/kubeserver.py); the real client code
   (URL building, query parameters, deserialisation into kubernetes.client models, HTTP errors)
   runs in those tests;
 - tests marked `cluster` run the same functions against a live cluster when KUBECONFIG points at
@@ -40,6 +41,7 @@ REQUEST_TIMEOUT = (10, 60)  # seconds: (connect, read) for list/read calls
 LOG_READ_BYTES = 64 * 1024
 IN_CLUSTER_HOST_ENV = "KUBERNETES_SERVICE_HOST"
 DEFAULT_KUBECONFIG = Path("~/.kube/config")
+MERGE_PATCH = "application/merge-patch+json"
 IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 # What a DELETE did: the object is gone ("deleted": the server answered a Status), is still being
@@ -309,6 +311,29 @@ class KubeApi:
             return _json_object(response)
 
         return self._call(operation, read)
+
+    # -- writes (tfchart stop) --------------------------------------------------------------------
+
+    def patch(self, kind: str, name: str, namespace: str, body: dict[str, Any]) -> None:
+        """A JSON merge patch (RFC 7386) of a StatefulSet, Deployment or Job: exactly the fields in body."""
+        group, resource = {"StatefulSet": ("apps", "statefulsets.apps"), "Deployment": ("apps", "deployments.apps"),
+                           "Job": ("batch", "jobs.batch")}[kind]
+        method = {"StatefulSet": "patch_namespaced_stateful_set", "Deployment": "patch_namespaced_deployment",
+                  "Job": "patch_namespaced_job"}[kind]
+        api = self._apps() if group == "apps" else self._batch()
+        operation = Operation("patch", resource, namespace, name)
+        self._call(operation, lambda: getattr(api, method)(
+            name, namespace, body, _content_type=MERGE_PATCH, _preload_content=False, _request_timeout=REQUEST_TIMEOUT))
+
+    def scale(self, kind: str, name: str, namespace: str, replicas: int) -> None:
+        """Sets a StatefulSet's or Deployment's replicas through its /scale subresource."""
+        resource = {"StatefulSet": "statefulsets.apps", "Deployment": "deployments.apps"}[kind]
+        method = {"StatefulSet": "patch_namespaced_stateful_set_scale",
+                  "Deployment": "patch_namespaced_deployment_scale"}[kind]
+        operation = Operation("patch", f"{resource.split('.')[0]}/scale", namespace, name)
+        body = {"spec": {"replicas": replicas}}
+        self._call(operation, lambda: getattr(self._apps(), method)(
+            name, namespace, body, _content_type=MERGE_PATCH, _preload_content=False, _request_timeout=REQUEST_TIMEOUT))
 
     # -- deletes (tfchart upgrade --recreate, tfchart uninstall --delete-data) -------------------
 

@@ -26,7 +26,10 @@ CHART_NAME = "tf-distributed"
 NAME_LABEL = "app.kubernetes.io/name"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 COMPONENT_LABEL = "app.kubernetes.io/component"
-ROLE_ORDER = ("chief", "ps", "worker", "evaluator", "tensorboard", "serving", "test")
+ROLE_ORDER = ("chief", "ps", "worker", "evaluator", "tensorboard", "serving", "supervisor", "test")
+HOLDING_ROLES = ("ps", "worker", "evaluator")  # pods that only serve a run, so should end with it
+ENDING_ANNOTATION = "tf-distributed.io/ending"
+END_REASON_ANNOTATION = "tf-distributed.io/end-reason"
 STATUS_PREFIX = "tfd-status: "
 LOG_TAIL_LINES = 2000
 STEP_LINE = re.compile(
@@ -80,6 +83,8 @@ class StatefulSetInfo:
     name: str
     ready: int
     desired: int
+    ending: str = ""  # tf-distributed.io/ending: how the run ended, written by the supervisor or tfchart stop
+    end_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -140,6 +145,7 @@ class ReleaseStatus:
     pods: list[PodInfo] = field(default_factory=list)
     endpoints: list[Endpoint] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what could not be read
+    warnings: list[str] = field(default_factory=list)  # what needs the user: GPUs held after the run ended
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-able data for `--output json`."""
@@ -177,6 +183,7 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
         else None
     )
     progress, log_note = read_progress(api, namespace, newest(started(chief_pods)))
+    set_infos = sorted((stateful_set_info(s) for s in stateful_sets), key=lambda s: role_rank(s.role))
     return ReleaseStatus(
         release=release,
         namespace=namespace,
@@ -184,8 +191,9 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
         notes=[log_note] if log_note else [],
         chief=chief,
         evaluator=evaluator,
-        stateful_sets=sorted((stateful_set_info(s) for s in stateful_sets), key=lambda s: role_rank(s.role)),
+        stateful_sets=set_infos,
         pods=pod_infos,
+        warnings=held_after_the_end(release, namespace, chief, set_infos, pod_infos),
         endpoints=[
             endpoint(service, namespace, pods)
             for service in sorted(services, key=lambda s: (role_rank(role_of(s)), name_of(s)))
@@ -318,12 +326,43 @@ def container_gpus(container: Any) -> dict[str, int]:
 def stateful_set_info(stateful_set: Any) -> StatefulSetInfo:
     spec_replicas = stateful_set.spec.replicas if stateful_set.spec else None
     status = stateful_set.status
+    annotations = stateful_set.metadata.annotations or {}
     return StatefulSetInfo(
         role=role_of(stateful_set),
         name=name_of(stateful_set),
         ready=(status.ready_replicas if status else None) or 0,
         desired=1 if spec_replicas is None else int(spec_replicas),
+        ending=str(annotations.get(ENDING_ANNOTATION, "")),
+        end_reason=str(annotations.get(END_REASON_ANNOTATION, "")),
     )
+
+
+def held_after_the_end(
+    release: str, namespace: str, chief: JobInfo, stateful_sets: list[StatefulSetInfo], pods: list[PodInfo]
+) -> list[str]:
+    """A warning when the chief Job ended but ps/worker/evaluator pods still run (and hold their GPUs)."""
+    if chief.state not in ("Succeeded", "Failed", "Missing"):
+        return []
+    holding = [p for p in pods if p.role in HOLDING_ROLES and p.phase not in ("Succeeded", "Failed", "Terminating")]
+    up = [s for s in stateful_sets if s.desired > 0]
+    if not holding and not up:
+        return []
+    gpus: dict[str, int] = {}
+    for pod in holding:
+        for gpu in pod.gpus:
+            gpus[gpu.resource] = gpus.get(gpu.resource, 0) + gpu.count
+    held = ", ".join(f"{count} {resource}" for resource, count in sorted(gpus.items()))
+    what = f"{len(holding)} pod(s) still run" + (f" and hold {held}" if held else "")
+    names = ", ".join(p.name for p in holding[:4]) + (", ..." if len(holding) > 4 else "")
+    kept = [s for s in up if s.ending]
+    if kept:
+        policy = "onSuccess" if chief.state == "Succeeded" else "onFailure"
+        why = f"kept by the cleanup policy (training.cleanup.{policy}=keep)"
+    else:
+        why = "nothing freed them (supervisor.enabled=false, or the supervisor is not running)"
+    ended = "is gone" if chief.state == "Missing" else f"ended ({chief.state})"
+    listed = f" ({names})" if names else ""
+    return [f"the chief Job {ended} but {what}{listed}: {why}; free them with `tfchart stop {release} -n {namespace}`"]
 
 
 def job_info(role: str, jobs: list[Any], pods: list[Any]) -> JobInfo:
@@ -505,6 +544,8 @@ def render(status: ReleaseStatus, console: Console) -> None:
 
     console.print(Panel(summary_lines(status), title=f"{status.release} ({status.namespace})", expand=False))
     console.print(pods_table(status))
+    for warning in status.warnings:
+        console.print(f"[bold yellow]warning:[/] {escape(warning)}")
     for note in status.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
 
@@ -538,6 +579,10 @@ def summary_lines(status: ReleaseStatus) -> Any:
         grid.add_row(
             "StatefulSets", escape(", ".join(f"{s.role} {s.ready}/{s.desired} ready" for s in status.stateful_sets))
         )
+        ended = next((s for s in status.stateful_sets if s.ending), None)
+        if ended:
+            text = f"{ended.ending}: {ended.end_reason}" if ended.end_reason else ended.ending
+            grid.add_row("Run ended", escape(text))
     for point in status.endpoints:
         ports = ", ".join(f"{name} {port}" for name, port in point.ports)
         label = "TensorBoard" if point.component == "tensorboard" else "Serving"
