@@ -3,6 +3,10 @@
 Every process starts with its rendered command, args and env; TF_CONFIG is written by the chart's
 prelude from the real cluster map (…svc.cluster.local:2222), and peers are found through
 /etc/hosts of each namespace, exactly the names the headless Services would give.
+
+Supervised runs (issue 12: `launch(..., supervised=True)`, see conftest) add the rendered run
+supervisor against a loopback API, the chief Job's controller and the pod controllers: a
+bring-your-own chief and the chief's SIGTERM fault must end with ps/worker scaled down by it.
 """
 
 from __future__ import annotations
@@ -13,16 +17,57 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Run
+from tests.e2e.conftest import NAMESPACE, SUPERVISOR, Run
+from trainer.supervisor import END_REASON, ENDED_AT, ENDING, FINISHED_RUN_SPEC, RUN_SPEC
 
 pytestmark = pytest.mark.slow
 
+PREFIX = "mnist-tf-distributed"
+STS = f"/apis/apps/v1/namespaces/{NAMESPACE}/statefulsets"
+SELF_DOWN = ("PATCH", f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{PREFIX}-supervisor/scale",
+             {"spec": {"replicas": 0}})
+
 
 def status(run: Run) -> dict[str, object]:
-    return json.loads((run.root / "status.json").read_text())
+    doc: dict[str, object] = json.loads((run.root / "status.json").read_text())
+    return doc
+
+
+def assert_scaled_down(run: Run, kind: str, reason: str) -> None:
+    """The supervisor ended the run: both StatefulSets annotated and at 0 in the API, every ps/worker
+    process (and the supervisor) ended by the pod controllers on that word, and nothing else written."""
+    kube, servers = run.kube, run.names("ps", "worker")
+    kube.wait_scaled_down(servers)
+    assert kube.ended == {**dict.fromkeys(servers, 0), SUPERVISOR: 0}, kube.ended  # exit 0 on SIGTERM
+    running = [name for name, p in run.cluster.processes.items() if p.popen.poll() is None]
+    assert running == [] and kube.supervisor.returncode == 0, running
+    expected: list[tuple[str, str, Any]] = []
+    for role in ("ps", "worker"):
+        sts = kube.get("StatefulSet", f"{PREFIX}-{role}")
+        annotations = sts["metadata"]["annotations"]
+        assert sts["spec"]["replicas"] == 0
+        assert (annotations[ENDING], annotations[END_REASON]) == (kind, reason)
+        assert annotations[FINISHED_RUN_SPEC] == annotations[RUN_SPEC]
+        ending = {ENDING: kind, END_REASON: reason, ENDED_AT: "<now>", FINISHED_RUN_SPEC: annotations[RUN_SPEC]}
+        expected += [("PATCH", f"{STS}/{PREFIX}-{role}", {"metadata": {"annotations": ending}}),
+                     ("PATCH", f"{STS}/{PREFIX}-{role}/scale", {"spec": {"replicas": 0}})]
+    assert kube.get("Deployment", f"{PREFIX}-supervisor")["spec"]["replicas"] == 0
+    writes = []
+    for method, path, body in kube.api.writes():
+        annotations = ((body or {}).get("metadata") or {}).get("annotations") or {}
+        if ENDED_AT in annotations:
+            ended_at = datetime.fromisoformat(annotations[ENDED_AT].replace("Z", "+00:00")).timestamp()
+            assert time.time() - 600 < ended_at <= time.time() + 1
+            annotations[ENDED_AT] = "<now>"
+        writes.append((method, path, body))
+    assert writes == [*expected, SELF_DOWN]
+    assert f"run ended ({kind}): {reason}" in "\n".join(kube.supervisor_log)
 
 
 def test_parameter_server_with_chart_dns_names_and_tensorboard(launch: Callable[..., Run]) -> None:
@@ -129,14 +174,17 @@ def test_faults_worker_chief_and_ps(launch: Callable[..., Run], capsys: pytest.C
 
 def test_chief_sigterm_loses_no_steps(launch: Callable[..., Run], capsys: pytest.CaptureFixture[str]) -> None:
     """SIGTERM (Kubernetes stopping the pod) instead of kill -9: the chief stops at a step boundary,
-    saves that exact step and exits 143; the Job's restart resumes there and completes: 0 steps lost."""
-    run = launch(["ps.replicas=1", "worker.replicas=2", "training.trainSteps=600", "tensorboard.enabled=false"])
+    saves that exact step and exits 143; the Job controller's retry (a new chief process) resumes there
+    and completes: 0 steps lost. The supervisor then scales ps and workers down (issue 12)."""
+    run = launch(["ps.replicas=1", "worker.replicas=2", "training.trainSteps=600", "tensorboard.enabled=false"],
+                 supervised=True)
     chief = run.pod("chief").name
     run.wait_for_step(140)
+    first = run.cluster.processes[chief]
     started = time.monotonic()
     run.cluster.kill(chief, signal.SIGTERM)  # the whole process group, then waits for the exit
     took = time.monotonic() - started
-    code = run.cluster.processes[chief].popen.returncode
+    code = first.popen.returncode
     log = run.log(chief)
     assert code == 143, log[-3000:]
     stops = re.findall(r"SIGTERM at step (\d+): checkpoint saved, exiting$", log, re.MULTILINE)
@@ -145,20 +193,59 @@ def test_chief_sigterm_loses_no_steps(launch: Callable[..., Run], capsys: pytest
     assert stopped == run.last_step() >= 140  # the step line of the exact step reached
     assert status(run)["state"] == "Interrupted" and status(run)["step"] == stopped, status(run)
     assert "Traceback" not in log
-    run.logs[chief] = []
-    run.cluster.restart(chief)
+    assert run.kube.api.writes() == []  # a failed pod the Job retries is no ending: the supervisor waits
+    run.logs[chief] = []  # the retry comes after the Job controller's back-off (10 s)
+    run.wait_replaced(chief, first)
     run.wait_for_step(stopped + 1)
     resumed = resumed_at(run.log(chief))
     assert run.wait_chief(timeout=300) == 0, run.log(chief)[-3000:]
     result = status(run)
     assert result["state"] == "Succeeded" and float(result["accuracy"]) >= 0.95, result  # type: ignore[arg-type]
     assert resumed == stopped
+    condition = run.kube.wait_job(timeout=30)
+    assert condition["type"] == "Complete" and run.kube.job.exit_codes == [143, 0], (condition, run.kube.job.exit_codes)
+    assert_scaled_down(run, "succeeded", f"Succeeded: Job {PREFIX}-chief completed")
     with capsys.disabled():
         print(
             "\nchief SIGTERM:",
             json.dumps({"stopped at": stopped, "resumed at": resumed, "steps lost": stopped - resumed,
-                        "exit code": code, "seconds to exit": round(took, 2)}),
+                        "exit code": code, "seconds to exit": round(took, 2),
+                        "ended by scale-down": run.kube.ended}),
         )
+
+
+def byo_chief(go: Path, exit_code: int) -> str:
+    """A bring-your-own chief: a shell command that exits `exit_code` once `go` exists (the test
+    creates it when the ps/worker servers listen, so they are up when the run ends)."""
+    return f"chief.command={{sh,-c,until [ -e {go} ]; do sleep 0.2; done; exit {exit_code}}}"
+
+
+def start_byo(launch: Callable[..., Run], go: Path, exit_code: int, *sets: str) -> Run:
+    run = launch(["ps.replicas=1", "worker.replicas=2", "tensorboard.enabled=false", byo_chief(go, exit_code), *sets],
+                 supervised=True)
+    assert run.pod("chief").argv[-3:] == ["sh", "-c", f"until [ -e {go} ]; do sleep 0.2; done; exit {exit_code}"]
+    for name in run.names("ps", "worker"):
+        run.wait_for_line(name, "server listening on")
+    assert run.kube.ended == {} and run.kube.api.writes() == []
+    go.touch()
+    return run
+
+
+def test_bring_your_own_chief_success_scales_ps_and_workers_down(launch: Callable[..., Run], tmp_path: Path) -> None:
+    run = start_byo(launch, tmp_path / "go", 0)
+    condition = run.kube.wait_job(timeout=60)
+    assert condition["type"] == "Complete" and run.kube.job.exit_codes == [0], condition
+    assert_scaled_down(run, "succeeded", f"Succeeded: Job {PREFIX}-chief completed")
+
+
+def test_bring_your_own_chief_failing_its_last_retry_scales_ps_and_workers_down(
+    launch: Callable[..., Run], tmp_path: Path
+) -> None:
+    run = start_byo(launch, tmp_path / "go", 1, "chief.backoffLimit=1")
+    condition = run.kube.wait_job(timeout=90)
+    assert (condition["type"], condition["reason"]) == ("Failed", "BackoffLimitExceeded"), condition
+    assert run.kube.job.exit_codes == [1, 1] and run.kube.job.pods_started == 2  # one retry, a new process
+    assert_scaled_down(run, "failed", "Failed: BackoffLimitExceeded: Job has reached the specified backoff limit")
 
 
 def test_sync_workers_restarted_after_success_never_train_again(launch: Callable[..., Run]) -> None:

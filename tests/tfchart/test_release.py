@@ -153,8 +153,8 @@ def test_upgrade_that_changes_the_chief_job_template_is_refused() -> None:
         )
     # A changed training spec is a new run: the chief's pod template carries the run's identity.
     lines = refused.value.message.splitlines()
-    assert any('Job mnist-tf-distributed-chief: spec.template.metadata.annotations["tf-distributed.io/run-spec"]' in line
-               for line in lines)
+    run_spec = 'Job mnist-tf-distributed-chief: spec.template.metadata.annotations["tf-distributed.io/run-spec"]'
+    assert any(run_spec in line for line in lines)
     # The leaf that changes, with both values shown around their difference: the new worker's address.
     line = next(line for line in lines if "Job mnist-tf-distributed-chief:" in line and "TFD_CLUSTER" in line)
     assert (

@@ -7,7 +7,6 @@ real kubernetes client builds the requests and deserialises the answers.
 from __future__ import annotations
 
 import copy
-
 import json
 import os
 from pathlib import Path

@@ -265,15 +265,20 @@ class JobController:
     restartPolicy Never: each failed pod counts against backoffLimit unless a podFailurePolicy rule
     says otherwise (FailJob fails the Job at once); activeDeadlineSeconds (re-read from the stored
     Job every tick, so a PATCH takes effect) kills the pod with SIGTERM and fails the Job with
-    DeadlineExceeded; a Job deleted from the server kills its pod.
+    DeadlineExceeded; a Job deleted from the server kills its pod. `backoff_seconds`: the delay
+    before the replacement of a failed pod, doubling with each failure as the controller's pod
+    failure back-off does (10 s in Kubernetes; 0, the default, replaces it at once).
     """
 
-    def __init__(self, server: KubeServer, job: dict[str, Any], pod: LocalPod, cluster: LocalCluster) -> None:
+    def __init__(self, server: KubeServer, job: dict[str, Any], pod: LocalPod, cluster: LocalCluster,
+                 backoff_seconds: float = 0.0) -> None:
         self.server, self.pod, self.cluster = server, pod, cluster
         self.namespace, self.name = job["metadata"]["namespace"], job["metadata"]["name"]
         assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
         self.failed = 0
         self.pods_started = 0
+        self.exit_codes: list[int] = []  # of each pod that ended on its own, in order
+        self.backoff_seconds = backoff_seconds
         self.thread = threading.Thread(target=self._run, daemon=True, name=f"job-{self.name}")
 
     def start(self) -> JobController:
@@ -321,6 +326,7 @@ class JobController:
                     return
                 time.sleep(0.1)
             self.cluster.processes[self.pod.name].reader.join(timeout=5)
+            self.exit_codes.append(code)
             if code == 0:
                 self._finish("Complete", "", "")
                 return
@@ -338,3 +344,11 @@ class JobController:
                 self._finish("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
                 return
             self.server.update("Job", self.namespace, self.name, {"status": {"failed": self.failed, "active": 0}})
+            self._back_off()
+
+    def _back_off(self) -> None:
+        """Waits before a replacement pod (the controller's 10 s, 20 s, ... capped at 6 minutes), less
+        if the Job is deleted meanwhile."""
+        until = time.monotonic() + min(360.0, self.backoff_seconds * 2 ** max(0, self.failed - 1))
+        while time.monotonic() < until and self.server.get("Job", self.namespace, self.name) is not None:
+            time.sleep(0.1)
