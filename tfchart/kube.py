@@ -140,6 +140,11 @@ class KubeApi:
 
         return client.StorageV1Api(self._api_client())
 
+    def _custom(self) -> Any:
+        from kubernetes import client
+
+        return client.CustomObjectsApi(self._api_client())
+
     def _call(self, operation: Operation, call: Callable[[], T]) -> T:
         try:
             return call()
@@ -335,6 +340,41 @@ class KubeApi:
         self._call(operation, lambda: getattr(self._apps(), method)(
             name, namespace, body, _content_type=MERGE_PATCH, _preload_content=False, _request_timeout=REQUEST_TIMEOUT))
 
+    def served_resources(self, group: str, version: str) -> list[str] | None:
+        """The resources (plural names) the API server serves in group/version, or None when it serves not
+        that version: API discovery, which every authenticated user may read (reading CRDs needs a ClusterRole)."""
+        operation = Operation("get", f"/apis/{group}/{version}")
+
+        def read() -> list[str] | None:
+            document = _json_or_none(
+                lambda: self._custom().get_api_resources(
+                    group, version, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+                )
+            )
+            if document is None:
+                return None
+            return [str(resource.get("name")) for resource in document.get("resources") or []]
+
+        return self._call(operation, read)
+
+    def read_custom_object(
+        self, group: str, version: str, plural: str, name: str, namespace: str | None = None
+    ) -> dict[str, Any] | None:
+        """A custom object (namespaced when `namespace` is given, else cluster-scoped) as JSON, or None (404)."""
+        operation = Operation("get", f"{plural}.{group}", namespace, name)
+
+        def get() -> Any:
+            custom = self._custom()
+            if namespace is None:
+                return custom.get_cluster_custom_object(
+                    group, version, plural, name, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+                )
+            return custom.get_namespaced_custom_object(
+                group, version, namespace, plural, name, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+            )
+
+        return self._call(operation, lambda: _json_or_none(get))
+
     # -- deletes (tfchart upgrade --recreate, tfchart uninstall --delete-data) -------------------
 
     def delete_statefulset_orphan(self, name: str, namespace: str) -> Deletion:
@@ -410,6 +450,19 @@ def _json_object(response: Any) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise ValueError(f"expected a JSON object, got {type(document).__name__}")
     return document
+
+
+def _json_or_none(call: Callable[[], Any]) -> dict[str, Any] | None:
+    """The JSON object of a raw GET, or None when the server answered 404."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        response = call()
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    return _json_object(response)
 
 
 class NotKubernetes(KubernetesError):

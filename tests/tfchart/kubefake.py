@@ -54,6 +54,12 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "jobs": ("/apis/batch/v1", "Job", True),
     "storageclasses": ("/apis/storage.k8s.io/v1", "StorageClass", False),
     "networkpolicies": ("/apis/networking.k8s.io/v1", "NetworkPolicy", True),
+    "customresourcedefinitions": ("/apis/apiextensions.k8s.io/v1", "CustomResourceDefinition", False),
+    # Custom resources: served only at the versions of a CustomResourceDefinition added to the cluster.
+    "queues": ("/apis/scheduling.volcano.sh/v1beta1", "Queue", False),
+    "localqueues": ("/apis/kueue.x-k8s.io/v1beta2", "LocalQueue", True),
+    "clusterqueues": ("/apis/kueue.x-k8s.io/v1beta2", "ClusterQueue", False),
+    "workloadpriorityclasses": ("/apis/kueue.x-k8s.io/v1beta2", "WorkloadPriorityClass", False),
 }
 KIND_TO_RESOURCE = {kind: resource for resource, (_, kind, _) in RESOURCES.items()}
 API_VERSION = {"/api/v1": "v1", "/apis/apps/v1": "apps/v1", "/apis/batch/v1": "batch/v1"}
@@ -65,7 +71,7 @@ QUANTITY_KEYS = {"limits", "requests", "capacity", "allocatable", "hard", "used"
 class Call:
     """One request as the API server saw it."""
 
-    verb: str  # list | get | log | delete
+    verb: str  # list | get | log | delete | discover (API discovery of a group/version)
     resource: str  # plural, e.g. "pods", "statefulsets"
     namespace: str | None = None
     name: str | None = None
@@ -164,6 +170,40 @@ class FakeCluster:
     def get(self, resource: str, namespace: str | None, name: str) -> dict[str, Any]:
         return self.objects[(resource, namespace, name)]
 
+    # -- custom resources and API discovery -----------------------------------------------------
+
+    def crds(self, group: str, version: str) -> list[dict[str, Any]]:
+        """The CustomResourceDefinitions of the cluster that serve group/version."""
+        return [
+            document
+            for (resource, _, _), document in sorted(self.objects.items(), key=lambda kv: str(kv[0]))
+            if resource == "customresourcedefinitions"
+            and document["spec"]["group"] == group
+            and any(v["name"] == version and v.get("served") for v in document["spec"]["versions"])
+        ]
+
+    def serves(self, path: str) -> bool:
+        """Built-in paths always; a custom resource's only at a version its CRD serves (else the server's 404)."""
+        match = re.fullmatch(CUSTOM_PATH, path)
+        if match is None or match["group"] in BUILT_IN_GROUPS:
+            return True
+        served = self.crds(match["group"], match["version"])
+        return any(crd["spec"]["names"]["plural"] == match["res"] for crd in served)
+
+    def discovery_response(self, group_version: str) -> urllib3.HTTPResponse:
+        """GET /apis/<group>/<version>: the APIResourceList of the CRDs serving it, as every user may read it."""
+        self.calls.append(Call("discover", group_version))
+        failure = self.failures.get(("discover", group_version, None))
+        if failure:
+            return status_response(*failure)
+        group, version = group_version.split("/")
+        resources = [entry for crd in self.crds(group, version) for entry in api_resources(crd, version)]
+        if not resources:
+            return status_response(404, NO_RESOURCE)
+        return json_response(
+            {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}
+        )
+
     # -- answering ----------------------------------------------------------------------------
 
     def answer(self, method: str, url: str) -> urllib3.HTTPResponse:
@@ -177,6 +217,9 @@ class FakeCluster:
         assert method == "GET", f"tfchart's read commands must only GET, got {method} {url}"
         parts = urlsplit(url)
         query = dict(parse_qsl(parts.query))
+        group_version = discovery_path(parts.path)
+        if group_version is not None:
+            return self.discovery_response(group_version)
         resource, namespace, name, subresource = parse_path(parts.path)
         verb = "log" if subresource == "log" else ("get" if name else "list")
         label_selector = query.pop("labelSelector", None)
@@ -187,6 +230,8 @@ class FakeCluster:
         failure = self.failures.get((verb, resource, namespace)) or self.failures.get((verb, resource, None))
         if failure:
             return status_response(*failure)
+        if not self.serves(parts.path):
+            return status_response(404, NO_RESOURCE)
         if verb == "list":
             return self.list_response(resource, namespace, label_selector, field_selector)
         assert name is not None
@@ -311,6 +356,7 @@ def parse_path(path: str) -> tuple[str, str | None, str | None, str | None]:
         r"/(?:api/v1|apis/[^/]+/v1)(?:/namespaces/(?P<ns>[^/]+))?/(?P<res>[a-z]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[a-z]+))?",
         path,
     )
+    match = match or re.fullmatch(CUSTOM_PATH, path)
     assert match, f"unexpected API path {path}"
     return match["res"], match["ns"], match["name"], match["sub"]
 
@@ -870,4 +916,216 @@ def daemon_set(name: str, namespace: str = "kube-system") -> dict[str, Any]:
             },
         },
         "status": {"currentNumberScheduled": 3, "desiredNumberScheduled": 3, "numberMisscheduled": 0, "numberReady": 3},
+    }
+
+
+# -- custom resources: CRDs, API discovery, Volcano and Kueue objects ----------------------------
+
+CUSTOM_PATH = (
+    r"/apis/(?P<group>[^/]+)/(?P<version>v[0-9]+(?:(?:alpha|beta)[0-9]+)?)"
+    r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<res>[a-z]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[a-z]+))?"
+)
+BUILT_IN_GROUPS = {"apps", "batch", "storage.k8s.io", "networking.k8s.io", "apiextensions.k8s.io"}
+NO_RESOURCE = "the server could not find the requested resource"
+KUEUE = "kueue.x-k8s.io"
+NO_WORKLOADS = {"pendingWorkloads": 0, "reservingWorkloads": 0, "admittedWorkloads": 0}
+
+
+def discovery_path(path: str) -> str | None:
+    """`group/version` of a discovery request (GET /apis/<group>/<version>), else None."""
+    match = re.fullmatch(r"/apis/([^/]+/v[0-9]+(?:(?:alpha|beta)[0-9]+)?)", path)
+    return match[1] if match else None
+
+
+def api_resources(crd: dict[str, Any], version: str) -> list[dict[str, Any]]:
+    """The APIResource entries a CRD adds to the discovery of one version (with its status subresource)."""
+    names, namespaced = crd["spec"]["names"], crd["spec"]["scope"] == "Namespaced"
+    entry = next(v for v in crd["spec"]["versions"] if v["name"] == version)
+    resource = {
+        "name": names["plural"],
+        "singularName": names.get("singular", names["kind"].lower()),
+        "namespaced": namespaced,
+        "kind": names["kind"],
+        "verbs": ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"],
+        **({"shortNames": names["shortNames"]} if names.get("shortNames") else {}),
+        "storageVersionHash": "fakehash",
+    }
+    status = {"name": f"{names['plural']}/status", "singularName": "", "namespaced": namespaced}
+    status |= {"kind": names["kind"], "verbs": ["get", "patch", "update"]}
+    return [resource, status] if "status" in entry.get("subresources", {}) else [resource]
+
+
+def established(crd: dict[str, Any]) -> dict[str, Any]:
+    """A CRD as the API server holds it once installed: names accepted, Established."""
+    document = copy.deepcopy(crd)
+    document["status"] = {
+        "acceptedNames": document["spec"]["names"],
+        "storedVersions": [v["name"] for v in document["spec"]["versions"] if v.get("storage")],
+        "conditions": [
+            {"type": kind, "status": "True", "reason": reason, "message": message, "lastTransitionTime": ago(days=30)}
+            for kind, reason, message in (
+                ("NamesAccepted", "NoConflicts", "no conflicts found"),
+                ("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+            )
+        ],
+    }
+    return document
+
+
+def vendored_crd(relative: str, served: Sequence[str] | None = None) -> dict[str, Any]:
+    """A CRD vendored under tests/crds (upstream's file), installed; `served` keeps only those versions (an older
+    release of the project)."""
+    import yaml
+
+    from tests.crds.crdlib import CRD_DIR
+
+    crd: dict[str, Any] = yaml.safe_load((CRD_DIR / relative).read_text(encoding="utf-8"))
+    if served is not None:
+        crd["spec"]["versions"] = [v for v in crd["spec"]["versions"] if v["name"] in served]
+        crd["spec"]["versions"][-1]["storage"] = True
+    return established(crd)
+
+
+def plain_crd(group: str, kind: str, plural: str, scope: str, versions: Sequence[str]) -> dict[str, Any]:
+    """A CRD that tests/crds does not vendor (Volcano's Queue, Kueue's WorkloadPriorityClass), with an open schema."""
+    schema = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
+    return established(
+        {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.{group}"},
+            "spec": {
+                "group": group,
+                "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()},
+                "scope": scope,
+                "versions": [
+                    {"name": v, "served": True, "storage": i == len(versions) - 1, "schema": schema}
+                    for i, v in enumerate(versions)
+                ],
+            },
+        }
+    )
+
+
+VOLCANO_CRDS = (
+    "volcano/v1.15.1/scheduling.volcano.sh_podgroups.yaml",
+    "scheduling.volcano.sh Queue queues Cluster v1beta1",
+)
+COSCHEDULING_CRDS = ("scheduler-plugins/v0.34.7/scheduling.x-k8s.io_podgroups.yaml",)
+KUEUE_CRDS = (
+    "kueue/v0.19.2/kueue.x-k8s.io_localqueues.yaml",
+    "kueue/v0.19.2/kueue.x-k8s.io_clusterqueues.yaml",
+    "kueue.x-k8s.io WorkloadPriorityClass workloadpriorityclasses Cluster v1beta1 v1beta2",
+)
+
+
+def crds(*specs: str, served: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """CRDs from VOLCANO_CRDS-style specs: a vendored file, or `group Kind plural Scope version...` for plain_crd."""
+    documents = []
+    for spec in specs:
+        if spec.endswith(".yaml"):
+            documents.append(vendored_crd(spec, served))
+        else:
+            group, kind, plural, scope, *versions = spec.split()
+            kept = [v for v in versions if served is None or v in served]
+            documents.append(plain_crd(group, kind, plural, scope, kept))
+    return documents
+
+
+def assert_served_valid(document: dict[str, Any]) -> dict[str, Any]:
+    """The object validates against its vendored CRD (tests/crds); its status is checked too, since the fake serves
+    it as the controller wrote it."""
+    from tests.crds.crdlib import validate
+
+    subresource = ".status: set in a manifest, but the API server ignores it (status subresource)"
+    errors = [error for error in validate(document) if error != subresource]
+    assert not errors, errors
+    return document
+
+
+def active_condition(reason: str = "Ready", message: str = "Can admit new workloads") -> dict[str, Any]:
+    status = "True" if reason == "Ready" else "False"
+    return {"type": "Active", "status": status, "reason": reason, "message": message, "lastTransitionTime": ago(days=1)}
+
+
+def local_queue(
+    name: str, namespace: str, cluster_queue: str, stop_policy: str | None = None, version: str = "v1beta2"
+) -> dict[str, Any]:
+    """A Kueue LocalQueue with the status Kueue's controller writes."""
+    spec: dict[str, Any] = {"clusterQueue": cluster_queue}
+    if stop_policy:
+        spec["stopPolicy"] = stop_policy
+    ready = active_condition("Ready", "Can submit new workloads to localQueue")
+    condition = active_condition("Stopped", "LocalQueue is stopped") if stop_policy else ready
+    return assert_served_valid(
+        {
+            "apiVersion": f"{KUEUE}/{version}",
+            "kind": "LocalQueue",
+            "metadata": {"name": name, "namespace": namespace, "generation": 1},
+            "spec": spec,
+            "status": {"conditions": [condition], **NO_WORKLOADS},
+        }
+    )
+
+
+def cluster_queue(
+    name: str,
+    groups: Sequence[dict[str, dict[str, str]]],
+    *,
+    cohort: str | None = None,
+    borrowing_limit: str | None = None,
+    inactive: tuple[str, str] | None = None,
+    version: str = "v1beta2",
+) -> dict[str, Any]:
+    """A Kueue ClusterQueue: each group maps flavor -> {resource: nominalQuota} (every flavor of a group lists the
+    same resources, in the same order, as Kueue requires); `borrowing_limit` applies to every resource."""
+    resource_groups = []
+    for group in groups:
+        covered = list(next(iter(group.values())))
+        assert all(list(quotas) == covered for quotas in group.values()), "flavors must list the covered resources"
+        flavors = [
+            {
+                "name": flavor,
+                "resources": [
+                    {"name": resource, "nominalQuota": quota}
+                    | ({"borrowingLimit": borrowing_limit} if borrowing_limit is not None else {})
+                    for resource, quota in quotas.items()
+                ],
+            }
+            for flavor, quotas in group.items()
+        ]
+        resource_groups.append({"coveredResources": covered, "flavors": flavors})
+    spec: dict[str, Any] = {"namespaceSelector": {}, "resourceGroups": resource_groups}
+    if cohort:
+        spec["cohortName" if version == "v1beta2" else "cohort"] = cohort
+    return assert_served_valid(
+        {
+            "apiVersion": f"{KUEUE}/{version}",
+            "kind": "ClusterQueue",
+            "metadata": {"name": name, "generation": 1},
+            "spec": spec,
+            "status": {
+                "conditions": [active_condition(*inactive) if inactive else active_condition()],
+                **NO_WORKLOADS,
+            },
+        }
+    )
+
+
+def workload_priority_class(name: str, value: int, version: str = "v1beta2") -> dict[str, Any]:
+    kind = {"apiVersion": f"{KUEUE}/{version}", "kind": "WorkloadPriorityClass"}
+    return {**kind, "metadata": {"name": name}, "value": value}
+
+
+def volcano_queue(name: str, state: str | None = "Open") -> dict[str, Any]:
+    """A Volcano Queue (cluster-scoped); `state` None: not yet reconciled by Volcano's queue controller."""
+    status: dict[str, Any] = {"running": 0, "pending": 0, "inqueue": 0, "reservation": {}, "allocated": {}}
+    if state:
+        status["state"] = state
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {"weight": 1, "reclaimable": True},
+        "status": status,
     }

@@ -514,6 +514,351 @@ def test_network_policy_disabled_warns_without_api_calls() -> None:
     assert cluster.calls == []
 
 
+# -- (e) gang scheduling and (f) Kueue: only when the values ask for them ----------------------------
+
+VOLCANO_DISCOVERY = Call("discover", "scheduling.volcano.sh/v1beta1")
+COSCHEDULING_DISCOVERY = Call("discover", "scheduling.x-k8s.io/v1alpha1")
+KUEUE_V1BETA2 = Call("discover", "kueue.x-k8s.io/v1beta2")
+KUEUE_V1BETA1 = Call("discover", "kueue.x-k8s.io/v1beta1")
+# values/gpu.yaml's TensorFlow pods: 2 ps (1 CPU, 2Gi), 4 workers (4 CPU, 8Gi, 1 GPU), the chief (1 CPU, 2Gi).
+GPU_ASKS = {"cpu": "19", "memory": "38Gi", GPU: "4"}
+
+
+def volcano(queue: str = "") -> dict[str, Any]:
+    return values("values/gpu.yaml", scheduling__gang__provider="volcano", scheduling__gang__volcanoQueue=queue)
+
+
+def kueue(queue: str = "team-a", priority: str = "") -> dict[str, Any]:
+    return values("values/gpu.yaml", scheduling__kueue__queueName=queue, scheduling__kueue__priorityClass=priority)
+
+
+def kueue_cluster(*objects: dict[str, Any], served: tuple[str, ...] | None = None) -> kf.FakeCluster:
+    return kf.FakeCluster().add(*kf.crds(*kf.KUEUE_CRDS, served=served), *objects)
+
+
+def team_queues(quota: dict[str, str] | None = None, **cluster_queue: Any) -> list[dict[str, Any]]:
+    return [
+        kf.local_queue("team-a", NS, "team"),
+        kf.cluster_queue("team", [{"default-flavor": quota or GPU_ASKS}], **cluster_queue),
+    ]
+
+
+def kueue_findings(cluster: kf.FakeCluster, release_values: dict[str, Any]) -> list[tuple[str, str]]:
+    findings = preflight.check_kueue(
+        cluster.api(), release_values["scheduling"]["kueue"], preflight.plan(release_values), NS
+    )
+    assert {f.check for f in findings} == {"kueue"}
+    return [(f.severity, f.message) for f in findings]
+
+
+@pytest.mark.parametrize("values_file", ["values/cpu.yaml", "values/gpu.yaml"])
+def test_gang_and_kueue_are_not_checked_unless_the_values_ask(values_file: str) -> None:
+    cluster = good_cluster().add(*kf.crds(*kf.VOLCANO_CRDS, *kf.COSCHEDULING_CRDS, *kf.KUEUE_CRDS))
+    findings = preflight.run(cluster.api(), values(values_file), "mnist", NS)
+    assert not {"gang-scheduling", "kueue"} & {f.check for f in findings}
+    assert {call.resource for call in cluster.calls} <= {
+        "nodes",
+        "pods",
+        "storageclasses",
+        "resourcequotas",
+        "daemonsets",
+    }
+
+
+def test_volcano_podgroup_crd_and_open_queue_pass() -> None:
+    cluster = kf.FakeCluster().add(*kf.crds(*kf.VOLCANO_CRDS), kf.volcano_queue("research"))
+    findings = preflight.check_gang(cluster.api(), volcano("research"))
+    assert [(f.severity, f.message) for f in findings] == [
+        (
+            OK,
+            "CRD podgroups.scheduling.volcano.sh serves scheduling.volcano.sh/v1beta1 "
+            "(that a scheduler runs as volcano is not checked)",
+        ),
+        (OK, "Volcano Queue research is Open"),
+    ]
+    assert cluster.calls == [VOLCANO_DISCOVERY, Call("get", "queues", None, "research")]
+    cluster.calls.clear()
+    assert [f.severity for f in preflight.check_gang(cluster.api(), volcano())] == [OK]  # default queue: not read
+    assert cluster.calls == [VOLCANO_DISCOVERY]
+
+
+@pytest.mark.parametrize("installed", [(), kf.COSCHEDULING_CRDS])
+def test_volcano_without_its_podgroup_crd_fails(installed: tuple[str, ...]) -> None:
+    cluster = kf.FakeCluster().add(*kf.crds(*installed))
+    [finding] = preflight.check_gang(cluster.api(), volcano("research"))
+    assert (finding.check, finding.severity, finding.message) == (
+        "gang-scheduling",
+        FAIL,
+        "scheduling.gang.provider=volcano but CRD podgroups.scheduling.volcano.sh is not installed (the API server "
+        "serves no podgroups in scheduling.volcano.sh/v1beta1): the chart's PodGroup cannot be created",
+    )
+    assert "helm install volcano volcano-sh/volcano" in finding.hint
+    assert finding.hint.endswith("or --set scheduling.gang.provider=none")
+    assert cluster.calls == [VOLCANO_DISCOVERY]
+
+
+@pytest.mark.parametrize(
+    ("queue", "severity", "message", "hint"),
+    [
+        (
+            None,
+            FAIL,
+            "Volcano Queue research does not exist: Volcano refuses a PodGroup in an unknown queue",
+            'or --set scheduling.gang.volcanoQueue="" for Volcano\'s default queue',
+        ),
+        (
+            kf.volcano_queue("research", "Closed"),
+            FAIL,
+            "Volcano Queue research is Closed: Volcano refuses new PodGroups in a queue that is not Open",
+            "open it (`vcctl queue operate --name research --action open`)",
+        ),
+        (
+            kf.volcano_queue("research", "Closing"),
+            FAIL,
+            "Volcano Queue research is Closing: Volcano refuses new PodGroups in a queue that is not Open",
+            "--set scheduling.gang.volcanoQueue=<queue>",
+        ),
+        (
+            kf.volcano_queue("research", None),
+            WARN,
+            "Volcano Queue research has no state yet: Volcano accepts PodGroups only in an Open queue",
+            "kubectl get pods -n volcano-system",
+        ),
+    ],
+)
+def test_volcano_queue_missing_or_not_open(
+    queue: dict[str, Any] | None, severity: str, message: str, hint: str
+) -> None:
+    cluster = kf.FakeCluster().add(*kf.crds(*kf.VOLCANO_CRDS), kf.volcano_queue("other"))
+    if queue:
+        cluster.add(queue)
+    crd, finding = preflight.check_gang(cluster.api(), volcano("research"))
+    assert crd.severity == OK
+    assert (finding.severity, finding.message) == (severity, message)
+    assert hint in finding.hint
+
+
+def test_coscheduling_podgroup_crd_passes_or_fails() -> None:
+    cluster = kf.FakeCluster().add(*kf.crds(*kf.COSCHEDULING_CRDS))
+    release_values = values("values/gpu.yaml", scheduling__gang__provider="coscheduling")
+    [finding] = preflight.check_gang(cluster.api(), release_values)
+    assert (finding.severity, finding.message) == (
+        OK,
+        "CRD podgroups.scheduling.x-k8s.io serves scheduling.x-k8s.io/v1alpha1 "
+        "(that a scheduler runs as scheduler-plugins-scheduler is not checked)",
+    )
+    release_values["schedulerName"] = "coscheduler"
+    assert "runs as coscheduler" in preflight.check_gang(cluster.api(), release_values)[0].message
+    assert cluster.calls == [COSCHEDULING_DISCOVERY, COSCHEDULING_DISCOVERY]
+    cluster = kf.FakeCluster().add(*kf.crds(*kf.VOLCANO_CRDS))
+    [finding] = preflight.check_gang(cluster.api(), release_values)
+    assert (finding.severity, finding.message) == (
+        FAIL,
+        "scheduling.gang.provider=coscheduling but CRD podgroups.scheduling.x-k8s.io is not installed (the API server "
+        "serves no podgroups in scheduling.x-k8s.io/v1alpha1): the chart's PodGroup cannot be created",
+    )
+    assert finding.hint.startswith(
+        "install kubernetes-sigs/scheduler-plugins as a second scheduler with the Coscheduling"
+    )
+    assert finding.hint.endswith("or --set scheduling.gang.provider=none")
+
+
+def test_kueue_queue_quota_and_priority_class_pass() -> None:
+    cluster = kueue_cluster(
+        *team_queues({"cpu": "32", "memory": "64Gi", GPU: "8"}), kf.workload_priority_class("high", 1000)
+    )
+    assert kueue_findings(cluster, kueue(priority="high")) == [
+        (OK, f"LocalQueue team-a exists in namespace {NS} (ClusterQueue team)"),
+        (
+            OK,
+            "ClusterQueue team has the nominal quota for the 7 TensorFlow pods: cpu 19 of 32, memory 38Gi of 64Gi, "
+            "nvidia.com/gpu 4 of 8 (other workloads' usage not counted)",
+        ),
+        (OK, "WorkloadPriorityClass high exists (value 1000)"),
+    ]
+    assert cluster.calls == [
+        KUEUE_V1BETA2,
+        Call("get", "localqueues", NS, "team-a"),
+        Call("get", "clusterqueues", None, "team"),
+        Call("get", "workloadpriorityclasses", None, "high"),
+    ]
+
+
+def test_kueue_before_v0_15_is_read_at_v1beta1() -> None:
+    objects = [
+        kf.local_queue("team-a", NS, "team", version="v1beta1"),
+        kf.cluster_queue("team", [{"default-flavor": GPU_ASKS}], version="v1beta1"),
+        kf.workload_priority_class("high", 1000, version="v1beta1"),
+    ]
+    cluster = kueue_cluster(*objects, served=("v1beta1",))
+    assert [severity for severity, _ in kueue_findings(cluster, kueue(priority="high"))] == [OK, OK, OK]
+    assert cluster.calls[:2] == [KUEUE_V1BETA2, KUEUE_V1BETA1]
+    assert cluster.answered[0][1] == 404  # the fake serves only what the CRDs serve
+
+
+def test_kueue_not_installed_fails() -> None:
+    cluster = kf.FakeCluster().add(*kf.crds(*kf.VOLCANO_CRDS))
+    [(severity, message)] = kueue_findings(cluster, kueue(priority="high"))
+    assert (severity, message) == (
+        FAIL,
+        "scheduling.kueue.queueName=team-a but Kueue is not installed: CRD localqueues.kueue.x-k8s.io is missing "
+        "(the API server serves no localqueues in kueue.x-k8s.io/v1beta2 or v1beta1), so the pods would start unqueued",
+    )
+    assert cluster.calls == [KUEUE_V1BETA2, KUEUE_V1BETA1]
+
+
+def test_missing_local_queue_fails_and_the_priority_class_is_still_checked() -> None:
+    cluster = kueue_cluster(kf.local_queue("team-b", NS, "team"), kf.local_queue("team-a", "other", "team"))
+    findings = preflight.check_kueue(
+        cluster.api(), kueue(priority="high")["scheduling"]["kueue"], preflight.plan(kueue()), NS
+    )
+    assert [(f.severity, f.message) for f in findings] == [
+        (FAIL, f"LocalQueue team-a does not exist in namespace {NS}: Kueue would hold the pods until it does"),
+        (FAIL, "WorkloadPriorityClass high does not exist: Kueue would not admit the pods"),
+    ]
+    assert findings[0].hint.startswith(f"`kubectl get localqueues -n {NS}` lists the queues there")
+    assert 'or --set scheduling.kueue.priorityClass="" for the default priority' in findings[1].hint
+
+
+def test_stopped_local_queue_missing_or_inactive_cluster_queue_fail() -> None:
+    cluster = kueue_cluster(kf.local_queue("team-a", NS, "team", stop_policy="Hold"))
+    assert kueue_findings(cluster, kueue()) == [
+        (FAIL, f"LocalQueue team-a in namespace {NS} is stopped (stopPolicy Hold): it admits no new workload"),
+        (FAIL, "ClusterQueue team of LocalQueue team-a does not exist: nothing would admit the pods"),
+    ]
+    missing_flavor = (
+        "FlavorNotFound",
+        "Can't admit new workloads: references missing ResourceFlavor(s): default-flavor.",
+    )
+    cluster = kueue_cluster(*team_queues(inactive=missing_flavor))
+    assert kueue_findings(cluster, kueue())[1] == (
+        FAIL,
+        "ClusterQueue team is not active (FlavorNotFound: Can't admit new workloads: references missing "
+        "ResourceFlavor(s): default-flavor.): it admits no workload, the pods would wait gated",
+    )
+
+
+@pytest.mark.parametrize(
+    ("groups", "message"),
+    [
+        (
+            [{"default-flavor": {"cpu": "32", "memory": "64Gi", GPU: "2"}}],
+            "nvidia.com/gpu: the release asks 4, ClusterQueue team offers 2 nominal",
+        ),
+        (
+            [{"default-flavor": {"cpu": "32", GPU: "8"}}],
+            "memory: the release asks 38Gi, ClusterQueue team does not cover memory",
+        ),
+        (
+            [{"default-flavor": {"cpu": "8", "memory": "64Gi", "pods": "5"}}],
+            "cpu: the release asks 19, ClusterQueue team offers 8 nominal; nvidia.com/gpu: the release asks 4, "
+            "ClusterQueue team does not cover nvidia.com/gpu; pods: the release asks 7, ClusterQueue team offers 5 "
+            "nominal",
+        ),
+    ],
+)
+def test_kueue_quota_that_can_never_admit_the_release_fails(
+    groups: list[dict[str, dict[str, str]]], message: str
+) -> None:
+    cluster = kueue_cluster(kf.local_queue("team-a", NS, "team"), kf.cluster_queue("team", groups))
+    _, (severity, text) = kueue_findings(cluster, kueue())
+    assert (severity, text) == (
+        FAIL,
+        f"{message}: it can never be admitted (Kueue admits the 7 TensorFlow pods together)",
+    )
+
+
+def test_kueue_quota_sums_flavors_and_groups_and_counts_pods_when_covered() -> None:
+    groups = [
+        {
+            "default-flavor": {"cpu": "10", "memory": "20Gi", "pods": "4"},
+            "spot": {"cpu": "10", "memory": "20Gi", "pods": "4"},
+        },
+        {"a100": {GPU: "2"}, "h100": {GPU: "2"}},
+    ]
+    cluster = kueue_cluster(kf.local_queue("team-a", NS, "team"), kf.cluster_queue("team", groups))
+    assert kueue_findings(cluster, kueue())[1] == (
+        OK,
+        "ClusterQueue team has the nominal quota for the 7 TensorFlow pods: cpu 19 of 20, memory 38Gi of 40Gi, "
+        "nvidia.com/gpu 4 of 4, pods 7 of 8 (other workloads' usage not counted)",
+    )
+
+
+def test_kueue_requests_default_from_limits_and_leave_out_tensorboard_and_serving() -> None:
+    release_values = kueue()
+    release_values["chief"]["resources"] = {"limits": {"cpu": "3", "memory": "4Gi"}}
+    release_values["tensorboard"]["enabled"] = True
+    cluster = kueue_cluster(*team_queues({"cpu": "21", "memory": "40Gi", GPU: "4"}))
+    assert "cpu 21 of 21, memory 40Gi of 40Gi" in kueue_findings(cluster, release_values)[1][1]
+
+
+@pytest.mark.parametrize(("borrowing_limit", "severity"), [(None, WARN), ("2", WARN), ("0", FAIL)])
+def test_kueue_quota_a_cohort_can_lend_warns(borrowing_limit: str | None, severity: str) -> None:
+    quota = {"cpu": "32", "memory": "64Gi", GPU: "2"}
+    cluster = kueue_cluster(*team_queues(quota, cohort="research", borrowing_limit=borrowing_limit))
+    _, (found, message) = kueue_findings(cluster, kueue())
+    assert found == severity
+    if severity == WARN:
+        assert message == (
+            "nvidia.com/gpu: the release asks 4, ClusterQueue team offers 2 nominal: admitted only by borrowing from "
+            "cohort research, while other ClusterQueues leave that much unused"
+        )
+
+
+def test_kueue_reads_that_rbac_forbids_become_warnings_check_by_check() -> None:
+    cluster = kueue_cluster(*team_queues(), kf.workload_priority_class("high", 1000))
+    cluster.fail("get", "clusterqueues", 403, 'clusterqueues.kueue.x-k8s.io "team" is forbidden')
+    findings = preflight.check_kueue(
+        cluster.api(), kueue(priority="high")["scheduling"]["kueue"], preflight.plan(kueue()), NS
+    )
+    assert [(f.severity, f.message) for f in findings] == [
+        (OK, f"LocalQueue team-a exists in namespace {NS} (ClusterQueue team)"),
+        (
+            WARN,
+            "could not check: forbidden: you may not get clusterqueues.kueue.x-k8s.io/team (cluster-wide): "
+            'clusterqueues.kueue.x-k8s.io "team" is forbidden',
+        ),
+        (OK, "WorkloadPriorityClass high exists (value 1000)"),
+    ]
+    assert "kubectl auth can-i get clusterqueues.kueue.x-k8s.io" in findings[1].hint
+    cluster.fail("discover", "kueue.x-k8s.io/v1beta2", 403, "forbidden")
+    [finding] = preflight.run(cluster.api(), kueue(), "mnist", NS)[-1:]
+    assert (finding.check, finding.severity) == ("kueue", WARN)
+    assert (
+        finding.message
+        == "could not check: forbidden: you may not get /apis/kueue.x-k8s.io/v1beta2 (cluster-wide): forbidden"
+    )
+
+
+def test_volcano_queue_read_forbidden_keeps_the_crd_finding() -> None:
+    cluster = kf.FakeCluster().add(*kf.crds(*kf.VOLCANO_CRDS))
+    cluster.fail("get", "queues", 403, 'queues.scheduling.volcano.sh "research" is forbidden')
+    crd, queue = preflight.check_gang(cluster.api(), volcano("research"))
+    assert (crd.severity, queue.severity) == (OK, WARN)
+    assert queue.message.startswith("could not check: forbidden: you may not get queues.scheduling.volcano.sh/research")
+
+
+def test_run_checks_gang_scheduling_and_kueue_last() -> None:
+    cluster = good_cluster().add(*kf.crds(*kf.VOLCANO_CRDS), kf.volcano_queue("research"))
+    findings = preflight.run(cluster.api(), volcano("research"), "mnist", NS)
+    assert [f.check for f in findings][-3:] == ["network-policy", "gang-scheduling", "gang-scheduling"]
+    assert cluster.calls[-2:] == [VOLCANO_DISCOVERY, Call("get", "queues", None, "research")]
+    cluster = good_cluster().add(*kf.crds(*kf.KUEUE_CRDS), *team_queues())
+    findings = preflight.run(cluster.api(), kueue(), "mnist", NS)
+    assert [(f.check, f.severity) for f in findings][-3:] == [("network-policy", OK), ("kueue", OK), ("kueue", OK)]
+    assert not preflight.has_failures(findings)
+
+
+def test_fake_kueue_objects_validate_against_the_vendored_crds() -> None:
+    from tests.crds import crdlib
+
+    broken = kf.cluster_queue("team", [{"default-flavor": {"cpu": "1"}}])
+    broken["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "lots"
+    assert any("nominalQuota" in error for error in crdlib.validate(broken))
+    with pytest.raises(AssertionError):
+        kf.assert_served_valid(broken)
+
+
 # -- run: every check, exact calls, forbidden checks degrade to warnings --------------------------
 
 
