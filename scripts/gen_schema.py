@@ -269,7 +269,7 @@ RULES: list[tuple[str, Schema]] = [
     # (tfchart/rules.py MAX_PS / MAX_WORKERS); larger ps + worker sums are caught by validateValues.
     ("ps.replicas", {"type": "integer", "minimum": 0, "maximum": MAX_PS}),
     ("worker.replicas", {"type": "integer", "minimum": 0, "maximum": MAX_WORKERS}),
-    ("chief.replicas", {"type": "integer", "minimum": 1, "maximum": 1}),
+    ("chief.replicas", {"type": "integer", "minimum": 0, "maximum": 1}),
     ("evaluator.replicas", {"type": "integer", "minimum": 1, "maximum": 1}),
     ("tensorboard.replicas", {"type": "integer", "minimum": 1, "maximum": 10}),
     ("serving.replicas", {"type": "integer", "minimum": 1, "maximum": 100}),

@@ -616,6 +616,9 @@ def run_local(plan: Any, timeout: float | None, keep_tensorboard: bool) -> int:
 
         cluster.start(plan.pods)
         code = cluster.wait_for(chief.name, timeout, poll=update)
+        if code == 0 and chief.role == "worker":
+            # worker 0 is the chief: the workers' Job completes when every worker has exited 0
+            code = max((cluster.wait_for(pod.name, 120) for pod in plan.pods if pod.role == "worker"), default=0)
         elapsed = time.monotonic() - started
         result = local_run.read_status(plan.workdir)
         if code != 0:

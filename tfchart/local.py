@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -48,7 +48,10 @@ class LocalPod:
 
     @property
     def is_chief(self) -> bool:
-        return self.role == "chief"
+        """The chief task, or worker 0 where the cluster map has no chief (TensorFlow's convention)."""
+        if self.role == "chief":
+            return True
+        return self.role == "worker" and self.index == 0 and '"chief"' not in self.env.get("TFD_CLUSTER", '"chief"')
 
 
 def free_port() -> int:
@@ -58,7 +61,13 @@ def free_port() -> int:
         return port
 
 
-def _resolve_env(container: dict[str, Any], pod_name: str, namespace: str, labels: dict[str, str]) -> dict[str, str]:
+def _resolve_env(
+    container: dict[str, Any],
+    pod_name: str,
+    namespace: str,
+    labels: dict[str, str],
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     env: dict[str, str] = {}
     for item in container.get("env", []):
         if "value" in item:
@@ -71,6 +80,8 @@ def _resolve_env(container: dict[str, Any], pod_name: str, namespace: str, label
             env[item["name"]] = namespace
         elif field_path.startswith("metadata.labels["):
             env[item["name"]] = labels.get(field_path[len("metadata.labels['") : -2], "")
+        elif field_path.startswith("metadata.annotations["):
+            env[item["name"]] = (annotations or {}).get(field_path[len("metadata.annotations['") : -2], "")
         # secretKeyRef/configMapKeyRef cannot be resolved without a cluster: left unset.
     return env
 
@@ -84,6 +95,7 @@ class RenderedPod:
     index: int
     controller: dict[str, Any]  # the workload document
     labels: dict[str, str]  # the pod's labels, apps.kubernetes.io/pod-index included for StatefulSet pods
+    annotations: Mapping[str, str] = field(default_factory=dict)  # those the controller adds (completion index)
 
     @property
     def kind(self) -> str:
@@ -105,7 +117,7 @@ class RenderedPod:
         return [*self.container.get("command", []), *self.container.get("args", [])]
 
     def env(self, namespace: str) -> dict[str, str]:
-        return _resolve_env(self.container, self.name, namespace, self.labels)
+        return _resolve_env(self.container, self.name, namespace, self.labels, self.annotations)
 
 
 def rendered_pods(docs: Sequence[dict[str, Any]]) -> list[RenderedPod]:
@@ -126,6 +138,11 @@ def rendered_pods(docs: Sequence[dict[str, Any]]) -> list[RenderedPod]:
             for ordinal in range(int(doc["spec"].get("replicas", 1))):
                 ordinal_labels = {**labels, "apps.kubernetes.io/pod-index": str(ordinal)}
                 pods.append(RenderedPod(f"{name}-{ordinal}", role, ordinal, doc, ordinal_labels))
+        elif kind == "Job" and doc["spec"].get("completionMode") == "Indexed":
+            # Kubernetes names an Indexed Job's pods (hostname) <job>-<index> and annotates the index
+            for index in range(int(doc["spec"].get("completions", 1))):
+                completion = {"batch.kubernetes.io/job-completion-index": str(index)}
+                pods.append(RenderedPod(f"{name}-{index}", role, index, doc, labels, completion))
         elif kind == "Job":
             pods.append(RenderedPod(template["spec"].get("hostname") or name, role, 0, doc, labels))
         elif role == "tensorboard":
@@ -372,7 +389,10 @@ def plan(
     docs = render(local_sets(workdir, tensorboard_port))
     pods = pods_from_manifests(docs, namespace)
     if not any(pod.is_chief for pod in pods):
-        raise UsageError("the rendered release has no chief", "every topology renders a chief Job: check --chart")
+        raise UsageError(
+            "the rendered release has no chief",
+            "every topology renders a chief Job, or workers whose worker 0 is the chief: check --chart",
+        )
     addresses = localise_cluster(pods)
     tensorboard = any(pod.role == "tensorboard" for pod in pods)
     url = f"http://127.0.0.1:{tensorboard_port}/" if tensorboard else None

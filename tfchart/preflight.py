@@ -40,7 +40,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from tfchart.errors import KubernetesError
-from tfchart.rules import RWX_EXAMPLES, StorageNeed, storage_need, supervisor_enabled
+from tfchart.rules import RWX_EXAMPLES, StorageNeed, chief_enabled, storage_need, supervisor_enabled
 from tfchart.status import CHART_NAME, INSTANCE_LABEL, NAME_LABEL, container_gpus
 
 if TYPE_CHECKING:
@@ -163,6 +163,8 @@ def quantity(value: Any) -> Decimal:
 def enabled_roles(values: dict[str, Any]) -> list[str]:
     strategy = str(values.get("training", {}).get("strategy", "parameter_server"))
     roles = list(STRATEGY_ROLES.get(strategy, ("chief",)))
+    if not chief_enabled(values):
+        roles.remove("chief")  # worker 0 is the chief
     roles += [role for role in OPTIONAL_ROLES if values.get(role, {}).get("enabled")]
     return roles + (["supervisor"] if supervisor_enabled(values) else [])
 
@@ -207,6 +209,8 @@ def plan(values: dict[str, Any]) -> Plan:
         kind = {"ps": "statefulsets.apps", "worker": "statefulsets.apps", "tensorboard": "deployments.apps"}
         kind |= {"serving": "deployments.apps", "chief": "jobs.batch", "evaluator": "jobs.batch"}
         kind |= {"supervisor": "deployments.apps"}
+        if role == "worker" and not chief_enabled(values):
+            kind["worker"] = "jobs.batch"  # the workers' Indexed Job
         result.objects[f"count/{kind[role]}"] += 1
     storage = values.get("storage", {})
     if storage.get("create") and not storage.get("existingClaim"):

@@ -83,6 +83,35 @@ def parameter_server_needs_ps_and_workers(v: dict[str, Any]) -> Iterator[Problem
         )
 
 
+def chief_enabled(v: dict[str, Any]) -> bool:
+    """The twin of tf-distributed.chiefEnabled: a separate chief, except multi_worker_mirrored with
+    chief.replicas=0 (worker 0 is the chief; the workers run as an Indexed Job)."""
+    replicas = integer(get(v, "chief.replicas"))
+    return get(v, "training.strategy") != "multi_worker_mirrored" or replicas is None or replicas > 0
+
+
+@rule
+def chief_absent_only_in_sync_training(v: dict[str, Any]) -> Iterator[Problem]:
+    strategy, chiefs = get(v, "training.strategy"), integer(get(v, "chief.replicas"))
+    if chiefs is not None and chiefs < 1 and strategy != "multi_worker_mirrored":
+        yield Problem(
+            "chief.replicas",
+            "only training.strategy=multi_worker_mirrored runs without a separate chief (worker 0 is the chief), "
+            f"but training.strategy={strategy}",
+            chiefs,
+            "--set chief.replicas=1 (or --set training.strategy=multi_worker_mirrored)",
+        )
+        return
+    workers = integer(get(v, "worker.replicas"))
+    if not chief_enabled(v) and workers is not None and workers < 1:
+        yield Problem(
+            "worker.replicas",
+            f"with chief.replicas=0 worker 0 is the chief, so at least one worker is needed (got {workers})",
+            workers,
+            "--set worker.replicas=2 (or --set chief.replicas=1)",
+        )
+
+
 @rule
 def single_device_uses_one_gpu(v: dict[str, Any]) -> Iterator[Problem]:
     count = integer(get(v, "chief.gpu.count"))
@@ -98,7 +127,7 @@ def single_device_uses_one_gpu(v: dict[str, Any]) -> Iterator[Problem]:
 @rule
 def sync_replicas_share_gpus(v: dict[str, Any]) -> Iterator[Problem]:
     workers = integer(get(v, "worker.replicas"))
-    if get(v, "training.strategy") != "multi_worker_mirrored" or not workers or workers < 1:
+    if get(v, "training.strategy") != "multi_worker_mirrored" or not workers or workers < 1 or not chief_enabled(v):
         return
     chief, worker = integer(get(v, "chief.gpu.count")), integer(get(v, "worker.gpu.count"))
     if chief is not None and worker is not None and chief != worker:
@@ -130,6 +159,13 @@ def batch_splits_evenly_across_replicas(v: dict[str, Any]) -> Iterator[Problem]:
     per_task = max(1, devices)
     if strategy == "mirrored":
         tasks, shape = 1, f"mirrored: {per_task} device(s)"
+    elif strategy == "multi_worker_mirrored" and not chief_enabled(v):
+        workers, worker_devices = integer(get(v, "worker.replicas")), integer(get(v, "worker.gpu.count"))
+        if workers is None or worker_devices is None:
+            return
+        per_task = max(1, worker_devices)
+        tasks = workers
+        shape = f"multi_worker_mirrored: {workers} worker(s) x {per_task} device(s), worker 0 the chief"
     elif strategy == "multi_worker_mirrored":
         workers = integer(get(v, "worker.replicas"))
         if workers is None or integer(get(v, "worker.gpu.count")) != devices:
@@ -138,7 +174,7 @@ def batch_splits_evenly_across_replicas(v: dict[str, Any]) -> Iterator[Problem]:
     else:
         return
     replicas = tasks * per_task
-    if batch % replicas:
+    if replicas > 0 and batch % replicas:
         yield Problem(
             "training.batchSize",
             f"{batch} is the global batch, split evenly across the {replicas} replicas in sync ({shape}); "
@@ -192,7 +228,8 @@ def claim_pods(v: dict[str, Any]) -> list[tuple[str, int]]:
         counts.append(("ps", ps))
     if strategy in ("parameter_server", "multi_worker_mirrored") and workers > 0:
         counts.append(("worker", workers))
-    counts.append(("chief", 1))
+    if chief_enabled(v):
+        counts.append(("chief", 1))
     if get(v, "evaluator.enabled") is True:
         counts.append(("evaluator", 1))
     for role in ("tensorboard", "serving"):
@@ -768,7 +805,7 @@ def supervisor_enabled(v: dict[str, Any]) -> bool:
     strategy = get(v, "training.strategy")
     ps, workers = integer(get(v, "ps.replicas")) or 0, integer(get(v, "worker.replicas")) or 0
     targets = (strategy == "parameter_server" and ps > 0) or (
-        strategy in ("parameter_server", "multi_worker_mirrored") and workers > 0
+        strategy in ("parameter_server", "multi_worker_mirrored") and workers > 0 and chief_enabled(v)
     )
     timeout = (integer(get(v, "scheduling.startTimeoutSeconds")) or 0) > 0
     return get(v, "supervisor.enabled") is True and (targets or get(v, "evaluator.enabled") is True or timeout)

@@ -27,6 +27,7 @@ NAME_LABEL = "app.kubernetes.io/name"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 ROLE_ORDER = ("chief", "ps", "worker", "evaluator", "tensorboard", "serving", "supervisor", "test")
+COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 HOLDING_ROLES = ("ps", "worker", "evaluator")  # pods that only serve a run, so should end with it
 ENDING_ANNOTATION = "tf-distributed.io/ending"
 END_REASON_ANNOTATION = "tf-distributed.io/end-reason"
@@ -174,8 +175,8 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
         )
     moment = now or datetime.now(timezone.utc)
     pod_infos = sorted((pod_info(pod, moment) for pod in pods), key=pod_sort_key)
-    chief_pods = [pod for pod in pods if role_of(pod) == "chief"]
-    chief = job_info("chief", jobs, chief_pods)
+    chief_pods = [pod for pod in pods if role_of(pod) == run_role(jobs) and is_chief_pod(pod)]
+    chief = job_info(run_role(jobs), jobs, chief_pods)
     evaluator_jobs = [job for job in jobs if role_of(job) == "evaluator"]
     evaluator = (
         job_info("evaluator", evaluator_jobs, [p for p in pods if role_of(p) == "evaluator"])
@@ -200,6 +201,21 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
             if is_client_service(service)
         ],
     )
+
+
+def run_role(jobs: list[Any]) -> str:
+    """The role whose Job owns completion: the chief, or the workers' Indexed Job when worker 0 is the
+    chief (chief.replicas=0)."""
+    roles = {role_of(job) for job in jobs}
+    return "worker" if "worker" in roles and "chief" not in roles else "chief"
+
+
+def is_chief_pod(pod: Any) -> bool:
+    """The chief's pod, or worker 0's in a workers' Job (its completion index)."""
+    if role_of(pod) == "chief":
+        return True
+    annotations = pod.metadata.annotations or {}
+    return str(annotations.get(COMPLETION_INDEX_ANNOTATION, "")) == "0"
 
 
 def role_of(obj: Any) -> str:
@@ -341,7 +357,7 @@ def held_after_the_end(
     release: str, namespace: str, chief: JobInfo, stateful_sets: list[StatefulSetInfo], pods: list[PodInfo]
 ) -> list[str]:
     """A warning when the chief Job ended but ps/worker/evaluator pods still run (and hold their GPUs)."""
-    if chief.state not in ("Succeeded", "Failed", "Missing"):
+    if chief.state not in ("Succeeded", "Failed", "Missing") or chief.role != "chief":
         return []
     holding = [p for p in pods if p.role in HOLDING_ROLES and p.phase not in ("Succeeded", "Failed", "Terminating")]
     up = [s for s in stateful_sets if s.desired > 0]
@@ -569,7 +585,8 @@ def summary_lines(status: ReleaseStatus) -> Any:
             grid.add_row("Export", escape(progress.export_path))
     chief = status.chief
     chief_text = chief.state + (f" ({chief.reason})" if chief.reason else "")
-    grid.add_row("Chief Job", f"[{STATE_STYLE.get(chief.state, 'white')}]{escape(chief_text)}[/]")
+    label = "Chief Job" if chief.role == "chief" else "Workers' Job"  # worker 0 is the chief
+    grid.add_row(label, f"[{STATE_STYLE.get(chief.state, 'white')}]{escape(chief_text)}[/]")
     if status.evaluator:
         grid.add_row(
             "Evaluator Job",

@@ -16,7 +16,15 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from tfchart.errors import KubernetesError, TfchartError
-from tfchart.status import END_REASON_ANNOTATION, ENDING_ANNOTATION, job_info, name_of, release_selector, role_of
+from tfchart.status import (
+    END_REASON_ANNOTATION,
+    ENDING_ANNOTATION,
+    job_info,
+    name_of,
+    release_selector,
+    role_of,
+    run_role,
+)
 
 if TYPE_CHECKING:
     from tfchart.kube import KubeApi
@@ -25,6 +33,7 @@ RUN_SPEC_ANNOTATION = "tf-distributed.io/run-spec"
 FINISHED_RUN_SPEC_ANNOTATION = "tf-distributed.io/finished-run-spec"
 ENDED_AT_ANNOTATION = "tf-distributed.io/ended-at"
 STOPPED = "stopped"
+JOB_OF = {"chief": "chief Job", "worker": "workers' Job"}
 
 
 @dataclass
@@ -46,11 +55,11 @@ def stop(api: KubeApi, release: str, namespace: str, *, end_run: bool, now: date
             f"check the release name and namespace: `helm list -n {namespace}` (or `helm list -A`)",
         )
     done = Stopped()
-    chief = job_info("chief", jobs, [])
+    chief = job_info(run_role(jobs), jobs, [])
     running = chief.state not in ("Succeeded", "Failed", "Missing") and chief.reason != "Suspended"
     if running and not end_run:
         raise TfchartError(
-            f"the chief Job {chief.name} of release {release} has not ended: stopping now ends its training",
+            f"the {JOB_OF[chief.role]} {chief.name} of release {release} has not ended: stopping now ends its training",
             f"wait for it (`tfchart status {release} -n {namespace}`), or end the run now: "
             f"`tfchart stop {release} -n {namespace} --end-run` (the project's trainer saves a checkpoint on SIGTERM)",
         )

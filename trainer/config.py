@@ -66,6 +66,7 @@ class TrainConfig:
     steps_per_execution: int
     log_device_placement: bool
     cleanup: str
+    exit_when_done: bool
     download: bool
     seed: int
     run_id: str
@@ -183,6 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "closure under parameter_server); chunks end at log and checkpoint steps")
     g.add_argument("--log-device-placement", action="store_true",
                    help="log the device of every op (tf.debugging.set_log_device_placement)")
+    g.add_argument("--exit-when-done", action="store_true",
+                   help="multi_worker_mirrored workers exit 0 once the chief reports success, and a "
+                        "restarted worker of a finished run exits 0 at once (pods of a Job; "
+                        "the default idles until SIGTERM, as StatefulSet pods must)")
     g.add_argument("--cleanup", default="scale-down",
                    help="after success: 'scale-down' the StatefulSets in "
                         "TFD_CLEANUP_STATEFULSETS to 0 replicas, or 'keep' them")
@@ -313,6 +318,7 @@ def parse_config(argv: Sequence[str]) -> TrainConfig:
         steps_per_execution=ns.steps_per_execution,
         log_device_placement=ns.log_device_placement,
         cleanup=ns.cleanup,
+        exit_when_done=ns.exit_when_done,
         download=ns.download,
         seed=ns.seed,
         run_id=run_id,

@@ -193,8 +193,13 @@ def run_chief(cfg: TrainConfig, task: Task, env: Mapping[str, str], shutdown: Sh
 
 
 def run_sync_worker(cfg: TrainConfig, task: Task, shutdown: Shutdown) -> int:
-    """A non-chief multi_worker_mirrored worker: train in lockstep, then idle."""
+    """A non-chief multi_worker_mirrored worker: train in lockstep, then idle (a StatefulSet pod)
+    or exit 0 (a Job pod, --exit-when-done) once the chief reported success."""
     if is_completed(cfg.layout.status, cfg.run_id):
+        if cfg.exit_when_done:
+            log.info("training run %s already Succeeded (status.json): %s does not train; exiting",
+                     cfg.run_id, task.name)
+            return 0
         log.info("training run %s already Succeeded (status.json): %s does not train; idling "
                  "until SIGTERM", cfg.run_id, task.name)
         wait_for_sigterm(shutdown)
@@ -206,12 +211,15 @@ def run_sync_worker(cfg: TrainConfig, task: Task, shutdown: Shutdown) -> int:
 
     data = load_data(cfg, may_download=False)
     run_sync(cfg, task, data, None, shutdown)
-    log.info("%s finished its steps; waiting for the chief to report success, then idling "
-             "until SIGTERM (a StatefulSet pod must not exit)", task.name)
+    then = "exiting" if cfg.exit_when_done else "idling until SIGTERM (a StatefulSet pod must not exit)"
+    log.info("%s finished its steps; waiting for the chief to report success, then %s", task.name, then)
     with shutdown.deferred():
         shutdown.phase = "idle"
         while not shutdown.wait(2) and not is_completed(cfg.layout.status, cfg.run_id):
             pass
+    if cfg.exit_when_done and is_completed(cfg.layout.status, cfg.run_id):
+        log.info("%s: training run %s Succeeded; exiting", task.name, cfg.run_id)
+        return 0
     wait_for_sigterm(shutdown)
     return 0
 

@@ -545,3 +545,61 @@ def test_existing_claim_with_declared_read_write_once_is_co_located_too() -> Non
 def test_co_located_render_is_deterministic() -> None:
     runs = [template(values=[VALUES_DIR / "cpu.yaml"]).stdout for _ in range(3)]
     assert runs[0] and runs[0] == runs[1] == runs[2]
+
+
+# -- multi_worker_mirrored with chief.replicas=0: worker 0 is the chief ------------------------------
+
+WORKERS_ONLY = ["training.strategy=multi_worker_mirrored", "chief.replicas=0", "worker.replicas=3",
+                "training.batchSize=99"]
+
+
+def test_without_a_chief_the_workers_are_an_indexed_job_with_statefulset_dns_names() -> None:
+    docs = render(sets=WORKERS_ONLY)
+    assert not [d for d in docs if d["metadata"]["name"] == f"{PREFIX}-chief"]
+    assert not by_kind(docs, "StatefulSet")
+    job = named(docs, "Job", f"{PREFIX}-worker")
+    spec = job["spec"]
+    assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 3, 3)
+    # one worker's failure ends every worker's pod in synchronous training: chief.backoffLimit per worker
+    assert spec["backoffLimit"] == 3 * 6 and spec["podReplacementPolicy"] == "Failed"
+    assert spec["podFailurePolicy"]["rules"][0]["onExitCodes"]["containerName"] == "worker"
+    pod = pod_spec(job)
+    assert pod["restartPolicy"] == "Never" and pod["subdomain"] == f"{PREFIX}-worker" and "hostname" not in pod
+    assert named(docs, "Service", f"{PREFIX}-worker")["spec"]["clusterIP"] == "None"
+    assert "tf-distributed.io/run-spec" in pod_template(job)["metadata"]["annotations"]
+    container = pod["containers"][0]
+    index = next(i for i in container["env"] if i["name"] == "TFD_TASK_INDEX")
+    completion_index = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    assert index["valueFrom"]["fieldRef"]["fieldPath"] == completion_index
+    assert "--exit-when-done" in container["args"]
+    cluster = json.loads(env_of(container)["TFD_CLUSTER"])
+    assert cluster == {"worker": [f"{PREFIX}-worker-{i}.{PREFIX}-worker.{NAMESPACE}.svc.cluster.local:2222"
+                                  for i in range(3)]}
+    # Kubernetes names the pods <job>-<index>: the prelude's hostname fallback gives the same index
+    for hostname, from_annotation in ((f"{PREFIX}-worker-2", "2"), (f"{PREFIX}-worker-1", None)):
+        result = run_prelude(container, hostname, from_annotation)
+        assert result.returncode == 0, result.stderr
+        tf_config = json.loads(result.stdout)
+        assert tf_config == {"cluster": cluster, "task": {"type": "worker", "index": int(hostname[-1])}}
+    # nothing to scale down: no supervisor unless it has an evaluator to end, and no worker PDB
+    with_pdb = render(sets=[*WORKERS_ONLY, "worker.podDisruptionBudget.enabled=true"])
+    assert not [d for d in with_pdb if d["metadata"]["name"] == f"{PREFIX}-supervisor"]
+    assert by_kind(with_pdb, "PodDisruptionBudget") == []
+
+
+def test_without_a_chief_the_supervisor_watches_the_workers_job() -> None:
+    docs = render(sets=[*WORKERS_ONLY, "evaluator.enabled=true"])
+    supervisor = pod_spec(named(docs, "Deployment", f"{PREFIX}-supervisor"))["containers"][0]
+    env = env_of(supervisor)
+    assert env["TFD_CHIEF_JOB"] == f"{PREFIX}-worker" and env["TFD_STATEFULSETS"] == ""
+    assert env["TFD_EXPECTED_PODS"] == "4"  # 3 workers + the evaluator
+    role = named(docs, "Role", f"{PREFIX}-supervisor")
+    jobs = next(rule for rule in role["rules"] if "jobs" in rule["resources"])
+    assert set(jobs["resourceNames"]) == {f"{PREFIX}-worker", f"{PREFIX}-evaluator"}
+
+
+def test_chief_replicas_zero_is_refused_outside_synchronous_training() -> None:
+    result = template(sets=["chief.replicas=0"])
+    assert result.returncode != 0
+    assert "only training.strategy=multi_worker_mirrored runs without a separate chief" in result.stderr
+    assert "--set chief.replicas=1 (or --set training.strategy=multi_worker_mirrored)" in result.stderr

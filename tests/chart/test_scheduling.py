@@ -36,6 +36,8 @@ STRATEGY_ROLES = {
     "parameter_server": ("ps", "worker", "chief"),
     "multi_worker_mirrored": ("worker", "chief"),
     "mirrored": ("chief",),
+    # multi_worker_mirrored with chief.replicas=0: worker 0 is the chief, the workers an Indexed Job
+    "workers_only": ("worker",),
 }
 
 
@@ -55,6 +57,9 @@ def topology_sets(strategy: str, ps: int, workers: int) -> list[str]:
     sets = [f"training.strategy={strategy}", f"ps.replicas={max(ps, 1)}", f"worker.replicas={max(workers, 1)}"]
     if strategy == "multi_worker_mirrored":
         sets.append(f"training.batchSize={10 * (1 + workers)}")
+    if strategy == "workers_only":
+        sets = ["training.strategy=multi_worker_mirrored", "chief.replicas=0", f"worker.replicas={workers}",
+                f"training.batchSize={10 * workers}"]
     # the evaluator joins the gang too: on in every other topology
     if (ps + workers) % 2 == 0:
         sets.append("evaluator.enabled=true")
@@ -90,7 +95,7 @@ def pods_of(doc: dict[str, Any]) -> int:
 
 def expected_pods(strategy: str, ps: int, workers: int) -> int:
     evaluator = 1 if (ps + workers) % 2 == 0 else 0
-    return ps + workers + 1 + evaluator
+    return ps + workers + (0 if strategy == "workers_only" else 1) + evaluator
 
 
 def labels_of(doc: dict[str, Any]) -> dict[str, str]:

@@ -275,3 +275,31 @@ def test_sync_workers_restarted_after_success_never_train_again(launch: Callable
         assert run.cluster.processes[name].popen.poll() is None, log[-2000:]
         run.cluster.kill(name, signal.SIGTERM)
         assert run.cluster.processes[name].popen.returncode == 0, run.log(name)[-2000:]
+
+
+def test_sync_workers_without_a_chief_all_exit_0_when_training_ends(launch: Callable[..., Run]) -> None:
+    """chief.replicas=0: worker 0 is the chief (TensorFlow's convention) and the workers are an
+    Indexed Job. Each worker takes its index from the completion-index annotation, trains in lockstep
+    under the chart's DNS names, and exits 0 once worker 0 reported success: nothing idles, so nothing
+    holds its accelerator, and a Job does not restart a pod that succeeded."""
+    run = launch(["training.strategy=multi_worker_mirrored", "chief.replicas=0", "worker.replicas=3",
+                  "training.trainSteps=150", "training.batchSize=63", "tensorboard.enabled=false"])
+    assert not [p for p in run.pods if p.role == "chief"]
+    names = [run.pod("worker", index).name for index in (0, 1, 2)]
+    assert names == [f"mnist-tf-distributed-worker-{index}" for index in (0, 1, 2)]
+    codes = {name: run.cluster.wait_for(name, timeout=300) for name in names}
+    assert codes == dict.fromkeys(names, 0), {name: run.log(name)[-2000:] for name in names}
+    result = status(run)
+    assert result["state"] == "Succeeded" and result["step"] == 150, result
+    assert float(result["accuracy"]) >= 0.9, result  # type: ignore[arg-type]
+    assert list((run.root / "export" / "mnist").glob("*/saved_model.pb"))
+    chief_log = run.log(names[0])
+    assert "training Succeeded at step 150" in chief_log and re.search(r"^step 150,", chief_log, re.MULTILINE)
+    # peers were reached by the chart's names, resolved only through each namespace's hosts file
+    assert json.loads(run.pod("worker", 2).env["TFD_CLUSTER"]) == {
+        "worker": [f"{name}.mnist-tf-distributed-worker.ml-training.svc.cluster.local:2222" for name in names]
+    }
+    for name in names[1:]:
+        log = run.log(name)
+        assert "Succeeded; exiting" in log and "Traceback" not in log, log[-2000:]
+        assert not re.search(r"^step \d+,", log, re.MULTILINE), "only the chief (worker 0) prints step lines"

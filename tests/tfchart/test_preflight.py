@@ -100,7 +100,14 @@ def effective(resources: dict[str, Any], kind: str) -> dict[str, Decimal]:
 
 
 @pytest.mark.parametrize(
-    "values_file", ["values/cpu.yaml", "values/gpu.yaml", "values/multi-gpu.yaml", "values/sync-allreduce.yaml"]
+    "values_file",
+    [
+        "values/cpu.yaml",
+        "values/gpu.yaml",
+        "values/multi-gpu.yaml",
+        "values/sync-allreduce.yaml",
+        "charts/tf-distributed/ci/sync-workers-only-values.yaml",
+    ],
 )
 def test_plan_matches_the_rendered_manifests(values_file: str) -> None:
     docs = [

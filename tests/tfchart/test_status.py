@@ -440,3 +440,41 @@ def test_live_cluster_release_status() -> None:
     assert report.training.state in {"Running", "Succeeded", "Failed", "Pending", "Unknown"}
     json.dumps(report.as_dict())
     render_text(report)
+
+
+WORKERS_ONLY = ("training.strategy=multi_worker_mirrored", "chief.replicas=0", "worker.replicas=2",
+                "training.batchSize=64")
+
+
+def workers_only_release(cluster: kf.FakeCluster, state: str) -> None:
+    """The workers' Indexed Job (worker 0 is the chief) and its pods, named <job>-<index>-<suffix>."""
+    docs = kf.rendered(sets=WORKERS_ONLY)
+    job = kf.manifest(docs, "Job", "worker")
+    cluster.add(kf.job(job, state))
+    phase = "Running" if state == "running" else "Succeeded"
+    for index in (0, 1):
+        pod = kf.pod(job, f"{job['metadata']['name']}-{index}-q{index}z9x", phase=phase, ready=phase == "Running",
+                     terminated=None if phase == "Running" else ("Completed", 0))
+        pod["metadata"].setdefault("annotations", {})["batch.kubernetes.io/job-completion-index"] = str(index)
+        cluster.add(pod)
+
+
+def test_without_a_chief_the_workers_job_owns_completion_and_worker_0_reports_progress() -> None:
+    cluster = kf.FakeCluster()
+    workers_only_release(cluster, "running")
+    cluster.set_log(NS, "mnist-tf-distributed-worker-0-q0z9x", [tfd_status(step=700, loss=0.25)])
+    report = collect(cluster)
+    assert (report.chief.role, report.chief.name, report.chief.state) == ("worker", "mnist-tf-distributed-worker",
+                                                                           "Running")
+    assert report.training.state == "Running" and report.training.progress is not None
+    assert report.training.progress.step == 700
+    assert Call("log", "pods", NS, "mnist-tf-distributed-worker-0-q0z9x",
+                params=(("container", "worker"), ("tailLines", "2000"))) in cluster.calls
+    console = Console(record=True, width=200)
+    status.render(report, console)
+    assert "Workers' Job  Running" in console.export_text()
+
+    done = kf.FakeCluster()
+    workers_only_release(done, "complete")
+    finished = collect(done)
+    assert finished.training.state == "Succeeded" and finished.warnings == []

@@ -217,7 +217,7 @@ on kubernetes.io/hostname (tf-distributed.affinity); the twin of these helpers i
 {{- $counts := list -}}
 {{- if include "tf-distributed.psEnabled" . }}{{ $counts = append $counts (list "ps" (int $v.ps.replicas)) }}{{ end -}}
 {{- if include "tf-distributed.workerEnabled" . }}{{ $counts = append $counts (list "worker" (int $v.worker.replicas)) }}{{ end -}}
-{{- $counts = append $counts (list "chief" 1) -}}
+{{- if include "tf-distributed.chiefEnabled" . }}{{ $counts = append $counts (list "chief" 1) }}{{ end -}}
 {{- if $v.evaluator.enabled }}{{ $counts = append $counts (list "evaluator" 1) }}{{ end -}}
 {{- if $v.tensorboard.enabled }}{{ $counts = append $counts (list "tensorboard" (int $v.tensorboard.replicas)) }}{{ end -}}
 {{- if $v.serving.enabled }}{{ $counts = append $counts (list "serving" (int $v.serving.replicas)) }}{{ end -}}
@@ -296,11 +296,26 @@ matchExpressions:
 {{- if and (has .Values.training.strategy (list "parameter_server" "multi_worker_mirrored")) (gt (int .Values.worker.replicas) 0) -}}true{{- end -}}
 {{- end -}}
 
+{{/* A separate chief task: always, except multi_worker_mirrored with chief.replicas=0 (worker 0 is the chief). */}}
+{{- define "tf-distributed.chiefEnabled" -}}
+{{- if or (ne .Values.training.strategy "multi_worker_mirrored") (gt (int .Values.chief.replicas) 0) -}}true{{- end -}}
+{{- end -}}
+
+{{/* Without a chief the workers are an Indexed Job that completes when training ends. */}}
+{{- define "tf-distributed.workersAsJob" -}}
+{{- if and (include "tf-distributed.workerEnabled" .) (not (include "tf-distributed.chiefEnabled" .)) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The Job whose ending is the run's: the chief's, or the workers' when worker 0 is the chief. */}}
+{{- define "tf-distributed.runJobName" -}}
+{{- include "tf-distributed.componentName" (list . (ternary "worker" "chief" (eq (include "tf-distributed.workersAsJob" .) "true"))) -}}
+{{- end -}}
+
 {{/* The ps/worker StatefulSets the supervisor ends, as a JSON list. */}}
 {{- define "tf-distributed.cleanupTargets" -}}
 {{- $targets := list -}}
 {{- if include "tf-distributed.psEnabled" . }}{{ $targets = append $targets (include "tf-distributed.componentName" (list . "ps")) }}{{ end -}}
-{{- if include "tf-distributed.workerEnabled" . }}{{ $targets = append $targets (include "tf-distributed.componentName" (list . "worker")) }}{{ end -}}
+{{- if and (include "tf-distributed.workerEnabled" .) (not (include "tf-distributed.workersAsJob" .)) }}{{ $targets = append $targets (include "tf-distributed.componentName" (list . "worker")) }}{{ end -}}
 {{- toJson $targets -}}
 {{- end -}}
 
@@ -321,7 +336,10 @@ subdomain are both <fullname>-chief, so its address has the same shape with ordi
 */}}
 {{- define "tf-distributed.clusterSpec" -}}
 {{- $chiefService := include "tf-distributed.componentName" (list . "chief") -}}
-{{- $cluster := dict "chief" (list (printf "%s.%s.%s.svc.%s:%d" $chiefService $chiefService (include "tf-distributed.namespace" .) .Values.clusterDomain (int .Values.chief.service.port))) -}}
+{{- $cluster := dict -}}
+{{- if include "tf-distributed.chiefEnabled" . -}}
+{{- $_ := set $cluster "chief" (list (printf "%s.%s.%s.svc.%s:%d" $chiefService $chiefService (include "tf-distributed.namespace" .) .Values.clusterDomain (int .Values.chief.service.port))) -}}
+{{- end -}}
 {{- if include "tf-distributed.psEnabled" . -}}
 {{- $ps := list -}}
 {{- range $i := until (int .Values.ps.replicas) }}{{ $ps = append $ps (include "tf-distributed.taskAddress" (list $ "ps" $i $.Values.ps.service.port)) }}{{ end -}}
@@ -552,6 +570,7 @@ exec "$@"
 -}}
 {{- if $t.download }}{{ $args = append $args "--download" }}{{ end -}}
 {{- if $t.logDevicePlacement }}{{ $args = append $args "--log-device-placement" }}{{ end -}}
+{{- if include "tf-distributed.workersAsJob" . }}{{ $args = append $args "--exit-when-done" }}{{ end -}}
 {{- toJson (concat $args $t.extraArgs) -}}
 {{- end -}}
 
@@ -590,7 +609,7 @@ helm test pod never join the gang, never get the gang scheduler and never carry 
 {{- $roles := list -}}
 {{- if include "tf-distributed.psEnabled" . }}{{ $roles = append $roles "ps" }}{{ end -}}
 {{- if include "tf-distributed.workerEnabled" . }}{{ $roles = append $roles "worker" }}{{ end -}}
-{{- $roles = append $roles "chief" -}}
+{{- if include "tf-distributed.chiefEnabled" . }}{{ $roles = append $roles "chief" }}{{ end -}}
 {{- if .Values.evaluator.enabled }}{{ $roles = append $roles "evaluator" }}{{ end -}}
 {{- toJson $roles -}}
 {{- end -}}
@@ -766,7 +785,9 @@ annotations:
 
 {{/*
 The container of a TensorFlow task (ps, worker, chief, evaluator): same shape for every role.
-Usage: include "tf-distributed.tfContainer" (dict "root" $ "role" "worker" "component" .Values.worker "taskType" "worker" "indexFromPod" true)
+indexField: the pod field holding the task index (a StatefulSet's pod-index label, an Indexed Job's
+completion-index annotation), or empty for index 0.
+Usage: include "tf-distributed.tfContainer" (dict "root" $ "role" "worker" "component" .Values.worker "taskType" "worker" "indexField" "metadata.labels['apps.kubernetes.io/pod-index']")
 */}}
 {{- define "tf-distributed.tfContainer" -}}
 {{- $root := .root -}}
@@ -789,11 +810,11 @@ Usage: include "tf-distributed.tfContainer" (dict "root" $ "role" "worker" "comp
       value: {{ include "tf-distributed.clusterSpec" $root | quote }}
     - name: TFD_TASK_TYPE
       value: {{ .taskType }}
-    {{- if .indexFromPod }}
+    {{- if .indexField }}
     - name: TFD_TASK_INDEX
       valueFrom:
         fieldRef:
-          fieldPath: metadata.labels['apps.kubernetes.io/pod-index']
+          fieldPath: {{ .indexField }}
     {{- else }}
     - name: TFD_TASK_INDEX
       value: "0"
@@ -857,7 +878,7 @@ Usage: include "tf-distributed.tfContainer" (dict "root" $ "role" "worker" "comp
     fieldRef:
       fieldPath: metadata.namespace
 - name: TFD_CHIEF_JOB
-  value: {{ include "tf-distributed.componentName" (list . "chief") | quote }}
+  value: {{ include "tf-distributed.runJobName" . | quote }}
 - name: TFD_EVALUATOR_JOB
   value: {{ ternary (include "tf-distributed.componentName" (list . "evaluator")) "" $v.evaluator.enabled | quote }}
 - name: TFD_STATEFULSETS

@@ -60,31 +60,43 @@ spec:
       {{- include "tf-distributed.podCommon" (list $root $c (include "tf-distributed.serviceAccountName" $root) false) | nindent 6 }}
       terminationGracePeriodSeconds: 30
       containers:
-        {{- include "tf-distributed.tfContainer" (dict "root" $root "role" $role "component" $c "taskType" $role "indexFromPod" true "port" $c.service.port "probes" true) | nindent 8 }}
+        {{- include "tf-distributed.tfContainer" (dict "root" $root "role" $role "component" $c "taskType" $role "indexField" "metadata.labels['apps.kubernetes.io/pod-index']" "port" $c.service.port "probes" true) | nindent 8 }}
       volumes:
         {{- include "tf-distributed.volumes" (list $root $c false) | nindent 8 }}
 {{- end -}}
 
 {{/*
-A TensorFlow Job (chief or evaluator). restartPolicy Never, so that the Job's podFailurePolicy
-decides: exit code 2 (a configuration error) fails the Job at once, a pod disruption (preemption,
-node drain, eviction: the DisruptionTarget condition) is retried without counting against
-backoffLimit, any other failure is retried up to backoffLimit. Every retry resumes from the last
-checkpoint on the shared volume. Usage: include "tf-distributed.tfJob" (dict "root" $ "role" "chief" ...)
+A TensorFlow Job (chief, evaluator, or the workers when worker 0 is the chief). restartPolicy Never,
+so that the Job's podFailurePolicy decides: exit code 2 (a configuration error) fails the Job at
+once, a pod disruption (preemption, node drain, eviction: the DisruptionTarget condition) is retried
+without counting against backoffLimit, any other failure is retried up to backoffLimit. Every retry
+resumes from the last checkpoint on the shared volume.
+The workers' Job is Indexed: one pod per worker, hostname <name>-<index> under the headless Service
+<name> (the same DNS names as StatefulSet pods), the index from the completion-index annotation. In
+synchronous training one worker's failure ends every worker's pod, so its backoffLimit is
+chief.backoffLimit per worker; its run-level settings (deadline, TTL, grace) are the chief's.
+Usage: include "tf-distributed.tfJob" (dict "root" $ "role" "chief" "port" 2222 "stableHostname" true)
+       include "tf-distributed.tfJob" (dict "root" $ "role" "worker" "port" 2222 "indexed" true)
 */}}
 {{- define "tf-distributed.tfJob" -}}
 {{- $root := .root -}}
 {{- $role := .role -}}
 {{- $c := index $root.Values $role -}}
+{{- $run := ternary $root.Values.chief $c (eq $role "worker") -}}
+{{- $runLevel := or (eq $role "chief") (eq .indexed true) -}}
+{{- $tasks := ternary (int $c.replicas) 1 (eq .indexed true) -}}
 {{- $name := include "tf-distributed.componentName" (list $root $role) -}}
 apiVersion: batch/v1
 kind: Job
 metadata:
   {{- include "tf-distributed.metadata" (list $root $role $name) | nindent 2 }}
 spec:
-  backoffLimit: {{ $c.backoffLimit }}
-  completions: 1
-  parallelism: 1
+  backoffLimit: {{ mul $run.backoffLimit $tasks }}
+  completions: {{ $tasks }}
+  parallelism: {{ $tasks }}
+  {{- if .indexed }}
+  completionMode: Indexed
+  {{- end }}
   # A replacement pod starts only once the failed one is gone: never two pods with one task address.
   podReplacementPolicy: Failed
   podFailurePolicy:
@@ -99,15 +111,15 @@ spec:
         onPodConditions:
           - type: DisruptionTarget
             status: "True"
-  {{- if and (eq $role "chief") (not (kindIs "invalid" $c.activeDeadlineSeconds)) }}
-  activeDeadlineSeconds: {{ $c.activeDeadlineSeconds }}
+  {{- if and $runLevel (not (kindIs "invalid" $run.activeDeadlineSeconds)) }}
+  activeDeadlineSeconds: {{ $run.activeDeadlineSeconds }}
   {{- end }}
-  {{- if and (eq $role "chief") (not (kindIs "invalid" $c.ttlSecondsAfterFinished)) }}
-  ttlSecondsAfterFinished: {{ $c.ttlSecondsAfterFinished }}
+  {{- if and $runLevel (not (kindIs "invalid" $run.ttlSecondsAfterFinished)) }}
+  ttlSecondsAfterFinished: {{ $run.ttlSecondsAfterFinished }}
   {{- end }}
   template:
     metadata:
-      {{- $own := ternary (dict "tf-distributed.io/run-spec" (include "tf-distributed.runSpec" $root)) (dict) (eq $role "chief") }}
+      {{- $own := ternary (dict "tf-distributed.io/run-spec" (include "tf-distributed.runSpec" $root)) (dict) $runLevel }}
       {{- include "tf-distributed.podMetadata" (list $root $role $c $own) | nindent 6 }}
     spec:
       {{- include "tf-distributed.podCommon" (list $root $c (include "tf-distributed.serviceAccountName" $root) false) | nindent 6 }}
@@ -115,10 +127,14 @@ spec:
       {{- if .stableHostname }}
       hostname: {{ $name | quote }}
       subdomain: {{ $name | quote }}
+      {{- else if .indexed }}
+      # Indexed Job pods are named <name>-<index> by Kubernetes; the subdomain gives them DNS names
+      subdomain: {{ $name | quote }}
       {{- end }}
-      terminationGracePeriodSeconds: {{ $c.terminationGracePeriodSeconds | default 60 }}
+      terminationGracePeriodSeconds: {{ $run.terminationGracePeriodSeconds | default 60 }}
       containers:
-        {{- include "tf-distributed.tfContainer" (dict "root" $root "role" $role "component" $c "taskType" $role "indexFromPod" false "port" .port "probes" false) | nindent 8 }}
+        {{- $index := ternary "metadata.annotations['batch.kubernetes.io/job-completion-index']" "" (eq .indexed true) }}
+        {{- include "tf-distributed.tfContainer" (dict "root" $root "role" $role "component" $c "taskType" $role "indexField" $index "port" .port "probes" false) | nindent 8 }}
       volumes:
         {{- include "tf-distributed.volumes" (list $root $c false) | nindent 8 }}
 {{- end -}}

@@ -16,11 +16,18 @@ once with all of them, each with the --set that fixes it.
 {{- end -}}
 {{- end -}}
 
+{{- $chief := eq (include "tf-distributed.chiefEnabled" .) "true" -}}
+{{- if and (lt (int $v.chief.replicas) 1) (ne $strategy "multi_worker_mirrored") -}}
+{{- $problems = append $problems (printf "chief.replicas: only training.strategy=multi_worker_mirrored runs without a separate chief (worker 0 is the chief), but training.strategy=%s. Fix: --set chief.replicas=1 (or --set training.strategy=multi_worker_mirrored)" $strategy) -}}
+{{- else if and (not $chief) (lt (int $v.worker.replicas) 1) -}}
+{{- $problems = append $problems (printf "worker.replicas: with chief.replicas=0 worker 0 is the chief, so at least one worker is needed (got %d). Fix: --set worker.replicas=2 (or --set chief.replicas=1)" (int $v.worker.replicas)) -}}
+{{- end -}}
+
 {{- if and (eq $strategy "single_device") (gt (int $v.chief.gpu.count) 1) -}}
 {{- $problems = append $problems (printf "chief.gpu.count: training.strategy=single_device uses one device but chief.gpu.count=%d. Fix: --set training.strategy=mirrored (or --set chief.gpu.count=1)" (int $v.chief.gpu.count)) -}}
 {{- end -}}
 
-{{- if and (eq $strategy "multi_worker_mirrored") (gt (int $v.worker.replicas) 0) (ne (int $v.chief.gpu.count) (int $v.worker.gpu.count)) -}}
+{{- if and (eq $strategy "multi_worker_mirrored") $chief (gt (int $v.worker.replicas) 0) (ne (int $v.chief.gpu.count) (int $v.worker.gpu.count)) -}}
 {{- $problems = append $problems (printf "chief.gpu.count: training.strategy=multi_worker_mirrored needs the same GPU count on every replica (chief %d, worker %d). Fix: --set chief.gpu.count=%d" (int $v.chief.gpu.count) (int $v.worker.gpu.count) (int $v.worker.gpu.count)) -}}
 {{- end -}}
 
@@ -30,16 +37,20 @@ once with all of them, each with the --set that fixes it.
 {{- if eq $strategy "mirrored" -}}
 {{- $syncTasks = 1 -}}
 {{- $syncShape = printf "mirrored: %d device(s)" $perTask -}}
-{{- else if and (eq $strategy "multi_worker_mirrored") (eq (int $v.chief.gpu.count) (int $v.worker.gpu.count)) -}}
+{{- else if and (eq $strategy "multi_worker_mirrored") $chief (eq (int $v.chief.gpu.count) (int $v.worker.gpu.count)) -}}
 {{- $syncTasks = add 1 (int $v.worker.replicas) -}}
 {{- $syncShape = printf "multi_worker_mirrored: chief + %d worker(s) x %d device(s)" (int $v.worker.replicas) $perTask -}}
+{{- else if and (eq $strategy "multi_worker_mirrored") (not $chief) -}}
+{{- $perTask = max 1 (int $v.worker.gpu.count) -}}
+{{- $syncTasks = int $v.worker.replicas -}}
+{{- $syncShape = printf "multi_worker_mirrored: %d worker(s) x %d device(s), worker 0 the chief" (int $v.worker.replicas) $perTask -}}
 {{- end -}}
 {{- $syncReplicas := mul $syncTasks $perTask -}}
 {{- if and (gt $syncReplicas 0) (ge (int $v.training.batchSize) 1) (ne (mod (int $v.training.batchSize) $syncReplicas) 0) -}}
 {{- $problems = append $problems (printf "training.batchSize: %d is the global batch, split evenly across the %d replicas in sync (%s); it is not divisible by %d. Fix: --set training.batchSize=%d" (int $v.training.batchSize) $syncReplicas $syncShape $syncReplicas (sub (add (int $v.training.batchSize) $syncReplicas) (mod (int $v.training.batchSize) $syncReplicas))) -}}
 {{- end -}}
 
-{{- if and (eq $strategy "multi_worker_mirrored") (ne $v.chief.gpu.resourceName $v.worker.gpu.resourceName) (gt (int $v.worker.replicas) 0) -}}
+{{- if and (eq $strategy "multi_worker_mirrored") $chief (ne $v.chief.gpu.resourceName $v.worker.gpu.resourceName) (gt (int $v.worker.replicas) 0) -}}
 {{- $problems = append $problems (printf "chief.gpu.resourceName: multi_worker_mirrored replicas must use one GPU kind (chief %s, worker %s). Fix: --set chief.gpu.resourceName=%s" $v.chief.gpu.resourceName $v.worker.gpu.resourceName $v.worker.gpu.resourceName) -}}
 {{- end -}}
 
