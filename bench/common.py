@@ -21,7 +21,13 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from tfchart import render  # noqa: E402
-from tfchart.local import STEP_LINE, LocalCluster, LocalPod, localise_cluster, pods_from_manifests, python_bin_dir  # noqa: E402
+from tfchart.local import LocalCluster, LocalPod, localise_cluster, pods_from_manifests, python_bin_dir  # noqa: E402
+from tfdcontract import (  # noqa: E402
+    CHIEF,
+    PS,
+    WORKER,
+    parse_step_line,
+)
 
 HELM = str(REPO / ".tools" / "bin" / "helm")
 CHART = REPO / "charts" / "tf-distributed"
@@ -136,14 +142,14 @@ def train_locally(pods: Sequence[LocalPod], batch_size: int, timeout: float = 60
             return
         tail.append(line)
         del tail[:-20]
-        match = STEP_LINE.search(line)
-        if match:
+        progress = parse_step_line(line)
+        if progress:
             at = time.perf_counter()
             cpu = {process.pod.name: cpu_seconds(process.popen.pid) for process in cluster.processes.values()}
-            samples.append(StepSample(int(match.group(1)), at, cpu))
+            samples.append(StepSample(progress.step, at, cpu))
 
     cluster = LocalCluster(on_line, extra_path=[python_bin_dir()])
-    tf_pods = [pod for pod in pods if pod.role in ("ps", "worker", "chief")]
+    tf_pods = [pod for pod in pods if pod.role in (PS, WORKER, CHIEF)]
     try:
         cluster.start(tf_pods)
         chief = next(pod.name for pod in tf_pods if pod.is_chief)

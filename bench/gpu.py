@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, Result, TrainingRun, bench_env, print_rows, train_locally
 
 from tfchart.local import LocalPod
+from tfdcontract import CHIEF
 
 REFERENCE = 15_000.0  # examples/sec, four GRID K520 GPUs (the classic distributed MNIST example)
 GPU_ENV = ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES", "XLA_FLAGS", "TF_GPU_ALLOCATOR")
@@ -76,7 +77,7 @@ def train_on_gpus(strategy: str, batch_size: int, steps: int) -> TrainingRun:
         ]  # fmt: skip
         env = {key: os.environ[key] for key in GPU_ENV if key in os.environ}
         env["PYTHONPATH"] = str(REPO)
-        return train_locally([LocalPod("gpu-bench", "chief", 0, argv, env)], batch_size)
+        return train_locally([LocalPod("gpu-bench", CHIEF, 0, argv, env)], batch_size)
 
 
 def results(batch_size: int = 1024, steps: int = 1500, warmup: int = 300) -> list[Result]:

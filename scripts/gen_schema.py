@@ -54,8 +54,15 @@ from tfchart.schema_formats import (  # noqa: E402  (the repo root is put on sys
     URL_PATH,
     either_empty,
 )
-
-COMPONENTS = ("ps", "worker", "chief", "evaluator", "tensorboard", "serving")
+from tfdcontract import (  # noqa: E402
+    CHIEF,
+    EVALUATOR,
+    PS,
+    SERVING,
+    SUPERVISOR,
+    TENSORBOARD,
+    WORKER,
+)
 
 
 def string_map(value_pattern: str | None = None, key_pattern: str | None = None) -> Schema:
@@ -523,7 +530,7 @@ GROUP_DESCRIPTIONS = {
     "storage": "Shared volume for checkpoints, logs and exported models",
     "serviceAccount": "ServiceAccount of the release's pods",
     "rbac": "RBAC of the run supervisor",
-    "supervisor": "The run supervisor: frees the ps/worker pods on every ending of the chief Job",
+    SUPERVISOR: "The run supervisor: frees the ps/worker pods on every ending of the chief Job",
     "training.cleanup": "What the supervisor does with the ps/worker StatefulSets when the run ends",
     "networkPolicy": "NetworkPolicies isolating the release's pods",
     "networkPolicy.ingressControllerSelector": (
@@ -537,12 +544,12 @@ GROUP_DESCRIPTIONS = {
     "scheduling": "How the TensorFlow pods are scheduled and admitted",
     "scheduling.gang": "Gang scheduling of the TensorFlow pods (one PodGroup for all of them)",
     "scheduling.kueue": "Kueue admission of the TensorFlow pods (one plain-pod group for all of them)",
-    "ps": "Parameter-server StatefulSet (training.strategy=parameter_server)",
-    "worker": "Worker StatefulSet (parameter_server and multi_worker_mirrored)",
-    "chief": "Chief (coordinator) Job: owns completion",
-    "evaluator": "Optional evaluator Job",
-    "tensorboard": "TensorBoard Deployment and Service",
-    "serving": "TensorFlow Serving Deployment and Service",
+    PS: "Parameter-server StatefulSet (training.strategy=parameter_server)",
+    WORKER: "Worker StatefulSet (parameter_server and multi_worker_mirrored)",
+    CHIEF: "Chief (coordinator) Job: owns completion",
+    EVALUATOR: "Optional evaluator Job",
+    TENSORBOARD: "TensorBoard Deployment and Service",
+    SERVING: "TensorFlow Serving Deployment and Service",
 }
 COMPONENT_GROUPS = {
     "image": "Image of this component (empty fields fall back to image.*)",

@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 import click
 
 from tfchart.errors import Problem, TfchartError, UsageError, ValidationFailed
+from tfdcontract import CHIEF, EVALUATOR, PS, SERVING, TENSORBOARD, WORKER
 
 REPO_CHART = Path(__file__).resolve().parent.parent / "charts" / "tf-distributed"
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -608,7 +609,7 @@ def run_local(plan: Any, timeout: float | None, keep_tensorboard: bool) -> int:
 
         def update() -> None:
             progress = cluster.progress
-            if progress.step:
+            if progress:
                 status.update(
                     f"step {progress.step}/{train_steps}  loss {progress.loss:.4f}  "
                     f"{progress.examples_per_sec:.0f} examples/sec"
@@ -616,9 +617,9 @@ def run_local(plan: Any, timeout: float | None, keep_tensorboard: bool) -> int:
 
         cluster.start(plan.pods)
         code = cluster.wait_for(chief.name, timeout, poll=update)
-        if code == 0 and chief.role == "worker":
+        if code == 0 and chief.role == WORKER:
             # worker 0 is the chief: the workers' Job completes when every worker has exited 0
-            code = max((cluster.wait_for(pod.name, 120) for pod in plan.pods if pod.role == "worker"), default=0)
+            code = max((cluster.wait_for(pod.name, 120) for pod in plan.pods if pod.role == WORKER), default=0)
         elapsed = time.monotonic() - started
         result = local_run.read_status(plan.workdir)
         if code != 0:
@@ -642,7 +643,7 @@ def run_local(plan: Any, timeout: float | None, keep_tensorboard: bool) -> int:
         if keep_tensorboard and plan.tensorboard_url:
             status.update("TensorBoard is running; Ctrl-C to stop")
             for process in list(cluster.processes.values()):
-                if process.pod.role != "tensorboard":
+                if process.pod.role != TENSORBOARD:
                     cluster.kill(process.pod.name, signal.SIGTERM)
             try:
                 while True:
@@ -696,7 +697,7 @@ def stop(name: str, namespace: str | None, end_run: bool, kubeconfig: Path | Non
 @main_group.command(context_settings=CONTEXT)
 @click.argument("name")
 @click.option(
-    "--role", required=True, type=click.Choice(["chief", "ps", "worker", "evaluator", "tensorboard", "serving"])
+    "--role", required=True, type=click.Choice([CHIEF, PS, WORKER, EVALUATOR, TENSORBOARD, SERVING])
 )
 @click.option("--index", default=0, show_default=True, type=int, help="Task index (StatefulSet ordinal).")
 @click.option("-f", "--follow", is_flag=True, help="Stream new lines until Ctrl-C.")

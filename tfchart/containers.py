@@ -76,7 +76,8 @@ from pathlib import Path
 from typing import Any
 
 from tfchart.errors import EngineNotFound, TfchartError, UsageError
-from tfchart.local import LocalPlan, LocalPod, Progress, RenderedPod, free_port, parse_progress, serving_notes
+from tfchart.local import LocalPlan, LocalPod, RenderedPod, free_port, serving_notes
+from tfdcontract import CHIEF, PS, TENSORBOARD, StepLine, parse_step_line
 
 CONTAINER_ENGINES = ("podman", "docker")
 RUN_LABEL = "tfchart.run"
@@ -405,7 +406,7 @@ def container_pod(
     entrypoint, command = entrypoint_and_command(pod.container)
     binds, tmpfs = volume_mounts(pod, storage)
     zone = f"{namespace}.svc.{domain}"
-    published = [int(p["containerPort"]) for p in pod.container.get("ports") or []] if pod.role == "tensorboard" else []
+    published = [int(p["containerPort"]) for p in pod.container.get("ports") or []] if pod.role == TENSORBOARD else []
     return ContainerPod(
         pod.name,
         pod.role,
@@ -552,7 +553,7 @@ def plan_from_manifests(
 
     run_id = run_id or f"tfd-{secrets.token_hex(3)}"
     rendered = rendered_pods(docs)
-    if not any(pod.role == "chief" for pod in rendered):
+    if not any(pod.role == CHIEF for pod in rendered):
         raise UsageError("the rendered release has no chief", "every topology renders a chief Job: check --chart")
     services = [doc for doc in docs if doc.get("kind") == "Service"]
     domain = str(values.get("clusterDomain") or "cluster.local")
@@ -561,7 +562,7 @@ def plan_from_manifests(
     storage_values = values.get("storage") or {}
     mount_path = str(storage_values.get("mountPath") or "/data").rstrip("/") or "/"
     workdir = volume_dir / str(storage_values.get("subPath") or "")
-    tensorboard = next((pod for pod in pods if pod.role == "tensorboard" and pod.ports), None)
+    tensorboard = next((pod for pod in pods if pod.role == TENSORBOARD and pod.ports), None)
     url = f"http://127.0.0.1:{tensorboard.ports[0][0]}/" if tensorboard else None
     return ContainerPlan(
         workdir=workdir,
@@ -702,7 +703,7 @@ class ContainerCluster:
         self.plan = plan
         self.on_line = on_line
         self.processes: dict[str, PodProcess] = {}
-        self.progress = Progress()
+        self.progress: StepLine | None = None
         self.warnings: list[str] = []
         self._lock = threading.Lock()
         self._prepared = False
@@ -885,7 +886,7 @@ class ContainerCluster:
         assert popen.stdout is not None
         for raw in popen.stdout:
             line = raw.decode(errors="replace").rstrip()
-            progress = parse_progress(line) if pod.is_chief else None
+            progress = parse_step_line(line) if pod.is_chief else None
             if progress:
                 self.progress = progress
             self.on_line(pod, line)
@@ -932,7 +933,7 @@ class ContainerCluster:
         with self._lock:
             self._stopping = True
         with interrupts_deferred():
-            running = self._labelled("ps", "{{.Names}}")
+            running = self._labelled(PS, "{{.Names}}")
             containers = [name for name in running if not name.endswith(SANDBOX_SUFFIX)]
             if containers:  # the pods' containers first (their grace period), then the sandboxes they use
                 self._engine("stop", "-t", str(int(grace)), *containers, timeout=grace + ENGINE_TIMEOUT_S)

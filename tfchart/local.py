@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -26,14 +25,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from tfchart.errors import TfchartError, UsageError
-
-STEP_LINE = re.compile(r"step (\d+), loss = ([0-9.eE+-]+|nan|inf) \(([0-9.]+) examples/sec; ([0-9.]+) sec/batch\)")
-TF_ROLES = ("ps", "worker", "chief", "evaluator")
+from tfdcontract import CHIEF, SERVING, TENSORBOARD, TF_ROLES, WORKER, StepLine, parse_step_line, read_status_file
 
 
 @dataclass
@@ -49,9 +46,9 @@ class LocalPod:
     @property
     def is_chief(self) -> bool:
         """The chief task, or worker 0 where the cluster map has no chief (TensorFlow's convention)."""
-        if self.role == "chief":
+        if self.role == CHIEF:
             return True
-        return self.role == "worker" and self.index == 0 and '"chief"' not in self.env.get("TFD_CLUSTER", '"chief"')
+        return self.role == WORKER and self.index == 0 and '"chief"' not in self.env.get("TFD_CLUSTER", '"chief"')
 
 
 def free_port() -> int:
@@ -131,7 +128,7 @@ def rendered_pods(docs: Sequence[dict[str, Any]]) -> list[RenderedPod]:
         template = doc["spec"]["template"]
         labels: dict[str, str] = template["metadata"]["labels"]
         role = labels.get("app.kubernetes.io/component", "")
-        if role not in (*TF_ROLES, "tensorboard"):
+        if role not in (*TF_ROLES, TENSORBOARD):
             continue
         name = doc["metadata"]["name"]
         if kind == "StatefulSet":
@@ -145,7 +142,7 @@ def rendered_pods(docs: Sequence[dict[str, Any]]) -> list[RenderedPod]:
                 pods.append(RenderedPod(f"{name}-{index}", role, index, doc, labels, completion))
         elif kind == "Job":
             pods.append(RenderedPod(template["spec"].get("hostname") or name, role, 0, doc, labels))
-        elif role == "tensorboard":
+        elif role == TENSORBOARD:
             pods.append(RenderedPod(f"{name}-0", role, 0, doc, labels))
     return pods
 
@@ -172,21 +169,6 @@ def localise_cluster(pods: list[LocalPod], host: str = "127.0.0.1") -> dict[str,
 
 
 @dataclass
-class Progress:
-    step: int = 0
-    loss: float | None = None
-    examples_per_sec: float | None = None
-
-
-def parse_progress(line: str) -> Progress | None:
-    """The step, loss and throughput of one of the chief's progress lines; None for any other line."""
-    match = STEP_LINE.search(line)
-    if not match:
-        return None
-    return Progress(int(match.group(1)), float(match.group(2)), float(match.group(3)))
-
-
-@dataclass
 class Process:
     pod: LocalPod
     popen: subprocess.Popen[bytes]
@@ -206,7 +188,7 @@ class LocalCluster:
         self.extra_path = list(extra_path)
         self.wrap = wrap  # e.g. `ip netns exec <ns>` in front of the pod's argv (tests/e2e)
         self.processes: dict[str, Process] = {}
-        self.progress = Progress()
+        self.progress: StepLine | None = None  # the chief's latest progress line
         self._lock = threading.Lock()
 
     def environment(self, pod: LocalPod) -> dict[str, str]:
@@ -234,7 +216,7 @@ class LocalCluster:
         assert popen.stdout is not None
         for raw in popen.stdout:
             line = raw.decode(errors="replace").rstrip()
-            progress = parse_progress(line) if pod.is_chief else None
+            progress = parse_step_line(line) if pod.is_chief else None
             if progress:
                 with self._lock:
                     self.progress = progress
@@ -293,7 +275,7 @@ class LocalCluster:
 class Cluster(Protocol):
     """What `tfchart local` drives: LocalCluster (processes) or containers.ContainerCluster."""
 
-    progress: Progress
+    progress: StepLine | None
 
     @property
     def processes(self) -> Mapping[str, Any]: ...  # pod name -> its process, with a `.pod`
@@ -360,10 +342,10 @@ def local_sets(workdir: Path, tensorboard_port: int) -> list[tuple[str, str]]:
 
 
 def serving_notes(values: dict[str, Any], workdir: Path) -> list[str]:
-    if not values.get("serving", {}).get("enabled"):
+    if not values.get(SERVING, {}).get("enabled"):
         return []
     model = values["training"]["modelName"]
-    image = values["serving"]["image"]
+    image = values[SERVING]["image"]
     reference = f"{image.get('registry') + '/' if image.get('registry') else ''}{image['repository']}:{image['tag']}"
     return [
         "TensorFlow Serving cannot run on this machine (no tensorflow_model_server binary); on a machine with Docker:",
@@ -394,17 +376,15 @@ def plan(
             "every topology renders a chief Job, or workers whose worker 0 is the chief: check --chart",
         )
     addresses = localise_cluster(pods)
-    tensorboard = any(pod.role == "tensorboard" for pod in pods)
+    tensorboard = any(pod.role == TENSORBOARD for pod in pods)
     url = f"http://127.0.0.1:{tensorboard_port}/" if tensorboard else None
     return LocalPlan(workdir, pods, addresses, url, serving_notes(values, workdir), values)
 
 
 def read_status(workdir: Path) -> dict[str, Any]:
-    try:
-        status: dict[str, Any] = json.loads((workdir / "status.json").read_text())
-        return status
-    except (OSError, ValueError):
-        return {}
+    """The run directory's status.json as a dict ({} until the chief wrote one)."""
+    status = read_status_file(workdir)
+    return asdict(status) if status else {}
 
 
 def python_bin_dir() -> str:

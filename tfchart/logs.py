@@ -11,15 +11,13 @@ import re
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tfchart.errors import KubernetesError, UsageError
-from tfchart.status import has_started, main_container, name_of, newest, pod_reason, release_selector
+from tfchart.status import has_started, main_container, name_of, newest, pod_reason
+from tfdcontract import CLIENT_ROLES, JOB_ROLES, POD_INDEX_LABEL, STATEFUL_ROLES, release_selector
 
 if TYPE_CHECKING:
     from tfchart.kube import KubeApi
 
-POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
-STATEFUL_ROLES = ("ps", "worker")
-JOB_ROLES = ("chief", "evaluator")
-DEPLOYMENT_ROLES = ("tensorboard", "serving")
+DEPLOYMENT_ROLES = CLIENT_ROLES
 ROLES = JOB_ROLES + STATEFUL_ROLES + DEPLOYMENT_ROLES
 
 

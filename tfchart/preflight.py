@@ -41,7 +41,20 @@ from typing import TYPE_CHECKING, Any
 
 from tfchart.errors import KubernetesError
 from tfchart.rules import RWX_EXAMPLES, StorageNeed, chief_enabled, storage_need, supervisor_enabled
-from tfchart.status import CHART_NAME, INSTANCE_LABEL, NAME_LABEL, container_gpus
+from tfchart.status import container_gpus
+from tfdcontract import (
+    CHART_NAME,
+    CHIEF,
+    EVALUATOR,
+    INSTANCE_LABEL,
+    NAME_LABEL,
+    PS,
+    SERVING,
+    STRATEGY_ROLES,
+    SUPERVISOR,
+    TENSORBOARD,
+    WORKER,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -49,14 +62,8 @@ if TYPE_CHECKING:
     from tfchart.kube import KubeApi
 
 OK, WARN, FAIL = "ok", "warn", "fail"
-STRATEGY_ROLES = {
-    "parameter_server": ("ps", "worker", "chief"),
-    "multi_worker_mirrored": ("worker", "chief"),
-    "mirrored": ("chief",),
-    "single_device": ("chief",),
-}
-OPTIONAL_ROLES = ("evaluator", "tensorboard", "serving")
-UNMOUNTED_ROLES = ("supervisor",)  # pods that do not mount the shared claim
+OPTIONAL_ROLES = (EVALUATOR, TENSORBOARD, SERVING)
+UNMOUNTED_ROLES = (SUPERVISOR,)  # pods that do not mount the shared claim
 RWX, RWO_ONLY, NODE_LOCAL, DEPENDS, UNKNOWN = "rwx", "rwo-only", "node-local", "depends", "unknown"
 
 
@@ -162,15 +169,15 @@ def quantity(value: Any) -> Decimal:
 
 def enabled_roles(values: dict[str, Any]) -> list[str]:
     strategy = str(values.get("training", {}).get("strategy", "parameter_server"))
-    roles = list(STRATEGY_ROLES.get(strategy, ("chief",)))
+    roles = list(STRATEGY_ROLES.get(strategy, (CHIEF,)))
     if not chief_enabled(values):
-        roles.remove("chief")  # worker 0 is the chief
+        roles.remove(CHIEF)  # worker 0 is the chief
     roles += [role for role in OPTIONAL_ROLES if values.get(role, {}).get("enabled")]
-    return roles + (["supervisor"] if supervisor_enabled(values) else [])
+    return roles + ([SUPERVISOR] if supervisor_enabled(values) else [])
 
 
 def replicas_of(values: dict[str, Any], role: str) -> int:
-    if role in ("chief", "evaluator", "supervisor"):
+    if role in (CHIEF, EVALUATOR, SUPERVISOR):
         return 1
     return int(values.get(role, {}).get("replicas", 1) or 0)
 
@@ -199,18 +206,18 @@ def plan(values: dict[str, Any]) -> Plan:
             continue
         result.roles.append(planned)
         result.objects["pods"] += planned.replicas
-        if role in ("ps", "worker", "chief", "tensorboard", "serving"):
+        if role in (PS, WORKER, CHIEF, TENSORBOARD, SERVING):
             result.objects["services"] += 1
             service_type = str(values.get(role, {}).get("service", {}).get("type", "ClusterIP"))
             if service_type in ("NodePort", "LoadBalancer"):
                 result.objects["services.nodeports"] += 1
             if service_type == "LoadBalancer":
                 result.objects["services.loadbalancers"] += 1
-        kind = {"ps": "statefulsets.apps", "worker": "statefulsets.apps", "tensorboard": "deployments.apps"}
-        kind |= {"serving": "deployments.apps", "chief": "jobs.batch", "evaluator": "jobs.batch"}
-        kind |= {"supervisor": "deployments.apps"}
-        if role == "worker" and not chief_enabled(values):
-            kind["worker"] = "jobs.batch"  # the workers' Indexed Job
+        kind = {PS: "statefulsets.apps", WORKER: "statefulsets.apps", TENSORBOARD: "deployments.apps"}
+        kind |= {SERVING: "deployments.apps", CHIEF: "jobs.batch", EVALUATOR: "jobs.batch"}
+        kind |= {SUPERVISOR: "deployments.apps"}
+        if role == WORKER and not chief_enabled(values):
+            kind[WORKER] = "jobs.batch"  # the workers' Indexed Job
         result.objects[f"count/{kind[role]}"] += 1
     storage = values.get("storage", {})
     if storage.get("create") and not storage.get("existingClaim"):
@@ -807,7 +814,7 @@ GANG_PROVIDERS = {
         "(its chart manifests/install/charts/as-a-second-scheduler)",
     ),
 }
-GANG_ROLES = ("ps", "worker", "chief", "evaluator")  # the pods of the PodGroup / Kueue pod group
+GANG_ROLES = (PS, WORKER, CHIEF, EVALUATOR)  # the pods of the PodGroup / Kueue pod group
 
 
 def check_gang(api: KubeApi, values: dict[str, Any]) -> list[Finding]:

@@ -17,6 +17,7 @@ from fractions import Fraction
 from typing import Any
 
 from tfchart.errors import Problem
+from tfdcontract import CHIEF, COMPONENTS, EVALUATOR, PS, SERVING, TENSORBOARD, TF_ROLES, WORKER
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,6 @@ class Release:
 
 Rule = Callable[[dict[str, Any]], Iterator[Problem]]
 NamedRule = Callable[[dict[str, Any], Release], Iterator[Problem]]
-COMPONENTS = ("ps", "worker", "chief", "evaluator", "tensorboard", "serving")
 _RULES: list[NamedRule] = []
 
 
@@ -225,14 +225,14 @@ def claim_pods(v: dict[str, Any]) -> list[tuple[str, int]]:
     ps, workers = integer(get(v, "ps.replicas")) or 0, integer(get(v, "worker.replicas")) or 0
     counts: list[tuple[str, int]] = []
     if strategy == "parameter_server" and ps > 0:
-        counts.append(("ps", ps))
+        counts.append((PS, ps))
     if strategy in ("parameter_server", "multi_worker_mirrored") and workers > 0:
-        counts.append(("worker", workers))
+        counts.append((WORKER, workers))
     if chief_enabled(v):
-        counts.append(("chief", 1))
+        counts.append((CHIEF, 1))
     if get(v, "evaluator.enabled") is True:
-        counts.append(("evaluator", 1))
-    for role in ("tensorboard", "serving"):
+        counts.append((EVALUATOR, 1))
+    for role in (TENSORBOARD, SERVING):
         if get(v, f"{role}.enabled") is True:
             counts.append((role, integer(get(v, f"{role}.replicas")) or 0))
     if get(v, "tests.enabled") is True:
@@ -614,8 +614,8 @@ class ClusterShape:
         common = self.namespace + self.domain
         size = len('{"chief":["') + 2 * chief_service + common + len("...svc.:") + chief_port + len('"]')
         for key, service, count, port in (
-            ("ps", self.prefix + len("-ps"), self.ps, ps_port),
-            ("worker", self.prefix + len("-worker"), self.workers, worker_port),
+            (PS, self.prefix + len("-ps"), self.ps, ps_port),
+            (WORKER, self.prefix + len("-worker"), self.workers, worker_port),
         ):
             if count > 0:
                 element = 2 * service + common + len('"-...svc.:"') + port
@@ -624,13 +624,13 @@ class ClusterShape:
 
     def task_bytes(self) -> int:
         """The longest `"type":"<type>","index":<i>` term of TF_CONFIG among the tasks."""
-        terms = [len("chief") + 1]
+        terms = [len(CHIEF) + 1]
         if self.ps:
-            terms.append(len("ps") + len(str(self.ps - 1)))
+            terms.append(len(PS) + len(str(self.ps - 1)))
         if self.workers:
-            terms.append(len("worker") + len(str(self.workers - 1)))
+            terms.append(len(WORKER) + len(str(self.workers - 1)))
         if self.evaluator:
-            terms.append(len("evaluator") + 1)
+            terms.append(len(EVALUATOR) + 1)
         return max(terms)
 
     def tf_config_bytes(self) -> int:
@@ -641,8 +641,8 @@ class ClusterShape:
     def longest_host(self) -> tuple[str, int]:
         """(task, characters) of the longest task host name in the map."""
         common = self.namespace + self.domain + len("...svc.")
-        found = [("chief", 2 * (self.prefix + len("-chief")) + common)]
-        for role, suffix, count in (("ps", "-ps", self.ps), ("worker", "-worker", self.workers)):
+        found = [(CHIEF, 2 * (self.prefix + len("-chief")) + common)]
+        for role, suffix, count in ((PS, "-ps", self.ps), (WORKER, "-worker", self.workers)):
             if count > 0:
                 found.append(
                     (f"{role} {count - 1}", 2 * (self.prefix + len(suffix)) + 1 + len(str(count - 1)) + common)
@@ -688,7 +688,7 @@ def cluster_shape(v: dict[str, Any], found: Names) -> ClusterShape | None:
     strategy = get(v, "training.strategy")
     ps, workers = integer(get(v, "ps.replicas")), integer(get(v, "worker.replicas"))
     domain = get(v, "clusterDomain")
-    ports = tuple(integer(get(v, f"{role}.service.port")) for role in ("chief", "ps", "worker"))
+    ports = tuple(integer(get(v, f"{role}.service.port")) for role in (CHIEF, PS, WORKER))
     if ps is None or workers is None or not isinstance(domain, str) or None in ports:
         return None
     ps_tasks = ps if strategy == "parameter_server" and ps > 0 else 0
@@ -826,7 +826,6 @@ def storage_mount_path_is_free(v: dict[str, Any], _release: Release) -> Iterator
             )
 
 
-TF_ROLES = ("ps", "worker", "chief", "evaluator")
 
 
 @named_rule

@@ -9,41 +9,37 @@ comes from the last `tfd-status: {json}` line of the chief pod's log (the same d
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from tfchart.errors import KubernetesError
+from tfdcontract import (
+    CHIEF,
+    COMPLETION_INDEX_ANNOTATION,
+    COMPONENT_LABEL,
+    DISPLAY_ORDER,
+    END_REASON_ANNOTATION,
+    ENDING_ANNOTATION,
+    EVALUATOR,
+    HOLDING_ROLES,
+    SERVING,
+    TENSORBOARD,
+    WORKER,
+    Status,
+    parse_status_line,
+    parse_step_line,
+    release_selector,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from tfchart.kube import KubeApi
 
-CHART_NAME = "tf-distributed"
-NAME_LABEL = "app.kubernetes.io/name"
-INSTANCE_LABEL = "app.kubernetes.io/instance"
-COMPONENT_LABEL = "app.kubernetes.io/component"
-ROLE_ORDER = ("chief", "ps", "worker", "evaluator", "tensorboard", "serving", "supervisor", "test")
-COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
-HOLDING_ROLES = ("ps", "worker", "evaluator")  # pods that only serve a run, so should end with it
-ENDING_ANNOTATION = "tf-distributed.io/ending"
-END_REASON_ANNOTATION = "tf-distributed.io/end-reason"
-STATUS_PREFIX = "tfd-status: "
 LOG_TAIL_LINES = 2000
-STEP_LINE = re.compile(
-    r"step (?P<step>\d+), loss = (?P<loss>[-+0-9.eE]+|nan|inf) "
-    r"\((?P<eps>[-+0-9.eE]+) examples/sec; (?P<spb>[-+0-9.eE]+) sec/batch\)"
-)
 NO_PROGRESS = "no progress reported yet"
-
-
-def release_selector(release: str, component: str | None = None) -> str:
-    """The label selector of a release's objects (of one component)."""
-    selector = f"{NAME_LABEL}={CHART_NAME},{INSTANCE_LABEL}={release}"
-    return f"{selector},{COMPONENT_LABEL}={component}" if component else selector
 
 
 def is_gpu_resource(name: str) -> bool:
@@ -177,9 +173,9 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
     pod_infos = sorted((pod_info(pod, moment) for pod in pods), key=pod_sort_key)
     chief_pods = [pod for pod in pods if role_of(pod) == run_role(jobs) and is_chief_pod(pod)]
     chief = job_info(run_role(jobs), jobs, chief_pods)
-    evaluator_jobs = [job for job in jobs if role_of(job) == "evaluator"]
+    evaluator_jobs = [job for job in jobs if role_of(job) == EVALUATOR]
     evaluator = (
-        job_info("evaluator", evaluator_jobs, [p for p in pods if role_of(p) == "evaluator"])
+        job_info(EVALUATOR, evaluator_jobs, [p for p in pods if role_of(p) == EVALUATOR])
         if evaluator_jobs
         else None
     )
@@ -207,12 +203,12 @@ def run_role(jobs: list[Any]) -> str:
     """The role whose Job owns completion: the chief, or the workers' Indexed Job when worker 0 is the
     chief (chief.replicas=0)."""
     roles = {role_of(job) for job in jobs}
-    return "worker" if "worker" in roles and "chief" not in roles else "chief"
+    return WORKER if WORKER in roles and CHIEF not in roles else CHIEF
 
 
 def is_chief_pod(pod: Any) -> bool:
     """The chief's pod, or worker 0's in a workers' Job (its completion index)."""
-    if role_of(pod) == "chief":
+    if role_of(pod) == CHIEF:
         return True
     annotations = pod.metadata.annotations or {}
     return str(annotations.get(COMPLETION_INDEX_ANNOTATION, "")) == "0"
@@ -228,7 +224,7 @@ def name_of(obj: Any) -> str:
 
 
 def role_rank(role: str) -> int:
-    return ROLE_ORDER.index(role) if role in ROLE_ORDER else len(ROLE_ORDER)
+    return DISPLAY_ORDER.index(role) if role in DISPLAY_ORDER else len(DISPLAY_ORDER)
 
 
 def pod_sort_key(pod: PodInfo) -> tuple[int, int, str]:
@@ -357,7 +353,7 @@ def held_after_the_end(
     release: str, namespace: str, chief: JobInfo, stateful_sets: list[StatefulSetInfo], pods: list[PodInfo]
 ) -> list[str]:
     """A warning when the chief Job ended but ps/worker/evaluator pods still run (and hold their GPUs)."""
-    if chief.state not in ("Succeeded", "Failed", "Missing") or chief.role != "chief":
+    if chief.state not in ("Succeeded", "Failed", "Missing") or chief.role != CHIEF:
         return []
     holding = [p for p in pods if p.role in HOLDING_ROLES and p.phase not in ("Succeeded", "Failed", "Terminating")]
     up = [s for s in stateful_sets if s.desired > 0]
@@ -423,7 +419,7 @@ def read_progress(api: KubeApi, namespace: str, chief_pod: Any | None) -> tuple[
     """The chief's reported progress, and a note when its log could not be read (403 on pods/log, a race)."""
     if chief_pod is None:
         return None, ""
-    container = main_container(chief_pod, "chief")
+    container = main_container(chief_pod, CHIEF)
     try:
         text = api.read_pod_log(namespace, name_of(chief_pod), container, LOG_TAIL_LINES)
     except KubernetesError as error:
@@ -443,58 +439,30 @@ def parse_progress(log: str) -> Progress | None:
     """The last tfd-status document, else the last step line, else None."""
     lines = log.splitlines()
     for line in reversed(lines):
-        document = status_document(line)
-        if document is not None:
-            return progress_from_status(document)
+        status = parse_status_line(line)
+        if status is not None:
+            return progress_from_status(status)
     for line in reversed(lines):
-        match = STEP_LINE.search(line)
-        if match:
-            return Progress(
-                source="step-line",
-                step=int(match["step"]),
-                loss=float(match["loss"]),
-                examples_per_sec=float(match["eps"]),
-            )
+        step = parse_step_line(line)
+        if step:
+            return Progress(source="step-line", step=step.step, loss=step.loss, examples_per_sec=step.examples_per_sec)
     return None
 
 
-def status_document(line: str) -> dict[str, Any] | None:
-    position = line.find(STATUS_PREFIX)
-    if position < 0:
-        return None
-    try:
-        document = json.loads(line[position + len(STATUS_PREFIX) :])
-    except ValueError:
-        return None
-    return document if isinstance(document, dict) else None
-
-
-def progress_from_status(document: dict[str, Any]) -> Progress:
-    def number(key: str) -> float | None:
-        value = document.get(key)
-        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-    def integer(key: str) -> int | None:
-        value = number(key)
-        return int(value) if value is not None else None
-
-    def text(key: str) -> str | None:
-        value = document.get(key)
-        return str(value) if value not in (None, "") else None
-
+def progress_from_status(status: Status) -> Progress:
     return Progress(
         source="tfd-status",
-        state=text("state"),
-        strategy=text("strategy"),
-        step=integer("step"),
-        train_steps=integer("train_steps"),
-        loss=number("loss"),
-        accuracy=number("accuracy"),
-        examples_per_sec=number("examples_per_sec"),
-        export_path=text("export_path"),
-        started_at=text("started_at"),
-        updated_at=text("updated_at"),
-        message=text("message"),
+        state=status.state,
+        strategy=status.strategy or None,
+        step=status.step,
+        train_steps=status.train_steps or None,
+        loss=status.loss,
+        accuracy=status.accuracy,
+        examples_per_sec=status.examples_per_sec,
+        export_path=status.export_path or None,
+        started_at=status.started_at or None,
+        updated_at=status.updated_at or None,
+        message=status.message or None,
     )
 
 
@@ -522,7 +490,7 @@ def training_state(chief: JobInfo, progress: Progress | None) -> Training:
 
 
 def is_client_service(service: Any) -> bool:
-    return role_of(service) in ("tensorboard", "serving")
+    return role_of(service) in (TENSORBOARD, SERVING)
 
 
 def endpoint(service: Any, namespace: str, pods: list[Any]) -> Endpoint:
@@ -585,7 +553,7 @@ def summary_lines(status: ReleaseStatus) -> Any:
             grid.add_row("Export", escape(progress.export_path))
     chief = status.chief
     chief_text = chief.state + (f" ({chief.reason})" if chief.reason else "")
-    label = "Chief Job" if chief.role == "chief" else "Workers' Job"  # worker 0 is the chief
+    label = "Chief Job" if chief.role == CHIEF else "Workers' Job"  # worker 0 is the chief
     grid.add_row(label, f"[{STATE_STYLE.get(chief.state, 'white')}]{escape(chief_text)}[/]")
     if status.evaluator:
         grid.add_row(
@@ -602,7 +570,7 @@ def summary_lines(status: ReleaseStatus) -> Any:
             grid.add_row("Run ended", escape(text))
     for point in status.endpoints:
         ports = ", ".join(f"{name} {port}" for name, port in point.ports)
-        label = "TensorBoard" if point.component == "tensorboard" else "Serving"
+        label = "TensorBoard" if point.component == TENSORBOARD else "Serving"
         grid.add_row(label, escape(f"{point.dns} ({ports}); {point.ready_pods} ready pod(s)"))
         grid.add_row("", f"[dim]{escape(point.port_forward)}[/]")
     return grid

@@ -16,24 +16,26 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from tfchart.errors import KubernetesError, TfchartError
-from tfchart.status import (
+from tfchart.status import job_info, name_of, role_of, run_role
+from tfdcontract import (
+    CHIEF,
     END_REASON_ANNOTATION,
+    ENDED_AT_ANNOTATION,
     ENDING_ANNOTATION,
-    job_info,
-    name_of,
+    EVALUATOR,
+    FINISHED_RUN_SPEC_ANNOTATION,
+    PS,
+    RUN_SPEC_ANNOTATION,
+    SUPERVISOR,
+    WORKER,
     release_selector,
-    role_of,
-    run_role,
 )
 
 if TYPE_CHECKING:
     from tfchart.kube import KubeApi
 
-RUN_SPEC_ANNOTATION = "tf-distributed.io/run-spec"
-FINISHED_RUN_SPEC_ANNOTATION = "tf-distributed.io/finished-run-spec"
-ENDED_AT_ANNOTATION = "tf-distributed.io/ended-at"
 STOPPED = "stopped"
-JOB_OF = {"chief": "chief Job", "worker": "workers' Job"}
+JOB_OF = {CHIEF: "chief Job", WORKER: "workers' Job"}
 
 
 @dataclass
@@ -69,13 +71,13 @@ def stop(api: KubeApi, release: str, namespace: str, *, end_run: bool, now: date
         done.actions.append(f"suspended Job {chief.name}: its pod gets SIGTERM and saves a checkpoint")
     stamp = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
     for stateful_set in stateful_sets:
-        if role_of(stateful_set) in ("ps", "worker"):
+        if role_of(stateful_set) in (PS, WORKER):
             end_stateful_set(api, stateful_set, namespace, reason, stamp, done)
     for job in jobs:
-        if role_of(job) == "evaluator":
+        if role_of(job) == EVALUATOR:
             suspend_evaluator(api, job, namespace, done)
     for deployment in deployments:
-        if role_of(deployment) == "supervisor":
+        if role_of(deployment) == SUPERVISOR:
             scale_to_zero(api, "Deployment", deployment, namespace, done)
     return done
 
@@ -104,7 +106,7 @@ def scale_to_zero(api: KubeApi, kind: str, obj: Any, namespace: str, done: Stopp
 
 def suspend_evaluator(api: KubeApi, job: Any, namespace: str, done: Stopped) -> None:
     name = name_of(job)
-    state = job_info("evaluator", [job], [])
+    state = job_info(EVALUATOR, [job], [])
     if state.state in ("Succeeded", "Failed") or (job.spec and job.spec.suspend):
         done.unchanged.append(f"Job {name} has already ended or is suspended")
         return

@@ -13,10 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfdcontract import CHIEF, CLUSTER_JOBS, EVALUATOR, PS, WORKER
 from trainer.config import JOB_NAMES, ClassicFlags, TrainConfig
 from trainer.errors import ClusterError
-
-CLUSTER_JOBS = ("chief", "worker", "ps")
 
 
 @dataclass(frozen=True)
@@ -39,9 +38,9 @@ class Task:
 
         Without a chief job in the cluster, worker 0 is the chief (TensorFlow convention).
         """
-        if self.task_type == "chief":
+        if self.task_type == CHIEF:
             return True
-        return self.task_type == "worker" and self.task_index == 0 and "chief" not in self.cluster
+        return self.task_type == WORKER and self.task_index == 0 and CHIEF not in self.cluster
 
     @property
     def name(self) -> str:
@@ -69,7 +68,7 @@ def _check_cluster(cluster: object, where: str) -> dict[str, list[str]]:
     for job, addrs in cluster.items():
         if job not in CLUSTER_JOBS:
             hint = " (TF 1.x 'master' is called 'chief')" if job == "master" else ""
-            if job == "evaluator":
+            if job == EVALUATOR:
                 hint = " (the evaluator is a task type only; it is never in the cluster map)"
             raise ClusterError(
                 f"{where}: unknown job name {job!r} in the cluster: valid job names are "
@@ -80,8 +79,8 @@ def _check_cluster(cluster: object, where: str) -> dict[str, list[str]]:
         if not addrs:
             continue
         out[job] = [_check_address(job, i, a, where) for i, a in enumerate(addrs)]
-    if len(out.get("chief", [])) > 1:
-        raise ClusterError(f"{where}: at most one chief is allowed, got {len(out['chief'])}")
+    if len(out.get(CHIEF, [])) > 1:
+        raise ClusterError(f"{where}: at most one chief is allowed, got {len(out[CHIEF])}")
     seen: dict[str, str] = {}
     for job, addrs in out.items():
         for i, a in enumerate(addrs):
@@ -107,7 +106,7 @@ def parse_tf_config(raw: str) -> Task:
             raise ClusterError(
                 "TF_CONFIG has a cluster but no 'task' {\"type\": ..., \"index\": N}"
             )
-        return Task("chief", 0, {}, "TF_CONFIG")
+        return Task(CHIEF, 0, {}, "TF_CONFIG")
     if not isinstance(task, dict):
         raise ClusterError("TF_CONFIG 'task' must be an object {\"type\": ..., \"index\": N}")
     ttype = task.get("type")
@@ -125,10 +124,10 @@ def parse_tf_config(raw: str) -> Task:
 
 def _checked_task(ttype: str, index: int, cluster: dict[str, list[str]], source: str) -> Task:
     where = "TF_CONFIG" if source == "TF_CONFIG" else "classic flags"
-    if ttype == "evaluator":
+    if ttype == EVALUATOR:
         if index != 0:
             raise ClusterError(f"{where}: at most one evaluator: its index must be 0, got {index}")
-    elif cluster or source != "TF_CONFIG" or ttype != "chief":
+    elif cluster or source != "TF_CONFIG" or ttype != CHIEF:
         n = len(cluster.get(ttype, []))
         if n == 0:
             raise ClusterError(
@@ -152,19 +151,19 @@ def from_classic_flags(flags: ClassicFlags, strategy: str) -> Task:
     """
     assert flags.job_name is not None
     cluster: dict[str, list[str]] = {}
-    raw = {"chief": list(flags.chief_hosts), "worker": list(flags.worker_hosts),
-           "ps": list(flags.ps_hosts)}
+    raw = {CHIEF: list(flags.chief_hosts), WORKER: list(flags.worker_hosts),
+           PS: list(flags.ps_hosts)}
     ttype, index = flags.job_name, flags.task_index
-    if strategy == "parameter_server" and not raw["chief"] and raw["worker"]:
-        raw["chief"], raw["worker"] = raw["worker"][:1], raw["worker"][1:]
-        if ttype == "worker":
-            ttype, index = ("chief", 0) if index == 0 else ("worker", index - 1)
+    if strategy == "parameter_server" and not raw[CHIEF] and raw[WORKER]:
+        raw[CHIEF], raw[WORKER] = raw[WORKER][:1], raw[WORKER][1:]
+        if ttype == WORKER:
+            ttype, index = (CHIEF, 0) if index == 0 else (WORKER, index - 1)
     for job, addrs in raw.items():
         if addrs:
             cluster[job] = addrs
     cluster = _check_cluster(cluster, "classic flags")
-    if ttype == "evaluator":
-        return Task("evaluator", 0, cluster, "flags")
+    if ttype == EVALUATOR:
+        return Task(EVALUATOR, 0, cluster, "flags")
     return _checked_task(ttype, index, cluster, "flags")
 
 
@@ -181,7 +180,7 @@ def resolve_task(cfg: TrainConfig, env: Mapping[str, str]) -> Task:
     elif raw:
         task = parse_tf_config(raw)
     else:
-        task = Task("chief", 0, {}, "none")
+        task = Task(CHIEF, 0, {}, "none")
     validate_for_strategy(task, cfg.strategy)
     return task
 
@@ -192,7 +191,7 @@ def validate_for_strategy(task: Task, strategy: str) -> None:
     The evaluator only reads checkpoints and never joins the cluster, so its TF_CONFIG
     may carry the full cluster map, an empty one, or none.
     """
-    if task.task_type == "evaluator":
+    if task.task_type == EVALUATOR:
         return
     c = task.cluster
     src = {"TF_CONFIG": "TF_CONFIG", "flags": "the classic cluster flags"}.get(
@@ -207,16 +206,16 @@ def validate_for_strategy(task: Task, strategy: str) -> None:
                 f"--strategy=multi_worker_mirrored|mirrored|single_device"
             )
     elif strategy == "multi_worker_mirrored":
-        if c.get("ps"):
+        if c.get(PS):
             raise ClusterError(
                 f"--strategy=multi_worker_mirrored does not use ps tasks but {src} has "
-                f"{len(c['ps'])}: remove them or use --strategy=parameter_server"
+                f"{len(c[PS])}: remove them or use --strategy=parameter_server"
             )
-        if task.task_type == "ps":
+        if task.task_type == PS:
             raise ClusterError("a ps task cannot run --strategy=multi_worker_mirrored")
     else:
-        extra = {j: len(a) for j, a in c.items() if j != "chief"}
-        if extra or task.task_type not in ("chief", "evaluator"):
+        extra = {j: len(a) for j, a in c.items() if j != CHIEF}
+        if extra or task.task_type not in (CHIEF, EVALUATOR):
             raise ClusterError(
                 f"--strategy={strategy} runs on one machine: TF_CONFIG must be absent or "
                 f"contain only the chief, but this task is {task.name} in a cluster with "

@@ -16,12 +16,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import NoReturn
 
+from tfdcontract import STRATEGIES, TASK_TYPES
 from trainer.errors import ConfigError
 
-STRATEGIES = ("parameter_server", "multi_worker_mirrored", "mirrored", "single_device")
 DATASETS = ("mnist", "mnist_tfrecord", "digits", "synthetic")
 CLEANUP_POLICIES = ("scale-down", "keep")
-JOB_NAMES = ("chief", "worker", "ps", "evaluator")
+JOB_NAMES = TASK_TYPES
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,14 @@ from typing import Any
 
 import tensorflow as tf
 
+from tfdcontract import SERVING
+
 
 class ServingModule(tf.Module):  # type: ignore[misc]
     """Wraps a Keras model with the serving signature."""
 
     def __init__(self, model: Any, image_shape: tuple[int, int, int]) -> None:
-        super().__init__(name="serving")
+        super().__init__(name=SERVING)
         self.model = model
         self.serve = tf.function(
             self._serve,

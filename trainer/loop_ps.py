@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 import tensorflow as tf
 
+from tfdcontract import PS
 from trainer.checkpoint import make_manager, restore_latest
 from trainer.cluster import Task
 from trainer.config import TrainConfig
@@ -41,7 +42,7 @@ DRAIN_POLL_SECS = 0.05
 def _failure(e: Exception, task: Task, step: int) -> ClusterFailure:
     text = str(e)
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(e).__name__)
-    lost = [f"ps:{i} ({a})" for i, a in enumerate(task.cluster.get("ps", []))
+    lost = [f"ps:{i} ({a})" for i, a in enumerate(task.cluster.get(PS, []))
             if f"/job:ps/replica:0/task:{i}" in text or a in text]
     if lost or "/job:ps" in text:
         who = ", ".join(lost) or "a parameter server"

@@ -11,6 +11,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from tfdcontract import format_step_line
 from trainer.config import TrainConfig
 from trainer.data import DataSource
 from trainer.export import export_model
@@ -23,6 +24,7 @@ from trainer.status import (
     Status,
     read_status,
     utc_now,
+    with_updates,
     write_status,
 )
 
@@ -30,9 +32,8 @@ log = logging.getLogger("trainer.metrics")
 
 
 def step_line(step: int, loss: float, examples_per_sec: float, sec_per_batch: float) -> str:
-    """The log line contract: ``step N, loss = L (X examples/sec; Y sec/batch)``."""
-    return (f"step {step}, loss = {loss:.4f} ({examples_per_sec:.1f} examples/sec; "
-            f"{sec_per_batch:.3f} sec/batch)")
+    """The chief's progress line (tfdcontract.format_step_line)."""
+    return format_step_line(step, loss, examples_per_sec, sec_per_batch)
 
 
 class ThroughputMeter:
@@ -88,7 +89,7 @@ class ChiefReporter:
     def started(self, step: int) -> None:
         """Training (re)starts at ``step``."""
         msg = f"resumed at step {step}" if step else "training"
-        self.status = self.status.with_updates(step=step, message=msg)
+        self.status = with_updates(self.status, step=step, message=msg)
         self._write()
 
     def log_step(self, step: int, loss: float, examples_per_sec: float,
@@ -99,7 +100,7 @@ class ChiefReporter:
             tf.summary.scalar("loss", loss)
             tf.summary.scalar("learning_rate", self.cfg.learning_rate)
             tf.summary.scalar("examples_per_sec", examples_per_sec)
-        self.status = self.status.with_updates(
+        self.status = with_updates(self.status,
             step=step, loss=round(loss, 6), examples_per_sec=round(examples_per_sec, 1),
             message="training",
         )
@@ -112,7 +113,7 @@ class ChiefReporter:
         with self.writer.as_default(step=step):
             tf.summary.scalar("accuracy", acc)
         self.writer.flush()
-        self.status = self.status.with_updates(step=step, accuracy=round(acc, 6))
+        self.status = with_updates(self.status, step=step, accuracy=round(acc, 6))
         self._write()
         log.info("held-out accuracy at step %d: %.4f (loss %.4f, %d examples)",
                  step, acc, loss, len(self.data.eval_y))
@@ -134,7 +135,7 @@ class ChiefReporter:
         log.info("exported SavedModel version %s (held-out accuracy %.4f)", path, acc)
         self.writer.flush()
         self.writer.close()
-        self.status = self.status.with_updates(
+        self.status = with_updates(self.status,
             state=SUCCEEDED, step=step, export_path=str(path),
             message=f"training completed: {step} steps, held-out accuracy {acc:.4f}",
         )
@@ -145,7 +146,7 @@ class ChiefReporter:
         changes: dict[str, Any] = {"state": INTERRUPTED, "message": message}
         if step is not None:
             changes["step"] = step
-        self.status = self.status.with_updates(**changes)
+        self.status = with_updates(self.status, **changes)
         try:
             self._write()
         except OSError as e:
@@ -153,7 +154,7 @@ class ChiefReporter:
 
     def failed(self, message: str) -> None:
         """Record a failure in status.json (the Job may retry)."""
-        self.status = self.status.with_updates(state=FAILED, message=message)
+        self.status = with_updates(self.status, state=FAILED, message=message)
         try:
             self._write()
         except OSError as e:

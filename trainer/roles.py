@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 
+from tfdcontract import EVALUATOR, PS, SERVING, WORKER
 from trainer.cleanup import scale_down
 from trainer.cluster import Task
 from trainer.config import TrainConfig
@@ -137,7 +138,7 @@ def run_server(cfg: TrainConfig, task: Task, shutdown: Shutdown) -> int:
         start_server(task)
         shutdown.reclaim()
         log.info("%s server listening on %s", task.name, address)
-        shutdown.phase = "serving"
+        shutdown.phase = SERVING
         shutdown.wait()
         serve_until_chief_stops(cfg, shutdown)
     log.info("received %s, exiting", shutdown.signal_name)
@@ -238,9 +239,9 @@ def run_evaluator_role(cfg: TrainConfig, shutdown: Shutdown) -> int:
 
 
 def _run_role(cfg: TrainConfig, task: Task, env: Mapping[str, str], shutdown: Shutdown) -> int:
-    if task.task_type == "evaluator":
+    if task.task_type == EVALUATOR:
         return run_evaluator_role(cfg, shutdown)
-    if cfg.strategy == "parameter_server" and task.task_type in ("ps", "worker"):
+    if cfg.strategy == "parameter_server" and task.task_type in (PS, WORKER):
         return run_server(cfg, task, shutdown)
     if task.is_chief:
         return run_chief(cfg, task, env, shutdown)

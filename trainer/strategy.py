@@ -9,6 +9,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from tfdcontract import PS, WORKER
 from trainer.cluster import Task
 from trainer.errors import ClusterFailure
 
@@ -58,7 +59,7 @@ def wait_for_cluster(task: Task, timeout_secs: float, poll_secs: float = 2.0) ->
     deadline = time.monotonic() + timeout_secs
     pending = {
         f"{job}:{i}": addr
-        for job in ("ps", "worker")
+        for job in (PS, WORKER)
         for i, addr in enumerate(task.cluster.get(job, []))
     }
     reported = 0.0

@@ -46,16 +46,23 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 from typing import Any
 
+from tfdcontract import (
+    CHIEF,
+    END_REASON_ANNOTATION,
+    ENDED_AT_ANNOTATION,
+    ENDING_ANNOTATION,
+    FINISHED_RUN_SPEC_ANNOTATION,
+    RUN_SPEC_ANNOTATION,
+)
 from trainer.cleanup import KubeTarget, call, scale_path, target_from_env
 
 log = logging.getLogger("trainer.supervisor")
 
-ANNOTATION = "tf-distributed.io/"
-RUN_SPEC = ANNOTATION + "run-spec"
-FINISHED_RUN_SPEC = ANNOTATION + "finished-run-spec"
-ENDING = ANNOTATION + "ending"
-END_REASON = ANNOTATION + "end-reason"
-ENDED_AT = ANNOTATION + "ended-at"
+RUN_SPEC = RUN_SPEC_ANNOTATION
+FINISHED_RUN_SPEC = FINISHED_RUN_SPEC_ANNOTATION
+ENDING = ENDING_ANNOTATION
+END_REASON = END_REASON_ANNOTATION
+ENDED_AT = ENDED_AT_ANNOTATION
 POLICIES = ("scaleDown", "keep")
 REQUEST_ERRORS = (urllib.error.URLError, OSError, ssl.SSLError, ValueError)
 
@@ -148,7 +155,7 @@ def condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
 
 def job_ending(job: Mapping[str, Any]) -> Ending | None:
     """The ending the Job controller wrote into a chief Job's status, or None while it runs."""
-    name = (job.get("metadata") or {}).get("name", "chief")
+    name = (job.get("metadata") or {}).get("name", CHIEF)
     for kind in ("Complete", "SuccessCriteriaMet"):
         if condition(job, kind):
             return Ending("succeeded", f"Succeeded: Job {name} completed")

@@ -188,7 +188,8 @@ def _poll_json(url: str, timeout: float) -> Any:
 def test_a_missing_dependency_fails_the_build_not_the_first_run(tmp_path: Path) -> None:
     """The regression behind this test: joblib imports cloudpickle, which the old --no-deps list left out."""
     context = tmp_path / "context"
-    shutil.copytree(REPO / "trainer", context / "trainer", ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("trainer", "tfdcontract"):
+        shutil.copytree(REPO / package, context / package, ignore=shutil.ignore_patterns("__pycache__"))
     (context / "images").mkdir()
     lines = [line for line in REQUIREMENTS.read_text().splitlines() if not line.startswith("cloudpickle==")]
     (context / "images" / "requirements.txt").write_text("\n".join(lines) + "\n")

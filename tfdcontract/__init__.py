@@ -1,0 +1,211 @@
+"""The cluster contract of tf-distributed, in one place: what the chart renders, the trainer reads and
+writes, and tfchart reads back. Standard library only (no TensorFlow, no Kubernetes client), so both
+the CLI (`tfchart`) and the program inside the image (`trainer`) import it, and neither imports the
+other.
+
+- Roles: the TensorFlow job names of the cluster map (chief, ps, worker, evaluator), the chart's
+  other components, and which roles each strategy runs.
+- Labels and annotations the chart puts on objects and that tfchart and the supervisor select by.
+- The progress line the chief prints (`step N, loss = L (X examples/sec; Y sec/batch)`) and the
+  status document (`<storage>/status.json`, also printed as a `tfd-status: {json}` log line): one
+  writer and one parser each.
+
+docs/architecture.md, section 2, describes the contract in prose; tests/test_contract.py fails when
+a role name or one of these formats is spelled anywhere else in tfchart/, trainer/, scripts/ or bench/.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+# -- roles ------------------------------------------------------------------------------------------
+
+CHIEF = "chief"
+PS = "ps"
+WORKER = "worker"
+EVALUATOR = "evaluator"
+TENSORBOARD = "tensorboard"
+SERVING = "serving"
+SUPERVISOR = "supervisor"
+HELM_TEST = "test"
+
+#: Job names TensorFlow accepts in TF_CONFIG's cluster map (never `master`).
+CLUSTER_JOBS = (CHIEF, WORKER, PS)
+#: Every TensorFlow task type, the evaluator included (it reads checkpoints, outside the map).
+TASK_TYPES = (CHIEF, WORKER, PS, EVALUATOR)
+#: The TensorFlow roles in the chart's order: StatefulSets first, then the Jobs.
+TF_ROLES = (PS, WORKER, CHIEF, EVALUATOR)
+#: The StatefulSet roles (a pod per ordinal), the Job roles and the Deployment roles.
+STATEFUL_ROLES = (PS, WORKER)
+JOB_ROLES = (CHIEF, EVALUATOR)
+CLIENT_ROLES = (TENSORBOARD, SERVING)
+#: Value blocks of components that run pods of their own (ps, worker, chief, evaluator, clients).
+COMPONENTS = (*TF_ROLES, *CLIENT_ROLES)
+#: Every component, in the order tfchart lists them.
+DISPLAY_ORDER = (CHIEF, PS, WORKER, EVALUATOR, TENSORBOARD, SERVING, SUPERVISOR, HELM_TEST)
+#: Roles that serve only a run, so should end with it (the supervisor frees them).
+HOLDING_ROLES = (PS, WORKER, EVALUATOR)
+
+# -- strategies -------------------------------------------------------------------------------------
+
+PARAMETER_SERVER = "parameter_server"
+MULTI_WORKER_MIRRORED = "multi_worker_mirrored"
+MIRRORED = "mirrored"
+SINGLE_DEVICE = "single_device"
+STRATEGIES = (PARAMETER_SERVER, MULTI_WORKER_MIRRORED, MIRRORED, SINGLE_DEVICE)
+#: The TensorFlow roles each strategy renders (the evaluator is optional in all of them). Under
+#: multi_worker_mirrored, chief.replicas=0 leaves the chief out: worker 0 is the chief.
+STRATEGY_ROLES: Mapping[str, tuple[str, ...]] = {
+    PARAMETER_SERVER: (PS, WORKER, CHIEF),
+    MULTI_WORKER_MIRRORED: (WORKER, CHIEF),
+    MIRRORED: (CHIEF,),
+    SINGLE_DEVICE: (CHIEF,),
+}
+
+# -- labels and annotations -------------------------------------------------------------------------
+
+CHART_NAME = "tf-distributed"
+NAME_LABEL = "app.kubernetes.io/name"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+#: A StatefulSet pod's ordinal (Kubernetes >= 1.28), and an Indexed Job pod's index.
+POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+ANNOTATION_PREFIX = "tf-distributed.io/"
+RUN_SPEC_ANNOTATION = ANNOTATION_PREFIX + "run-spec"
+FINISHED_RUN_SPEC_ANNOTATION = ANNOTATION_PREFIX + "finished-run-spec"
+ENDING_ANNOTATION = ANNOTATION_PREFIX + "ending"
+END_REASON_ANNOTATION = ANNOTATION_PREFIX + "end-reason"
+ENDED_AT_ANNOTATION = ANNOTATION_PREFIX + "ended-at"
+
+
+def release_selector(release: str, component: str | None = None, chart: str = CHART_NAME) -> str:
+    """The label selector of a release's objects (of one component)."""
+    selector = f"{NAME_LABEL}={chart},{INSTANCE_LABEL}={release}"
+    return f"{selector},{COMPONENT_LABEL}={component}" if component else selector
+
+
+# -- the progress line ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepLine:
+    """One progress line of the chief: `step N, loss = L (X examples/sec; Y sec/batch)`."""
+
+    step: int
+    loss: float
+    examples_per_sec: float
+    sec_per_batch: float
+
+    def __str__(self) -> str:
+        return (f"step {self.step}, loss = {self.loss:.4f} ({self.examples_per_sec:.1f} examples/sec; "
+                f"{self.sec_per_batch:.3f} sec/batch)")
+
+
+_NUMBER = r"[-+0-9.eE]+|nan|inf"
+_STEP_LINE = re.compile(
+    rf"step (?P<step>\d+), loss = (?P<loss>{_NUMBER}) "
+    rf"\((?P<eps>{_NUMBER}) examples/sec; (?P<spb>{_NUMBER}) sec/batch\)"
+)
+
+
+def format_step_line(step: int, loss: float, examples_per_sec: float, sec_per_batch: float) -> str:
+    return str(StepLine(step, loss, examples_per_sec, sec_per_batch))
+
+
+def parse_step_line(line: str) -> StepLine | None:
+    """The step line anywhere in `line` (a log prefix may precede it), else None."""
+    match = _STEP_LINE.search(line)
+    if not match:
+        return None
+    try:
+        return StepLine(int(match["step"]), float(match["loss"]), float(match["eps"]), float(match["spb"]))
+    except ValueError:
+        return None
+
+
+# -- the status document ----------------------------------------------------------------------------
+
+RUNNING = "Running"
+SUCCEEDED = "Succeeded"
+FAILED = "Failed"
+#: Stopped by SIGTERM/SIGINT (e.g. preempted); `step` is the checkpoint a restart resumes from.
+INTERRUPTED = "Interrupted"
+STATES = (RUNNING, SUCCEEDED, FAILED, INTERRUPTED)
+STATUS_FILE = "status.json"
+STATUS_LINE_PREFIX = "tfd-status: "
+
+
+@dataclass(frozen=True)
+class Status:
+    """The content of status.json (fields documented in docs/trainer.md)."""
+
+    state: str
+    strategy: str
+    step: int
+    train_steps: int
+    loss: float | None
+    accuracy: float | None
+    examples_per_sec: float | None
+    export_path: str | None
+    started_at: str
+    updated_at: str
+    message: str
+    run_id: str = ""
+    model_name: str = ""
+    dataset: str = ""
+
+    def as_json(self, indent: int | None = None) -> str:
+        separators = None if indent else (",", ":")
+        return json.dumps(asdict(self), indent=indent, sort_keys=True, separators=separators)
+
+
+def format_status_line(status: Status) -> str:
+    """The status as one log line, so `tfchart status` reads it from the chief's log (a completed
+    Job's pod can no longer be exec'd into, but its log stays readable)."""
+    return STATUS_LINE_PREFIX + status.as_json()
+
+
+def status_from_document(document: object) -> Status | None:
+    """A Status from a decoded document; None when it is not one (unknown state, wrong types)."""
+    if not isinstance(document, dict) or document.get("state") not in STATES:
+        return None
+    known = {f.name for f in fields(Status)}
+    try:
+        status = Status(**{k: v for k, v in document.items() if k in known})
+    except TypeError:
+        return None
+    numbers = (status.loss, status.accuracy, status.examples_per_sec)
+    if not isinstance(status.step, int) or any(n is not None and not _is_number(n) for n in numbers):
+        return None
+    return status
+
+
+def parse_status_line(line: str) -> Status | None:
+    """The status of a `tfd-status: {json}` line (a log prefix may precede it), else None."""
+    position = line.find(STATUS_LINE_PREFIX)
+    if position < 0:
+        return None
+    try:
+        document = json.loads(line[position + len(STATUS_LINE_PREFIX) :])
+    except ValueError:
+        return None
+    return status_from_document(document)
+
+
+def read_status_file(path: Path) -> Status | None:
+    """status.json at `path` (or `path`/status.json for a storage root), else None."""
+    target = path / STATUS_FILE if path.is_dir() else path
+    try:
+        return status_from_document(json.loads(target.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
