@@ -34,10 +34,10 @@ base-image: setup
 test: lint base-image
 	$(PY) -m pytest
 
-## docs: regenerate values.schema.json and the README parameter tables from values.yaml
+## docs: regenerate values.schema.json and the parameter table of charts/tf-distributed/README.md
+## (the only copy of it: the top-level README.md links there) from values.yaml
 docs: setup
 	$(PY) scripts/gen_schema.py
-	.tools/node/node_modules/.bin/readme-generator --values charts/tf-distributed/values.yaml --readme README.md
 	.tools/node/node_modules/.bin/readme-generator --values charts/tf-distributed/values.yaml --readme charts/tf-distributed/README.md
 
 clean:

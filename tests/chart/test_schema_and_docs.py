@@ -1,8 +1,10 @@
-"""values.yaml, values.schema.json and the README parameter tables stay in step."""
+"""values.yaml, values.schema.json and the chart README's parameter table stay in step; README.md
+stays a short front door whose links, and those of docs/, all resolve inside the repository."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -16,7 +18,9 @@ from tests.chartlib import CHART, REPO, TOOLS, load_yaml, tool, values_files
 
 SCHEMA: dict[str, Any] = json.loads((CHART / "values.schema.json").read_text())
 VALUES: dict[str, Any] = load_yaml(CHART / "values.yaml")
-READMES = [REPO / "README.md", CHART / "README.md"]
+README = REPO / "README.md"
+CHART_README = CHART / "README.md"
+DOCS = sorted((REPO / "docs").glob("*.md"))
 
 
 def value_keys(value: Any, path: str = "") -> set[str]:
@@ -124,8 +128,9 @@ def test_committed_schema_is_generated_from_values_yaml() -> None:
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize("readme", READMES, ids=lambda p: str(p.relative_to(REPO)))
-def test_readme_parameter_table_is_generated_and_up_to_date(readme: Path, tmp_path: Path) -> None:
+def test_chart_readme_parameter_table_is_generated_and_up_to_date(tmp_path: Path) -> None:
+    """The one parameter table lives in the chart README (`make docs` regenerates it there)."""
+    readme = CHART_README
     generator = tool("readme-generator", TOOLS / "node" / "node_modules" / ".bin" / "readme-generator")
     copy = tmp_path / "README.md"
     shutil.copy(readme, copy)
@@ -155,3 +160,95 @@ def test_defaults_stated_in_param_modifiers_are_the_values() -> None:
             assert default == " and ".join(map(str, value)), key
         else:
             assert json.loads(default) == value, key
+
+
+# README.md: a short front door; the parameter table and the long sections live elsewhere.
+
+
+def markdown_outside_code(text: str) -> str:
+    """The text with fenced code blocks and inline code spans removed (link texts keep their brackets)."""
+    text = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+def github_anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives the headings of a Markdown file."""
+    anchors: set[str] = set()
+    outside_fences = re.sub(r"^```.*?^```", "", path.read_text(), flags=re.M | re.S)
+    for heading in re.findall(r"^#{1,6} +(.+?) *$", outside_fences, re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        anchor, n = slug, 0
+        while anchor in anchors:
+            n += 1
+            anchor = f"{slug}-{n}"
+        anchors.add(anchor)
+    return anchors
+
+
+def relative_links(path: Path) -> list[str]:
+    targets = re.findall(r"\[[^\]]*\]\(([^)\s]+)\)", markdown_outside_code(path.read_text()))
+    return [t for t in targets if not re.match(r"^[a-z][a-z0-9+.-]*:", t)]
+
+
+def test_readme_is_a_short_front_door_with_a_contents_list() -> None:
+    text = README.read_text()
+    lines = text.splitlines()
+    assert len(lines) < 250, f"README.md has {len(lines)} lines: move detail into docs/"
+    assert "## Contents" in lines[:15], "README.md needs a contents list near the top"
+    contents = lines[lines.index("## Contents") + 1 :]
+    contents = contents[: next(i for i, line in enumerate(contents) if line.startswith("## "))]
+    listed = set(re.findall(r"^- \[[^\]]+\]\(#([^)]+)\)$", "\n".join(contents), re.M))
+    sections = github_anchors(README) - {"contents", "tf-distributed"}
+    assert listed == sections, "the contents list names every section of README.md, and only those"
+    for part in ("what-it-is", "set-up", "a-five-minute-tour", "install-on-a-cluster", "where-to-read-more"):
+        assert part in sections, part
+
+
+def test_readme_keeps_exactly_the_two_set_up_commands() -> None:
+    """`make run` runs the default topology (tests/e2e/test_local.py runs it), `make test` everything
+    CI runs (.ci/run calls exactly that)."""
+    text = README.read_text()
+    setup = text[text.index("## Set-up") : text.index("## A five-minute tour")]
+    blocks = re.findall(r"^```bash\n(.*?)^```", setup, re.M | re.S)
+    assert len(blocks) == 1
+    commands = [line.split("#")[0].strip() for line in blocks[0].splitlines()]
+    assert commands == ["make run", "make test"]
+    makefile = (REPO / "Makefile").read_text()
+    assert re.search(r"^run: ", makefile, re.M) and re.search(r"^test: ", makefile, re.M)
+    assert (REPO / ".ci" / "run").read_text().rstrip().endswith("exec make test")
+
+
+def test_the_parameter_table_is_only_in_the_chart_readme() -> None:
+    for path in [README, *DOCS]:
+        text = path.read_text()
+        assert "## Parameters" not in text and "| `global.imageRegistry`" not in text, path.name
+    assert "| `global.imageRegistry`" in CHART_README.read_text()
+    assert "charts/tf-distributed/README.md#parameters" in README.read_text()
+    makefile = (REPO / "Makefile").read_text()
+    docs_target = makefile[makefile.index("\ndocs:") :].split("\n\n")[0]
+    assert "--readme charts/tf-distributed/README.md" in docs_target
+    assert "--readme README.md" not in docs_target
+
+
+@pytest.mark.parametrize("path", [README, CHART_README, *DOCS], ids=lambda p: str(p.relative_to(REPO)))
+def test_every_relative_link_resolves_inside_the_repository(path: Path) -> None:
+    links = relative_links(path)
+    assert links or path != README
+    for link in links:
+        target, _, anchor = link.partition("#")
+        resolved = (path.parent / target).resolve() if target else path
+        assert resolved.is_relative_to(REPO), f"{path.name}: {link} points outside the repository"
+        assert resolved.exists(), f"{path.name}: {link} points at nothing"
+        if anchor and resolved.suffix == ".md":
+            assert anchor in github_anchors(resolved), f"{path.name}: {link}: no such heading"
+
+
+def test_no_document_points_outside_the_repository() -> None:
+    roots = ["README.md", "docs", "tfchart", "trainer", "charts"]
+    files = [REPO / "README.md"] + [
+        f for root in roots[1:] for f in (REPO / root).rglob("*") if f.is_file() and "__pycache__" not in f.parts
+    ]
+    for f in files:
+        text = f.read_text(errors="replace")
+        assert "DESIGN" not in text, f"{f.relative_to(REPO)} names a design document outside the repository"
+        assert "../shared" not in text, f"{f.relative_to(REPO)} points outside the repository"
