@@ -8,7 +8,7 @@
 #   debootstrap --variant=minbase bookworm (python3, pip, CA certificates)
 #   + pip install tensorflow==2.21.0 inside that root
 #   -> `<engine> import` as $BASE_IMAGE (default localhost/tf-distributed/tensorflow-base:2.21.0)
-# The trainer images are then built on it with --build-arg BASE_IMAGE=... (see README, "Images").
+# The trainer images are then built on it with --build-arg BASE_IMAGE=... (see docs/images.md).
 #
 # Package downloads inside the root use this machine's CA bundle and a pip.conf that names it
 # (behind a TLS-inspecting proxy, pip fails with certificate errors without them). Nothing else of

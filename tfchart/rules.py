@@ -35,17 +35,19 @@ class Release:
 
 Rule = Callable[[dict[str, Any]], Iterator[Problem]]
 NamedRule = Callable[[dict[str, Any], Release], Iterator[Problem]]
-_RULES: list[NamedRule] = []
+#: Every cross-field rule by name, in order. Each is the twin of a check in the chart's
+#: _validate.tpl; tests/fixtures/bad-values is the case table both are tested against, rule by rule.
+RULES: dict[str, NamedRule] = {}
 
 
 def rule(function: Rule) -> Rule:
-    _RULES.append(lambda values, _release: function(values))
+    RULES[function.__name__] = lambda values, _release: function(values)
     return function
 
 
 def named_rule(function: NamedRule) -> NamedRule:
     """A rule that needs the release name or namespace (see Release)."""
-    _RULES.append(function)
+    RULES[function.__name__] = function
     return function
 
 
@@ -1004,4 +1006,4 @@ def requests_within_limits(v: dict[str, Any], _release: Release) -> Iterator[Pro
 
 def check(values: dict[str, Any], release: Release | None = None) -> list[Problem]:
     names = release or Release()
-    return [problem for function in _RULES for problem in function(values, names)]
+    return [problem for function in RULES.values() for problem in function(values, names)]

@@ -1,4 +1,4 @@
-"""The bring-your-own image contract (README "Bring your own image: what it must provide").
+"""The bring-your-own image contract (docs/images.md, "Bring your own image: what it must provide").
 
 Every TensorFlow container runs as uid 10001 on a read-only root; it may write its working
 directory (an emptyDir), /tmp and the claim at storage.mountPath. HOME is the image's own unless a

@@ -71,7 +71,7 @@ def test_this_kernel_limits_one_variable_to_max_arg_strlen() -> None:
 
 
 def test_schema_maxima_are_computed_from_the_longest_names() -> None:
-    assert (rules.MAX_WORKERS, rules.MAX_PS) == (499, 510)  # stated in values.yaml and the README
+    assert (rules.MAX_WORKERS, rules.MAX_PS) == (499, 510)  # stated in values.yaml and the chart README
     for ps, workers in ((0, rules.MAX_WORKERS), (rules.MAX_PS, 1)):
         shape, _ = longest(ps, workers)
         assert shape.longest_host()[1] == rules.DNS_NAME_MAX

@@ -1,4 +1,4 @@
-"""Gang admission and queues (README "Gang scheduling and queues"), and the ps/worker PDBs.
+"""Gang admission and queues (docs/scheduling.md), and the ps/worker PDBs.
 
 Rendered with real helm; every PodGroup is checked against the vendored CRD schemas
 (tests/crds). The topology matrix renders once per (strategy, ps, workers, provider) and every

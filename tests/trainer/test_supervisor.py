@@ -296,7 +296,7 @@ def test_upgrading_a_finished_release_does_not_start_its_pods_again(release: Any
     }
     assert immutable_changes(run.docs, same_run) == []  # helm patches the finished chief Job as it is
     # labels of every pod (commonLabels) change the chief Job's pod template, which Kubernetes forbids:
-    # `tfchart upgrade` says so before helm runs (README: "A finished release")
+    # `tfchart upgrade` says so before helm runs (docs/lifecycle.md: "A finished release")
     relabelled = render_against(run, major, "commonLabels.team=vision")
     assert spec_replicas(relabelled)[f"{PREFIX}-worker"] == 0
     assert [(c.kind, c.field) for c in immutable_changes(run.docs, relabelled)] == [
