@@ -602,7 +602,7 @@ def last_line(text: str) -> str:
 
 def ensure_engine(engine: str) -> None:
     """One-line EngineNotFound unless the engine's CLI is installed and its engine answers."""
-    from tfchart.images import check_engine_reachable, detect_engine
+    from tfchart.engines import check_engine_reachable, detect_engine
 
     if engine not in CONTAINER_ENGINES:
         raise UsageError(f"unknown container engine: {engine}", f"use one of: {', '.join(CONTAINER_ENGINES)}")

@@ -394,3 +394,71 @@ def python_bin_dir() -> str:
 def colour_for(name: str) -> str:
     palette = ["cyan", "magenta", "green", "yellow", "blue", "bright_cyan", "bright_magenta", "bright_green"]
     return palette[sum(map(ord, name)) % len(palette)]
+def run(plan: Any, timeout: float | None, keep_tensorboard: bool) -> int:
+    """Runs a plan (processes or containers) to the end with its output on the terminal; the exit code."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console(highlight=False)
+    width = max(len(pod.name) for pod in plan.pods)
+    chief = next(pod for pod in plan.pods if pod.is_chief)
+    train_steps = plan.values["training"]["trainSteps"]
+
+    def on_line(pod: Any, line: str) -> None:
+        console.print(
+            f"[{colour_for(pod.name)}]{escape(pod.name):<{width}}[/] | {escape(line)}", soft_wrap=True
+        )
+
+    console.print(f"[bold]tfchart local[/]: {plan.headline}")
+    for address, local_address in plan.addresses.items():
+        console.print(f"  {address} -> {local_address}")
+    cluster = plan.cluster(on_line)
+    started = time.monotonic()
+    with running(cluster), console.status("starting...") as status:
+
+        def update() -> None:
+            progress = cluster.progress
+            if progress:
+                status.update(
+                    f"step {progress.step}/{train_steps}  loss {progress.loss:.4f}  "
+                    f"{progress.examples_per_sec:.0f} examples/sec"
+                )
+
+        cluster.start(plan.pods)
+        code = cluster.wait_for(chief.name, timeout, poll=update)
+        if code == 0 and chief.role == WORKER:
+            # worker 0 is the chief: the workers' Job completes when every worker has exited 0
+            code = max((cluster.wait_for(pod.name, 120) for pod in plan.pods if pod.role == WORKER), default=0)
+        elapsed = time.monotonic() - started
+        result = read_status(plan.workdir)
+        if code != 0:
+            console.print(
+                f"[bold red]✗ training failed[/]: {chief.name} exited with {code} after {elapsed:.0f} s; "
+                f"{escape(str(result.get('message', '')))}"
+            )
+            return 1
+        console.print(
+            f"[bold green]✓ training {result.get('state', 'finished')}[/] in {elapsed:.0f} s: "
+            f"step {result.get('step')}, accuracy {result.get('accuracy')}, "
+            f"{result.get('examples_per_sec')} examples/sec"
+        )
+        console.print(f"  export: {plan.host_path(result.get('export_path'))}")
+        if plan.tensorboard_url:
+            console.print(
+                f"  TensorBoard: {plan.tensorboard_url}  (later: tensorboard --logdir {plan.workdir / 'logs'})"
+            )
+        for note in plan.serving_notes:
+            console.print(escape(note))
+        if keep_tensorboard and plan.tensorboard_url:
+            status.update("TensorBoard is running; Ctrl-C to stop")
+            for process in list(cluster.processes.values()):
+                if process.pod.role != TENSORBOARD:
+                    cluster.kill(process.pod.name, signal.SIGTERM)
+            try:
+                while True:
+                    time.sleep(1)
+            except KeyboardInterrupt:
+                pass
+    return 0
+
+

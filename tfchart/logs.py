@@ -11,7 +11,7 @@ import re
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tfchart.errors import KubernetesError, UsageError
-from tfchart.status import has_started, main_container, name_of, newest, pod_reason
+from tfchart.kubeobjects import has_started, main_container, name_of, newest, pod_reason
 from tfdcontract import CLIENT_ROLES, JOB_ROLES, POD_INDEX_LABEL, STATEFUL_ROLES, release_selector
 
 if TYPE_CHECKING:

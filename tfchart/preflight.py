@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from tfchart.errors import KubernetesError
+from tfchart.errors import KubernetesError, TfchartError
+from tfchart.kubeobjects import container_gpus
 from tfchart.rules import RWX_EXAMPLES, StorageNeed, chief_enabled, storage_need, supervisor_enabled
-from tfchart.status import container_gpus
 from tfdcontract import (
     CHART_NAME,
     CHIEF,
@@ -1109,3 +1109,15 @@ def render(findings: list[Finding], console: Console) -> None:
     console.print(table)
     counts = Counter(finding.severity for finding in findings)
     console.print(f"{counts[FAIL]} failed, {counts[WARN]} warning(s), {counts[OK]} ok")
+
+
+def enforce(api: KubeApi, values: dict[str, Any], release: str, namespace: str) -> None:
+    """Runs every check, shows the findings on stderr and refuses to go on after a failure."""
+    from rich.console import Console
+
+    findings = run(api, values, release, namespace)
+    render(findings, Console(stderr=True))
+    if has_failures(findings):
+        raise TfchartError(
+            "preflight checks failed", "fix the failures above, or pass --skip-preflight to install anyway"
+        )

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from tfchart.errors import KubernetesError, TfchartError
-from tfchart.status import job_info, name_of, role_of, run_role
+from tfchart.kubeobjects import job_info, name_of, role_of, run_role
 from tfdcontract import (
     CHIEF,
     END_REASON_ANNOTATION,

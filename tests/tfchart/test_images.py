@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tfchart import engines as container_engines
 from tfchart import images
 from tfchart.errors import EngineNotFound, TfchartError, UsageError
 
@@ -178,7 +179,7 @@ def test_all_with_plain_docker_builds_everything_before_pushing(engines: FakeEng
 
 def test_podman_when_it_is_the_only_engine(engines: FakeEngines, repo: Path) -> None:
     engines.install("podman")
-    assert images.detect_engine(None) == images.Engine("podman")
+    assert container_engines.detect_engine(None) == container_engines.Engine("podman")
     steps = default_plan(repo, ["all"], push=True)
     expected = [
         ["podman", "build", "-f", f"{repo}/Dockerfile.cpu", "-t", "ghcr.io/tf-distributed/trainer:1.2.3",
@@ -198,9 +199,9 @@ def test_podman_when_it_is_the_only_engine(engines: FakeEngines, repo: Path) -> 
 def test_explicit_engine_wins_over_detection(engines: FakeEngines, repo: Path) -> None:
     engines.install("docker", buildx=True)
     engines.install("podman")
-    assert images.detect_engine(None) == images.Engine("buildx")
-    assert images.detect_engine("docker") == images.Engine("docker")
-    assert images.detect_engine("podman") == images.Engine("podman")
+    assert container_engines.detect_engine(None) == container_engines.Engine("buildx")
+    assert container_engines.detect_engine("docker") == container_engines.Engine("docker")
+    assert container_engines.detect_engine("podman") == container_engines.Engine("podman")
     assert default_plan(repo, ["cpu"], engine="docker")[0].argv[:2] == ["docker", "build"]
     assert default_plan(repo, ["cpu"], engine="podman")[0].argv[:2] == ["podman", "build"]
 
@@ -257,7 +258,7 @@ def test_build_without_any_engine_fails_before_running_anything(engines: FakeEng
     assert "--dry-run" in raised.value.hint
     assert echoed == []
     with pytest.raises(EngineNotFound, match="none of docker, podman or buildah"):
-        images.detect_engine(None)
+        container_engines.detect_engine(None)
 
 
 def test_docker_cli_without_daemon_fails_with_the_fix(engines: FakeEngines, repo: Path) -> None:
@@ -277,13 +278,13 @@ def test_docker_cli_without_daemon_fails_with_the_fix(engines: FakeEngines, repo
 def test_buildx_without_daemon_fails_the_same_way(engines: FakeEngines, repo: Path) -> None:
     engines.install("docker", buildx=True, info=False)
     with pytest.raises(EngineNotFound, match="no Docker engine answers"):
-        images.check_engine_reachable(images.Engine("buildx"))
+        container_engines.check_engine_reachable(container_engines.Engine("buildx"))
 
 
 def test_podman_that_does_not_work(engines: FakeEngines) -> None:
     engines.install("podman", info=False, info_error="Error: unable to connect to Podman socket")
     with pytest.raises(EngineNotFound) as raised:
-        images.check_engine_reachable(images.Engine("podman"))
+        container_engines.check_engine_reachable(container_engines.Engine("podman"))
     assert raised.value.message == "the podman CLI is installed but podman does not work: " \
                                    "Error: unable to connect to Podman socket"
     assert "podman machine start" in raised.value.hint
@@ -293,22 +294,22 @@ def test_reachable_engines_pass(engines: FakeEngines) -> None:
     engines.install("docker", buildx=True)
     engines.install("podman")
     for name in ("docker", "buildx", "podman"):
-        images.check_engine_reachable(images.Engine(name))
+        container_engines.check_engine_reachable(container_engines.Engine(name))
 
 
 def test_missing_preferred_engine(engines: FakeEngines) -> None:
     with pytest.raises(EngineNotFound, match="none of docker, podman or buildah"):
-        images.detect_engine("podman")
+        container_engines.detect_engine("podman")
     engines.install("docker", buildx=False)
     with pytest.raises(EngineNotFound) as raised:
-        images.detect_engine("podman")
+        container_engines.detect_engine("podman")
     assert raised.value.message == "podman is not installed (not found on PATH)"
     assert "--engine docker" in raised.value.hint
     with pytest.raises(EngineNotFound, match="buildx plugin") as buildx:
-        images.detect_engine("buildx")
+        container_engines.detect_engine("buildx")
     assert "--engine docker" in buildx.value.hint
     with pytest.raises(UsageError, match="unknown container engine: nerdctl"):
-        images.detect_engine("nerdctl")
+        container_engines.detect_engine("nerdctl")
 
 
 def docker_engine_answers() -> bool:
@@ -473,7 +474,7 @@ def test_variants_are_deduplicated_in_cpu_gpu_order(engines: FakeEngines, repo: 
 
 def test_buildah_is_found_after_podman_and_builds_and_pushes_over_plain_http(engines: FakeEngines, repo: Path) -> None:
     engines.install("buildah")
-    assert images.detect_engine(None) == images.Engine("buildah")
+    assert container_engines.detect_engine(None) == container_engines.Engine("buildah")
     steps = images.plan(
         ["all"], "t1", "127.0.0.1:5000", "ml/trainer", True, None, None, repo,
         base_image="localhost/tf-base:2.21.0", tls_verify=False,

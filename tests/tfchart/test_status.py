@@ -17,8 +17,9 @@ from rich.console import Console
 
 from tests.tfchart import kubefake as kf
 from tests.tfchart.kubefake import Call
-from tfchart import kube, status
+from tfchart import kube, status, status_view
 from tfchart.errors import KubernetesError
+from tfchart.kubeobjects import GpuRequest
 
 NS = "ml-training"
 SELECTOR = "app.kubernetes.io/name=tf-distributed,app.kubernetes.io/instance=mnist"
@@ -52,7 +53,7 @@ def tfd_status(**fields: Any) -> str:
 
 def render_text(report: status.ReleaseStatus) -> str:
     console = Console(width=320, record=True, color_system=None)
-    status.render(report, console)
+    status_view.render(report, console)
     return console.export_text()
 
 
@@ -249,7 +250,7 @@ def test_pending_gpu_pod_shows_the_scheduler_reason() -> None:
     assert cluster.calls == LISTS  # no log read: the chief never started
     pending = next(p for p in report.pods if p.name == "mnist-tf-distributed-worker-3")
     assert (pending.phase, pending.reason, pending.node) == ("Pending", "Unschedulable", None)
-    assert pending.gpus == (status.GpuRequest("nvidia.com/gpu", 1),)
+    assert pending.gpus == (GpuRequest("nvidia.com/gpu", 1),)
     assert report.training.state == "Pending"
     assert report.chief.reason == "ContainerCreating"
     text = render_text(report)
@@ -471,7 +472,7 @@ def test_without_a_chief_the_workers_job_owns_completion_and_worker_0_reports_pr
     assert Call("log", "pods", NS, "mnist-tf-distributed-worker-0-q0z9x",
                 params=(("container", "worker"), ("tailLines", "2000"))) in cluster.calls
     console = Console(record=True, width=200)
-    status.render(report, console)
+    status_view.render(report, console)
     assert "Workers' Job  Running" in console.export_text()
 
     done = kf.FakeCluster()

@@ -21,7 +21,7 @@ from rich.console import Console
 from tests.chartlib import REPO
 from tests.tfchart import kubefake as kf
 from tests.trainer.kubeserver import KubeServer, kube_server
-from tfchart import status
+from tfchart import status, status_view
 
 NS = "team-a"
 PREFIX = "mnist-tf-distributed"
@@ -173,7 +173,7 @@ def test_status_warns_when_gpus_are_held_after_the_chief_ended() -> None:
     assert "nothing freed them (supervisor.enabled=false, or the supervisor is not running)" in warning
     assert warning.endswith("free them with `tfchart stop mnist -n ml-training`")
     console = Console(record=True, width=400)
-    status.render(status.collect(cluster.api(), "mnist", "ml-training", now=kf.NOW), console)
+    status_view.render(status.collect(cluster.api(), "mnist", "ml-training", now=kf.NOW), console)
     assert "warning: the chief Job ended (Failed)" in console.export_text()
 
 

@@ -1,0 +1,36 @@
+"""How tfchart's errors look on the terminal (the CLI's one boundary, tfchart.cli.main, calls this)."""
+
+from __future__ import annotations
+
+import click
+
+from tfchart.errors import Problem, TfchartError, ValidationFailed
+
+
+def print_problems(problems: list[Problem]) -> None:
+    """Every problem: where it came from, the key path, what is wrong, and the fix to copy."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console(stderr=True, highlight=False)
+    count = len(problems)
+    console.print(f"[bold red]✗ {count} problem{'s' if count != 1 else ''} in values[/]")
+    for problem in problems:
+        where = problem.location or "chart default"
+        console.print(f"  [cyan]{escape(where)}[/]  [bold]{escape(problem.path)}[/]: {escape(problem.message)}")
+        if problem.fix:
+            console.print(f"      fix: [green]{escape(problem.fix)}[/]")
+
+
+def show_error(error: TfchartError, debug: bool) -> None:
+    """The error on stderr: every values problem, or one line with its hint (and the traceback with --debug)."""
+    if isinstance(error, ValidationFailed):
+        print_problems(error.problems)
+    else:
+        click.secho(f"error: {error.message}", fg="red", err=True)
+        if error.hint:
+            click.echo(f"  hint: {error.hint}", err=True)
+    if debug:
+        import traceback
+
+        traceback.print_exception(error)
