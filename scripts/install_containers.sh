@@ -43,12 +43,22 @@ default_ulimits = []
 [network]
 # netavark + aardvark-dns: the run's network resolves pod names (CNI without dnsname does not)
 network_backend = "netavark"
+# not CNI's 10.88.0.0/16: a cni-podman0 bridge left by a podman run without this file keeps a route
+# to that subnet, and published ports (podman run -p) would then answer "No route to host"
+default_subnet = "10.90.0.0/16"
 
 [engine]
 runtime = "runc"
 cgroup_manager = "cgroupfs"
 events_logger = "file"
 EOF
+
+# CNI's default bridge, left by a podman run without this configuration, shadows a netavark network
+# on the same subnet; an unused one goes (a bridge with ports attached is someone's: kept).
+if ip link show cni-podman0 >/dev/null 2>&1 && [[ -z "$(ls /sys/class/net/cni-podman0/brif 2>/dev/null)" ]]; then
+  log "removing the unused CNI bridge cni-podman0 (its route shadows netavark's networks)"
+  ip link delete cni-podman0 || log "could not remove cni-podman0 (not root?); published ports may not answer"
+fi
 
 if ! CONTAINERS_CONF="$TOOLS/containers.conf" podman info >/dev/null 2>"$TOOLS/podman-info.err"; then
   cat "$TOOLS/podman-info.err" >&2
