@@ -216,7 +216,7 @@ def storage_is_required(v: dict[str, Any]) -> Iterator[Problem]:
         )
 
 
-# -- shared storage: the twin of tf-distributed.claimPods / storageNeed / colocate (_helpers.tpl) --
+# -- shared storage: the twin of tf-distributed.claimPods / storageNeed / colocate (_storage.tpl) --
 
 RWX_EXAMPLES = "NFS, CephFS, EFS, Azure Files, Filestore, Longhorn..."
 
@@ -493,7 +493,7 @@ def gang_labels_come_from_scheduling(v: dict[str, Any]) -> Iterator[Problem]:
         )
 
 
-# -- object names: the twin of tf-distributed.fullname / namespace (_helpers.tpl) --------------------
+# -- object names: the twin of tf-distributed.fullname / namespace (_names.tpl) ----------------------
 
 CHART_NAME = "tf-distributed"
 NAME_BUDGET = 45  # tf-distributed.nameBudget: <fullname>-worker-<revision hash> stays a DNS label
@@ -581,7 +581,7 @@ def release_name_makes_service_names(v: dict[str, Any], release: Release) -> Ite
     )
 
 
-# -- the cluster map: the twin of tf-distributed.clusterSpec / clusterMapBytes (_helpers.tpl) --------
+# -- the cluster map: the twin of tf-distributed.clusterSpec / clusterMapBytes (_tfcluster.tpl) ------
 
 ENV_LIMIT = 131072  # Linux MAX_ARG_STRLEN: one argument or NAME=value string, NUL included
 DNS_NAME_MAX = 253  # a DNS name, without its trailing dot

@@ -360,13 +360,12 @@ def test_chart_from_the_registry_pulls_exactly_the_pushed_images(
     # the ready GPU values files pin image.tag <version>-gpu; everything else runs the chart's appVersion
     pinned = ((yaml.safe_load(values.read_text()) or {}).get("image") or {}).get("tag") if values else None
     expected = pushed.gpu if str(pinned or "").endswith("-gpu") else pushed.cpu
-    # the run supervisor (python -m trainer.supervisor, standard library only) runs the CPU image on
-    # any node, whatever the TensorFlow roles run
-    supervised = any(
-        (doc or {}).get("kind") == "Deployment"
-        and doc["metadata"]["labels"].get("app.kubernetes.io/component") == "supervisor"
+    # the run supervisor and the helm test pod (python -m trainer.supervisor / trainer.endpoint_probe,
+    # standard library only) run the CPU image on any node, whatever the TensorFlow roles run
+    project_pods = any(
+        (doc or {}).get("metadata", {}).get("labels", {}).get("app.kubernetes.io/component") in ("supervisor", "test")
         for doc in yaml.safe_load_all(rendered.stdout)
     )
     from_registry = {image for image in images if image.startswith(f"{registry.address}/")}
-    assert from_registry == {expected, *([pushed.cpu] if supervised else [])}, sorted(images)
+    assert from_registry == {expected, *([pushed.cpu] if project_pods else [])}, sorted(images)
     assert not [image for image in images - from_registry if "trainer" in image], sorted(images)

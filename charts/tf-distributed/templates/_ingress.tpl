@@ -1,16 +1,17 @@
-{{/* Ingress of a web component (tensorboard, serving). Usage: include "tf-distributed.ingress" (list $ "serving" "http") */}}
+{{/* Ingress of a web component (tensorboard, serving). Usage: include "tf-distributed.ingress" (dict "context" $ "role" "serving" "port" "http") */}}
 {{- define "tf-distributed.ingress" -}}
-{{- $root := index . 0 -}}
-{{- $role := index . 1 -}}
+{{- $root := .context -}}
+{{- $role := .role -}}
+{{- $port := .port -}}
 {{- $c := index $root.Values $role -}}
-{{- $name := include "tf-distributed.componentName" (list $root $role) -}}
+{{- $name := include "tf-distributed.componentName" (dict "context" $root "role" $role) -}}
 apiVersion: networking.k8s.io/v1
 kind: Ingress
 metadata:
   name: {{ $name | quote }}
   namespace: {{ include "tf-distributed.namespace" $root | quote }}
   labels:
-    {{- include "tf-distributed.labels" (list $root $role) | nindent 4 }}
+    {{- include "tf-distributed.labels" (dict "context" $root "role" $role) | nindent 4 }}
   {{- with (merge (dict) ($c.ingress.annotations | default dict) ($root.Values.commonAnnotations | default dict)) }}
   annotations:
     {{- toYaml . | nindent 4 }}
@@ -35,5 +36,5 @@ spec:
               service:
                 name: {{ $name | quote }}
                 port:
-                  name: {{ index . 2 }}
+                  name: {{ $port }}
 {{- end -}}

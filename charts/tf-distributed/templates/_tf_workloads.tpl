@@ -4,22 +4,22 @@ headless Services; chief and evaluator are Jobs. One definition each, so every r
 same way.
 */}}
 
-{{/* Headless Service giving every task of a role a stable DNS name. Usage: include "tf-distributed.tfHeadlessService" (list $ "worker") */}}
+{{/* Headless Service giving every task of a role a stable DNS name. Usage: include "tf-distributed.tfHeadlessService" (dict "context" $ "role" "worker") */}}
 {{- define "tf-distributed.tfHeadlessService" -}}
-{{- $root := index . 0 -}}
-{{- $role := index . 1 -}}
+{{- $root := .context -}}
+{{- $role := .role -}}
 {{- $c := index $root.Values $role -}}
 apiVersion: v1
 kind: Service
 metadata:
-  {{- include "tf-distributed.metadata" (list $root $role (include "tf-distributed.componentName" (list $root $role))) | nindent 2 }}
+  {{- include "tf-distributed.metadata" (dict "context" $root "role" $role "name" (include "tf-distributed.componentName" (dict "context" $root "role" $role))) | nindent 2 }}
 spec:
   type: ClusterIP
   clusterIP: None
   # TensorFlow servers must reach peers before those report Ready.
   publishNotReadyAddresses: true
   selector:
-    {{- include "tf-distributed.selectorLabels" (list $root $role) | nindent 4 }}
+    {{- include "tf-distributed.selectorLabels" (dict "context" $root "role" $role) | nindent 4 }}
   ports:
     - name: tf-grpc
       port: {{ $c.service.port }}
@@ -27,17 +27,17 @@ spec:
       protocol: TCP
 {{- end -}}
 
-{{/* ps / worker StatefulSet. Usage: include "tf-distributed.tfStatefulSet" (list $ "worker") */}}
+{{/* ps / worker StatefulSet. Usage: include "tf-distributed.tfStatefulSet" (dict "context" $ "role" "worker") */}}
 {{- define "tf-distributed.tfStatefulSet" -}}
-{{- $root := index . 0 -}}
-{{- $role := index . 1 -}}
+{{- $root := .context -}}
+{{- $role := .role -}}
 {{- $c := index $root.Values $role -}}
-{{- $name := include "tf-distributed.componentName" (list $root $role) -}}
-{{- $finished := include "tf-distributed.finishedReplicas" (list $root $role) }}
+{{- $name := include "tf-distributed.componentName" (dict "context" $root "role" $role) -}}
+{{- $finished := include "tf-distributed.finishedReplicas" (dict "context" $root "role" $role) }}
 apiVersion: apps/v1
 kind: StatefulSet
 metadata:
-  {{- include "tf-distributed.metadata" (list $root $role $name (dict "tf-distributed.io/run-spec" (include "tf-distributed.runSpec" $root))) | nindent 2 }}
+  {{- include "tf-distributed.metadata" (dict "context" $root "role" $role "name" $name "annotations" (dict "tf-distributed.io/run-spec" (include "tf-distributed.runSpec" $root))) | nindent 2 }}
 spec:
   serviceName: {{ $name | quote }}
   {{- if ne $finished "" }}
@@ -52,17 +52,17 @@ spec:
     type: RollingUpdate
   selector:
     matchLabels:
-      {{- include "tf-distributed.selectorLabels" (list $root $role) | nindent 6 }}
+      {{- include "tf-distributed.selectorLabels" (dict "context" $root "role" $role) | nindent 6 }}
   template:
     metadata:
-      {{- include "tf-distributed.podMetadata" (list $root $role $c) | nindent 6 }}
+      {{- include "tf-distributed.podMetadata" (dict "context" $root "role" $role "component" $c) | nindent 6 }}
     spec:
-      {{- include "tf-distributed.podCommon" (list $root $c (include "tf-distributed.serviceAccountName" $root) false) | nindent 6 }}
+      {{- include "tf-distributed.podCommon" (dict "context" $root "component" $c "serviceAccountName" (include "tf-distributed.serviceAccountName" $root) "automountToken" false) | nindent 6 }}
       terminationGracePeriodSeconds: 30
       containers:
-        {{- include "tf-distributed.tfContainer" (dict "root" $root "role" $role "component" $c "taskType" $role "indexField" "metadata.labels['apps.kubernetes.io/pod-index']" "port" $c.service.port "probes" true) | nindent 8 }}
+        {{- include "tf-distributed.tfContainer" (dict "context" $root "role" $role "component" $c "taskType" $role "indexField" "metadata.labels['apps.kubernetes.io/pod-index']" "port" $c.service.port "probes" true) | nindent 8 }}
       volumes:
-        {{- include "tf-distributed.volumes" (list $root $c false) | nindent 8 }}
+        {{- include "tf-distributed.volumes" (dict "context" $root "component" $c "readOnly" false) | nindent 8 }}
 {{- end -}}
 
 {{/*
@@ -75,21 +75,21 @@ The workers' Job is Indexed: one pod per worker, hostname <name>-<index> under t
 <name> (the same DNS names as StatefulSet pods), the index from the completion-index annotation. In
 synchronous training one worker's failure ends every worker's pod, so its backoffLimit is
 chief.backoffLimit per worker; its run-level settings (deadline, TTL, grace) are the chief's.
-Usage: include "tf-distributed.tfJob" (dict "root" $ "role" "chief" "port" 2222 "stableHostname" true)
-       include "tf-distributed.tfJob" (dict "root" $ "role" "worker" "port" 2222 "indexed" true)
+Usage: include "tf-distributed.tfJob" (dict "context" $ "role" "chief" "port" 2222 "stableHostname" true)
+       include "tf-distributed.tfJob" (dict "context" $ "role" "worker" "port" 2222 "indexed" true)
 */}}
 {{- define "tf-distributed.tfJob" -}}
-{{- $root := .root -}}
+{{- $root := .context -}}
 {{- $role := .role -}}
 {{- $c := index $root.Values $role -}}
 {{- $run := ternary $root.Values.chief $c (eq $role "worker") -}}
 {{- $runLevel := or (eq $role "chief") (eq .indexed true) -}}
 {{- $tasks := ternary (int $c.replicas) 1 (eq .indexed true) -}}
-{{- $name := include "tf-distributed.componentName" (list $root $role) -}}
+{{- $name := include "tf-distributed.componentName" (dict "context" $root "role" $role) -}}
 apiVersion: batch/v1
 kind: Job
 metadata:
-  {{- include "tf-distributed.metadata" (list $root $role $name) | nindent 2 }}
+  {{- include "tf-distributed.metadata" (dict "context" $root "role" $role "name" $name) | nindent 2 }}
 spec:
   backoffLimit: {{ mul $run.backoffLimit $tasks }}
   completions: {{ $tasks }}
@@ -120,9 +120,9 @@ spec:
   template:
     metadata:
       {{- $own := ternary (dict "tf-distributed.io/run-spec" (include "tf-distributed.runSpec" $root)) (dict) $runLevel }}
-      {{- include "tf-distributed.podMetadata" (list $root $role $c $own) | nindent 6 }}
+      {{- include "tf-distributed.podMetadata" (dict "context" $root "role" $role "component" $c "annotations" $own) | nindent 6 }}
     spec:
-      {{- include "tf-distributed.podCommon" (list $root $c (include "tf-distributed.serviceAccountName" $root) false) | nindent 6 }}
+      {{- include "tf-distributed.podCommon" (dict "context" $root "component" $c "serviceAccountName" (include "tf-distributed.serviceAccountName" $root) "automountToken" false) | nindent 6 }}
       restartPolicy: Never
       {{- if .stableHostname }}
       hostname: {{ $name | quote }}
@@ -134,7 +134,7 @@ spec:
       terminationGracePeriodSeconds: {{ $run.terminationGracePeriodSeconds | default 60 }}
       containers:
         {{- $index := ternary "metadata.annotations['batch.kubernetes.io/job-completion-index']" "" (eq .indexed true) }}
-        {{- include "tf-distributed.tfContainer" (dict "root" $root "role" $role "component" $c "taskType" $role "indexField" $index "port" .port "probes" false) | nindent 8 }}
+        {{- include "tf-distributed.tfContainer" (dict "context" $root "role" $role "component" $c "taskType" $role "indexField" $index "port" .port "probes" false) | nindent 8 }}
       volumes:
-        {{- include "tf-distributed.volumes" (list $root $c false) | nindent 8 }}
+        {{- include "tf-distributed.volumes" (dict "context" $root "component" $c "readOnly" false) | nindent 8 }}
 {{- end -}}

@@ -160,9 +160,9 @@ once with all of them, each with the --set that fixes it.
 {{- $ps := int $tasks.ps -}}
 {{- $workers := int $tasks.worker -}}
 {{- $limit := 131072 -}}
-{{- $tfConfig := include "tf-distributed.tfConfigBytes" (list . $ps $workers) | int -}}
+{{- $tfConfig := include "tf-distributed.tfConfigBytes" (dict "context" . "ps" $ps "workers" $workers) | int -}}
 {{- if gt $tfConfig $limit -}}
-{{- $message := printf "the cluster map of %d tasks would be %s bytes and TF_CONFIG %d bytes; Linux limits one environment variable to %d bytes (MAX_ARG_STRLEN), so the pods would not start (Argument list too long)" (add 1 $ps $workers) (include "tf-distributed.clusterMapBytes" (list . $ps $workers)) $tfConfig $limit -}}
+{{- $message := printf "the cluster map of %d tasks would be %s bytes and TF_CONFIG %d bytes; Linux limits one environment variable to %d bytes (MAX_ARG_STRLEN), so the pods would not start (Argument list too long)" (add 1 $ps $workers) (include "tf-distributed.clusterMapBytes" (dict "context" . "ps" $ps "workers" $workers)) $tfConfig $limit -}}
 {{- $namesFix := "shorter release/namespace names or clusterDomain" -}}
 {{- /* The largest count that fits, by bisection (the size grows with the count). */ -}}
 {{- $fit := dict -}}
@@ -173,7 +173,7 @@ once with all of them, each with the --set that fixes it.
 {{- range until 20 -}}
 {{- if lt $low $high -}}
 {{- $middle := div (add $low $high 1) 2 -}}
-{{- $size := include "tf-distributed.tfConfigBytes" (list $ (ternary $ps $middle (eq $role "worker")) (ternary $middle $workers (eq $role "worker"))) | int -}}
+{{- $size := include "tf-distributed.tfConfigBytes" (dict "context" $ "ps" (ternary $ps $middle (eq $role "worker")) "workers" (ternary $middle $workers (eq $role "worker"))) | int -}}
 {{- if le $size $limit }}{{ $low = $middle }}{{ else }}{{ $high = sub $middle 1 }}{{ end -}}
 {{- end -}}
 {{- end -}}

@@ -1,0 +1,98 @@
+{{/*
+The run and its supervisor: the run's identity (run-spec), what ended, the StatefulSets the
+supervisor ends and its environment.
+*/}}
+
+{{/*
+The run supervisor (templates/supervisor/, trainer/supervisor.py) runs when it has something to do
+on an ending: StatefulSets to scale down, an evaluator to suspend or a start timeout to enforce.
+*/}}
+{{- define "tf-distributed.supervisorEnabled" -}}
+{{- $v := .Values -}}
+{{- if and $v.supervisor.enabled (or (include "tf-distributed.cleanupTargets" . | fromJsonArray) $v.evaluator.enabled (gt (int $v.scheduling.startTimeoutSeconds) 0)) -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+The run's identity: a hash of everything that decides what is trained (training, images, the
+TensorFlow roles' replicas, commands, env, resources and GPUs, storage paths), and nothing that
+does not (labels, annotations, TensorBoard, Serving, placement). The supervisor copies it into
+tf-distributed.io/finished-run-spec when the run ends; a render that finds its own run-spec there
+(lookup) keeps the finished StatefulSets at their live replicas and the supervisor at 0, and the
+chief's pod template carries it, so a changed spec is a new Job (tfchart upgrade --recreate).
+*/}}
+{{- define "tf-distributed.runSpec" -}}
+{{- $v := .Values -}}
+{{- $spec := dict "training" $v.training "image" $v.image "storage" (pick $v.storage "mountPath" "subPath" "existingClaim") -}}
+{{- range $role := include "tf-distributed.tfRoles" . | fromJsonArray -}}
+{{- $_ := set $spec $role (pick (index $v $role) "replicas" "image" "command" "args" "extraEnv" "resources" "gpu" "workingDir" "home") -}}
+{{- end -}}
+{{- toJson $spec | sha256sum | trunc 16 -}}
+{{- end -}}
+
+{{/*
+Live replicas of a ps/worker StatefulSet whose run already ended with this run-spec, else nothing
+(so the values' replicas apply). helm template and --dry-run=client see no cluster: never finished.
+Usage: include "tf-distributed.finishedReplicas" (dict "context" $ "role" "worker")
+*/}}
+{{- define "tf-distributed.finishedReplicas" -}}
+{{- $root := .context -}}
+{{- $live := lookup "apps/v1" "StatefulSet" (include "tf-distributed.namespace" $root) (include "tf-distributed.componentName" (dict "context" $root "role" .role)) -}}
+{{- $annotations := dig "metadata" "annotations" (dict) ($live | default dict) -}}
+{{- if and $live (eq (get $annotations "tf-distributed.io/finished-run-spec") (include "tf-distributed.runSpec" $root)) -}}
+{{- dig "spec" "replicas" 0 $live | int -}}
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when every ps/worker StatefulSet of this run-spec has ended (the supervisor's work is done). */}}
+{{- define "tf-distributed.runFinished" -}}
+{{- $targets := include "tf-distributed.cleanupTargets" . | fromJsonArray -}}
+{{- $finished := gt (len $targets) 0 -}}
+{{- range $role := list "ps" "worker" -}}
+{{- if and (has (include "tf-distributed.componentName" (dict "context" $ "role" $role)) $targets) (eq (include "tf-distributed.finishedReplicas" (dict "context" $ "role" $role)) "") }}{{ $finished = false }}{{ end -}}
+{{- end -}}
+{{- if $finished }}true{{ end -}}
+{{- end -}}
+
+{{/* The ps/worker StatefulSets the supervisor ends, as a JSON list. */}}
+{{- define "tf-distributed.cleanupTargets" -}}
+{{- $targets := list -}}
+{{- if include "tf-distributed.psEnabled" . }}{{ $targets = append $targets (include "tf-distributed.componentName" (dict "context" . "role" "ps")) }}{{ end -}}
+{{- if and (include "tf-distributed.workerEnabled" .) (not (include "tf-distributed.workersAsJob" .)) }}{{ $targets = append $targets (include "tf-distributed.componentName" (dict "context" . "role" "worker")) }}{{ end -}}
+{{- toJson $targets -}}
+{{- end -}}
+
+{{/* The supervisor's environment: its whole configuration (trainer/supervisor.py Settings). */}}
+{{- define "tf-distributed.supervisorEnv" -}}
+{{- $v := .Values -}}
+{{- $roles := include "tf-distributed.tfRoles" . | fromJsonArray -}}
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: TFD_CHIEF_JOB
+  value: {{ include "tf-distributed.runJobName" . | quote }}
+- name: TFD_EVALUATOR_JOB
+  value: {{ ternary (include "tf-distributed.componentName" (dict "context" . "role" "evaluator")) "" $v.evaluator.enabled | quote }}
+- name: TFD_STATEFULSETS
+  value: {{ include "tf-distributed.cleanupTargets" . | fromJsonArray | join "," | quote }}
+- name: TFD_SUPERVISOR_DEPLOYMENT
+  value: {{ include "tf-distributed.componentName" (dict "context" . "role" "supervisor") | quote }}
+- name: TFD_ON_SUCCESS
+  value: {{ $v.training.cleanup.onSuccess | quote }}
+- name: TFD_ON_FAILURE
+  value: {{ $v.training.cleanup.onFailure | quote }}
+- name: TFD_START_TIMEOUT_SECONDS
+  value: {{ int $v.scheduling.startTimeoutSeconds | quote }}
+- name: TFD_POD_SELECTOR
+  value: {{ printf "app.kubernetes.io/name=%s,app.kubernetes.io/instance=%s,app.kubernetes.io/component in (%s)" (include "tf-distributed.name" .) .Release.Name (join "," $roles) | quote }}
+- name: TFD_EXPECTED_PODS
+  value: {{ include "tf-distributed.tfPodCount" . | quote }}
+- name: TFD_POLL_SECONDS
+  value: {{ int $v.supervisor.pollSeconds | quote }}
+- name: TFD_CHIEF_MISSING_SECONDS
+  value: {{ int $v.supervisor.chiefMissingSeconds | quote }}
+- name: TFD_HEALTH_PORT
+  value: "8080"
+- name: PYTHONDONTWRITEBYTECODE
+  value: "1"
+{{- end -}}

@@ -1,0 +1,54 @@
+{{/*
+The shared claim: its name, which pods mount it, and whether they must share a node. The twin of
+tfchart/rules.py (shared storage).
+*/}}
+
+{{- define "tf-distributed.claimName" -}}
+{{- default (include "tf-distributed.componentName" (dict "context" . "role" "data")) .Values.storage.existingClaim -}}
+{{- end -}}
+
+{{/*
+Storage placement. Every pod of the release mounts the shared claim. Without ReadWriteMany the
+pods must share the volume on one node, so each gets a required podAffinity to the release's pods
+on kubernetes.io/hostname (tf-distributed.affinity); the twin of these helpers is tfchart/rules.py.
+*/}}
+{{- define "tf-distributed.colocate" -}}
+{{- if not (has "ReadWriteMany" .Values.storage.accessModes) -}}true{{- end -}}
+{{- end -}}
+
+{{/* Pods that mount the claim, as JSON {"total": N, "roles": ["ps 1", "worker 2", ...]}; the helm test pod counts. */}}
+{{- define "tf-distributed.claimPods" -}}
+{{- $v := .Values -}}
+{{- $counts := list -}}
+{{- if include "tf-distributed.psEnabled" . }}{{ $counts = append $counts (list "ps" (int $v.ps.replicas)) }}{{ end -}}
+{{- if include "tf-distributed.workerEnabled" . }}{{ $counts = append $counts (list "worker" (int $v.worker.replicas)) }}{{ end -}}
+{{- if include "tf-distributed.chiefEnabled" . }}{{ $counts = append $counts (list "chief" 1) }}{{ end -}}
+{{- if $v.evaluator.enabled }}{{ $counts = append $counts (list "evaluator" 1) }}{{ end -}}
+{{- if $v.tensorboard.enabled }}{{ $counts = append $counts (list "tensorboard" (int $v.tensorboard.replicas)) }}{{ end -}}
+{{- if $v.serving.enabled }}{{ $counts = append $counts (list "serving" (int $v.serving.replicas)) }}{{ end -}}
+{{- if $v.tests.enabled }}{{ $counts = append $counts (list "helm test" 1) }}{{ end -}}
+{{- $total := 0 -}}
+{{- $roles := list -}}
+{{- range $counts }}{{ $total = add $total (index . 1) }}{{ $roles = append $roles (printf "%s %d" (index . 0) (index . 1)) }}{{ end -}}
+{{- toJson (dict "total" $total "roles" $roles) -}}
+{{- end -}}
+
+{{/* "N pods mount the claim (ps 1, worker 2, ...)": the subject of the storage messages. */}}
+{{- define "tf-distributed.claimPodsPhrase" -}}
+{{- $pods := include "tf-distributed.claimPods" . | fromJson -}}
+{{- $total := int $pods.total -}}
+{{- printf "%d %s the claim (%s)" $total (ternary "pod mounts" "pods mount" (eq $total 1)) (join ", " $pods.roles) -}}
+{{- end -}}
+
+{{/* The one line `tfchart validate` prints too: the access mode these values need, and why. */}}
+{{- define "tf-distributed.storageNeed" -}}
+{{- $modes := .Values.storage.accessModes -}}
+{{- $pods := include "tf-distributed.claimPodsPhrase" . -}}
+{{- if has "ReadWriteMany" $modes -}}
+storage: needs ReadWriteMany: {{ $pods }} from any node, so the StorageClass must offer ReadWriteMany (NFS, CephFS, EFS, Azure Files, Filestore, Longhorn...)
+{{- else if has "ReadWriteOnce" $modes -}}
+storage: needs ReadWriteOnce: {{ $pods }} from one node (co-located), so any StorageClass will do
+{{- else -}}
+storage: needs {{ first $modes }}: {{ $pods }}
+{{- end -}}
+{{- end -}}
