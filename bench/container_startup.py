@@ -45,7 +45,8 @@ SETS = [
 
 def time_to_first_step(engine: str, timeout: float = 300) -> float:
     with tempfile.TemporaryDirectory(prefix=f"tfd-bench-{engine}-") as workdir:
-        argv = [sys.executable, "-m", "tfchart", "local", "--engine", engine, "--workdir", f"{workdir}/run"]
+        argv = [sys.executable, "-m", "tfchart", "local", "--engine", engine, "--workdir", f"{workdir}/run",
+                "--follow-logs"]
         for item in SETS:
             argv += ["--set", item]
         started = time.perf_counter()

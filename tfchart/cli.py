@@ -201,14 +201,14 @@ def build(variants: tuple[str, ...], context: Path | None, dry_run: bool, **imag
 @click.pass_obj
 def local(
     settings: Settings, values: ValuesInputs, release: str, namespace: str, workdir: Path | None,
-    timeout: float | None, keep_tensorboard: bool, engine: str,
+    timeout: float | None, keep_tensorboard: bool, engine: str, follow_logs: bool,
 ) -> None:  # fmt: skip
     """Run the rendered release on this machine: one process (or container) per pod, no cluster needed.
 
     Each pod's command, args and env come from the rendered manifests. As processes, only the
     cluster map (TFD_CLUSTER) is pointed at local ports. As containers (--engine podman|docker),
     each pod runs its image with its securityContext and volumes, on one network where the chart's
-    DNS names resolve; the run directory is the shared volume. Logs are prefixed by pod name;
+    DNS names resolve; the run directory is the shared volume. Pod logs go to <run>/pod-logs/;
     everything is stopped and removed on success, failure and Ctrl-C.
     """
     from tfchart import local as local_run
@@ -229,7 +229,7 @@ def local(
         from tfchart import containers
 
         plan = containers.plan(render_for_local, checked.values, run_dir, namespace, engine)
-    sys.exit(local_run.run(plan, timeout, keep_tensorboard))
+    sys.exit(local_run.run(plan, timeout, keep_tensorboard, follow_logs))
 
 
 @main_group.command(context_settings=CONTEXT)

@@ -394,71 +394,112 @@ def python_bin_dir() -> str:
 def colour_for(name: str) -> str:
     palette = ["cyan", "magenta", "green", "yellow", "blue", "bright_cyan", "bright_magenta", "bright_green"]
     return palette[sum(map(ord, name)) % len(palette)]
-def run(plan: Any, timeout: float | None, keep_tensorboard: bool) -> int:
-    """Runs a plan (processes or containers) to the end with its output on the terminal; the exit code."""
+def exit_code_of(process: Any) -> int | None:
+    """A pod's exit code while it is not running again (a process, or a container's supervisor)."""
+    if hasattr(process, "exit_code"):
+        return None if getattr(process, "running", False) else process.exit_code
+    return process.popen.poll()  # type: ignore[no-any-return]
+
+
+def run(plan: Any, timeout: float | None, keep_tensorboard: bool, follow_logs: bool = False,
+        console: Any = None) -> int:
+    """Runs a plan (processes or containers) to the end; the exit code. Every pod's output goes to
+    <run directory>/pod-logs/<pod>.log; the terminal gets a progress bar and a line per pod (on a
+    TTY), plain progress lines at most once per tenth of the run (elsewhere), or every pod's output
+    prefixed by its name (follow_logs)."""
+    from contextlib import nullcontext
+
     from rich.console import Console
+    from rich.live import Live
     from rich.markup import escape
 
-    console = Console(highlight=False)
+    from tfchart.terminal import Board
+
+    console = console or Console(highlight=False)
     width = max(len(pod.name) for pod in plan.pods)
     chief = next(pod for pod in plan.pods if pod.is_chief)
-    train_steps = plan.values["training"]["trainSteps"]
+    logs_dir = plan.workdir / "pod-logs"
+    logs_dir.mkdir(parents=True, exist_ok=True)
+    files = {pod.name: (logs_dir / f"{pod.name}.log").open("a", encoding="utf-8", buffering=1) for pod in plan.pods}
+    board = Board(int(plan.values["training"]["trainSteps"]))
+    for pod in plan.pods:
+        board.add(pod.name, pod.role)
+    lock = threading.Lock()
 
     def on_line(pod: Any, line: str) -> None:
-        console.print(
-            f"[{colour_for(pod.name)}]{escape(pod.name):<{width}}[/] | {escape(line)}", soft_wrap=True
-        )
+        with lock:
+            files[pod.name].write(line + "\n")
+            board.observe(pod.name, pod.is_chief, line)
+        if follow_logs:
+            console.print(f"[{colour_for(pod.name)}]{escape(pod.name):<{width}}[/] | {escape(line)}", soft_wrap=True)
 
     console.print(f"[bold]tfchart local[/]: {plan.headline}")
-    for address, local_address in plan.addresses.items():
-        console.print(f"  {address} -> {local_address}")
+    console.print(f"  pod logs: {logs_dir}/<pod>.log" + ("" if follow_logs else " (--follow-logs shows them here)"))
+    if follow_logs:
+        for address, local_address in plan.addresses.items():
+            console.print(f"  {address} -> {local_address}")
+    live = Live(board.renderable(), console=console, refresh_per_second=4) if console.is_terminal else None
+    live = None if follow_logs else live
+
+    def poll() -> None:
+        with lock:
+            for name, process in list(cluster.processes.items()):
+                board.exited(name, exit_code_of(process), getattr(process, "restarts", 0))
+            if live is not None:
+                live.update(board.renderable())
+            elif not follow_logs:
+                line = board.plain_update()
+                if line:
+                    console.print(line)
+
     cluster = plan.cluster(on_line)
     started = time.monotonic()
-    with running(cluster), console.status("starting...") as status:
+    try:
+        with running(cluster):
+            with live if live is not None else nullcontext():
+                cluster.start(plan.pods)
+                code = cluster.wait_for(chief.name, timeout, poll=poll)
+                if code == 0 and chief.role == WORKER:
+                    # worker 0 is the chief: the workers' Job completes when every worker has exited 0
+                    workers = [pod for pod in plan.pods if pod.role == WORKER]
+                    code = max((cluster.wait_for(pod.name, 120, poll=poll) for pod in workers), default=0)
+                poll()
+            return _finish(plan, cluster, chief.name, code, time.monotonic() - started, keep_tensorboard, console)
+    finally:
+        for handle in files.values():
+            handle.close()
 
-        def update() -> None:
-            progress = cluster.progress
-            if progress:
-                status.update(
-                    f"step {progress.step}/{train_steps}  loss {progress.loss:.4f}  "
-                    f"{progress.examples_per_sec:.0f} examples/sec"
-                )
 
-        cluster.start(plan.pods)
-        code = cluster.wait_for(chief.name, timeout, poll=update)
-        if code == 0 and chief.role == WORKER:
-            # worker 0 is the chief: the workers' Job completes when every worker has exited 0
-            code = max((cluster.wait_for(pod.name, 120) for pod in plan.pods if pod.role == WORKER), default=0)
-        elapsed = time.monotonic() - started
-        result = read_status(plan.workdir)
-        if code != 0:
-            console.print(
-                f"[bold red]✗ training failed[/]: {chief.name} exited with {code} after {elapsed:.0f} s; "
-                f"{escape(str(result.get('message', '')))}"
-            )
-            return 1
+def _finish(plan: Any, cluster: Any, chief: str, code: int, elapsed: float, keep_tensorboard: bool,
+            console: Any) -> int:
+    """The final summary (and TensorBoard kept on request, until Ctrl-C)."""
+    from rich.markup import escape
+
+    result = read_status(plan.workdir)
+    if code != 0:
         console.print(
-            f"[bold green]✓ training {result.get('state', 'finished')}[/] in {elapsed:.0f} s: "
-            f"step {result.get('step')}, accuracy {result.get('accuracy')}, "
-            f"{result.get('examples_per_sec')} examples/sec"
+            f"[bold red]✗ training failed[/]: {chief} exited with {code} after {elapsed:.0f} s; "
+            f"{escape(str(result.get('message', '')))} (its log: {plan.workdir / 'pod-logs' / chief}.log)"
         )
-        console.print(f"  export: {plan.host_path(result.get('export_path'))}")
-        if plan.tensorboard_url:
-            console.print(
-                f"  TensorBoard: {plan.tensorboard_url}  (later: tensorboard --logdir {plan.workdir / 'logs'})"
-            )
-        for note in plan.serving_notes:
-            console.print(escape(note))
-        if keep_tensorboard and plan.tensorboard_url:
-            status.update("TensorBoard is running; Ctrl-C to stop")
-            for process in list(cluster.processes.values()):
-                if process.pod.role != TENSORBOARD:
-                    cluster.kill(process.pod.name, signal.SIGTERM)
-            try:
-                while True:
-                    time.sleep(1)
-            except KeyboardInterrupt:
-                pass
+        return 1
+    console.print(
+        f"[bold green]✓ training {result.get('state', 'finished')}[/] in {elapsed:.0f} s: "
+        f"step {result.get('step')}, accuracy {result.get('accuracy')}, "
+        f"{result.get('examples_per_sec')} examples/sec"
+    )
+    console.print(f"  export: {plan.host_path(result.get('export_path'))}")
+    if plan.tensorboard_url:
+        console.print(f"  TensorBoard: {plan.tensorboard_url}  (later: tensorboard --logdir {plan.workdir / 'logs'})")
+    for note in plan.serving_notes:
+        console.print(escape(note))
+    if keep_tensorboard and plan.tensorboard_url:
+        console.print("TensorBoard is running; Ctrl-C to stop")
+        for process in list(cluster.processes.values()):
+            if process.pod.role != TENSORBOARD:
+                cluster.kill(process.pod.name, signal.SIGTERM)
+        try:
+            while True:
+                time.sleep(1)
+        except KeyboardInterrupt:
+            pass
     return 0
-
-

@@ -252,6 +252,8 @@ def local_options(function: F) -> F:
     wrapped: Any = _option(function, "--engine", type=click.Choice(["process", "podman", "docker"]), default="process",
                            show_default=True, help="Run each pod as a local process, or as a container of its "
                                                    "rendered image (podman or docker).")
+    wrapped = _option(wrapped, "--follow-logs", is_flag=True,
+                      help="Stream every pod's output here, prefixed by its name (always kept in <run>/pod-logs/).")
     wrapped = _option(wrapped, "--keep-tensorboard", is_flag=True,
                       help="Leave TensorBoard running after training, until Ctrl-C.")
     wrapped = _option(wrapped, "--timeout", type=float, default=None, metavar="SECONDS",

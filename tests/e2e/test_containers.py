@@ -309,7 +309,7 @@ class LocalRun:
         self.workdir = workdir
         argv = [
             str(REPO / ".venv" / "bin" / "tfchart"), "local", "--engine", ENGINE, "--release", RELEASE, "-n", NAMESPACE,
-            "-f", "values/cpu.yaml", "-f", str(E2E_VALUES), "--workdir", str(workdir), *options,
+            "-f", "values/cpu.yaml", "-f", str(E2E_VALUES), "--workdir", str(workdir), "--follow-logs", *options,
         ]  # fmt: skip
         for item in sets:
             argv += ["--set", item]

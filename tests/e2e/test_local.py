@@ -46,15 +46,66 @@ def test_readme_first_command_completes(tmp_path: Path) -> None:
     status = json.loads((workdir / "status.json").read_text())
     assert status["state"] == "Succeeded" and status["accuracy"] >= 0.95
     assert (workdir / "export" / "mnist" / "1" / "saved_model.pb").is_file()
+    # a calm terminal: the progress, then the summary; every pod's whole output in its log file
+    shown = result.stdout[result.stdout.index("tfchart local:"):].splitlines()
+    assert len(shown) <= 40, "\n".join(shown)
+    assert "tfd-status" not in result.stdout and "oneDNN" not in result.stdout and "|" not in "".join(shown[:3])
+    progress = [line for line in shown if re.match(r"^ *\d+% step \d+/2000 ", line)]
+    assert 5 <= len(progress) <= 10 and progress[-1].startswith("100% step 2000/2000"), shown
     for pod in (
         "local-tf-distributed-ps-0",
         "local-tf-distributed-worker-1",
         "local-tf-distributed-chief",
         "local-tf-distributed-tensorboard-0",
     ):
-        assert re.search(rf"^{pod}\s+\|", result.stdout, re.MULTILINE), pod
+        log = (workdir / "pod-logs" / f"{pod}.log").read_text()
+        assert log.strip(), pod
+        assert not re.search(rf"^{pod}\s+\|", result.stdout, re.MULTILINE), pod
+    chief_log = (workdir / "pod-logs" / "local-tf-distributed-chief.log").read_text()
+    assert "tfd-status: " in chief_log and re.search(r"^step 2000, loss = ", chief_log, re.MULTILINE)
     assert "TensorFlow Serving cannot run on this machine" in result.stdout
     assert processes_mentioning(str(workdir)) == []
+
+
+SHORT_RUN = ["--set", "training.dataset=digits", "--set", "training.download=false", "--set",
+             "training.strategy=single_device", "--set", "training.trainSteps=300",
+             "--set", "tensorboard.enabled=false"]
+
+
+def test_on_a_terminal_one_live_progress_bar_and_a_line_per_pod(tmp_path: Path) -> None:
+    """Run in tmux (a real terminal): what stays on the screen is the bar, the pod lines and the summary."""
+    workdir = tmp_path / "run"
+    command = " ".join([str(REPO / ".venv" / "bin" / "tfchart"), "local", *SHORT_RUN, "--workdir", str(workdir)])
+    session = f"tfd-{os.getpid()}"
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "60",
+                    f"cd {REPO} && {command}; echo EXIT=$?; sleep 300"], check=True)  # fmt: skip
+    try:
+        deadline, screen = time.monotonic() + 300, ""
+        while "EXIT=" not in screen:
+            assert time.monotonic() < deadline, screen
+            time.sleep(1)
+            screen = subprocess.run(["tmux", "capture-pane", "-p", "-S", "-", "-t", session],
+                                    capture_output=True, text=True, check=True).stdout  # fmt: skip
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], check=False)
+    lines = [line for line in screen.rstrip().splitlines() if line.strip()]
+    assert "EXIT=0" in screen, screen
+    assert len(lines) <= 40, screen
+    assert "━" in screen and re.search(r"step 300/300 +loss \d", screen), screen
+    assert re.search(r"local-tf-distributed-chief +succeeded", screen), screen
+    assert "tfd-status" not in screen and "oneDNN" not in screen
+
+
+def test_follow_logs_streams_every_pod_prefixed(tmp_path: Path) -> None:
+    workdir = tmp_path / "run"
+    result = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "tfchart"), "local", *SHORT_RUN, "--workdir", str(workdir), "--follow-logs"],
+        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert re.search(r"^local-tf-distributed-chief \| step 300, loss = ", result.stdout, re.MULTILINE)
+    assert "tfd-status: " in result.stdout  # everything, as the pod wrote it
+    assert (workdir / "pod-logs" / "local-tf-distributed-chief.log").read_text().count("step 300, loss") == 1
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
@@ -71,6 +122,7 @@ def test_interrupting_tfchart_local_leaves_no_process(tmp_path: Path, sig: signa
         "training.trainSteps=5000",
         "--workdir",
         str(workdir),
+        "--follow-logs",
     ]
     proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
