@@ -105,7 +105,7 @@ def install(
     checked = values.validated(settings)
     namespace = kube.namespace(flags.namespace)
     if not skip_preflight and flags.dry_run != "client":
-        preflight.enforce(kube.api(), checked.values, name, namespace)
+        preflight.enforce(kube.api(), checked.values, checked.manifests(settings, name, namespace), name, namespace)
     options = replace(flags, namespace=namespace, create_namespace=create_namespace)
     click.echo(release.install(kube.helm(settings), name, settings.chart, checked.files, checked.sets, options))
 
@@ -296,8 +296,8 @@ def preflight(settings: Settings, values: ValuesInputs, release: str, namespace:
     """Check the live cluster can run these values: GPUs, storage, quota, NetworkPolicy enforcement."""
     from tfchart import preflight as checks
 
-    checked = values.validated(settings)
-    checks.enforce(kube.api(), checked.values, release, kube.namespace(namespace))
+    checked, namespace = values.validated(settings), kube.namespace(namespace)
+    checks.enforce(kube.api(), checked.values, checked.manifests(settings, release, namespace), release, namespace)
     click.secho("✓ preflight passed", fg="green")
 
 

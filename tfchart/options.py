@@ -88,6 +88,13 @@ class Validated:
     sets: list[tuple[str, str]]
     values: dict[str, Any]
 
+    def manifests(self, settings: Settings, release: str, namespace: str) -> list[dict[str, Any]]:
+        """The chart rendered with these values (helm template): what the release would create."""
+        from tfchart import render
+
+        text = render.template(settings.helm, settings.chart, release, self.files, self.sets, namespace)
+        return render.manifests(text)
+
 
 class ValuesRun:
     """The user's values inputs, each read once (helm's order), and the arguments helm gets for them."""

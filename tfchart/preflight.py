@@ -40,19 +40,17 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from tfchart.errors import KubernetesError, TfchartError
-from tfchart.kubeobjects import container_gpus
-from tfchart.rules import RWX_EXAMPLES, StorageNeed, chief_enabled, storage_need, supervisor_enabled
+from tfchart.kubeobjects import container_gpus, is_gpu_resource
+from tfchart.rules import RWX_EXAMPLES, StorageNeed, storage_need
 from tfdcontract import (
     CHART_NAME,
     CHIEF,
+    COMPONENT_LABEL,
     EVALUATOR,
     INSTANCE_LABEL,
     NAME_LABEL,
     PS,
-    SERVING,
-    STRATEGY_ROLES,
     SUPERVISOR,
-    TENSORBOARD,
     WORKER,
 )
 
@@ -62,7 +60,6 @@ if TYPE_CHECKING:
     from tfchart.kube import KubeApi
 
 OK, WARN, FAIL = "ok", "warn", "fail"
-OPTIONAL_ROLES = (EVALUATOR, TENSORBOARD, SERVING)
 UNMOUNTED_ROLES = (SUPERVISOR,)  # pods that do not mount the shared claim
 RWX, RWO_ONLY, NODE_LOCAL, DEPENDS, UNKNOWN = "rwx", "rwo-only", "node-local", "depends", "unknown"
 
@@ -167,66 +164,56 @@ def quantity(value: Any) -> Decimal:
     return parsed
 
 
-def enabled_roles(values: dict[str, Any]) -> list[str]:
-    strategy = str(values.get("training", {}).get("strategy", "parameter_server"))
-    roles = list(STRATEGY_ROLES.get(strategy, (CHIEF,)))
-    if not chief_enabled(values):
-        roles.remove(CHIEF)  # worker 0 is the chief
-    roles += [role for role in OPTIONAL_ROLES if values.get(role, {}).get("enabled")]
-    return roles + ([SUPERVISOR] if supervisor_enabled(values) else [])
+WORKLOAD_QUOTA = {"StatefulSet": "statefulsets.apps", "Deployment": "deployments.apps", "Job": "jobs.batch"}
 
 
-def replicas_of(values: dict[str, Any], role: str) -> int:
-    if role in (CHIEF, EVALUATOR, SUPERVISOR):
-        return 1
-    return int(values.get(role, {}).get("replicas", 1) or 0)
-
-
-def planned_role(values: dict[str, Any], role: str) -> PlannedRole:
-    block = values.get(role, {})
-    resources = block.get("resources") or {}
-    requests = {key: quantity(value) for key, value in (resources.get("requests") or {}).items() if value is not None}
-    limits = {key: quantity(value) for key, value in (resources.get("limits") or {}).items() if value is not None}
-    gpu = block.get("gpu") or {}
-    count = int(gpu.get("count") or 0)
-    resource = str(gpu.get("resourceName") or "nvidia.com/gpu")
-    if count:
-        limits[resource] = Decimal(count)
-        requests.setdefault(resource, Decimal(count))  # API server defaulting: request = limit
-    placement = tuple(key for key in ("nodeSelector", "tolerations", "affinity") if block.get(key))
-    return PlannedRole(role, replicas_of(values, role), requests, limits, resource, count, placement)
-
-
-def plan(values: dict[str, Any]) -> Plan:
-    """Pods, objects and storage the chart would create from these values."""
+def plan(docs: list[dict[str, Any]], values: dict[str, Any]) -> Plan:
+    """Pods, objects and storage of the release, read from a render of the chart (helm template of the
+    same values), not re-derived from the values. A hook (the helm test pod) is not part of it."""
     result = Plan()
-    for role in enabled_roles(values):
-        planned = planned_role(values, role)
-        if planned.replicas <= 0:
+    for doc in docs:
+        if "helm.sh/hook" in ((doc.get("metadata") or {}).get("annotations") or {}):
             continue
-        result.roles.append(planned)
-        result.objects["pods"] += planned.replicas
-        if role in (PS, WORKER, CHIEF, TENSORBOARD, SERVING):
+        kind, spec = doc.get("kind"), doc.get("spec") or {}
+        if kind in WORKLOAD_QUOTA:
+            result.objects[f"count/{WORKLOAD_QUOTA[kind]}"] += 1
+            replicas = int(spec.get("parallelism", 1) if kind == "Job" else spec.get("replicas", 1))
+            if replicas > 0:
+                result.roles.append(rendered_role(doc, replicas, values))
+                result.objects["pods"] += replicas
+        elif kind == "Service":
             result.objects["services"] += 1
-            service_type = str(values.get(role, {}).get("service", {}).get("type", "ClusterIP"))
-            if service_type in ("NodePort", "LoadBalancer"):
+            if spec.get("type") in ("NodePort", "LoadBalancer"):
                 result.objects["services.nodeports"] += 1
-            if service_type == "LoadBalancer":
+            if spec.get("type") == "LoadBalancer":
                 result.objects["services.loadbalancers"] += 1
-        kind = {PS: "statefulsets.apps", WORKER: "statefulsets.apps", TENSORBOARD: "deployments.apps"}
-        kind |= {SERVING: "deployments.apps", CHIEF: "jobs.batch", EVALUATOR: "jobs.batch"}
-        kind |= {SUPERVISOR: "deployments.apps"}
-        if role == WORKER and not chief_enabled(values):
-            kind[WORKER] = "jobs.batch"  # the workers' Indexed Job
-        result.objects[f"count/{kind[role]}"] += 1
-    storage = values.get("storage", {})
-    if storage.get("create") and not storage.get("existingClaim"):
-        result.objects["persistentvolumeclaims"] += 1
-        result.claim_size = quantity(storage.get("size", "0"))
+        elif kind == "PersistentVolumeClaim":
+            result.objects["persistentvolumeclaims"] += 1
+            result.claim_size = quantity(((spec.get("resources") or {}).get("requests") or {}).get("storage", "0"))
     result.objects["secrets"] += 1  # helm's release record (sh.helm.release.v1.<release>.v1)
     for plain in ("pods", "services", "persistentvolumeclaims", "secrets"):
         result.objects[f"count/{plain}"] = result.objects[plain]
     return result
+
+
+def rendered_role(doc: dict[str, Any], replicas: int, values: dict[str, Any]) -> PlannedRole:
+    """One workload's pods: the requests and limits of its containers, its GPUs (a limit; the API
+    server copies it to the request), and which placement keys the user set for the role."""
+    role = str(((doc.get("metadata") or {}).get("labels") or {}).get(COMPONENT_LABEL, ""))
+    requests: dict[str, Decimal] = {}
+    limits: dict[str, Decimal] = {}
+    for container in doc["spec"]["template"]["spec"].get("containers") or []:
+        resources = container.get("resources") or {}
+        for kind, totals in (("requests", requests), ("limits", limits)):
+            for key, value in (resources.get(kind) or {}).items():
+                totals[key] = totals.get(key, Decimal(0)) + quantity(value)
+    for key, value in limits.items():
+        requests.setdefault(key, value)  # the API server's defaulting: a request left out is the limit
+    gpus = {key: value for key, value in limits.items() if is_gpu_resource(key)}
+    resource, count = next(iter(gpus.items()), ("nvidia.com/gpu", Decimal(0)))
+    block = values.get(role) or {}
+    placement = tuple(key for key in ("nodeSelector", "tolerations", "affinity") if block.get(key))
+    return PlannedRole(role, replicas, requests, limits, resource, int(count), placement)
 
 
 def total(roles: list[PlannedRole], kind: str, resource: str) -> Decimal:
@@ -252,10 +239,13 @@ class Nodes:
         return self._nodes
 
 
-def run(api: KubeApi, values: dict[str, Any], release: str, namespace: str) -> list[Finding]:
+def run(
+    api: KubeApi, values: dict[str, Any], docs: list[dict[str, Any]], release: str, namespace: str
+) -> list[Finding]:
     """Every check's findings, in order: GPUs, storage, co-location (co-located releases only), quota,
-    network policy, then gang scheduling and Kueue when the values ask for them."""
-    planned = plan(values)
+    network policy, then gang scheduling and Kueue when the values ask for them. `docs` is the
+    chart rendered with these values: what the release would create."""
+    planned = plan(docs, values)
     need = storage_need(values)
     nodes = Nodes(api)
     findings: list[Finding] = []
@@ -1111,11 +1101,13 @@ def render(findings: list[Finding], console: Console) -> None:
     console.print(f"{counts[FAIL]} failed, {counts[WARN]} warning(s), {counts[OK]} ok")
 
 
-def enforce(api: KubeApi, values: dict[str, Any], release: str, namespace: str) -> None:
+def enforce(
+    api: KubeApi, values: dict[str, Any], docs: list[dict[str, Any]], release: str, namespace: str
+) -> None:
     """Runs every check, shows the findings on stderr and refuses to go on after a failure."""
     from rich.console import Console
 
-    findings = run(api, values, release, namespace)
+    findings = run(api, values, docs, release, namespace)
     render(findings, Console(stderr=True))
     if has_failures(findings):
         raise TfchartError(

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
+import tempfile
 from decimal import Decimal
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 from rich.console import Console
 
-from tests.chartlib import pod_spec
+from tests.chartlib import pod_spec, render
 from tests.tfchart import kubefake as kf
 from tests.tfchart.kubefake import Call
 from tfchart import kube, preflight
@@ -24,6 +27,39 @@ CHART_VALUES = Path("charts/tf-distributed/values.yaml")
 GPU = "nvidia.com/gpu"
 ALL_PODS = Call("list", "pods", None, field_selector="status.phase!=Succeeded,status.phase!=Failed")
 NODES = Call("list", "nodes")
+
+
+@cache
+def _rendered(document: str) -> str:
+    """helm template of exactly these values (the merged values as one file), as JSON."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "values.json"
+        path.write_text(document)
+        return json.dumps(render(values=[path], namespace=NS))
+
+
+def deleted_as_null(data: Any, defaults: Any) -> Any:
+    """`data` as a values file over the chart's defaults: a key the test removed is set to null, which
+    is how helm deletes a default."""
+    if not isinstance(data, dict) or not isinstance(defaults, dict):
+        return data
+    merged = {key: deleted_as_null(value, defaults.get(key)) for key, value in data.items()}
+    return merged | {key: None for key in defaults if key not in data}
+
+
+def rendered_for(data: dict[str, Any]) -> list[dict[str, Any]]:
+    document = deleted_as_null(data, compute(CHART_VALUES).data)
+    docs: list[dict[str, Any]] = json.loads(_rendered(json.dumps(document, sort_keys=True, default=str)))
+    return docs
+
+
+def plan_of(data: dict[str, Any]) -> preflight.Plan:
+    """What preflight plans for these values: from the chart rendered with them."""
+    return preflight.plan(rendered_for(data), data)
+
+
+def run_of(api: Any, data: dict[str, Any], release: str, namespace: str) -> list[preflight.Finding]:
+    return preflight.run(api, data, rendered_for(data), release, namespace)
 
 
 def values(*files: str, **overrides: Any) -> dict[str, Any]:
@@ -113,7 +149,7 @@ def test_plan_matches_the_rendered_manifests(values_file: str) -> None:
     docs = [
         d for d in kf.rendered([values_file]) if d["metadata"]["labels"].get("app.kubernetes.io/component") != "test"
     ]
-    plan = preflight.plan(values(values_file))
+    plan = plan_of(values(values_file))
     totals: dict[str, Decimal] = {}
     pods = 0
     for doc in docs:
@@ -144,7 +180,7 @@ def test_plan_matches_the_rendered_manifests(values_file: str) -> None:
 def test_gpus_fit_with_room() -> None:
     cluster = kf.FakeCluster().add(*gpu_nodes(4, 4), kf.node("cpu-0"))
     cluster.add(kf.running_pod("other-training", "team-b", "gpu-0", {GPU: "2", "cpu": "1"}))
-    findings = preflight.check_gpus(cluster.api(), preflight.plan(values("values/gpu.yaml")), "mnist")
+    findings = preflight.check_gpus(cluster.api(), plan_of(values("values/gpu.yaml")), "mnist")
     assert findings == [
         preflight.Finding(
             "gpu-capacity",
@@ -160,7 +196,7 @@ def test_gpus_tight_when_other_pods_hold_them() -> None:
     cluster = kf.FakeCluster().add(*gpu_nodes(2, 2))
     cluster.add(kf.running_pod("notebook", "team-b", "gpu-1", {GPU: "1"}))
     cluster.add(kf.running_pod("done", "team-b", "gpu-0", {GPU: "2"}, phase="Succeeded"))  # finished: not counted
-    [finding] = preflight.check_gpus(cluster.api(), preflight.plan(values("values/gpu.yaml")), "mnist")
+    [finding] = preflight.check_gpus(cluster.api(), plan_of(values("values/gpu.yaml")), "mnist")
     assert finding.severity == WARN
     assert finding.message.startswith("tight: the release needs 4 nvidia.com/gpu (worker 4x1); 3 of 4 are free now")
 
@@ -169,20 +205,20 @@ def test_own_release_pods_do_not_count_as_used() -> None:
     cluster = kf.FakeCluster().add(*gpu_nodes(2, 2))
     worker = kf.manifest(kf.rendered(["values/gpu.yaml"]), "StatefulSet", "worker")
     cluster.add(kf.pod(worker, index=0, node="gpu-0"), kf.pod(worker, index=1, node="gpu-1"))  # an upgrade
-    [finding] = preflight.check_gpus(cluster.api(), preflight.plan(values("values/gpu.yaml")), "mnist")
+    [finding] = preflight.check_gpus(cluster.api(), plan_of(values("values/gpu.yaml")), "mnist")
     assert finding.severity == OK
 
 
 def test_gpus_fail_when_the_cluster_is_too_small_or_a_pod_cannot_fit_one_node() -> None:
     cluster = kf.FakeCluster().add(*gpu_nodes(2), kf.node("gpu-9", gpus={GPU: 8}, unschedulable=True))
-    [finding] = preflight.check_gpus(cluster.api(), preflight.plan(values("values/gpu.yaml")), "mnist")
+    [finding] = preflight.check_gpus(cluster.api(), plan_of(values("values/gpu.yaml")), "mnist")
     assert finding.severity == FAIL
     assert finding.message.startswith(
         "the release needs 4 nvidia.com/gpu (worker 4x1); schedulable nodes have 2 (gpu-0: 2)"
     )
 
     cluster = kf.FakeCluster().add(*gpu_nodes(2, 2))
-    [finding] = preflight.check_gpus(cluster.api(), preflight.plan(values("values/multi-gpu.yaml")), "mnist")
+    [finding] = preflight.check_gpus(cluster.api(), plan_of(values("values/multi-gpu.yaml")), "mnist")
     assert finding.severity == FAIL
     assert finding.message.startswith(
         "a pod needs 4 nvidia.com/gpu but the largest node has 2: a pod cannot span nodes"
@@ -191,7 +227,7 @@ def test_gpus_fail_when_the_cluster_is_too_small_or_a_pod_cannot_fit_one_node() 
 
 def test_gpus_fail_without_a_device_plugin() -> None:
     cluster = kf.FakeCluster().add(kf.node("cpu-0"), kf.node("cpu-1"))
-    [finding] = preflight.check_gpus(cluster.api(), preflight.plan(values("values/sync-allreduce.yaml")), "mnist")
+    [finding] = preflight.check_gpus(cluster.api(), plan_of(values("values/sync-allreduce.yaml")), "mnist")
     assert finding.severity == FAIL
     assert (
         "needs 4 nvidia.com/gpu (worker 3x1, chief 1x1) but no schedulable node advertises nvidia.com/gpu"
@@ -202,14 +238,14 @@ def test_gpus_fail_without_a_device_plugin() -> None:
 
 def test_no_gpus_requested_needs_no_api_call() -> None:
     cluster = kf.FakeCluster()
-    assert preflight.check_gpus(cluster.api(), preflight.plan(values("values/cpu.yaml")), "mnist")[0].severity == OK
+    assert preflight.check_gpus(cluster.api(), plan_of(values("values/cpu.yaml")), "mnist")[0].severity == OK
     assert cluster.calls == []
 
 
 def test_gpu_usage_unknown_when_listing_all_pods_is_forbidden() -> None:
     cluster = kf.FakeCluster().add(*gpu_nodes(4))
     cluster.fail("list", "pods", 403, "pods is forbidden: cannot list resource pods at the cluster scope")
-    [finding] = preflight.check_gpus(cluster.api(), preflight.plan(values("values/gpu.yaml")), "mnist")
+    [finding] = preflight.check_gpus(cluster.api(), plan_of(values("values/gpu.yaml")), "mnist")
     assert finding.severity == OK
     assert "other pods' GPU use is unknown" in finding.message
 
@@ -241,7 +277,7 @@ def test_multi_node_rwx_values_are_not_installable_on_an_rwo_only_cluster() -> N
 
 def test_cpu_values_pass_on_an_rwo_only_one_node_cluster() -> None:
     cluster = kind_cluster()
-    findings = preflight.run(cluster.api(), values("values/cpu.yaml"), "mnist", NS)
+    findings = run_of(cluster.api(), values("values/cpu.yaml"), "mnist", NS)
     assert only(findings, "storage") == preflight.Finding(
         "storage",
         OK,
@@ -402,7 +438,7 @@ def test_co_located_release_must_fit_one_node() -> None:
     cluster = kf.FakeCluster().add(
         kf.node("minikube", cpu="2", memory="2Gi"), kf.node("small", cpu="8", memory="4Gi"), KIND_CLASS
     )
-    findings = preflight.run(cluster.api(), values("values/cpu.yaml"), "mnist", NS)
+    findings = run_of(cluster.api(), values("values/cpu.yaml"), "mnist", NS)
     finding = only(findings, "co-location")
     assert finding.severity == FAIL
     assert finding.message == (
@@ -415,7 +451,7 @@ def test_co_located_release_must_fit_one_node() -> None:
 
 def test_gpu_and_co_location_checks_share_one_node_listing() -> None:
     cluster = kf.FakeCluster().add(*gpu_nodes(2, 4), KIND_CLASS)
-    findings = preflight.run(cluster.api(), values("values/multi-gpu.yaml"), "mnist", NS)
+    findings = run_of(cluster.api(), values("values/multi-gpu.yaml"), "mnist", NS)
     assert only(findings, "gpu-capacity").severity == OK
     colocation = only(findings, "co-location")
     assert colocation.severity == OK
@@ -427,7 +463,7 @@ def test_gpu_and_co_location_checks_share_one_node_listing() -> None:
 
 def test_spread_values_have_no_co_location_check() -> None:
     cluster = kf.FakeCluster().add(kf.storage_class("nfs", "nfs.csi.k8s.io", default=True))
-    findings = preflight.run(cluster.api(), values("values/cpu.yaml", storage__accessModes=["ReadWriteMany"]), "m", NS)
+    findings = run_of(cluster.api(), values("values/cpu.yaml", storage__accessModes=["ReadWriteMany"]), "m", NS)
     assert "co-location" not in {f.check for f in findings}
     assert NODES not in cluster.calls
 
@@ -437,7 +473,7 @@ def test_spread_values_have_no_co_location_check() -> None:
 
 def test_no_quota_passes() -> None:
     cluster = kf.FakeCluster()
-    findings = preflight.check_quota(cluster.api(), preflight.plan(values("values/gpu.yaml")), NS)
+    findings = preflight.check_quota(cluster.api(), plan_of(values("values/gpu.yaml")), NS)
     assert findings == [preflight.Finding("quota", OK, "no ResourceQuota in namespace ml-training")]
     assert cluster.calls == [Call("list", "resourcequotas", NS)]
 
@@ -451,7 +487,7 @@ def test_quota_with_room_passes_and_nearly_full_warns() -> None:
         "pods": "20",
     }
     cluster = kf.FakeCluster().add(kf.resource_quota("team", NS, hard, {"requests.cpu": "2", "pods": "2"}))
-    plan = preflight.plan(values("values/gpu.yaml"))
+    plan = plan_of(values("values/gpu.yaml"))
     assert preflight.check_quota(cluster.api(), plan, NS)[0].severity == OK
     cluster = kf.FakeCluster().add(kf.resource_quota("team", NS, {"requests.cpu": "21"}, {"requests.cpu": "0"}))
     [finding] = preflight.check_quota(cluster.api(), plan, NS)
@@ -477,7 +513,7 @@ def test_quota_exceeded_fails_with_each_resource() -> None:
         "configmaps": "1",
     }
     cluster = kf.FakeCluster().add(kf.resource_quota("gpu-quota", NS, hard, used))
-    [finding] = preflight.check_quota(cluster.api(), preflight.plan(values("values/gpu.yaml")), NS)
+    [finding] = preflight.check_quota(cluster.api(), plan_of(values("values/gpu.yaml")), NS)
     assert finding.severity == FAIL
     assert finding.message == (
         "ResourceQuota gpu-quota would be exceeded: pods: 3 used + 10 > 10; requests.nvidia.com/gpu: 2 used + 4 > 4"
@@ -489,7 +525,10 @@ def test_quota_on_a_resource_the_pods_do_not_request_fails() -> None:
     cluster = kf.FakeCluster().add(kf.resource_quota("q", NS, {"requests.cpu": "100"}, {}))
     data = values("values/cpu.yaml")
     del data["tensorboard"]["resources"]["requests"]["cpu"]
-    [finding] = preflight.check_quota(cluster.api(), preflight.plan(data), NS)
+    # with a limit, the API server makes the request the limit: the quota admits the pod
+    assert preflight.check_quota(cluster.api(), plan_of(data), NS)[0].severity == OK
+    del data["tensorboard"]["resources"]["limits"]["cpu"]
+    [finding] = preflight.check_quota(cluster.api(), plan_of(data), NS)
     assert finding.severity == FAIL
     assert "tensorboard pods set no requests.cpu and would be rejected by the quota" in finding.message
 
@@ -552,7 +591,7 @@ def team_queues(quota: dict[str, str] | None = None, **cluster_queue: Any) -> li
 
 def kueue_findings(cluster: kf.FakeCluster, release_values: dict[str, Any]) -> list[tuple[str, str]]:
     findings = preflight.check_kueue(
-        cluster.api(), release_values["scheduling"]["kueue"], preflight.plan(release_values), NS
+        cluster.api(), release_values["scheduling"]["kueue"], plan_of(release_values), NS
     )
     assert {f.check for f in findings} == {"kueue"}
     return [(f.severity, f.message) for f in findings]
@@ -561,7 +600,7 @@ def kueue_findings(cluster: kf.FakeCluster, release_values: dict[str, Any]) -> l
 @pytest.mark.parametrize("values_file", ["values/cpu.yaml", "values/gpu.yaml"])
 def test_gang_and_kueue_are_not_checked_unless_the_values_ask(values_file: str) -> None:
     cluster = good_cluster().add(*kf.crds(*kf.VOLCANO_CRDS, *kf.COSCHEDULING_CRDS, *kf.KUEUE_CRDS))
-    findings = preflight.run(cluster.api(), values(values_file), "mnist", NS)
+    findings = run_of(cluster.api(), values(values_file), "mnist", NS)
     assert not {"gang-scheduling", "kueue"} & {f.check for f in findings}
     assert {call.resource for call in cluster.calls} <= {
         "nodes",
@@ -717,7 +756,7 @@ def test_kueue_not_installed_fails() -> None:
 def test_missing_local_queue_fails_and_the_priority_class_is_still_checked() -> None:
     cluster = kueue_cluster(kf.local_queue("team-b", NS, "team"), kf.local_queue("team-a", "other", "team"))
     findings = preflight.check_kueue(
-        cluster.api(), kueue(priority="high")["scheduling"]["kueue"], preflight.plan(kueue()), NS
+        cluster.api(), kueue(priority="high")["scheduling"]["kueue"], plan_of(kueue()), NS
     )
     assert [(f.severity, f.message) for f in findings] == [
         (FAIL, f"LocalQueue team-a does not exist in namespace {NS}: Kueue would hold the pods until it does"),
@@ -816,7 +855,7 @@ def test_kueue_reads_that_rbac_forbids_become_warnings_check_by_check() -> None:
     cluster = kueue_cluster(*team_queues(), kf.workload_priority_class("high", 1000))
     cluster.fail("get", "clusterqueues", 403, 'clusterqueues.kueue.x-k8s.io "team" is forbidden')
     findings = preflight.check_kueue(
-        cluster.api(), kueue(priority="high")["scheduling"]["kueue"], preflight.plan(kueue()), NS
+        cluster.api(), kueue(priority="high")["scheduling"]["kueue"], plan_of(kueue()), NS
     )
     assert [(f.severity, f.message) for f in findings] == [
         (OK, f"LocalQueue team-a exists in namespace {NS} (ClusterQueue team)"),
@@ -829,7 +868,7 @@ def test_kueue_reads_that_rbac_forbids_become_warnings_check_by_check() -> None:
     ]
     assert "kubectl auth can-i get clusterqueues.kueue.x-k8s.io" in findings[1].hint
     cluster.fail("discover", "kueue.x-k8s.io/v1beta2", 403, "forbidden")
-    [finding] = preflight.run(cluster.api(), kueue(), "mnist", NS)[-1:]
+    [finding] = run_of(cluster.api(), kueue(), "mnist", NS)[-1:]
     assert (finding.check, finding.severity) == ("kueue", WARN)
     assert (
         finding.message
@@ -847,11 +886,11 @@ def test_volcano_queue_read_forbidden_keeps_the_crd_finding() -> None:
 
 def test_run_checks_gang_scheduling_and_kueue_last() -> None:
     cluster = good_cluster().add(*kf.crds(*kf.VOLCANO_CRDS), kf.volcano_queue("research"))
-    findings = preflight.run(cluster.api(), volcano("research"), "mnist", NS)
+    findings = run_of(cluster.api(), volcano("research"), "mnist", NS)
     assert [f.check for f in findings][-3:] == ["network-policy", "gang-scheduling", "gang-scheduling"]
     assert cluster.calls[-2:] == [VOLCANO_DISCOVERY, Call("get", "queues", None, "research")]
     cluster = good_cluster().add(*kf.crds(*kf.KUEUE_CRDS), *team_queues())
-    findings = preflight.run(cluster.api(), kueue(), "mnist", NS)
+    findings = run_of(cluster.api(), kueue(), "mnist", NS)
     assert [(f.check, f.severity) for f in findings][-3:] == [("network-policy", OK), ("kueue", OK), ("kueue", OK)]
     assert not preflight.has_failures(findings)
 
@@ -877,7 +916,7 @@ def good_cluster() -> kf.FakeCluster:
 
 def test_run_calls_each_api_once_and_renders() -> None:
     cluster = good_cluster()
-    findings = preflight.run(cluster.api(), values("values/gpu.yaml"), "mnist", NS)
+    findings = run_of(cluster.api(), values("values/gpu.yaml"), "mnist", NS)
     assert [(f.check, f.severity) for f in findings] == [
         ("gpu-capacity", OK),
         ("storage", OK),
@@ -905,7 +944,7 @@ def test_forbidden_check_becomes_a_warning_and_failures_are_reported() -> None:
         "list", "daemonsets", 403, 'daemonsets.apps is forbidden: User "dev" cannot list resource "daemonsets"'
     )
     cluster.fail("list", "storageclasses", 403, "storageclasses.storage.k8s.io is forbidden")
-    findings = preflight.run(cluster.api(), values("values/multi-gpu.yaml"), "mnist", NS)
+    findings = run_of(cluster.api(), values("values/multi-gpu.yaml"), "mnist", NS)
     network = only(findings, "network-policy")
     assert network.severity == WARN
     assert network.message.startswith(
@@ -917,7 +956,7 @@ def test_forbidden_check_becomes_a_warning_and_failures_are_reported() -> None:
     )
     assert not preflight.has_failures(findings)
     cluster = kf.FakeCluster().add(*gpu_nodes(1))
-    findings = preflight.run(cluster.api(), values("values/multi-gpu.yaml"), "mnist", NS)
+    findings = run_of(cluster.api(), values("values/multi-gpu.yaml"), "mnist", NS)
     assert preflight.has_failures(findings)
 
 
@@ -925,7 +964,7 @@ def test_unreachable_cluster_is_an_error_not_four_warnings() -> None:
     cluster = good_cluster()
     cluster.fail("list", "nodes", 500, "etcdserver: leader changed")
     with pytest.raises(KubernetesError, match="HTTP 500"):
-        preflight.run(cluster.api(), values("values/gpu.yaml"), "mnist", NS)
+        run_of(cluster.api(), values("values/gpu.yaml"), "mnist", NS)
 
 
 @pytest.mark.cluster
@@ -934,7 +973,7 @@ def test_unreachable_cluster_is_an_error_not_four_warnings() -> None:
 )
 def test_live_cluster_preflight_of_the_cpu_values() -> None:
     api = kube.KubeApi.from_config(None, None)
-    findings = preflight.run(
+    findings = run_of(
         api, values("values/cpu.yaml"), "tfchart-preflight", os.environ.get("TFCHART_TEST_NAMESPACE", "default")
     )
     assert [f.check for f in findings] == ["gpu-capacity", "storage", "co-location", "quota", "network-policy"]
