@@ -286,6 +286,21 @@ def logs(
     pod_logs.stream(kube.api(), name, kube.namespace(namespace), role, index, follow, tail, sys.stdout)
 
 
+@main_group.command("images", context_settings=CONTEXT)
+@values_inputs()
+@click.option("--release", default="tf-distributed", show_default=True, help="Release name to render for.")
+@click.option("-n", "--namespace", default="default", show_default=True, help="Namespace to render for.")
+@click.option("-o", "--output", type=click.Choice(["list", "json"]), default="list", show_default=True)
+@click.pass_obj
+def list_images(settings: Settings, values: ValuesInputs, release: str, namespace: str, output: str) -> None:
+    """Every image the release pulls (with its digest where set), one per line or as JSON, to mirror."""
+    from tfchart import imagelist
+
+    pulled = imagelist.pulled_images(values.validated(settings).manifests(settings, release, namespace))
+    click.echo(json.dumps([p.as_dict() for p in pulled], indent=2) if output == "json" else "\n".join(
+        p.image for p in pulled))
+
+
 @main_group.command(context_settings=CONTEXT)
 @values_inputs()
 @click.option("--release", default="tf-distributed", show_default=True, help="Release name the install would use.")

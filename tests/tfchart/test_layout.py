@@ -14,6 +14,7 @@ COMMANDS = {
     "validate": {"validate"},
     "install/upgrade/uninstall": {"release"},
     "build": {"images"},
+    "images": {"imagelist"},
     "local": {"local", "containers"},
     "status": {"status", "status_view"},
     "logs": {"logs"},
