@@ -280,6 +280,10 @@ RULES: list[tuple[str, Schema]] = [
     ("evaluator.replicas", {"type": "integer", "minimum": 1, "maximum": 1}),
     ("tensorboard.replicas", {"type": "integer", "minimum": 1, "maximum": 10}),
     ("serving.replicas", {"type": "integer", "minimum": 1, "maximum": 100}),
+    ("serving.modelVersionPolicy.type", {"type": "string", "enum": ["latest", "specific", "all"]}),
+    ("serving.modelVersionPolicy.latest", {"type": "integer", "minimum": 1, "maximum": 1000}),
+    ("serving.modelVersionPolicy.versions", {"type": "array", "uniqueItems": True, "maxItems": 1000,
+                                             "items": {"type": "integer", "minimum": 1, "maximum": 2**53 - 1}}),
     ("*.command", {"type": "array", "items": {"type": "string"}}),
     ("*.args", {"type": "array", "items": {"type": "string"}}),
     (
@@ -532,6 +536,7 @@ GROUP_DESCRIPTIONS = {
     "rbac": "RBAC of the run supervisor",
     SUPERVISOR: "The run supervisor: frees the ps/worker pods on every ending of the chief Job",
     "training.cleanup": "What the supervisor does with the ps/worker StatefulSets when the run ends",
+    "serving.modelVersionPolicy": "Which exported model versions TensorFlow Serving loads (its model config file)",
     "networkPolicy": "NetworkPolicies isolating the release's pods",
     "networkPolicy.ingressControllerSelector": (
         "The ingress controller, admitted to TensorBoard / Serving while their Ingress is enabled (null = none)"

@@ -33,6 +33,16 @@ if ! stamp_ok .venv/.stamp "$py_stamp"; then
   echo "$py_stamp" > .venv/.stamp
 fi
 
+# TensorFlow Serving's protos, to check the rendered model config as the model server parses it. The
+# package names `tensorflow` (the venv has the same release as tensorflow-cpu): installed without deps.
+SERVING_API_VERSION=2.21.0
+if ! stamp_ok .venv/.serving-api-stamp "$SERVING_API_VERSION"; then
+  log "tensorflow-serving-api $SERVING_API_VERSION (its protos; --no-deps)"
+  quiet_pip .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps \
+    "tensorflow-serving-api==$SERVING_API_VERSION"
+  echo "$SERVING_API_VERSION" > .venv/.serving-api-stamp
+fi
+
 if ! stamp_ok "$TOOLS/checkov/.stamp" "$CHECKOV_VERSION"; then
   log "checkov $CHECKOV_VERSION (.tools/checkov)"
   [[ -x "$TOOLS/checkov/bin/python" ]] || "$PYTHON" -m venv "$TOOLS/checkov"

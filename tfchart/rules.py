@@ -206,6 +206,20 @@ def gpus_only_through_gpu_count(v: dict[str, Any]) -> Iterator[Problem]:
 
 
 @rule
+def specific_versions_are_listed(v: dict[str, Any]) -> Iterator[Problem]:
+    policy = get(v, "serving.modelVersionPolicy")
+    if not isinstance(policy, dict) or get(v, "serving.enabled") is not True:
+        return
+    if policy.get("type") == "specific" and not policy.get("versions"):
+        yield Problem(
+            "serving.modelVersionPolicy.versions",
+            "type specific serves exactly the versions listed, and none are",
+            policy.get("versions"),
+            "--set serving.modelVersionPolicy.versions={1} (or --set serving.modelVersionPolicy.type=latest)",
+        )
+
+
+@rule
 def storage_is_required(v: dict[str, Any]) -> Iterator[Problem]:
     if get(v, "storage.create") is False and not get(v, "storage.existingClaim"):
         yield Problem(
@@ -218,6 +232,7 @@ def storage_is_required(v: dict[str, Any]) -> Iterator[Problem]:
 
 # -- shared storage: the twin of tf-distributed.claimPods / storageNeed / colocate (_storage.tpl) --
 
+MODEL_CONFIG_DIR = "/etc/tf-serving"  # where the Serving pod mounts its model config (serving/deployment.yaml)
 RWX_EXAMPLES = "NFS, CephFS, EFS, Azure Files, Filestore, Longhorn..."
 
 
@@ -858,7 +873,10 @@ def extra_volumes_do_not_collide(v: dict[str, Any], _release: Release) -> Iterat
     for role in COMPONENTS:
         gpus = (integer(get(v, f"{role}.gpu.count")) or 0) > 0
         volumes = {"shared": True, "tmp": True, "dshm": gpus, "workdir": role in TF_ROLES}
+        volumes["model-config"] = role == SERVING
         used = {TMP: "tmp"}  # mount path -> what the chart mounts there (the chart's $mounts, in its order)
+        if role == SERVING:
+            used[MODEL_CONFIG_DIR] = "the model config"
         working_dir = get(v, f"{role}.workingDir") if role in TF_ROLES else None
         if isinstance(working_dir, str):
             used[working_dir] = "the working directory"

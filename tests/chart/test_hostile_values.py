@@ -473,7 +473,7 @@ def test_base_renders_every_string_and_is_valid() -> None:
         assert result.returncode == 0, result.stderr
         rendered[mask] = {value for value in walk(objects(result.stdout)) if isinstance(value, str)}
     # Not rendered as written: a parent chart's global, and choices the chart translates.
-    silent = {"global.parentKey", "global{key}", "scheduling.gang.provider"}
+    silent = {"global.parentKey", "global{key}", *TRANSLATED}
     missing = [
         slot.id
         for slot in SLOTS
@@ -672,13 +672,18 @@ def reaches(case: Case, strings: list[str]) -> bool:
     """Whether the case's string is (part of) one string value of the manifests, as written or inside JSON."""
     if case.slot.dotted.startswith("global.") or case.slot.dotted.endswith(".gpu.resourceName"):
         return True  # a parent chart's value; a resources key (rendered, sorted among the others)
-    if case.slot.dotted == "scheduling.gang.provider":
-        return True  # a choice the chart translates (a PodGroup kind and scheduler, or none), never rendered
+    if case.slot.dotted in TRANSLATED:
+        return True  # a choice the chart translates, never rendered as written
     text = case.slot.example + PAYLOADS[case.payload]
     if case.slot.dotted in ("nameOverride", "namespaceOverride"):
         text = text[:63]  # names are cut to 63 characters
     forms = (text, json.dumps(text)[1:-1])
     return any(form in node for node in strings for form in forms)
+
+
+# Choices the chart translates rather than renders: a PodGroup kind and scheduler (or none), a model
+# version policy block of TensorFlow Serving's config.
+TRANSLATED = ("scheduling.gang.provider", "serving.modelVersionPolicy.type")
 
 
 def excluded_without_schema(case: Case) -> bool:

@@ -391,7 +391,7 @@ def test_tensorboard_and_serving_read_shared_storage_read_only() -> None:
         shared = next(m for m in container["volumeMounts"] if m["name"] == "shared")
         assert shared["readOnly"] is True
     serving = pod_spec(named(docs, "Deployment", f"{PREFIX}-serving"))["containers"][0]
-    assert "--model_base_path=/data/export/mnist" in serving["args"]
+    assert "--model_config_file=/etc/tf-serving/models.config" in serving["args"]
     assert {p["containerPort"] for p in serving["ports"]} == {8500, 8501}
     assert serving["readinessProbe"]["httpGet"]["path"] == "/v1/models/mnist"
     tensorboard = pod_spec(named(docs, "Deployment", f"{PREFIX}-tensorboard"))["containers"][0]

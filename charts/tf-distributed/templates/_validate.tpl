@@ -64,6 +64,12 @@ once with all of them, each with the --set that fixes it.
 {{- end -}}
 {{- end -}}
 
+{{- with $v.serving.modelVersionPolicy -}}
+{{- if and $v.serving.enabled (eq .type "specific") (empty .versions) -}}
+{{- $problems = append $problems "serving.modelVersionPolicy.versions: type specific serves exactly the versions listed, and none are. Fix: --set serving.modelVersionPolicy.versions={1} (or --set serving.modelVersionPolicy.type=latest)" -}}
+{{- end -}}
+{{- end -}}
+
 {{- if and (not $v.storage.create) (not $v.storage.existingClaim) -}}
 {{- $problems = append $problems "storage: storage.create=false and no storage.existingClaim: checkpoints, logs and exports need a volume. Fix: --set storage.create=true (or --set storage.existingClaim=<pvc-name>)" -}}
 {{- end -}}
@@ -225,8 +231,9 @@ once with all of them, each with the --set that fixes it.
 {{- $c := index $v $role -}}
 {{- $gpus := gt (int $c.gpu.count) 0 -}}
 {{- $tf := has $role (list "ps" "worker" "chief" "evaluator") -}}
-{{- $volumes := dict "shared" true "tmp" true "dshm" $gpus "workdir" $tf -}}
+{{- $volumes := dict "shared" true "tmp" true "dshm" $gpus "workdir" $tf "model-config" (eq $role "serving") -}}
 {{- $mounts := dict "/tmp" "tmp" -}}
+{{- if eq $role "serving" }}{{ $_ := set $mounts "/etc/tf-serving" "the model config" }}{{ end -}}
 {{- if $tf }}{{ $_ := set $mounts $c.workingDir "the working directory" }}{{ end -}}
 {{- if $gpus }}{{ $_ := set $mounts "/dev/shm" "dshm" }}{{ end -}}
 {{- $_ := set $mounts $mountPath "the shared volume" -}}
