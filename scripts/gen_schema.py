@@ -280,6 +280,10 @@ RULES: list[tuple[str, Schema]] = [
     ("evaluator.replicas", {"type": "integer", "minimum": 1, "maximum": 1}),
     ("tensorboard.replicas", {"type": "integer", "minimum": 1, "maximum": 10}),
     ("serving.replicas", {"type": "integer", "minimum": 1, "maximum": 100}),
+    (
+        "training.exportMinAccuracy",
+        {"oneOf": [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "string", "pattern": DECIMAL}]},
+    ),
     ("serving.modelVersionPolicy.type", {"type": "string", "enum": ["latest", "specific", "all"]}),
     ("serving.modelVersionPolicy.latest", {"type": "integer", "minimum": 1, "maximum": 1000}),
     ("serving.modelVersionPolicy.versions", {"type": "array", "uniqueItems": True, "maxItems": 1000,

@@ -365,6 +365,22 @@ def supervisor_has_what_it_needs(v: dict[str, Any]) -> Iterator[Problem]:
 
 
 @rule
+def export_gate_in_range(v: dict[str, Any]) -> Iterator[Problem]:
+    value = get(v, "training.exportMinAccuracy")
+    if isinstance(value, bool) or value is None:
+        return
+    try:
+        gate = float(value)
+    except (TypeError, ValueError):
+        return
+    if gate < 0 or gate > 1:
+        yield Problem(
+            "training.exportMinAccuracy", f"{value} is out of range [0, 1]", value,
+            "--set training.exportMinAccuracy=0.95 (0 exports always)",
+        )
+
+
+@rule
 def learning_rate_in_range(v: dict[str, Any]) -> Iterator[Problem]:
     value = get(v, "training.learningRate")
     if isinstance(value, bool) or value is None:

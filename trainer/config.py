@@ -62,6 +62,7 @@ class TrainConfig:
     checkpoint_every_seconds: float
     keep_checkpoints: int
     eval_split: float
+    export_min_accuracy: float
     log_every_steps: int
     steps_per_execution: int
     log_device_placement: bool
@@ -167,6 +168,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--train-steps", type=int, default=600, help="total global training steps")
     g.add_argument("--learning-rate", type=float, default=0.05, help="SGD learning rate")
     g.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (0 = plain SGD)")
+    g.add_argument("--export-min-accuracy", type=float, default=0.0,
+                   help="export the SavedModel only when the final held-out accuracy reaches this "
+                        "(0 = always); below it the run still Succeeds and status.json says why "
+                        "nothing was exported")
     g.add_argument("--eval-split", type=float, default=0.2,
                    help="fraction of the labelled examples held out (seeded, same in every task)")
     g.add_argument("--seed", type=int, default=42, help="seed of the held-out split and init")
@@ -265,6 +270,8 @@ def parse_config(argv: Sequence[str]) -> TrainConfig:
         raise ConfigError(f"--learning-rate must be a positive number, got {ns.learning_rate}")
     if not 0 <= ns.momentum < 1:
         raise ConfigError(f"--momentum must be in [0, 1), got {ns.momentum}")
+    if not 0 <= ns.export_min_accuracy <= 1:
+        raise ConfigError(f"--export-min-accuracy must be between 0 and 1, got {ns.export_min_accuracy}")
     if not 0 < ns.eval_split < 1:
         raise ConfigError(f"--eval-split must be between 0 and 1 (exclusive), got {ns.eval_split}")
     if ns.eval_poll_secs <= 0:
@@ -314,6 +321,7 @@ def parse_config(argv: Sequence[str]) -> TrainConfig:
         checkpoint_every_seconds=ns.checkpoint_every_seconds,
         keep_checkpoints=ns.keep_checkpoints,
         eval_split=ns.eval_split,
+        export_min_accuracy=ns.export_min_accuracy,
         log_every_steps=ns.log_every_steps,
         steps_per_execution=ns.steps_per_execution,
         log_device_placement=ns.log_device_placement,

@@ -131,14 +131,19 @@ class ChiefReporter:
             _, model, acc = self._last_eval  # the final checkpoint was just evaluated
         else:
             model, _, acc = self.held_out(step, weights)
-        path = export_model(model, self.data.image_shape, self.layout.export_base)
-        log.info("exported SavedModel version %s (held-out accuracy %.4f)", path, acc)
+        gate = self.cfg.export_min_accuracy
+        if acc < gate:
+            log.warning("held-out accuracy %.4f is below --export-min-accuracy %.4f: no SavedModel exported "
+                        "(Serving keeps the versions it has)", acc, gate)
+            exported, message = None, (f"training completed: {step} steps, held-out accuracy {acc:.4f} below the "
+                                       f"export threshold {gate:.4f}: not exported")
+        else:
+            path = export_model(model, self.data.image_shape, self.layout.export_base)
+            log.info("exported SavedModel version %s (held-out accuracy %.4f)", path, acc)
+            exported, message = str(path), f"training completed: {step} steps, held-out accuracy {acc:.4f}"
         self.writer.flush()
         self.writer.close()
-        self.status = with_updates(self.status,
-            state=SUCCEEDED, step=step, export_path=str(path),
-            message=f"training completed: {step} steps, held-out accuracy {acc:.4f}",
-        )
+        self.status = with_updates(self.status, state=SUCCEEDED, step=step, export_path=exported, message=message)
         self._write()
 
     def interrupted(self, step: int | None, message: str) -> None:

@@ -689,7 +689,7 @@ TRANSLATED = ("scheduling.gang.provider", "serving.modelVersionPolicy.type")
 def excluded_without_schema(case: Case) -> bool:
     """Strings a rule reads rather than renders: a bad one fails the render before any YAML is made."""
     return (
-        case.slot.dotted in {"training.learningRate", "storage.accessModes.0"}
+        case.slot.dotted in {"training.learningRate", "training.exportMinAccuracy", "storage.accessModes.0"}
         or (case.payload == "document" and case.slot.dotted == "clusterDomain")  # longer than DNS allows
         or (case.slot.key and case.slot.path[-1] in ("requests", "limits"))  # a resource requested and limited
     )

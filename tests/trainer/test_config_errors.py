@@ -29,6 +29,8 @@ def _run(args: list[str], tf_config: object | None = None, raw_tf_config: str | 
 
 
 CASES = [
+    pytest.param(["--strategy=single_device", "--export-min-accuracy=1.5"], None, None,
+                 "--export-min-accuracy must be between 0 and 1, got 1.5", id="export-gate-out-of-range"),
     pytest.param(["--strategy=horovod"], None, None,
                  "unknown --strategy 'horovod': valid strategies are parameter_server, "
                  "multi_worker_mirrored, mirrored, single_device", id="unknown-strategy"),

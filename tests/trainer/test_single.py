@@ -74,3 +74,24 @@ def test_chunks_end_on_log_checkpoint_and_last_steps() -> None:
     no_ckpt = parse_config(["--train-steps=100", "--log-every-steps=50", "--checkpoint-every-steps=0",
                             "--steps-per-execution=30"])
     assert [chunk_size(s, no_ckpt) for s in (0, 30, 50, 80)] == [30, 20, 30, 20]
+
+
+@pytest.mark.parametrize("gate", ["0.5", "0.999"], ids=["below-the-reached-accuracy", "above-it"])
+def test_the_export_gate(procs: Procs, tmp_path: Path, gate: str) -> None:
+    """--export-min-accuracy: a run whose held-out accuracy reaches the gate exports a version; one
+    that does not still Succeeds, exports nothing, and status.json says why."""
+    root = tmp_path / "data"
+    chief = procs.trainer("gate", ["--strategy=single_device", *COMMON, f"--storage-root={root}",
+                                   "--train-steps=60", "--checkpoint-every-steps=60", "--cleanup=keep",
+                                   f"--export-min-accuracy={gate}"])  # fmt: skip
+    assert chief.wait(180) == 0, chief.tail()
+    st = read_status(root)
+    assert st["state"] == "Succeeded" and st["step"] == 60, st
+    reached = float(st["accuracy"])
+    exported = sorted((root / "export" / "mnist").glob("*/saved_model.pb"))
+    if reached >= float(gate):
+        assert gate == "0.5" and len(exported) == 1 and st["export_path"] == str(exported[0].parent), st
+    else:
+        assert gate == "0.999" and exported == [] and st["export_path"] is None, st
+        assert f"held-out accuracy {reached:.4f} below the export threshold 0.9990: not exported" in st["message"]
+        assert "no SavedModel exported" in chief.output()

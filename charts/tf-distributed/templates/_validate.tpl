@@ -93,6 +93,10 @@ once with all of them, each with the --set that fixes it.
 {{- $problems = append $problems "scheduling.startTimeoutSeconds: the run supervisor enforces it, but supervisor.enabled=false. Fix: --set supervisor.enabled=true (or --set scheduling.startTimeoutSeconds=0)" -}}
 {{- end -}}
 
+{{- $exportGate := float64 ($v.training.exportMinAccuracy | default 0) -}}
+{{- if or (lt $exportGate 0.0) (gt $exportGate 1.0) -}}
+{{- $problems = append $problems (printf "training.exportMinAccuracy: %v is out of range [0, 1]. Fix: --set training.exportMinAccuracy=0.95 (0 exports always)" $v.training.exportMinAccuracy) -}}
+{{- end -}}
 {{- $learningRate := float64 $v.training.learningRate -}}
 {{- if or (le $learningRate 0.0) (gt $learningRate 10.0) -}}
 {{- $problems = append $problems (printf "training.learningRate: %v is out of range (0, 10]. Fix: --set training.learningRate=0.01" $v.training.learningRate) -}}
