@@ -364,16 +364,23 @@ def supervisor_has_what_it_needs(v: dict[str, Any]) -> Iterator[Problem]:
         )
 
 
+def decimal(v: dict[str, Any], dotted: str) -> float | None:
+    """A number, or a decimal string (helm's --set keeps 0.5 a string), as the chart's float64 reads it;
+    None where the schema names the problem instead."""
+    value = get(v, dotted)
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
 @rule
 def export_gate_in_range(v: dict[str, Any]) -> Iterator[Problem]:
-    value = get(v, "training.exportMinAccuracy")
-    if isinstance(value, bool) or value is None:
-        return
-    try:
-        gate = float(value)
-    except (TypeError, ValueError):
-        return
-    if gate < 0 or gate > 1:
+    gate = decimal(v, "training.exportMinAccuracy")
+    if gate is not None and (gate < 0 or gate > 1):  # NaN passes, as the chart's comparisons let it
+        value = get(v, "training.exportMinAccuracy")
         yield Problem(
             "training.exportMinAccuracy", f"{value} is out of range [0, 1]", value,
             "--set training.exportMinAccuracy=0.95 (0 exports always)",
@@ -382,14 +389,9 @@ def export_gate_in_range(v: dict[str, Any]) -> Iterator[Problem]:
 
 @rule
 def learning_rate_in_range(v: dict[str, Any]) -> Iterator[Problem]:
-    value = get(v, "training.learningRate")
-    if isinstance(value, bool) or value is None:
-        return
-    try:
-        rate = float(value)
-    except (TypeError, ValueError):
-        return
-    if rate <= 0 or rate > 10:
+    rate = decimal(v, "training.learningRate")
+    if rate is not None and (rate <= 0 or rate > 10):
+        value = get(v, "training.learningRate")
         yield Problem(
             "training.learningRate", f"{value} is out of range (0, 10]", value, "--set training.learningRate=0.01"
         )
