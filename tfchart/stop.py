@@ -19,16 +19,13 @@ from tfchart.errors import KubernetesError, TfchartError
 from tfchart.kubeobjects import job_info, name_of, role_of, run_role
 from tfdcontract import (
     CHIEF,
-    END_REASON_ANNOTATION,
-    ENDED_AT_ANNOTATION,
-    ENDING_ANNOTATION,
     EVALUATOR,
-    FINISHED_RUN_SPEC_ANNOTATION,
     PS,
-    RUN_SPEC_ANNOTATION,
     SUPERVISOR,
     WORKER,
+    ending_annotations,
     release_selector,
+    run_already_ended,
 )
 
 if TYPE_CHECKING:
@@ -85,12 +82,9 @@ def stop(api: KubeApi, release: str, namespace: str, *, end_run: bool, now: date
 def end_stateful_set(api: KubeApi, stateful_set: Any, namespace: str, reason: str, stamp: str, done: Stopped) -> None:
     name = name_of(stateful_set)
     annotations = stateful_set.metadata.annotations or {}
-    run_spec = str(annotations.get(RUN_SPEC_ANNOTATION, ""))
-    if not (annotations.get(ENDING_ANNOTATION) and annotations.get(FINISHED_RUN_SPEC_ANNOTATION) == run_spec):
-        api.patch("StatefulSet", name, namespace, {"metadata": {"annotations": {
-            ENDING_ANNOTATION: STOPPED, END_REASON_ANNOTATION: reason, ENDED_AT_ANNOTATION: stamp,
-            FINISHED_RUN_SPEC_ANNOTATION: run_spec,
-        }}})  # fmt: skip
+    if not run_already_ended(annotations):
+        body = {"metadata": {"annotations": ending_annotations(STOPPED, reason, stamp, annotations)}}
+        api.patch("StatefulSet", name, namespace, body)
     scale_to_zero(api, "StatefulSet", stateful_set, namespace, done)
 
 

@@ -84,6 +84,20 @@ END_REASON_ANNOTATION = ANNOTATION_PREFIX + "end-reason"
 ENDED_AT_ANNOTATION = ANNOTATION_PREFIX + "ended-at"
 
 
+def run_already_ended(annotations: Mapping[str, str]) -> bool:
+    """A StatefulSet of this run carries an ending (by the supervisor or `tfchart stop`): it stands."""
+    return bool(annotations.get(ENDING_ANNOTATION)) and (
+        annotations.get(FINISHED_RUN_SPEC_ANNOTATION) == annotations.get(RUN_SPEC_ANNOTATION, "")
+    )
+
+
+def ending_annotations(ending: str, reason: str, ended_at: str, annotations: Mapping[str, str]) -> dict[str, str]:
+    """The annotations that record a run's ending on its StatefulSets; the chart's lookup reads the
+    finished run-spec back so that an upgrade of the same run keeps them at 0."""
+    return {ENDING_ANNOTATION: ending, END_REASON_ANNOTATION: reason, ENDED_AT_ANNOTATION: ended_at,
+            FINISHED_RUN_SPEC_ANNOTATION: annotations.get(RUN_SPEC_ANNOTATION, "")}
+
+
 def release_selector(release: str, component: str | None = None, chart: str = CHART_NAME) -> str:
     """The label selector of a release's objects (of one component)."""
     selector = f"{NAME_LABEL}={chart},{INSTANCE_LABEL}={release}"

@@ -49,20 +49,13 @@ from typing import Any
 from tfdcontract import (
     CHIEF,
     END_REASON_ANNOTATION,
-    ENDED_AT_ANNOTATION,
-    ENDING_ANNOTATION,
-    FINISHED_RUN_SPEC_ANNOTATION,
-    RUN_SPEC_ANNOTATION,
+    ending_annotations,
+    run_already_ended,
 )
 from trainer.cleanup import KubeTarget, call, scale_path, target_from_env
 
 log = logging.getLogger("trainer.supervisor")
 
-RUN_SPEC = RUN_SPEC_ANNOTATION
-FINISHED_RUN_SPEC = FINISHED_RUN_SPEC_ANNOTATION
-ENDING = ENDING_ANNOTATION
-END_REASON = END_REASON_ANNOTATION
-ENDED_AT = ENDED_AT_ANNOTATION
 POLICIES = ("scaleDown", "keep")
 REQUEST_ERRORS = (urllib.error.URLError, OSError, ssl.SSLError, ValueError)
 
@@ -312,7 +305,7 @@ class Supervisor:
 
     def end_chief(self, reason: str) -> None:
         """Ends a chief Job that cannot start: a 1 s deadline makes the Job controller fail it."""
-        body = {"metadata": {"annotations": {END_REASON: reason}}, "spec": {"activeDeadlineSeconds": 1}}
+        body = {"metadata": {"annotations": {END_REASON_ANNOTATION: reason}}, "spec": {"activeDeadlineSeconds": 1}}
         self.api("PATCH", self.path("batch/v1", "jobs", self.settings.chief_job), body)
         log.warning("%s; ending the chief Job %s", reason, self.settings.chief_job)
 
@@ -334,14 +327,11 @@ class Supervisor:
             log.info("statefulset %s is gone; nothing to free", name)
             return
         annotations = (sts.get("metadata") or {}).get("annotations") or {}
-        run_spec = annotations.get(RUN_SPEC, "")
-        if annotations.get(ENDING) and annotations.get(FINISHED_RUN_SPEC) == run_spec:
-            # Ended before (a restarted supervisor, or `tfchart stop`): that decision stands.
-            log.info("statefulset %s: this run already ended (%s)", name, annotations.get(END_REASON))
+        if run_already_ended(annotations):  # a restarted supervisor, or `tfchart stop`: that decision stands
+            log.info("statefulset %s: this run already ended (%s)", name, annotations.get(END_REASON_ANNOTATION))
             return
-        self.api("PATCH", path, {"metadata": {"annotations": {
-            ENDING: ending.kind, END_REASON: ending.reason, ENDED_AT: stamp, FINISHED_RUN_SPEC: run_spec,
-        }}})
+        self.api("PATCH", path, {"metadata": {"annotations": ending_annotations(
+            ending.kind, ending.reason, stamp, annotations)}})
         replicas = (sts.get("spec") or {}).get("replicas")
         if policy == "keep":
             log.info("statefulset %s kept at %s replicas (policy keep)", name, replicas)

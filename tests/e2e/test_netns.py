@@ -24,7 +24,11 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import NAMESPACE, SUPERVISOR, Run
-from trainer.supervisor import END_REASON, ENDED_AT, ENDING, FINISHED_RUN_SPEC, RUN_SPEC
+from tfdcontract import END_REASON_ANNOTATION as END_REASON
+from tfdcontract import ENDED_AT_ANNOTATION as ENDED_AT
+from tfdcontract import ENDING_ANNOTATION as ENDING
+from tfdcontract import FINISHED_RUN_SPEC_ANNOTATION as FINISHED_RUN_SPEC
+from tfdcontract import RUN_SPEC_ANNOTATION as RUN_SPEC
 
 pytestmark = pytest.mark.slow
 

@@ -35,8 +35,9 @@ from tests.trainer.conftest import service_account_dir
 from tests.trainer.kubeserver import JobController, KubeServer, kube_server
 from tfchart.local import LocalCluster, localise_cluster, pods_from_manifests, python_bin_dir
 from tfchart.release import immutable_changes
+from tfdcontract import ENDED_AT_ANNOTATION as ENDED_AT
 from trainer.cleanup import KubeTarget
-from trainer.supervisor import ENDED_AT, Settings, Supervisor, main, serve_health
+from trainer.supervisor import Settings, Supervisor, main, serve_health
 
 NAMESPACE = "ml-team"
 PREFIX = "mnist-tf-distributed"
