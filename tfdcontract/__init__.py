@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +104,20 @@ def release_selector(release: str, component: str | None = None, chart: str = CH
     return f"{selector},{COMPONENT_LABEL}={component}" if component else selector
 
 
+# -- metrics ---------------------------------------------------------------------------------------
+
+#: The container port name every TensorFlow pod serves Prometheus metrics on (metrics.enabled), and
+#: the Service/PodMonitor endpoints scrape by that name.
+METRICS_PORT_NAME = "metrics"
+#: The port the trainer serves /metrics on (unset or 0: no metrics server). `tfchart local` rewrites
+#: it per pod, as it does TFD_CLUSTER, since every local pod shares 127.0.0.1.
+METRICS_PORT_ENV = "TFD_METRICS_PORT"
+#: How long a finished chief keeps serving its final metrics, so a scrape records the last step.
+METRICS_LINGER_ENV = "TFD_METRICS_LINGER_SECONDS"
+#: Every metric the project exports starts with this.
+METRICS_PREFIX = "tfd_"
+
+
 # -- the progress line ------------------------------------------------------------------------------
 
 
@@ -173,6 +187,8 @@ class Status:
     run_id: str = ""
     model_name: str = ""
     dataset: str = ""
+    #: The integer SavedModel versions under the model's export directory (ascending), every run's.
+    exported_versions: list[int] = field(default_factory=list)
 
     def as_json(self, indent: int | None = None) -> str:
         separators = None if indent else (",", ":")
@@ -196,6 +212,9 @@ def status_from_document(document: object) -> Status | None:
         return None
     numbers = (status.loss, status.accuracy, status.examples_per_sec)
     if not isinstance(status.step, int) or any(n is not None and not _is_number(n) for n in numbers):
+        return None
+    versions = status.exported_versions
+    if not isinstance(versions, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in versions):
         return None
     return status
 

@@ -14,7 +14,7 @@ import tensorflow as tf
 from tfdcontract import format_step_line
 from trainer.config import TrainConfig
 from trainer.data import DataSource
-from trainer.export import export_model
+from trainer.export import export_model, versions
 from trainer.model import evaluate, local_copy
 from trainer.status import (
     FAILED,
@@ -70,6 +70,7 @@ class ChiefReporter:
             loss=None, accuracy=None, examples_per_sec=None, export_path=None,
             started_at=started, updated_at=utc_now(), message="starting",
             run_id=cfg.run_id, model_name=cfg.model_name, dataset=cfg.dataset,
+            exported_versions=versions(self.layout.export_base),
         )
         self._last_eval: tuple[int, Any, float] | None = None
         self._write()
@@ -143,7 +144,8 @@ class ChiefReporter:
             exported, message = str(path), f"training completed: {step} steps, held-out accuracy {acc:.4f}"
         self.writer.flush()
         self.writer.close()
-        self.status = with_updates(self.status, state=SUCCEEDED, step=step, export_path=exported, message=message)
+        self.status = with_updates(self.status, state=SUCCEEDED, step=step, export_path=exported, message=message,
+                                   exported_versions=versions(self.layout.export_base))
         self._write()
 
     def interrupted(self, step: int | None, message: str) -> None:
