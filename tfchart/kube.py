@@ -204,6 +204,11 @@ class KubeApi:
         kwargs = _selectors(label_selector)
         return self._call(operation, lambda: self._core().list_namespaced_service(namespace, **kwargs).items)
 
+    def list_config_maps(self, namespace: str, label_selector: str) -> list[Any]:
+        operation = Operation("list", "configmaps", namespace)
+        kwargs = _selectors(label_selector)
+        return self._call(operation, lambda: self._core().list_namespaced_config_map(namespace, **kwargs).items)
+
     def list_resource_quotas(self, namespace: str) -> list[Any]:
         operation = Operation("list", "resourcequotas", namespace)
         return self._call(

@@ -31,6 +31,7 @@ from tfchart.kubeobjects import (
     run_role,
     started,
 )
+from tfchart.servingconfig import MODELS_CONFIG_KEY, ServingVersions, serving_versions
 from tfdcontract import (
     CHIEF,
     DISPLAY_ORDER,
@@ -98,6 +99,8 @@ class Progress:
     accuracy: float | None = None
     examples_per_sec: float | None = None
     export_path: str | None = None
+    exported_versions: list[int] | None = None  # every SavedModel version of the model, ascending
+    model_name: str | None = None
     started_at: str | None = None
     updated_at: str | None = None
     message: str | None = None
@@ -130,6 +133,7 @@ class ReleaseStatus:
     stateful_sets: list[StatefulSetInfo] = field(default_factory=list)
     pods: list[PodInfo] = field(default_factory=list)
     endpoints: list[Endpoint] = field(default_factory=list)
+    serving: ServingVersions | None = None  # the versions exported and those Serving is configured to load
     notes: list[str] = field(default_factory=list)  # what could not be read
     warnings: list[str] = field(default_factory=list)  # what needs the user: GPUs held after the run ended
 
@@ -147,7 +151,8 @@ class ReleaseStatus:
 
 
 def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None = None) -> ReleaseStatus:
-    """Everything `tfchart status` shows, from four list calls and one log read of the chief pod."""
+    """Everything `tfchart status` shows, from four list calls (five with Serving: its ConfigMap) and one
+    log read of the chief pod."""
     selector = release_selector(release)
     pods = api.list_pods(namespace, selector)
     stateful_sets = api.list_stateful_sets(namespace, selector)
@@ -158,6 +163,7 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
             f"no release {release} in namespace {namespace}: no pods, StatefulSets, Jobs or Services carry its labels",
             f"check the release name and namespace: `helm list -n {namespace}` (or `helm list -A`)",
         )
+    serving_maps, config_note = serving_config_maps(api, release, namespace, services)
     moment = now or datetime.now(timezone.utc)
     pod_infos = sorted((pod_info(pod, moment) for pod in pods), key=pod_sort_key)
     chief_pods = [pod for pod in pods if role_of(pod) == run_role(jobs) and is_chief_pod(pod)]
@@ -170,16 +176,21 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
     )
     progress, log_note = read_progress(api, namespace, newest(started(chief_pods)))
     set_infos = sorted((stateful_set_info(s) for s in stateful_sets), key=lambda s: role_rank(s.role))
+    versions = versions_served(serving_maps, progress)
     return ReleaseStatus(
         release=release,
         namespace=namespace,
         training=training_state(chief, progress),
-        notes=[log_note] if log_note else [],
+        notes=[note for note in (log_note, config_note) if note],
         chief=chief,
         evaluator=evaluator,
         stateful_sets=set_infos,
         pods=pod_infos,
-        warnings=held_after_the_end(release, namespace, chief, set_infos, pod_infos),
+        warnings=[
+            *held_after_the_end(release, namespace, chief, set_infos, pod_infos),
+            *pinned_but_missing(release, versions),
+        ],
+        serving=versions,
         endpoints=[
             endpoint(service, namespace, pods)
             for service in sorted(services, key=lambda s: (role_rank(role_of(s)), name_of(s)))
@@ -260,6 +271,49 @@ def held_after_the_end(
     return [f"the chief Job {ended} but {what}{listed}: {why}; free them with `tfchart stop {release} -n {namespace}`"]
 
 
+# -- model versions ---------------------------------------------------------------------------
+
+
+def serving_config_maps(api: KubeApi, release: str, namespace: str, services: list[Any]) -> tuple[list[Any], str]:
+    """Serving's ConfigMap (when the release serves), and a note when it cannot be read (403 on configmaps)."""
+    if not any(role_of(service) == SERVING for service in services):
+        return [], ""
+    try:
+        return api.list_config_maps(namespace, release_selector(release, SERVING)), ""
+    except KubernetesError as error:
+        return [], f"cannot read Serving's model config: {error.message} ({error.hint})"
+
+
+def versions_served(config_maps: list[Any], progress: Progress | None) -> ServingVersions | None:
+    """The versions the chief reported exported and those Serving's model config loads of them."""
+    if not config_maps:
+        return None
+    config_map = sorted(config_maps, key=name_of)[0]
+    text = (config_map.data or {}).get(MODELS_CONFIG_KEY)
+    exported = progress.exported_versions if progress and progress.source == "tfd-status" else None
+    return serving_versions(name_of(config_map), text, progress_model(progress), exported)
+
+
+def progress_model(progress: Progress | None) -> str:
+    return progress.model_name or "" if progress else ""
+
+
+def pinned_but_missing(release: str, versions: ServingVersions | None) -> list[str]:
+    """A warning when serving.modelVersionPolicy pins versions that were never exported."""
+    if versions is None or not versions.missing or versions.exported is None:
+        return []
+    missing = ", ".join(str(v) for v in versions.missing)
+    if not versions.exported:
+        return [f"Serving is configured to load version(s) {missing} of {versions.model}, but no version was exported "
+                f"yet: it answers nothing until one is (or use `--set serving.modelVersionPolicy.type=latest`)"]
+    have = ", ".join(str(v) for v in versions.exported)
+    keep = versions.loaded or versions.exported[-1:]
+    pins = ",".join(str(v) for v in keep)
+    return [f"Serving is configured to load version(s) {missing} of {versions.model}, which were never exported "
+            f"(exported: {have}): it answers nothing for them; pin exported versions only, e.g. "
+            f"`tfchart upgrade {release} ... --set serving.modelVersionPolicy.versions={{{pins}}}`"]
+
+
 # -- progress from the chief's log --------------------------------------------------------------
 
 
@@ -300,6 +354,8 @@ def progress_from_status(status: Status) -> Progress:
         accuracy=status.accuracy,
         examples_per_sec=status.examples_per_sec,
         export_path=status.export_path or None,
+        exported_versions=list(status.exported_versions),
+        model_name=status.model_name or None,
         started_at=status.started_at or None,
         updated_at=status.updated_at or None,
         message=status.message or None,

@@ -69,12 +69,33 @@ def summary_lines(status: ReleaseStatus) -> Any:
         if ended:
             text = f"{ended.ending}: {ended.end_reason}" if ended.end_reason else ended.ending
             grid.add_row("Run ended", escape(text))
+    for label, text in versions_rows(status):
+        grid.add_row(label, escape(text))
     for point in status.endpoints:
         ports = ", ".join(f"{name} {port}" for name, port in point.ports)
         label = "TensorBoard" if point.component == TENSORBOARD else "Serving"
         grid.add_row(label, escape(f"{point.dns} ({ports}); {point.ready_pods} ready pod(s)"))
         grid.add_row("", f"[dim]{escape(point.port_forward)}[/]")
     return grid
+
+
+def versions_rows(status: ReleaseStatus) -> list[tuple[str, str]]:
+    """'Exported' (every version of the model) and 'Serving loads' (those the model config selects)."""
+    versions = status.serving
+    exported = versions.exported if versions else (status.training.progress or Progress("")).exported_versions
+    rows = []
+    if exported is not None:
+        rows.append(("Exported", ", ".join(f"v{v}" for v in exported) or "no version yet"))
+    if versions is None:
+        return rows
+    if not versions.policy:
+        return [*rows, ("Serving loads", f"unknown: {versions.note}")]
+    configured = f"{versions.model} ({versions.policy}, {versions.config_map})"
+    if versions.loaded is None:
+        return [*rows, ("Serving loads", f"{configured}; {versions.note}")]
+    loaded = ", ".join(f"v{v}" for v in versions.loaded) or "nothing"
+    missing = f"; not exported: {', '.join(f'v{v}' for v in versions.missing)}" if versions.missing else ""
+    return [*rows, ("Serving loads", f"{loaded} of {configured}{missing}")]
 
 
 def progress_text(progress: Progress) -> str:

@@ -44,6 +44,7 @@ HOST = "https://fake-apiserver.test:6443"
 RESOURCES: dict[str, tuple[str, str, bool]] = {
     "pods": ("/api/v1", "Pod", True),
     "services": ("/api/v1", "Service", True),
+    "configmaps": ("/api/v1", "ConfigMap", True),
     "nodes": ("/api/v1", "Node", False),
     "persistentvolumeclaims": ("/api/v1", "PersistentVolumeClaim", True),
     "resourcequotas": ("/api/v1", "ResourceQuota", True),

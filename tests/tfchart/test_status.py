@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,8 @@ LISTS = [
     Call("list", "statefulsets", NS, label_selector=SELECTOR),
     Call("list", "jobs", NS, label_selector=SELECTOR),
     Call("list", "services", NS, label_selector=SELECTOR),
+    # Serving is on by default: its model config says which exported versions it loads
+    Call("list", "configmaps", NS, label_selector=SELECTOR + ",app.kubernetes.io/component=serving"),
 ]
 CHIEF_LOG_CALL = Call("log", "pods", NS, CHIEF_POD, params=(("container", "chief"), ("tailLines", "2000")))
 
@@ -58,15 +61,21 @@ def render_text(report: status.ReleaseStatus) -> str:
 
 
 def base_release(
-    cluster: kf.FakeCluster, values: tuple[str, ...] = (), chief: str = "running", stateful_replicas: int | None = None
+    cluster: kf.FakeCluster,
+    values: tuple[str, ...] = (),
+    chief: str = "running",
+    stateful_replicas: int | None = None,
+    sets: tuple[str, ...] = (),
 ) -> list[dict[str, Any]]:
-    """The release's controllers, Services and TensorBoard/Serving pods; TF pods are added per test."""
-    docs = kf.rendered(values)
+    """The release's controllers, Services, ConfigMaps and TensorBoard/Serving pods; TF pods are added per test."""
+    docs = kf.rendered(values, sets)
     for doc in docs:
         if doc["kind"] == "StatefulSet":
             cluster.add(kf.stateful_set(doc, replicas=stateful_replicas))
         elif doc["kind"] == "Service":
             cluster.add(kf.service(doc))
+        elif doc["kind"] == "ConfigMap":
+            cluster.add(doc)
         elif doc["kind"] == "Deployment" and doc["metadata"]["labels"]["app.kubernetes.io/component"] == "supervisor":
             if chief == "running":  # once the run ended, the supervisor scaled itself to 0
                 cluster.add(kf.deployment(doc), kf.pod(doc, node="cpu-node-1"))
@@ -479,3 +488,88 @@ def test_without_a_chief_the_workers_job_owns_completion_and_worker_0_reports_pr
     workers_only_release(done, "complete")
     finished = collect(done)
     assert finished.training.state == "Succeeded" and finished.warnings == []
+
+
+def finished_release_with_versions(sets: tuple[str, ...], exported: list[int] | None) -> kf.FakeCluster:
+    cluster = kf.FakeCluster()
+    docs = base_release(cluster, sets=sets, chief="complete", stateful_replicas=0)
+    cluster.add(kf.pod(kf.manifest(docs, "Job", "chief"), phase="Succeeded", ready=False, terminated=("Completed", 0)))
+    fields: dict[str, Any] = {"state": "Succeeded", "step": 2000, "model_name": "mnist",
+                              "export_path": "/data/export/mnist/3", "message": "training completed"}
+    if exported is not None:
+        fields["exported_versions"] = exported
+    cluster.set_log(NS, CHIEF_POD, [tfd_status(**fields)])
+    return cluster
+
+
+@pytest.mark.parametrize(
+    ("sets", "loaded", "policy"),
+    [
+        ((), [3], "latest 1"),  # the chart's default
+        (("serving.modelVersionPolicy.latest=2",), [2, 3], "latest 2"),
+        (("serving.modelVersionPolicy.type=specific", "serving.modelVersionPolicy.versions={1}"), [1], "specific: 1"),
+        (("serving.modelVersionPolicy.type=all",), [1, 2, 3], "all versions"),
+    ],
+)
+def test_status_lists_exported_versions_and_those_serving_loads(
+    sets: tuple[str, ...], loaded: list[int], policy: str
+) -> None:
+    cluster = finished_release_with_versions(tuple(sets), [1, 2, 3])
+
+    report = collect(cluster)
+
+    assert cluster.calls == [*LISTS, CHIEF_LOG_CALL]
+    assert report.serving is not None
+    assert (report.serving.exported, report.serving.loaded, report.serving.policy) == ([1, 2, 3], loaded, policy)
+    assert report.serving.config_map == "mnist-tf-distributed-serving"
+    assert report.warnings == []
+    text = render_text(report)
+    assert re.search(r"Exported +v1, v2, v3 +│", text)
+    shown = ", ".join(f"v{v}" for v in loaded)
+    assert re.search(rf"Serving loads +{shown} of mnist \({policy}, mnist-tf-distributed-serving\) +│", text)
+    assert json.loads(json.dumps(report.as_dict()))["serving"]["loaded"] == loaded
+
+
+def test_a_pinned_version_never_exported_is_a_warning_with_the_fix() -> None:
+    sets = ("serving.modelVersionPolicy.type=specific", "serving.modelVersionPolicy.versions={2,7}")
+    report = collect(finished_release_with_versions(sets, [1, 2, 3]))
+
+    assert report.serving is not None
+    assert (report.serving.loaded, report.serving.missing) == ([2], [7])
+    assert report.warnings == [
+        "Serving is configured to load version(s) 7 of mnist, which were never exported (exported: 1, 2, 3): it "
+        "answers nothing for them; pin exported versions only, e.g. `tfchart upgrade mnist ... "
+        "--set serving.modelVersionPolicy.versions={2}`"
+    ]
+    assert "not exported: v7" in render_text(report)
+
+
+def test_versions_unknown_without_the_chiefs_report_and_no_configmap_read_without_serving() -> None:
+    older = collect(finished_release_with_versions((), None))  # a trainer that did not report them: []
+    assert older.serving is not None and older.serving.exported == []
+    assert re.search(r"Exported +no version yet", render_text(older))
+
+    cluster = kf.FakeCluster()
+    docs = base_release(cluster, chief="complete", stateful_replicas=0)
+    cluster.add(kf.pod(kf.manifest(docs, "Job", "chief"), phase="Succeeded", ready=False, terminated=("Completed", 0)))
+    cluster.set_log(NS, CHIEF_POD, ["step 2000, loss = 0.0470 (2117.3 examples/sec; 0.121 sec/batch)"])
+    report = collect(cluster)
+    assert report.serving is not None and report.serving.exported is None and report.serving.loaded is None
+    assert "Serving loads  mnist-tf-distributed-serving" not in render_text(report)
+    assert "the exported versions are unknown" in render_text(report)
+
+    without = kf.FakeCluster()
+    base_release(without, sets=("serving.enabled=false",))
+    collect(without)
+    assert [c.resource for c in without.calls].count("configmaps") == 0
+
+
+def test_forbidden_configmaps_still_show_the_release() -> None:
+    cluster = finished_release_with_versions((), [1])
+    cluster.fail("list", "configmaps", 403, 'configmaps is forbidden: cannot list resource "configmaps"')
+
+    report = collect(cluster)
+
+    assert report.training.state == "Succeeded" and report.serving is None
+    assert any(note.startswith("cannot read Serving's model config") for note in report.notes)
+    assert re.search(r"Exported +v1 +│", render_text(report))
