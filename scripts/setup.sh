@@ -4,6 +4,8 @@
 #   .tools/checkov/   checkov in its own venv (its pins clash with ours)
 #   .tools/node/      @bitnami/readme-generator-for-helm (README parameter table)
 #   .tools/helm3, .tools/helm4   real helm 3.17 and helm 4.1 (scripts/install_helm.sh)
+# and, from Debian's packages, podman & co. (scripts/install_containers.sh) and the Prometheus server
+# of the metrics test (scripts/install_prometheus.sh; its service is never started).
 # Idempotent: each part is skipped when its stamp matches the pins.
 set -euo pipefail
 
@@ -60,9 +62,10 @@ fi
 
 bash scripts/install_helm.sh
 bash scripts/install_containers.sh
+bash scripts/install_prometheus.sh
 
 for tool in .venv/bin/tfchart "$TOOLS/checkov/bin/checkov" "$TOOLS/node/node_modules/.bin/readme-generator" \
-  "$TOOLS/helm3/helm" "$TOOLS/helm4/helm"; do
+  "$TOOLS/helm3/helm" "$TOOLS/helm4/helm" /usr/bin/prometheus; do
   [[ -x "$tool" ]] || { log "FAILED: $tool missing after set-up"; exit 1; }
 done
 log "ready"

@@ -5,7 +5,9 @@ place the run on this machine (storage.mountPath -> a local run directory, the T
 a free local port). Every pod's command, args and env come from the rendered manifests unchanged,
 including the /bin/sh prelude that writes TF_CONFIG; the only thing rewritten is what the cluster
 contract (docs/architecture.md, section 2) reserves for it: TFD_CLUSTER (the cluster map) points
-each task's address at a free 127.0.0.1 port, and HOSTNAME names the pod as Kubernetes would.
+each task's address at a free 127.0.0.1 port, TFD_METRICS_PORT (metrics.enabled) gives every pod a
+port of its own (the chief keeps the rendered metrics.port when it is free), and HOSTNAME names the
+pod as Kubernetes would.
 
 TensorFlow Serving's model server cannot run here (no tensorflow_model_server binary on these
 machines): tfchart prints how the export is served and queried instead.
@@ -30,7 +32,17 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from tfchart.errors import TfchartError, UsageError
-from tfdcontract import CHIEF, SERVING, TENSORBOARD, TF_ROLES, WORKER, StepLine, parse_step_line, read_status_file
+from tfdcontract import (
+    CHIEF,
+    METRICS_PORT_ENV,
+    SERVING,
+    TENSORBOARD,
+    TF_ROLES,
+    WORKER,
+    StepLine,
+    parse_step_line,
+    read_status_file,
+)
 
 
 @dataclass
@@ -166,6 +178,43 @@ def localise_cluster(pods: list[LocalPod], host: str = "127.0.0.1") -> dict[str,
         if "TFD_CLUSTER" in pod.env:
             pod.env["TFD_CLUSTER"] = local
     return mapping
+
+
+def port_is_free(port: int) -> bool:
+    """Whether a server can listen on ``port`` on every interface (where the trainer serves metrics)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("", port))
+        except OSError:
+            return False
+        return True
+
+
+def localise_metrics(pods: list[LocalPod], taken: Sequence[str] = ()) -> dict[str, int]:
+    """Every pod whose env sets TFD_METRICS_PORT (> 0) a port of its own on this machine (pods share it
+    here): the chief keeps the rendered port when it is free, so `--set metrics.port=P` gives a known
+    URL; every other pod gets a free port. ``taken``: host:port addresses already handed out.
+    Returns pod name -> port."""
+    used = {int(address.rsplit(":", 1)[1]) for address in taken}
+    ports: dict[str, int] = {}
+
+    def claim(port: int) -> int:
+        used.add(port)
+        return port
+
+    def fresh() -> int:
+        port = free_port()
+        while port in used:
+            port = free_port()
+        return claim(port)
+
+    serving = [pod for pod in pods if pod.env.get(METRICS_PORT_ENV, "0").strip() not in ("", "0")]
+    for pod in sorted(serving, key=lambda p: not p.is_chief):  # the chief first
+        rendered = pod.env[METRICS_PORT_ENV].strip()
+        keep = pod.is_chief and rendered.isdigit() and 0 < int(rendered) < 65536 and int(rendered) not in used
+        ports[pod.name] = claim(int(rendered)) if keep and port_is_free(int(rendered)) else fresh()
+        pod.env[METRICS_PORT_ENV] = str(ports[pod.name])
+    return ports
 
 
 @dataclass
@@ -320,10 +369,19 @@ class LocalPlan:
     tensorboard_url: str | None
     serving_notes: list[str]
     values: dict[str, Any]
+    #: pod name -> the port its Prometheus metrics are served on (metrics.enabled; processes only)
+    metrics_ports: dict[str, int] = field(default_factory=dict)
 
     @property
     def headline(self) -> str:
         return f"{len(self.pods)} processes, run directory {self.workdir}"
+
+    @property
+    def metrics_url(self) -> str | None:
+        """The chief's /metrics on this machine, when it serves them."""
+        chief = next((pod.name for pod in self.pods if pod.is_chief), None)
+        port = self.metrics_ports.get(chief or "")
+        return f"http://127.0.0.1:{port}/metrics" if port else None
 
     def cluster(self, on_line: Callable[[LocalPod, str], None]) -> Cluster:
         return LocalCluster(on_line, extra_path=[python_bin_dir()])
@@ -376,9 +434,10 @@ def plan(
             "every topology renders a chief Job, or workers whose worker 0 is the chief: check --chart",
         )
     addresses = localise_cluster(pods)
+    metrics_ports = localise_metrics(pods, [*addresses.values(), f"127.0.0.1:{tensorboard_port}"])
     tensorboard = any(pod.role == TENSORBOARD for pod in pods)
     url = f"http://127.0.0.1:{tensorboard_port}/" if tensorboard else None
-    return LocalPlan(workdir, pods, addresses, url, serving_notes(values, workdir), values)
+    return LocalPlan(workdir, pods, addresses, url, serving_notes(values, workdir), values, metrics_ports)
 
 
 def read_status(workdir: Path) -> dict[str, Any]:
@@ -435,9 +494,13 @@ def run(plan: Any, timeout: float | None, keep_tensorboard: bool, follow_logs: b
 
     console.print(f"[bold]tfchart local[/]: {plan.headline}")
     console.print(f"  pod logs: {logs_dir}/<pod>.log" + ("" if follow_logs else " (--follow-logs shows them here)"))
+    if plan.metrics_url:
+        console.print(f"  metrics: {plan.metrics_url}")
     if follow_logs:
         for address, local_address in plan.addresses.items():
             console.print(f"  {address} -> {local_address}")
+        for name, port in plan.metrics_ports.items():
+            console.print(f"  {name} metrics -> http://127.0.0.1:{port}/metrics")
     live = Live(board.renderable(), console=console, refresh_per_second=4) if console.is_terminal else None
     live = None if follow_logs else live
 

@@ -116,6 +116,11 @@ class StorageLayout:
         """The status file (JSON), written atomically by the chief."""
         return self.root / "status.json"
 
+    @property
+    def restarts(self) -> Path:
+        """``restarts/<role>-<index>.json``: each task's start count in this run (metrics only)."""
+        return self.root / "restarts"
+
 
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser that raises ConfigError instead of printing usage and exiting."""

@@ -30,6 +30,7 @@ from trainer.config import TrainConfig
 from trainer.data import DataSource
 from trainer.errors import EXIT_INTERRUPTED, ClusterFailure, ConfigError
 from trainer.metrics import ChiefReporter, ThroughputMeter
+from trainer.monitoring import current as current_monitor
 from trainer.shutdown import Interrupted, Shutdown
 from trainer.steps import (
     TrainState,
@@ -153,6 +154,7 @@ def run_sync(cfg: TrainConfig, task: Task, data: DataSource,
     )
     strategy = make_strategy(cfg.strategy, task)
     shutdown.reclaim()
+    current_monitor().server_up(True)
     log.info("%s: %d replica(s) in sync", cfg.strategy, strategy.num_replicas_in_sync)
     replicas = strategy.num_replicas_in_sync
     if cfg.batch_size % replicas:

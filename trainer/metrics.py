@@ -1,4 +1,5 @@
-"""What the chief reports: the step log line, TensorBoard scalars and status.json.
+"""What the chief reports: the step log line, TensorBoard scalars, status.json and the Prometheus
+metrics (trainer.monitoring; a no-op unless TFD_METRICS_PORT serves them).
 
 Only the chief (or the single process) creates a :class:`ChiefReporter`.
 """
@@ -16,6 +17,7 @@ from trainer.config import TrainConfig
 from trainer.data import DataSource
 from trainer.export import export_model, versions
 from trainer.model import evaluate, local_copy
+from trainer.monitoring import current as current_monitor
 from trainer.status import (
     FAILED,
     INTERRUPTED,
@@ -54,12 +56,13 @@ class ThroughputMeter:
 
 
 class ChiefReporter:
-    """Step lines, scalars (loss, accuracy, learning_rate, examples_per_sec), status.json."""
+    """Step lines, scalars (loss, accuracy, learning_rate, examples_per_sec), status.json, Prometheus metrics."""
 
     def __init__(self, cfg: TrainConfig, data: DataSource) -> None:
         self.cfg = cfg
         self.data = data
         self.layout = cfg.layout
+        self.monitor = current_monitor()
         self._writer: Any = None
         prev = read_status(self.layout.status)
         started, step = utc_now(), 0
@@ -85,12 +88,24 @@ class ChiefReporter:
         return self._writer
 
     def _write(self) -> None:
+        self.monitor.state(self.status.state)
         write_status(self.layout.status, self.status)
+
+    def _checkpoint_time(self, step: int) -> float | None:
+        """When the checkpoint training resumes from was written (its state file's mtime)."""
+        if not step:
+            return None
+        try:
+            return (self.layout.checkpoints / "checkpoint").stat().st_mtime
+        except OSError:
+            return None
 
     def started(self, step: int) -> None:
         """Training (re)starts at ``step``."""
         msg = f"resumed at step {step}" if step else "training"
         self.status = with_updates(self.status, step=step, message=msg)
+        self.monitor.training_started(step, self.cfg.train_steps, self._checkpoint_time(step))
+        self.monitor.server_up(True)
         self._write()
 
     def log_step(self, step: int, loss: float, examples_per_sec: float,
@@ -105,6 +120,7 @@ class ChiefReporter:
             step=step, loss=round(loss, 6), examples_per_sec=round(examples_per_sec, 1),
             message="training",
         )
+        self.monitor.training_step(step, loss, examples_per_sec)
         self._write()
 
     def held_out(self, step: int, weights: list[Any]) -> tuple[Any, float, float]:
@@ -115,6 +131,8 @@ class ChiefReporter:
             tf.summary.scalar("accuracy", acc)
         self.writer.flush()
         self.status = with_updates(self.status, step=step, accuracy=round(acc, 6))
+        self.monitor.training_step(step)
+        self.monitor.heldout_accuracy(acc)
         self._write()
         log.info("held-out accuracy at step %d: %.4f (loss %.4f, %d examples)",
                  step, acc, loss, len(self.data.eval_y))
@@ -124,6 +142,7 @@ class ChiefReporter:
     def checkpointed(self, step: int, path: str, weights: list[Any]) -> None:
         """A checkpoint was saved: log it and evaluate it."""
         log.info("saved checkpoint for step %d: %s", step, path)
+        self.monitor.checkpointed()
         self.held_out(step, weights)
 
     def finish(self, step: int, weights: list[Any]) -> None:
@@ -146,14 +165,18 @@ class ChiefReporter:
         self.writer.close()
         self.status = with_updates(self.status, state=SUCCEEDED, step=step, export_path=exported, message=message,
                                    exported_versions=versions(self.layout.export_base))
+        self.monitor.training_step(step)
         self._write()
+        self.monitor.server_up(False)
 
     def interrupted(self, step: int | None, message: str) -> None:
         """Record a stop on SIGTERM/SIGINT (``step``: the checkpoint saved, if any)."""
         changes: dict[str, Any] = {"state": INTERRUPTED, "message": message}
         if step is not None:
             changes["step"] = step
+            self.monitor.checkpointed()
         self.status = with_updates(self.status, **changes)
+        self.monitor.server_up(False)
         try:
             self._write()
         except OSError as e:
@@ -162,6 +185,7 @@ class ChiefReporter:
     def failed(self, message: str) -> None:
         """Record a failure in status.json (the Job may retry)."""
         self.status = with_updates(self.status, state=FAILED, message=message)
+        self.monitor.server_up(False)
         try:
             self._write()
         except OSError as e:

@@ -19,6 +19,10 @@ that step and exits 128 + the signal number (143 for SIGTERM), the chief writing
 Interrupted to status.json; ps/worker servers and idle tasks exit 0 (a server first keeps
 serving while status.json says Running, so a chief stopped at the same moment can finish
 its in-flight steps and save); anything else (start-up, evaluator) exits 143 at once.
+
+With TFD_METRICS_PORT set, every role serves Prometheus metrics (trainer.monitoring) from the start
+of :func:`dispatch`; a chief that Succeeded keeps serving them for TFD_METRICS_LINGER_SECONDS (a
+stop request ends that wait) before it exits 0.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from trainer.cleanup import scale_down
 from trainer.cluster import Task
 from trainer.config import TrainConfig
 from trainer.errors import DataError, TrainerError
+from trainer.monitoring import current as current_monitor
+from trainer.monitoring import install as install_monitor
 from trainer.runtime import import_tensorflow
 from trainer.shutdown import Interrupted, Shutdown, install
 from trainer.status import RUNNING, SUCCEEDED, is_completed, read_status
@@ -138,9 +144,11 @@ def run_server(cfg: TrainConfig, task: Task, shutdown: Shutdown) -> int:
         start_server(task)
         shutdown.reclaim()
         log.info("%s server listening on %s", task.name, address)
+        current_monitor().server_up(True)
         shutdown.phase = SERVING
         shutdown.wait()
         serve_until_chief_stops(cfg, shutdown)
+        current_monitor().server_up(False)
     log.info("received %s, exiting", shutdown.signal_name)
     return 0
 
@@ -159,6 +167,8 @@ def run_chief(cfg: TrainConfig, task: Task, env: Mapping[str, str], shutdown: Sh
     if st is not None and st.state == SUCCEEDED and st.run_id == cfg.run_id:
         log.info("already completed: run %s Succeeded at step %d (export %s); nothing to do",
                  cfg.run_id, st.step, st.export_path)
+        current_monitor().training_step(st.step)
+        current_monitor().state(SUCCEEDED)
         _cleanup(cfg, env)
         return 0
     check_data(cfg, may_download=True)
@@ -190,7 +200,17 @@ def run_chief(cfg: TrainConfig, task: Task, env: Mapping[str, str], shutdown: Sh
         raise
     log.info("training Succeeded at step %d", step)
     _cleanup(cfg, env)
+    linger_with_final_metrics(shutdown)
     return 0
+
+
+def linger_with_final_metrics(shutdown: Shutdown) -> None:
+    """Keep serving the final metrics (state Succeeded) for TFD_METRICS_LINGER_SECONDS so that a
+    scrape records the last step; SIGTERM/SIGINT ends the wait at once (the run has succeeded:
+    the exit code stays 0). Nothing to do without a metrics server."""
+    with shutdown.deferred():
+        shutdown.phase = "serving the final metrics"
+        current_monitor().linger(shutdown.wait)
 
 
 def run_sync_worker(cfg: TrainConfig, task: Task, shutdown: Shutdown) -> int:
@@ -212,6 +232,7 @@ def run_sync_worker(cfg: TrainConfig, task: Task, shutdown: Shutdown) -> int:
 
     data = load_data(cfg, may_download=False)
     run_sync(cfg, task, data, None, shutdown)
+    current_monitor().server_up(False)
     then = "exiting" if cfg.exit_when_done else "idling until SIGTERM (a StatefulSet pod must not exit)"
     log.info("%s finished its steps; waiting for the chief to report success, then %s", task.name, then)
     with shutdown.deferred():
@@ -234,7 +255,9 @@ def run_evaluator_role(cfg: TrainConfig, shutdown: Shutdown) -> int:
     from trainer.evaluator import run_evaluator
 
     data = load_data(cfg, may_download=False)
+    current_monitor().server_up(True)
     run_evaluator(cfg, data)
+    current_monitor().server_up(False)
     return 0
 
 
@@ -253,6 +276,7 @@ def dispatch(cfg: TrainConfig, task: Task, env: Mapping[str, str] | None = None)
     one line and propagates Interrupted (exit code 128 + the signal number)."""
     env = os.environ if env is None else env
     shutdown = install(cfg.shutdown_grace_seconds)
+    install_monitor(cfg, task, env)
     log.info("role %s, strategy %s, run %s, storage %s (cluster from %s)", task.name,
              cfg.strategy, cfg.run_id, cfg.storage_root, task.source)
     try:

@@ -7,6 +7,7 @@ first training run. It checks, in this order and with one line each:
 * ``tf.summary`` writes an event file (it needs the ``tensorboard`` package since TF 2.21's wheel
   no longer depends on it) and TensorBoard's own reader loads the scalar back;
 * the offline ``digits`` data set loads (scikit-learn and its dependencies, joblib's cloudpickle);
+* prometheus_client renders the trainer's metrics (TFD_METRICS_PORT, trainer.monitoring);
 * every trainer module imports;
 * the GPU boundary: CUDA support compiled in and the GPUs TensorFlow sees (``--require-gpu`` fails
   when it sees none; without it the count is only reported, so a GPU image can be checked on CPU).
@@ -62,6 +63,18 @@ def _digits() -> str:
     return "digits data set (1797 images)"
 
 
+def _metrics() -> str:
+    from importlib.metadata import version
+
+    from prometheus_client import CollectorRegistry, Gauge, generate_latest
+
+    registry = CollectorRegistry()
+    Gauge("tfd_selfcheck", "selfcheck", registry=registry).set(1)
+    if b"tfd_selfcheck 1.0" not in generate_latest(registry):
+        raise RuntimeError("prometheus_client did not render a gauge")
+    return f"prometheus_client {version('prometheus_client')}"
+
+
 def _trainer_modules() -> str:
     import trainer
 
@@ -94,6 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("tensorflow", _tensorflow),
         ("summaries", _summaries),
         ("data", _digits),
+        ("metrics", _metrics),
         ("trainer", _trainer_modules),
         ("gpu", _gpu(args.require_gpu)),
     ]

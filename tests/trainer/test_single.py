@@ -81,6 +81,7 @@ def test_the_export_gate(procs: Procs, tmp_path: Path, gate: str) -> None:
     """--export-min-accuracy: a run whose held-out accuracy reaches the gate exports a version; one
     that does not still Succeeds, exports nothing, and status.json says why."""
     root = tmp_path / "data"
+    (root / "export" / "mnist" / "4").mkdir(parents=True)  # an earlier run's version: status lists it too
     chief = procs.trainer("gate", ["--strategy=single_device", *COMMON, f"--storage-root={root}",
                                    "--train-steps=60", "--checkpoint-every-steps=60", "--cleanup=keep",
                                    f"--export-min-accuracy={gate}"])  # fmt: skip
@@ -91,7 +92,9 @@ def test_the_export_gate(procs: Procs, tmp_path: Path, gate: str) -> None:
     exported = sorted((root / "export" / "mnist").glob("*/saved_model.pb"))
     if reached >= float(gate):
         assert gate == "0.5" and len(exported) == 1 and st["export_path"] == str(exported[0].parent), st
+        assert exported[0].parent.name == "5" and st["exported_versions"] == [4, 5], st
     else:
         assert gate == "0.999" and exported == [] and st["export_path"] is None, st
+        assert st["exported_versions"] == [4], st
         assert f"held-out accuracy {reached:.4f} below the export threshold 0.9990: not exported" in st["message"]
         assert "no SavedModel exported" in chief.output()
