@@ -49,7 +49,7 @@ def test_image_requirements_are_one_pinned_closure_matching_the_project_pins() -
     assert all(re.fullmatch(r"\d[\w.]*", version) for version in pins.values()), pins
     assert pins["tensorflow"] == _pyproject_tf_pin()
     project = (REPO / "pyproject.toml").read_text()
-    for name in ("tensorboard", "scikit-learn"):
+    for name in ("tensorboard", "scikit-learn", "prometheus_client"):
         assert f'"{name}=={pins[name]}"' in project, f"{name}: image and pyproject.toml pins differ"
 
 
