@@ -198,6 +198,50 @@ EGRESS_RULE: Schema = {
     },
 }
 
+# A Prometheus duration as the Prometheus Operator's CRDs spell it (30s, 1m30s, 2h); empty = not set.
+DURATION = r"^(|0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
+PROMETHEUS_LABEL_NAME = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
+# The Prometheus Operator's RelabelConfig (monitoring.coreos.com/v1), its fields as its CRDs declare them.
+RELABEL_CONFIG: Schema = {
+    "type": "object",
+    "additionalProperties": False,
+    "description": "A Prometheus Operator RelabelConfig",
+    "properties": {
+        "action": {
+            "type": "string",
+            "enum": [
+                "replace", "Replace", "keep", "Keep", "drop", "Drop",
+                "hashmod", "HashMod", "labelmap", "LabelMap", "labeldrop", "LabelDrop",
+                "labelkeep", "LabelKeep", "lowercase", "Lowercase", "uppercase", "Uppercase",
+                "keepequal", "KeepEqual", "dropequal", "DropEqual",
+            ],
+            "description": "Relabel action (default replace)",
+        },
+        "sourceLabels": {
+            "type": "array",
+            "items": {"type": "string", "pattern": PROMETHEUS_LABEL_NAME},
+            "description": "Labels whose values are joined with separator and matched against regex",
+        },
+        "separator": {"type": "string", "description": "Separator of the joined source label values (default ;)"},
+        "targetLabel": {"type": "string", "description": "Label the result is written to"},
+        "regex": {"type": "string", "description": "Regular expression matched against the joined values"},
+        "modulus": {"type": "integer", "minimum": 0, "description": "Modulus of the hash (action hashmod)"},
+        "replacement": {"type": "string", "description": "Replacement value, with regex groups as $1"},
+    },
+}
+MONITOR_NAMESPACE_SELECTOR: Schema = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "any": {"type": "boolean", "description": "Every namespace"},
+        "matchNames": {
+            "type": "array",
+            "items": {"type": "string", "pattern": DNS_LABEL, "maxLength": 63},
+            "description": "Names of the namespaces",
+        },
+    },
+}
+
 # Ordered (glob over the dotted key path, schema fragment). The first match wins. Keys of a
 # fragment are merged over the inferred type; "description" always comes from values.yaml.
 RULES: list[tuple[str, Schema]] = [
@@ -527,6 +571,19 @@ RULES: list[tuple[str, Schema]] = [
     ("networkPolicy.egress.apiServer.ports", {"type": "array", "minItems": 1, "uniqueItems": True, "items": PORT}),
     ("networkPolicy.egress.extraRules", {"type": "array", "items": EGRESS_RULE}),
     ("tests.timeoutSeconds", {"type": "integer", "minimum": 10, "maximum": 86400}),
+    ("metrics.port", PORT),
+    ("metrics.lingerSeconds", {"type": "integer", "minimum": 0, "maximum": 3600}),
+    ("metrics.scraper.namespaceSelector", {**LABEL_SELECTOR, "type": ["object", "null"]}),
+    ("metrics.scraper.podSelector", LABEL_SELECTOR),
+    ("metrics.*Monitor.namespace", {"type": "string", "pattern": either_empty(DNS_LABEL), "maxLength": 63}),
+    ("metrics.*Monitor.labels", string_map(LABEL_VALUE, LABEL_KEY)),
+    ("metrics.*Monitor.annotations", string_map(None, LABEL_KEY)),
+    ("metrics.*Monitor.interval", {"type": "string", "pattern": DURATION}),
+    ("metrics.*Monitor.scrapeTimeout", {"type": "string", "pattern": DURATION}),
+    ("metrics.*Monitor.namespaceSelector", MONITOR_NAMESPACE_SELECTOR),
+    ("metrics.*Monitor.relabelings", {"type": "array", "items": RELABEL_CONFIG}),
+    ("metrics.*Monitor.metricRelabelings", {"type": "array", "items": RELABEL_CONFIG}),
+    ("serving.metrics.path", {"type": "string", "pattern": URL_PATH, "maxLength": 256}),
 ]
 
 # Objects that only group other keys: they get a description here (no @param line of their own).
@@ -550,6 +607,11 @@ GROUP_DESCRIPTIONS = {
     "networkPolicy.egress.apiServer": "The API server, reached by the supervisor",
     "networkPolicy.egress.download": "HTTPS reached by the chief for training.download",
     "tests": "The `helm test` Job",
+    "metrics": "Prometheus metrics of the TensorFlow pods, and the ServiceMonitor / PodMonitor that scrape them",
+    "metrics.scraper": "The Prometheus admitted by the NetworkPolicies to the metrics ports",
+    "metrics.serviceMonitor": "A Prometheus Operator ServiceMonitor (through the TensorFlow roles' headless Services)",
+    "metrics.podMonitor": "A Prometheus Operator PodMonitor (selects the TensorFlow and Serving pods directly)",
+    "serving.metrics": "TensorFlow Serving's Prometheus metrics, on its REST port (its monitoring config file)",
     "scheduling": "How the TensorFlow pods are scheduled and admitted",
     "scheduling.gang": "Gang scheduling of the TensorFlow pods (one PodGroup for all of them)",
     "scheduling.kueue": "Kueue admission of the TensorFlow pods (one plain-pod group for all of them)",

@@ -421,6 +421,68 @@ def serving_ports_differ(v: dict[str, Any]) -> Iterator[Problem]:
         )
 
 
+# -- Prometheus metrics: the twin of the metrics block of validateValues ------------------------------
+
+MONITOR_KINDS = {"serviceMonitor": "ServiceMonitor", "podMonitor": "PodMonitor"}
+#: metrics.port's default, the first port the fix of a clash proposes.
+DEFAULT_METRICS_PORT = 9464
+
+
+@rule
+def monitors_have_targets(v: dict[str, Any]) -> Iterator[Problem]:
+    if get(v, "metrics.enabled") is True or get(v, "serving.metrics.enabled") is True:
+        return
+    for key, kind in MONITOR_KINDS.items():
+        if get(v, f"metrics.{key}.enabled") is True:
+            yield Problem(
+                f"metrics.{key}.enabled",
+                f"the {kind} scrapes the TensorFlow pods (metrics.enabled) and TensorFlow Serving "
+                "(serving.metrics.enabled), and both are off, so it would scrape nothing",
+                True,
+                "--set metrics.enabled=true (or --set serving.metrics.enabled=true, "
+                f"or --set metrics.{key}.enabled=false)",
+            )
+
+
+@rule
+def serving_metrics_need_serving(v: dict[str, Any]) -> Iterator[Problem]:
+    if get(v, "serving.metrics.enabled") is True and get(v, "serving.enabled") is False:
+        yield Problem(
+            "serving.metrics.enabled",
+            "TensorFlow Serving's metrics need TensorFlow Serving",
+            True,
+            "--set serving.enabled=true (or --set serving.metrics.enabled=false)",
+        )
+
+
+def grpc_roles(v: dict[str, Any]) -> list[str]:
+    """The TensorFlow roles that run a gRPC server (port <role>.service.port), in the chart's order."""
+    return [role for role, _ in claim_pods(v) if role in (PS, WORKER, CHIEF)]
+
+
+@rule
+def metrics_port_is_free(v: dict[str, Any]) -> Iterator[Problem]:
+    """The metrics server and the TensorFlow server share a container: their ports must differ."""
+    port = integer(get(v, "metrics.port"))
+    if get(v, "metrics.enabled") is not True or port is None:
+        return
+    ports = {role: integer(get(v, f"{role}.service.port")) for role in grpc_roles(v)}
+    taken = [role for role, grpc in ports.items() if grpc == port]
+    if not taken:
+        return
+    free = DEFAULT_METRICS_PORT
+    for _ in range(20):
+        if free in ports.values():
+            free += 1
+    yield Problem(
+        "metrics.port",
+        f"{port} is also the TensorFlow gRPC port (<role>.service.port) of {', '.join(taken)}; the metrics "
+        "server and the TensorFlow server of one container cannot both listen on it",
+        port,
+        f"--set metrics.port={free}",
+    )
+
+
 @rule
 def ingress_needs_its_component(v: dict[str, Any]) -> Iterator[Problem]:
     if get(v, "tensorboard.ingress.enabled") is True and get(v, "tensorboard.enabled") is False:

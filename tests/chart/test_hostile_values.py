@@ -98,6 +98,22 @@ def component_base(role: str) -> dict[str, Any]:
     }
 
 
+def monitor_base() -> dict[str, Any]:
+    relabel = {"sourceLabels": ["__name__"], "separator": ";", "targetLabel": "series", "regex": "tfd_(.*)",
+               "replacement": "$1", "action": "replace"}
+    return {
+        "enabled": True,
+        "namespace": "monitoring",
+        "labels": {"release": "kps"},
+        "annotations": {"note": "a"},
+        "interval": "30s",
+        "scrapeTimeout": "10s",
+        "namespaceSelector": {"matchNames": ["ml-training"]},
+        "relabelings": [relabel],
+        "metricRelabelings": [relabel],
+    }
+
+
 # Values that make the chart render every string key (ingresses, evaluator, GPUs, every list non-empty).
 BASE: dict[str, Any] = {
     "global": {"imageRegistry": "mirror.example.com", "imagePullSecrets": ["regcred"], "parentKey": "x"},
@@ -126,6 +142,7 @@ BASE: dict[str, Any] = {
     "serving": {
         **component_base("serving"),
         "image": {"registry": "docker.io", "repository": "tensorflow/serving", "tag": "2.21.0"},
+        "metrics": {"enabled": True, "path": "/metrics/tf"},
         "ingress": {
             "enabled": True,
             "className": "nginx",
@@ -143,6 +160,12 @@ BASE: dict[str, Any] = {
         "priorityClassName": "system",
     },
     "serviceAccount": {"name": "trainer", "annotations": {"iam": "role"}},
+    "metrics": {
+        "enabled": True,
+        "scraper": {"namespaceSelector": SELECTOR, "podSelector": SELECTOR},
+        "serviceMonitor": monitor_base(),
+        "podMonitor": monitor_base(),
+    },
     "networkPolicy": {
         "clientPodSelector": SELECTOR,
         "clientNamespaceSelector": SELECTOR,

@@ -11,6 +11,7 @@ The chart's named templates ("tf-distributed.*"), one file per concern:
   _scheduling.tpl  isTfComponent, tfPodCount, gangName, tfSchedulerName, gangPodMetadata
   _quantities.tpl  quantityText, quantityKey
   _tf_workloads.tpl  tfHeadlessService, tfStatefulSet, tfJob;  _ingress.tpl  ingress
+  _metrics.tpl     serviceMonitorScrapesTf, servingMetricsEnabled, monitoredComponents, monitor, scraperRule
   _validate.tpl    validateValues
 Calling convention: a helper that needs only the root context takes it as is
   include "tf-distributed.fullname" .

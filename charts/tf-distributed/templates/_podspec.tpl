@@ -194,14 +194,28 @@ Usage: include "tf-distributed.tfContainer" (dict "context" $ "role" "worker" "c
     - name: NVIDIA_VISIBLE_DEVICES
       value: void
     {{- end }}
+    {{- if $root.Values.metrics.enabled }}
+    # metrics.enabled: the trainer serves Prometheus metrics (/metrics) on this port
+    - name: TFD_METRICS_PORT
+      value: {{ int $root.Values.metrics.port | quote }}
+    - name: TFD_METRICS_LINGER_SECONDS
+      value: {{ int $root.Values.metrics.lingerSeconds | quote }}
+    {{- end }}
     {{- with $c.extraEnv }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
-  {{- if .port }}
+  {{- if or .port $root.Values.metrics.enabled }}
   ports:
+    {{- if .port }}
     - name: tf-grpc
       containerPort: {{ .port }}
       protocol: TCP
+    {{- end }}
+    {{- if $root.Values.metrics.enabled }}
+    - name: metrics
+      containerPort: {{ int $root.Values.metrics.port }}
+      protocol: TCP
+    {{- end }}
   {{- end }}
   {{- if .probes }}
   readinessProbe:

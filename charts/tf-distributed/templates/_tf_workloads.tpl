@@ -4,11 +4,18 @@ headless Services; chief and evaluator are Jobs. One definition each, so every r
 same way.
 */}}
 
-{{/* Headless Service giving every task of a role a stable DNS name. Usage: include "tf-distributed.tfHeadlessService" (dict "context" $ "role" "worker") */}}
+{{/*
+Headless Service giving every task of a role a stable DNS name. While a ServiceMonitor scrapes the
+TensorFlow pods (tf-distributed.serviceMonitorScrapesTf) it lists the metrics port too: Services
+select one role each (name + instance + component), so each role's own Service carries it. The
+evaluator needs no DNS name: it gets a Service only for that (no gRPC port).
+Usage: include "tf-distributed.tfHeadlessService" (dict "context" $ "role" "worker")
+*/}}
 {{- define "tf-distributed.tfHeadlessService" -}}
 {{- $root := .context -}}
 {{- $role := .role -}}
 {{- $c := index $root.Values $role -}}
+{{- $grpc := ne $role "evaluator" -}}
 apiVersion: v1
 kind: Service
 metadata:
@@ -21,10 +28,18 @@ spec:
   selector:
     {{- include "tf-distributed.selectorLabels" (dict "context" $root "role" $role) | nindent 4 }}
   ports:
+    {{- if $grpc }}
     - name: tf-grpc
       port: {{ $c.service.port }}
       targetPort: tf-grpc
       protocol: TCP
+    {{- end }}
+    {{- if include "tf-distributed.serviceMonitorScrapesTf" $root }}
+    - name: metrics
+      port: {{ int $root.Values.metrics.port }}
+      targetPort: metrics
+      protocol: TCP
+    {{- end }}
 {{- end -}}
 
 {{/* ps / worker StatefulSet. Usage: include "tf-distributed.tfStatefulSet" (dict "context" $ "role" "worker") */}}

@@ -110,6 +110,31 @@ once with all of them, each with the --set that fixes it.
 {{- $problems = append $problems (printf "serving.service.grpcPort: equals serving.service.restPort (%d). Fix: --set serving.service.grpcPort=8500 --set serving.service.restPort=8501" (int $v.serving.service.restPort)) -}}
 {{- end -}}
 
+{{- /* Prometheus metrics (the twins of rules.py monitors_have_targets, serving_metrics_need_serving, metrics_port_is_free). */ -}}
+{{- range $kind := list "serviceMonitor" "podMonitor" -}}
+{{- if and (index $v.metrics $kind).enabled (not $v.metrics.enabled) (not $v.serving.metrics.enabled) -}}
+{{- $problems = append $problems (printf "metrics.%s.enabled: the %s scrapes the TensorFlow pods (metrics.enabled) and TensorFlow Serving (serving.metrics.enabled), and both are off, so it would scrape nothing. Fix: --set metrics.enabled=true (or --set serving.metrics.enabled=true, or --set metrics.%s.enabled=false)" $kind (index (dict "serviceMonitor" "ServiceMonitor" "podMonitor" "PodMonitor") $kind) $kind) -}}
+{{- end -}}
+{{- end -}}
+{{- if and $v.serving.metrics.enabled (not $v.serving.enabled) -}}
+{{- $problems = append $problems "serving.metrics.enabled: TensorFlow Serving's metrics need TensorFlow Serving. Fix: --set serving.enabled=true (or --set serving.metrics.enabled=false)" -}}
+{{- end -}}
+{{- if $v.metrics.enabled -}}
+{{- $taken := list -}}
+{{- $grpcPorts := list -}}
+{{- range $role := include "tf-distributed.tfRoles" . | fromJsonArray -}}
+{{- if ne $role "evaluator" -}}
+{{- $port := int (index $v $role).service.port -}}
+{{- $grpcPorts = append $grpcPorts $port -}}
+{{- if eq $port (int $v.metrics.port) }}{{ $taken = append $taken $role }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- if $taken -}}
+{{- $free := 9464 -}}
+{{- range until 20 }}{{ if has $free $grpcPorts }}{{ $free = add $free 1 | int }}{{ end }}{{ end -}}
+{{- $problems = append $problems (printf "metrics.port: %d is also the TensorFlow gRPC port (<role>.service.port) of %s; the metrics server and the TensorFlow server of one container cannot both listen on it. Fix: --set metrics.port=%d" (int $v.metrics.port) (join ", " $taken) $free) -}}
+{{- end -}}
+{{- end -}}
 
 {{- if and $v.tensorboard.ingress.enabled (not $v.tensorboard.enabled) -}}
 {{- $problems = append $problems "tensorboard.ingress.enabled: the Ingress needs TensorBoard. Fix: --set tensorboard.enabled=true (or --set tensorboard.ingress.enabled=false)" -}}
