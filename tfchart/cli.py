@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tfchart.errors import TfchartError, ValidationFailed
+from tfchart.errors import TfchartError
 from tfchart.messages import show_error
 from tfchart.options import (
     REPO_CHART,
@@ -66,7 +66,7 @@ def validate(settings: Settings, values: ValuesInputs, output: str) -> None:
     for warning in report.warnings:
         click.secho(f"warning: {warning}", fg="yellow", err=True)
     if not report.valid:
-        raise ValidationFailed(report.problems)
+        raise report.failure()
     click.secho(f"✓ valid: {', '.join(report.inputs) or 'chart defaults'}", fg="green")
     for note in report.notes:
         click.echo(note)

@@ -7,17 +7,22 @@ import click
 from tfchart.errors import Problem, TfchartError, ValidationFailed
 
 
-def print_problems(problems: list[Problem]) -> None:
-    """Every problem: where it came from, the key path, what is wrong, and the fix to copy."""
+def print_problems(problems: list[Problem], title: str = "") -> None:
+    """Every problem: where it came from, the key path, what is wrong (and the policy rule it breaks),
+    and the fix to copy. `title` heads the list (default: N problems in values)."""
     from rich.console import Console
     from rich.markup import escape
 
     console = Console(stderr=True, highlight=False)
     count = len(problems)
-    console.print(f"[bold red]✗ {count} problem{'s' if count != 1 else ''} in values[/]")
+    console.print(f"[bold red]✗ {escape(title or f'{count} problem' + ('s' if count != 1 else '') + ' in values')}[/]")
     for problem in problems:
         where = problem.location or "chart default"
-        console.print(f"  [cyan]{escape(where)}[/]  [bold]{escape(problem.path)}[/]: {escape(problem.message)}")
+        rule = getattr(problem, "rule", "")
+        broken = f"  [magenta](rule {escape(rule)})[/]" if rule else ""
+        console.print(
+            f"  [cyan]{escape(where)}[/]  [bold]{escape(problem.path)}[/]: {escape(problem.message)}{broken}"
+        )
         if problem.fix:
             console.print(f"      fix: [green]{escape(problem.fix)}[/]")
 
@@ -25,7 +30,7 @@ def print_problems(problems: list[Problem]) -> None:
 def show_error(error: TfchartError, debug: bool) -> None:
     """The error on stderr: every values problem, or one line with its hint (and the traceback with --debug)."""
     if isinstance(error, ValidationFailed):
-        print_problems(error.problems)
+        print_problems(error.problems, error.message)
     else:
         click.secho(f"error: {error.message}", fg="red", err=True)
         if error.hint:

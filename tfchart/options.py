@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import click
 
-from tfchart.errors import UsageError, ValidationFailed
+from tfchart.errors import UsageError
 
 REPO_CHART = Path(__file__).resolve().parent.parent / "charts" / "tf-distributed"
 F = TypeVar("F", bound=Callable[..., Any])
@@ -63,20 +63,22 @@ def ordered_sets(
 
 @dataclass(frozen=True)
 class ValuesInputs:
-    """-f files and the --set family as given."""
+    """-f files and the --set family as given, and the --policy file they must satisfy."""
 
     files: tuple[Path, ...]
     sets: list[tuple[str, str]]
+    policy: Path | None = None
 
     def read(self, settings: Settings) -> ValuesRun:
-        return ValuesRun(settings, self.files, self.sets)
+        return ValuesRun(settings, self.files, self.sets, self.policy)
 
     def validated(self, settings: Settings) -> Validated:
-        """Validates the inputs (each read once); refuses invalid values with every problem."""
+        """Validates the inputs (each read once); refuses invalid values, or values that break the
+        policy, with every problem."""
         run = self.read(settings)
         report = run.validate()
         if not report.valid:
-            raise ValidationFailed(report.problems)
+            raise report.failure()
         return Validated(run.helm_files(), run.helm_sets(), report.values)
 
 
@@ -99,13 +101,16 @@ class Validated:
 class ValuesRun:
     """The user's values inputs, each read once (helm's order), and the arguments helm gets for them."""
 
-    def __init__(self, settings: Settings, files: tuple[Path, ...], ordered: list[tuple[str, str]]) -> None:
+    def __init__(
+        self, settings: Settings, files: tuple[Path, ...], ordered: list[tuple[str, str]], policy: Path | None = None
+    ) -> None:
         from tfchart.inputs import Inputs
 
         self.settings = settings
         self.inputs = Inputs()
         self.sources = [self.inputs.read(str(file)) for file in files]
         self.sets = ordered
+        self.policy = policy
 
     def helm_major(self) -> int:
         from tfchart.helm import binary_major_version
@@ -113,9 +118,30 @@ class ValuesRun:
         return binary_major_version(self.settings.helm)
 
     def validate(self) -> Any:
+        """The validation report; with --policy, also the policy's violations (on valid values only:
+        the rules read a render of the chart, which needs valid values)."""
         from tfchart.validate import validate as run_validation
 
-        return run_validation(self.settings.chart, self.sources, self.sets, self.helm_major, self.inputs)
+        policy = None
+        if self.policy is not None:
+            from tfchart import policy as policies
+
+            policy = policies.load(self.policy)  # a broken policy file is an error whatever the values
+        report = run_validation(self.settings.chart, self.sources, self.sets, self.helm_major, self.inputs)
+        if policy is None:
+            return report
+        report.policy_file = policy.file
+        if not report.valid:
+            report.warnings.append(f"policy {policy.file} not checked: fix the values first")
+            return report
+        rendered = Validated(self.helm_files(), self.helm_sets(), report.values)
+        docs = rendered.manifests(self.settings, "policy", "default")  # the rules read no release name
+        report.violations = list(policies.check_values(policy, report.values, report.located, docs))
+        report.policy_checked = True
+        if not report.violations:
+            count = len(policy.names)
+            report.notes.append(f"policy {policy.file}: {count} rule{'s' if count != 1 else ''} passed")
+        return report
 
     def helm_files(self) -> list[str]:
         """What helm reads for each -f: the file itself, or tfchart's private copy of a pipe or stdin."""
@@ -172,12 +198,17 @@ def values_inputs(more: bool = True) -> Callable[[F], F]:
     def decorate(function: F) -> F:
         @functools.wraps(function)
         def command(*args: Any, files: tuple[Path, ...], sets: tuple[str, ...], set_strings: tuple[str, ...],
-                    set_jsons: tuple[str, ...] = (), set_files: tuple[str, ...] = (), **kwargs: Any) -> Any:
+                    set_jsons: tuple[str, ...] = (), set_files: tuple[str, ...] = (), policy: Path | None = None,
+                    **kwargs: Any) -> Any:
             ordered = ordered_sets(sets, set_strings, set_jsons, set_files)
-            return function(*args, values=ValuesInputs(tuple(files), ordered), **kwargs)
+            return function(*args, values=ValuesInputs(tuple(files), ordered, policy), **kwargs)
 
         wrapped: Any = command
         if more:
+            wrapped = _option(wrapped, "--policy", "policy", type=click.Path(path_type=Path, dir_okay=False),
+                              default=None, metavar="FILE",
+                              help="A platform team's policy file: refuse values that break its rules (GPUs, "
+                                   "images, priority class, queue, NetworkPolicy, downloads, storage, placement).")
             wrapped = _option(wrapped, "--set-file", "set_files", multiple=True, metavar="KEY=PATH",
                               help="Set values to the content of files (helm's --set-file; `-` is standard input).")
             wrapped = _option(wrapped, "--set-json", "set_jsons", multiple=True, metavar="KEY=JSON",

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tfchart import rules, schema
-from tfchart.errors import Problem
+from tfchart.errors import Problem, ValidationFailed
 from tfchart.goyaml import HelmMajor
 from tfchart.inputs import Inputs, Source
 from tfchart.values import Values, compute
@@ -35,10 +35,22 @@ class Report:
     problems: list[Problem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what valid values ask of the cluster (storage access mode)
+    located: Values | None = field(default=None, repr=False)  # where each value was set, for later checks
+    policy_file: str = ""  # --policy FILE, when one was given (tfchart.policy)
+    policy_checked: bool = False  # the values were valid, so the policy's rules ran on them
+    violations: list[Problem] = field(default_factory=list)  # tfchart.policy.Violation, each with its rule
 
     @property
     def valid(self) -> bool:
-        return not self.problems
+        return not self.problems and not self.violations
+
+    def failure(self) -> ValidationFailed:
+        """The error that lists what is wrong: the values' problems, else the policy's violations."""
+        if self.problems:
+            return ValidationFailed(self.problems)
+        from tfchart.policy import PolicyViolations
+
+        return PolicyViolations(self.violations, self.policy_file)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -57,6 +69,26 @@ class Report:
             ],
             "warnings": self.warnings,
             "notes": self.notes,
+            **({"policy": self.policy_dict()} if self.policy_file else {}),
+        }
+
+    def policy_dict(self) -> dict[str, Any]:
+        """The `policy` section of the JSON report: each violation with its rule, key, file:line and fix."""
+        return {
+            "file": self.policy_file,
+            "checked": self.policy_checked,
+            "violations": [
+                {
+                    "rule": getattr(v, "rule", ""),
+                    "path": v.path,
+                    "message": v.message,
+                    "value": v.value,
+                    "fix": v.fix,
+                    "file": v.file or None,
+                    "line": v.line,
+                }
+                for v in self.violations
+            ],
         }
 
 
@@ -89,7 +121,7 @@ def validate(
     """
     values = compute(chart / "values.yaml", files, sets, helm_major, inputs)
     inputs_shown = values.user_files + [f"{flag} {arg}" for flag, arg in sets]
-    report = Report(inputs_shown, values.data, list(values.load_problems))
+    report = Report(inputs_shown, values.data, list(values.load_problems), located=values)
     for file in values.empty_files:
         report.warnings.append(f"{file}: the file is empty, it sets nothing (helm accepts it as {{}})")
     checked = bounded(values.data, CHECK_DEPTH)
