@@ -122,12 +122,18 @@ class ValuesRun:
         the rules read a render of the chart, which needs valid values)."""
         from tfchart.validate import validate as run_validation
 
-        policy = None
-        if self.policy is not None:
-            from tfchart import policy as policies
+        from tfchart import policy as policies
 
-            policy = policies.load(self.policy)  # a broken policy file is an error whatever the values
+        policy, broken = None, None
+        if self.policy is not None:
+            try:
+                policy = policies.load(self.policy)
+            except policies.PolicyFileInvalid as error:  # an error whatever the values; -o json lists it too
+                broken = error
         report = run_validation(self.settings.chart, self.sources, self.sets, self.helm_major, self.inputs)
+        if broken is not None:
+            report.policy_file, report.policy_problems = broken.policy_file, list(broken.problems)
+            return report
         if policy is None:
             return report
         report.policy_file = policy.file

@@ -39,17 +39,21 @@ class Report:
     policy_file: str = ""  # --policy FILE, when one was given (tfchart.policy)
     policy_checked: bool = False  # the values were valid, so the policy's rules ran on them
     violations: list[Problem] = field(default_factory=list)  # tfchart.policy.Violation, each with its rule
+    policy_problems: list[Problem] = field(default_factory=list)  # the policy file itself is broken
 
     @property
     def valid(self) -> bool:
-        return not self.problems and not self.violations
+        return not self.problems and not self.violations and not self.policy_problems
 
     def failure(self) -> ValidationFailed:
-        """The error that lists what is wrong: the values' problems, else the policy's violations."""
+        """The error that lists what is wrong: a broken policy file, else the values' problems, else
+        the policy's violations."""
+        from tfchart.policy import PolicyFileInvalid, PolicyViolations
+
+        if self.policy_problems:
+            return PolicyFileInvalid(self.policy_problems, self.policy_file)
         if self.problems:
             return ValidationFailed(self.problems)
-        from tfchart.policy import PolicyViolations
-
         return PolicyViolations(self.violations, self.policy_file)
 
     def as_dict(self) -> dict[str, Any]:
@@ -77,6 +81,10 @@ class Report:
         return {
             "file": self.policy_file,
             "checked": self.policy_checked,
+            "problems": [  # of the policy file itself (then nothing was checked)
+                {"path": p.path, "message": p.message, "fix": p.fix, "file": p.file or None, "line": p.line}
+                for p in self.policy_problems
+            ],
             "violations": [
                 {
                     "rule": getattr(v, "rule", ""),

@@ -88,6 +88,10 @@ def test_a_bad_policy_file_is_an_error_with_its_line(bad: Path) -> None:
     assert f"problem in policy file {rel(bad)}" in result.stderr or "problems in policy file" in result.stderr
     assert f"{rel(bad)}:{expect.group(1)}  " in result.stderr, result.stderr
     assert expect.group(2) in result.stderr, result.stderr
+    code, document = report("--policy", rel(bad))  # --output json lists the same problems, as JSON
+    assert code == 1 and document["valid"] is False and document["policy"]["checked"] is False
+    assert [(p["file"], p["line"]) for p in document["policy"]["problems"]][0] == (rel(bad), int(expect.group(1)))
+    assert any(expect.group(2) in p["message"] + " " + p["fix"] for p in document["policy"]["problems"])
 
 
 def test_a_typo_names_the_valid_rules_and_the_closest() -> None:
