@@ -120,9 +120,8 @@ class ValuesRun:
     def validate(self) -> Any:
         """The validation report; with --policy, also the policy's violations (on valid values only:
         the rules read a render of the chart, which needs valid values)."""
-        from tfchart.validate import validate as run_validation
-
         from tfchart import policy as policies
+        from tfchart.validate import validate as run_validation
 
         policy, broken = None, None
         if self.policy is not None:
