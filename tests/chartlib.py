@@ -141,5 +141,22 @@ def env_of(container: dict[str, Any]) -> dict[str, Any]:
     return {item["name"]: item.get("value", item.get("valueFrom")) for item in container.get("env", [])}
 
 
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A Kubernetes label selector (matchLabels, matchExpressions) matches these labels."""
+    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    for expression in selector.get("matchExpressions", []):
+        value = labels.get(expression["key"])
+        if expression["operator"] == "In" and value not in expression["values"]:
+            return False
+        if expression["operator"] == "NotIn" and value in expression["values"]:
+            return False
+        if expression["operator"] == "Exists" and value is None:
+            return False
+        if expression["operator"] == "DoesNotExist" and value is not None:
+            return False
+    return True
+
+
 def load_yaml(path: Path) -> Any:
     return yaml.safe_load(path.read_text())

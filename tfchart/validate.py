@@ -60,17 +60,7 @@ class Report:
         return {
             "valid": self.valid,
             "inputs": self.inputs,
-            "problems": [
-                {
-                    "path": p.path,
-                    "message": p.message,
-                    "value": p.value,
-                    "fix": p.fix,
-                    "file": p.file or None,
-                    "line": p.line,
-                }
-                for p in self.problems
-            ],
+            "problems": [problem_dict(p) for p in self.problems],
             "warnings": self.warnings,
             "notes": self.notes,
             **({"policy": self.policy_dict()} if self.policy_file else {}),
@@ -81,23 +71,15 @@ class Report:
         return {
             "file": self.policy_file,
             "checked": self.policy_checked,
-            "problems": [  # of the policy file itself (then nothing was checked)
-                {"path": p.path, "message": p.message, "fix": p.fix, "file": p.file or None, "line": p.line}
-                for p in self.policy_problems
-            ],
-            "violations": [
-                {
-                    "rule": getattr(v, "rule", ""),
-                    "path": v.path,
-                    "message": v.message,
-                    "value": v.value,
-                    "fix": v.fix,
-                    "file": v.file or None,
-                    "line": v.line,
-                }
-                for v in self.violations
-            ],
+            "problems": [problem_dict(p) for p in self.policy_problems],  # of the policy file itself
+            "violations": [{"rule": getattr(v, "rule", ""), **problem_dict(v)} for v in self.violations],
         }
+
+
+def problem_dict(problem: Problem) -> dict[str, Any]:
+    """A problem in `--output json`: key path, what is wrong, the value, the fix, file and line."""
+    return {"path": problem.path, "message": problem.message, "value": problem.value, "fix": problem.fix,
+            "file": problem.file or None, "line": problem.line}
 
 
 def _keys(path: str) -> tuple[str, ...]:

@@ -23,6 +23,7 @@ from tests.chartlib import (
     pod_spec,
     pod_template,
     render,
+    selects,
     template,
     workloads,
 )
@@ -154,17 +155,6 @@ def monitor(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     [found] = by_kind(docs, kind)
     return found
 
-
-def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    if any(labels.get(key) != value for key, value in selector.get("matchLabels", {}).items()):
-        return False
-    for expression in selector.get("matchExpressions", []):
-        value = labels.get(expression["key"])
-        if expression["operator"] == "In" and value not in expression["values"]:
-            return False
-        if expression["operator"] == "NotIn" and value in expression["values"]:
-            return False
-    return True
 
 
 def in_namespaces(namespace_selector: dict[str, Any], namespace: str) -> bool:

@@ -22,6 +22,7 @@ from tests.chartlib import (
     pod_spec,
     pod_template,
     render,
+    selects,
     tool,
     values_files,
     workloads,
@@ -163,21 +164,6 @@ def test_every_container_meets_pod_security_restricted(values_file: Path) -> Non
     assert supervisor.endswith("-supervisor")
     assert projected[supervisor][0]["projected"]["sources"][0]["serviceAccountToken"]["expirationSeconds"] == 3607
 
-
-def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
-        return False
-    for expression in selector.get("matchExpressions", []):
-        value = labels.get(expression["key"])
-        if expression["operator"] == "In" and value not in expression["values"]:
-            return False
-        if expression["operator"] == "NotIn" and value in expression["values"]:
-            return False
-        if expression["operator"] == "Exists" and value is None:
-            return False
-        if expression["operator"] == "DoesNotExist" and value is not None:
-            return False
-    return True
 
 
 @pytest.mark.parametrize("values_file", [f for f in FILES if "single-device" not in f.name], ids=file_id)
