@@ -15,10 +15,12 @@ import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
 
 from tests.chartlib import (
+    CHART,
     CI_DIR,
     HELM_MAJORS,
     by_kind,
     env_of,
+    helm,
     named,
     pod_spec,
     pod_template,
@@ -402,3 +404,17 @@ def test_refusals_name_the_value_and_the_fix(sets: list[str], message: str) -> N
 
 def test_the_metrics_port_clash_concerns_only_roles_that_run() -> None:
     render(sets=[*ON, "metrics.port=2222", "training.strategy=mirrored", "chief.service.port=2223"])
+
+
+@pytest.mark.parametrize(("sets", "job"), [
+    ([], "mnist-tf-distributed-chief"),
+    (["training.strategy=multi_worker_mirrored", "chief.replicas=0"], "mnist-tf-distributed-worker"),
+])  # fmt: skip
+def test_the_notes_say_how_to_read_the_metrics(sets: list[str], job: str) -> None:
+    args = ["install", "mnist", str(CHART), "--dry-run=client", "-n", "team-a", "--set", "metrics.enabled=true"]
+    result = helm("4", *args, *[arg for s in sets for arg in ("--set", s)])
+    assert result.returncode == 0, result.stderr
+    assert f"kubectl -n team-a port-forward job/{job} 9464:9464\n" in result.stdout
+    assert "curl -s http://127.0.0.1:9464/metrics | grep ^tfd_" in result.stdout
+    quiet = helm("4", "install", "mnist", str(CHART), "--dry-run=client", "-n", "team-a")
+    assert quiet.returncode == 0 and "/metrics" not in quiet.stdout.split("NOTES:")[1]
