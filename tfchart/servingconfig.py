@@ -35,7 +35,7 @@ Message = list[tuple[str, "str | Message"]]
 def parse_text_proto(text: str) -> Message:
     """A text-format message as (field, value) pairs in order; a value is a scalar string or a message."""
     tokens = _tokens(text)
-    message, position = _message(tokens, 0, closing=None)
+    message, position = _message(tokens, 0, closing=None, depth=0)
     if position != len(tokens):
         raise ConfigSyntaxError(f"unexpected {tokens[position]!r}")
     return message
@@ -54,7 +54,13 @@ def _tokens(text: str) -> list[str]:
     return tokens
 
 
-def _message(tokens: list[str], position: int, closing: str | None) -> tuple[Message, int]:
+#: Deeper nesting than any model config has; refused rather than recursed into.
+MAX_DEPTH = 64
+
+
+def _message(tokens: list[str], position: int, closing: str | None, depth: int) -> tuple[Message, int]:
+    if depth > MAX_DEPTH:
+        raise ConfigSyntaxError(f"messages nested more than {MAX_DEPTH} deep")
     fields: Message = []
     while position < len(tokens):
         token = tokens[position]
@@ -71,14 +77,23 @@ def _message(tokens: list[str], position: int, closing: str | None) -> tuple[Mes
             position += 1
             after = tokens[position] if position < len(tokens) else ""
         if after in ("{", "<"):
-            nested, position = _message(tokens, position + 1, "}" if after == "{" else ">")
+            nested, position = _message(tokens, position + 1, "}" if after == "{" else ">", depth + 1)
             fields.append((token, nested))
-        elif after == "[":
+        elif after == "[":  # a list of scalars or of messages: the field repeated
             position += 1
             while position < len(tokens) and tokens[position] != "]":
-                if tokens[position] != ",":
-                    fields.append((token, _scalar(tokens[position])))
+                item = tokens[position]
+                if item in ("{", "<"):
+                    nested, position = _message(tokens, position + 1, "}" if item == "{" else ">", depth + 1)
+                    fields.append((token, nested))
+                    continue
+                if item in "}>:;[":
+                    raise ConfigSyntaxError(f"unexpected {item!r} in the list of {token!r}")
+                if item != ",":
+                    fields.append((token, _scalar(item)))
                 position += 1
+            if position >= len(tokens):
+                raise ConfigSyntaxError(f"missing ']' after the list of {token!r}")
             position += 1
         elif after and after not in "{}<>:;,[]":
             fields.append((token, _scalar(after)))
@@ -212,6 +227,6 @@ def serving_versions(config_map: str, text: str | None, model: str, exported: li
     policy = chosen.policy
     missing = sorted(set(policy.versions) - set(exported or ())) if policy.kind == "specific" else []
     if exported is None:
-        return ServingVersions(config_map, chosen.name, policy.describe(), None, None, missing=[],
-                               note="the exported versions are unknown (no tfd-status line in the chief's log)")
+        unknown = "the exported versions are unknown (no tfd-status line in the chief's log lists them)"
+        return ServingVersions(config_map, chosen.name, policy.describe(), None, None, note=unknown)
     return ServingVersions(config_map, chosen.name, policy.describe(), exported, policy.selects(exported), missing)

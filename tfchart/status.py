@@ -354,7 +354,7 @@ def progress_from_status(status: Status) -> Progress:
         accuracy=status.accuracy,
         examples_per_sec=status.examples_per_sec,
         export_path=status.export_path or None,
-        exported_versions=list(status.exported_versions),
+        exported_versions=None if status.exported_versions is None else list(status.exported_versions),
         model_name=status.model_name or None,
         started_at=status.started_at or None,
         updated_at=status.updated_at or None,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -187,8 +187,9 @@ class Status:
     run_id: str = ""
     model_name: str = ""
     dataset: str = ""
-    #: The integer SavedModel versions under the model's export directory (ascending), every run's.
-    exported_versions: list[int] = field(default_factory=list)
+    #: The integer SavedModel versions under the model's export directory (ascending), every run's;
+    #: None when the writer did not say (a document without the field), not "none exported".
+    exported_versions: list[int] | None = None
 
     def as_json(self, indent: int | None = None) -> str:
         separators = None if indent else (",", ":")
@@ -214,7 +215,9 @@ def status_from_document(document: object) -> Status | None:
     if not isinstance(status.step, int) or any(n is not None and not _is_number(n) for n in numbers):
         return None
     versions = status.exported_versions
-    if not isinstance(versions, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in versions):
+    if versions is not None and (
+        not isinstance(versions, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in versions)
+    ):
         return None
     return status
 

@@ -64,6 +64,7 @@ model_config_list {
 }""",
     'model_config_list: { config: { name: "a" base_path: "/x" model_version_policy: { latest: { } } } }',
     'model_config_list { config { name: "a" base_path: "/x" model_version_policy { all { } } } }  # trailing',
+    'model_config_list { config [ { name: "m" base_path: "/m" }, { name: "n" model_version_policy { all {} } } ] }',
     'model_config_list { config { name: "a\\"b" base_path: "/x" model_version_policy { specific { versions: 5 '
     "versions: 1 } } } }",
 ]
@@ -82,6 +83,8 @@ def test_hand_edited_configs_read_as_tf_serving_reads_them(text: str) -> None:
         "model_config_list { config { name: \"a } }",  # unterminated string
         "{ }",  # no field name
         "model_config_list { config { model_version_policy { latest { num_versions: two } } } }",
+        "model_config_list { config [ { name: \"m\" } }",  # an unclosed list
+        "model_config_list " + "{ config " * 200 + "}" * 200,  # deeper than any config: no RecursionError
     ],
 )
 def test_text_tf_serving_refuses_is_refused(text: str) -> None:

@@ -545,9 +545,14 @@ def test_a_pinned_version_never_exported_is_a_warning_with_the_fix() -> None:
 
 
 def test_versions_unknown_without_the_chiefs_report_and_no_configmap_read_without_serving() -> None:
-    older = collect(finished_release_with_versions((), None))  # a trainer that did not report them: []
-    assert older.serving is not None and older.serving.exported == []
-    assert re.search(r"Exported +no version yet", render_text(older))
+    older = collect(finished_release_with_versions((), None))  # a trainer that did not report them: unknown
+    assert older.serving is not None and older.serving.exported is None and older.serving.loaded is None
+    assert older.warnings == [] and "Exported" not in render_text(older)
+    assert re.search(r"Serving loads +mnist \(latest 1, mnist-tf-distributed-serving\); the exported versions are "
+                     r"unknown", render_text(older))
+    none_yet = collect(finished_release_with_versions((), []))
+    assert none_yet.serving is not None and none_yet.serving.loaded == []
+    assert re.search(r"Exported +no version yet", render_text(none_yet))
 
     cluster = kf.FakeCluster()
     docs = base_release(cluster, chief="complete", stateful_replicas=0)
