@@ -484,6 +484,51 @@ def metrics_port_is_free(v: dict[str, Any]) -> Iterator[Problem]:
 
 
 @rule
+def monitors_scrape_each_target_once(v: dict[str, Any]) -> Iterator[Problem]:
+    """Both monitors select the same pods (the ServiceMonitor through their Services): every target twice.
+    With nothing to scrape, monitors_have_targets says so instead."""
+    if get(v, "metrics.enabled") is not True and get(v, "serving.metrics.enabled") is not True:
+        return
+    if get(v, "metrics.serviceMonitor.enabled") is True and get(v, "metrics.podMonitor.enabled") is True:
+        yield Problem(
+            "metrics.podMonitor.enabled",
+            "metrics.serviceMonitor.enabled is on too, and both monitors scrape the same targets (the ServiceMonitor "
+            "through the pods' Services, the PodMonitor the pods directly), so Prometheus would scrape every target "
+            "twice: each series twice under two job labels, and sums doubled",
+            True,
+            "--set metrics.podMonitor.enabled=false (or --set metrics.serviceMonitor.enabled=false)",
+        )
+
+
+#: The flag the chart adds to TensorFlow Serving's own arguments with serving.metrics.enabled (serving/deployment.yaml).
+MONITORING_FLAG = "--monitoring_config_file"
+MONITORING_CONFIG = f"{MODEL_CONFIG_DIR}/monitoring.config"
+
+
+@rule
+def custom_serving_args_serve_metrics(v: dict[str, Any]) -> Iterator[Problem]:
+    """serving.args replaces the chart's arguments, --monitoring_config_file with them; serving.command alone
+    keeps them, and the flag in serving.command (a shell line) counts."""
+    args, command = get(v, "serving.args"), get(v, "serving.command")
+    if get(v, "serving.enabled") is not True or get(v, "serving.metrics.enabled") is not True:
+        return
+    if not isinstance(args, list) or not args:
+        return
+    given = [*(command if isinstance(command, list) else []), *args]
+    if any(isinstance(arg, str) and MONITORING_FLAG in arg for arg in given):
+        return
+    yield Problem(
+        "serving.args",
+        f"serving.metrics.enabled=true, but the chart adds {MONITORING_FLAG}={MONITORING_CONFIG} only to its own "
+        "arguments, which serving.args replaces, and neither serving.args nor serving.command has it, so TensorFlow "
+        "Serving would not serve serving.metrics.path and the monitors would scrape a 404",
+        args,
+        f"add {MONITORING_FLAG}={MONITORING_CONFIG} to serving.args (--set cannot append to a list: give the whole "
+        "list) (or --set serving.metrics.enabled=false)",
+    )
+
+
+@rule
 def ingress_needs_its_component(v: dict[str, Any]) -> Iterator[Problem]:
     if get(v, "tensorboard.ingress.enabled") is True and get(v, "tensorboard.enabled") is False:
         yield Problem(

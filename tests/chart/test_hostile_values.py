@@ -143,6 +143,8 @@ BASE: dict[str, Any] = {
         **component_base("serving"),
         "image": {"registry": "docker.io", "repository": "tensorflow/serving", "tag": "2.21.0"},
         "metrics": {"enabled": True, "path": "/metrics/tf"},
+        # custom args must name the monitoring config while serving.metrics is on
+        "args": ["--x", "--monitoring_config_file=/etc/tf-serving/monitoring.config"],
         "ingress": {
             "enabled": True,
             "className": "nginx",
@@ -164,7 +166,9 @@ BASE: dict[str, Any] = {
         "enabled": True,
         "scraper": {"namespaceSelector": SELECTOR, "podSelector": SELECTOR},
         "serviceMonitor": monitor_base(),
-        "podMonitor": monitor_base(),
+        # both monitors at once are refused (every target scraped twice): the PodMonitor's slots get
+        # their turn through masks()
+        "podMonitor": {**monitor_base(), "enabled": False},
     },
     "networkPolicy": {
         "clientPodSelector": SELECTOR,
@@ -306,9 +310,26 @@ class Case:
         return apply(unmasked(BASE, self.slot), self)
 
 
-def masks(slot: Slot) -> tuple[tuple[str, ...], ...]:
-    """BASE values that keep the slot from being rendered (BASE sets everything at once), to leave out."""
+@dataclass(frozen=True)
+class Switch:
+    """A BASE value set to another one for a slot (a mask that sets rather than leaves out)."""
+
+    path: tuple[str, ...]
+    value: Any
+
+
+Mask = tuple[str, ...] | Switch
+#: The PodMonitor renders only with the ServiceMonitor off.
+POD_MONITOR_TURN = (Switch(("metrics", "serviceMonitor", "enabled"), False),
+                    Switch(("metrics", "podMonitor", "enabled"), True))
+
+
+def masks(slot: Slot) -> tuple[Mask, ...]:
+    """BASE values that keep the slot from being rendered (BASE sets everything at once), to leave out
+    or switch."""
     dotted = slot.dotted
+    if dotted.startswith("metrics.podMonitor."):
+        return POD_MONITOR_TURN
     if dotted.endswith("image.registry"):
         return (("global", "imageRegistry"), ("chief", "image"))  # global.imageRegistry wins over every registry
     if dotted.startswith("image."):
@@ -318,13 +339,17 @@ def masks(slot: Slot) -> tuple[tuple[str, ...], ...]:
     return ()
 
 
-def without(base: dict[str, Any], paths: Iterable[tuple[str, ...]]) -> dict[str, Any]:
+def without(base: dict[str, Any], paths: Iterable[Mask]) -> dict[str, Any]:
     document = copy.deepcopy(base)
-    for path in paths:
+    for mask in paths:
+        path = mask.path if isinstance(mask, Switch) else mask
         node = document
         for part in path[:-1]:
             node = node[part]
-        node.pop(path[-1], None)
+        if isinstance(mask, Switch):
+            node[path[-1]] = mask.value
+        else:
+            node.pop(path[-1], None)
     return document
 
 
@@ -472,9 +497,13 @@ def walk(node: Any) -> Iterator[Any]:
 
 @cache
 def base_objects() -> frozenset[tuple[str, str]]:
-    result = helm_template("4", write(BASE, "base"))
-    assert result.returncode == 0, result.stderr
-    return frozenset(identity(doc) for doc in objects(result.stdout))
+    """The objects of BASE and of its masked variants (the PodMonitor's turn renders a PodMonitor)."""
+    found: set[tuple[str, str]] = set()
+    for mask in {(), *(masks(slot) for slot in SLOTS)}:
+        result = helm_template("4", write(without(BASE, mask), "base"))
+        assert result.returncode == 0, result.stderr
+        found |= {identity(doc) for doc in objects(result.stdout)}
+    return frozenset(found)
 
 
 # -- the tests -------------------------------------------------------------------------------------------
@@ -491,7 +520,7 @@ def test_base_renders_every_string_and_is_valid() -> None:
     """Each slot's example reaches the manifests of its case's document: injecting there tests the quoting."""
     report = validate(CHART, [write(BASE, "base")])
     assert report.valid, report.problems
-    rendered: dict[tuple[tuple[str, ...], ...], set[str]] = {}
+    rendered: dict[tuple[Mask, ...], set[str]] = {}
     for mask in {masks(slot) for slot in SLOTS}:
         result = helm_template("4", write(without(BASE, mask), "base-unmasked"))
         assert result.returncode == 0, result.stderr

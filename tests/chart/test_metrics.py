@@ -7,8 +7,10 @@ it). Every render is a real helm render."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +32,7 @@ from tests.chartlib import (
     workloads,
 )
 from tests.crds import crdlib
+from tfchart.validate import validate
 from tfdcontract import METRICS_LINGER_ENV, METRICS_PORT_ENV, METRICS_PORT_NAME
 
 PREFIX = "mnist-tf-distributed"
@@ -37,7 +40,8 @@ NAMESPACE = "ml-training"
 COMPONENT = "app.kubernetes.io/component"
 TF_ROLES = ("chief", "ps", "worker", "evaluator")
 ON = ["metrics.enabled=true"]
-MONITORS = ["metrics.serviceMonitor.enabled=true", "metrics.podMonitor.enabled=true"]
+#: One monitor at a time: both together scrape every target twice, which the chart refuses.
+MONITORS = {"ServiceMonitor": "metrics.serviceMonitor.enabled=true", "PodMonitor": "metrics.podMonitor.enabled=true"}
 SERVING = ["serving.metrics.enabled=true"]
 TOPOLOGIES = {
     "parameter_server": ["evaluator.enabled=true"],
@@ -129,12 +133,13 @@ def test_the_tensorflow_port_and_probes_are_unchanged() -> None:
 
 # -- ServiceMonitor and PodMonitor -------------------------------------------------------------------
 
+#: Each case is rendered once with either monitor (MONITORS); the settings of the other one are harmless.
 MONITOR_CASES = {
-    "defaults": (*ON, *MONITORS),
-    "serving": (*ON, *MONITORS, *SERVING),
-    "serving-only": (*MONITORS, *SERVING),
+    "defaults": (*ON,),
+    "serving": (*ON, *SERVING),
+    "serving-only": (*SERVING,),
     "custom": (
-        *ON, *MONITORS, *SERVING, "evaluator.enabled=true",
+        *ON, *SERVING, "evaluator.enabled=true",
         "metrics.serviceMonitor.namespace=monitoring", "metrics.podMonitor.namespace=monitoring",
         "metrics.serviceMonitor.labels.release=kube-prometheus-stack", "metrics.podMonitor.labels.release=kps",
         "metrics.serviceMonitor.annotations.owner=team-a",
@@ -149,7 +154,7 @@ MONITOR_CASES = {
         "metrics.podMonitor.metricRelabelings[0].action=drop",
         "serving.metrics.path=/metrics/tf-serving",
     ),
-    "workers-only": (*ON, *MONITORS, *TOPOLOGIES["workers_only"]),
+    "workers-only": (*ON, *TOPOLOGIES["workers_only"]),
 }  # fmt: skip
 
 
@@ -207,21 +212,25 @@ def pod_monitor_targets(docs: list[dict[str, Any]]) -> dict[str, set[str]]:
 
 
 @cache
-def monitor_renders() -> dict[str, list[dict[str, Any]]]:
+def monitor_renders() -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """(case, kind) -> the render of MONITOR_CASES[case] with that monitor alone."""
+    keys = [(case, kind) for case in MONITOR_CASES for kind in MONITORS]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(zip(MONITOR_CASES, pool.map(rendered, MONITOR_CASES.values()), strict=True))
+        docs = pool.map(lambda key: rendered((*MONITOR_CASES[key[0]], MONITORS[key[1]])), keys)
+        return dict(zip(keys, docs, strict=True))
 
 
 @pytest.mark.parametrize("case", sorted(MONITOR_CASES))
 def test_monitors_validate_against_the_prometheus_operator_crds(case: str) -> None:
-    docs = monitor_renders()[case]
-    for kind in ("ServiceMonitor", "PodMonitor"):
+    for kind in MONITORS:
+        docs = monitor_renders()[case, kind]
         assert crdlib.validate(monitor(docs, kind)) == [], kind
+        assert not by_kind(docs, ({*MONITORS} - {kind}).pop())
 
 
 @pytest.mark.parametrize("case", sorted(MONITOR_CASES))
 def test_each_endpoint_reaches_exactly_the_pods_that_serve_it(case: str) -> None:
-    docs = monitor_renders()[case]
+    docs = monitor_renders()[case, "ServiceMonitor"]
     sets = MONITOR_CASES[case]
     tf = {component(doc) for doc in workloads(docs)} & set(TF_ROLES) if "metrics.enabled=true" in sets else set()
     expected = {}
@@ -230,17 +239,18 @@ def test_each_endpoint_reaches_exactly_the_pods_that_serve_it(case: str) -> None
     if "serving.metrics.enabled=true" in sets:
         expected["http"] = {"serving"}  # never TensorBoard, whose port is "http" too
     assert service_monitor_targets(docs) == expected
-    assert pod_monitor_targets(docs) == expected
+    assert pod_monitor_targets(monitor_renders()[case, "PodMonitor"]) == expected
     path = "/metrics/tf-serving" if case == "custom" else "/monitoring/prometheus/metrics"
     wanted = {METRICS_PORT_NAME: "/metrics", "http": path}
     for kind, key in (("ServiceMonitor", "endpoints"), ("PodMonitor", "podMetricsEndpoints")):
-        paths = {endpoint["port"]: endpoint["path"] for endpoint in monitor(docs, kind)["spec"][key]}
+        spec = monitor(monitor_renders()[case, kind], kind)["spec"]
+        paths = {endpoint["port"]: endpoint["path"] for endpoint in spec[key]}
         assert paths == {port: wanted[port] for port in expected}, kind
 
 
 def test_the_monitors_find_the_release_namespace_from_elsewhere() -> None:
-    docs = monitor_renders()["custom"]
-    sm, pm = monitor(docs, "ServiceMonitor"), monitor(docs, "PodMonitor")
+    sm = monitor(monitor_renders()["custom", "ServiceMonitor"], "ServiceMonitor")
+    pm = monitor(monitor_renders()["custom", "PodMonitor"], "PodMonitor")
     assert (sm["metadata"]["namespace"], pm["metadata"]["namespace"]) == ("monitoring", "monitoring")
     # two releases of one name in two namespaces keep their monitors apart in a shared namespace
     assert sm["metadata"]["name"] == pm["metadata"]["name"] == f"{NAMESPACE}-{PREFIX}"
@@ -256,9 +266,8 @@ def test_the_monitors_find_the_release_namespace_from_elsewhere() -> None:
     assert {e["interval"] for e in pm["spec"]["podMetricsEndpoints"]} == {"1m30s"}
     assert pm["spec"]["podMetricsEndpoints"][0]["metricRelabelings"] == [
         {"action": "drop", "regex": "go_.*", "sourceLabels": ["__name__"]}]
-    defaults = monitor_renders()["defaults"]
-    for kind in ("ServiceMonitor", "PodMonitor"):
-        found = monitor(defaults, kind)
+    for kind in MONITORS:
+        found = monitor(monitor_renders()["defaults", kind], kind)
         assert (found["metadata"]["name"], found["metadata"]["namespace"]) == (PREFIX, NAMESPACE)
         assert found["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
         assert "interval" not in found["spec"][{"ServiceMonitor": "endpoints"}.get(kind, "podMetricsEndpoints")][0]
@@ -291,11 +300,11 @@ def policies(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {doc["metadata"]["name"]: doc["spec"] for doc in by_kind(docs, "NetworkPolicy")}
 
 
-@pytest.mark.parametrize("serving", [False, True])
-def test_the_network_policy_diff_is_exactly_the_scraper_on_the_metrics_ports(serving: bool) -> None:
+@pytest.mark.parametrize(("serving", "kind"), [(False, "ServiceMonitor"), (True, "PodMonitor")])
+def test_the_network_policy_diff_is_exactly_the_scraper_on_the_metrics_ports(serving: bool, kind: str) -> None:
     base = ("evaluator.enabled=true", "tensorboard.ingress.enabled=true")
     off = policies(rendered(base))
-    on = policies(rendered((*base, *ON, *MONITORS, *(SERVING if serving else ()))))
+    on = policies(rendered((*base, *ON, MONITORS[kind], *(SERVING if serving else ()))))
     assert set(on) == set(off)
     added: dict[str, list[Any]] = {}
     for name, spec in on.items():
@@ -381,7 +390,7 @@ def test_without_serving_metrics_there_is_no_monitoring_config() -> None:
 
 
 def test_helm_3_and_4_render_the_metrics_identically() -> None:
-    sets = [*ON, *MONITORS, *SERVING, *MONITOR_CASES["custom"][len(ON) + len(MONITORS) + len(SERVING):]]
+    sets = [*MONITOR_CASES["custom"], MONITORS["ServiceMonitor"]]
     outputs = {major: template(major, sets=sets) for major in HELM_MAJORS}
     assert all(result.returncode == 0 for result in outputs.values()), [r.stderr for r in outputs.values()]
     assert len({result.stdout for result in outputs.values()}) == 1
@@ -400,6 +409,82 @@ def test_refusals_name_the_value_and_the_fix(sets: list[str], message: str) -> N
     for major in HELM_MAJORS:
         result = template(major, sets=sets)
         assert result.returncode != 0 and message in result.stderr, result.stderr
+
+
+def problem_lines(stderr: str) -> list[str]:
+    """The `<path>: <message>. Fix: <fix>` lines of the chart's validateValues failure."""
+    if "problem(s) in values:" not in stderr:
+        return []
+    block = stderr.split("problem(s) in values:\n", 1)[1].split("\n\n", 1)[0]
+    return [line[4:] for line in block.splitlines() if line.startswith("  - ")]
+
+
+def tfchart_lines(sets: Sequence[str] = (), values: Sequence[Path] = ()) -> list[str]:
+    report = validate(CHART, list(values), sets=[("--set", item) for item in sets])
+    return [f"{p.path}: {p.message}. Fix: {p.fix}" for p in report.problems]
+
+
+BOTH_MONITORS = (
+    "metrics.podMonitor.enabled: metrics.serviceMonitor.enabled is on too, and both monitors scrape the same targets "
+    "(the ServiceMonitor through the pods' Services, the PodMonitor the pods directly), so Prometheus would scrape "
+    "every target twice: each series twice under two job labels, and sums doubled. "
+    "Fix: --set metrics.podMonitor.enabled=false (or --set metrics.serviceMonitor.enabled=false)"
+)
+NO_MONITORING_FLAG = (
+    "serving.args: serving.metrics.enabled=true, but the chart adds "
+    "--monitoring_config_file=/etc/tf-serving/monitoring.config only to its own arguments, which serving.args "
+    "replaces, and neither serving.args nor serving.command has it, so TensorFlow Serving would not serve "
+    "serving.metrics.path and the monitors would scrape a 404. Fix: add "
+    "--monitoring_config_file=/etc/tf-serving/monitoring.config to serving.args (--set cannot append to a list: "
+    "give the whole list) (or --set serving.metrics.enabled=false)"
+)
+CUSTOM_ARGS = "serving.args={--port=8500,--rest_api_port=8501,--model_config_file=/etc/tf-serving/models.config}"
+
+
+@pytest.mark.parametrize(("sets", "expected"), [
+    ((*ON, *MONITORS.values()), [BOTH_MONITORS]),
+    ((*SERVING, *MONITORS.values()), [BOTH_MONITORS]),
+    ((*ON, *SERVING, *MONITORS.values(), CUSTOM_ARGS), [BOTH_MONITORS, NO_MONITORING_FLAG]),
+    ((*SERVING, CUSTOM_ARGS), [NO_MONITORING_FLAG]),
+    ((*SERVING, CUSTOM_ARGS, "serving.command={tensorflow_model_server}"), [NO_MONITORING_FLAG]),
+])  # fmt: skip
+def test_double_scrapes_and_a_lost_monitoring_flag_are_refused(sets: tuple[str, ...], expected: list[str]) -> None:
+    """helm (3 and 4) and tfchart validate refuse them with the same lines."""
+    assert tfchart_lines(sets) == expected
+    for major in HELM_MAJORS:
+        result = template(major, sets=list(sets))
+        assert result.returncode != 0 and problem_lines(result.stderr) == expected, result.stderr
+
+
+def test_with_nothing_to_scrape_two_monitors_are_told_only_that() -> None:
+    """monitors_have_targets names both monitors; the double scrape would follow once one of them goes."""
+    lines = tfchart_lines(tuple(MONITORS.values()))
+    assert [line.split(":", 1)[0] for line in lines] == ["metrics.serviceMonitor.enabled", "metrics.podMonitor.enabled"]
+    assert "scrape nothing" in lines[1] and BOTH_MONITORS not in lines
+
+
+SHELL_LINE = "exec tensorflow_model_server --port=8500 --monitoring_config_file=/etc/tf-serving/monitoring.config"
+
+
+@pytest.mark.parametrize("overrides", [
+    {"args": ["--port=8500", "--rest_api_port=8501", "--monitoring_config_file=/etc/tf-serving/monitoring.config"]},
+    {"command": ["/bin/sh", "-c"], "args": [SHELL_LINE]},  # the flag inside a shell line counts
+    {"command": ["/bin/sh", "-c", SHELL_LINE], "args": ["sh"]},
+    {"command": ["/usr/bin/tensorflow_model_server"]},  # serving.command alone keeps the chart's arguments
+])  # fmt: skip
+def test_custom_serving_arguments_with_the_monitoring_flag_pass(overrides: dict[str, Any], tmp_path: Path) -> None:
+    values = tmp_path / "serving.yaml"
+    values.write_text(json.dumps({"serving": {**overrides, "metrics": {"enabled": True}}}))
+    assert tfchart_lines(values=[values]) == []
+    docs = render(values=[values])
+    [container] = pod_spec(named(docs, "Deployment", f"{PREFIX}-serving"))["containers"]
+    assert any("--monitoring_config_file=/etc/tf-serving/monitoring.config" in arg
+               for arg in [*container["command"], *container["args"]])  # fmt: skip
+
+
+def test_custom_serving_arguments_without_metrics_pass() -> None:
+    assert tfchart_lines((CUSTOM_ARGS,)) == []
+    assert template(sets=[CUSTOM_ARGS]).returncode == 0
 
 
 def test_the_metrics_port_clash_concerns_only_roles_that_run() -> None:

@@ -110,7 +110,8 @@ once with all of them, each with the --set that fixes it.
 {{- $problems = append $problems (printf "serving.service.grpcPort: equals serving.service.restPort (%d). Fix: --set serving.service.grpcPort=8500 --set serving.service.restPort=8501" (int $v.serving.service.restPort)) -}}
 {{- end -}}
 
-{{- /* Prometheus metrics (the twins of rules.py monitors_have_targets, serving_metrics_need_serving, metrics_port_is_free). */ -}}
+{{- /* Prometheus metrics (the twins of rules.py monitors_have_targets, serving_metrics_need_serving, metrics_port_is_free,
+monitors_scrape_each_target_once, custom_serving_args_serve_metrics). */ -}}
 {{- range $kind := list "serviceMonitor" "podMonitor" -}}
 {{- if and (index $v.metrics $kind).enabled (not $v.metrics.enabled) (not $v.serving.metrics.enabled) -}}
 {{- $problems = append $problems (printf "metrics.%s.enabled: the %s scrapes the TensorFlow pods (metrics.enabled) and TensorFlow Serving (serving.metrics.enabled), and both are off, so it would scrape nothing. Fix: --set metrics.enabled=true (or --set serving.metrics.enabled=true, or --set metrics.%s.enabled=false)" $kind (index (dict "serviceMonitor" "ServiceMonitor" "podMonitor" "PodMonitor") $kind) $kind) -}}
@@ -133,6 +134,21 @@ once with all of them, each with the --set that fixes it.
 {{- $free := 9464 -}}
 {{- range until 20 }}{{ if has $free $grpcPorts }}{{ $free = add $free 1 | int }}{{ end }}{{ end -}}
 {{- $problems = append $problems (printf "metrics.port: %d is also the TensorFlow gRPC port (<role>.service.port) of %s; the metrics server and the TensorFlow server of one container cannot both listen on it. Fix: --set metrics.port=%d" (int $v.metrics.port) (join ", " $taken) $free) -}}
+{{- end -}}
+{{- end -}}
+{{- /* Both monitors select the same pods (the ServiceMonitor through their Services): every target twice. */ -}}
+{{- if and $v.metrics.serviceMonitor.enabled $v.metrics.podMonitor.enabled (or $v.metrics.enabled $v.serving.metrics.enabled) -}}
+{{- $problems = append $problems "metrics.podMonitor.enabled: metrics.serviceMonitor.enabled is on too, and both monitors scrape the same targets (the ServiceMonitor through the pods' Services, the PodMonitor the pods directly), so Prometheus would scrape every target twice: each series twice under two job labels, and sums doubled. Fix: --set metrics.podMonitor.enabled=false (or --set metrics.serviceMonitor.enabled=false)" -}}
+{{- end -}}
+{{- /* The chart adds --monitoring_config_file only to its own arguments (serving/deployment.yaml); serving.args replaces them.
+serving.command alone keeps them, and a flag in serving.command (a shell line) counts. */ -}}
+{{- if and $v.serving.enabled $v.serving.metrics.enabled $v.serving.args -}}
+{{- $flagged := false -}}
+{{- range $arg := concat ($v.serving.command | default list) $v.serving.args -}}
+{{- if contains "--monitoring_config_file" (toString $arg) }}{{ $flagged = true }}{{ end -}}
+{{- end -}}
+{{- if not $flagged -}}
+{{- $problems = append $problems "serving.args: serving.metrics.enabled=true, but the chart adds --monitoring_config_file=/etc/tf-serving/monitoring.config only to its own arguments, which serving.args replaces, and neither serving.args nor serving.command has it, so TensorFlow Serving would not serve serving.metrics.path and the monitors would scrape a 404. Fix: add --monitoring_config_file=/etc/tf-serving/monitoring.config to serving.args (--set cannot append to a list: give the whole list) (or --set serving.metrics.enabled=false)" -}}
 {{- end -}}
 {{- end -}}
 
