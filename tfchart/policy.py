@@ -30,6 +30,7 @@ API_VERSION = "tf-distributed.io/policy/v1"
 SCHEMA_PATH = Path(__file__).with_name("policy.schema.json")
 HOOK = "helm.sh/hook"
 PROJECT_IMAGE_ROLES = {SUPERVISOR: SUPERVISOR, HELM_TEST: SUPERVISOR}  # whose image block a pod runs
+NANO = 10**9  # quantity_nanos units per whole unit
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,16 @@ def _dotted(keys: Path_) -> str:
 
 
 @dataclass(frozen=True)
+class GpuLimit:
+    """One GPU limit of a rendered container: the resource, the amount as rendered, and the amount in
+    whole GPUs (None when it is not a whole number, e.g. 500m, which Kubernetes refuses)."""
+
+    resource: str
+    amount: Any
+    gpus: int | None
+
+
+@dataclass(frozen=True)
 class Workload:
     """One rendered pod template (or bare pod): its component, pods, spec and whether it is a helm hook."""
 
@@ -201,13 +212,21 @@ class Workload:
         return [*(self.spec.get("initContainers") or []), *(self.spec.get("containers") or [])]
 
     @property
-    def gpus_per_pod(self) -> int:
-        total = 0
+    def gpu_limits(self) -> list[GpuLimit]:
+        """The GPU limits of the pod's containers, quantities parsed (1k = 1000 GPUs)."""
+        found = []
         for container in self.spec.get("containers") or []:
             for resource, amount in ((container.get("resources") or {}).get("limits") or {}).items():
-                if is_gpu_resource(resource):
-                    total += int(str(amount))
-        return total
+                if is_gpu_resource(str(resource)):
+                    nanos = quantity_nanos(amount)
+                    whole = nanos // NANO if nanos is not None and nanos % NANO == 0 else None
+                    found.append(GpuLimit(str(resource), amount, whole))
+        return found
+
+    @property
+    def gpus_per_pod(self) -> int:
+        """Whole GPUs per pod (a limit that is not a whole number counts 0: maxGpus reports it)."""
+        return sum(limit.gpus or 0 for limit in self.gpu_limits)
 
 
 def workloads(docs: list[dict[str, Any]]) -> list[Workload]:
@@ -226,10 +245,6 @@ def workloads(docs: list[dict[str, Any]]) -> list[Workload]:
 def running(docs: list[dict[str, Any]]) -> list[Workload]:
     """The release's own pods (not the helm test pod, which runs only on `helm test`), with replicas."""
     return [w for w in workloads(docs) if not w.hook and w.replicas > 0]
-
-
-def claims(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [doc.get("spec") or {} for doc in docs if doc.get("kind") == "PersistentVolumeClaim"]
 
 
 # -- the checks -------------------------------------------------------------------------------------
@@ -278,34 +293,80 @@ def _set(keys: Path_, value: Any) -> str:
     return f"--set {_dotted(keys)}={value}"
 
 
+def gpu_key(c: Context, w: Workload, resource: str) -> Path_:
+    """The values key a GPU limit came from: <role>.gpu.count when the chart set it from there (a
+    count above 0 on gpu.resourceName), else <role>.resources.limits.<resource> (see _podspec.tpl)."""
+    count = c.get(w.component, "gpu", "count")
+    if resource == c.get(w.component, "gpu", "resourceName") and isinstance(count, int) and count > 0:
+        return (w.component, "gpu", "count")
+    return (w.component, "resources", "limits", resource)
+
+
+def gpu_sources(c: Context, w: Workload) -> dict[Path_, int]:
+    """Whole GPUs per pod by the values key that asked for them, most first."""
+    sources: dict[Path_, int] = {}
+    for limit in w.gpu_limits:
+        if limit.gpus:
+            keys = gpu_key(c, w, limit.resource)
+            sources[keys] = sources.get(keys, 0) + limit.gpus
+    return dict(sorted(sources.items(), key=lambda item: -item[1]))
+
+
+def _lowered(c: Context, w: Workload, per_pod: int) -> tuple[Path_, str, str]:
+    """The key giving a pod most GPUs, how the message shows it, and the --set that brings the pod to per_pod."""
+    keys, gpus = next(iter(gpu_sources(c, w).items()))
+    shown = "" if keys[-2:] == ("gpu", "count") else f" ({keys[-1]}: {c.get(*keys)})"
+    return keys, shown, _set(keys, max(gpus - (w.gpus_per_pod - per_pod), 0))
+
+
 @check("maxGpus")
 def max_gpus(c: Context) -> Iterator[Violation]:
-    pods = [w for w in running(c.docs) if w.gpus_per_pod]
     per_pod = c.rule.get("perPod")
+    first = next((f"maxGpus.{name}" for name in ("perPod", "perRole", "perRelease") if name in c.rule), None)
+    pods, unclear = [], set()
+    for w in running(c.docs):
+        for gpu in w.gpu_limits:
+            keys = gpu_key(c, w, gpu.resource)
+            if gpu.gpus is None and first is not None and keys not in unclear:
+                unclear.add(keys)
+                nanos = quantity_nanos(gpu.amount)
+                whole = max(-(-nanos // NANO), 1) if nanos is not None else 1
+                whole = min(whole, per_pod) if per_pod is not None else whole
+                what = "not a whole number of GPUs" if nanos is not None else "not a Kubernetes quantity"
+                message = (
+                    f"{gpu.resource}: {shown_quantity(gpu.amount)} per {w.component} pod is {what}: "
+                    "Kubernetes accepts GPUs (extended resources) only as integers, so they cannot be counted"
+                )
+                yield c.violation(first, keys, message, gpu.amount, _set(keys, whole))
+        if w.gpus_per_pod:
+            pods.append(w)
     roles: dict[str, int] = {}
     for w in pods:
         roles[w.component] = roles.get(w.component, 0) + w.replicas * w.gpus_per_pod
         if per_pod is not None and w.gpus_per_pod > per_pod:
-            message = f"{_plural(w.gpus_per_pod, 'GPU')} per {w.component} pod, more than the {per_pod} allowed"
-            keys = (w.component, "gpu", "count")
-            yield c.violation("maxGpus.perPod", keys, message, w.gpus_per_pod, _set(keys, per_pod))
+            keys, shown, fix = _lowered(c, w, per_pod)
+            message = f"{_plural(w.gpus_per_pod, 'GPU')} per {w.component} pod{shown}, more than the {per_pod} allowed"
+            yield c.violation("maxGpus.perPod", keys, message, w.gpus_per_pod, fix)
     for role, limit in (c.rule.get("perRole") or {}).items():
         asked = roles.get(role, 0)
         if asked > limit:
             w = next(w for w in pods if w.component == role)
             fits = max(limit // w.gpus_per_pod, 0)
-            fix = f"{_set((role, 'replicas'), fits)} or {_set((role, 'gpu', 'count'), max(limit // w.replicas, 0))}"
-            message = (f"{role}: {w.replicas} pods x {w.gpus_per_pod} GPUs = {asked} GPUs, more than the {limit} "
-                       "allowed for the role")  # fmt: skip
-            yield c.violation("maxGpus.perRole", (role, "gpu", "count"), message, asked, fix)
+            keys, shown, fewer = _lowered(c, w, max(limit // w.replicas, 0))
+            fix = f"{_set((role, 'replicas'), fits)} or {fewer}"
+            message = (f"{role}: {w.replicas} pods x {w.gpus_per_pod} GPUs{shown} = {asked} GPUs, more than the "
+                       f"{limit} allowed for the role")  # fmt: skip
+            yield c.violation("maxGpus.perRole", keys, message, asked, fix)
     limit = c.rule.get("perRelease")
     total = sum(roles.values())
     if limit is not None and total > limit:
         biggest = max(roles, key=lambda role: roles[role])
+        keys = next(iter(gpu_sources(c, next(w for w in pods if w.component == biggest))))
         shares = ", ".join(f"{role} {count}" for role, count in roles.items())
-        yield c.violation("maxGpus.perRelease", (biggest, "gpu", "count"),
+        yield c.violation("maxGpus.perRelease", keys,
                           f"the release requests {total} GPUs ({shares}), more than the {limit} allowed per release",
-                          total, f"lower replicas or gpu.count by {total - limit} GPUs, e.g. on {biggest}")  # fmt: skip
+                          total, f"lower replicas or GPUs per pod by {total - limit} GPUs in all, e.g. "
+                          f"{_dotted((biggest, 'replicas'))} or {_dotted(keys)}")  # fmt: skip
 
 
 def image_block(component: str) -> str:
@@ -318,6 +379,29 @@ def registry_key(c: Context, component: str) -> Path_:
         return ("global", "imageRegistry")
     block = image_block(component)
     return (block, "image", "registry") if c.get(block, "image", "registry") else ("image", "registry")
+
+
+def repository_key(c: Context, component: str) -> Path_:
+    """The values key of a component's repository: its own, or image.repository it inherits (see _images.tpl)."""
+    block = image_block(component)
+    return (block, "image", "repository") if c.get(block, "image", "repository") else ("image", "repository")
+
+
+def registry_fix(c: Context, keys: Path_, registry: str, pulled: dict[str, list[str]]) -> str:
+    """The --set arguments that move the images onto an allowed registry. The registry values take a
+    host[:port] only (the chart's schema), so an allowed entry with a path (registry.corp/ml) becomes
+    the host for the registry key and the path as a prefix of each repository key the images use."""
+    host, _, prefix = registry.rstrip("/").partition("/")
+    sets = [_set(keys, host)]
+    done: set[Path_] = set()
+    for users in pulled.values():
+        for component in users:
+            repo_keys = repository_key(c, component)
+            repository = str(c.get(*repo_keys) or "")
+            if prefix and repo_keys not in done and not repository.startswith(f"{prefix}/"):
+                done.add(repo_keys)
+                sets.append(_set(repo_keys, f"{prefix}/{repository}"))
+    return f"mirror it (tfchart images lists them) and {' '.join(sets)}"
 
 
 def digest_key(c: Context, component: str) -> Path_:
@@ -361,7 +445,7 @@ def images(c: Context) -> Iterator[Violation]:
         if rule == "images.allowedRegistries":
             allowed = ", ".join(registries or [])
             message = f"pulls {shown}, not from an allowed registry ({allowed})"
-            fix = f"mirror it (tfchart images lists them) and {_set(keys, (registries or [''])[0].rstrip('/'))}"
+            fix = registry_fix(c, keys, (registries or [""])[0], pulled)
         else:
             message = f"pulls {shown} by tag: the policy requires a digest"
             fix = f"{_set(keys, 'sha256:<digest>')} (crane digest {next(iter(pulled))})"
@@ -386,21 +470,31 @@ def priority_class(c: Context) -> Iterator[Violation]:
                               f"(allowed: {', '.join(allowed)})", name, _set(keys, suggestion))  # fmt: skip
 
 
+VOLCANO_DEFAULT_QUEUE = "default"  # where Volcano puts a PodGroup that names no queue
+
+
 @check("queue")
 def queue(c: Context) -> Iterator[Violation]:
+    """queue.required: the values name a queue (a Kueue LocalQueue, or a Volcano Queue under
+    scheduling.gang.provider=volcano); Volcano's implicit default queue is not one the values name.
+    queue.allowed: every queue the pods go through is listed, Volcano's `default` included when
+    the provider is volcano and scheduling.gang.volcanoQueue is empty."""
     allowed = c.rule.get("allowed")
-    kueue = ("scheduling", "kueue", "queueName")
-    queues = [(kueue, str(c.get(*kueue) or ""))]
+    kueue, volcano = ("scheduling", "kueue", "queueName"), ("scheduling", "gang", "volcanoQueue")
+    queues = [(kueue, str(c.get(*kueue) or ""), "")]
     if c.get("scheduling", "gang", "provider") == "volcano":
-        queues.append((("scheduling", "gang", "volcanoQueue"), str(c.get("scheduling", "gang", "volcanoQueue") or "")))
+        named = str(c.get(*volcano) or "")
+        queues.append((volcano, named or VOLCANO_DEFAULT_QUEUE, "" if named else " (Volcano's default queue: "
+                       f"{_dotted(volcano)} is empty)"))  # fmt: skip
     suggestion = allowed[0] if allowed else "<queue>"
-    if c.rule.get("required") and not any(name for _, name in queues):
-        yield c.violation("queue.required", kueue, "the training goes through no queue (Kueue LocalQueue or "
-                          "Volcano Queue)", "", _set(kueue, suggestion))  # fmt: skip
-    for keys, name in queues:
+    if c.rule.get("required") and not any(c.get(*keys) for keys, _, _ in queues):
+        keys = queues[-1][0]
+        yield c.violation("queue.required", keys, "the training goes through no queue the values name (Kueue "
+                          "LocalQueue or Volcano Queue)", "", _set(keys, suggestion))  # fmt: skip
+    for keys, name, why in queues:
         if name and allowed is not None and name not in allowed:
-            yield c.violation("queue.allowed", keys, f"queue {name!r} is not allowed (allowed: {', '.join(allowed)})",
-                              name, _set(keys, suggestion))  # fmt: skip
+            yield c.violation("queue.allowed", keys, f"queue {name!r}{why} is not allowed (allowed: "
+                              f"{', '.join(allowed)})", c.get(*keys), _set(keys, suggestion))  # fmt: skip
 
 
 @check("networkPolicy")
@@ -419,23 +513,82 @@ def downloads(c: Context) -> Iterator[Violation]:
                           True, f"{_set(keys, 'false')} (and put the dataset in training.dataDir)")  # fmt: skip
 
 
+@dataclass(frozen=True)
+class Claim:
+    """A PersistentVolumeClaim the release makes: its spec, what it is, the values key that writes it,
+    and where its StorageClass and size are written (values keys as --set writes them, list indexes
+    in brackets, when `settable`; else the rendered field, in words)."""
+
+    spec: dict[str, Any]
+    what: str
+    keys: Path_
+    class_key: str
+    size_key: str
+    settable: bool = True
+
+    def fix(self, key: str, value: str) -> str:
+        return f"--set {key}={value}" if self.settable else f"set {key} to {value}"
+
+
+def claims(c: Context) -> list[Claim]:
+    """The claims the release makes: its PersistentVolumeClaims (storage.*), the ephemeral volumes of its
+    pods (one claim per pod, from <role>.extraVolumes) and the volumeClaimTemplates of its StatefulSets."""
+    found = []
+    for doc in c.docs:
+        if doc.get("kind") == "PersistentVolumeClaim":
+            found.append(Claim(doc.get("spec") or {}, "the claim", ("storage",), "storage.storageClassName",
+                               "storage.size"))  # fmt: skip
+    seen: set[tuple[str, str]] = set()
+    for w in running(c.docs):
+        extra = c.get(w.component, "extraVolumes")
+        written = [v.get("name") if isinstance(v, dict) else None for v in extra] if isinstance(extra, list) else []
+        for volume in w.spec.get("volumes") or []:
+            template = (volume.get("ephemeral") or {}).get("volumeClaimTemplate")
+            name = str(volume.get("name", ""))
+            if not isinstance(template, dict) or (w.component, name) in seen:
+                continue
+            seen.add((w.component, name))
+            settable = name in written
+            if settable:
+                keys: Path_ = (w.component, "extraVolumes", str(written.index(name)))
+                base = f"{w.component}.extraVolumes[{written.index(name)}].ephemeral.volumeClaimTemplate.spec"
+            else:
+                keys, base = (w.component,), f"the {name} volume's ephemeral.volumeClaimTemplate.spec"
+            what = f"the ephemeral volume {name!r} of the {w.component} pods (one claim per pod)"
+            found.append(Claim(template.get("spec") or {}, what, keys, f"{base}.storageClassName",
+                               f"{base}.resources.requests.storage", settable))  # fmt: skip
+    for doc in c.docs:
+        if doc.get("kind") == "StatefulSet":
+            component = str(((doc.get("metadata") or {}).get("labels") or {}).get(COMPONENT_LABEL, "StatefulSet"))
+            for index, template in enumerate((doc.get("spec") or {}).get("volumeClaimTemplates") or []):
+                name = str((template.get("metadata") or {}).get("name", index))
+                base = f"the {component} StatefulSet's volumeClaimTemplates[{index}].spec"
+                found.append(Claim(template.get("spec") or {}, f"the claim template {name!r} of the {component} "
+                                   "pods (one claim per pod)", (component,), f"{base}.storageClassName",
+                                   f"{base}.resources.requests.storage", False))  # fmt: skip
+    return found
+
+
 @check("storage")
 def storage(c: Context) -> Iterator[Violation]:
     allowed, limit = c.rule.get("allowedStorageClasses"), c.rule.get("maxClaimSize")
-    for claim in claims(c.docs):
+    for claim in claims(c):
+        pvc = claim.keys == ("storage",)
         if allowed is not None:
-            keys, name = ("storage", "storageClassName"), claim.get("storageClassName")
+            keys = ("storage", "storageClassName") if pvc else claim.keys
+            name, fix = claim.spec.get("storageClassName"), claim.fix(claim.class_key, allowed[0])
             if name is None:
-                message = f"the claim takes the cluster's default StorageClass (allowed: {', '.join(allowed)})"
-                yield c.violation("storage.allowedStorageClasses", keys, message, None, _set(keys, allowed[0]))
+                message = f"{claim.what} takes the cluster's default StorageClass (allowed: {', '.join(allowed)})"
+                yield c.violation("storage.allowedStorageClasses", keys, message, None, fix)
             elif name not in allowed:
-                yield c.violation("storage.allowedStorageClasses", keys, f"StorageClass {name!r} is not allowed "
-                                  f"(allowed: {', '.join(allowed)})", name, _set(keys, allowed[0]))  # fmt: skip
-        size = ((claim.get("resources") or {}).get("requests") or {}).get("storage")
+                yield c.violation("storage.allowedStorageClasses", keys, f"StorageClass {name!r} of {claim.what} "
+                                  f"is not allowed (allowed: {', '.join(allowed)})", name, fix)  # fmt: skip
+        size = ((claim.spec.get("resources") or {}).get("requests") or {}).get("storage")
         if limit is not None and size is not None and (quantity_nanos(size) or 0) > (quantity_nanos(limit) or 0):
-            yield c.violation("storage.maxClaimSize", ("storage", "size"), f"a claim of {shown_quantity(size)}, "
-                              f"more than the {shown_quantity(limit)} allowed", size,
-                              _set(("storage", "size"), shown_quantity(limit)))  # fmt: skip
+            keys = ("storage", "size") if pvc else claim.keys
+            yield c.violation("storage.maxClaimSize", keys, f"{claim.what} is {shown_quantity(size)}, more than "
+                              f"the {shown_quantity(limit)} allowed", size,
+                              claim.fix(claim.size_key, shown_quantity(limit)))  # fmt: skip
 
 
 def tolerated(toleration: dict[str, Any], pattern: dict[str, Any]) -> bool:
@@ -454,6 +607,7 @@ def placement(c: Context) -> Iterator[Violation]:
         seen.add(w.component)
         if "allowedNodeSelectors" in c.rule:
             yield from node_selectors(c, w, selectors)
+            yield from affinity_selectors(c, w, selectors)
         if "allowedTolerations" in c.rule:
             yield from tolerations(c, w, patterns)
 
@@ -469,13 +623,61 @@ def node_selectors(c: Context, w: Workload, selectors: dict[str, list[str]]) -> 
             yield c.violation("placement.allowedNodeSelectors", keys, message, value, _set(keys, values[0]))
 
 
+def node_affinity(spec: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """Every node selector requirement of a pod's nodeAffinity: (required|preferred, matchExpressions|
+    matchFields, the requirement)."""
+    affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = (affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
+    preferred = [weighted.get("preference") or {} for weighted in
+                 affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []]  # fmt: skip
+    for kind, terms in (("required", required), ("preferred", preferred)):
+        for term in terms:
+            for field in ("matchExpressions", "matchFields"):
+                for requirement in term.get(field) or []:
+                    yield kind, field, requirement
+
+
+def affinity_selectors(c: Context, w: Workload, selectors: dict[str, list[str]]) -> Iterator[Violation]:
+    """<role>.affinity may select nodes only as nodeSelector may: a requirement (required or preferred)
+    on a listed label must be `In` with listed values only (NotIn, Exists, DoesNotExist, Gt and Lt do not
+    pin the pods to allowed values); a requirement on a label (or node field) not listed is refused."""
+    keys = (w.component, "affinity")
+    for kind, field, requirement in node_affinity(w.spec):
+        label, operator = str(requirement.get("key", "")), str(requirement.get("operator", ""))
+        values = [str(value) for value in requirement.get("values") or []]
+        written = f"{label} {operator}{' [' + ', '.join(values) + ']' if values else ''}"
+        allowed = selectors.get(label) if field == "matchExpressions" else None
+        if allowed is None:
+            what = "node label" if field == "matchExpressions" else "node field"
+            message = (f"{kind} nodeAffinity {written}: {what} {label!r} may not be selected (allowed labels: "
+                       f"{', '.join(selectors) or 'none'})")  # fmt: skip
+            fix = f"remove that {field} requirement from {_dotted(keys)}"
+        elif operator != "In":
+            message = (f"{kind} nodeAffinity {written} does not pin the pods to an allowed {label} (allowed: "
+                       f"{', '.join(allowed)}): only In with allowed values may select on it")  # fmt: skip
+            fix = f"make it {label} In [{', '.join(allowed)}] in {_dotted(keys)}, or remove it"
+        elif [value for value in values if value not in allowed] or not values:
+            refused = [value for value in values if value not in allowed]
+            message = (
+                f"{kind} nodeAffinity {written}: {', '.join(refused) or 'no value'} not allowed (allowed: "
+                f"{', '.join(allowed)})"
+            )
+            fix = f"keep only allowed values ({', '.join(allowed)}) in that requirement of {_dotted(keys)}"
+        else:
+            continue
+        yield c.violation("placement.allowedNodeSelectors", keys, message, requirement, fix)
+
+
 def tolerations(c: Context, w: Workload, patterns: list[dict[str, Any]]) -> Iterator[Violation]:
     for index, toleration in enumerate(w.spec.get("tolerations") or []):
         if not any(tolerated(toleration, pattern) for pattern in patterns):
             keys = (w.component, "tolerations", str(index))
-            shown = json.dumps(patterns, separators=(",", ":")) if patterns else "none: remove it"
+            shown = json.dumps(patterns, separators=(",", ":"))
             message = f"toleration {json.dumps(toleration)} matches no allowed toleration"
-            yield c.violation("placement.allowedTolerations", keys, message, toleration, f"allowed: {shown}")
+            where = _dotted(keys[:2])
+            fix = (f"remove it from {where}, or write only allowed ones there: {shown}" if patterns
+                   else f"remove it from {where}: the policy allows no toleration")
+            yield c.violation("placement.allowedTolerations", keys, message, toleration, fix)
 
 
 def check_values(

@@ -2,8 +2,9 @@
 file per rule of the policy schema, bad policy files, and install/upgrade refused before helm runs.
 
 tests/fixtures/policy/rules/<rule>/ holds policy.yaml, fail.yaml and pass.yaml for every rule the policy
-schema defines (a rule without fixtures fails test_every_rule_has_a_fixture_pair); bad-policies/*.yaml
-start with `# expect LINE: MESSAGE`.
+schema defines (a rule without fixtures fails test_every_rule_has_a_fixture_pair), and any number of
+further fail-<case>.yaml and pass-<case>.yaml (other values keys that reach the same rule), each checked
+like fail.yaml and pass.yaml; bad-policies/*.yaml start with `# expect LINE: MESSAGE`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,16 @@ from tfchart import policy
 
 CORPUS = REPO / "tests" / "fixtures" / "policy"
 RULES = sorted(path for path in (CORPUS / "rules").iterdir() if path.is_dir())
+FAILING = [
+    pytest.param(rule, case, id=f"{rule.name}/{case.stem}")
+    for rule in RULES
+    for case in sorted(rule.glob("fail*.yaml"))
+]
+PASSING = [
+    pytest.param(rule, case, id=f"{rule.name}/{case.stem}")
+    for rule in RULES
+    for case in sorted(rule.glob("pass*.yaml"))
+]
 BAD = sorted((CORPUS / "bad-policies").glob("*.yaml"))
 EXAMPLE = REPO / "docs" / "examples" / "policy.yaml"
 SHIPPED = sorted((REPO / "values").glob("*.yaml"))
@@ -51,15 +62,15 @@ def test_every_rule_has_a_fixture_pair() -> None:
         assert {p.name for p in rule.iterdir()} >= {"policy.yaml", "fail.yaml", "pass.yaml"}, rule
 
 
-@pytest.mark.parametrize("rule", RULES, ids=lambda path: path.name)
-def test_failing_fixture_is_rejected_with_rule_key_and_file_line(rule: Path) -> None:
-    fail = rel(rule / "fail.yaml")
+@pytest.mark.parametrize(("rule", "case"), FAILING)
+def test_failing_fixture_is_rejected_with_rule_key_and_file_line(rule: Path, case: Path) -> None:
+    fail = rel(case)
     code, out = report("-f", fail, "--policy", rel(rule / "policy.yaml"))
     assert code == 1 and not out["valid"] and out["problems"] == []
     assert out["policy"]["checked"] is True
     violations = out["policy"]["violations"]
     assert violations and {v["rule"] for v in violations} == {rule.name}
-    lines = (rule / "fail.yaml").read_text().splitlines()
+    lines = case.read_text().splitlines()
     for violation in violations:
         assert violation["file"] == fail and isinstance(violation["line"], int), violation
         assert violation["fix"] and violation["message"]
@@ -72,9 +83,9 @@ def test_failing_fixture_is_rejected_with_rule_key_and_file_line(rule: Path) -> 
     assert f"fix: {violations[0]['fix']}" in text.stderr
 
 
-@pytest.mark.parametrize("rule", RULES, ids=lambda path: path.name)
-def test_passing_fixture_is_accepted(rule: Path) -> None:
-    result = tfchart("validate", "-f", rel(rule / "pass.yaml"), "--policy", rel(rule / "policy.yaml"))
+@pytest.mark.parametrize(("rule", "case"), PASSING)
+def test_passing_fixture_is_accepted(rule: Path, case: Path) -> None:
+    result = tfchart("validate", "-f", rel(case), "--policy", rel(rule / "policy.yaml"))
     assert result.returncode == 0, result.stderr
     assert "1 rule passed" in result.stdout
 
@@ -127,6 +138,126 @@ def test_a_set_argument_is_named_as_the_origin() -> None:
     code, out = report("--set", "worker.gpu.count=3", "--policy", rel(rule / "policy.yaml"))
     assert code == 1
     assert [(v["file"], v["line"]) for v in out["policy"]["violations"]] == [("--set worker.gpu.count=3", None)]
+
+
+def set_arguments(fix: str) -> list[str]:
+    """The --set arguments a fix names (each alternative of "A or B" included)."""
+    return [arg for value in re.findall(r"--set (\S+)", fix) for arg in ("--set", value)]
+
+
+#: Failing fixtures whose fixes are (also) written in words or with a <placeholder>: a whole list to
+#: write (tolerations, affinity), a choice between keys (maxGpus.perRelease), a name only the
+#: platform knows (a priority class or queue when the policy lists none), a digest.
+WORDED_FIXES = {
+    "images.requireDigest/fail", "maxGpus.perRelease/fail", "maxGpus.perRelease/fail-resource-limit",
+    "placement.allowedNodeSelectors/fail-affinity-in", "placement.allowedNodeSelectors/fail-affinity-operators",
+    "placement.allowedNodeSelectors/fail-affinity-preferred", "placement.allowedTolerations/fail",
+    "priorityClass.required/fail", "queue.required/fail", "queue.required/fail-volcano-default",
+}
+
+
+@pytest.mark.parametrize(("rule", "case"), FAILING)
+def test_the_set_fixes_of_a_failing_fixture_make_it_pass(rule: Path, case: Path) -> None:
+    """Where every violation's fix is a --set with a real value, applying them all gives a valid release;
+    the others are exactly WORDED_FIXES, each fix naming the key to change."""
+    code, out = report("-f", rel(case), "--policy", rel(rule / "policy.yaml"))
+    violations = out["policy"]["violations"]
+    fixes = [v["fix"] for v in violations]
+    if not all(set_arguments(fix) and "<" not in fix for fix in fixes):
+        assert f"{rule.name}/{case.stem}" in WORDED_FIXES, fixes
+        assert all(v["fix"] and v["path"].split(".")[0] in v["fix"] for v in violations), violations
+        return
+    assert f"{rule.name}/{case.stem}" not in WORDED_FIXES, "its fixes are --set now: take it off WORDED_FIXES"
+    sets = [arg for fix in fixes for arg in set_arguments(fix)]
+    code, out = report("-f", rel(case), *sets, "--policy", rel(rule / "policy.yaml"))
+    assert code == 0, (sets, out)
+
+
+def write_policy(tmp_path: Path, rules: str) -> str:
+    path = tmp_path / "policy.yaml"
+    path.write_text(f"apiVersion: tf-distributed.io/policy/v1\nrules: {rules}\n")
+    return str(path)
+
+
+@pytest.mark.parametrize(("amount", "gpus", "fix"), [("1k", 1000, "0"), ("3", 3, "0")])
+def test_a_gpu_limit_in_resources_is_counted_and_named_at_its_set(tmp_path: Path, amount: str, gpus: int,
+                                                                   fix: str) -> None:  # fmt: skip
+    """A GPU given as <role>.resources.limits.<resource> (a quantity: 1k = 1000) is named there, with a fix
+    that lowers it, not <role>.gpu.count (which is 0)."""
+    rules = write_policy(tmp_path, "{maxGpus: {perPod: 0}}")
+    argument = f"worker.resources.limits.amd\\.com/gpu={amount}"
+    code, out = report("--set", argument, "--policy", rules)
+    assert code == 1
+    [violation] = out["policy"]["violations"]
+    assert violation["path"] == "worker.resources.limits.amd\\.com/gpu" and violation["rule"] == "maxGpus.perPod"
+    assert (violation["file"], violation["line"]) == (f"--set {argument}", None)
+    assert violation["value"] == gpus and f"{gpus} GPUs per worker pod" in violation["message"]
+    assert violation["fix"] == f"--set worker.resources.limits.amd\\.com/gpu={fix}"
+
+
+def test_a_fractional_gpu_limit_is_a_violation_not_a_traceback(tmp_path: Path) -> None:
+    rules = write_policy(tmp_path, "{maxGpus: {perRelease: 8}}")
+    code, out = report("--set", "chief.resources.limits.nvidia\\.com/mig-1g\\.10gb=500m", "--policy", rules)
+    assert code == 1
+    [violation] = out["policy"]["violations"]
+    assert (
+        violation["path"] == "chief.resources.limits.nvidia\\.com/mig-1g\\.10gb"
+        and violation["rule"] == "maxGpus.perRelease"
+    )
+    assert "500m" in violation["message"] and "not a whole number of GPUs" in violation["message"]
+    assert violation["fix"] == "--set chief.resources.limits.nvidia\\.com/mig-1g\\.10gb=1"
+
+
+def test_gpu_count_and_a_resource_limit_together_name_the_larger(tmp_path: Path) -> None:
+    rules = write_policy(tmp_path, "{maxGpus: {perPod: 2}}")
+    sets = ["--set", "worker.gpu.count=1", "--set", "worker.resources.limits.gpu\\.intel\\.com/i915=4"]
+    code, out = report(*sets, "--policy", rules)
+    [violation] = out["policy"]["violations"]
+    assert code == 1 and violation["path"] == "worker.resources.limits.gpu\\.intel\\.com/i915"
+    assert violation["value"] == 5 and violation["fix"] == "--set worker.resources.limits.gpu\\.intel\\.com/i915=1"
+    code, out = report(*sets, *set_arguments(violation["fix"]), "--policy", rules)
+    assert code == 0, out
+
+
+def test_an_allowed_registry_with_a_path_is_fixed_with_host_and_repository_prefix(tmp_path: Path) -> None:
+    """registry.corp/ml: the registry values take a host only (the chart's schema), so the fix sets the
+    host there and ml/ before each repository the images use; applying it passes the schema and the rule."""
+    rules = write_policy(tmp_path, "{images: {allowedRegistries: [registry.corp/ml]}}")
+    for values in ([], ["--set", "global.imageRegistry=ghcr.io"]):
+        code, out = report(*values, "--policy", rules)
+        assert code == 1
+        fixes = [v["fix"] for v in out["policy"]["violations"]]
+        assert not any("Registry=registry.corp/" in fix or "registry=registry.corp/" in fix for fix in fixes), fixes
+        assert any("image.repository=ml/tf-distributed/trainer" in fix for fix in fixes), fixes
+        sets = [arg for fix in fixes for arg in set_arguments(fix)]
+        code, out = report(*values, *sets, "--policy", rules)
+        assert code == 0 and out["problems"] == [], (sets, out)
+
+
+def test_an_empty_volcano_queue_is_volcanos_default_queue(tmp_path: Path) -> None:
+    volcano = ["--set", "scheduling.gang.provider=volcano"]
+    code, out = report(*volcano, "--policy", write_policy(tmp_path, "{queue: {allowed: [team-a]}}"))
+    [violation] = out["policy"]["violations"]
+    assert code == 1 and violation["path"] == "scheduling.gang.volcanoQueue" and "'default'" in violation["message"]
+    code, out = report(*volcano, "--policy", write_policy(tmp_path, "{queue: {allowed: [team-a, default]}}"))
+    assert code == 0, out
+    code, out = report("--policy", write_policy(tmp_path, "{queue: {allowed: [team-a]}}"))
+    assert code == 0, out  # no provider, no Kueue queue: no queue at all, which queue.allowed does not refuse
+
+
+def test_statefulset_claim_templates_are_claims_too() -> None:
+    """The chart renders no volumeClaimTemplates, but a render that has them is checked like any claim."""
+    template = {"metadata": {"name": "data"}, "spec": {"storageClassName": "premium",
+                                                        "resources": {"requests": {"storage": "1Ti"}}}}  # fmt: skip
+    docs = [{"kind": "StatefulSet", "metadata": {"labels": {"app.kubernetes.io/component": "ps"}},
+             "spec": {"replicas": 1, "template": {"spec": {}}, "volumeClaimTemplates": [template]}}]  # fmt: skip
+    rules = {"storage": {"allowedStorageClasses": ["fast-rwx"], "maxClaimSize": "500Gi"}}
+    found = policy.check_values(policy.Policy("p.yaml", rules), {}, None, docs)
+    assert [(v.rule, v.path) for v in found] == [
+        ("storage.allowedStorageClasses", "ps"),
+        ("storage.maxClaimSize", "ps"),
+    ]
+    assert "claim template 'data' of the ps pods" in found[0].message and "1Ti" in found[1].message
 
 
 def test_invalid_values_are_reported_first_and_the_policy_is_not_checked() -> None:
