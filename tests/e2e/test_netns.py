@@ -161,7 +161,11 @@ def test_faults_worker_chief_and_ps(launch: Callable[..., Run], capsys: pytest.C
     failure = [line for line in run.log(chief).splitlines() if "error" in line.lower() and "ps" in line]
     assert failure, run.log(chief)[-2000:]
     assert "Traceback" not in run.log(chief)
+    # ps first, and listening before the chief's retry: a chief that meets a ps still starting fails
+    # again with exit 3 and Kubernetes' Job would retry it once more; this harness restarts it once
+    run.logs[ps] = []
     run.cluster.restart(ps)
+    run.wait_for_line(ps, "server listening on")
     run.logs[chief] = []
     run.cluster.restart(chief)
     run.wait_for_step(at_ps_kill + 1)
