@@ -7,6 +7,7 @@ Only the chief (or the single process) creates a :class:`ChiefReporter`.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Any
 
@@ -76,6 +77,10 @@ class ChiefReporter:
             exported_versions=versions(self.layout.export_base),
         )
         self._last_eval: tuple[int, Any, float] | None = None
+        # One writer at a time, and an ending (Succeeded, Interrupted) is the last word: the shutdown
+        # watchdog records Interrupted from its own thread while the main thread may be mid-write.
+        self._write_lock = threading.Lock()
+        self._ended = False
         self._write()
 
     @property
@@ -87,9 +92,13 @@ class ChiefReporter:
             self._writer = tf.summary.create_file_writer(str(self.layout.logs))
         return self._writer
 
-    def _write(self) -> None:
-        self.monitor.state(self.status.state)
-        write_status(self.layout.status, self.status)
+    def _write(self, ending: bool = False) -> None:
+        with self._write_lock:
+            if self._ended:
+                return
+            self.monitor.state(self.status.state)
+            write_status(self.layout.status, self.status)
+            self._ended = ending
 
     def _checkpoint_time(self, step: int) -> float | None:
         """When the checkpoint training resumes from was written (its state file's mtime)."""
@@ -166,7 +175,7 @@ class ChiefReporter:
         self.status = with_updates(self.status, state=SUCCEEDED, step=step, export_path=exported, message=message,
                                    exported_versions=versions(self.layout.export_base))
         self.monitor.training_step(step)
-        self._write()
+        self._write(ending=True)
         self.monitor.server_up(False)
 
     def interrupted(self, step: int | None, message: str) -> None:
@@ -178,7 +187,7 @@ class ChiefReporter:
         self.status = with_updates(self.status, **changes)
         self.monitor.server_up(False)
         try:
-            self._write()
+            self._write(ending=True)
         except OSError as e:
             log.warning("cannot write status.json: %s", e)
 

@@ -300,3 +300,23 @@ def test_save_that_cannot_finish_within_the_grace_exits_anyway(procs: Procs,
     assert saved[-1] in (100, 200) and _latest_checkpoint_step(root) == saved[-1]
     st = read_status(root)
     assert st["state"] == "Interrupted" and "ran out while training" in st["message"], st
+
+
+def test_an_ending_in_status_json_is_never_overwritten(tmp_path: Path) -> None:
+    """The watchdog records Interrupted from its own thread while the main thread may be writing a
+    Running update (a held-out evaluation after a checkpoint): the ending must be the last word."""
+    import threading
+
+    from trainer.config import parse_config
+    from trainer.metrics import ChiefReporter
+
+    root = tmp_path / "data"
+    reporter = ChiefReporter(parse_config([f"--storage-root={root}", "--train-steps=10"]), data=None)  # type: ignore[arg-type]
+    reporter.started(5)
+    assert read_status(root)["state"] == "Running"
+    watchdog = threading.Thread(target=reporter.interrupted, args=(None, "SIGTERM: the grace ran out"))
+    watchdog.start()
+    watchdog.join()
+    reporter.started(6)  # what the main thread had in flight
+    st = read_status(root)
+    assert (st["state"], st["step"], st["message"]) == ("Interrupted", 5, "SIGTERM: the grace ran out"), st
