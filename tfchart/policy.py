@@ -21,6 +21,7 @@ from typing import Any
 
 from tfchart.errors import Problem, TfchartError, UsageError, ValidationFailed
 from tfchart.goyaml import Node, Path_, ValuesFileError, line_in, load_bytes
+from tfchart.imagelist import POD_SPEC_KEYS, parse_reference
 from tfchart.kubeobjects import is_gpu_resource
 from tfchart.rules import quantity_nanos, shown_quantity
 from tfchart.values import Values
@@ -209,7 +210,7 @@ class Workload:
 
     @property
     def containers(self) -> list[dict[str, Any]]:
-        return [*(self.spec.get("initContainers") or []), *(self.spec.get("containers") or [])]
+        return [container for key in POD_SPEC_KEYS for container in self.spec.get(key) or []]
 
     @property
     def gpu_limits(self) -> list[GpuLimit]:
@@ -412,15 +413,10 @@ def digest_key(c: Context, component: str) -> Path_:
     return ("image", "digest")
 
 
-def full_name(image: str) -> str:
-    """The image with its registry: docker.io when it names none (a first part without . or : or localhost)."""
-    first = image.split("/", 1)[0]
-    has_registry = "/" in image and ("." in first or ":" in first or first == "localhost")
-    return image if has_registry else f"docker.io/{image}"
-
-
 def allowed_image(image: str, registries: list[str]) -> bool:
-    name = full_name(image)
+    """Under one of the registry prefixes; an image that names no registry is docker.io's."""
+    reference = parse_reference(image)
+    name = f"{reference.registry or 'docker.io'}/{reference.repository}"
     return any(name.startswith(registry.rstrip("/") + "/") for registry in registries)
 
 
@@ -434,7 +430,7 @@ def images(c: Context) -> Iterator[Violation]:
             broken = []
             if registries is not None and not allowed_image(image, registries):
                 broken.append(("images.allowedRegistries", registry_key(c, w.component)))
-            if digest and "@" not in image:
+            if digest and not parse_reference(image).digest:
                 broken.append(("images.requireDigest", digest_key(c, w.component)))
             for rule, keys in broken:
                 users = by_key.setdefault((rule, keys), {}).setdefault(image, [])

@@ -8,6 +8,7 @@ reports those).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -470,10 +471,7 @@ def metrics_port_is_free(v: dict[str, Any]) -> Iterator[Problem]:
     taken = [role for role, grpc in ports.items() if grpc == port]
     if not taken:
         return
-    free = DEFAULT_METRICS_PORT
-    for _ in range(20):
-        if free in ports.values():
-            free += 1
+    free = next(candidate for candidate in itertools.count(DEFAULT_METRICS_PORT) if candidate not in ports.values())
     yield Problem(
         "metrics.port",
         f"{port} is also the TensorFlow gRPC port (<role>.service.port) of {', '.join(taken)}; the metrics "
