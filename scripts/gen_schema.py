@@ -39,15 +39,18 @@ from tfchart.schema_formats import (  # noqa: E402  (the repo root is put on sys
     DNS_1035_LABEL,
     DNS_LABEL,
     DNS_SUBDOMAIN,
+    DURATION,
     ENV_NAME,
     EXTENDED_RESOURCE,
     INGRESS_HOST,
     LABEL_KEY,
     LABEL_VALUE,
     MODEL_NAME,
+    PROMETHEUS_LABEL_NAME,
     QUANTITY,
     REGISTRY,
     REPOSITORY,
+    RESOURCE_NAME,
     STORAGE_MOUNT_PATH,
     SUB_PATH,
     TAG,
@@ -84,7 +87,6 @@ QUANTITY_VALUE: Schema = {
     ],
     "description": "A Kubernetes quantity, e.g. 500m, 2, 4Gi",
 }
-RESOURCE_NAME = r"^([a-z0-9.-]+/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$"
 
 
 def resource_list(description: str) -> Schema:
@@ -198,9 +200,6 @@ EGRESS_RULE: Schema = {
     },
 }
 
-# A Prometheus duration as the Prometheus Operator's CRDs spell it (30s, 1m30s, 2h); empty = not set.
-DURATION = r"^(|0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
-PROMETHEUS_LABEL_NAME = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
 # The Prometheus Operator's RelabelConfig (monitoring.coreos.com/v1), its fields as its CRDs declare them.
 RELABEL_CONFIG: Schema = {
     "type": "object",

@@ -45,6 +45,11 @@ CIDR = (
     r"^(([0-9]{1,3}\.){3}[0-9]{1,3}/([0-9]|[12][0-9]|3[0-2])"
     r"|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*/([0-9]|[1-9][0-9]|1[01][0-9]|12[0-8]))$"
 )
+# A Prometheus duration as the Prometheus Operator's CRDs spell it (30s, 1m30s, 2h); empty = not set.
+DURATION = r"^(|0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
+PROMETHEUS_LABEL_NAME = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
+# A resource name of requests/limits: cpu, memory, or <domain>/<name> such as nvidia.com/gpu.
+RESOURCE_NAME = r"^([a-z0-9.-]+/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$"
 
 
 def either_empty(pattern: str) -> str:
@@ -74,6 +79,9 @@ DESCRIPTIONS: dict[str, str] = {
     CAPABILITY: "a Linux capability name in capitals, e.g. NET_BIND_SERVICE",
     URL_PATH: "a URL path starting with /: printable ASCII without spaces",
     CIDR: "an IPv4 or IPv6 CIDR block, e.g. 10.0.0.0/8 or ::/0",
+    DURATION: "a Prometheus duration such as 30s, 1m30s or 2h (empty: the Prometheus's own)",
+    PROMETHEUS_LABEL_NAME: "a Prometheus label name: letters, digits and '_', not starting with a digit",
+    RESOURCE_NAME: "a resource name such as cpu, memory or nvidia.com/gpu",
 }
 
 

@@ -252,3 +252,23 @@ def test_no_document_points_outside_the_repository() -> None:
         text = f.read_text(errors="replace")
         assert "DESIGN" not in text, f"{f.relative_to(REPO)} names a design document outside the repository"
         assert "../shared" not in text, f"{f.relative_to(REPO)} points outside the repository"
+
+
+def test_every_pattern_of_the_schema_has_a_human_description() -> None:
+    """tfchart says what a value must look like ("a DNS label ..."), never a regular expression."""
+    from tfchart.schema_formats import describe
+
+    patterns: set[str] = set()
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("pattern"), str):
+                patterns.add(node["pattern"])
+            for child in node.values():
+                walk(child)
+        elif isinstance(node, list):
+            for child in node:
+                walk(child)
+
+    walk(json.loads((CHART / "values.schema.json").read_text()))
+    assert patterns and [p for p in patterns if describe(p).startswith("text matching")] == []
