@@ -220,3 +220,52 @@ def _containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
     spec = doc.get("spec", {}).get("template", {}).get("spec", {})
     containers: list[dict[str, Any]] = spec.get("containers", [])
     return containers
+
+
+def test_cpu_image_serves_the_chiefs_prometheus_metrics_as_the_chart_configures_them(tmp_path: Path) -> None:
+    """metrics.enabled as rendered (container port `metrics`, TFD_METRICS_* env) on the built image, uid
+    10001 and a read-only root: /metrics answers from outside the container and ends at the final step."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    chief = _rendered_chief_container(["metrics.enabled=true", "metrics.lingerSeconds=120"])
+    [container_port] = [p["containerPort"] for p in chief["ports"] if p["name"] == "metrics"]
+    env = {item["name"]: item["value"] for item in chief["env"] if item["name"].startswith("TFD_METRICS_")}
+    assert env == {"TFD_METRICS_PORT": str(container_port), "TFD_METRICS_LINGER_SECONDS": "120"}
+    image, shared, port = built_images().cpu, _shared_volume(tmp_path), _free_port()
+    name = f"tfd-test-metrics-{port}"
+    started = subprocess.run(
+        [ENGINE, "run", "-d", "--rm", "--no-healthcheck", "--name", name, "--user", "10001:10001", "--read-only",
+         "--tmpfs", "/tmp:rw,mode=1777", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+         "-e", "HOME=/tmp", *(f"-e{key}={value}" for key, value in env.items()), "-v", f"{shared}:/data",
+         "-p", f"127.0.0.1:{port}:{container_port}", image, "--strategy=single_device", "--dataset=digits",
+         "--storage-root=/data", "--train-steps=60", "--batch-size=64", "--log-every-steps=20",
+         "--checkpoint-every-steps=30", "--model-name=mnist"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    try:
+        deadline, samples = time.monotonic() + 240, {}
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+                    text = response.read().decode()
+            except OSError:
+                time.sleep(1)
+                continue
+            samples = {(s.name, s.labels.get("state", "")): s.value
+                       for family in text_string_to_metric_families(text) for s in family.samples}  # fmt: skip
+            if samples.get(("tfd_training_state", "Succeeded")) == 1:
+                break
+            time.sleep(1)
+        assert samples.get(("tfd_training_state", "Succeeded")) == 1, samples
+        assert samples[("tfd_training_step", "")] == 60 and samples[("tfd_heldout_accuracy", "")] > 0.5
+    finally:
+        subprocess.run([ENGINE, "rm", "-f", "-t", "0", name], capture_output=True, check=False)
+
+
+def _rendered_chief_container(sets: list[str]) -> dict[str, Any]:
+    for doc in render("4", sets=["training.dataset=digits", *sets]):
+        if doc.get("kind") == "Job" and doc["metadata"]["name"].endswith("-chief"):
+            container: dict[str, Any] = doc["spec"]["template"]["spec"]["containers"][0]
+            return container
+    raise AssertionError("the chart rendered no chief Job")
