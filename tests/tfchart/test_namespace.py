@@ -188,6 +188,8 @@ def add_release(cluster: kf.FakeCluster, namespace: str = NS) -> None:
             cluster.add(kf.service(doc))
         elif doc["kind"] == "PersistentVolumeClaim":
             cluster.add(kf.claim(doc["metadata"]["name"], namespace))
+        elif doc["kind"] == "ConfigMap":
+            cluster.add(doc)
     chief = kf.manifest(docs, "Job", "chief")
     cluster.add(kf.job(chief, "running"), kf.pod(chief))
     cluster.add(kf.node("cpu-node-1"), kf.storage_class("nfs", "nfs.csi.k8s.io", default=True))
@@ -284,7 +286,11 @@ def test_status_reports_what_it_found_in_the_context_namespace(tmp_path: Path, s
     add_release(server.cluster)
     run = tfchart(tmp_path, kubeconfig(tmp_path, server.url), "status", RELEASE, "-o", "json")
     assert run.returncode == 0, run.stderr
-    assert json.loads(run.stdout)["namespace"] == NS
+    report = json.loads(run.stdout)
+    assert report["namespace"] == NS
+    # Serving's model config is read back from the same namespace (the "Serving loads" line)
+    assert report["serving"]["config_map"] == "mnist-tf-distributed-serving", report["serving"]
+    assert [c.namespace for c in server.cluster.calls if c.resource == "configmaps"] == [NS]
 
 
 # -- answers that are not from a Kubernetes API server ---------------------------------------------
