@@ -49,6 +49,7 @@ class ValidationFailed(TfchartError):
     """The values are invalid; every problem is listed."""
 
     problems: list[Problem] = field(default_factory=list)
+    note: str = ""  # said after the list (e.g. that helm stopped at schema errors)
 
     def __post_init__(self) -> None:
         count = len(self.problems)

@@ -1,0 +1,211 @@
+"""The command line's inputs, parsed once into objects the commands hand to the modules.
+
+Each decorator adds a family of options and replaces them, in the command's keyword arguments, by
+one object: `values` (-f and helm's --set family), `kube` (--kubeconfig, --kube-context) and `flags`
+(helm's release flags). Settings holds the options of `tfchart` itself (--chart, --helm...).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from tfchart.helm.chart import Chart
+    from tfchart.helm.inputs import Inputs
+    from tfchart.helm.runner import Helm
+    from tfchart.values.validate import Report
+
+F = TypeVar("F", bound=Callable[..., Any])
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@dataclass
+class Settings:
+    """Options shared by every command: --debug, and which helm runs."""
+
+    debug: bool
+    helm_binary: str | None
+
+    @cached_property
+    def helm(self) -> Helm:
+        from tfchart.helm.runner import Helm, find_helm, version
+
+        found = find_helm(self.helm_binary)
+        version(found)  # refuses a helm older than 3.17
+        return Helm(found, debug=self.debug)
+
+
+@dataclass
+class ValuesInputs:
+    """The chart (a directory, a .tgz, oci://...), the -f files and --set family as given, and the
+    --policy file they must satisfy."""
+
+    files: tuple[str, ...]
+    sets: list[tuple[str, str]]
+    policy: Path | None = None
+    chart_reference: str | None = None
+    chart_version: str | None = None
+    plain_http: bool = False
+    _chart: Chart | None = field(default=None, init=False, repr=False)
+
+    def chart(self, settings: Settings) -> Chart:
+        """The chart, resolved (a remote one pulled) once per command."""
+        if self._chart is None:
+            from tfchart.helm.chart import resolve
+
+            reference = self.chart_reference or os.environ.get("TFCHART_CHART") or None
+            self._chart = resolve(reference, self.chart_version, settings.helm, self.plain_http)
+        return self._chart
+
+    @cached_property
+    def inputs(self) -> Inputs:
+        """The inputs as helm gets them (standard input and pipes read once, here)."""
+        from tfchart.helm.inputs import read
+
+        return read(list(self.files), self.sets)
+
+    def report(self, settings: Settings, release: str, namespace: str | None) -> Report:
+        """helm's verdict on these values (and the policy's, with --policy), every problem located."""
+        from tfchart.values.validate import check, check_policy
+
+        report = check(settings.helm, self.chart(settings), self.inputs, release, namespace)
+        if self.policy is not None:
+            check_policy(report, self.policy, settings.helm, self.chart(settings), self.inputs)
+        return report
+
+    def manifests(self, settings: Settings, release: str, namespace: str | None) -> list[dict[str, Any]]:
+        """The release's objects as helm renders them; refuses invalid values (or a broken policy)."""
+        report = self.report(settings, release, namespace)
+        if not report.valid:
+            raise report.failure()
+        return report.manifests
+
+    def values(self, settings: Settings) -> Any:
+        """The values helm renders the chart with (merged, typed and coalesced by helm)."""
+        from tfchart.helm.render import merged_values
+
+        return merged_values(settings.helm, self.chart(settings), self.inputs)
+
+
+@dataclass(frozen=True)
+class KubeInputs:
+    """--kubeconfig and --kube-context: the cluster every API call and helm command of a command reach."""
+
+    kubeconfig: Path | None
+    context: str | None
+
+    def api(self) -> Any:
+        from tfchart.cluster import kube
+
+        return kube.KubeApi.from_config(self.kubeconfig, self.context)
+
+    def namespace(self, namespace: str | None) -> str:
+        """The one namespace of a command, for helm's --namespace and every API call alike: -n, else the
+        kubeconfig context's (the service account's in a pod), else `default`, as helm and kubectl pick."""
+        if namespace:
+            return namespace
+        from tfchart.cluster import kube
+
+        return kube.configured_namespace(self.kubeconfig, self.context)
+
+    def helm(self, settings: Settings) -> Helm:
+        from tfchart.helm.runner import Helm
+
+        return Helm(settings.helm.executable, self.kubeconfig, self.context, settings.debug)
+
+
+def _option(function: Any, *decls: str, **attrs: Any) -> Any:
+    return click.option(*decls, **attrs)(function)
+
+
+def values_inputs(more: bool = True) -> Callable[[F], F]:
+    """-f/--values and helm's --set family (with --set-json/--set-file/--policy unless `more` is False),
+    passed to the command as `values: ValuesInputs`."""
+
+    def decorate(function: F) -> F:
+        @functools.wraps(function)
+        def command(*args: Any, files: tuple[str, ...], sets: tuple[str, ...], set_strings: tuple[str, ...],
+                    chart: str | None, chart_version: str | None, plain_http: bool, set_jsons: tuple[str, ...] = (),
+                    set_files: tuple[str, ...] = (), policy: Path | None = None, **kwargs: Any) -> Any:  # fmt: skip
+            ordered = [*(("--set-json", item) for item in set_jsons), *(("--set", item) for item in sets),
+                       *(("--set-string", item) for item in set_strings), *(("--set-file", item) for item in set_files)]
+            values = ValuesInputs(tuple(files), ordered, policy, chart, chart_version, plain_http)
+            return function(*args, values=values, **kwargs)
+
+        wrapped: Any = _option(command, "--plain-http", is_flag=True,
+                               help="Pull an oci:// --chart over plain HTTP (a registry without TLS).")
+        wrapped = _option(wrapped, "--version", "chart_version", default=None, metavar="VERSION",
+                          help="Version of a remote --chart (oci://..., repo/name), as helm's --version.")
+        wrapped = _option(wrapped, "--chart", default=None, metavar="CHART",
+                          help="The chart: a directory, a packaged .tgz or oci://REGISTRY/CHART (default: "
+                               "$TFCHART_CHART or this repository's charts/tf-distributed).")
+        if more:
+            wrapped = _option(wrapped, "--policy", "policy", type=click.Path(path_type=Path, dir_okay=False),
+                              default=None, metavar="FILE",
+                              help="A platform team's policy file: refuse values that break its rules (GPUs, "
+                                   "images, priority class, queue, NetworkPolicy, downloads, storage, placement).")
+            wrapped = _option(wrapped, "--set-file", "set_files", multiple=True, metavar="KEY=PATH",
+                              help="Set values to the content of files (helm's --set-file).")
+            wrapped = _option(wrapped, "--set-json", "set_jsons", multiple=True, metavar="KEY=JSON",
+                              help="Set values to JSON values (helm's --set-json).")
+        wrapped = _option(wrapped, "--set-string", "set_strings", multiple=True, metavar="KEY=VAL",
+                          help="Like --set, values stay strings.")
+        wrapped = _option(wrapped, "--set", "sets", multiple=True, metavar="KEY=VAL",
+                          help="Set values with helm's --set syntax (a.b=c, a={x,y}, a[0]=x, a\\.b=c).")
+        wrapped = _option(wrapped, "-f", "--values", "files", multiple=True, metavar="FILE",
+                          help="Values file (repeatable; later files win; - is standard input).")
+        return wrapped  # type: ignore[no-any-return]
+
+    return decorate
+
+
+def kube_inputs(function: F) -> F:
+    """--kubeconfig and --kube-context, passed to the command as `kube: KubeInputs`."""
+
+    @functools.wraps(function)
+    def command(*args: Any, kubeconfig: Path | None, kube_context: str | None, **kwargs: Any) -> Any:
+        return function(*args, kube=KubeInputs(kubeconfig, kube_context), **kwargs)
+
+    wrapped: Any = _option(command, "--kube-context", default=None, help="kubeconfig context to use.")
+    wrapped = _option(wrapped, "--kubeconfig", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                      help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")
+    return wrapped  # type: ignore[no-any-return]
+
+
+def release_flags(function: F) -> F:
+    """-n, --wait, --timeout, --atomic and --dry-run, passed to the command as `flags: release.Options`
+    (its create_namespace left False)."""
+
+    @functools.wraps(function)
+    def command(*args: Any, namespace: str | None, wait: bool, timeout: str | None, atomic: bool,
+                dry_run: str | None, **kwargs: Any) -> Any:  # fmt: skip
+        from tfchart.helm.release import Options
+
+        flags = Options(namespace=namespace, wait=wait, timeout=timeout, atomic=atomic, dry_run=dry_run)
+        return function(*args, flags=flags, **kwargs)
+
+    wrapped: Any = _option(command, "--dry-run", "dry_run", type=click.Choice(["client", "server"]), default=None,
+                           is_flag=False, flag_value="client", help="Simulate: client (no cluster writes) or server.")
+    wrapped = _option(wrapped, "--atomic", is_flag=True,
+                      help="Roll back if the operation fails (helm 4: --rollback-on-failure).")
+    wrapped = _option(wrapped, "--timeout", default=None, metavar="DURATION", help="How long helm waits, e.g. 10m.")
+    wrapped = _option(wrapped, "--wait", is_flag=True, help="Wait until the pods are ready (not until training ends).")
+    wrapped = _option(wrapped, "-n", "--namespace", default=None, help="Release namespace.")
+    return wrapped  # type: ignore[no-any-return]
+
+
+def settings_options(function: F) -> F:
+    """tfchart's own options: --debug, --helm (they make the Settings)."""
+    wrapped: Any = _option(function, "--helm", "helm", metavar="PATH",
+                           help="helm binary (default: $TFCHART_HELM, helm on PATH, or the repository's "
+                                ".tools/bin/helm).")
+    wrapped = _option(wrapped, "--debug", is_flag=True, help="Show tracebacks and the helm commands run.")
+    return wrapped  # type: ignore[no-any-return]

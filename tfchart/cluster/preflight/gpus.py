@@ -1,0 +1,124 @@
+"""gpu-capacity: GPUs the release's pods request (per extended resource) against the allocatable GPUs
+of schedulable nodes, minus what running pods of other releases hold (best effort), and whether one
+node can host the largest pod (a pod cannot span nodes). nodeSelector/tolerations/affinity are not
+evaluated; the message says so when a GPU role sets them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tfchart.cluster.objects import container_gpus
+from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Finding, Nodes, allocatable, is_access_denied, name_of
+from tfchart.cluster.preflight.plan import Plan, PlannedRole
+from tfchart.errors import KubernetesError
+from tfdcontract import CHART_NAME, INSTANCE_LABEL, NAME_LABEL
+
+if TYPE_CHECKING:
+    from tfchart.cluster.kube import KubeApi
+
+NOT_FINISHED = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+def check_gpus(
+    api: KubeApi, planned: Plan, release: str, nodes: Callable[[], list[Any]] | None = None
+) -> list[Finding]:
+    demand: dict[str, list[PlannedRole]] = {}
+    for role in planned.roles:
+        if role.gpus_per_pod > 0:
+            demand.setdefault(role.gpu_resource, []).append(role)
+    if not demand:
+        return [Finding("gpu-capacity", OK, "the release requests no GPUs")]
+    listed = (nodes or Nodes(api))()
+    used, usage_note = gpu_usage(api, release)
+    return [gpu_finding(resource, roles, listed, used, usage_note) for resource, roles in sorted(demand.items())]
+
+
+def gpu_usage(api: KubeApi, release: str) -> tuple[dict[tuple[str, str], int], str]:
+    """GPUs held per (node, resource) by unfinished pods of other releases; best effort."""
+    try:
+        pods = api.list_pods_all_namespaces(NOT_FINISHED)
+    except KubernetesError as error:
+        if not is_access_denied(error):
+            raise
+        return {}, " (other pods' GPU use is unknown: listing pods in all namespaces is forbidden)"
+    used: dict[tuple[str, str], int] = {}
+    for pod in pods:
+        labels = pod.metadata.labels or {}
+        own = labels.get(NAME_LABEL) == CHART_NAME and labels.get(INSTANCE_LABEL) == release
+        if own or not pod.spec or not pod.spec.node_name:
+            continue
+        for container in pod.spec.containers or []:
+            for resource, count in container_gpus(container).items():
+                key = (pod.spec.node_name, resource)
+                used[key] = used.get(key, 0) + count
+    return used, ""
+
+
+def gpu_finding(
+    resource: str, roles: list[PlannedRole], nodes: list[Any], used: dict[tuple[str, str], int], usage_note: str
+) -> Finding:
+    pods = [role.gpus_per_pod for role in roles for _ in range(role.replicas)]
+    needed = sum(pods)
+    who = ", ".join(f"{r.role} {r.replicas}x{r.gpus_per_pod}" for r in roles)
+    capacity = {name_of(node): int(allocatable(node, resource)) for node in nodes}
+    free = {name: max(0, count - used.get((name, resource), 0)) for name, count in capacity.items()}
+    placement = sorted({key for role in roles for key in role.placement})
+    note = usage_note + (
+        f" ({'/'.join(placement)} of the GPU roles not evaluated: counted every schedulable node)" if placement else ""
+    )
+    total_capacity = sum(capacity.values())
+    if total_capacity == 0:
+        return Finding(
+            "gpu-capacity",
+            FAIL,
+            f"the release needs {needed} {resource} ({who}) but no schedulable node advertises {resource}{note}",
+            f"install the device plugin for {resource} (e.g. the NVIDIA GPU operator) or add GPU nodes; "
+            "check with `kubectl describe nodes | grep -i gpu`",
+        )
+    largest = max(pods)
+    biggest_node = max(capacity.values())
+    if biggest_node < largest:
+        return Finding(
+            "gpu-capacity",
+            FAIL,
+            f"a pod needs {largest} {resource} but the largest node has {biggest_node}: a pod cannot span nodes{note}",
+            f"lower gpu.count per pod (and raise replicas) or add a node with {largest} {resource}",
+        )
+    if total_capacity < needed or not fits(pods, dict(capacity)):
+        return Finding(
+            "gpu-capacity",
+            FAIL,
+            f"the release needs {needed} {resource} ({who}); schedulable nodes have {total_capacity} "
+            f"({describe_nodes(capacity)}){note}",
+            "lower the replicas or gpu.count of the GPU roles, or add GPU nodes",
+        )
+    if not fits(pods, dict(free)):
+        return Finding(
+            "gpu-capacity",
+            WARN,
+            f"tight: the release needs {needed} {resource} ({who}); {sum(free.values())} of {total_capacity} are free "
+            f"now ({describe_nodes(free)}){note}",
+            "some pods will stay Pending until other workloads release GPUs (`kubectl describe nodes`)",
+        )
+    return Finding(
+        "gpu-capacity",
+        OK,
+        f"{needed} {resource} needed ({who}); {sum(free.values())} of {total_capacity} free "
+        f"({describe_nodes(free)}){note}",
+    )
+
+
+def fits(pods: list[int], capacity: dict[str, int]) -> bool:
+    """First-fit decreasing: can every pod get its GPUs on one node?"""
+    for need in sorted(pods, reverse=True):
+        node = next((name for name, left in sorted(capacity.items()) if left >= need), None)
+        if node is None:
+            return False
+        capacity[node] -= need
+    return True
+
+
+def describe_nodes(counts: dict[str, int]) -> str:
+    shown = [f"{name}: {count}" for name, count in sorted(counts.items()) if count]
+    return ", ".join(shown) or "none"

@@ -1,0 +1,40 @@
+"""network-policy: whether a CNI that enforces NetworkPolicies runs (DaemonSets in kube-system)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tfchart.cluster.preflight.findings import OK, WARN, Finding, name_of
+from tfchart.cluster.preflight.plan import Plan
+
+if TYPE_CHECKING:
+    from tfchart.cluster.kube import KubeApi
+
+ENFORCING_CNIS = ("calico-node", "cilium", "weave-net", "antrea-agent", "kube-router", "canal")
+
+
+def check_network_policy(api: KubeApi, planned: Plan) -> list[Finding]:
+    if not planned.network_policies:
+        return [
+            Finding(
+                "network-policy",
+                WARN,
+                "networkPolicy.enabled=false: any pod can reach the TensorFlow gRPC ports, which run any graph sent",
+                "--set networkPolicy.enabled=true (the default) on a cluster whose CNI enforces NetworkPolicies",
+            )
+        ]
+    daemon_sets = [name_of(ds) for ds in api.list_daemon_sets("kube-system")]
+    found = sorted({cni for cni in ENFORCING_CNIS for ds in daemon_sets if ds == cni or ds.startswith(f"{cni}-")})
+    if found:
+        return [Finding("network-policy", OK, f"NetworkPolicies are enforced by {', '.join(found)}")]
+    return [
+        Finding(
+            "network-policy",
+            WARN,
+            "NetworkPolicies are likely NOT enforced (no known enforcing CNI found in kube-system: "
+            + ", ".join(ENFORCING_CNIS)
+            + ")",
+            "install a CNI that enforces them (Calico, Cilium, Antrea...), or check your provider's setting "
+            "(e.g. GKE Dataplane V2, EKS VPC CNI network policy agent)",
+        )
+    ]

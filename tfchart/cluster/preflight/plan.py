@@ -1,0 +1,104 @@
+"""What the release would create, read from its render (helm template of the same values): pods and
+their requests per role, objects quota counts, the claim and its need, the NetworkPolicies, the gang
+PodGroup and the Kueue labels. Init containers are ignored (the chart's are smaller than the main
+containers); the `helm test` pod is not counted (it runs only on `helm test`)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from tfchart.manifests import quantity
+from tfchart.manifests.workloads import Workload, is_gpu_resource, running
+from tfchart.values.storage import StorageNeed, need
+from tfdcontract import CHIEF, EVALUATOR, PS, WORKER
+
+WORKLOAD_QUOTA = {"StatefulSet": "statefulsets.apps", "Deployment": "deployments.apps", "Job": "jobs.batch"}
+GANG_ROLES = (PS, WORKER, CHIEF, EVALUATOR)  # the pods of the PodGroup / Kueue pod group
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+@dataclass(frozen=True)
+class PlannedRole:
+    """One component's pods as the chart renders them."""
+
+    role: str
+    replicas: int
+    requests: dict[str, Decimal]
+    limits: dict[str, Decimal]
+    gpu_resource: str
+    gpus_per_pod: int
+    placement: tuple[str, ...] = ()  # placement the values set (nodeSelector, tolerations, node affinity)
+    scheduler: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Plan:
+    roles: list[PlannedRole] = field(default_factory=list)
+    objects: Counter[str] = field(default_factory=Counter)  # quota resource names: pods, services, ...
+    claim_size: Decimal | None = None
+    storage: StorageNeed | None = None
+    network_policies: int = 0
+    pod_group: dict[str, Any] | None = None  # the gang scheduler's PodGroup
+
+    def label(self, key: str) -> str:
+        """A label the TensorFlow pods carry (Kueue's queue and priority class)."""
+        return next((role.labels[key] for role in self.roles if role.role in GANG_ROLES and role.labels.get(key)), "")
+
+
+def plan(docs: list[dict[str, Any]]) -> Plan:
+    result = Plan(storage=need(docs))
+    for workload in running(docs):
+        result.objects[f"count/{WORKLOAD_QUOTA.get(workload.kind, workload.kind.lower())}"] += 1
+        result.roles.append(rendered_role(workload))
+        result.objects["pods"] += workload.replicas
+    for doc in docs:
+        kind, spec = doc.get("kind"), doc.get("spec") or {}
+        if kind == "Service":
+            result.objects["services"] += 1
+            if spec.get("type") in ("NodePort", "LoadBalancer"):
+                result.objects["services.nodeports"] += 1
+            if spec.get("type") == "LoadBalancer":
+                result.objects["services.loadbalancers"] += 1
+        elif kind == "PersistentVolumeClaim":
+            result.objects["persistentvolumeclaims"] += 1
+            requests = (spec.get("resources") or {}).get("requests") or {}
+            result.claim_size = quantity.parse(requests.get("storage", "0"))
+        elif kind == "NetworkPolicy":
+            result.network_policies += 1
+        elif kind == "PodGroup":
+            result.pod_group = doc
+    result.objects["secrets"] += 1  # helm's release record (sh.helm.release.v1.<release>.v1)
+    for plain in ("pods", "services", "persistentvolumeclaims", "secrets"):
+        result.objects[f"count/{plain}"] = result.objects[plain]
+    return result
+
+
+def rendered_role(workload: Workload) -> PlannedRole:
+    """One workload's pods: the requests and limits of its containers, its GPUs (a limit; the API
+    server copies it to the request), and the placement the values gave it."""
+    requests: dict[str, Decimal] = {}
+    limits: dict[str, Decimal] = {}
+    for container in workload.spec.get("containers") or []:
+        resources = container.get("resources") or {}
+        for kind, totals in (("requests", requests), ("limits", limits)):
+            for key, value in (resources.get(kind) or {}).items():
+                totals[key] = totals.get(key, Decimal(0)) + quantity.parse(value)
+    for key, value in limits.items():
+        requests.setdefault(key, value)  # the API server's defaulting: a request left out is the limit
+    gpus = {key: value for key, value in limits.items() if is_gpu_resource(key)}
+    resource, count = next(iter(gpus.items()), ("nvidia.com/gpu", Decimal(0)))
+    spec = workload.spec
+    placement = tuple(key for key, set_ in (("nodeSelector", spec.get("nodeSelector")),
+                                            ("tolerations", spec.get("tolerations")),
+                                            ("affinity", (spec.get("affinity") or {}).get("nodeAffinity"))) if set_)
+    return PlannedRole(workload.component, workload.replicas, requests, limits, resource, int(count), placement,
+                       str(spec.get("schedulerName") or ""), workload.pod_labels)  # fmt: skip
+
+
+def total(roles: list[PlannedRole], kind: str, resource: str) -> Decimal:
+    return sum((Decimal(r.replicas) * getattr(r, kind).get(resource, Decimal(0)) for r in roles), Decimal(0))

@@ -1,0 +1,307 @@
+"""storage: the access mode the release needs (ReadWriteMany when pods may spread over nodes,
+ReadWriteOnce when the chart co-locates them) against the existing claim's own access modes, or against
+the StorageClass the created claim would use (named, else the default), judged by its provisioner
+(PROVISIONERS); every StorageClass of the cluster is listed with what it offers, so the message names
+the ones that would do. co-location (co-located releases only): one schedulable node must hold the
+requests of every pod of the release (allocatable, other pods' requests not counted)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Finding, Nodes, allocatable, name_of
+from tfchart.cluster.preflight.plan import Plan, total
+from tfchart.manifests.quantity import shown
+from tfchart.values.storage import RWX_EXAMPLES, StorageNeed
+from tfdcontract import SUPERVISOR
+
+if TYPE_CHECKING:
+    from tfchart.cluster.kube import KubeApi
+
+UNMOUNTED_ROLES = (SUPERVISOR,)  # pods that do not mount the shared claim
+RWX, RWO_ONLY, NODE_LOCAL, DEPENDS, UNKNOWN = "rwx", "rwo-only", "node-local", "depends", "unknown"
+
+
+@dataclass(frozen=True)
+class Provisioner:
+    """What a StorageClass's provisioner offers, for ReadWriteMany (every provisioner offers ReadWriteOnce)."""
+
+    rwx: str  # RWX | RWO_ONLY | NODE_LOCAL | DEPENDS
+    what: str
+
+
+# Well-known provisioners, from each driver's documentation (and source where named). A class is
+# matched by its provisioner, exactly or as a suffix after a dot (Rook names its Ceph drivers
+# <operator-namespace>.cephfs.csi.ceph.com). Anything else is reported as unknown.
+PROVISIONERS: dict[str, Provisioner] = {
+    # ReadWriteOnce only: a ReadWriteMany claim stays Pending (ProvisioningFailed). local-path says
+    # "NodePath only supports ReadWriteOnce and ReadWriteOncePod (1.22+) access modes".
+    "rancher.io/local-path": Provisioner(RWO_ONLY, "local-path: kind, k3d, k3s"),
+    "kubernetes.io/no-provisioner": Provisioner(RWO_ONLY, "pre-created local volumes"),
+    "openebs.io/local": Provisioner(RWO_ONLY, "OpenEBS local PV"),
+    "ebs.csi.aws.com": Provisioner(RWO_ONLY, "Amazon EBS"),
+    "kubernetes.io/aws-ebs": Provisioner(RWO_ONLY, "Amazon EBS"),
+    "pd.csi.storage.gke.io": Provisioner(RWO_ONLY, "GCE persistent disk"),
+    "kubernetes.io/gce-pd": Provisioner(RWO_ONLY, "GCE persistent disk"),
+    "disk.csi.azure.com": Provisioner(RWO_ONLY, "Azure Disk"),
+    "kubernetes.io/azure-disk": Provisioner(RWO_ONLY, "Azure Disk"),
+    "cinder.csi.openstack.org": Provisioner(RWO_ONLY, "OpenStack Cinder"),
+    "dobs.csi.digitalocean.com": Provisioner(RWO_ONLY, "DigitalOcean block storage"),
+    "rbd.csi.ceph.com": Provisioner(RWO_ONLY, "Ceph RBD (ReadWriteMany only as raw block)"),
+    # hostPath on one node's disk, any access mode accepted (minikube copies the claim's modes into
+    # a hostPath volume: kubernetes/minikube pkg/storage/storage_provisioner.go): ReadWriteMany
+    # binds, but pods on other nodes would not see the data.
+    "k8s.io/minikube-hostpath": Provisioner(NODE_LOCAL, "minikube hostPath"),
+    "docker.io/hostpath": Provisioner(NODE_LOCAL, "Docker Desktop hostPath"),
+    # ReadWriteMany: shared file systems.
+    "nfs.csi.k8s.io": Provisioner(RWX, "NFS CSI driver"),
+    "k8s-sigs.io/nfs-subdir-external-provisioner": Provisioner(RWX, "NFS subdir provisioner"),
+    "cluster.local/nfs-subdir-external-provisioner": Provisioner(RWX, "NFS subdir provisioner"),
+    "cephfs.csi.ceph.com": Provisioner(RWX, "CephFS"),
+    "efs.csi.aws.com": Provisioner(RWX, "Amazon EFS"),
+    "fsx.csi.aws.com": Provisioner(RWX, "Amazon FSx for Lustre"),
+    "file.csi.azure.com": Provisioner(RWX, "Azure Files"),
+    "kubernetes.io/azure-file": Provisioner(RWX, "Azure Files"),
+    "filestore.csi.storage.gke.io": Provisioner(RWX, "GKE Filestore"),
+    "driver.longhorn.io": Provisioner(RWX, "Longhorn, through its share manager"),
+    "smb.csi.k8s.io": Provisioner(RWX, "SMB CSI driver"),
+    # ReadWriteMany depending on the class's parameters or backend.
+    "csi.vsphere.vmware.com": Provisioner(DEPENDS, "vSphere: ReadWriteMany only for vSAN file volumes"),
+    "csi.trident.netapp.io": Provisioner(DEPENDS, "NetApp Trident: ReadWriteMany with NAS backends only"),
+    "pxd.portworx.com": Provisioner(DEPENDS, "Portworx: ReadWriteMany with sharedv4 volumes only"),
+}
+DEFAULT_CLASS_ANNOTATIONS = (
+    "storageclass.kubernetes.io/is-default-class",
+    "storageclass.beta.kubernetes.io/is-default-class",
+)
+
+
+def check_storage(
+    api: KubeApi, planned: Plan, namespace: str, nodes: Callable[[], list[Any]] | None = None
+) -> list[Finding]:
+    need = planned.storage
+    if need is None:
+        return [Finding("storage", FAIL, "no pod of the release mounts a volume for checkpoints, logs and exports",
+                        "--set storage.create=true or --set storage.existingClaim=<pvc-name>")]  # fmt: skip
+    if need.claim_spec is None:
+        return [check_existing_claim(api, need.claim, namespace, need)]
+    return [check_storage_class(api, need.claim_spec.get("storageClassName"), need, nodes or Nodes(api))]
+
+
+COLOCATE_FIX = (
+    "--set storage.accessModes={ReadWriteOnce} to co-locate every pod on one node, which any StorageClass serves "
+    "(as values/cpu.yaml does; the node must fit them all)"
+)
+
+
+def check_existing_claim(api: KubeApi, claim: str, namespace: str, need: StorageNeed) -> Finding:
+    """The claim's own access modes (as bound, else as requested) against what the values need."""
+    pvc = api.read_persistent_volume_claim(namespace, claim)
+    if pvc is None:
+        return Finding(
+            "storage",
+            FAIL,
+            f"storage.existingClaim {claim} does not exist in namespace {namespace}",
+            f"create the PersistentVolumeClaim first (`kubectl -n {namespace} get pvc`) or unset storage.existingClaim",
+        )
+    phase = (pvc.status.phase if pvc.status else None) or "Pending"
+    has = list((pvc.status.access_modes if pvc.status and phase == "Bound" else None) or pvc.spec.access_modes or [])
+    if phase not in ("Bound", "Pending"):
+        return Finding("storage", FAIL, f"claim {claim} is {phase}", "its volume is gone: recreate the claim")
+    modes = ", ".join(has) or "none"
+    if need.mode == "ReadWriteMany" and "ReadWriteMany" not in has:
+        return Finding(
+            "storage",
+            FAIL,
+            f"claim {claim} has access modes {modes}, the release needs ReadWriteMany: {need.pods_phrase} "
+            "from any node",
+            f"{COLOCATE_FIX}, or use a claim that offers ReadWriteMany ({RWX_EXAMPLES})",
+        )
+    if need.total > 1 and not {"ReadWriteOnce", "ReadWriteMany"} & set(has):
+        return Finding(
+            "storage",
+            FAIL,
+            f"claim {claim} has access modes {modes}: not one that {need.total} pods can share ({need.pods_phrase})",
+            "use a ReadWriteOnce claim (the chart co-locates the pods) or a ReadWriteMany one",
+        )
+    if not {"ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod"} & set(has):
+        return Finding("storage", FAIL, f"claim {claim} has access modes {modes}: not writable", "use a writable claim")
+    state = "Bound" if phase == "Bound" else "Pending (binds when the first pod is scheduled, or waits for a volume)"
+    spread = (
+        "; it offers ReadWriteMany: --set storage.accessModes={ReadWriteMany} lets the pods spread over nodes"
+        if need.colocated and "ReadWriteMany" in has and need.total > 1
+        else ""
+    )
+    return Finding("storage", OK, f"claim {claim} is {state} with {modes}: the release needs {need.mode}{spread}")
+
+
+def provisioner_of(storage_class: Any) -> Provisioner | None:
+    name = str(storage_class.provisioner)
+    for known, provisioner in PROVISIONERS.items():
+        if name == known or name.endswith(f".{known}"):
+            return provisioner
+    return None
+
+
+def offers(storage_class: Any, mode: str) -> str:
+    """RWX (offers the mode), RWO_ONLY, NODE_LOCAL, DEPENDS or UNKNOWN: what the class offers for `mode`."""
+    if mode != "ReadWriteMany":
+        return RWX  # every provisioner offers ReadWriteOnce (and a one-pod ReadWriteOncePod)
+    provisioner = provisioner_of(storage_class)
+    return provisioner.rwx if provisioner else UNKNOWN
+
+
+CAPABILITY = {
+    RWX: "offers {mode}",
+    RWO_ONLY: "ReadWriteOnce only",
+    NODE_LOCAL: "one node's disk",
+    DEPENDS: "{mode} depends on the class",
+    UNKNOWN: "unknown provisioner, check its docs",
+}
+
+
+def describe_class(storage_class: Any, mode: str) -> str:
+    """`nfs (nfs.csi.k8s.io, default): offers ReadWriteMany`"""
+    default = ", default" if is_default_class(storage_class) else ""
+    capability = CAPABILITY[offers(storage_class, mode)].format(mode=mode)
+    return f"{name_of(storage_class)} ({storage_class.provisioner}{default}): {capability}"
+
+
+def check_storage_class(
+    api: KubeApi, class_name: str | None, need: StorageNeed, nodes: Callable[[], list[Any]]
+) -> Finding:
+    mode = need.mode
+    if class_name == "":
+        return Finding(
+            "storage",
+            WARN,
+            f'storage.storageClassName is "": the claim binds only to a pre-created PersistentVolume with {mode}',
+            "create a matching PersistentVolume, or set storage.storageClassName (null = the default class)",
+        )
+    classes = sorted(api.list_storage_classes(), key=name_of)
+    listing = "StorageClasses: " + ("; ".join(describe_class(c, mode) for c in classes) or "none")
+    offering = [name_of(c) for c in classes if offers(c, mode) == RWX]
+    choose = (
+        f"<one that offers {mode}: {', '.join(offering)}>"
+        if offering
+        else f"<one of: {', '.join(map(name_of, classes)) or 'none'}>"
+    )
+    if class_name is None:
+        defaults = [c for c in classes if is_default_class(c)]
+        if not defaults:
+            return Finding(
+                "storage",
+                FAIL,
+                "no default StorageClass and storage.storageClassName is not set: the claim would stay Pending. "
+                + listing,
+                f"--set storage.storageClassName={choose}, or mark a class as the default",
+            )
+        chosen = max(defaults, key=lambda c: (c.metadata.creation_timestamp is not None, c.metadata.creation_timestamp))
+        label = f"default StorageClass {name_of(chosen)}"
+        if len(defaults) > 1:
+            label += f" (one of {len(defaults)} default classes: Kubernetes picks the newest)"
+    else:
+        found = next((c for c in classes if name_of(c) == class_name), None)
+        if found is None:
+            return Finding(
+                "storage",
+                FAIL,
+                f"StorageClass {class_name} does not exist. {listing}",
+                f"--set storage.storageClassName={choose}",
+            )
+        chosen, label = found, f"StorageClass {class_name}"
+    label += f" ({chosen.provisioner})"
+    capability = offers(chosen, mode)
+    if capability == RWX:
+        spread = [name_of(c) for c in classes if offers(c, "ReadWriteMany") == RWX] if need.colocated else []
+        tip = (
+            f" ({spread[0]} offers ReadWriteMany: --set storage.accessModes={{ReadWriteMany}} "
+            f"--set storage.storageClassName={spread[0]} lets the pods spread over nodes)"
+            if spread and need.total > 1
+            else ""
+        )
+        return Finding("storage", OK, f"needs {mode}: {label} offers it{tip}. {listing}")
+    others = [name for name in offering if name != name_of(chosen)]
+    if others:
+        hint = f"--set storage.storageClassName={others[0]} (it offers {mode}), or {COLOCATE_FIX}"
+    else:
+        hint = (
+            f"on one node: {COLOCATE_FIX}; across nodes: install a provisioner that offers {mode} "
+            f"({RWX_EXAMPLES}) and --set storage.storageClassName=<its class>"
+        )
+    why = f"needs {mode}: {need.pods_phrase} from any node"
+    if capability == RWO_ONLY:
+        return Finding(
+            "storage",
+            FAIL,
+            f"{why}, but {label} offers ReadWriteOnce only: the claim would stay Pending. {listing}",
+            hint,
+        )
+    if capability == NODE_LOCAL:
+        count = len(nodes())
+        if count > 1:
+            return Finding(
+                "storage",
+                FAIL,
+                f"{why}, but {label} keeps each volume on one node's disk: pods on the other {count - 1} node(s) "
+                f"would not see the data. {listing}",
+                hint,
+            )
+        return Finding(
+            "storage",
+            WARN,
+            f"{why}: {label} keeps each volume on one node's disk, shared only because this cluster has one "
+            f"schedulable node (if the claim stays Pending, it refuses {mode}). {listing}",
+            hint,
+        )
+    what = provisioner_of(chosen)
+    detail = what.what if capability == DEPENDS and what else f"{chosen.provisioner} is not a provisioner tfchart knows"
+    return Finding(
+        "storage",
+        WARN,
+        f"{why}: whether {label} offers it is unknown ({detail}): check its docs. {listing}",
+        hint,
+    )
+
+
+def is_default_class(storage_class: Any) -> bool:
+    annotations = storage_class.metadata.annotations or {}
+    return any(annotations.get(key) == "true" for key in DEFAULT_CLASS_ANNOTATIONS)
+
+
+def check_colocation(planned: Plan, need: StorageNeed, nodes: Callable[[], list[Any]]) -> list[Finding]:
+    """Co-located pods must all fit one node: their requests against each schedulable node's allocatable.
+    The supervisor mounts no claim, so it is free to run elsewhere."""
+    roles = [role for role in planned.roles if role.role not in UNMOUNTED_ROLES]
+    pods = sum(role.replicas for role in roles)
+    resources = sorted({key for role in roles for key in role.requests})
+    needed = {key: total(roles, "requests", key) for key in resources}
+    needed = {key: value for key, value in needed.items() if value > 0}
+    what = ", ".join(f"{shown(value)} {key}" for key, value in needed.items()) or "nothing"
+    placement = sorted({key for role in roles for key in role.placement})
+    note = f" ({'/'.join(placement)} not evaluated)" if placement else ""
+    listed = nodes()
+    fitting = [
+        name_of(node)
+        for node in listed
+        if all(allocatable(node, key) >= value for key, value in needed.items())
+    ]
+    head = f"storage needs {need.mode}, so all {pods} pods run on one node: they request {what}"
+    if fitting:
+        return [Finding("co-location", OK, f"{head}; fits {', '.join(fitting)} (allocatable, before other pods){note}")]
+    sizes = "; ".join(
+        f"{name_of(node)}: " + ", ".join(f"{shown(allocatable(node, key))} {key}" for key in needed)
+        for node in listed
+    )
+    return [
+        Finding(
+            "co-location",
+            FAIL,
+            f"{head}; no schedulable node has that much allocatable ({sizes or 'no schedulable node'}){note}",
+            "lower the requests (values/cpu.yaml fits a 4-CPU, 8 GiB node), add a bigger node, or "
+            "--set storage.accessModes={ReadWriteMany} with a StorageClass that offers it, so pods may spread",
+        )
+    ]
+

@@ -1,0 +1,404 @@
+"""`tfchart status`: what a release is doing, from the Kubernetes API and the chief's log.
+
+Objects are found by the chart's labels (app.kubernetes.io/name=tf-distributed,
+app.kubernetes.io/instance=<release>, app.kubernetes.io/component=<role>), never by computed names.
+The chief Job owns completion (Complete = Succeeded, Failed condition = Failed); training progress
+comes from the last `tfd-status: {json}` line of the chief pod's log (the same document as
+<storage>/status.json), else from the last `step N, loss = L (X examples/sec; Y sec/batch)` line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from tfchart.cluster.objects import (
+    GpuRequest,
+    JobInfo,
+    condition_true,
+    container_statuses,
+    is_chief_pod,
+    job_info,
+    main_container,
+    name_of,
+    newest,
+    pod_gpus,
+    pod_reason,
+    role_of,
+    run_role,
+    started,
+)
+from tfchart.cluster.servingconfig import MODELS_CONFIG_KEY, ServingVersions, serving_versions
+from tfchart.errors import KubernetesError
+from tfdcontract import (
+    CHIEF,
+    DISPLAY_ORDER,
+    END_REASON_ANNOTATION,
+    ENDING_ANNOTATION,
+    EVALUATOR,
+    HOLDING_ROLES,
+    SERVING,
+    TENSORBOARD,
+    Status,
+    parse_status_line,
+    parse_step_line,
+    release_selector,
+)
+
+if TYPE_CHECKING:
+
+    from tfchart.cluster.kube import KubeApi
+
+LOG_TAIL_LINES = 2000
+NO_PROGRESS = "no progress reported yet"
+
+
+# -- what status reports ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    role: str
+    name: str
+    phase: str
+    ready: bool
+    restarts: int
+    node: str | None
+    gpus: tuple[GpuRequest, ...]
+    age_seconds: int | None
+    reason: str = ""  # CrashLoopBackOff, Unschedulable, ImagePullBackOff, OOMKilled, ...
+    message: str = ""
+
+    @property
+    def display_status(self) -> str:
+        return f"{self.phase}: {self.reason}" if self.reason and self.reason != self.phase else self.phase
+
+
+@dataclass(frozen=True)
+class StatefulSetInfo:
+    role: str
+    name: str
+    ready: int
+    desired: int
+    ending: str = ""  # tf-distributed.io/ending: how the run ended, written by the supervisor or tfchart stop
+    end_reason: str = ""
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What the trainer reported: a tfd-status document or a step line."""
+
+    source: str  # "tfd-status" or "step-line"
+    state: str | None = None
+    strategy: str | None = None
+    step: int | None = None
+    train_steps: int | None = None
+    loss: float | None = None
+    accuracy: float | None = None
+    examples_per_sec: float | None = None
+    export_path: str | None = None
+    exported_versions: list[int] | None = None  # every SavedModel version of the model, ascending
+    model_name: str | None = None
+    started_at: str | None = None
+    updated_at: str | None = None
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class Training:
+    state: str  # Running | Succeeded | Failed | Pending | Unknown
+    detail: str
+    progress: Progress | None
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    component: str
+    service: str
+    dns: str
+    ports: tuple[tuple[str, int], ...]  # (port name, port)
+    ready_pods: int
+    port_forward: str
+
+
+@dataclass
+class ReleaseStatus:
+    release: str
+    namespace: str
+    training: Training
+    chief: JobInfo
+    evaluator: JobInfo | None
+    stateful_sets: list[StatefulSetInfo] = field(default_factory=list)
+    pods: list[PodInfo] = field(default_factory=list)
+    endpoints: list[Endpoint] = field(default_factory=list)
+    serving: ServingVersions | None = None  # the versions exported and those Serving is configured to load
+    notes: list[str] = field(default_factory=list)  # what could not be read
+    warnings: list[str] = field(default_factory=list)  # what needs the user: GPUs held after the run ended
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-able data for `--output json`."""
+        data = asdict(self)
+        for pod, info in zip(data["pods"], self.pods, strict=True):
+            pod["status"] = info.display_status
+        for endpoint in data["endpoints"]:
+            endpoint["ports"] = [{"name": name, "port": port} for name, port in endpoint["ports"]]
+        return data
+
+
+# -- collecting -------------------------------------------------------------------------------
+
+
+def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None = None) -> ReleaseStatus:
+    """Everything `tfchart status` shows, from four list calls (five with Serving: its ConfigMap) and one
+    log read of the chief pod."""
+    selector = release_selector(release)
+    pods = api.list_pods(namespace, selector)
+    stateful_sets = api.list_stateful_sets(namespace, selector)
+    jobs = api.list_jobs(namespace, selector)
+    services = api.list_services(namespace, selector)
+    if not (pods or stateful_sets or jobs or services):
+        raise KubernetesError(
+            f"no release {release} in namespace {namespace}: no pods, StatefulSets, Jobs or Services carry its labels",
+            f"check the release name and namespace: `helm list -n {namespace}` (or `helm list -A`)",
+        )
+    serving_maps, config_note = serving_config_maps(api, release, namespace, services)
+    moment = now or datetime.now(timezone.utc)
+    pod_infos = sorted((pod_info(pod, moment) for pod in pods), key=pod_sort_key)
+    chief_pods = [pod for pod in pods if role_of(pod) == run_role(jobs) and is_chief_pod(pod)]
+    chief = job_info(run_role(jobs), jobs, chief_pods)
+    evaluator_jobs = [job for job in jobs if role_of(job) == EVALUATOR]
+    evaluator = (
+        job_info(EVALUATOR, evaluator_jobs, [p for p in pods if role_of(p) == EVALUATOR])
+        if evaluator_jobs
+        else None
+    )
+    progress, log_note = read_progress(api, namespace, newest(started(chief_pods)))
+    set_infos = sorted((stateful_set_info(s) for s in stateful_sets), key=lambda s: role_rank(s.role))
+    versions = versions_served(serving_maps, progress)
+    return ReleaseStatus(
+        release=release,
+        namespace=namespace,
+        training=training_state(chief, progress),
+        notes=[note for note in (log_note, config_note) if note],
+        chief=chief,
+        evaluator=evaluator,
+        stateful_sets=set_infos,
+        pods=pod_infos,
+        warnings=[
+            *held_after_the_end(release, namespace, chief, set_infos, pod_infos),
+            *pinned_but_missing(release, versions),
+        ],
+        serving=versions,
+        endpoints=[
+            endpoint(service, namespace, pods)
+            for service in sorted(services, key=lambda s: (role_rank(role_of(s)), name_of(s)))
+            if is_client_service(service)
+        ],
+    )
+
+
+def role_rank(role: str) -> int:
+    return DISPLAY_ORDER.index(role) if role in DISPLAY_ORDER else len(DISPLAY_ORDER)
+
+
+def pod_sort_key(pod: PodInfo) -> tuple[int, int, str]:
+    ordinal = re.search(r"-(\d+)$", pod.name)
+    return (role_rank(pod.role), int(ordinal.group(1)) if ordinal else 0, pod.name)
+
+
+def pod_info(pod: Any, now: datetime) -> PodInfo:
+    reason, message = pod_reason(pod)
+    created = pod.metadata.creation_timestamp
+    return PodInfo(
+        role=role_of(pod),
+        name=name_of(pod),
+        phase=(
+            "Terminating"
+            if pod.metadata.deletion_timestamp
+            else (pod.status.phase if pod.status else None) or "Unknown"
+        ),
+        ready=condition_true(pod, "Ready"),
+        restarts=sum(status.restart_count or 0 for status in container_statuses(pod)),
+        node=pod.spec.node_name if pod.spec else None,
+        gpus=pod_gpus(pod),
+        age_seconds=int((now - created).total_seconds()) if created else None,
+        reason=reason,
+        message=message,
+    )
+
+
+def stateful_set_info(stateful_set: Any) -> StatefulSetInfo:
+    spec_replicas = stateful_set.spec.replicas if stateful_set.spec else None
+    status = stateful_set.status
+    annotations = stateful_set.metadata.annotations or {}
+    return StatefulSetInfo(
+        role=role_of(stateful_set),
+        name=name_of(stateful_set),
+        ready=(status.ready_replicas if status else None) or 0,
+        desired=1 if spec_replicas is None else int(spec_replicas),
+        ending=str(annotations.get(ENDING_ANNOTATION, "")),
+        end_reason=str(annotations.get(END_REASON_ANNOTATION, "")),
+    )
+
+
+def held_after_the_end(
+    release: str, namespace: str, chief: JobInfo, stateful_sets: list[StatefulSetInfo], pods: list[PodInfo]
+) -> list[str]:
+    """A warning when the chief Job ended but ps/worker/evaluator pods still run (and hold their GPUs)."""
+    if chief.state not in ("Succeeded", "Failed", "Missing") or chief.role != CHIEF:
+        return []
+    holding = [p for p in pods if p.role in HOLDING_ROLES and p.phase not in ("Succeeded", "Failed", "Terminating")]
+    up = [s for s in stateful_sets if s.desired > 0]
+    if not holding and not up:
+        return []
+    gpus: dict[str, int] = {}
+    for pod in holding:
+        for gpu in pod.gpus:
+            gpus[gpu.resource] = gpus.get(gpu.resource, 0) + gpu.count
+    held = ", ".join(f"{count} {resource}" for resource, count in sorted(gpus.items()))
+    what = f"{len(holding)} pod(s) still run" + (f" and hold {held}" if held else "")
+    names = ", ".join(p.name for p in holding[:4]) + (", ..." if len(holding) > 4 else "")
+    kept = [s for s in up if s.ending]
+    if kept:
+        policy = "onSuccess" if chief.state == "Succeeded" else "onFailure"
+        why = f"kept by the cleanup policy (training.cleanup.{policy}=keep)"
+    else:
+        why = "nothing freed them (supervisor.enabled=false, or the supervisor is not running)"
+    ended = "is gone" if chief.state == "Missing" else f"ended ({chief.state})"
+    listed = f" ({names})" if names else ""
+    return [f"the chief Job {ended} but {what}{listed}: {why}; free them with `tfchart stop {release} -n {namespace}`"]
+
+
+# -- model versions ---------------------------------------------------------------------------
+
+
+def serving_config_maps(api: KubeApi, release: str, namespace: str, services: list[Any]) -> tuple[list[Any], str]:
+    """Serving's ConfigMap (when the release serves), and a note when it cannot be read (403 on configmaps)."""
+    if not any(role_of(service) == SERVING for service in services):
+        return [], ""
+    try:
+        return api.list_config_maps(namespace, release_selector(release, SERVING)), ""
+    except KubernetesError as error:
+        return [], f"cannot read Serving's model config: {error.message} ({error.hint})"
+
+
+def versions_served(config_maps: list[Any], progress: Progress | None) -> ServingVersions | None:
+    """The versions the chief reported exported and those Serving's model config loads of them."""
+    if not config_maps:
+        return None
+    config_map = sorted(config_maps, key=name_of)[0]
+    text = (config_map.data or {}).get(MODELS_CONFIG_KEY)
+    exported = progress.exported_versions if progress and progress.source == "tfd-status" else None
+    return serving_versions(name_of(config_map), text, progress_model(progress), exported)
+
+
+def progress_model(progress: Progress | None) -> str:
+    return progress.model_name or "" if progress else ""
+
+
+def pinned_but_missing(release: str, versions: ServingVersions | None) -> list[str]:
+    """A warning when serving.modelVersionPolicy pins versions that were never exported."""
+    if versions is None or not versions.missing or versions.exported is None:
+        return []
+    missing = ", ".join(str(v) for v in versions.missing)
+    if not versions.exported:
+        return [f"Serving is configured to load version(s) {missing} of {versions.model}, but no version was exported "
+                f"yet: it answers nothing until one is (or use `--set serving.modelVersionPolicy.type=latest`)"]
+    have = ", ".join(str(v) for v in versions.exported)
+    keep = versions.loaded or versions.exported[-1:]
+    pins = ",".join(str(v) for v in keep)
+    return [f"Serving is configured to load version(s) {missing} of {versions.model}, which were never exported "
+            f"(exported: {have}): it answers nothing for them; pin exported versions only, e.g. "
+            f"`tfchart upgrade {release} ... --set serving.modelVersionPolicy.versions={{{pins}}}`"]
+
+
+# -- progress from the chief's log --------------------------------------------------------------
+
+
+def read_progress(api: KubeApi, namespace: str, chief_pod: Any | None) -> tuple[Progress | None, str]:
+    """The chief's reported progress, and a note when its log could not be read (403 on pods/log, a race)."""
+    if chief_pod is None:
+        return None, ""
+    container = main_container(chief_pod, CHIEF)
+    try:
+        text = api.read_pod_log(namespace, name_of(chief_pod), container, LOG_TAIL_LINES)
+    except KubernetesError as error:
+        return None, f"cannot read the chief's log: {error.message} ({error.hint})"
+    return parse_progress(text), ""
+
+
+def parse_progress(log: str) -> Progress | None:
+    """The last tfd-status document, else the last step line, else None."""
+    lines = log.splitlines()
+    for line in reversed(lines):
+        status = parse_status_line(line)
+        if status is not None:
+            return progress_from_status(status)
+    for line in reversed(lines):
+        step = parse_step_line(line)
+        if step:
+            return Progress(source="step-line", step=step.step, loss=step.loss, examples_per_sec=step.examples_per_sec)
+    return None
+
+
+def progress_from_status(status: Status) -> Progress:
+    return Progress(
+        source="tfd-status",
+        state=status.state,
+        strategy=status.strategy or None,
+        step=status.step,
+        train_steps=status.train_steps or None,
+        loss=status.loss,
+        accuracy=status.accuracy,
+        examples_per_sec=status.examples_per_sec,
+        export_path=status.export_path or None,
+        exported_versions=None if status.exported_versions is None else list(status.exported_versions),
+        model_name=status.model_name or None,
+        started_at=status.started_at or None,
+        updated_at=status.updated_at or None,
+        message=status.message or None,
+    )
+
+
+def training_state(chief: JobInfo, progress: Progress | None) -> Training:
+    """The chief Job decides completion; the trainer's report adds the numbers and its message."""
+    reported = progress.message if progress and progress.message else ""
+    if chief.state == "Succeeded":
+        return Training("Succeeded", reported or "the chief Job completed", progress)
+    if chief.state == "Failed":
+        job = f"chief Job failed: {chief.reason}" + (f" ({chief.message})" if chief.message else "")
+        return Training("Failed", f"{job}; trainer: {reported}" if reported else job, progress)
+    if chief.state == "Running":
+        if progress and progress.state == "Failed":
+            return Training(
+                "Running", f"the last attempt failed ({reported}); the Job retries from the checkpoint", progress
+            )
+        return Training("Running", reported or ("training in progress" if progress else NO_PROGRESS), progress)
+    if chief.state == "Pending":
+        why = f"{chief.reason}: {chief.message}" if chief.message else chief.reason
+        return Training("Pending", f"the chief pod has not started: {why}", progress)
+    return Training("Unknown", f"{chief.message}; training progress is in <storage>/status.json", progress)
+
+
+# -- endpoints ----------------------------------------------------------------------------------
+
+
+def is_client_service(service: Any) -> bool:
+    return role_of(service) in (TENSORBOARD, SERVING)
+
+
+def endpoint(service: Any, namespace: str, pods: list[Any]) -> Endpoint:
+    role = role_of(service)
+    name = name_of(service)
+    ports = tuple((p.name or str(p.port), int(p.port)) for p in (service.spec.ports if service.spec else None) or [])
+    forwards = " ".join(f"{port}:{port}" for _, port in ports)
+    return Endpoint(
+        component=role,
+        service=name,
+        dns=f"{name}.{namespace}.svc",
+        ports=ports,
+        ready_pods=sum(1 for pod in pods if role_of(pod) == role and condition_true(pod, "Ready")),
+        port_forward=f"kubectl -n {namespace} port-forward svc/{name} {forwards}",
+    )

@@ -1,0 +1,108 @@
+"""`tfchart stop`: end a release's run by hand and free what its pods hold.
+
+What the run supervisor does on an ending (docs/architecture.md, "Run supervisor"), done from the
+user's machine: for when it cannot (`supervisor.enabled=false`, `training.cleanup.*=keep`, no Role)
+or has not yet. The ps/worker StatefulSets get the same ending annotations the supervisor writes
+(so `helm upgrade` of the same run keeps them at 0) and are scaled to 0; the evaluator Job is
+suspended; the supervisor is scaled to 0. A chief still training is only ended with `end_run`
+(the Job is suspended: Kubernetes sends SIGTERM and the project's trainer saves a checkpoint).
+Objects are found by the chart's labels, like `tfchart status`. Nothing is deleted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from tfchart.cluster.objects import job_info, name_of, role_of, run_role
+from tfchart.errors import KubernetesError, TfchartError
+from tfdcontract import (
+    CHIEF,
+    EVALUATOR,
+    PS,
+    SUPERVISOR,
+    WORKER,
+    ending_annotations,
+    release_selector,
+    run_already_ended,
+)
+
+if TYPE_CHECKING:
+    from tfchart.cluster.kube import KubeApi
+
+STOPPED = "stopped"
+JOB_OF = {CHIEF: "chief Job", WORKER: "workers' Job"}
+
+
+@dataclass
+class Stopped:
+    """What `stop` changed, in order, as lines for the user."""
+
+    actions: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+
+
+def stop(api: KubeApi, release: str, namespace: str, *, end_run: bool, now: datetime | None = None) -> Stopped:
+    selector = release_selector(release)
+    stateful_sets = api.list_stateful_sets(namespace, selector)
+    jobs = api.list_jobs(namespace, selector)
+    deployments = api.list_deployments(namespace, selector)
+    if not (stateful_sets or jobs or deployments):
+        raise KubernetesError(
+            f"no release {release} in namespace {namespace}: no StatefulSets, Jobs or Deployments carry its labels",
+            f"check the release name and namespace: `helm list -n {namespace}` (or `helm list -A`)",
+        )
+    done = Stopped()
+    chief = job_info(run_role(jobs), jobs, [])
+    running = chief.state not in ("Succeeded", "Failed", "Missing") and chief.reason != "Suspended"
+    if running and not end_run:
+        raise TfchartError(
+            f"the {JOB_OF[chief.role]} {chief.name} of release {release} has not ended: stopping now ends its training",
+            f"wait for it (`tfchart status {release} -n {namespace}`), or end the run now: "
+            f"`tfchart stop {release} -n {namespace} --end-run` (the project's trainer saves a checkpoint on SIGTERM)",
+        )
+    reason = f"stopped by tfchart stop ({'training ended early' if running else f'chief Job {chief.state}'})"
+    if running and chief.name:
+        api.patch("Job", chief.name, namespace, {"spec": {"suspend": True}})
+        done.actions.append(f"suspended Job {chief.name}: its pod gets SIGTERM and saves a checkpoint")
+    stamp = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for stateful_set in stateful_sets:
+        if role_of(stateful_set) in (PS, WORKER):
+            end_stateful_set(api, stateful_set, namespace, reason, stamp, done)
+    for job in jobs:
+        if role_of(job) == EVALUATOR:
+            suspend_evaluator(api, job, namespace, done)
+    for deployment in deployments:
+        if role_of(deployment) == SUPERVISOR:
+            scale_to_zero(api, "Deployment", deployment, namespace, done)
+    return done
+
+
+def end_stateful_set(api: KubeApi, stateful_set: Any, namespace: str, reason: str, stamp: str, done: Stopped) -> None:
+    name = name_of(stateful_set)
+    annotations = stateful_set.metadata.annotations or {}
+    if not run_already_ended(annotations):
+        body = {"metadata": {"annotations": ending_annotations(STOPPED, reason, stamp, annotations)}}
+        api.patch("StatefulSet", name, namespace, body)
+    scale_to_zero(api, "StatefulSet", stateful_set, namespace, done)
+
+
+def scale_to_zero(api: KubeApi, kind: str, obj: Any, namespace: str, done: Stopped) -> None:
+    name = name_of(obj)
+    replicas = obj.spec.replicas if obj.spec else None
+    if replicas == 0:
+        done.unchanged.append(f"{kind} {name} is already at 0 replicas")
+        return
+    api.scale(kind, name, namespace, 0)
+    done.actions.append(f"scaled {kind} {name} from {1 if replicas is None else replicas} to 0 replicas")
+
+
+def suspend_evaluator(api: KubeApi, job: Any, namespace: str, done: Stopped) -> None:
+    name = name_of(job)
+    state = job_info(EVALUATOR, [job], [])
+    if state.state in ("Succeeded", "Failed") or (job.spec and job.spec.suspend):
+        done.unchanged.append(f"Job {name} has already ended or is suspended")
+        return
+    api.patch("Job", name, namespace, {"spec": {"suspend": True}})
+    done.actions.append(f"suspended Job {name}: the evaluator ends with the run")

@@ -1,0 +1,112 @@
+"""install / upgrade / uninstall as helm commands: helm 3 and helm 4 spellings of the same flags, and
+uninstall keeping the shared PersistentVolumeClaim (checkpoints, models) unless asked to delete it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Protocol
+
+from tfchart.errors import UsageError
+from tfchart.helm.chart import Chart
+from tfchart.helm.inputs import Inputs
+from tfchart.helm.render import manifests
+from tfchart.helm.runner import Runner, major_version
+
+
+@dataclass(frozen=True)
+class Options:
+    namespace: str | None = None
+    wait: bool = False
+    timeout: str | None = None
+    atomic: bool = False
+    dry_run: str | None = None  # None, "client" or "server"
+    create_namespace: bool = False
+
+
+class Deleter(Protocol):
+    """Deletes the claim on `uninstall --delete-data`."""
+
+    def delete_pvc(self, name: str, namespace: str) -> None: ...
+
+
+def _common_flags(major: int, options: Options) -> list[str]:
+    args: list[str] = []
+    if options.namespace:
+        args += ["--namespace", options.namespace]
+    if options.create_namespace:
+        args.append("--create-namespace")
+    if options.wait:
+        args.append("--wait=watcher" if major >= 4 else "--wait")
+    if options.timeout:
+        args += ["--timeout", options.timeout]
+    if options.atomic:
+        args.append("--rollback-on-failure" if major >= 4 else "--atomic")
+    if options.dry_run:
+        args.append(f"--dry-run={options.dry_run}")
+    return args
+
+
+def release_args(verb: str, major: int, release: str, chart: Chart, inputs: Inputs, options: Options) -> list[str]:
+    """`helm install|upgrade RELEASE CHART` with the options and the user's values, in order."""
+    return [verb, release, str(chart.path), *_common_flags(major, options), *inputs.args()]
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """A Go duration (helm's --timeout: 300s, 5m, 1h30m, 1.5h) in seconds."""
+    body = text.strip()
+    if body in ("0", "+0", "-0"):
+        return 0.0
+    sign = -1.0 if body.startswith("-") else 1.0
+    body = body.lstrip("+-")
+    parts = _DURATION_PART.findall(body)
+    if not body or "".join(number + unit for number, unit in parts) != body:
+        raise UsageError(
+            f"--timeout {text!r} is not a duration",
+            "use helm's duration format: a number with a unit, e.g. 300s, 10m or 1h30m",
+        )
+    return sign * sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+
+
+def format_duration(seconds: float) -> str:
+    whole = round(seconds)
+    minutes, rest = divmod(whole, 60)
+    return f"{minutes}m{rest}s" if minutes else f"{rest}s"
+
+
+def install(runner: Runner, release: str, chart: Chart, inputs: Inputs, options: Options) -> str:
+    return runner(release_args("install", major_version(runner), release, chart, inputs, options)).decode()
+
+
+def uninstall(
+    runner: Runner,
+    release: str,
+    namespace: str,
+    wait: bool = False,
+    timeout: str | None = None,
+    delete_data: bool = False,
+    deleter: Deleter | None = None,
+) -> list[str]:
+    """Uninstalls the release from `namespace`. Returns the claims kept (or deleted with delete_data).
+
+    helm is given --namespace explicitly and the claims are deleted in that same namespace.
+    """
+    get = ["get", "manifest", release, "--namespace", namespace]
+    claims = [
+        d["metadata"]["name"] for d in manifests(runner(get).decode()) if d.get("kind") == "PersistentVolumeClaim"
+    ]
+    args = ["uninstall", release, "--namespace", namespace]
+    if wait:
+        args.append("--wait")
+    if timeout:
+        args += ["--timeout", timeout]
+    runner(args)
+    if delete_data:
+        assert deleter is not None, "deleting the claim needs the Kubernetes API"
+        for claim in claims:
+            deleter.delete_pvc(claim, namespace)
+    return claims

@@ -1,0 +1,164 @@
+"""Running helm: finding the binary, checking its version, one call for every command.
+
+helm runs as a plain subprocess: `tfchart validate` must take about the time `helm template` takes,
+and pyhelm3 (pydantic models, asyncio) costs more to import than helm takes to render this chart.
+A failed command becomes one HelmError in helm's own words.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from tfchart.errors import HelmError, UsageError
+
+REPO_HELM = Path(__file__).resolve().parents[2] / ".tools" / "bin" / "helm"
+OLDEST = (3, 17)  # the oldest helm the chart is tested with (helm 4 too)
+INSTALL_HINT = "install helm 3.17+ or 4.x (https://helm.sh/docs/intro/install/), or pass --helm PATH"
+
+
+def find_helm(explicit: str | None = None) -> str:
+    """helm from --helm, $TFCHART_HELM, PATH, or the repository's .tools/bin/helm, in that order."""
+    for candidate in (explicit, os.environ.get("TFCHART_HELM")):
+        if candidate:
+            if shutil.which(candidate) is None:
+                raise UsageError(f"helm binary not found: {candidate}", INSTALL_HINT)
+            return candidate
+    found = shutil.which("helm") or (str(REPO_HELM) if REPO_HELM.exists() else None)
+    if found is None:
+        raise HelmError("helm is not installed", INSTALL_HINT)
+    return found
+
+
+@functools.cache
+def version(executable: str) -> tuple[int, int]:
+    """(major, minor) of a helm binary; older than 3.17 is refused. Asked once per binary (the answer is
+    cached by the binary's path, size and modification time: `helm version` costs a third of a render)."""
+    path = shutil.which(executable) or executable
+    try:
+        info = os.stat(path)
+        key = f"{os.path.realpath(path)}:{info.st_size}:{info.st_mtime_ns}"
+    except OSError:
+        key = ""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tfchart" / "helm-versions"
+    known = dict(line.rsplit(" ", 1) for line in _read_lines(cache) if " " in line)
+    output = known.get(key, "")
+    if not output:
+        try:
+            output = subprocess.run([executable, "version", "--template", "{{.Version}}"], capture_output=True,
+                                    text=True, timeout=60).stdout.strip()  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise HelmError(f"cannot run {executable} version: {error}", INSTALL_HINT) from None
+        if key and re.fullmatch(r"v\d+\.\d+\S*", output):
+            _remember(cache, f"{key} {output}")
+    match = re.match(r"v?(\d+)\.(\d+)", output)
+    if not match:
+        raise HelmError(f"{executable} is not helm: `version` printed {output[:80]!r}", INSTALL_HINT)
+    found = (int(match.group(1)), int(match.group(2)))
+    if found < OLDEST:
+        raise HelmError(f"helm {output} is too old for tfchart", INSTALL_HINT)
+    return found
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text().splitlines()
+    except (OSError, UnicodeError):
+        return []
+
+
+def _remember(path: Path, line: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as out:
+            out.write(line + "\n")
+    except OSError:
+        pass  # an unwritable cache only costs `helm version` next time
+
+
+class Runner(Protocol):
+    """What tfchart needs from helm: run a command, get its stdout. Tests record calls through it."""
+
+    def __call__(self, args: Sequence[str], stdin: bytes | None = None) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class Helm:
+    """One helm binary, and the cluster its commands reach (--kubeconfig, --kube-context)."""
+
+    executable: str
+    kubeconfig: Path | None = None
+    kube_context: str | None = None
+    debug: bool = False  # print each command on stderr
+
+    @property
+    def major(self) -> int:
+        return version(self.executable)[0]
+
+    def __call__(self, args: Sequence[str], stdin: bytes | None = None) -> bytes:
+        completed = self.run(args, stdin)
+        if completed.returncode != 0:
+            raise failure(completed.stderr.decode(errors="replace"))
+        return completed.stdout
+
+    def run(self, args: Sequence[str], stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+        """The command's outcome, failed or not (tfchart.values reads a failed render's stderr)."""
+        return finish(self.start(args), stdin)
+
+    def start(self, args: Sequence[str]) -> subprocess.Popen[bytes]:
+        """The command, started: the caller may prepare what reads its output while helm works."""
+        argv = [self.executable, *args]
+        if self.kubeconfig:
+            argv += ["--kubeconfig", str(self.kubeconfig)]
+        if self.kube_context:
+            argv += ["--kube-context", self.kube_context]
+        if self.debug:
+            print("helm:", shlex.join(argv), file=sys.stderr)
+        try:
+            return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        except OSError as error:
+            raise HelmError(f"cannot run {self.executable}: {error.strerror}", INSTALL_HINT) from None
+
+
+def finish(process: subprocess.Popen[bytes], stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    stdout, stderr = process.communicate(stdin or b"")
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def major_version(runner: Runner) -> int:
+    """The major version of the helm behind `runner` (its flags differ: --atomic / --rollback-on-failure)."""
+    if isinstance(runner, Helm):
+        return runner.major
+    output = runner(["version", "--template", "{{.Version}}"]).decode().strip()
+    match = re.match(r"v?(\d+)\.", output)
+    if not match:
+        raise HelmError(f"cannot read the helm version from {output!r}", INSTALL_HINT)
+    return int(match.group(1))
+
+
+def error_text(stderr: str) -> str:
+    """helm's error, without its log lines (helm 3's coalesce warnings, helm 4's level=...)."""
+    lines = [line for line in stderr.splitlines() if line.strip() and not re.match(r"(\S+\.go:\d+: |level=)", line)]
+    return re.sub(r"^Error: ", "", "\n".join(lines)).strip()
+
+
+def failure(stderr: str) -> HelmError:
+    """A failed helm command as one error in helm's words, with what to try."""
+    text = error_text(stderr) or "helm failed without a message"
+    lowered = text.lower()
+    if "cluster unreachable" in lowered or "connection refused" in lowered or "no configuration has been" in lowered:
+        return HelmError(f"helm could not reach the cluster: {text}", "check --kubeconfig and --kube-context")
+    if "release: not found" in lowered:
+        return HelmError(text, "check the release name and --namespace (`helm list -A` lists releases)")
+    if "context deadline exceeded" in lowered or "timed out" in lowered:
+        return HelmError(text, "the operation timed out: raise --timeout")
+    return HelmError(text, "run with --debug to see the helm command")

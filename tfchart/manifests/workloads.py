@@ -1,0 +1,64 @@
+"""The pods a render creates: every pod template (and bare pod) of the manifests with its component,
+pod count and spec, read from `helm template`'s output; nothing is re-derived from the values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tfdcontract import COMPONENT_LABEL, HELM_TEST
+
+POD_SPEC_KEYS = ("containers", "initContainers", "ephemeralContainers")
+HOOK = "helm.sh/hook"
+
+
+def is_gpu_resource(name: str) -> bool:
+    """Extended resources that are GPUs: nvidia.com/gpu, amd.com/gpu, gpu.intel.com/i915, nvidia.com/mig-..."""
+    return "/" in name and ("gpu" in name.lower() or name.startswith("nvidia.com/"))
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One pod template of the render: its object, component, pods, pod spec, and whether it is a helm hook."""
+
+    kind: str
+    name: str
+    component: str
+    replicas: int
+    spec: dict[str, Any]
+    hook: bool
+    pod_labels: dict[str, str]
+
+    @property
+    def role(self) -> str:
+        """The component, or `helm test` for the test hook (how storage messages name it)."""
+        return "helm test" if self.hook and self.component == HELM_TEST else self.component
+
+    @property
+    def containers(self) -> list[dict[str, Any]]:
+        return [container for key in POD_SPEC_KEYS for container in self.spec.get(key) or []]
+
+    def claims(self) -> list[str]:
+        return [str(volume["persistentVolumeClaim"].get("claimName")) for volume in self.spec.get("volumes") or []
+                if isinstance(volume.get("persistentVolumeClaim"), dict)]  # fmt: skip
+
+
+def workloads(docs: list[dict[str, Any]]) -> list[Workload]:
+    found = []
+    for doc in docs:
+        kind, spec, meta = str(doc.get("kind")), doc.get("spec") or {}, doc.get("metadata") or {}
+        pod = spec if kind == "Pod" else (spec.get("template") or {}).get("spec")
+        if not isinstance(pod, dict):
+            continue
+        replicas = 1 if kind == "Pod" else int(spec.get("parallelism", 1) if kind == "Job" else spec.get("replicas", 1))
+        labels = meta.get("labels") or {}
+        pod_labels = labels if kind == "Pod" else ((spec.get("template") or {}).get("metadata") or {}).get("labels")
+        hook = HOOK in (meta.get("annotations") or {})
+        found.append(Workload(kind, str(meta.get("name")), str(labels.get(COMPONENT_LABEL, kind)), replicas, pod,
+                              hook, dict(pod_labels or {})))  # fmt: skip
+    return found
+
+
+def running(docs: list[dict[str, Any]]) -> list[Workload]:
+    """The release's own pods (not the helm test pod, which runs only on `helm test`)."""
+    return [w for w in workloads(docs) if not w.hook and w.replicas > 0]

@@ -1,0 +1,159 @@
+"""helm's refusal of a render, read back as problems: its schema errors (helm 3 words them in
+gojsonschema's style, helm 4 in santhosh-tekuri/jsonschema's tree), the chart's own rules (the
+`N problem(s) in values` list of _validate.tpl, each `key: message. Fix: ...`), and a values file or
+--set argument helm could not parse. Anything else is not about values and stays helm's error.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from tfchart.errors import HelmError
+from tfchart.helm.runner import error_text, failure
+from tfchart.values.formats import describe
+
+SCHEMA_HEADER = "values don't meet the specifications of the schema(s)"
+RULES_HEADER = re.compile(r"^\S+: \d+ problem\(s\) in values:$", re.MULTILINE)
+HELM4_LINE = re.compile(r"^(?P<indent>\s*)- at '(?P<pointer>(?:[^'\\]|\\.)*)': (?P<message>.*)$")
+HELM3_LINE = re.compile(r"^- (?P<path>.*?): (?P<message>.*)$")
+QUOTED = re.compile(r"'((?:[^'\\]|\\.)*)'")
+PATTERN = re.compile(r"(?P<value>'(?:[^'\\]|\\.)*' )?does not match pattern '(?P<pattern>.*)'$", re.IGNORECASE)
+PARSE_FILE = re.compile(r"^failed to parse (?P<file>.+?): (?P<error>.*)$", re.DOTALL)
+PARSE_SET = re.compile(r"^failed parsing (?P<flag>--set[-a-z]*) data: (?P<error>.*)$", re.DOTALL)
+UNKNOWN, REQUIRED = "unknown key", "is required (was it set to null?)"
+
+
+@dataclass
+class Found:
+    """One problem as helm stated it: where (a dotted key path; helm 4 may give only the name of a bad
+    map key), what it said, the fix it gave (the chart's rules give one), and which check refused it."""
+
+    path: str
+    message: str
+    fix: str = ""
+    kind: str = "schema"  # schema | required | rule | file | set
+    key: str = ""  # the unknown key (additionalProperties) or the bad map key (propertyNames)
+    choices: tuple[str, ...] = field(default_factory=tuple)  # enum
+    source: str = ""  # the file or --set flag helm could not parse
+    line: int | None = None
+
+
+def read(stderr: str) -> list[Found]:
+    """The problems of a failed `helm template`; HelmError when helm failed for another reason."""
+    text = error_text(stderr)
+    if text.startswith(SCHEMA_HEADER):
+        lines = text.splitlines()[1:]
+        return _helm4(lines) if any(HELM4_LINE.match(line) for line in lines) else _helm3(lines)
+    header = RULES_HEADER.search(text)
+    if header:
+        return [_rule(line.strip()[2:]) for line in text[header.end() :].splitlines() if line.strip().startswith("- ")]
+    parsed = PARSE_FILE.match(text)
+    if parsed:
+        line = re.search(r"\bline (\d+)", parsed["error"])
+        number = int(line[1]) if line else None
+        return [Found("(root)", parsed["error"], kind="file", source=parsed["file"], line=number)]
+    parsed = PARSE_SET.match(text)
+    if parsed:
+        return [Found("(root)", parsed["error"], kind="set", source=parsed["flag"])]
+    raise failure(stderr) if text else HelmError("helm template failed without a message")
+
+
+def _rule(line: str) -> Found:
+    path, _, rest = line.partition(": ")
+    message, _, fix = rest.rpartition(". Fix: ")
+    return Found(path, message or rest, fix, "rule")
+
+
+def _unquote(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+def _under(path: str, key: str) -> str:
+    return key if path in ("(root)", "") else f"{path}.{key}"
+
+
+def _message(message: str, json_escaped: bool) -> str:
+    """helm's words, a pattern replaced by what it means (tfchart.values.formats) where that is known."""
+    match = PATTERN.search(message)
+    if not match:
+        return message
+    meaning = describe(_unquote(match["pattern"]) if json_escaped else match["pattern"])
+    return message if meaning.startswith("text matching") else f"{match['value'] or ''}is not {meaning}"
+
+
+def _helm3(lines: list[str]) -> list[Found]:
+    found: list[Found] = []
+    pending_key: Found | None = None  # a bad map key: helm 3 says why on the next line
+    for line in lines:
+        match = HELM3_LINE.match(line)
+        if not match:
+            continue
+        path, message = match["path"], match["message"]
+        if pending_key is not None and path == pending_key.path.rpartition(".")[0]:
+            pending_key.message = f"key {pending_key.key!r} {_message(message, False).replace('Does not', 'does not')}"
+            pending_key = None
+            continue
+        bad_key = re.match(r'Property name of "(.*)" does not match$', message)
+        extra = re.match(r"Additional property (.*) is not allowed$", message)
+        enum = re.match(r".* must be one of the following: (.*)$", message)
+        required = re.match(r"(.*) is required$", message)
+        if bad_key:
+            pending_key = Found(_under(path, bad_key[1]), f"key {bad_key[1]!r} is not allowed", key=bad_key[1])
+            found.append(pending_key)
+        elif message == "Must validate one and only one schema (oneOf)":
+            continue  # the failing form's own error follows
+        elif extra:
+            found.append(Found(_under(path, extra[1]), UNKNOWN, key=extra[1]))
+        elif enum:
+            choices = tuple(re.findall(r'"((?:[^"\\]|\\.)*)"', enum[1]))
+            found.append(Found(path, f"must be one of: {', '.join(choices)}", choices=choices))
+        elif required:
+            found.append(Found(_under(path, required[1]), REQUIRED, kind="required"))
+        else:
+            found.append(Found(path, _message(message, False)))
+    return found
+
+
+@dataclass
+class _Node:
+    indent: int
+    path: str
+    message: str
+    children: list[_Node]
+
+
+def _helm4(lines: list[str]) -> list[Found]:
+    roots: list[_Node] = []
+    stack: list[_Node] = []
+    for line in lines:
+        match = HELM4_LINE.match(line)
+        if not match:
+            continue
+        keys = [key.replace("~1", "/").replace("~0", "~") for key in _unquote(match["pointer"]).split("/")[1:]]
+        node = _Node(len(match["indent"]), ".".join(keys) or "(root)", match["message"], [])
+        while stack and stack[-1].indent >= node.indent:
+            stack.pop()
+        (stack[-1].children if stack else roots).append(node)
+        stack.append(node)
+    return [problem for root in roots for problem in _explain(root)]
+
+
+def _explain(node: _Node) -> list[Found]:
+    message = node.message
+    names = [_unquote(name) for name in QUOTED.findall(message)]
+    if message.endswith("validation failed") and node.children:
+        return [problem for child in node.children for problem in _explain(child)]
+    if message.startswith("invalid propertyName") and names:  # helm 4 loses the map's path: found by name later
+        why = "; ".join(_message(child.message, True) for child in node.children) or message
+        return [Found("", f"key {why}" if why.startswith("'") else f"key {names[0]!r}: {why}", key=names[0])]
+    if re.match(r"'(oneOf|anyOf)' failed", message) and node.children:
+        forms = "; ".join(_message(child.message, True) for child in node.children)
+        return [Found(node.path, f"matches none of its allowed forms: {forms}")]
+    if re.match(r"additional propert(y|ies) ", message):
+        return [Found(_under(node.path, name), UNKNOWN, key=name) for name in names]
+    if re.match(r"missing propert(y|ies) ", message):
+        return [Found(_under(node.path, name), REQUIRED, kind="required") for name in names]
+    if message.startswith("value must be one of "):
+        return [Found(node.path, f"must be one of: {', '.join(names)}", choices=tuple(names))]
+    return [Found(node.path, _message(message, True))]

@@ -1,0 +1,279 @@
+"""Where a value was set: the --set argument that set it (asked of helm, one argument at a time) or the
+line of its key in a values file (PyYAML's composer: nodes with their marks, nothing typed), else the
+chart default. Later inputs win, as in helm: the --set family in helm's order, then files last to first.
+
+Key paths are dotted as helm prints them (`worker.resources.limits.nvidia.com/gpu`): a key may hold
+dots, so paths are matched key by key against the keys that exist, never split blindly.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tfchart.errors import TfchartError
+from tfchart.helm.chart import Chart
+from tfchart.helm.inputs import Inputs
+from tfchart.helm.render import merged_values
+from tfchart.helm.runner import Helm
+
+Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(frozen=True)
+class Origin:
+    """A values file and line (`line` None: the file as a whole), or a --set argument (`source` only)."""
+
+    source: str
+    line: int | None = None
+    text: str | None = None  # the value as written there
+
+
+def compose(data: bytes | None) -> list[yaml.Node]:
+    """The documents of a YAML text as nodes (no value is typed), [] when PyYAML cannot read it."""
+    try:
+        return [node for node in yaml.compose_all(data or b"", Loader=Loader) if node is not None]
+    except (yaml.YAMLError, RecursionError, ValueError, UnicodeError):
+        return []
+
+
+def walk(root: yaml.Node, path: str) -> tuple[yaml.Node, yaml.Node | None, str, int]:
+    """The deepest node along `path`: (that node, its key node, what is left of `path`, steps taken)."""
+    node, key_node, rest, steps = root, None, path, 0
+    while rest:
+        step = _step(node, rest)
+        if step is None:
+            break
+        key_node, node, rest = step
+        steps += 1
+    return node, key_node, rest, steps
+
+
+def _step(node: yaml.Node, rest: str) -> tuple[yaml.Node, yaml.Node, str] | None:
+    if isinstance(node, yaml.MappingNode):
+        best: tuple[yaml.Node, yaml.Node, str] | None = None
+        for key, value in node.value:  # the last of duplicate keys wins (as in helm), the longest dotted one
+            text = str(key.value) if isinstance(key, yaml.ScalarNode) else None
+            if text is not None and (rest == text or rest.startswith(text + ".")) and (
+                best is None or len(text) >= len(best[2])
+            ):
+                best = (key, value, text)
+        return (best[0], best[1], rest[len(best[2]) + 1:]) if best else None
+    if isinstance(node, yaml.SequenceNode):
+        index = rest.split(".", 1)[0]
+        if index.isdigit() and int(index) < len(node.value):
+            item = node.value[int(index)]
+            return item, item, rest[len(index) + 1:]
+    return None
+
+
+def find_key(node: yaml.Node, name: str, path: str = "") -> str | None:
+    """The dotted path of a map key called `name` (helm 4 names a bad map key without its path)."""
+    pending = [(node, path)]
+    while pending:
+        current, where = pending.pop()
+        if isinstance(current, yaml.MappingNode):
+            for key, value in current.value:
+                text = str(key.value) if isinstance(key, yaml.ScalarNode) else ""
+                child = f"{where}.{text}" if where else text
+                if text == name:
+                    return child
+                pending.append((value, child))
+    return None
+
+
+class Origins:
+    """Where each key path of one set of inputs was set."""
+
+    def __init__(self, helm: Helm, chart: Chart, inputs: Inputs) -> None:
+        self.helm, self.chart, self.inputs = helm, chart, inputs
+
+    @cached_property
+    def files(self) -> list[tuple[str, list[yaml.Node]]]:
+        """Each -f file's documents, last file first (it wins)."""
+        read = []
+        for file in reversed(self.inputs.files):
+            try:
+                read.append((file.name, compose(Path(file.path).read_bytes())))
+            except OSError:
+                read.append((file.name, []))
+        return read
+
+    @cached_property
+    def set_paths(self) -> list[tuple[str, set[str]]]:
+        """Each --set argument (last applied first) with every key path it sets, as helm parses it, and
+        every map above those (a map an argument writes into counts as set by it for the keys below)."""
+        applied = list(reversed(self.inputs.applied()))
+
+        def paths(flag_argument: tuple[str, str]) -> set[str]:
+            try:
+                return set(_paths(merged_values(self.helm, None, Inputs([], [flag_argument]))))
+            except TfchartError:
+                return set()
+
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            found = list(pool.map(paths, applied))
+        return [(f"{flag} {argument}", set_) for (flag, argument), set_ in zip(applied, found, strict=True)]
+
+    @cached_property
+    def defaults(self) -> list[yaml.Node]:
+        return compose(self.chart.file("values.yaml"))
+
+    def of(self, path: str) -> Origin | None:
+        """The last input that set `path`, a map above it or a key below it; None: the chart default."""
+        above = [path[:index] for index, char in enumerate(path) if char == "."]
+        for source, paths in self.set_paths:  # `paths` holds every set path and each map above one
+            if path in paths or any(parent in paths and parent + ".#leaf" in paths for parent in above):
+                return Origin(_shown(source))
+        for name, documents in self.files:
+            for root in reversed(documents):
+                node, key, rest, _ = walk(root, path)
+                if not rest and key is not None:
+                    return Origin(name, key.start_mark.line + 1, _text(node))
+        return None
+
+    def nearest(self, path: str) -> Origin | None:
+        """Like `of`, or the line of the deepest map above `path` that a file writes (a missing key)."""
+        found = self.of(path)
+        if found is not None:
+            return found
+        best: tuple[int, Origin] | None = None
+        for name, documents in self.files:
+            for root in documents:
+                _, key, _, steps = walk(root, path)
+                if key is not None and (best is None or steps > best[0]):
+                    best = (steps, Origin(name, key.start_mark.line + 1))
+        return best[1] if best else None
+
+    def key_named(self, name: str) -> str | None:
+        for _, documents in self.files:
+            for root in documents:
+                found = find_key(root, name)
+                if found is not None:
+                    return found
+        return None
+
+    def default_text(self, path: str) -> tuple[str, str] | None:
+        """The chart default at `path` as written in values.yaml, and its YAML node kind."""
+        for root in self.defaults:
+            node, _, rest, _ = walk(root, path)
+            if not rest:
+                if isinstance(node, yaml.ScalarNode):
+                    return node.value, "quoted" if node.style in ("'", '"') else "plain"
+                return ("{}", "list") if isinstance(node, yaml.SequenceNode) and not node.value else None
+        return None
+
+    def known_keys(self, path: str) -> list[str]:
+        """The keys the chart's values.yaml has at `path` (for 'did you mean')."""
+        for root in self.defaults:
+            node, _, rest, _ = walk(root, "" if path == "(root)" else path)
+            if not rest and isinstance(node, yaml.MappingNode):
+                return [key.value for key, _ in node.value if isinstance(key, yaml.ScalarNode)]
+        return []
+
+    def set_path(self, path: str) -> str:
+        """`path` as --set spells it: the dots inside a key (nvidia.com/gpu) escaped."""
+        for root in [*self.defaults, *(doc for _, documents in self.files for doc in documents)]:
+            keys, node, rest = [], root, path
+            while rest and (step := _step(node, rest)) is not None:
+                keys.append(step[0].value if step[0] is not step[1] else rest.split(".", 1)[0])
+                _, node, rest = step
+            if any("." in key for key in keys):
+                return ".".join([*(key.replace(".", "\\.") for key in keys), *([rest] if rest else [])])
+        return path
+
+    def did_you_mean(self, parent: str, key: str) -> str:
+        known = self.known_keys(parent)
+        close = difflib.get_close_matches(key, known, n=1)
+        if close:
+            return f"did you mean {parent + '.' if parent != '(root)' else ''}{close[0]}?"
+        return f"known keys: {', '.join(known)}" if known else ""
+
+
+def _paths(value: Any, where: str = "") -> Iterator[str]:
+    """Every key path in `value`; a path set to a scalar (or an empty map or list) also as `path.#leaf`."""
+    pending = [(value, where)]
+    while pending:
+        node, at = pending.pop()
+        if at:
+            yield at
+            if not node or not isinstance(node, (dict, list)):
+                yield at + ".#leaf"
+        children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        pending.extend((child, f"{at}.{key}" if at else str(key)) for key, child in children)
+
+
+def _text(node: yaml.Node) -> str | None:
+    if isinstance(node, yaml.ScalarNode):
+        return str(node.value)
+    return None
+
+
+def _shown(source: str) -> str:
+    return source if len(source) <= 120 else source[:117] + "..."
+
+
+def _entries(root: yaml.Node) -> Iterator[tuple[str, yaml.Node, yaml.Node, tuple[int, ...]]]:
+    """(path, key node, value node, ids of the nodes above) of every map entry and list item, each node once."""
+    seen: set[int] = set()
+    pending: list[tuple[yaml.Node, str, tuple[int, ...]]] = [(root, "", ())]
+    while pending:
+        node, at, above = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            children = [(key, value, str(getattr(key, "value", "?"))) for key, value in node.value]
+        elif isinstance(node, yaml.SequenceNode):
+            children = [(item, item, str(index)) for index, item in enumerate(node.value)]
+        else:
+            continue
+        for key, value, label in reversed(children):
+            path = f"{at}.{label}" if at else str(label)
+            yield path, key, value, (*above, id(node))
+            pending.append((value, path, (*above, id(node))))
+
+
+def _expanded_sizes(root: yaml.Node) -> dict[int, int]:
+    """How many nodes each node stands for with every alias expanded (counted once per node, no recursion)."""
+    sizes: dict[int, int] = {}
+    pending: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while pending:
+        node, done = pending.pop()
+        if id(node) in sizes:
+            continue
+        children = ([n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode)
+                    else node.value if isinstance(node, yaml.SequenceNode) else [])  # fmt: skip
+        if done:
+            sizes[id(node)] = 1 + sum(sizes.get(id(child), 0) for child in children)
+        else:
+            pending.append((node, True))
+            pending.extend((child, False) for child in children if id(child) not in sizes)
+    return sizes
+
+
+def file_error_key(documents: list[yaml.Node], message: str) -> tuple[str, int] | None:
+    """The key (and line) a values file's error is about where helm names none: a NaN or infinite
+    number (JSON has none), an anchor that contains itself, or the key whose aliases expand the most."""
+    constructor = yaml.constructor.SafeConstructor()
+    for root in documents:
+        entries = list(_entries(root))
+        for path, key, value, above in entries:
+            if "unsupported value" in message and isinstance(value, yaml.ScalarNode) and value.tag.endswith(":float"):
+                number = constructor.construct_yaml_float(value)
+                if number != number or number in (float("inf"), float("-inf")):
+                    return path, key.start_mark.line + 1
+            if "contains itself" in message and id(value) in above:
+                return path, key.start_mark.line + 1
+        if "excessive aliasing" in message and entries:
+            sizes = _expanded_sizes(root)
+            path, key, _, _ = max(entries, key=lambda entry: (sizes.get(id(entry[2]), 0), -entry[0].count(".")))
+            return path, key.start_mark.line + 1
+    return None
