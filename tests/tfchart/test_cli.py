@@ -10,7 +10,8 @@ import pytest
 
 from tests.chartlib import REPO
 
-COMMANDS = ["validate", "template", "install", "upgrade", "uninstall", "status", "logs", "preflight", "build", "local"]
+COMMANDS = ["validate", "template", "install", "upgrade", "uninstall", "status", "stop", "logs", "preflight", "build",
+            "local", "images"]
 
 
 def tfchart(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -52,12 +53,14 @@ def test_build_without_an_engine_exits_1_with_a_clear_message(tmp_path: Path) ->
     ("args", "code", "message"),
     [
         (["validate", "--set", "worker.replicas=lots"], 1, "worker.replicas"),
-        (["validate", "-f", "missing.yaml"], 2, "values file not found"),
+        (["validate", "-f", "missing.yaml"], 1, "missing.yaml: no such file or directory"),
         (["validate", "--bogus"], 2, "No such option"),
         (["status", "mnist", "--kubeconfig", "/nonexistent"], 1, "cannot load the kubeconfig"),
         (["logs", "mnist", "--role", "master"], 2, "Invalid value for '--role'"),
         (["upgrade", "mnist", "--set", "ps.replicas=0"], 1, "ps.replicas"),
-        (["--chart", "/tmp", "validate"], 2, "no chart at /tmp"),
+        (["validate", "--chart", "/tmp"], 2, "no chart at /tmp"),
+        (["validate", "--chart", "no/such-chart-dir", "--version", "1.0"], 1, "no/such-chart-dir"),
+        (["--helm", "/no/helm", "validate"], 2, "helm binary not found: /no/helm"),
     ],
 )
 def test_errors_are_one_clear_message_with_the_right_exit_code(

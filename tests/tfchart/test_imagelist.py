@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.chartlib import REPO, file_id, render, values_files
-from tfchart.imagelist import parse_reference
+from tfchart.manifests.images import parse_reference
 
 TFCHART = str(REPO / ".venv" / "bin" / "tfchart")
 DIGEST = "sha256:" + "ab" * 32

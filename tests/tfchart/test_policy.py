@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.chartlib import REPO, helm_path
-from tfchart import policy
+from tfchart.values import policy
 
 CORPUS = REPO / "tests" / "fixtures" / "policy"
 RULES = sorted(path for path in (CORPUS / "rules").iterdir() if path.is_dir())

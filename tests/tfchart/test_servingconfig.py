@@ -11,7 +11,7 @@ from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
 from tests.chartlib import named, render
-from tfchart.servingconfig import (
+from tfchart.cluster.servingconfig import (
     ConfigSyntaxError,
     ServedModel,
     VersionPolicy,

@@ -13,6 +13,18 @@ if TYPE_CHECKING:
     from tfchart.helm.release import Options
 
 
+def namespace_after_values(kube: KubeInputs, values: ValuesInputs, settings: Settings, name: str,
+                           namespace: str | None) -> str:  # fmt: skip
+    """The release's namespace; where the kubeconfig cannot say it, the values' problems are reported first."""
+    from tfchart.errors import KubernetesError
+
+    try:
+        return kube.namespace(namespace)
+    except KubernetesError:
+        values.manifests(settings, name, namespace)
+        raise
+
+
 @click.command(context_settings=CONTEXT)
 @click.argument("name")
 @values_inputs()
@@ -29,7 +41,7 @@ def install(
     from tfchart.cluster import preflight
     from tfchart.helm import release
 
-    namespace = kube.namespace(flags.namespace)
+    namespace = namespace_after_values(kube, values, settings, name, flags.namespace)
     manifests = values.manifests(settings, name, namespace)
     if not skip_preflight and flags.dry_run != "client":
         preflight.enforce(kube.api(), manifests, name, namespace)
@@ -64,7 +76,7 @@ def upgrade(
     from tfchart.cluster import upgrade as guard
     from tfchart.helm.release import parse_duration
 
-    options = replace(flags, namespace=kube.namespace(flags.namespace))
+    options = replace(flags, namespace=namespace_after_values(kube, values, settings, name, flags.namespace))
     manifests = values.manifests(settings, name, options.namespace)
     api = kube.api()
     waiting = guard.Waiting(parse_duration(flags.timeout)) if flags.timeout else guard.Waiting()

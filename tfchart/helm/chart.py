@@ -7,10 +7,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfchart.errors import UsageError
+from tfchart.errors import HelmError, UsageError
 from tfchart.helm.runner import Runner
 
 REPO_CHART = Path(__file__).resolve().parents[2] / "charts" / "tf-distributed"
+PULL_HINT = (
+    "--chart takes a chart directory, a .tgz made by `helm package`, oci://REGISTRY/REPO/CHART (--plain-http for a "
+    "registry without TLS; `helm registry login` for credentials) or REPO/CHART of a repository `helm repo add` knows"
+)
 REMOTE = re.compile(r"^([a-z][a-z0-9+.-]*://|[^/.][^/]*/[^/]+$)")  # oci://, https://, or repo/name
 
 
@@ -48,7 +52,10 @@ def resolve(reference: str | None, version: str | None, helm: Runner, plain_http
         raise UsageError(f"no chart at {reference}", "pass --chart a chart directory, a .tgz, or oci://REGISTRY/CHART")
     where = private_folder("tfchart-chart-")
     args = ["pull", reference, "--untar", "--untardir", str(where)]
-    helm([*args, *(["--version", version] if version else []), *(["--plain-http"] if plain_http else [])])
+    try:
+        helm([*args, *(["--version", version] if version else []), *(["--plain-http"] if plain_http else [])])
+    except HelmError as error:
+        raise HelmError(f"cannot pull chart {reference}: {error.message}", PULL_HINT) from None
     pulled = [child for child in where.iterdir() if (child / "Chart.yaml").is_file()]
     if len(pulled) != 1:
         raise UsageError(f"helm pull {reference} gave no chart", "check the reference and --version")

@@ -9,6 +9,7 @@ dots, so paths are matched key by key against the keys that exist, never split b
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,6 +28,16 @@ from tfchart.helm.runner import Helm
 Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+class TolerantLoader(yaml.SafeLoader):
+    """PyYAML's composer, reading anchors as helm's go-yaml does: a redefined anchor replaces the first."""
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        if not isinstance(event, yaml.AliasEvent) and event.anchor is not None:
+            self.anchors.pop(event.anchor, None)
+        return super().compose_node(parent, index)
+
+
 @dataclass(frozen=True)
 class Origin:
     """A values file and line (`line` None: the file as a whole), or a --set argument (`source` only)."""
@@ -37,11 +48,16 @@ class Origin:
 
 
 def compose(data: bytes | None) -> list[yaml.Node]:
-    """The documents of a YAML text as nodes (no value is typed), [] when PyYAML cannot read it."""
-    try:
-        return [node for node in yaml.compose_all(data or b"", Loader=Loader) if node is not None]
-    except (yaml.YAMLError, RecursionError, ValueError, UnicodeError):
-        return []
+    """The documents of a YAML text as nodes (no value is typed), up to the first one PyYAML cannot read."""
+    documents: list[yaml.Node] = []
+    for loader in (Loader, TolerantLoader):
+        documents = []
+        try:
+            documents += (node for node in yaml.compose_all(data or b"", Loader=loader) if node is not None)
+            return documents
+        except (yaml.YAMLError, RecursionError, ValueError, UnicodeError):
+            continue  # libyaml refuses a redefined anchor: compose again as go-yaml reads it
+    return documents
 
 
 def walk(root: yaml.Node, path: str) -> tuple[yaml.Node, yaml.Node | None, str, int]:
@@ -107,16 +123,16 @@ class Origins:
         return read
 
     @cached_property
-    def set_paths(self) -> list[tuple[str, set[str]]]:
-        """Each --set argument (last applied first) with every key path it sets, as helm parses it, and
-        every map above those (a map an argument writes into counts as set by it for the keys below)."""
+    def set_paths(self) -> list[tuple[str, dict[str, Any]]]:
+        """Each --set argument (last applied first) with every key path it sets and its value, as helm
+        parses it, and every map above those (an argument writing into a map does not set its other keys)."""
         applied = list(reversed(self.inputs.applied()))
 
-        def paths(flag_argument: tuple[str, str]) -> set[str]:
+        def paths(flag_argument: tuple[str, str]) -> dict[str, Any]:
             try:
-                return set(_paths(merged_values(self.helm, None, Inputs([], [flag_argument]))))
+                return dict(_paths(merged_values(self.helm, None, Inputs([], [flag_argument]))))
             except TfchartError:
-                return set()
+                return {}
 
         with ThreadPoolExecutor(max_workers=4) as pool:
             found = list(pool.map(paths, applied))
@@ -131,7 +147,8 @@ class Origins:
         above = [path[:index] for index, char in enumerate(path) if char == "."]
         for source, paths in self.set_paths:  # `paths` holds every set path and each map above one
             if path in paths or any(parent in paths and parent + ".#leaf" in paths for parent in above):
-                return Origin(_shown(source))
+                value = paths.get(path)
+                return Origin(_shown(source), None, None if isinstance(value, (dict, list)) else _json(value))
         for name, documents in self.files:
             for root in reversed(documents):
                 node, key, rest, _ = walk(root, path)
@@ -197,17 +214,24 @@ class Origins:
         return f"known keys: {', '.join(known)}" if known else ""
 
 
-def _paths(value: Any, where: str = "") -> Iterator[str]:
-    """Every key path in `value`; a path set to a scalar (or an empty map or list) also as `path.#leaf`."""
+def _paths(value: Any, where: str = "") -> Iterator[tuple[str, Any]]:
+    """Every key path in `value` with its value; a path set to a scalar (or an empty map or list) also
+    as `path.#leaf`."""
     pending = [(value, where)]
     while pending:
         node, at = pending.pop()
         if at:
-            yield at
+            yield at, node
             if not node or not isinstance(node, (dict, list)):
-                yield at + ".#leaf"
+                yield at + ".#leaf", None
         children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
         pending.extend((child, f"{at}.{key}" if at else str(key)) for key, child in children)
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _text(node: yaml.Node) -> str | None:
@@ -220,25 +244,32 @@ def _shown(source: str) -> str:
     return source if len(source) <= 120 else source[:117] + "..."
 
 
-def _entries(root: yaml.Node) -> Iterator[tuple[str, yaml.Node, yaml.Node, tuple[int, ...]]]:
-    """(path, key node, value node, ids of the nodes above) of every map entry and list item, each node once."""
+def _entries(root: yaml.Node) -> Iterator[tuple[str, yaml.Node, yaml.Node, bool]]:
+    """(path, key node, value node, whether the value holds its own entry) of every map entry and list
+    item, depth first without recursion, each node entered once."""
     seen: set[int] = set()
-    pending: list[tuple[yaml.Node, str, tuple[int, ...]]] = [(root, "", ())]
+    inside: set[int] = set()  # the nodes above the current one
+    pending: list[tuple[yaml.Node, str, bool]] = [(root, "", False)]
     while pending:
-        node, at, above = pending.pop()
+        node, at, leaving = pending.pop()
+        if leaving:
+            inside.discard(id(node))
+            continue
         if id(node) in seen:
             continue
         seen.add(id(node))
+        inside.add(id(node))
+        pending.append((node, at, True))
         if isinstance(node, yaml.MappingNode):
             children = [(key, value, str(getattr(key, "value", "?"))) for key, value in node.value]
         elif isinstance(node, yaml.SequenceNode):
             children = [(item, item, str(index)) for index, item in enumerate(node.value)]
         else:
-            continue
+            children = []
         for key, value, label in reversed(children):
-            path = f"{at}.{label}" if at else str(label)
-            yield path, key, value, (*above, id(node))
-            pending.append((value, path, (*above, id(node))))
+            path = f"{at}.{label}" if at else label
+            yield path, key, value, id(value) in inside
+            pending.append((value, path, False))
 
 
 def _expanded_sizes(root: yaml.Node) -> dict[int, int]:
@@ -260,17 +291,31 @@ def _expanded_sizes(root: yaml.Node) -> dict[int, int]:
 
 
 def file_error_key(documents: list[yaml.Node], message: str) -> tuple[str, int] | None:
-    """The key (and line) a values file's error is about where helm names none: a NaN or infinite
-    number (JSON has none), an anchor that contains itself, or the key whose aliases expand the most."""
+    """The key (and line) a values file's error is about where helm names none: a NaN or infinite number
+    (JSON has none), a value its tag does not fit, a merge key of a scalar, an anchor that contains
+    itself, or the key whose aliases expand the most."""
     constructor = yaml.constructor.SafeConstructor()
+    mistagged = re.search(r"cannot decode !!\w+ `(.*)` as a !!(\w+)", message)
     for root in documents:
         entries = list(_entries(root))
-        for path, key, value, above in entries:
+        for path, key, value, cyclic in entries:
+            scalar = isinstance(value, yaml.ScalarNode)
             if "unsupported value" in message and isinstance(value, yaml.ScalarNode) and value.tag.endswith(":float"):
                 number = constructor.construct_yaml_float(value)
                 if number != number or number in (float("inf"), float("-inf")):
                     return path, key.start_mark.line + 1
-            if "contains itself" in message and id(value) in above:
+            if mistagged and scalar and value.value == mistagged[1] and value.tag.endswith(":" + mistagged[2]):
+                return path, key.start_mark.line + 1
+            if "!!binary" in message and isinstance(value, yaml.ScalarNode) and value.tag.endswith(":binary"):
+                try:
+                    constructor.construct_yaml_binary(value)
+                except yaml.YAMLError:
+                    return path, key.start_mark.line + 1
+            pairs = value.value if isinstance(value, yaml.MappingNode) else []
+            merges = [v for k, v in pairs if getattr(k, "value", None) == "<<"]
+            if "map merge requires" in message and merges and not isinstance(merges[0], yaml.MappingNode):
+                return path, key.start_mark.line + 1
+            if "contains itself" in message and cyclic:
                 return path, key.start_mark.line + 1
         if "excessive aliasing" in message and entries:
             sizes = _expanded_sizes(root)

@@ -112,18 +112,18 @@ def load(path: Path) -> Policy:
         document = yaml.load(data, Loader=Loader)
     except (yaml.YAMLError, ValueError) as error:
         mark = getattr(error, "problem_mark", None)
-        why = f"not YAML: {getattr(error, 'problem', None) or error}"
+        why = f"YAML syntax error: {getattr(error, 'problem', None) or error}"
         raise PolicyFileInvalid([Problem("(root)", why, None, "fix the YAML", name, mark.line + 1 if mark else None)],
-                                name) from None  # fmt: skip
+                                policy_file=name) from None  # fmt: skip
     if document is None:
         empty = Problem("(root)", "the policy file is empty", None, f"start it with apiVersion: {API_VERSION}", name, 1)
-        raise PolicyFileInvalid([empty], name)
+        raise PolicyFileInvalid([empty], policy_file=name)
     if not isinstance(document, dict):
         raise PolicyFileInvalid([Problem("(root)", "a policy file must be a map of keys", None,
-                                         f"start it with apiVersion: {API_VERSION}", name, 1)], name)  # fmt: skip
+                                         f"start it with apiVersion: {API_VERSION}", name, 1)], policy_file=name)
     problems = schema_problems(document, compose(data), name)
     if problems:
-        raise PolicyFileInvalid(problems, name)
+        raise PolicyFileInvalid(problems, policy_file=name)
     return Policy(name, document.get("rules") or {})
 
 

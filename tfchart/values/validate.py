@@ -48,10 +48,10 @@ class Report:
         from tfchart.values.policy import PolicyFileInvalid, PolicyViolations
 
         if self.policy_problems:
-            return PolicyFileInvalid(self.policy_problems, self.policy_file)
+            return PolicyFileInvalid(self.policy_problems, policy_file=self.policy_file)
         if self.problems:
             return ValidationFailed(self.problems, "" if self.rules_checked else SCHEMA_FIRST)
-        return PolicyViolations(self.violations, self.policy_file)
+        return PolicyViolations(self.violations, policy_file=self.policy_file)
 
     def as_dict(self) -> dict[str, Any]:
         policy = {"file": self.policy_file, "checked": self.policy_checked,
@@ -121,7 +121,8 @@ def explain(found: list[Found], origins: Origins, helm: Helm, inputs: Inputs) ->
         if item.kind == "file":
             name = next((file.name for file in inputs.files if file.path == item.source), item.source)
             documents = next((documents for file, documents in origins.files if file == name), [])
-            path, line = file_error_key(documents, item.message) or ("(root)", item.line)
+            located = file_error_key(documents, item.message)
+            path, line = located or ("(root)", item.line or _line_of(name, item.message))
             problems.append(Problem(path, item.message, None, "fix the YAML of this file", name, line))
         elif item.kind == "set":
             problems.append(Problem("(root)", item.message, None, "fix the argument", _broken_set(helm, inputs, item)))
@@ -130,6 +131,20 @@ def explain(found: list[Found], origins: Origins, helm: Helm, inputs: Inputs) ->
         if more:
             problems[-1] = replace(problems[-1], message=f"{problems[-1].message} ({more})")
     return problems
+
+
+def _shown(argument: str) -> str:
+    return argument if len(argument) <= 120 else f"{argument[:100]}... ({len(argument)} characters)"
+
+
+def _line_of(name: str, message: str) -> int | None:
+    """The line of a values file that helm's message quotes (a document separator followed by text)."""
+    separator = message.partition("invalid Yaml document separator: ")[2]
+    try:
+        lines = Path(name).read_text(errors="replace").splitlines() if separator else []
+    except OSError:
+        return None
+    return next((number for number, text in enumerate(lines, 1) if text.startswith("---") and separator in text), None)
 
 
 def _grouped(found: list[Found], shown: int = 3) -> list[tuple[Found, str]]:
@@ -155,6 +170,11 @@ def _located(item: Found, origins: Origins) -> Problem:
 
     path = item.path or origins.key_named(item.key) or item.key
     origin = origins.nearest(path) if item.kind == "required" else origins.of(path)
+    if origin is None and item.kind == "rule":  # the key is a default: the input that set another key it names
+        import re
+
+        named = re.findall(r"\b[a-z][\w-]*(?:\.[a-zA-Z][\w-]*)+", f"{item.message} {item.fix}")
+        origin = next((found for key in named if (found := origins.of(key)) is not None), None)
     parent = path.rpartition(".")[0] or "(root)"
     if item.kind == "rule":
         fix = item.fix
@@ -188,14 +208,16 @@ def _default_fix(origins: Origins, path: str) -> str:
 
 
 def _broken_set(helm: Helm, inputs: Inputs, item: Found) -> str:
-    """The argument of `item.source` (a --set flag) that helm cannot parse, found by asking helm for each."""
-    for flag, argument in inputs.sets:
+    """The argument of `item.source` (a --set flag) that helm cannot parse, found by asking helm for each;
+    all of them where none fails alone (it fails on what the files set before it)."""
+    given = [f"{flag} {argument}" for flag, argument in inputs.sets if flag == item.source]
+    for flag, argument in inputs.sets if len(given) > 1 else ():
         if flag == item.source:
             try:
                 render.merged_values(helm, None, Inputs([], [(flag, argument)]))
             except render.RenderFailed:
-                return f"{flag} {argument}"
-    return item.source
+                return _shown(f"{flag} {argument}")
+    return _shown(" ".join(given) or item.source)
 
 
 def check_policy(report: Report, path: Path, helm: Helm, chart: Chart, inputs: Inputs) -> Report:
