@@ -25,7 +25,7 @@ scales its own Deployment to 0. Every step is idempotent: a restarted supervisor
 already ended only scales itself down.
 
 A real API server cannot run on the development machine: the tests point ``TFD_KUBE_API`` at a
-loopback server that keeps objects and records every request (tests/trainer/kubeserver.py).
+loopback server that keeps objects and records every request (tests/kubeapi.py).
 """
 
 from __future__ import annotations

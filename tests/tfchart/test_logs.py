@@ -1,30 +1,35 @@
-"""tfchart logs: picking the pod of a role/index by labels and streaming its log, against the recording fake."""
+"""tfchart logs: picking the pod of a role/index by labels and streaming its log, against the fake API server
+(tests/kubeapi.py), which streams a followed log in chunks over HTTP like the API server."""
 
 from __future__ import annotations
 
 import io
 import os
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
-from tests.tfchart import kubefake as kf
-from tests.tfchart.kubefake import Call
-from tfchart import kube, logs
+from tests import kubeapi as kf
+from tests.kubeapi import Call, KubeServer, kube_server
+from tfchart.cluster import kube, logs
 from tfchart.errors import KubernetesError, UsageError
 
 NS = "ml-training"
 SELECTOR = "app.kubernetes.io/name=tf-distributed,app.kubernetes.io/instance=mnist"
 
 
+@pytest.fixture
+def cluster() -> Iterator[KubeServer]:
+    with kube_server(read_only=True) as server:
+        yield server
+
+
 def selector(role: str) -> str:
     return f"{SELECTOR},app.kubernetes.io/component={role}"
 
 
-def release(cluster: kf.FakeCluster, workers: int = 2) -> list[dict[str, Any]]:
+def release(cluster: KubeServer, workers: int = 2) -> list[dict[str, Any]]:
     docs = kf.rendered()
     ps, worker = kf.manifest(docs, "StatefulSet", "ps"), kf.manifest(docs, "StatefulSet", "worker")
     chief = kf.manifest(docs, "Job", "chief")
@@ -48,14 +53,29 @@ def release(cluster: kf.FakeCluster, workers: int = 2) -> list[dict[str, Any]]:
     return docs
 
 
-def run(cluster: kf.FakeCluster, role: str, index: int = 0, follow: bool = False, tail: int | None = None) -> str:
-    out = io.StringIO()
+class CtrlC(io.StringIO):
+    """Output where the user presses Ctrl-C once `lines` lines were written."""
+
+    def __init__(self, lines: int) -> None:
+        super().__init__()
+        self.lines = lines
+
+    def write(self, text: str) -> int:
+        if self.getvalue().count("\n") == self.lines:
+            raise KeyboardInterrupt
+        return super().write(text)
+
+
+def run(
+    cluster: KubeServer, role: str, index: int = 0, follow: bool = False, tail: int | None = None,
+    out: io.StringIO | None = None,
+) -> str:  # fmt: skip
+    out = out or io.StringIO()
     logs.stream(cluster.api(), "mnist", NS, role, index, follow, tail, out)
     return out.getvalue()
 
 
-def test_worker_by_ordinal_label_with_tail() -> None:
-    cluster = kf.FakeCluster()
+def test_worker_by_ordinal_label_with_tail(cluster: KubeServer) -> None:
     release(cluster)
     cluster.set_log(NS, "mnist-tf-distributed-worker-1", [f"line {i}" for i in range(10)])
 
@@ -66,18 +86,16 @@ def test_worker_by_ordinal_label_with_tail() -> None:
     ]
 
 
-def test_ordinal_from_the_name_when_the_pod_index_label_is_missing() -> None:
-    cluster = kf.FakeCluster()
+def test_ordinal_from_the_name_when_the_pod_index_label_is_missing(cluster: KubeServer) -> None:
     release(cluster)
     for index in (0, 1):
         name = f"mnist-tf-distributed-worker-{index}"
-        del cluster.get("pods", NS, name)["metadata"]["labels"]["apps.kubernetes.io/pod-index"]  # Kubernetes < 1.28
+        cluster.update("Pod", NS, name, {"metadata": {"labels": {"apps.kubernetes.io/pod-index": None}}})  # < 1.28
     cluster.set_log(NS, "mnist-tf-distributed-worker-0", ["from worker 0"])
     assert run(cluster, "worker", 0) == "from worker 0\n"
 
 
-def test_chief_is_the_newest_pod_of_the_job() -> None:
-    cluster = kf.FakeCluster()
+def test_chief_is_the_newest_pod_of_the_job(cluster: KubeServer) -> None:
     release(cluster)
     cluster.set_log(NS, "mnist-tf-distributed-chief-new22", ["step 50, loss = 1.0 (10.0 examples/sec; 1.0 sec/batch)"])
     assert run(cluster, "chief").startswith("step 50")
@@ -86,34 +104,30 @@ def test_chief_is_the_newest_pod_of_the_job() -> None:
     )
 
 
-def test_tensorboard_pods_are_indexed_in_name_order() -> None:
-    cluster = kf.FakeCluster()
+def test_tensorboard_pods_are_indexed_in_name_order(cluster: KubeServer) -> None:
     release(cluster)
     cluster.set_log(NS, "mnist-tf-distributed-tensorboard-7c9-bbbbb", ["second"])
     assert run(cluster, "tensorboard", 1) == "second\n"
 
 
-def test_follow_streams_until_ctrl_c_and_releases_the_connection() -> None:
-    cluster = kf.FakeCluster()
+def test_follow_streams_until_ctrl_c_and_releases_the_connection(cluster: KubeServer) -> None:
     release(cluster)
-    cluster.set_log(NS, "mnist-tf-distributed-chief-new22", ["one", "two", "three", "four"], interrupt_after=2)
+    log = cluster.set_log(NS, "mnist-tf-distributed-chief-new22", ["one", "two", "three", "four"], running=True)
 
-    assert run(cluster, "chief", follow=True) == "one\ntwo\n"  # no exception: Ctrl-C ends a followed log
+    # no exception: Ctrl-C ends a followed log
+    assert run(cluster, "chief", follow=True, out=CtrlC(lines=2)) == "one\ntwo\n"
     assert cluster.calls[-1].params == (("container", "chief"), ("follow", "true"))
-    assert all(response.closed for response in cluster.responses)
+    assert log.hung_up.wait(10), "the connection of the followed log was not released"
 
 
-def test_last_line_without_newline_is_kept() -> None:
-    cluster = kf.FakeCluster()
+def test_last_line_without_newline_is_kept(cluster: KubeServer) -> None:
     release(cluster)
     api = cluster.api()
-    cluster.set_log(NS, "mnist-tf-distributed-ps-0", ["a"])
-    cluster.logs[(NS, "mnist-tf-distributed-ps-0")].lines = ['{"looks": "like json"}']  # not mangled by the client
-    assert api.read_pod_log(NS, "mnist-tf-distributed-ps-0", "ps", None) == '{"looks": "like json"}\n'
+    cluster.logs[(NS, "mnist-tf-distributed-ps-0")] = kf.PodLog('{"looks": "like json"}')  # no newline at the end
+    assert api.read_pod_log(NS, "mnist-tf-distributed-ps-0", "ps", None) == '{"looks": "like json"}\n'  # not decoded
 
 
-def test_unknown_role_lists_the_valid_roles() -> None:
-    cluster = kf.FakeCluster()
+def test_unknown_role_lists_the_valid_roles(cluster: KubeServer) -> None:
     with pytest.raises(UsageError) as error:
         run(cluster, "master")
     assert error.value.message == "unknown role 'master'"
@@ -121,8 +135,7 @@ def test_unknown_role_lists_the_valid_roles() -> None:
     assert cluster.calls == []
 
 
-def test_index_out_of_range_says_how_many_pods_exist() -> None:
-    cluster = kf.FakeCluster()
+def test_index_out_of_range_says_how_many_pods_exist(cluster: KubeServer) -> None:
     release(cluster)
     with pytest.raises(UsageError) as error:
         run(cluster, "worker", 5)
@@ -136,16 +149,14 @@ def test_index_out_of_range_says_how_many_pods_exist() -> None:
         run(cluster, "ps", -1)
 
 
-def test_no_pods_of_the_role() -> None:
-    cluster = kf.FakeCluster()
+def test_no_pods_of_the_role(cluster: KubeServer) -> None:
     with pytest.raises(KubernetesError) as error:
         run(cluster, "evaluator")
     assert error.value.message == "release mnist has no evaluator pods in namespace ml-training"
     assert "scaled down after success" in error.value.hint
 
 
-def test_pod_not_started_yet_gives_phase_and_waiting_reason() -> None:
-    cluster = kf.FakeCluster()
+def test_pod_not_started_yet_gives_phase_and_waiting_reason(cluster: KubeServer) -> None:
     docs = release(cluster, workers=1)
     worker = kf.manifest(docs, "StatefulSet", "worker")
     cluster.add(
@@ -170,8 +181,7 @@ def test_pod_not_started_yet_gives_phase_and_waiting_reason() -> None:
     assert all(call.verb == "list" for call in cluster.calls)  # never asked for a log that cannot exist
 
 
-def test_crash_looping_pod_still_has_a_log() -> None:
-    cluster = kf.FakeCluster()
+def test_crash_looping_pod_still_has_a_log(cluster: KubeServer) -> None:
     docs = release(cluster, workers=0)
     worker = kf.manifest(docs, "StatefulSet", "worker")
     cluster.add(
@@ -188,8 +198,7 @@ def test_crash_looping_pod_still_has_a_log() -> None:
     assert run(cluster, "worker") == "Traceback: boom\n"
 
 
-def test_log_forbidden_names_pods_log() -> None:
-    cluster = kf.FakeCluster()
+def test_log_forbidden_names_pods_log(cluster: KubeServer) -> None:
     release(cluster)
     cluster.fail("log", "pods", 403, 'pods "mnist-tf-distributed-ps-0" is forbidden: cannot get resource "pods/log"')
     with pytest.raises(KubernetesError) as error:
@@ -198,54 +207,16 @@ def test_log_forbidden_names_pods_log() -> None:
     assert "kubectl auth can-i get pods/log -n ml-training" in error.value.hint
 
 
-class ChunkedLogHandler(BaseHTTPRequestHandler):
-    """Answers a followed log like the API server: chunked, one line now, the next one only later."""
-
-    protocol_version = "HTTP/1.1"
-    first_line_seen = threading.Event()
-
-    def do_GET(self) -> None:
-        self.server.paths.append(self.path)  # type: ignore[attr-defined]
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        self.send_chunk(b"step 1, loss = 2.0 (1.0 examples/sec; 1.0 sec/batch)\n")
-        assert self.first_line_seen.wait(10), "the client did not get the first line before the stream went on"
-        self.send_chunk(b"step 2, loss = 1.0 (1.0 examples/sec; 1.0 sec/batch)\n")
-        self.send_chunk(b"")
-
-    def send_chunk(self, data: bytes) -> None:
-        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-        self.wfile.flush()
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture
-def chunked_server() -> Iterator[ThreadingHTTPServer]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), ChunkedLogHandler)
-    server.paths = []  # type: ignore[attr-defined]
-    ChunkedLogHandler.first_line_seen.clear()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-
-
-def test_follow_delivers_each_line_as_it_arrives_over_real_http(chunked_server: ThreadingHTTPServer) -> None:
-    from kubernetes import client
-
-    host = f"http://127.0.0.1:{chunked_server.server_address[1]}"
-    api = kube.KubeApi(lambda: client.ApiClient(client.Configuration(host=host)))
+def test_follow_delivers_each_line_as_it_arrives(cluster: KubeServer) -> None:
+    release(cluster)
+    lines = [f"step {step}, loss = 1.0 (1.0 examples/sec; 1.0 sec/batch)" for step in (1, 2)]
+    log = cluster.set_log(NS, "mnist-tf-distributed-chief-new22", lines, pause_after=1)
     received = []
-    for line in api.stream_pod_log(NS, "mnist-tf-distributed-chief-new22", "chief", None, True):
+    for line in cluster.api().stream_pod_log(NS, "mnist-tf-distributed-chief-new22", "chief", None, True):
         received.append(line)
-        ChunkedLogHandler.first_line_seen.set()
+        log.resume.set()  # the server sends the second line only once the client holds the first
     assert [line.split(",")[0] for line in received] == ["step 1", "step 2"]
-    assert chunked_server.paths == [  # type: ignore[attr-defined]
+    assert [f"{request.path}?{request.query}" for request in cluster.requests] == [
         "/api/v1/namespaces/ml-training/pods/mnist-tf-distributed-chief-new22/log?container=chief&follow=true"
     ]
 

@@ -1,11 +1,11 @@
 """Every command without -n acts in the kubeconfig context's namespace: helm's --namespace and every API call.
 
 The real CLI runs as a subprocess with a kubeconfig whose current context's namespace is `team-a`
-(not `default`). Its API server is the recording fake (tests/tfchart/kubefake.py) served over HTTP
-on the loopback, so the kubeconfig loading, URL building and deserialisation of the real client all
-run; DELETE requests are recorded too. helm is the real binary for `version` and `template` (and
-`get manifest`, answered by a real `helm template` of the deployed values); the calls that need a
-cluster (install, upgrade, uninstall) are recorded by a wrapper given with --helm.
+(not `default`). Its API server is the fake on the loopback (tests/kubeapi.py), so the kubeconfig
+loading, URL building and deserialisation of the real client all run, and every request (DELETE
+too) is recorded. helm is the real binary for `version` and `template` (and `get manifest`, answered
+by a real `helm template` of the deployed values); the calls that need a cluster (install, upgrade,
+uninstall) are recorded by a wrapper given with --helm.
 
 The same server, answering like a proxy instead (an HTML login page, an empty body), checks that
 such an answer is one line naming the URL, never a traceback.
@@ -17,99 +17,29 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests import kubeapi as kf
 from tests.chartlib import CHART, REPO, helm_path
-from tests.tfchart import kubefake as kf
-from tests.tfchart.kubefake import Call
+from tests.kubeapi import Call, KubeServer, kube_server
 
 NS = "team-a"
 RELEASE = "mnist"
 CLAIM = "mnist-tf-distributed-data"
 
 
-@dataclass
-class Server:
-    """The fake API server on 127.0.0.1; `answer` overrides every response (a proxy in the way)."""
-
-    cluster: kf.FakeCluster
-    url: str = ""
-    answer: tuple[int, str, bytes] | None = None
-    deletes: list[Call] = field(default_factory=list)
-
-
-def handler_for(server: Server) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def reply(self, status: int, content_type: str, body: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_GET(self) -> None:
-            if server.answer is not None:
-                self.reply(*server.answer)
-                return
-            response = server.cluster.answer("GET", self.path)
-            body = response.read()
-            self.reply(response.status, response.headers.get("Content-Type", "application/json"), body)
-
-        def do_DELETE(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            self.rfile.read(length)
-            if server.answer is not None:
-                self.reply(*server.answer)
-                return
-            resource, namespace, name, _ = kf.parse_path(self.path.split("?", 1)[0])
-            call = Call("delete", resource, namespace, name)
-            server.cluster.calls.append(call)
-            server.deletes.append(call)
-            document: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "status": "Success", "metadata": {}}
-            if resource == "persistentvolumeclaims":
-                document = {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "metadata": {"name": name}}
-            self.reply(200, "application/json", json.dumps(document).encode())
-
-    return Handler
-
-
 @pytest.fixture
-def server() -> Iterator[Server]:
-    state = Server(kf.FakeCluster())
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(state))
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield state
-    httpd.shutdown()
-    httpd.server_close()
+def server() -> Iterator[KubeServer]:
+    with kube_server() as running:
+        yield running
 
 
-def kubeconfig(tmp_path: Path, url: str, namespace: str | None = NS) -> Path:
-    context: dict[str, Any] = {"cluster": "fake", "user": "someone"}
-    if namespace:
-        context["namespace"] = namespace
-    document = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "fake", "cluster": {"server": url}}],
-        "users": [{"name": "someone", "user": {"token": "t0ken"}}],
-        "contexts": [{"name": "team", "context": context}],
-        "current-context": "team",
-    }
-    path = tmp_path / "kubeconfig"
-    path.write_text(json.dumps(document))
-    return path
+def deletes(server: KubeServer) -> list[Call]:
+    return [call for call in server.calls if call.verb == "delete"]
 
 
 HELM_WRAPPER = """#!{python}
@@ -169,16 +99,16 @@ def cluster_calls(run: Run) -> list[list[str]]:
     return [call for call in run.helm_calls if call[0] not in ("version", "template")]
 
 
-def namespaced(server: Server) -> list[Call]:
+def namespaced(server: KubeServer) -> list[Call]:
     """Namespaced calls about the release: preflight's look for the CNI's DaemonSets in kube-system is not one."""
     return [
         call
-        for call in server.cluster.calls
+        for call in server.calls
         if call.namespace is not None and not (call.resource == "daemonsets" and call.namespace == "kube-system")
     ]
 
 
-def add_release(cluster: kf.FakeCluster, namespace: str = NS) -> None:
+def add_release(cluster: KubeServer, namespace: str = NS) -> None:
     """The release's objects as a running training leaves them, in `namespace`."""
     docs = kf.rendered(namespace=namespace)
     for doc in docs:
@@ -195,35 +125,37 @@ def add_release(cluster: kf.FakeCluster, namespace: str = NS) -> None:
     cluster.add(kf.node("cpu-node-1"), kf.storage_class("nfs", "nfs.csi.k8s.io", default=True))
 
 
-def test_uninstall_delete_data_deletes_the_claim_in_the_context_namespace(tmp_path: Path, server: Server) -> None:
-    add_release(server.cluster)
-    run = tfchart(tmp_path, kubeconfig(tmp_path, server.url), "uninstall", RELEASE, "--delete-data")
+def test_uninstall_delete_data_deletes_the_claim_in_the_context_namespace(tmp_path: Path, server: KubeServer) -> None:
+    add_release(server)
+    run = tfchart(tmp_path, server.kubeconfig(NS), "uninstall", RELEASE, "--delete-data")
     assert run.returncode == 0, run.stderr
     assert cluster_calls(run) == [
         ["get", "manifest", RELEASE, "--namespace", NS],
         ["uninstall", RELEASE, "--namespace", NS],
     ]
-    assert server.deletes == [Call("delete", "persistentvolumeclaims", NS, CLAIM)]
+    assert deletes(server) == [Call("delete", "persistentvolumeclaims", NS, CLAIM)]
     assert f"deleted PersistentVolumeClaim {CLAIM}" in run.stdout
 
 
-def test_an_explicit_namespace_wins_over_the_context(tmp_path: Path, server: Server) -> None:
-    run = tfchart(tmp_path, kubeconfig(tmp_path, server.url), "uninstall", RELEASE, "-n", "other", "--delete-data")
+def test_an_explicit_namespace_wins_over_the_context(tmp_path: Path, server: KubeServer) -> None:
+    server.add(kf.claim(CLAIM, "other"))
+    run = tfchart(tmp_path, server.kubeconfig(NS), "uninstall", RELEASE, "-n", "other", "--delete-data")
     assert run.returncode == 0, run.stderr
     assert ["uninstall", RELEASE, "--namespace", "other"] in cluster_calls(run)
-    assert server.deletes == [Call("delete", "persistentvolumeclaims", "other", CLAIM)]
+    assert deletes(server) == [Call("delete", "persistentvolumeclaims", "other", CLAIM)]
 
 
-def test_a_context_without_namespace_means_default(tmp_path: Path, server: Server) -> None:
-    run = tfchart(tmp_path, kubeconfig(tmp_path, server.url, namespace=None), "uninstall", RELEASE, "--delete-data")
+def test_a_context_without_namespace_means_default(tmp_path: Path, server: KubeServer) -> None:
+    server.add(kf.claim(CLAIM, "default"))
+    run = tfchart(tmp_path, server.kubeconfig(None), "uninstall", RELEASE, "--delete-data")
     assert run.returncode == 0, run.stderr
     assert ["uninstall", RELEASE, "--namespace", "default"] in cluster_calls(run)
-    assert server.deletes == [Call("delete", "persistentvolumeclaims", "default", CLAIM)]
+    assert deletes(server) == [Call("delete", "persistentvolumeclaims", "default", CLAIM)]
 
 
-def test_upgrade_recreate_deletes_the_chief_job_in_the_context_namespace(tmp_path: Path, server: Server) -> None:
-    add_release(server.cluster)
-    config = kubeconfig(tmp_path, server.url)
+def test_upgrade_recreate_deletes_the_chief_job_in_the_context_namespace(tmp_path: Path, server: KubeServer) -> None:
+    add_release(server)
+    config = server.kubeconfig(NS)
     run = tfchart(
         tmp_path,
         config,
@@ -235,8 +167,9 @@ def test_upgrade_recreate_deletes_the_chief_job_in_the_context_namespace(tmp_pat
         deployed=["--set", "training.trainSteps=2000"],
     )
     assert run.returncode == 0, run.stderr
-    assert Call("delete", "jobs", NS, "mnist-tf-distributed-chief") in server.deletes
-    assert all(call.namespace == NS for call in server.deletes), server.deletes
+    foreground = (("propagationPolicy", "Foreground"),)
+    assert Call("delete", "jobs", NS, "mnist-tf-distributed-chief", params=foreground) in deletes(server)
+    assert all(call.namespace == NS for call in deletes(server)), deletes(server)
     calls = cluster_calls(run)
     assert calls[0] == ["get", "manifest", RELEASE, "--namespace", NS]
     assert calls[-1][:5] == ["upgrade", RELEASE, str(CHART), "--namespace", NS]
@@ -244,17 +177,17 @@ def test_upgrade_recreate_deletes_the_chief_job_in_the_context_namespace(tmp_pat
     assert rendered and all(call[call.index("--namespace") + 1] == NS for call in rendered)
 
 
-def test_install_gives_helm_the_context_namespace(tmp_path: Path, server: Server) -> None:
-    run = tfchart(tmp_path, kubeconfig(tmp_path, server.url), "install", RELEASE, "--skip-preflight")
+def test_install_gives_helm_the_context_namespace(tmp_path: Path, server: KubeServer) -> None:
+    run = tfchart(tmp_path, server.kubeconfig(NS), "install", RELEASE, "--skip-preflight")
     assert run.returncode == 0, run.stderr
     assert cluster_calls(run) == [["install", RELEASE, str(CHART), "--namespace", NS]]
 
 
-def test_install_preflight_reads_the_context_namespace(tmp_path: Path, server: Server) -> None:
-    add_release(server.cluster)
-    run = tfchart(tmp_path, kubeconfig(tmp_path, server.url), "install", RELEASE)
+def test_install_preflight_reads_the_context_namespace(tmp_path: Path, server: KubeServer) -> None:
+    add_release(server)
+    run = tfchart(tmp_path, server.kubeconfig(NS), "install", RELEASE)
     reads = namespaced(server)
-    assert reads, server.cluster.calls
+    assert reads, server.calls
     assert {call.namespace for call in reads} == {NS}, reads
     if run.returncode == 0:
         assert cluster_calls(run) == [["install", RELEASE, str(CHART), "--namespace", NS]]
@@ -271,26 +204,26 @@ def test_install_preflight_reads_the_context_namespace(tmp_path: Path, server: S
     ],
     ids=lambda args: "-".join(args[:2] + args[3:4]),
 )
-def test_reads_land_in_the_context_namespace(args: list[str], tmp_path: Path, server: Server) -> None:
-    add_release(server.cluster)
-    run = tfchart(tmp_path, kubeconfig(tmp_path, server.url), *args)
+def test_reads_land_in_the_context_namespace(args: list[str], tmp_path: Path, server: KubeServer) -> None:
+    add_release(server)
+    run = tfchart(tmp_path, server.kubeconfig(NS), *args)
     assert "Traceback" not in run.stderr
     reads = namespaced(server)
-    assert reads, server.cluster.calls
+    assert reads, server.calls
     assert {call.namespace for call in reads} == {NS}, reads
     if args[0] in ("status", "logs"):
         assert run.returncode == 0, run.stderr
 
 
-def test_status_reports_what_it_found_in_the_context_namespace(tmp_path: Path, server: Server) -> None:
-    add_release(server.cluster)
-    run = tfchart(tmp_path, kubeconfig(tmp_path, server.url), "status", RELEASE, "-o", "json")
+def test_status_reports_what_it_found_in_the_context_namespace(tmp_path: Path, server: KubeServer) -> None:
+    add_release(server)
+    run = tfchart(tmp_path, server.kubeconfig(NS), "status", RELEASE, "-o", "json")
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
     assert report["namespace"] == NS
     # Serving's model config is read back from the same namespace (the "Serving loads" line)
     assert report["serving"]["config_map"] == "mnist-tf-distributed-serving", report["serving"]
-    assert [c.namespace for c in server.cluster.calls if c.resource == "configmaps"] == [NS]
+    assert [c.namespace for c in server.calls if c.resource == "configmaps"] == [NS]
 
 
 # -- answers that are not from a Kubernetes API server ---------------------------------------------
@@ -316,10 +249,10 @@ PROXY_ANSWERS = {
     ids=lambda args: args[0],
 )
 def test_an_answer_that_is_not_kubernetes_is_one_line_naming_the_url(
-    args: list[str], answer: str, tmp_path: Path, server: Server
+    args: list[str], answer: str, tmp_path: Path, server: KubeServer
 ) -> None:
-    server.answer = PROXY_ANSWERS[answer]
-    run = tfchart(tmp_path, kubeconfig(tmp_path, server.url), *args)
+    server.proxy_answer = PROXY_ANSWERS[answer]
+    run = tfchart(tmp_path, server.kubeconfig(NS), *args)
     assert run.returncode == 1, run.stdout + run.stderr
     assert "Traceback" not in run.stderr and "validation error" not in run.stderr
     errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]

@@ -1,76 +1,64 @@
-"""tfchart preflight: GPU capacity, storage, quota and NetworkPolicy checks against the recording fake."""
+"""tfchart preflight: GPU capacity, storage, quota and NetworkPolicy checks against the fake API server.
+
+preflight reads only the render: each test renders the chart (helm 4) with the values it checks and
+hands the manifests (or their Plan) to the checks, which read the cluster through the real kubernetes
+client from the loopback server (tests/kubeapi.py).
+"""
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
+from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
 from rich.console import Console
 
-from tests.chartlib import pod_spec, render
-from tests.tfchart import kubefake as kf
-from tests.tfchart.kubefake import Call
-from tfchart import kube, preflight
+from tests import kubeapi as kf
+from tests.chartlib import REPO, pod_spec, render
+from tests.crds import crdlib
+from tests.kubeapi import Call, KubeServer, kube_server
 from tfchart.cli import main
-from tfchart.errors import KubernetesError
-from tfchart.preflight import FAIL, OK, WARN
-from tfchart.values import compute
+from tfchart.cluster import kube, preflight
+from tfchart.cluster.preflight import FAIL, OK, WARN
+from tfchart.cluster.preflight.gang import check_gang
+from tfchart.cluster.preflight.gpus import check_gpus
+from tfchart.cluster.preflight.kueue import check_kueue
+from tfchart.cluster.preflight.network import check_network_policy
+from tfchart.cluster.preflight.quota import check_quota, release_adds
+from tfchart.cluster.preflight.storage import check_storage
+from tfchart.errors import KubernetesError, TfchartError
+from tfchart.manifests import quantity
 
 NS = "ml-training"
-CHART_VALUES = Path("charts/tf-distributed/values.yaml")
 GPU = "nvidia.com/gpu"
 ALL_PODS = Call("list", "pods", None, field_selector="status.phase!=Succeeded,status.phase!=Failed")
 NODES = Call("list", "nodes")
 
 
+@pytest.fixture
+def cluster() -> Iterator[KubeServer]:
+    with kube_server(read_only=True) as server:
+        yield server
+
+
 @cache
-def _rendered(document: str) -> str:
-    """helm template of exactly these values (the merged values as one file), as JSON."""
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "values.json"
-        path.write_text(document)
-        return json.dumps(render(values=[path], namespace=NS))
+def _rendered(files: tuple[str, ...], sets: tuple[str, ...]) -> str:
+    return json.dumps(render(values=[REPO / file for file in files], sets=list(sets), namespace=NS))
 
 
-def deleted_as_null(data: Any, defaults: Any) -> Any:
-    """`data` as a values file over the chart's defaults: a key the test removed is set to null, which
-    is how helm deletes a default."""
-    if not isinstance(data, dict) or not isinstance(defaults, dict):
-        return data
-    merged = {key: deleted_as_null(value, defaults.get(key)) for key, value in data.items()}
-    return merged | {key: None for key in defaults if key not in data}
+def docs(*files: str, sets: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The release as helm 4 renders these values files and --set arguments (cached; a fresh copy each call)."""
+    rendered: list[dict[str, Any]] = json.loads(_rendered(files, tuple(sets)))
+    return rendered
 
 
-def rendered_for(data: dict[str, Any]) -> list[dict[str, Any]]:
-    document = deleted_as_null(data, compute(CHART_VALUES).data)
-    docs: list[dict[str, Any]] = json.loads(_rendered(json.dumps(document, sort_keys=True, default=str)))
-    return docs
-
-
-def plan_of(data: dict[str, Any]) -> preflight.Plan:
-    """What preflight plans for these values: from the chart rendered with them."""
-    return preflight.plan(rendered_for(data), data)
-
-
-def run_of(api: Any, data: dict[str, Any], release: str, namespace: str) -> list[preflight.Finding]:
-    return preflight.run(api, data, rendered_for(data), release, namespace)
-
-
-def values(*files: str, **overrides: Any) -> dict[str, Any]:
-    data = compute(CHART_VALUES, [Path(f) for f in files]).data
-    for dotted, value in overrides.items():
-        node = data
-        *parents, leaf = dotted.split("__")
-        for key in parents:
-            node = node[key]
-        node[leaf] = value
-    return data
+def plan_of(*files: str, sets: Sequence[str] = ()) -> preflight.Plan:
+    """What preflight plans for these values: read from the chart rendered with them."""
+    return preflight.plan(docs(*files, sets=sets))
 
 
 def gpu_nodes(*counts: int) -> list[dict[str, Any]]:
@@ -106,12 +94,12 @@ def only(findings: list[preflight.Finding], check: str) -> preflight.Finding:
     ],
 )
 def test_quantities(text: str | int, expected: Decimal) -> None:
-    assert preflight.quantity(text) == expected
+    assert quantity.parse(text) == expected
 
 
 def test_invalid_quantity_is_a_clear_error() -> None:
-    with pytest.raises(KubernetesError, match="invalid quantity '1Zi'"):
-        preflight.quantity("1Zi")
+    with pytest.raises(TfchartError, match="invalid quantity '1Zi'"):
+        quantity.parse("1Zi")
 
 
 @pytest.mark.parametrize(
@@ -119,7 +107,7 @@ def test_invalid_quantity_is_a_clear_error() -> None:
     [(Decimal("0.5"), "500m"), (Decimal(2**31), "2Gi"), (Decimal(10), "10"), (Decimal("19.6"), "19.6")],
 )
 def test_quantities_print_readably(value: Decimal, text: str) -> None:
-    assert preflight.fmt(value) == text
+    assert quantity.shown(value) == text
 
 
 # -- the plan matches what the chart renders ----------------------------------------------------
@@ -132,7 +120,7 @@ def effective(resources: dict[str, Any], kind: str) -> dict[str, Decimal]:
         if kind == "limits"
         else {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
     )
-    return {key: preflight.quantity(value) for key, value in chosen.items()}
+    return {key: quantity.parse(value) for key, value in chosen.items()}
 
 
 @pytest.mark.parametrize(
@@ -146,13 +134,12 @@ def effective(resources: dict[str, Any], kind: str) -> dict[str, Decimal]:
     ],
 )
 def test_plan_matches_the_rendered_manifests(values_file: str) -> None:
-    docs = [
-        d for d in kf.rendered([values_file]) if d["metadata"]["labels"].get("app.kubernetes.io/component") != "test"
-    ]
-    plan = plan_of(values(values_file))
+    rendered = docs(values_file)
+    plan = preflight.plan(rendered)
+    release = [d for d in rendered if d["metadata"]["labels"].get("app.kubernetes.io/component") != "test"]
     totals: dict[str, Decimal] = {}
     pods = 0
-    for doc in docs:
+    for doc in release:
         if doc["kind"] not in ("StatefulSet", "Deployment", "Job"):
             continue
         replicas = doc["spec"].get("replicas", doc["spec"].get("parallelism", 1))
@@ -162,25 +149,25 @@ def test_plan_matches_the_rendered_manifests(values_file: str) -> None:
                 for key, value in effective(container.get("resources", {}), kind).items():
                     totals[f"{kind}.{key}"] = totals.get(f"{kind}.{key}", Decimal(0)) + replicas * value
     for key, expected in totals.items():
-        assert preflight.release_adds(plan, key) == expected, key
+        assert release_adds(plan, key) == expected, key
     assert plan.objects["pods"] == pods
-    assert plan.objects["services"] == sum(1 for d in docs if d["kind"] == "Service")
-    assert plan.objects["persistentvolumeclaims"] == sum(1 for d in docs if d["kind"] == "PersistentVolumeClaim")
+    assert plan.objects["services"] == sum(1 for d in release if d["kind"] == "Service")
+    assert plan.objects["persistentvolumeclaims"] == sum(1 for d in release if d["kind"] == "PersistentVolumeClaim")
     for kind, quota_key in (
         ("StatefulSet", "count/statefulsets.apps"),
         ("Deployment", "count/deployments.apps"),
         ("Job", "count/jobs.batch"),
     ):
-        assert plan.objects[quota_key] == sum(1 for d in docs if d["kind"] == kind), kind
+        assert plan.objects[quota_key] == sum(1 for d in release if d["kind"] == kind), kind
 
 
 # -- (a) GPU capacity ---------------------------------------------------------------------------
 
 
-def test_gpus_fit_with_room() -> None:
-    cluster = kf.FakeCluster().add(*gpu_nodes(4, 4), kf.node("cpu-0"))
+def test_gpus_fit_with_room(cluster: KubeServer) -> None:
+    cluster.add(*gpu_nodes(4, 4), kf.node("cpu-0"))
     cluster.add(kf.running_pod("other-training", "team-b", "gpu-0", {GPU: "2", "cpu": "1"}))
-    findings = preflight.check_gpus(cluster.api(), plan_of(values("values/gpu.yaml")), "mnist")
+    findings = check_gpus(cluster.api(), plan_of("values/gpu.yaml"), "mnist")
     assert findings == [
         preflight.Finding(
             "gpu-capacity",
@@ -192,42 +179,43 @@ def test_gpus_fit_with_room() -> None:
     assert cluster.calls == [NODES, ALL_PODS]
 
 
-def test_gpus_tight_when_other_pods_hold_them() -> None:
-    cluster = kf.FakeCluster().add(*gpu_nodes(2, 2))
+def test_gpus_tight_when_other_pods_hold_them(cluster: KubeServer) -> None:
+    cluster.add(*gpu_nodes(2, 2))
     cluster.add(kf.running_pod("notebook", "team-b", "gpu-1", {GPU: "1"}))
     cluster.add(kf.running_pod("done", "team-b", "gpu-0", {GPU: "2"}, phase="Succeeded"))  # finished: not counted
-    [finding] = preflight.check_gpus(cluster.api(), plan_of(values("values/gpu.yaml")), "mnist")
+    [finding] = check_gpus(cluster.api(), plan_of("values/gpu.yaml"), "mnist")
     assert finding.severity == WARN
     assert finding.message.startswith("tight: the release needs 4 nvidia.com/gpu (worker 4x1); 3 of 4 are free now")
 
 
-def test_own_release_pods_do_not_count_as_used() -> None:
-    cluster = kf.FakeCluster().add(*gpu_nodes(2, 2))
-    worker = kf.manifest(kf.rendered(["values/gpu.yaml"]), "StatefulSet", "worker")
+def test_own_release_pods_do_not_count_as_used(cluster: KubeServer) -> None:
+    cluster.add(*gpu_nodes(2, 2))
+    worker = kf.manifest(docs("values/gpu.yaml"), "StatefulSet", "worker")
     cluster.add(kf.pod(worker, index=0, node="gpu-0"), kf.pod(worker, index=1, node="gpu-1"))  # an upgrade
-    [finding] = preflight.check_gpus(cluster.api(), plan_of(values("values/gpu.yaml")), "mnist")
+    [finding] = check_gpus(cluster.api(), plan_of("values/gpu.yaml"), "mnist")
     assert finding.severity == OK
 
 
-def test_gpus_fail_when_the_cluster_is_too_small_or_a_pod_cannot_fit_one_node() -> None:
-    cluster = kf.FakeCluster().add(*gpu_nodes(2), kf.node("gpu-9", gpus={GPU: 8}, unschedulable=True))
-    [finding] = preflight.check_gpus(cluster.api(), plan_of(values("values/gpu.yaml")), "mnist")
+def test_gpus_fail_when_the_cluster_is_too_small_or_a_pod_cannot_fit_one_node(cluster: KubeServer) -> None:
+    cluster.add(*gpu_nodes(2), kf.node("gpu-9", gpus={GPU: 8}, unschedulable=True))
+    [finding] = check_gpus(cluster.api(), plan_of("values/gpu.yaml"), "mnist")
     assert finding.severity == FAIL
     assert finding.message.startswith(
         "the release needs 4 nvidia.com/gpu (worker 4x1); schedulable nodes have 2 (gpu-0: 2)"
     )
 
-    cluster = kf.FakeCluster().add(*gpu_nodes(2, 2))
-    [finding] = preflight.check_gpus(cluster.api(), plan_of(values("values/multi-gpu.yaml")), "mnist")
+    cluster.reset()
+    cluster.add(*gpu_nodes(2, 2))
+    [finding] = check_gpus(cluster.api(), plan_of("values/multi-gpu.yaml"), "mnist")
     assert finding.severity == FAIL
     assert finding.message.startswith(
         "a pod needs 4 nvidia.com/gpu but the largest node has 2: a pod cannot span nodes"
     )
 
 
-def test_gpus_fail_without_a_device_plugin() -> None:
-    cluster = kf.FakeCluster().add(kf.node("cpu-0"), kf.node("cpu-1"))
-    [finding] = preflight.check_gpus(cluster.api(), plan_of(values("values/sync-allreduce.yaml")), "mnist")
+def test_gpus_fail_without_a_device_plugin(cluster: KubeServer) -> None:
+    cluster.add(kf.node("cpu-0"), kf.node("cpu-1"))
+    [finding] = check_gpus(cluster.api(), plan_of("values/sync-allreduce.yaml"), "mnist")
     assert finding.severity == FAIL
     assert (
         "needs 4 nvidia.com/gpu (worker 3x1, chief 1x1) but no schedulable node advertises nvidia.com/gpu"
@@ -236,16 +224,15 @@ def test_gpus_fail_without_a_device_plugin() -> None:
     assert "device plugin" in finding.hint
 
 
-def test_no_gpus_requested_needs_no_api_call() -> None:
-    cluster = kf.FakeCluster()
-    assert preflight.check_gpus(cluster.api(), plan_of(values("values/cpu.yaml")), "mnist")[0].severity == OK
+def test_no_gpus_requested_needs_no_api_call(cluster: KubeServer) -> None:
+    assert check_gpus(cluster.api(), plan_of("values/cpu.yaml"), "mnist")[0].severity == OK
     assert cluster.calls == []
 
 
-def test_gpu_usage_unknown_when_listing_all_pods_is_forbidden() -> None:
-    cluster = kf.FakeCluster().add(*gpu_nodes(4))
+def test_gpu_usage_unknown_when_listing_all_pods_is_forbidden(cluster: KubeServer) -> None:
+    cluster.add(*gpu_nodes(4))
     cluster.fail("list", "pods", 403, "pods is forbidden: cannot list resource pods at the cluster scope")
-    [finding] = preflight.check_gpus(cluster.api(), plan_of(values("values/gpu.yaml")), "mnist")
+    [finding] = check_gpus(cluster.api(), plan_of("values/gpu.yaml"), "mnist")
     assert finding.severity == OK
     assert "other pods' GPU use is unknown" in finding.message
 
@@ -256,14 +243,14 @@ KIND_CLASS = kf.storage_class("standard", "rancher.io/local-path", default=True)
 RWO_FIX = "--set storage.accessModes={ReadWriteOnce} to co-locate every pod on one node"
 
 
-def kind_cluster(*extra: dict[str, Any]) -> kf.FakeCluster:
+def kind_cluster(cluster: KubeServer, *extra: dict[str, Any]) -> KubeServer:
     """A stock one-node kind cluster: a 4-CPU, 8 GiB node and the local-path class, which offers ReadWriteOnce only."""
-    return kf.FakeCluster().add(kf.node("kind-control-plane", cpu="4", memory="8Gi"), KIND_CLASS, *extra)
+    return cluster.add(kf.node("kind-control-plane", cpu="4", memory="8Gi"), KIND_CLASS, *extra)
 
 
-def test_multi_node_rwx_values_are_not_installable_on_an_rwo_only_cluster() -> None:
-    cluster = kind_cluster()
-    [finding] = preflight.check_storage(cluster.api(), values("values/gpu.yaml"), NS)
+def test_multi_node_rwx_values_are_not_installable_on_an_rwo_only_cluster(cluster: KubeServer) -> None:
+    kind_cluster(cluster)
+    [finding] = check_storage(cluster.api(), plan_of("values/gpu.yaml"), NS)
     assert finding.severity == FAIL
     assert finding.message == (
         "needs ReadWriteMany: 10 pods mount the claim (ps 2, worker 4, chief 1, tensorboard 1, serving 1, helm test 1) "
@@ -275,9 +262,9 @@ def test_multi_node_rwx_values_are_not_installable_on_an_rwo_only_cluster() -> N
     assert cluster.calls == [Call("list", "storageclasses")]
 
 
-def test_cpu_values_pass_on_an_rwo_only_one_node_cluster() -> None:
-    cluster = kind_cluster()
-    findings = run_of(cluster.api(), values("values/cpu.yaml"), "mnist", NS)
+def test_cpu_values_pass_on_an_rwo_only_one_node_cluster(cluster: KubeServer) -> None:
+    kind_cluster(cluster)
+    findings = preflight.run(cluster.api(), docs("values/cpu.yaml"), "mnist", NS)
     assert only(findings, "storage") == preflight.Finding(
         "storage",
         OK,
@@ -294,13 +281,13 @@ def test_cpu_values_pass_on_an_rwo_only_one_node_cluster() -> None:
 
 
 def test_preflight_command_fails_before_anything_is_applied_and_names_the_fix(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], cluster: KubeServer
 ) -> None:
-    cluster = kind_cluster(kf.daemon_set("kindnet"))
-    monkeypatch.setattr(kube.KubeApi, "from_config", classmethod(lambda cls, kubeconfig, context: cluster.api()))
+    kind_cluster(cluster, kf.daemon_set("kindnet"))
     monkeypatch.setenv("COLUMNS", "400")
+    kubeconfig = ["--kubeconfig", str(cluster.kubeconfig())]
     with pytest.raises(SystemExit) as exit_info:
-        main(["preflight", "-f", "values/sync-allreduce.yaml", "-n", NS])
+        main(["preflight", "-f", "values/sync-allreduce.yaml", "-n", NS, *kubeconfig])
     err = capsys.readouterr().err
     assert exit_info.value.code == 1
     assert "needs ReadWriteMany: 7 pods mount the claim" in err
@@ -310,18 +297,16 @@ def test_preflight_command_fails_before_anything_is_applied_and_names_the_fix(
     assert all(call.verb in ("list", "get") for call in cluster.calls)  # nothing applied
 
     with pytest.raises(SystemExit) as exit_info:
-        main(["preflight", "-f", "values/cpu.yaml", "-n", NS])
+        main(["preflight", "-f", "values/cpu.yaml", "-n", NS, *kubeconfig])
         raise SystemExit(0)
     captured = capsys.readouterr()
     assert exit_info.value.code == 0, captured.err
     assert "✓ preflight passed" in captured.out
 
 
-def test_an_rwx_class_passes_and_is_named() -> None:
-    cluster = kf.FakeCluster().add(
-        kf.storage_class("nfs", "nfs.csi.k8s.io", default=True), kf.storage_class("fast", "ebs.csi.aws.com")
-    )
-    [finding] = preflight.check_storage(cluster.api(), values("values/gpu.yaml"), NS)
+def test_an_rwx_class_passes_and_is_named(cluster: KubeServer) -> None:
+    cluster.add(kf.storage_class("nfs", "nfs.csi.k8s.io", default=True), kf.storage_class("fast", "ebs.csi.aws.com"))
+    [finding] = check_storage(cluster.api(), plan_of("values/gpu.yaml"), NS)
     assert finding == preflight.Finding(
         "storage",
         OK,
@@ -331,23 +316,23 @@ def test_an_rwx_class_passes_and_is_named() -> None:
     assert cluster.calls == [Call("list", "storageclasses")]
 
 
-def test_an_rwx_class_that_is_not_the_default_is_the_fix() -> None:
-    cluster = kind_cluster(kf.storage_class("cephfs", "rook-ceph.cephfs.csi.ceph.com"))
-    [finding] = preflight.check_storage(cluster.api(), values("values/gpu.yaml"), NS)
+def test_an_rwx_class_that_is_not_the_default_is_the_fix(cluster: KubeServer) -> None:
+    kind_cluster(cluster, kf.storage_class("cephfs", "rook-ceph.cephfs.csi.ceph.com"))
+    [finding] = check_storage(cluster.api(), plan_of("values/gpu.yaml"), NS)
     assert finding.severity == FAIL
     assert "cephfs (rook-ceph.cephfs.csi.ceph.com): offers ReadWriteMany" in finding.message
     assert finding.hint.startswith(f"--set storage.storageClassName=cephfs (it offers ReadWriteMany), or {RWO_FIX}")
-    data = values("values/gpu.yaml", storage__storageClassName="cephfs")
-    [finding] = preflight.check_storage(cluster.api(), data, NS)
+    data = plan_of("values/gpu.yaml", sets=["storage.storageClassName=cephfs"])
+    [finding] = check_storage(cluster.api(), data, NS)
     assert (finding.severity, finding.message.split(". ")[0]) == (
         OK,
         "needs ReadWriteMany: StorageClass cephfs (rook-ceph.cephfs.csi.ceph.com) offers it",
     )
 
 
-def test_co_located_values_name_the_class_that_would_let_pods_spread() -> None:
-    cluster = kind_cluster(kf.storage_class("nfs", "nfs.csi.k8s.io"))
-    [finding] = preflight.check_storage(cluster.api(), values("values/cpu.yaml"), NS)
+def test_co_located_values_name_the_class_that_would_let_pods_spread(cluster: KubeServer) -> None:
+    kind_cluster(cluster, kf.storage_class("nfs", "nfs.csi.k8s.io"))
+    [finding] = check_storage(cluster.api(), plan_of("values/cpu.yaml"), NS)
     assert finding.severity == OK
     assert finding.message.startswith(
         "needs ReadWriteOnce: default StorageClass standard (rancher.io/local-path) offers it (nfs offers "
@@ -365,33 +350,33 @@ def test_co_located_values_name_the_class_that_would_let_pods_spread() -> None:
         ("example.com/homegrown", 1, WARN, "unknown (example.com/homegrown is not a provisioner tfchart knows)"),
     ],
 )
-def test_node_local_and_unknown_provisioners(provisioner: str, nodes: int, severity: str, says: str) -> None:
-    cluster = kf.FakeCluster().add(kf.storage_class("local", provisioner, default=True))
+def test_node_local_and_unknown_provisioners(
+    provisioner: str, nodes: int, severity: str, says: str, cluster: KubeServer
+) -> None:
+    cluster.add(kf.storage_class("local", provisioner, default=True))
     cluster.add(*(kf.node(f"node-{i}") for i in range(nodes)))
-    [finding] = preflight.check_storage(cluster.api(), values("values/gpu.yaml"), NS)
+    [finding] = check_storage(cluster.api(), plan_of("values/gpu.yaml"), NS)
     assert finding.severity == severity
     assert says in finding.message
     assert RWO_FIX in finding.hint
 
 
-def test_missing_default_or_named_class_fails() -> None:
-    cluster = kf.FakeCluster().add(
-        kf.storage_class("gp3", "ebs.csi.aws.com"), kf.storage_class("efs", "efs.csi.aws.com")
-    )
-    [finding] = preflight.check_storage(cluster.api(), values("values/gpu.yaml"), NS)
+def test_missing_default_or_named_class_fails(cluster: KubeServer) -> None:
+    cluster.add(kf.storage_class("gp3", "ebs.csi.aws.com"), kf.storage_class("efs", "efs.csi.aws.com"))
+    [finding] = check_storage(cluster.api(), plan_of("values/gpu.yaml"), NS)
     assert finding.severity == FAIL
     assert finding.message.startswith("no default StorageClass and storage.storageClassName is not set")
     assert finding.hint.startswith("--set storage.storageClassName=<one that offers ReadWriteMany: efs>")
-    [finding] = preflight.check_storage(cluster.api(), values("values/gpu.yaml", storage__storageClassName="nfs"), NS)
+    [finding] = check_storage(cluster.api(), plan_of("values/gpu.yaml", sets=["storage.storageClassName=nfs"]), NS)
     assert (finding.severity, finding.message.split(". ")[0]) == (FAIL, "StorageClass nfs does not exist")
-    [finding] = preflight.check_storage(cluster.api(), values("values/gpu.yaml", storage__storageClassName="efs"), NS)
+    [finding] = check_storage(cluster.api(), plan_of("values/gpu.yaml", sets=["storage.storageClassName=efs"]), NS)
     assert finding.severity == OK
-    [finding] = preflight.check_storage(cluster.api(), values("values/cpu.yaml"), NS)
+    [finding] = check_storage(cluster.api(), plan_of("values/cpu.yaml"), NS)
     assert finding.hint.startswith("--set storage.storageClassName=<one that offers ReadWriteOnce: efs, gp3>")
 
 
-def test_existing_claim_is_judged_by_its_own_access_modes() -> None:
-    cluster = kf.FakeCluster().add(
+def test_existing_claim_is_judged_by_its_own_access_modes(cluster: KubeServer) -> None:
+    cluster.add(
         kf.claim("shared", NS),
         kf.claim("rwo", NS, access_modes=["ReadWriteOnce"]),
         kf.claim("rwop", NS, access_modes=["ReadWriteOncePod"]),
@@ -400,7 +385,7 @@ def test_existing_claim_is_judged_by_its_own_access_modes() -> None:
     api = cluster.api()
 
     def check(claim: str, values_file: str = "values/gpu.yaml") -> preflight.Finding:
-        return preflight.check_storage(api, values(values_file, storage__existingClaim=claim), NS)[0]
+        return check_storage(api, plan_of(values_file, sets=[f"storage.existingClaim={claim}"]), NS)[0]
 
     assert check("shared") == preflight.Finding(
         "storage", OK, "claim shared is Bound with ReadWriteMany: the release needs ReadWriteMany"
@@ -434,11 +419,9 @@ def test_existing_claim_is_judged_by_its_own_access_modes() -> None:
 # -- co-location: every pod on one node -------------------------------------------------------
 
 
-def test_co_located_release_must_fit_one_node() -> None:
-    cluster = kf.FakeCluster().add(
-        kf.node("minikube", cpu="2", memory="2Gi"), kf.node("small", cpu="8", memory="4Gi"), KIND_CLASS
-    )
-    findings = run_of(cluster.api(), values("values/cpu.yaml"), "mnist", NS)
+def test_co_located_release_must_fit_one_node(cluster: KubeServer) -> None:
+    cluster.add(kf.node("minikube", cpu="2", memory="2Gi"), kf.node("small", cpu="8", memory="4Gi"), KIND_CLASS)
+    findings = preflight.run(cluster.api(), docs("values/cpu.yaml"), "mnist", NS)
     finding = only(findings, "co-location")
     assert finding.severity == FAIL
     assert finding.message == (
@@ -449,9 +432,9 @@ def test_co_located_release_must_fit_one_node() -> None:
     assert cluster.calls.count(NODES) == 1
 
 
-def test_gpu_and_co_location_checks_share_one_node_listing() -> None:
-    cluster = kf.FakeCluster().add(*gpu_nodes(2, 4), KIND_CLASS)
-    findings = run_of(cluster.api(), values("values/multi-gpu.yaml"), "mnist", NS)
+def test_gpu_and_co_location_checks_share_one_node_listing(cluster: KubeServer) -> None:
+    cluster.add(*gpu_nodes(2, 4), KIND_CLASS)
+    findings = preflight.run(cluster.api(), docs("values/multi-gpu.yaml"), "mnist", NS)
     assert only(findings, "gpu-capacity").severity == OK
     colocation = only(findings, "co-location")
     assert colocation.severity == OK
@@ -461,9 +444,10 @@ def test_gpu_and_co_location_checks_share_one_node_listing() -> None:
     assert cluster.calls.count(NODES) == 1
 
 
-def test_spread_values_have_no_co_location_check() -> None:
-    cluster = kf.FakeCluster().add(kf.storage_class("nfs", "nfs.csi.k8s.io", default=True))
-    findings = run_of(cluster.api(), values("values/cpu.yaml", storage__accessModes=["ReadWriteMany"]), "m", NS)
+def test_spread_values_have_no_co_location_check(cluster: KubeServer) -> None:
+    cluster.add(kf.storage_class("nfs", "nfs.csi.k8s.io", default=True))
+    spread = docs("values/cpu.yaml", sets=["storage.accessModes={ReadWriteMany}"])
+    findings = preflight.run(cluster.api(), spread, "m", NS)
     assert "co-location" not in {f.check for f in findings}
     assert NODES not in cluster.calls
 
@@ -471,14 +455,13 @@ def test_spread_values_have_no_co_location_check() -> None:
 # -- (c) quota ----------------------------------------------------------------------------------
 
 
-def test_no_quota_passes() -> None:
-    cluster = kf.FakeCluster()
-    findings = preflight.check_quota(cluster.api(), plan_of(values("values/gpu.yaml")), NS)
+def test_no_quota_passes(cluster: KubeServer) -> None:
+    findings = check_quota(cluster.api(), plan_of("values/gpu.yaml"), NS)
     assert findings == [preflight.Finding("quota", OK, "no ResourceQuota in namespace ml-training")]
     assert cluster.calls == [Call("list", "resourcequotas", NS)]
 
 
-def test_quota_with_room_passes_and_nearly_full_warns() -> None:
+def test_quota_with_room_passes_and_nearly_full_warns(cluster: KubeServer) -> None:
     hard = {
         "requests.cpu": "40",
         "requests.memory": "64Gi",
@@ -486,18 +469,19 @@ def test_quota_with_room_passes_and_nearly_full_warns() -> None:
         "requests.nvidia.com/gpu": "8",
         "pods": "20",
     }
-    cluster = kf.FakeCluster().add(kf.resource_quota("team", NS, hard, {"requests.cpu": "2", "pods": "2"}))
-    plan = plan_of(values("values/gpu.yaml"))
-    assert preflight.check_quota(cluster.api(), plan, NS)[0].severity == OK
-    cluster = kf.FakeCluster().add(kf.resource_quota("team", NS, {"requests.cpu": "21"}, {"requests.cpu": "0"}))
-    [finding] = preflight.check_quota(cluster.api(), plan, NS)
+    cluster.add(kf.resource_quota("team", NS, hard, {"requests.cpu": "2", "pods": "2"}))
+    plan = plan_of("values/gpu.yaml")
+    assert check_quota(cluster.api(), plan, NS)[0].severity == OK
+    cluster.reset()
+    cluster.add(kf.resource_quota("team", NS, {"requests.cpu": "21"}, {"requests.cpu": "0"}))
+    [finding] = check_quota(cluster.api(), plan, NS)
     assert (finding.severity, finding.message) == (
         WARN,
         "ResourceQuota team is almost full: requests.cpu: 19.61 of 21 after install",
     )
 
 
-def test_quota_exceeded_fails_with_each_resource() -> None:
+def test_quota_exceeded_fails_with_each_resource(cluster: KubeServer) -> None:
     hard = {
         "requests.nvidia.com/gpu": "4",
         "pods": "10",
@@ -512,8 +496,8 @@ def test_quota_exceeded_fails_with_each_resource() -> None:
         "count/jobs.batch": "0",
         "configmaps": "1",
     }
-    cluster = kf.FakeCluster().add(kf.resource_quota("gpu-quota", NS, hard, used))
-    [finding] = preflight.check_quota(cluster.api(), plan_of(values("values/gpu.yaml")), NS)
+    cluster.add(kf.resource_quota("gpu-quota", NS, hard, used))
+    [finding] = check_quota(cluster.api(), plan_of("values/gpu.yaml"), NS)
     assert finding.severity == FAIL
     assert finding.message == (
         "ResourceQuota gpu-quota would be exceeded: pods: 3 used + 10 > 10; requests.nvidia.com/gpu: 2 used + 4 > 4"
@@ -521,14 +505,13 @@ def test_quota_exceeded_fails_with_each_resource() -> None:
     assert "kubectl describe resourcequota gpu-quota" in finding.hint
 
 
-def test_quota_on_a_resource_the_pods_do_not_request_fails() -> None:
-    cluster = kf.FakeCluster().add(kf.resource_quota("q", NS, {"requests.cpu": "100"}, {}))
-    data = values("values/cpu.yaml")
-    del data["tensorboard"]["resources"]["requests"]["cpu"]
+def test_quota_on_a_resource_the_pods_do_not_request_fails(cluster: KubeServer) -> None:
+    cluster.add(kf.resource_quota("q", NS, {"requests.cpu": "100"}, {}))
+    no_request = ["tensorboard.resources.requests.cpu=null"]
     # with a limit, the API server makes the request the limit: the quota admits the pod
-    assert preflight.check_quota(cluster.api(), plan_of(data), NS)[0].severity == OK
-    del data["tensorboard"]["resources"]["limits"]["cpu"]
-    [finding] = preflight.check_quota(cluster.api(), plan_of(data), NS)
+    assert check_quota(cluster.api(), plan_of("values/cpu.yaml", sets=no_request), NS)[0].severity == OK
+    no_limit = [*no_request, "tensorboard.resources.limits.cpu=null"]
+    [finding] = check_quota(cluster.api(), plan_of("values/cpu.yaml", sets=no_limit), NS)
     assert finding.severity == FAIL
     assert "tensorboard pods set no requests.cpu and would be rejected by the quota" in finding.message
 
@@ -536,25 +519,22 @@ def test_quota_on_a_resource_the_pods_do_not_request_fails() -> None:
 # -- (d) NetworkPolicy enforcement --------------------------------------------------------------
 
 
-def test_network_policy_enforced_by_a_known_cni() -> None:
-    cluster = kf.FakeCluster().add(kf.daemon_set("kube-proxy"), kf.daemon_set("calico-node"))
-    [finding] = preflight.check_network_policy(cluster.api(), values())
+def test_network_policy_enforced_by_a_known_cni(cluster: KubeServer) -> None:
+    cluster.add(kf.daemon_set("kube-proxy"), kf.daemon_set("calico-node"))
+    [finding] = check_network_policy(cluster.api(), plan_of())
     assert finding == preflight.Finding("network-policy", OK, "NetworkPolicies are enforced by calico-node")
     assert cluster.calls == [Call("list", "daemonsets", "kube-system")]
 
 
-def test_network_policy_without_an_enforcing_cni_warns() -> None:
-    cluster = kf.FakeCluster().add(
-        kf.daemon_set("kube-proxy"), kf.daemon_set("kindnet"), kf.daemon_set("calico-node", "other")
-    )
-    [finding] = preflight.check_network_policy(cluster.api(), values())
+def test_network_policy_without_an_enforcing_cni_warns(cluster: KubeServer) -> None:
+    cluster.add(kf.daemon_set("kube-proxy"), kf.daemon_set("kindnet"), kf.daemon_set("calico-node", "other"))
+    [finding] = check_network_policy(cluster.api(), plan_of())
     assert finding.severity == WARN
     assert finding.message.startswith("NetworkPolicies are likely NOT enforced (no known enforcing CNI found")
 
 
-def test_network_policy_disabled_warns_without_api_calls() -> None:
-    cluster = kf.FakeCluster()
-    [finding] = preflight.check_network_policy(cluster.api(), values(networkPolicy__enabled=False))
+def test_network_policy_disabled_warns_without_api_calls(cluster: KubeServer) -> None:
+    [finding] = check_network_policy(cluster.api(), plan_of(sets=["networkPolicy.enabled=false"]))
     assert finding.severity == WARN
     assert "any pod can reach the TensorFlow gRPC ports" in finding.message
     assert cluster.calls == []
@@ -570,16 +550,20 @@ KUEUE_V1BETA1 = Call("discover", "kueue.x-k8s.io/v1beta1")
 GPU_ASKS = {"cpu": "19", "memory": "38Gi", GPU: "4"}
 
 
-def volcano(queue: str = "") -> dict[str, Any]:
-    return values("values/gpu.yaml", scheduling__gang__provider="volcano", scheduling__gang__volcanoQueue=queue)
+def volcano(queue: str = "", *more: str) -> list[dict[str, Any]]:
+    """values/gpu.yaml gang-scheduled by Volcano in `queue` (empty: Volcano's default queue)."""
+    return docs("values/gpu.yaml", sets=["scheduling.gang.provider=volcano", f"scheduling.gang.volcanoQueue={queue}",
+                                         *more])  # fmt: skip
 
 
-def kueue(queue: str = "team-a", priority: str = "") -> dict[str, Any]:
-    return values("values/gpu.yaml", scheduling__kueue__queueName=queue, scheduling__kueue__priorityClass=priority)
+def kueue(queue: str = "team-a", priority: str = "", *more: str) -> list[dict[str, Any]]:
+    """values/gpu.yaml queued by Kueue in LocalQueue `queue`, with the WorkloadPriorityClass `priority`."""
+    sets = [f"scheduling.kueue.queueName={queue}", f"scheduling.kueue.priorityClass={priority}", *more]
+    return docs("values/gpu.yaml", sets=sets)
 
 
-def kueue_cluster(*objects: dict[str, Any], served: tuple[str, ...] | None = None) -> kf.FakeCluster:
-    return kf.FakeCluster().add(*kf.crds(*kf.KUEUE_CRDS, served=served), *objects)
+def kueue_cluster(cluster: KubeServer, *objects: dict[str, Any], served: tuple[str, ...] | None = None) -> None:
+    cluster.add(*kf.crds(*kf.KUEUE_CRDS, served=served), *objects)
 
 
 def team_queues(quota: dict[str, str] | None = None, **cluster_queue: Any) -> list[dict[str, Any]]:
@@ -589,18 +573,16 @@ def team_queues(quota: dict[str, str] | None = None, **cluster_queue: Any) -> li
     ]
 
 
-def kueue_findings(cluster: kf.FakeCluster, release_values: dict[str, Any]) -> list[tuple[str, str]]:
-    findings = preflight.check_kueue(
-        cluster.api(), release_values["scheduling"]["kueue"], plan_of(release_values), NS
-    )
+def kueue_findings(cluster: KubeServer, release: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    findings = check_kueue(cluster.api(), preflight.plan(release), NS)
     assert {f.check for f in findings} == {"kueue"}
     return [(f.severity, f.message) for f in findings]
 
 
 @pytest.mark.parametrize("values_file", ["values/cpu.yaml", "values/gpu.yaml"])
-def test_gang_and_kueue_are_not_checked_unless_the_values_ask(values_file: str) -> None:
-    cluster = good_cluster().add(*kf.crds(*kf.VOLCANO_CRDS, *kf.COSCHEDULING_CRDS, *kf.KUEUE_CRDS))
-    findings = run_of(cluster.api(), values(values_file), "mnist", NS)
+def test_gang_and_kueue_are_not_checked_unless_the_values_ask(values_file: str, cluster: KubeServer) -> None:
+    good_cluster(cluster).add(*kf.crds(*kf.VOLCANO_CRDS, *kf.COSCHEDULING_CRDS, *kf.KUEUE_CRDS))
+    findings = preflight.run(cluster.api(), docs(values_file), "mnist", NS)
     assert not {"gang-scheduling", "kueue"} & {f.check for f in findings}
     assert {call.resource for call in cluster.calls} <= {
         "nodes",
@@ -611,9 +593,9 @@ def test_gang_and_kueue_are_not_checked_unless_the_values_ask(values_file: str) 
     }
 
 
-def test_volcano_podgroup_crd_and_open_queue_pass() -> None:
-    cluster = kf.FakeCluster().add(*kf.crds(*kf.VOLCANO_CRDS), kf.volcano_queue("research"))
-    findings = preflight.check_gang(cluster.api(), volcano("research"))
+def test_volcano_podgroup_crd_and_open_queue_pass(cluster: KubeServer) -> None:
+    cluster.add(*kf.crds(*kf.VOLCANO_CRDS), kf.volcano_queue("research"))
+    findings = check_gang(cluster.api(), preflight.plan(volcano("research")))
     assert [(f.severity, f.message) for f in findings] == [
         (
             OK,
@@ -623,15 +605,15 @@ def test_volcano_podgroup_crd_and_open_queue_pass() -> None:
         (OK, "Volcano Queue research is Open"),
     ]
     assert cluster.calls == [VOLCANO_DISCOVERY, Call("get", "queues", None, "research")]
-    cluster.calls.clear()
-    assert [f.severity for f in preflight.check_gang(cluster.api(), volcano())] == [OK]  # default queue: not read
+    cluster.requests.clear()
+    assert [f.severity for f in check_gang(cluster.api(), preflight.plan(volcano()))] == [OK]  # default queue: not read
     assert cluster.calls == [VOLCANO_DISCOVERY]
 
 
 @pytest.mark.parametrize("installed", [(), kf.COSCHEDULING_CRDS])
-def test_volcano_without_its_podgroup_crd_fails(installed: tuple[str, ...]) -> None:
-    cluster = kf.FakeCluster().add(*kf.crds(*installed))
-    [finding] = preflight.check_gang(cluster.api(), volcano("research"))
+def test_volcano_without_its_podgroup_crd_fails(installed: tuple[str, ...], cluster: KubeServer) -> None:
+    cluster.add(*kf.crds(*installed))
+    [finding] = check_gang(cluster.api(), preflight.plan(volcano("research")))
     assert (finding.check, finding.severity, finding.message) == (
         "gang-scheduling",
         FAIL,
@@ -673,31 +655,32 @@ def test_volcano_without_its_podgroup_crd_fails(installed: tuple[str, ...]) -> N
     ],
 )
 def test_volcano_queue_missing_or_not_open(
-    queue: dict[str, Any] | None, severity: str, message: str, hint: str
+    queue: dict[str, Any] | None, severity: str, message: str, hint: str, cluster: KubeServer
 ) -> None:
-    cluster = kf.FakeCluster().add(*kf.crds(*kf.VOLCANO_CRDS), kf.volcano_queue("other"))
+    cluster.add(*kf.crds(*kf.VOLCANO_CRDS), kf.volcano_queue("other"))
     if queue:
         cluster.add(queue)
-    crd, finding = preflight.check_gang(cluster.api(), volcano("research"))
+    crd, finding = check_gang(cluster.api(), preflight.plan(volcano("research")))
     assert crd.severity == OK
     assert (finding.severity, finding.message) == (severity, message)
     assert hint in finding.hint
 
 
-def test_coscheduling_podgroup_crd_passes_or_fails() -> None:
-    cluster = kf.FakeCluster().add(*kf.crds(*kf.COSCHEDULING_CRDS))
-    release_values = values("values/gpu.yaml", scheduling__gang__provider="coscheduling")
-    [finding] = preflight.check_gang(cluster.api(), release_values)
+def test_coscheduling_podgroup_crd_passes_or_fails(cluster: KubeServer) -> None:
+    cluster.add(*kf.crds(*kf.COSCHEDULING_CRDS))
+    coscheduled = ["scheduling.gang.provider=coscheduling"]
+    [finding] = check_gang(cluster.api(), plan_of("values/gpu.yaml", sets=coscheduled))
     assert (finding.severity, finding.message) == (
         OK,
         "CRD podgroups.scheduling.x-k8s.io serves scheduling.x-k8s.io/v1alpha1 "
         "(that a scheduler runs as scheduler-plugins-scheduler is not checked)",
     )
-    release_values["schedulerName"] = "coscheduler"
-    assert "runs as coscheduler" in preflight.check_gang(cluster.api(), release_values)[0].message
+    named = plan_of("values/gpu.yaml", sets=[*coscheduled, "schedulerName=coscheduler"])
+    assert "runs as coscheduler" in check_gang(cluster.api(), named)[0].message
     assert cluster.calls == [COSCHEDULING_DISCOVERY, COSCHEDULING_DISCOVERY]
-    cluster = kf.FakeCluster().add(*kf.crds(*kf.VOLCANO_CRDS))
-    [finding] = preflight.check_gang(cluster.api(), release_values)
+    cluster.reset()
+    cluster.add(*kf.crds(*kf.VOLCANO_CRDS))
+    [finding] = check_gang(cluster.api(), named)
     assert (finding.severity, finding.message) == (
         FAIL,
         "scheduling.gang.provider=coscheduling but CRD podgroups.scheduling.x-k8s.io is not installed (the API server "
@@ -709,9 +692,9 @@ def test_coscheduling_podgroup_crd_passes_or_fails() -> None:
     assert finding.hint.endswith("or --set scheduling.gang.provider=none")
 
 
-def test_kueue_queue_quota_and_priority_class_pass() -> None:
-    cluster = kueue_cluster(
-        *team_queues({"cpu": "32", "memory": "64Gi", GPU: "8"}), kf.workload_priority_class("high", 1000)
+def test_kueue_queue_quota_and_priority_class_pass(cluster: KubeServer) -> None:
+    kueue_cluster(
+        cluster, *team_queues({"cpu": "32", "memory": "64Gi", GPU: "8"}), kf.workload_priority_class("high", 1000)
     )
     assert kueue_findings(cluster, kueue(priority="high")) == [
         (OK, f"LocalQueue team-a exists in namespace {NS} (ClusterQueue team)"),
@@ -730,20 +713,20 @@ def test_kueue_queue_quota_and_priority_class_pass() -> None:
     ]
 
 
-def test_kueue_before_v0_15_is_read_at_v1beta1() -> None:
+def test_kueue_before_v0_15_is_read_at_v1beta1(cluster: KubeServer) -> None:
     objects = [
         kf.local_queue("team-a", NS, "team", version="v1beta1"),
         kf.cluster_queue("team", [{"default-flavor": GPU_ASKS}], version="v1beta1"),
         kf.workload_priority_class("high", 1000, version="v1beta1"),
     ]
-    cluster = kueue_cluster(*objects, served=("v1beta1",))
+    kueue_cluster(cluster, *objects, served=("v1beta1",))
     assert [severity for severity, _ in kueue_findings(cluster, kueue(priority="high"))] == [OK, OK, OK]
     assert cluster.calls[:2] == [KUEUE_V1BETA2, KUEUE_V1BETA1]
-    assert cluster.answered[0][1] == 404  # the fake serves only what the CRDs serve
+    assert cluster.requests[0].status == 404  # the fake serves only what the CRDs serve
 
 
-def test_kueue_not_installed_fails() -> None:
-    cluster = kf.FakeCluster().add(*kf.crds(*kf.VOLCANO_CRDS))
+def test_kueue_not_installed_fails(cluster: KubeServer) -> None:
+    cluster.add(*kf.crds(*kf.VOLCANO_CRDS))
     [(severity, message)] = kueue_findings(cluster, kueue(priority="high"))
     assert (severity, message) == (
         FAIL,
@@ -753,11 +736,9 @@ def test_kueue_not_installed_fails() -> None:
     assert cluster.calls == [KUEUE_V1BETA2, KUEUE_V1BETA1]
 
 
-def test_missing_local_queue_fails_and_the_priority_class_is_still_checked() -> None:
-    cluster = kueue_cluster(kf.local_queue("team-b", NS, "team"), kf.local_queue("team-a", "other", "team"))
-    findings = preflight.check_kueue(
-        cluster.api(), kueue(priority="high")["scheduling"]["kueue"], plan_of(kueue()), NS
-    )
+def test_missing_local_queue_fails_and_the_priority_class_is_still_checked(cluster: KubeServer) -> None:
+    kueue_cluster(cluster, kf.local_queue("team-b", NS, "team"), kf.local_queue("team-a", "other", "team"))
+    findings = check_kueue(cluster.api(), preflight.plan(kueue(priority="high")), NS)
     assert [(f.severity, f.message) for f in findings] == [
         (FAIL, f"LocalQueue team-a does not exist in namespace {NS}: Kueue would hold the pods until it does"),
         (FAIL, "WorkloadPriorityClass high does not exist: Kueue would not admit the pods"),
@@ -766,8 +747,8 @@ def test_missing_local_queue_fails_and_the_priority_class_is_still_checked() -> 
     assert 'or --set scheduling.kueue.priorityClass="" for the default priority' in findings[1].hint
 
 
-def test_stopped_local_queue_missing_or_inactive_cluster_queue_fail() -> None:
-    cluster = kueue_cluster(kf.local_queue("team-a", NS, "team", stop_policy="Hold"))
+def test_stopped_local_queue_missing_or_inactive_cluster_queue_fail(cluster: KubeServer) -> None:
+    kueue_cluster(cluster, kf.local_queue("team-a", NS, "team", stop_policy="Hold"))
     assert kueue_findings(cluster, kueue()) == [
         (FAIL, f"LocalQueue team-a in namespace {NS} is stopped (stopPolicy Hold): it admits no new workload"),
         (FAIL, "ClusterQueue team of LocalQueue team-a does not exist: nothing would admit the pods"),
@@ -776,7 +757,8 @@ def test_stopped_local_queue_missing_or_inactive_cluster_queue_fail() -> None:
         "FlavorNotFound",
         "Can't admit new workloads: references missing ResourceFlavor(s): default-flavor.",
     )
-    cluster = kueue_cluster(*team_queues(inactive=missing_flavor))
+    cluster.reset()
+    kueue_cluster(cluster, *team_queues(inactive=missing_flavor))
     assert kueue_findings(cluster, kueue())[1] == (
         FAIL,
         "ClusterQueue team is not active (FlavorNotFound: Can't admit new workloads: references missing "
@@ -804,9 +786,9 @@ def test_stopped_local_queue_missing_or_inactive_cluster_queue_fail() -> None:
     ],
 )
 def test_kueue_quota_that_can_never_admit_the_release_fails(
-    groups: list[dict[str, dict[str, str]]], message: str
+    groups: list[dict[str, dict[str, str]]], message: str, cluster: KubeServer
 ) -> None:
-    cluster = kueue_cluster(kf.local_queue("team-a", NS, "team"), kf.cluster_queue("team", groups))
+    kueue_cluster(cluster, kf.local_queue("team-a", NS, "team"), kf.cluster_queue("team", groups))
     _, (severity, text) = kueue_findings(cluster, kueue())
     assert (severity, text) == (
         FAIL,
@@ -814,7 +796,7 @@ def test_kueue_quota_that_can_never_admit_the_release_fails(
     )
 
 
-def test_kueue_quota_sums_flavors_and_groups_and_counts_pods_when_covered() -> None:
+def test_kueue_quota_sums_flavors_and_groups_and_counts_pods_when_covered(cluster: KubeServer) -> None:
     groups = [
         {
             "default-flavor": {"cpu": "10", "memory": "20Gi", "pods": "4"},
@@ -822,7 +804,7 @@ def test_kueue_quota_sums_flavors_and_groups_and_counts_pods_when_covered() -> N
         },
         {"a100": {GPU: "2"}, "h100": {GPU: "2"}},
     ]
-    cluster = kueue_cluster(kf.local_queue("team-a", NS, "team"), kf.cluster_queue("team", groups))
+    kueue_cluster(cluster, kf.local_queue("team-a", NS, "team"), kf.cluster_queue("team", groups))
     assert kueue_findings(cluster, kueue())[1] == (
         OK,
         "ClusterQueue team has the nominal quota for the 7 TensorFlow pods: cpu 19 of 20, memory 38Gi of 40Gi, "
@@ -830,18 +812,19 @@ def test_kueue_quota_sums_flavors_and_groups_and_counts_pods_when_covered() -> N
     )
 
 
-def test_kueue_requests_default_from_limits_and_leave_out_tensorboard_and_serving() -> None:
-    release_values = kueue()
-    release_values["chief"]["resources"] = {"limits": {"cpu": "3", "memory": "4Gi"}}
-    release_values["tensorboard"]["enabled"] = True
-    cluster = kueue_cluster(*team_queues({"cpu": "21", "memory": "40Gi", GPU: "4"}))
-    assert "cpu 21 of 21, memory 40Gi of 40Gi" in kueue_findings(cluster, release_values)[1][1]
+def test_kueue_requests_default_from_limits_and_leave_out_tensorboard_and_serving(cluster: KubeServer) -> None:
+    limits_only = ["chief.resources.requests=null", "chief.resources.limits.cpu=3", "chief.resources.limits.memory=4Gi"]
+    release = kueue("team-a", "", *limits_only, "tensorboard.enabled=true")
+    kueue_cluster(cluster, *team_queues({"cpu": "21", "memory": "40Gi", GPU: "4"}))
+    assert "cpu 21 of 21, memory 40Gi of 40Gi" in kueue_findings(cluster, release)[1][1]
 
 
 @pytest.mark.parametrize(("borrowing_limit", "severity"), [(None, WARN), ("2", WARN), ("0", FAIL)])
-def test_kueue_quota_a_cohort_can_lend_warns(borrowing_limit: str | None, severity: str) -> None:
+def test_kueue_quota_a_cohort_can_lend_warns(
+    borrowing_limit: str | None, severity: str, cluster: KubeServer
+) -> None:
     quota = {"cpu": "32", "memory": "64Gi", GPU: "2"}
-    cluster = kueue_cluster(*team_queues(quota, cohort="research", borrowing_limit=borrowing_limit))
+    kueue_cluster(cluster, *team_queues(quota, cohort="research", borrowing_limit=borrowing_limit))
     _, (found, message) = kueue_findings(cluster, kueue())
     assert found == severity
     if severity == WARN:
@@ -851,12 +834,10 @@ def test_kueue_quota_a_cohort_can_lend_warns(borrowing_limit: str | None, severi
         )
 
 
-def test_kueue_reads_that_rbac_forbids_become_warnings_check_by_check() -> None:
-    cluster = kueue_cluster(*team_queues(), kf.workload_priority_class("high", 1000))
+def test_kueue_reads_that_rbac_forbids_become_warnings_check_by_check(cluster: KubeServer) -> None:
+    kueue_cluster(cluster, *team_queues(), kf.workload_priority_class("high", 1000))
     cluster.fail("get", "clusterqueues", 403, 'clusterqueues.kueue.x-k8s.io "team" is forbidden')
-    findings = preflight.check_kueue(
-        cluster.api(), kueue(priority="high")["scheduling"]["kueue"], plan_of(kueue()), NS
-    )
+    findings = check_kueue(cluster.api(), preflight.plan(kueue(priority="high")), NS)
     assert [(f.severity, f.message) for f in findings] == [
         (OK, f"LocalQueue team-a exists in namespace {NS} (ClusterQueue team)"),
         (
@@ -868,7 +849,7 @@ def test_kueue_reads_that_rbac_forbids_become_warnings_check_by_check() -> None:
     ]
     assert "kubectl auth can-i get clusterqueues.kueue.x-k8s.io" in findings[1].hint
     cluster.fail("discover", "kueue.x-k8s.io/v1beta2", 403, "forbidden")
-    [finding] = run_of(cluster.api(), kueue(), "mnist", NS)[-1:]
+    [finding] = preflight.run(cluster.api(), kueue(), "mnist", NS)[-1:]
     assert (finding.check, finding.severity) == ("kueue", WARN)
     assert (
         finding.message
@@ -876,28 +857,27 @@ def test_kueue_reads_that_rbac_forbids_become_warnings_check_by_check() -> None:
     )
 
 
-def test_volcano_queue_read_forbidden_keeps_the_crd_finding() -> None:
-    cluster = kf.FakeCluster().add(*kf.crds(*kf.VOLCANO_CRDS))
+def test_volcano_queue_read_forbidden_keeps_the_crd_finding(cluster: KubeServer) -> None:
+    cluster.add(*kf.crds(*kf.VOLCANO_CRDS))
     cluster.fail("get", "queues", 403, 'queues.scheduling.volcano.sh "research" is forbidden')
-    crd, queue = preflight.check_gang(cluster.api(), volcano("research"))
+    crd, queue = check_gang(cluster.api(), preflight.plan(volcano("research")))
     assert (crd.severity, queue.severity) == (OK, WARN)
     assert queue.message.startswith("could not check: forbidden: you may not get queues.scheduling.volcano.sh/research")
 
 
-def test_run_checks_gang_scheduling_and_kueue_last() -> None:
-    cluster = good_cluster().add(*kf.crds(*kf.VOLCANO_CRDS), kf.volcano_queue("research"))
-    findings = run_of(cluster.api(), volcano("research"), "mnist", NS)
+def test_run_checks_gang_scheduling_and_kueue_last(cluster: KubeServer) -> None:
+    good_cluster(cluster).add(*kf.crds(*kf.VOLCANO_CRDS), kf.volcano_queue("research"))
+    findings = preflight.run(cluster.api(), volcano("research"), "mnist", NS)
     assert [f.check for f in findings][-3:] == ["network-policy", "gang-scheduling", "gang-scheduling"]
     assert cluster.calls[-2:] == [VOLCANO_DISCOVERY, Call("get", "queues", None, "research")]
-    cluster = good_cluster().add(*kf.crds(*kf.KUEUE_CRDS), *team_queues())
-    findings = run_of(cluster.api(), kueue(), "mnist", NS)
+    cluster.reset()
+    good_cluster(cluster).add(*kf.crds(*kf.KUEUE_CRDS), *team_queues())
+    findings = preflight.run(cluster.api(), kueue(), "mnist", NS)
     assert [(f.check, f.severity) for f in findings][-3:] == [("network-policy", OK), ("kueue", OK), ("kueue", OK)]
     assert not preflight.has_failures(findings)
 
 
 def test_fake_kueue_objects_validate_against_the_vendored_crds() -> None:
-    from tests.crds import crdlib
-
     broken = kf.cluster_queue("team", [{"default-flavor": {"cpu": "1"}}])
     broken["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "lots"
     assert any("nominalQuota" in error for error in crdlib.validate(broken))
@@ -908,15 +888,15 @@ def test_fake_kueue_objects_validate_against_the_vendored_crds() -> None:
 # -- run: every check, exact calls, forbidden checks degrade to warnings --------------------------
 
 
-def good_cluster() -> kf.FakeCluster:
-    return kf.FakeCluster().add(
+def good_cluster(cluster: KubeServer) -> KubeServer:
+    return cluster.add(
         *gpu_nodes(4, 4), kf.storage_class("nfs", "nfs.csi.k8s.io", default=True), kf.daemon_set("cilium")
     )
 
 
-def test_run_calls_each_api_once_and_renders() -> None:
-    cluster = good_cluster()
-    findings = run_of(cluster.api(), values("values/gpu.yaml"), "mnist", NS)
+def test_run_calls_each_api_once_and_renders(cluster: KubeServer) -> None:
+    good_cluster(cluster)
+    findings = preflight.run(cluster.api(), docs("values/gpu.yaml"), "mnist", NS)
     assert [(f.check, f.severity) for f in findings] == [
         ("gpu-capacity", OK),
         ("storage", OK),
@@ -938,13 +918,13 @@ def test_run_calls_each_api_once_and_renders() -> None:
     assert "0 failed, 0 warning(s), 4 ok" in text
 
 
-def test_forbidden_check_becomes_a_warning_and_failures_are_reported() -> None:
-    cluster = good_cluster()
+def test_forbidden_check_becomes_a_warning_and_failures_are_reported(cluster: KubeServer) -> None:
+    good_cluster(cluster)
     cluster.fail(
         "list", "daemonsets", 403, 'daemonsets.apps is forbidden: User "dev" cannot list resource "daemonsets"'
     )
     cluster.fail("list", "storageclasses", 403, "storageclasses.storage.k8s.io is forbidden")
-    findings = run_of(cluster.api(), values("values/multi-gpu.yaml"), "mnist", NS)
+    findings = preflight.run(cluster.api(), docs("values/multi-gpu.yaml"), "mnist", NS)
     network = only(findings, "network-policy")
     assert network.severity == WARN
     assert network.message.startswith(
@@ -955,16 +935,17 @@ def test_forbidden_check_becomes_a_warning_and_failures_are_reported() -> None:
         "RBAC verb `list` on resource `storageclasses.storage.k8s.io` is missing"
     )
     assert not preflight.has_failures(findings)
-    cluster = kf.FakeCluster().add(*gpu_nodes(1))
-    findings = run_of(cluster.api(), values("values/multi-gpu.yaml"), "mnist", NS)
+    cluster.reset()
+    cluster.add(*gpu_nodes(1))
+    findings = preflight.run(cluster.api(), docs("values/multi-gpu.yaml"), "mnist", NS)
     assert preflight.has_failures(findings)
 
 
-def test_unreachable_cluster_is_an_error_not_four_warnings() -> None:
-    cluster = good_cluster()
+def test_unreachable_cluster_is_an_error_not_four_warnings(cluster: KubeServer) -> None:
+    good_cluster(cluster)
     cluster.fail("list", "nodes", 500, "etcdserver: leader changed")
     with pytest.raises(KubernetesError, match="HTTP 500"):
-        run_of(cluster.api(), values("values/gpu.yaml"), "mnist", NS)
+        preflight.run(cluster.api(), docs("values/gpu.yaml"), "mnist", NS)
 
 
 @pytest.mark.cluster
@@ -973,8 +954,7 @@ def test_unreachable_cluster_is_an_error_not_four_warnings() -> None:
 )
 def test_live_cluster_preflight_of_the_cpu_values() -> None:
     api = kube.KubeApi.from_config(None, None)
-    findings = run_of(
-        api, values("values/cpu.yaml"), "tfchart-preflight", os.environ.get("TFCHART_TEST_NAMESPACE", "default")
-    )
+    namespace = os.environ.get("TFCHART_TEST_NAMESPACE", "default")
+    findings = preflight.run(api, render(values=[REPO / "values/cpu.yaml"], namespace=namespace), "mnist", namespace)
     assert [f.check for f in findings] == ["gpu-capacity", "storage", "co-location", "quota", "network-policy"]
     assert only(findings, "gpu-capacity").severity == OK  # values/cpu.yaml requests no GPUs

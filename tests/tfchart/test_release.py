@@ -12,12 +12,20 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.chartlib import CHART, REPO, helm_path
-from tfchart import release
+from tfchart.cluster.kube import Deletion
+from tfchart.cluster.upgrade import UpgradePlan
+from tfchart.cluster.upgrade import upgrade as guarded_upgrade
 from tfchart.errors import ImmutableFieldChange
+from tfchart.helm import release
+from tfchart.helm.chart import Chart
+from tfchart.helm.inputs import Inputs, read
+from tfchart.helm.render import manifests, template
+from tfchart.helm.runner import Helm
 
 GPU = REPO / "values" / "gpu.yaml"
 
@@ -51,15 +59,48 @@ class RecordingHelm:
         return [c for c in self.calls if c[0] not in ("version", "template")]
 
 
+def chart_at(path: Path = CHART) -> Chart:
+    return Chart(path, str(path))
+
+
+def inputs(files: Sequence[Path] = (), sets: Sequence[tuple[str, str]] = ()) -> Inputs:
+    """The -f files and --set family as the command line reads them."""
+    return read([str(file) for file in files], list(sets))
+
+
+def upgrade(
+    helm: RecordingHelm, given: Inputs, options: release.Options, chart: Path = CHART, **guard: Any
+) -> UpgradePlan:
+    """`tfchart upgrade mnist` as the command runs it: helm renders the new values, then the guard plans, refuses
+    or recreates, and helm upgrades."""
+    rendered = manifests(template(Helm(helm.binary), chart_at(chart), "mnist", given, options.namespace))
+    return guarded_upgrade(helm, "mnist", chart_at(chart), given, rendered, options, **guard)
+
+
 class RecordingDeleter:
+    """Deletes at once (the API server answered a Status), recording each call."""
+
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, str]] = []
 
-    def delete_statefulset_orphan(self, name: str, namespace: str) -> None:
-        self.calls.append(("statefulset-orphan", name, namespace))
+    def read_object(self, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+        return None
 
-    def delete_job(self, name: str, namespace: str) -> None:
+    def delete_statefulset_orphan(self, name: str, namespace: str) -> Deletion:
+        self.calls.append(("statefulset-orphan", name, namespace))
+        return "deleted"
+
+    def delete_statefulset(self, name: str, namespace: str) -> Deletion:
+        self.calls.append(("statefulset", name, namespace))
+        return "deleted"
+
+    def delete_job(self, name: str, namespace: str) -> Deletion:
         self.calls.append(("job", name, namespace))
+        return "deleted"
+
+    def delete_deployment(self, name: str, namespace: str) -> Deletion:
+        self.calls.append(("deployment", name, namespace))
+        return "deleted"
 
     def delete_pvc(self, name: str, namespace: str) -> None:
         self.calls.append(("pvc", name, namespace))
@@ -71,9 +112,8 @@ class RecordingDeleter:
 def test_install_invocation(major: str, wait: str, atomic: str) -> None:
     helm = RecordingHelm(major)
     options = release.Options(namespace="ml-training", wait=True, timeout="15m", atomic=True, create_namespace=True)
-    release.install(
-        helm, "mnist", CHART, [GPU], [("--set", "worker.replicas=3"), ("--set-string", "image.tag=0.1.0-gpu")], options
-    )
+    given = inputs([GPU], [("--set", "worker.replicas=3"), ("--set-string", "image.tag=0.1.0-gpu")])
+    release.install(helm, "mnist", chart_at(), given, options)
     assert helm.cluster_calls() == [
         [
             "install",
@@ -98,7 +138,7 @@ def test_install_invocation(major: str, wait: str, atomic: str) -> None:
 
 def test_install_dry_run_client() -> None:
     helm = RecordingHelm("4")
-    release.install(helm, "mnist", CHART, [], [], release.Options(dry_run="client"))
+    release.install(helm, "mnist", chart_at(), inputs(), release.Options(dry_run="client"))
     assert helm.cluster_calls() == [["install", "mnist", str(CHART), "--dry-run=client"]]
 
 
@@ -110,7 +150,7 @@ def test_upgrade_with_an_allowed_change() -> None:
         ("--set", "tensorboard.replicas=2"),
         ("--set", "serving.pollSeconds=10"),
     ]
-    plan = release.upgrade(helm, "mnist", CHART, [GPU], sets, release.Options(namespace="ml-training"))
+    plan = upgrade(helm, inputs([GPU], sets), release.Options(namespace="ml-training"))
     assert plan.changes == []
     assert helm.cluster_calls() == [
         ["get", "manifest", "mnist", "--namespace", "ml-training"],
@@ -136,10 +176,9 @@ def test_upgrade_that_changes_the_training_spec_is_a_new_run() -> None:
     """ps resources are part of the run's spec: the chief Job would change, so --recreate starts a new run."""
     helm = RecordingHelm("4", ["--values", str(GPU)])
     with pytest.raises(ImmutableFieldChange) as refused:
-        release.upgrade(
-            helm, "mnist", CHART, [GPU], [("--set", "ps.resources.limits.memory=6Gi")],
-            release.Options(namespace="ml-training"),
-        )  # fmt: skip
+        upgrade(
+            helm, inputs([GPU], [("--set", "ps.resources.limits.memory=6Gi")]), release.Options(namespace="ml-training")
+        )
     assert 'annotations["tf-distributed.io/run-spec"]' in refused.value.message
     assert "--recreate" in refused.value.hint
     assert not any(call[0] == "upgrade" for call in helm.calls), "helm upgrade must not run"
@@ -148,9 +187,7 @@ def test_upgrade_that_changes_the_training_spec_is_a_new_run() -> None:
 def test_upgrade_that_changes_the_chief_job_template_is_refused() -> None:
     helm = RecordingHelm("4", ["--values", str(GPU)])
     with pytest.raises(ImmutableFieldChange) as refused:
-        release.upgrade(
-            helm, "mnist", CHART, [GPU], [("--set", "worker.replicas=8")], release.Options(namespace="ml-training")
-        )
+        upgrade(helm, inputs([GPU], [("--set", "worker.replicas=8")]), release.Options(namespace="ml-training"))
     # A changed training spec is a new run: the chief's pod template carries the run's identity.
     lines = refused.value.message.splitlines()
     run_spec = 'Job mnist-tf-distributed-chief: spec.template.metadata.annotations["tf-distributed.io/run-spec"]'
@@ -185,7 +222,7 @@ def old_chart(tmp_path: Path) -> Path:
 def test_upgrade_that_changes_statefulset_fields_is_refused_with_each_field_named(old_chart: Path) -> None:
     helm = RecordingHelm("4", ["--values", str(GPU)], deployed_chart=old_chart)
     with pytest.raises(ImmutableFieldChange) as refused:
-        release.upgrade(helm, "mnist", CHART, [GPU], [], release.Options(namespace="ml-training"))
+        upgrade(helm, inputs([GPU]), release.Options(namespace="ml-training"))
     message = refused.value.message
     for role in ("ps", "worker"):
         name = f"mnist-tf-distributed-{role}"
@@ -197,12 +234,9 @@ def test_upgrade_that_changes_statefulset_fields_is_refused_with_each_field_name
 def test_recreate_deletes_exactly_the_changed_objects_then_upgrades(old_chart: Path) -> None:
     helm = RecordingHelm("3", ["--values", str(GPU)], deployed_chart=old_chart)
     deleter = RecordingDeleter()
-    plan = release.upgrade(
+    plan = upgrade(
         helm,
-        "mnist",
-        CHART,
-        [GPU],
-        [("--set", "worker.replicas=6")],
+        inputs([GPU], [("--set", "worker.replicas=6")]),
         release.Options(namespace="ml-training", atomic=True),
         recreate=True,
         deleter=deleter,
@@ -212,6 +246,11 @@ def test_recreate_deletes_exactly_the_changed_objects_then_upgrades(old_chart: P
         ("StatefulSet", "mnist-tf-distributed-worker"),
         ("Job", "mnist-tf-distributed-chief"),
     }
+    assert plan.recreated == [
+        ("Job", "mnist-tf-distributed-chief"),
+        ("StatefulSet", "mnist-tf-distributed-ps"),
+        ("StatefulSet", "mnist-tf-distributed-worker"),
+    ]
     assert deleter.calls == [
         ("job", "mnist-tf-distributed-chief", "ml-training"),
         ("statefulset-orphan", "mnist-tf-distributed-ps", "ml-training"),
@@ -257,9 +296,6 @@ def test_the_created_claim_survives_helm_uninstall() -> None:
 
 
 def test_template_is_byte_identical_to_helm_template(tmp_path: Path) -> None:
-    from tfchart import render
-    from tfchart.helm import PyHelm3Runner
-
     for major in ("3", "4"):
         args = [
             "--set",
@@ -269,16 +305,18 @@ def test_template_is_byte_identical_to_helm_template(tmp_path: Path) -> None:
             "--set",
             "commonAnnotations.note=a\\,b",
         ]
-        ours = render.template(
-            PyHelm3Runner(str(helm_path(major))),
-            CHART,
+        ours = template(
+            Helm(str(helm_path(major))),
+            chart_at(),
             "mnist",
-            [GPU],
-            [
-                ("--set", "worker.replicas=5"),
-                ("--set-string", "image.tag=2026.11"),
-                ("--set", "commonAnnotations.note=a\\,b"),
-            ],
+            inputs(
+                [GPU],
+                [
+                    ("--set", "worker.replicas=5"),
+                    ("--set-string", "image.tag=2026.11"),
+                    ("--set", "commonAnnotations.note=a\\,b"),
+                ],
+            ),
             "ml-training",
         )
         theirs = subprocess.run(

@@ -1,7 +1,8 @@
-"""tfchart status (and the KubeApi boundary it is the first user of), against the recording fake.
+"""tfchart status (and the KubeApi boundary it is the first user of), against the fake API server.
 
-Objects come from the chart's rendered manifests with the status their controllers write; the
-real kubernetes client builds the requests and deserialises the answers.
+Objects come from the chart's rendered manifests with the status their controllers write; the real
+kubernetes client, configured by a kubeconfig, builds the requests, sends them over HTTP to the
+loopback server (tests/kubeapi.py) and deserialises the answers.
 """
 
 from __future__ import annotations
@@ -10,17 +11,18 @@ import copy
 import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from rich.console import Console
 
-from tests.tfchart import kubefake as kf
-from tests.tfchart.kubefake import Call
-from tfchart import kube, status, status_view
+from tests import kubeapi as kf
+from tests.kubeapi import Call, KubeServer, kube_server
+from tfchart.cluster import kube, status, status_view
+from tfchart.cluster.objects import GpuRequest
 from tfchart.errors import KubernetesError
-from tfchart.kubeobjects import GpuRequest
 
 NS = "ml-training"
 SELECTOR = "app.kubernetes.io/name=tf-distributed,app.kubernetes.io/instance=mnist"
@@ -34,6 +36,12 @@ LISTS = [
     Call("list", "configmaps", NS, label_selector=SELECTOR + ",app.kubernetes.io/component=serving"),
 ]
 CHIEF_LOG_CALL = Call("log", "pods", NS, CHIEF_POD, params=(("container", "chief"), ("tailLines", "2000")))
+
+
+@pytest.fixture
+def cluster() -> Iterator[KubeServer]:
+    with kube_server(read_only=True) as server:
+        yield server
 
 
 def tfd_status(**fields: Any) -> str:
@@ -61,7 +69,7 @@ def render_text(report: status.ReleaseStatus) -> str:
 
 
 def base_release(
-    cluster: kf.FakeCluster,
+    cluster: KubeServer,
     values: tuple[str, ...] = (),
     chief: str = "running",
     stateful_replicas: int | None = None,
@@ -89,12 +97,11 @@ def base_release(
     return docs
 
 
-def collect(cluster: kf.FakeCluster) -> status.ReleaseStatus:
+def collect(cluster: KubeServer) -> status.ReleaseStatus:
     return status.collect(cluster.api(), "mnist", NS, now=kf.NOW)
 
 
-def test_running_parameter_server_training_shows_progress_pods_and_endpoints() -> None:
-    cluster = kf.FakeCluster()
+def test_running_parameter_server_training_shows_progress_pods_and_endpoints(cluster: KubeServer) -> None:
     docs = base_release(cluster)
     ps, worker = kf.manifest(docs, "StatefulSet", "ps"), kf.manifest(docs, "StatefulSet", "worker")
     cluster.add(kf.pod(ps, index=0), kf.pod(worker, index=0), kf.pod(worker, index=1, restarts=1))
@@ -144,8 +151,7 @@ def test_running_parameter_server_training_shows_progress_pods_and_endpoints() -
     assert data["endpoints"][1]["ports"] == [{"name": "http", "port": 8501}, {"name": "grpc", "port": 8500}]
 
 
-def test_succeeded_and_scaled_down_shows_accuracy_and_export() -> None:
-    cluster = kf.FakeCluster()
+def test_succeeded_and_scaled_down_shows_accuracy_and_export(cluster: KubeServer) -> None:
     docs = base_release(cluster, chief="complete", stateful_replicas=0)
     chief = kf.manifest(docs, "Job", "chief")
     cluster.add(kf.pod(chief, phase="Succeeded", ready=False, terminated=("Completed", 0)))
@@ -181,8 +187,7 @@ def test_succeeded_and_scaled_down_shows_accuracy_and_export() -> None:
     assert "ps 0/0 ready, worker 0/0 ready" in text
 
 
-def test_failed_chief_reports_backoff_limit_and_trainer_message() -> None:
-    cluster = kf.FakeCluster()
+def test_failed_chief_reports_backoff_limit_and_trainer_message(cluster: KubeServer) -> None:
     docs = base_release(cluster, chief="failed")
     cluster.add(
         kf.pod(kf.manifest(docs, "Job", "chief"), phase="Failed", ready=False, restarts=6, terminated=("Error", 1))
@@ -207,8 +212,7 @@ def test_failed_chief_reports_backoff_limit_and_trainer_message() -> None:
     assert "trainer: dataset not found: /data/datasets/mnist.npz" in text
 
 
-def test_worker_in_crash_loop_shows_restarts_and_reason() -> None:
-    cluster = kf.FakeCluster()
+def test_worker_in_crash_loop_shows_restarts_and_reason(cluster: KubeServer) -> None:
     docs = base_release(cluster)
     ps, worker = kf.manifest(docs, "StatefulSet", "ps"), kf.manifest(docs, "StatefulSet", "worker")
     cluster.add(kf.stateful_set(worker, ready=1))
@@ -239,8 +243,7 @@ def test_worker_in_crash_loop_shows_restarts_and_reason() -> None:
     assert "no progress reported yet" in text
 
 
-def test_pending_gpu_pod_shows_the_scheduler_reason() -> None:
-    cluster = kf.FakeCluster()
+def test_pending_gpu_pod_shows_the_scheduler_reason(cluster: KubeServer) -> None:
     docs = base_release(cluster, values=("values/gpu.yaml",), chief="pending")
     worker = kf.manifest(docs, "StatefulSet", "worker")
     message = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available."
@@ -268,8 +271,7 @@ def test_pending_gpu_pod_shows_the_scheduler_reason() -> None:
     assert "1 nvidia.com/gpu" in text
 
 
-def test_release_not_found_says_so_and_hints_helm_list() -> None:
-    cluster = kf.FakeCluster()
+def test_release_not_found_says_so_and_hints_helm_list(cluster: KubeServer) -> None:
     base_release(cluster)  # another release's objects must not count
     with pytest.raises(KubernetesError) as error:
         status.collect(cluster.api(), "other", NS)
@@ -300,8 +302,7 @@ def test_progress_prefers_the_last_status_line_then_step_lines(
     assert (progress.source, progress.step) == expected if progress else expected is None
 
 
-def test_forbidden_log_still_shows_the_release() -> None:
-    cluster = kf.FakeCluster()
+def test_forbidden_log_still_shows_the_release(cluster: KubeServer) -> None:
     docs = base_release(cluster)
     cluster.add(kf.pod(kf.manifest(docs, "Job", "chief")))
     cluster.fail("log", "pods", 403, 'pods "x" is forbidden: cannot get resource "pods/log"')
@@ -315,8 +316,7 @@ def test_forbidden_log_still_shows_the_release() -> None:
 # -- the KubeApi boundary: errors become KubernetesError with a hint --------------------------------
 
 
-def test_forbidden_names_the_missing_rbac_verb_and_resource() -> None:
-    cluster = kf.FakeCluster()
+def test_forbidden_names_the_missing_rbac_verb_and_resource(cluster: KubeServer) -> None:
     cluster.fail(
         "list",
         "statefulsets",
@@ -332,14 +332,13 @@ def test_forbidden_names_the_missing_rbac_verb_and_resource() -> None:
     assert "`kubectl auth can-i list statefulsets.apps -n ml-training`" in error.value.hint
 
 
-def test_unauthorized_and_server_errors_have_hints() -> None:
-    cluster = kf.FakeCluster()
+def test_unauthorized_and_server_errors_have_hints(cluster: KubeServer) -> None:
     cluster.fail("list", "pods", 401, "Unauthorized")
     with pytest.raises(KubernetesError) as error:
         collect(cluster)
     assert "401 Unauthorized" in error.value.message
     assert "refresh your login" in error.value.hint
-    cluster = kf.FakeCluster()
+    cluster.reset()
     cluster.fail("list", "pods", 500, "etcdserver: request timed out")
     with pytest.raises(KubernetesError) as error:
         collect(cluster)
@@ -350,8 +349,8 @@ def test_unauthorized_and_server_errors_have_hints() -> None:
     assert "retry" in error.value.hint
 
 
-def test_missing_object_is_a_404_with_a_kubectl_hint() -> None:
-    api = kf.FakeCluster().api()
+def test_missing_object_is_a_404_with_a_kubectl_hint(cluster: KubeServer) -> None:
+    api = cluster.api()
     with pytest.raises(KubernetesError) as error:
         api.read_pod_log(NS, "gone-0", None, 10)
     assert error.value.message.startswith("pods/log gone-0 not found in namespace ml-training")
@@ -407,7 +406,7 @@ def test_bad_kubeconfig_and_unknown_context(tmp_path: Path) -> None:
         kube.KubeApi.from_config(config, "prod").default_namespace()
 
 
-def test_default_namespace_is_the_contexts_like_kubectl(tmp_path: Path) -> None:
+def test_default_namespace_is_the_contexts_like_kubectl(tmp_path: Path, cluster: KubeServer) -> None:
     config = tmp_path / "config"
     config.write_text(
         "apiVersion: v1\nkind: Config\ncurrent-context: kind\n"
@@ -418,7 +417,7 @@ def test_default_namespace_is_the_contexts_like_kubectl(tmp_path: Path) -> None:
     )
     assert kube.KubeApi.from_config(config, None).default_namespace() == "default"
     assert kube.KubeApi.from_config(config, "team").default_namespace() == "ml-training"
-    assert kf.FakeCluster().api().default_namespace() == "default"
+    assert cluster.api().default_namespace() == "default"  # its context sets none
 
 
 # -- a live cluster ----------------------------------------------------------------------------------
@@ -456,7 +455,7 @@ WORKERS_ONLY = ("training.strategy=multi_worker_mirrored", "chief.replicas=0", "
                 "training.batchSize=64")
 
 
-def workers_only_release(cluster: kf.FakeCluster, state: str) -> None:
+def workers_only_release(cluster: KubeServer, state: str) -> None:
     """The workers' Indexed Job (worker 0 is the chief) and its pods, named <job>-<index>-<suffix>."""
     docs = kf.rendered(sets=WORKERS_ONLY)
     job = kf.manifest(docs, "Job", "worker")
@@ -469,8 +468,7 @@ def workers_only_release(cluster: kf.FakeCluster, state: str) -> None:
         cluster.add(pod)
 
 
-def test_without_a_chief_the_workers_job_owns_completion_and_worker_0_reports_progress() -> None:
-    cluster = kf.FakeCluster()
+def test_without_a_chief_the_workers_job_owns_completion_and_worker_0_reports_progress(cluster: KubeServer) -> None:
     workers_only_release(cluster, "running")
     cluster.set_log(NS, "mnist-tf-distributed-worker-0-q0z9x", [tfd_status(step=700, loss=0.25)])
     report = collect(cluster)
@@ -484,14 +482,16 @@ def test_without_a_chief_the_workers_job_owns_completion_and_worker_0_reports_pr
     status_view.render(report, console)
     assert "Workers' Job  Running" in console.export_text()
 
-    done = kf.FakeCluster()
-    workers_only_release(done, "complete")
-    finished = collect(done)
+    cluster.reset()
+    workers_only_release(cluster, "complete")
+    finished = collect(cluster)
     assert finished.training.state == "Succeeded" and finished.warnings == []
 
 
-def finished_release_with_versions(sets: tuple[str, ...], exported: list[int] | None) -> kf.FakeCluster:
-    cluster = kf.FakeCluster()
+def finished_release_with_versions(
+    cluster: KubeServer, sets: tuple[str, ...], exported: list[int] | None
+) -> KubeServer:
+    cluster.reset()
     docs = base_release(cluster, sets=sets, chief="complete", stateful_replicas=0)
     cluster.add(kf.pod(kf.manifest(docs, "Job", "chief"), phase="Succeeded", ready=False, terminated=("Completed", 0)))
     fields: dict[str, Any] = {"state": "Succeeded", "step": 2000, "model_name": "mnist",
@@ -512,9 +512,9 @@ def finished_release_with_versions(sets: tuple[str, ...], exported: list[int] | 
     ],
 )
 def test_status_lists_exported_versions_and_those_serving_loads(
-    sets: tuple[str, ...], loaded: list[int], policy: str
+    sets: tuple[str, ...], loaded: list[int], policy: str, cluster: KubeServer
 ) -> None:
-    cluster = finished_release_with_versions(tuple(sets), [1, 2, 3])
+    finished_release_with_versions(cluster, tuple(sets), [1, 2, 3])
 
     report = collect(cluster)
 
@@ -530,9 +530,9 @@ def test_status_lists_exported_versions_and_those_serving_loads(
     assert json.loads(json.dumps(report.as_dict()))["serving"]["loaded"] == loaded
 
 
-def test_a_pinned_version_never_exported_is_a_warning_with_the_fix() -> None:
+def test_a_pinned_version_never_exported_is_a_warning_with_the_fix(cluster: KubeServer) -> None:
     sets = ("serving.modelVersionPolicy.type=specific", "serving.modelVersionPolicy.versions={2,7}")
-    report = collect(finished_release_with_versions(sets, [1, 2, 3]))
+    report = collect(finished_release_with_versions(cluster, sets, [1, 2, 3]))
 
     assert report.serving is not None
     assert (report.serving.loaded, report.serving.missing) == ([2], [7])
@@ -544,17 +544,19 @@ def test_a_pinned_version_never_exported_is_a_warning_with_the_fix() -> None:
     assert "not exported: v7" in render_text(report)
 
 
-def test_versions_unknown_without_the_chiefs_report_and_no_configmap_read_without_serving() -> None:
-    older = collect(finished_release_with_versions((), None))  # a trainer that did not report them: unknown
+def test_versions_unknown_without_the_chiefs_report_and_no_configmap_read_without_serving(
+    cluster: KubeServer,
+) -> None:
+    older = collect(finished_release_with_versions(cluster, (), None))  # a trainer that did not report them: unknown
     assert older.serving is not None and older.serving.exported is None and older.serving.loaded is None
     assert older.warnings == [] and "Exported" not in render_text(older)
     assert re.search(r"Serving loads +mnist \(latest 1, mnist-tf-distributed-serving\); the exported versions are "
                      r"unknown", render_text(older))
-    none_yet = collect(finished_release_with_versions((), []))
+    none_yet = collect(finished_release_with_versions(cluster, (), []))
     assert none_yet.serving is not None and none_yet.serving.loaded == []
     assert re.search(r"Exported +no version yet", render_text(none_yet))
 
-    cluster = kf.FakeCluster()
+    cluster.reset()
     docs = base_release(cluster, chief="complete", stateful_replicas=0)
     cluster.add(kf.pod(kf.manifest(docs, "Job", "chief"), phase="Succeeded", ready=False, terminated=("Completed", 0)))
     cluster.set_log(NS, CHIEF_POD, ["step 2000, loss = 0.0470 (2117.3 examples/sec; 0.121 sec/batch)"])
@@ -563,14 +565,14 @@ def test_versions_unknown_without_the_chiefs_report_and_no_configmap_read_withou
     assert "Serving loads  mnist-tf-distributed-serving" not in render_text(report)
     assert "the exported versions are unknown" in render_text(report)
 
-    without = kf.FakeCluster()
-    base_release(without, sets=("serving.enabled=false",))
-    collect(without)
-    assert [c.resource for c in without.calls].count("configmaps") == 0
+    cluster.reset()
+    base_release(cluster, sets=("serving.enabled=false",))
+    collect(cluster)
+    assert [c.resource for c in cluster.calls].count("configmaps") == 0
 
 
-def test_forbidden_configmaps_still_show_the_release() -> None:
-    cluster = finished_release_with_versions((), [1])
+def test_forbidden_configmaps_still_show_the_release(cluster: KubeServer) -> None:
+    finished_release_with_versions(cluster, (), [1])
     cluster.fail("list", "configmaps", 403, 'configmaps is forbidden: cannot list resource "configmaps"')
 
     report = collect(cluster)

@@ -3,29 +3,29 @@ wait of --recreate, and how a refusal reads.
 
 helm is real for `template` and `version`; `get manifest` is a real `helm template --no-hooks` of
 what was deployed, and `upgrade` is recorded (tests/tfchart/test_release.py). The cluster is the
-recording fake API server (tests/tfchart/kubefake.py) holding the deployed render as the API server
-serves it, below the real kubernetes client; DELETE is answered like the API server does
+fake API server on the loopback (tests/kubeapi.py) holding the deployed render as the API server
+serves it, reached by the real kubernetes client; DELETE is answered like the API server does
 (finalizers pending with Orphan/Foreground propagation, the object readable for N more GETs).
 """
 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator, Sequence
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests import kubeapi as kf
 from tests.chartlib import CHART
-from tests.tfchart import kubefake as kf
-from tests.tfchart.kubefake import Call
-from tests.tfchart.test_namespace import Server, cluster_calls, handler_for, kubeconfig, tfchart
-from tests.tfchart.test_release import RecordingHelm
-from tfchart import release
+from tests.kubeapi import Call, KubeServer, kube_server
+from tests.tfchart.test_namespace import cluster_calls, tfchart
+from tests.tfchart.test_release import RecordingHelm, inputs, upgrade
+from tfchart.cluster import upgrade as guard
 from tfchart.errors import ImmutableFieldChange, KubernetesError, UsageError
+from tfchart.helm.release import Options, parse_duration
+from tfchart.helm.render import manifests
 
 NS = "ml-training"
 CHIEF = "mnist-tf-distributed-chief"
@@ -36,6 +36,12 @@ SERVING = "mnist-tf-distributed-serving"
 SUPERVISOR = "mnist-tf-distributed-supervisor"
 CLAIM = "mnist-tf-distributed-data"
 DEFAULT_CLASS = "standard"
+
+
+@pytest.fixture
+def cluster() -> Iterator[KubeServer]:
+    with kube_server() as server:
+        yield server
 
 
 class Clock:
@@ -56,7 +62,7 @@ class Clock:
 class Helm(RecordingHelm):
     """RecordingHelm that also notes what the cluster looked like when `helm upgrade` ran."""
 
-    def __init__(self, cluster: kf.FakeCluster, deployed: Sequence[str]) -> None:
+    def __init__(self, cluster: KubeServer, deployed: Sequence[str]) -> None:
         super().__init__("4", deployed)
         self.cluster = cluster
         self.at_upgrade: tuple[int, set[tuple[str, str | None, str]]] | None = None
@@ -74,9 +80,11 @@ def as_args(items: Sequence[str]) -> list[str]:
     return [arg for item in items for arg in ("--set", item)]
 
 
-def deployed_docs(helm: RecordingHelm) -> list[dict[str, Any]]:
-    text = helm.real(["template", "mnist", str(CHART), "--namespace", NS, "--no-hooks", *helm.deployed])
-    return [doc for doc in release.manifests(text.decode())]
+def deployed_docs(helm: RecordingHelm, namespace: str = NS) -> list[dict[str, Any]]:
+    """What `helm get manifest` holds: the deployed render without its hooks."""
+    text = helm.real(["template", "mnist", str(helm.deployed_chart), "--namespace", namespace, "--no-hooks",
+                      *helm.deployed])  # fmt: skip
+    return manifests(text.decode())
 
 
 def live_claim(doc: dict[str, Any], phase: str = "Bound", size: str | None = None) -> dict[str, Any]:
@@ -98,16 +106,17 @@ def live_claim(doc: dict[str, Any], phase: str = "Bound", size: str | None = Non
 
 
 def live_cluster(
+    cluster: KubeServer,
     helm: RecordingHelm,
     *,
+    namespace: str = NS,
     chief: bool = True,
     claim_phase: str = "Bound",
     claim_size: str | None = None,
     expandable: bool | None = None,
-) -> kf.FakeCluster:
-    """The deployed release as a running training leaves it (the chief Job left out: removed by its TTL)."""
-    cluster = kf.FakeCluster(deletes_allowed=True)
-    for doc in deployed_docs(helm):
+) -> KubeServer:
+    """The deployed release as a running training leaves it (without `chief`, the chief Job removed by its TTL)."""
+    for doc in deployed_docs(helm, namespace):
         kind = doc["kind"]
         if kind == "StatefulSet":
             cluster.add(kf.stateful_set(doc))
@@ -122,53 +131,51 @@ def live_cluster(
 
 
 def run_upgrade(
+    cluster: KubeServer,
     deployed: Sequence[str],
     sets: Sequence[str],
-    cluster: kf.FakeCluster | None = None,
     *,
     recreate: bool = False,
     clock: Clock | None = None,
     timeout: float = 300.0,
     **live: Any,
-) -> tuple[Helm, kf.FakeCluster, list[str], release.UpgradePlan | Exception]:
-    """tfchart's upgrade of `deployed` to `sets` against the cluster: (helm, cluster, what it said, plan or error)."""
-    probe = RecordingHelm("4", as_args(deployed))
-    cluster = cluster or live_cluster(probe, **live)
+) -> tuple[Helm, list[str], guard.UpgradePlan | Exception]:
+    """tfchart's upgrade of `deployed` to `sets` against the cluster (the deployed release as `live_cluster`
+    leaves it, unless the test put objects there already): (helm, what it said, plan or error)."""
+    if not cluster.objects:
+        live_cluster(cluster, RecordingHelm("4", as_args(deployed)), **live)
     helm = Helm(cluster, as_args(deployed))
     api = cluster.api()
     clock = clock or Clock()
     said: list[str] = []
-    outcome: release.UpgradePlan | Exception
+    outcome: guard.UpgradePlan | Exception
     try:
-        outcome = release.upgrade(
+        outcome = upgrade(
             helm,
-            "mnist",
-            CHART,
-            [],
-            [("--set", item) for item in sets],
-            release.Options(namespace=NS),
-            recreate,
+            inputs(sets=[("--set", item) for item in sets]),
+            Options(namespace=NS),
+            recreate=recreate,
             deleter=api,
             live=api,
-            waiting=release.Waiting(timeout=timeout, interval=2.0, sleep=clock.sleep, clock=clock),
+            waiting=guard.Waiting(timeout=timeout, interval=2.0, sleep=clock.sleep, clock=clock),
             report=said.append,
         )
     except (ImmutableFieldChange, KubernetesError, UsageError) as error:
         outcome = error
-    return helm, cluster, said, outcome
+    return helm, said, outcome
 
 
-def refused(outcome: release.UpgradePlan | Exception) -> ImmutableFieldChange:
+def refused(outcome: guard.UpgradePlan | Exception) -> ImmutableFieldChange:
     assert isinstance(outcome, ImmutableFieldChange), f"expected a refusal, got {outcome!r}"
     return outcome
 
 
-def planned(outcome: release.UpgradePlan | Exception) -> release.UpgradePlan:
-    assert isinstance(outcome, release.UpgradePlan), f"expected an upgrade, got {outcome}"
+def planned(outcome: guard.UpgradePlan | Exception) -> guard.UpgradePlan:
+    assert isinstance(outcome, guard.UpgradePlan), f"expected an upgrade, got {outcome}"
     return outcome
 
 
-def deletes(cluster: kf.FakeCluster) -> list[Call]:
+def deletes(cluster: KubeServer) -> list[Call]:
     return [call for call in cluster.calls if call.verb == "delete"]
 
 
@@ -178,9 +185,9 @@ TTL = ["chief.ttlSecondsAfterFinished=600", "training.trainSteps=2000"]
 RETRAIN = ["chief.ttlSecondsAfterFinished=600", "training.trainSteps=4000"]
 
 
-def test_the_guard_refuses_a_template_change_of_a_chief_job_that_is_still_there() -> None:
+def test_the_guard_refuses_a_template_change_of_a_chief_job_that_is_still_there(cluster: KubeServer) -> None:
     """The control for the TTL case: the same change against a live Job is a real conflict."""
-    helm, cluster, _, outcome = run_upgrade(TTL, RETRAIN, chief=True)
+    helm, _, outcome = run_upgrade(cluster, TTL, RETRAIN, chief=True)
     message = refused(outcome).message
     assert f"Job {CHIEF}: spec.template.spec.containers[name=chief]" in message
     assert "4000" in message and "2000" in message
@@ -188,29 +195,28 @@ def test_the_guard_refuses_a_template_change_of_a_chief_job_that_is_still_there(
 
 
 @pytest.mark.parametrize("recreate", [False, True], ids=["plain", "recreate"])
-def test_a_chief_job_removed_by_its_ttl_is_no_conflict(recreate: bool) -> None:
-    helm, cluster, said, outcome = run_upgrade(TTL, RETRAIN, chief=False, recreate=recreate)
+def test_a_chief_job_removed_by_its_ttl_is_no_conflict(recreate: bool, cluster: KubeServer) -> None:
+    helm, said, outcome = run_upgrade(cluster, TTL, RETRAIN, chief=False, recreate=recreate)
     plan = planned(outcome)
     assert plan.changes == []
-    assert (Call("get", "jobs", NS, CHIEF), 404) in cluster.answered
+    assert 404 in cluster.answered(Call("get", "jobs", NS, CHIEF))
     assert any(f"Job {CHIEF} is not in the cluster" in line and "ttlSecondsAfterFinished" in line for line in said)
     assert deletes(cluster) == [], "nothing to delete: helm creates the Job"
     # helm is given the new values and its render holds the Job, which helm's Update creates when its
     # Get answers NotFound (helm 3.17 and 4.1 pkg/kube/client.go).
-    upgrade = helm.cluster_calls()[-1]
-    assert upgrade[:5] == ["upgrade", "mnist", str(CHART), "--namespace", NS]
-    assert "training.trainSteps=4000" in upgrade
-    rendered = release.manifests(helm.real(["template", "mnist", str(CHART), "--namespace", NS, *upgrade[5:]]).decode())
+    upgraded = helm.cluster_calls()[-1]
+    assert upgraded[:5] == ["upgrade", "mnist", str(CHART), "--namespace", NS]
+    assert "training.trainSteps=4000" in upgraded
+    rendered = manifests(helm.real(["template", "mnist", str(CHART), "--namespace", NS, *upgraded[5:]]).decode())
     chief = next(d for d in rendered if d["kind"] == "Job" and d["metadata"]["name"] == CHIEF)
     assert "--train-steps=4000" in chief["spec"]["template"]["spec"]["containers"][0]["args"]
 
 
-def test_recreate_skips_a_job_that_went_away_meanwhile_and_says_so() -> None:
+def test_recreate_skips_a_job_that_went_away_meanwhile_and_says_so(cluster: KubeServer) -> None:
     """The Job is there when the guard reads it and gone when --recreate deletes it (its TTL fired)."""
-    probe = RecordingHelm("4", as_args(TTL))
-    cluster = live_cluster(probe, chief=True)
+    live_cluster(cluster, RecordingHelm("4", as_args(TTL)), chief=True)
     cluster.fail("delete", "jobs", 404, f'jobs.batch "{CHIEF}" not found', NS)
-    helm, _, said, outcome = run_upgrade(TTL, RETRAIN, cluster, recreate=True)
+    helm, said, outcome = run_upgrade(cluster, TTL, RETRAIN, recreate=True)
     plan = planned(outcome)
     assert plan.already_gone == [("Job", CHIEF)] and plan.recreated == []
     assert f"Job {CHIEF} is already gone (nothing to delete): helm creates it from the new values" in said
@@ -226,8 +232,8 @@ def claim_lines(message: str) -> list[str]:
     return [line.strip() for line in message.splitlines() if CLAIM_LINE in line or line.strip().startswith("fix:")]
 
 
-def test_a_smaller_claim_is_refused_with_its_live_size_and_the_fix() -> None:
-    helm, cluster, _, outcome = run_upgrade(["storage.size=20Gi"], ["storage.size=10Gi"])
+def test_a_smaller_claim_is_refused_with_its_live_size_and_the_fix(cluster: KubeServer) -> None:
+    helm, _, outcome = run_upgrade(cluster, ["storage.size=20Gi"], ["storage.size=10Gi"])
     error = refused(outcome)
     assert claim_lines(error.message) == [
         f'- {CLAIM_LINE}spec.resources.requests.storage: "20Gi" -> "10Gi" (a claim cannot shrink)',
@@ -238,16 +244,16 @@ def test_a_smaller_claim_is_refused_with_its_live_size_and_the_fix() -> None:
     assert not helm.upgraded() and deletes(cluster) == []
 
 
-def test_a_claim_grown_by_hand_is_judged_by_its_live_size() -> None:
+def test_a_claim_grown_by_hand_is_judged_by_its_live_size(cluster: KubeServer) -> None:
     """Deployed at 10Gi, grown to 50Gi with kubectl: 30Gi is a shrink although the values grow."""
-    _, _, _, outcome = run_upgrade(["storage.size=10Gi"], ["storage.size=30Gi"], claim_size="50Gi")
+    _, _, outcome = run_upgrade(cluster, ["storage.size=10Gi"], ["storage.size=30Gi"], claim_size="50Gi")
     assert f'{CLAIM_LINE}spec.resources.requests.storage: "50Gi" -> "30Gi" (a claim cannot shrink)' in (
         refused(outcome).message
     )
 
 
-def test_an_unchanged_size_on_a_claim_grown_by_hand_is_a_note() -> None:
-    helm, _, said, outcome = run_upgrade([], ["tensorboard.replicas=2"], claim_size="50Gi")
+def test_an_unchanged_size_on_a_claim_grown_by_hand_is_a_note(cluster: KubeServer) -> None:
+    helm, said, outcome = run_upgrade(cluster, [], ["tensorboard.replicas=2"], claim_size="50Gi")
     assert planned(outcome).changes == []
     assert any("was grown outside helm to 50Gi" in line and "storage.size=50Gi" in line for line in said), said
     assert helm.upgraded()
@@ -285,9 +291,9 @@ def test_an_unchanged_size_on_a_claim_grown_by_hand_is_a_note() -> None:
 )
 @pytest.mark.parametrize("recreate", [False, True], ids=["plain", "recreate"])
 def test_claim_class_and_access_mode_changes_are_refused_even_with_recreate(
-    deployed: list[str], new: list[str], line: str, fix: str, recreate: bool
+    deployed: list[str], new: list[str], line: str, fix: str, recreate: bool, cluster: KubeServer
 ) -> None:
-    helm, cluster, _, outcome = run_upgrade(deployed, new, recreate=recreate)
+    helm, _, outcome = run_upgrade(cluster, deployed, new, recreate=recreate)
     error = refused(outcome)
     lines = claim_lines(error.message)
     assert f"- {CLAIM_LINE}{line}" in lines, error.message
@@ -298,17 +304,16 @@ def test_claim_class_and_access_mode_changes_are_refused_even_with_recreate(
     assert not helm.upgraded()
 
 
-def test_setting_the_live_default_class_explicitly_is_no_change() -> None:
-    helm, _, _, outcome = run_upgrade([], [f"storage.storageClassName={DEFAULT_CLASS}"])
+def test_setting_the_live_default_class_explicitly_is_no_change(cluster: KubeServer) -> None:
+    helm, _, outcome = run_upgrade(cluster, [], [f"storage.storageClassName={DEFAULT_CLASS}"])
     assert planned(outcome).changes == [] and helm.upgraded()
 
 
-def test_a_class_for_a_claim_that_has_none_is_allowed_once() -> None:
+def test_a_class_for_a_claim_that_has_none_is_allowed_once(cluster: KubeServer) -> None:
     """nil -> a class is the one storageClassName change Kubernetes allows (retroactive default class)."""
-    probe = RecordingHelm("4", [])
-    cluster = live_cluster(probe)
-    del cluster.get("persistentvolumeclaims", NS, CLAIM)["spec"]["storageClassName"]
-    helm, _, said, outcome = run_upgrade([], ["storage.storageClassName=fast"], cluster)
+    live_cluster(cluster, RecordingHelm("4", []))
+    cluster.update("PersistentVolumeClaim", NS, CLAIM, {"spec": {"storageClassName": None}})
+    helm, said, outcome = run_upgrade(cluster, [], ["storage.storageClassName=fast"])
     assert planned(outcome).changes == [] and helm.upgraded()
     assert any("spec.storageClassName is set to" in line for line in said)
 
@@ -321,8 +326,10 @@ def test_a_class_for_a_claim_that_has_none_is_allowed_once() -> None:
     ],
     ids=["unset", "false"],
 )
-def test_growing_a_claim_whose_class_cannot_expand_is_refused(expandable: bool | None, reason: str) -> None:
-    helm, cluster, _, outcome = run_upgrade([], ["storage.size=20Gi"], expandable=expandable)
+def test_growing_a_claim_whose_class_cannot_expand_is_refused(
+    expandable: bool | None, reason: str, cluster: KubeServer
+) -> None:
+    helm, _, outcome = run_upgrade(cluster, [], ["storage.size=20Gi"], expandable=expandable)
     lines = claim_lines(refused(outcome).message)
     assert lines[0] == f'- {CLAIM_LINE}spec.resources.requests.storage: "10Gi" -> "20Gi" ({reason})'
     assert lines[1].startswith("fix: keep storage.size at 10Gi, or ask a cluster admin to set allowVolumeExpansion")
@@ -330,38 +337,36 @@ def test_growing_a_claim_whose_class_cannot_expand_is_refused(expandable: bool |
     assert not helm.upgraded()
 
 
-def test_growing_a_claim_whose_class_expands_is_allowed_and_said() -> None:
-    helm, cluster, said, outcome = run_upgrade([], ["storage.size=20Gi"], expandable=True)
+def test_growing_a_claim_whose_class_expands_is_allowed_and_said(cluster: KubeServer) -> None:
+    helm, said, outcome = run_upgrade(cluster, [], ["storage.size=20Gi"], expandable=True)
     assert planned(outcome).changes == []
     assert any(f"grows from 10Gi to 20Gi (StorageClass {DEFAULT_CLASS} allows volume expansion" in x for x in said)
     assert Call("get", "storageclasses", None, DEFAULT_CLASS) in cluster.calls
     assert helm.upgraded()
 
 
-def test_growing_a_claim_that_is_not_bound_is_refused() -> None:
-    _, _, _, outcome = run_upgrade([], ["storage.size=20Gi"], expandable=True, claim_phase="Pending")
+def test_growing_a_claim_that_is_not_bound_is_refused(cluster: KubeServer) -> None:
+    _, _, outcome = run_upgrade(cluster, [], ["storage.size=20Gi"], expandable=True, claim_phase="Pending")
     assert "(the claim is Pending; only a Bound claim can be resized)" in refused(outcome).message
 
 
-def test_growing_a_claim_whose_class_is_gone_is_refused() -> None:
-    probe = RecordingHelm("4", [])
-    cluster = live_cluster(probe)
-    del cluster.objects[("storageclasses", None, DEFAULT_CLASS)]
-    _, _, _, outcome = run_upgrade([], ["storage.size=20Gi"], cluster)
+def test_growing_a_claim_whose_class_is_gone_is_refused(cluster: KubeServer) -> None:
+    live_cluster(cluster, RecordingHelm("4", []))
+    cluster.delete("StorageClass", None, DEFAULT_CLASS)
+    _, _, outcome = run_upgrade(cluster, [], ["storage.size=20Gi"])
     assert f"its StorageClass {DEFAULT_CLASS} does not exist" in refused(outcome).message
 
 
-def test_a_size_written_another_way_is_no_change() -> None:
-    helm, cluster, _, outcome = run_upgrade(["storage.size=10Gi"], ["storage.size=10240Mi"])
+def test_a_size_written_another_way_is_no_change(cluster: KubeServer) -> None:
+    helm, _, outcome = run_upgrade(cluster, ["storage.size=10Gi"], ["storage.size=10240Mi"])
     assert planned(outcome).changes == [] and helm.upgraded()
     assert not any(call.resource == "storageclasses" for call in cluster.calls)
 
 
-def test_a_claim_that_cannot_be_read_is_judged_on_the_manifests_and_said() -> None:
-    probe = RecordingHelm("4", [])
-    cluster = live_cluster(probe)
+def test_a_claim_that_cannot_be_read_is_judged_on_the_manifests_and_said(cluster: KubeServer) -> None:
+    live_cluster(cluster, RecordingHelm("4", []))
     cluster.fail("get", "persistentvolumeclaims", 403, "persistentvolumeclaims is forbidden", NS)
-    _, _, said, outcome = run_upgrade(["storage.size=20Gi"], ["storage.size=10Gi"], cluster)
+    _, said, outcome = run_upgrade(cluster, ["storage.size=20Gi"], ["storage.size=10Gi"])
     assert f'{CLAIM_LINE}spec.resources.requests.storage: "20Gi" -> "10Gi"' in refused(outcome).message
     assert any(f"cannot read PersistentVolumeClaim {CLAIM}" in line for line in said)
 
@@ -372,8 +377,8 @@ def test_a_claim_that_cannot_be_read_is_judged_on_the_manifests_and_said() -> No
 RENAMED = ["nameOverride=tfd", "fullnameOverride=mnist-tf-distributed"]
 
 
-def test_a_deployment_selector_change_is_refused_with_each_label() -> None:
-    helm, cluster, _, outcome = run_upgrade([], RENAMED)
+def test_a_deployment_selector_change_is_refused_with_each_label(cluster: KubeServer) -> None:
+    helm, _, outcome = run_upgrade(cluster, [], RENAMED)
     error = refused(outcome)
     for name in (TENSORBOARD, SERVING):
         assert (
@@ -385,13 +390,12 @@ def test_a_deployment_selector_change_is_refused_with_each_label() -> None:
     assert not helm.upgraded() and deletes(cluster) == []
 
 
-def test_recreate_deletes_deployments_in_the_foreground_and_waits_for_them() -> None:
-    probe = RecordingHelm("4", [])
-    cluster = live_cluster(probe)
+def test_recreate_deletes_deployments_in_the_foreground_and_waits_for_them(cluster: KubeServer) -> None:
+    live_cluster(cluster, RecordingHelm("4", []))
     for name in (TENSORBOARD, SERVING):
         cluster.linger[("deployments", NS, name)] = 2
     clock = Clock()
-    helm, _, said, outcome = run_upgrade([], RENAMED, cluster, recreate=True, clock=clock)
+    helm, said, outcome = run_upgrade(cluster, [], RENAMED, recreate=True, clock=clock)
     plan = planned(outcome)
     assert [(call.resource, call.name, dict(call.params)) for call in deletes(cluster)] == [
         ("deployments", SERVING, {"propagationPolicy": "Foreground"}),
@@ -407,7 +411,7 @@ def test_recreate_deletes_deployments_in_the_foreground_and_waits_for_them() -> 
     _, objects_then = helm.at_upgrade
     for name in (TENSORBOARD, SERVING):
         assert ("deployments", NS, name) not in objects_then
-        statuses = [status for call, status in cluster.answered if call == Call("get", "deployments", NS, name)]
+        statuses = cluster.answered(Call("get", "deployments", NS, name))
         assert statuses[-3:] == [200, 200, 404], statuses
     assert clock.sleeps == [2.0, 2.0]
     assert "waiting for 6 deletions to finish before helm runs" in said
@@ -434,43 +438,39 @@ def old_chart(tmp_path: Path) -> Path:
 
 
 def old_chart_upgrade(
-    old_chart: Path, linger: int | None, clock: Clock, timeout: float = 300.0
-) -> tuple[Helm, kf.FakeCluster, list[str], release.UpgradePlan | Exception]:
-    probe = RecordingHelm("4", [], deployed_chart=old_chart)
-    cluster = live_cluster(probe)
+    cluster: KubeServer, old_chart: Path, linger: int | None, clock: Clock, timeout: float = 300.0
+) -> tuple[Helm, list[str], guard.UpgradePlan | Exception]:
+    live_cluster(cluster, RecordingHelm("4", [], deployed_chart=old_chart))
     cluster.linger[("statefulsets", NS, WORKER)] = linger
     helm = Helm(cluster, [])
     helm.deployed_chart = old_chart
     said: list[str] = []
     api = cluster.api()
     try:
-        outcome: release.UpgradePlan | Exception = release.upgrade(
+        outcome: guard.UpgradePlan | Exception = upgrade(
             helm,
-            "mnist",
-            CHART,
-            [],
-            [],
-            release.Options(namespace=NS),
-            True,
+            inputs(),
+            Options(namespace=NS),
+            recreate=True,
             deleter=api,
             live=api,
-            waiting=release.Waiting(timeout=timeout, interval=2.0, sleep=clock.sleep, clock=clock),
+            waiting=guard.Waiting(timeout=timeout, interval=2.0, sleep=clock.sleep, clock=clock),
             report=said.append,
         )
     except KubernetesError as error:
         outcome = error
-    return helm, cluster, said, outcome
+    return helm, said, outcome
 
 
-def test_recreate_polls_each_deletion_until_404_and_only_then_runs_helm(old_chart: Path) -> None:
+def test_recreate_polls_each_deletion_until_404_and_only_then_runs_helm(old_chart: Path, cluster: KubeServer) -> None:
     clock = Clock()
-    helm, cluster, said, outcome = old_chart_upgrade(old_chart, linger=3, clock=clock)
+    helm, said, outcome = old_chart_upgrade(cluster, old_chart, linger=3, clock=clock)
     plan = planned(outcome)
     assert [(call.resource, call.name, dict(call.params)) for call in deletes(cluster)] == [
         ("statefulsets", PS, {"propagationPolicy": "Orphan"}),
         ("statefulsets", WORKER, {"propagationPolicy": "Orphan"}),
     ]
-    worker = [status for call, status in cluster.answered if call == Call("get", "statefulsets", NS, WORKER)]
+    worker = cluster.answered(Call("get", "statefulsets", NS, WORKER))
     # one read by the guard, then three polls that still find it terminating, then the 404
     assert worker == [200, 200, 200, 200, 404]
     assert clock.sleeps == [2.0, 2.0, 2.0]
@@ -482,9 +482,11 @@ def test_recreate_polls_each_deletion_until_404_and_only_then_runs_helm(old_char
     assert f"deleting StatefulSet {WORKER} (its pods are kept and adopted by the new StatefulSet)" in said
 
 
-def test_recreate_times_out_naming_what_is_still_terminating_and_never_runs_helm(old_chart: Path) -> None:
+def test_recreate_times_out_naming_what_is_still_terminating_and_never_runs_helm(
+    old_chart: Path, cluster: KubeServer
+) -> None:
     clock = Clock()
-    helm, cluster, _, outcome = old_chart_upgrade(old_chart, linger=None, clock=clock, timeout=10.0)
+    helm, _, outcome = old_chart_upgrade(cluster, old_chart, linger=None, clock=clock, timeout=10.0)
     assert isinstance(outcome, KubernetesError), outcome
     assert outcome.message.splitlines() == [
         "timed out after 10s waiting for the deletions of --recreate to finish; helm upgrade was not run:",
@@ -498,37 +500,35 @@ def test_recreate_times_out_naming_what_is_still_terminating_and_never_runs_helm
 
 
 def test_the_timeout_comes_from_helms_duration_format() -> None:
-    assert release.parse_duration("5m") == 300
-    assert release.parse_duration("1h30m") == 5400
-    assert release.parse_duration("1.5s") == 1.5
-    assert release.parse_duration("300ms") == pytest.approx(0.3)
-    assert release.parse_duration("0") == 0
+    assert parse_duration("5m") == 300
+    assert parse_duration("1h30m") == 5400
+    assert parse_duration("1.5s") == 1.5
+    assert parse_duration("300ms") == pytest.approx(0.3)
+    assert parse_duration("0") == 0
     for bad in ("5", "ten minutes", "5 m", "", "m5"):
         with pytest.raises(UsageError, match="is not a duration"):
-            release.parse_duration(bad)
+            parse_duration(bad)
 
 
 # -- 5. how a refusal reads ----------------------------------------------------------------------------
 
 
-def test_every_problem_is_listed_at_once_with_field_old_and_new(old_chart: Path) -> None:
-    probe = RecordingHelm("4", ["--set", "storage.storageClassName=nfs"], deployed_chart=old_chart)
-    cluster = live_cluster(probe)
+def test_every_problem_is_listed_at_once_with_field_old_and_new(old_chart: Path, cluster: KubeServer) -> None:
+    live_cluster(cluster, RecordingHelm("4", ["--set", "storage.storageClassName=nfs"], deployed_chart=old_chart))
     helm = Helm(cluster, ["--set", "storage.storageClassName=nfs"])
     helm.deployed_chart = old_chart
     api = cluster.api()
     with pytest.raises(ImmutableFieldChange) as raised:
-        release.upgrade(
+        upgrade(
             helm,
-            "mnist",
-            CHART,
-            [],
-            [
-                ("--set", "storage.storageClassName=fast"),
-                ("--set", "nameOverride=tfd"),
-                ("--set", "fullnameOverride=mnist-tf-distributed"),
-            ],
-            release.Options(namespace=NS),
+            inputs(
+                sets=[
+                    ("--set", "storage.storageClassName=fast"),
+                    ("--set", "nameOverride=tfd"),
+                    ("--set", "fullnameOverride=mnist-tf-distributed"),
+                ]
+            ),
+            Options(namespace=NS),
             live=api,
         )
     lines = raised.value.message.splitlines()
@@ -552,14 +552,14 @@ def test_every_problem_is_listed_at_once_with_field_old_and_new(old_chart: Path)
 def test_a_long_value_is_shown_around_its_difference_never_cut_json() -> None:
     old = json.dumps({"cluster": {"worker": [f"w-{i}.svc:2222" for i in range(40)]}, "task": {"index": 0}})
     new = old.replace("w-17.svc", "w-17.svc.cluster.local")
-    shown_old, shown_new = release.show_pair(old, new)
+    shown_old, shown_new = guard.show_pair(old, new)
     assert "w-17.svc" in shown_old and "w-17.svc.cluster.local" in shown_new
     assert shown_old.endswith(f"({len(old)} characters)") and shown_new.endswith(f"({len(new)} characters)")
     assert shown_old.startswith('"…') and len(shown_old) < 200
     # structured values are summarised, not cut in the middle of their JSON
-    assert release.show({f"k{i}": "v" * 20 for i in range(10)}) == "an object of 10 keys (k0, k1, k2, k3, k4, k5, …)"
-    assert release.show(list(range(100))) == "a list of 100 items"
-    assert release.show("short") == '"short"' and release.show(None) == "(not set)"
+    assert guard.show({f"k{i}": "v" * 20 for i in range(10)}) == "an object of 10 keys (k0, k1, k2, k3, k4, k5, …)"
+    assert guard.show(list(range(100))) == "a list of 100 items"
+    assert guard.show("short") == '"short"' and guard.show(None) == "(not set)"
 
 
 def test_named_list_items_are_compared_by_name() -> None:
@@ -572,7 +572,7 @@ def test_named_list_items_are_compared_by_name() -> None:
             }
         ]
     }
-    assert list(release.field_changes("spec", old, new)) == [
+    assert list(guard.field_changes("spec", old, new)) == [
         ("spec.containers[name=a].env[name=Y].value", "2", "3"),
         ("spec.containers[name=a].env[name=W].name", None, "W"),
         ("spec.containers[name=a].env[name=W].value", None, "0"),
@@ -580,49 +580,21 @@ def test_named_list_items_are_compared_by_name() -> None:
 
 
 def test_many_changed_fields_of_one_object_are_counted_after_the_first_ones() -> None:
-    change = release.ImmutableChange
-    plan = release.UpgradePlan([], [change("Job", CHIEF, f"spec.template.spec.x{i}", i, i + 1) for i in range(15)])
-    message = release.refusal(plan, recreate=False, namespace=NS).message
-    assert message.count(f"  - Job {CHIEF}: spec.template.spec.x") == release.FIELDS_SHOWN_PER_OBJECT
+    change = guard.ImmutableChange
+    plan = guard.UpgradePlan([], [change("Job", CHIEF, f"spec.template.spec.x{i}", i, i + 1) for i in range(15)])
+    message = guard.refusal(plan, recreate=False, namespace=NS).message
+    assert message.count(f"  - Job {CHIEF}: spec.template.spec.x") == guard.FIELDS_SHOWN_PER_OBJECT
     assert f"  - Job {CHIEF}: 3 more changed fields" in message
 
 
 # -- the command line, through the real client against the fake API server over HTTP --------------------
 
 
-@pytest.fixture
-def server() -> Iterator[Server]:
-    state = Server(kf.FakeCluster())
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(state))
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield state
-    httpd.shutdown()
-    httpd.server_close()
-
-
-def serve(server: Server, deployed: Sequence[str], namespace: str, **live: Any) -> None:
-    probe = RecordingHelm("4", list(deployed))
-    text = probe.real(["template", "mnist", str(CHART), "--namespace", namespace, "--no-hooks", *deployed])
-    cluster = kf.FakeCluster()
-    for doc in release.manifests(text.decode()):
-        if doc["kind"] == "StatefulSet":
-            cluster.add(kf.stateful_set(doc))
-        elif doc["kind"] == "Deployment":
-            cluster.add(kf.deployment(doc))
-        elif doc["kind"] == "Job" and live.get("chief", True):
-            cluster.add(kf.job(doc, "running"))
-        elif doc["kind"] == "PersistentVolumeClaim":
-            cluster.add(live_claim(doc))
-    server.cluster.objects.update(cluster.objects)
-
-
-def test_cli_prints_each_refused_field_then_the_fix(tmp_path: Path, server: Server) -> None:
-    serve(server, ["--set", "storage.size=20Gi"], "team-a")
+def test_cli_prints_each_refused_field_then_the_fix(tmp_path: Path, cluster: KubeServer) -> None:
+    live_cluster(cluster, RecordingHelm("4", ["--set", "storage.size=20Gi"]), namespace="team-a")
     run = tfchart(
         tmp_path,
-        kubeconfig(tmp_path, server.url),
+        cluster.kubeconfig("team-a"),
         "upgrade",
         "mnist",
         "--set",
@@ -635,15 +607,15 @@ def test_cli_prints_each_refused_field_then_the_fix(tmp_path: Path, server: Serv
     assert f'  - {CLAIM_LINE}spec.resources.requests.storage: "20Gi" -> "10Gi" (a claim cannot shrink)' in run.stderr
     assert "      fix: keep storage.size at 20Gi or more" in run.stderr
     assert "  hint: --recreate never deletes a PersistentVolumeClaim" in run.stderr
-    assert server.deletes == [] and not any(call[0] == "upgrade" for call in cluster_calls(run))
+    assert cluster.writes() == [] and not any(call[0] == "upgrade" for call in cluster_calls(run))
 
 
-def test_cli_upgrades_past_a_chief_job_removed_by_its_ttl(tmp_path: Path, server: Server) -> None:
+def test_cli_upgrades_past_a_chief_job_removed_by_its_ttl(tmp_path: Path, cluster: KubeServer) -> None:
     deployed = ["--set", "chief.ttlSecondsAfterFinished=600", "--set", "training.trainSteps=2000"]
-    serve(server, deployed, "team-a", chief=False)
+    live_cluster(cluster, RecordingHelm("4", deployed), namespace="team-a", chief=False)
     run = tfchart(
         tmp_path,
-        kubeconfig(tmp_path, server.url),
+        cluster.kubeconfig("team-a"),
         "upgrade",
         "mnist",
         "--set",
@@ -655,4 +627,5 @@ def test_cli_upgrades_past_a_chief_job_removed_by_its_ttl(tmp_path: Path, server
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"Job {CHIEF} is not in the cluster" in run.stderr
     assert cluster_calls(run)[-1][:2] == ["upgrade", "mnist"]
-    assert Call("get", "jobs", "team-a", CHIEF) in server.cluster.calls
+    assert 404 in cluster.answered(Call("get", "jobs", "team-a", CHIEF))
+    assert cluster.writes() == []

@@ -1,7 +1,7 @@
 """The run supervisor frees the ps/worker pods on every ending of the chief, whatever runs in it.
 
-Two levels, both against tests/trainer/kubeserver.py (a loopback API that keeps objects and records
-every request; a real API server cannot run here):
+Two levels, both against tests/kubeapi.py (a loopback API that keeps objects and records every
+request; a real API server cannot run here):
 
 * the rendered release: the chart's objects are loaded into the API, the rendered chief Job runs
   under a Job controller (its container, prelude and env unchanged, as local processes), and the
@@ -31,10 +31,10 @@ from typing import Any
 import pytest
 
 from tests.chartlib import REPO, named, render
+from tests.kubeapi import JobController, KubeServer, kube_server
 from tests.trainer.conftest import service_account_dir
-from tests.trainer.kubeserver import JobController, KubeServer, kube_server
-from tfchart.local import LocalCluster, localise_cluster, pods_from_manifests, python_bin_dir
-from tfchart.release import immutable_changes
+from tfchart.cluster.upgrade import immutable_changes
+from tfchart.local.processes import LocalCluster, localise_cluster, pods_from_manifests, python_bin_dir
 from tfdcontract import ENDED_AT_ANNOTATION as ENDED_AT
 from trainer.cleanup import KubeTarget
 from trainer.supervisor import Settings, Supervisor, main, serve_health
@@ -155,7 +155,7 @@ def release(tmp_path: Path) -> Iterator[Any]:
                 "supervisor.pollSeconds=1", "supervisor.chiefMissingSeconds=5", "ps.replicas=1",
                 "worker.replicas=1", "training.trainSteps=60", "training.checkpointEverySteps=30", *sets]
         docs = render(values=[E2E_VALUES], sets=sets, namespace=NAMESPACE)
-        server.put(*[helm_owned(d) for d in docs if d["kind"] in ("StatefulSet", "Job", "Deployment")])
+        server.add(*[helm_owned(d) for d in docs if d["kind"] in ("StatefulSet", "Job", "Deployment")])
         lines: list[str] = []
         cluster = LocalCluster(lambda pod, line: lines.append(f"{pod.name}: {line}"), extra_path=[python_bin_dir()])
         stack.append((server, cluster, None))
@@ -331,7 +331,7 @@ def objects(**job_status: Any) -> list[dict[str, Any]]:
 
 def test_a_restarted_supervisor_of_an_ended_run_only_scales_itself_down() -> None:
     with kube_server() as server:
-        server.put(*objects(conditions=[{"type": "Complete", "status": "True"}]))
+        server.add(*objects(conditions=[{"type": "Complete", "status": "True"}]))
         assert supervisor(server).run() == 0
         first = len(server.writes())
         assert first == 5
@@ -344,7 +344,7 @@ def test_a_restarted_supervisor_of_an_ended_run_only_scales_itself_down() -> Non
 
 def test_a_new_run_spec_is_a_new_run() -> None:
     with kube_server() as server:
-        server.put(*objects(conditions=[{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]))
+        server.add(*objects(conditions=[{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]))
         for name in ("r-ps", "r-worker"):  # the previous run ended; helm upgrade set a new run-spec
             server.update("StatefulSet", NAMESPACE, name, {"metadata": {"annotations": {
                 "tf-distributed.io/ending": "succeeded", "tf-distributed.io/finished-run-spec": "old"}}})
@@ -361,11 +361,11 @@ def pod(name: str, phase: str, **status: Any) -> dict[str, Any]:
 
 def test_start_timeout_names_the_pod_and_its_reason_and_ends_the_chief() -> None:
     with kube_server() as server:
-        server.put(*objects())
+        server.add(*objects())
         server.update("Job", NAMESPACE, "r-chief", {"metadata": {"creationTimestamp": "2020-01-01T00:00:00Z"}})
         pulling = {"containerStatuses": [{"name": "worker", "state": {"waiting": {
             "reason": "ImagePullBackOff", "message": 'Back-off pulling image "registry.invalid/trainer:1"'}}}]}
-        server.put(pod("r-ps-0", "Running"), pod("r-worker-0", "Pending", **pulling), pod("r-chief-abc", "Pending"))
+        server.add(pod("r-ps-0", "Running"), pod("r-worker-0", "Pending", **pulling), pod("r-chief-abc", "Pending"))
         sup = supervisor(server, start_timeout_seconds=600, pod_selector="tf=yes", expected_pods=3)
         assert sup.run() == 0
         reason = ('start timeout (600 s): pod r-worker-0 is not running: ImagePullBackOff: Back-off pulling image '
@@ -380,11 +380,11 @@ def test_start_timeout_names_the_pod_and_its_reason_and_ends_the_chief() -> None
 
 def test_start_timeout_reasons_come_from_the_pod_then_its_events() -> None:
     with kube_server() as server:
-        server.put(*objects())
+        server.add(*objects())
         server.update("Job", NAMESPACE, "r-chief", {"metadata": {"creationTimestamp": "2020-01-01T00:00:00Z"}})
         unschedulable = {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                          "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."}]}
-        server.put(pod("r-ps-0", "Pending", **unschedulable))
+        server.add(pod("r-ps-0", "Pending", **unschedulable))
         sup = supervisor(server, start_timeout_seconds=60, pod_selector="tf=yes", expected_pods=2)
         sup.run()
         job = server.get("Job", NAMESPACE, "r-chief")
@@ -393,9 +393,9 @@ def test_start_timeout_reasons_come_from_the_pod_then_its_events() -> None:
             "start timeout (60 s): pod r-ps-0 is not running: Unschedulable: 0/4 nodes are available: "
             "4 Insufficient nvidia.com/gpu.")
     with kube_server() as server:
-        server.put(*objects())
+        server.add(*objects())
         server.update("Job", NAMESPACE, "r-chief", {"metadata": {"creationTimestamp": "2020-01-01T00:00:00Z"}})
-        server.put(pod("r-ps-0", "Pending"), {
+        server.add(pod("r-ps-0", "Pending"), {
             "kind": "Event", "metadata": {"name": "e1", "namespace": NAMESPACE}, "type": "Warning",
             "reason": "FailedMount", "message": 'MountVolume.SetUp failed for volume "data"',
             "involvedObject": {"kind": "Pod", "name": "r-ps-0"}, "lastTimestamp": "2020-01-01T00:01:00Z"})
@@ -408,9 +408,9 @@ def test_start_timeout_reasons_come_from_the_pod_then_its_events() -> None:
 
 def test_running_pods_switch_the_start_timeout_off() -> None:
     with kube_server() as server:
-        server.put(*objects())
+        server.add(*objects())
         server.update("Job", NAMESPACE, "r-chief", {"metadata": {"creationTimestamp": "2020-01-01T00:00:00Z"}})
-        server.put(pod("r-ps-0", "Running"), pod("r-chief-x", "Running"))
+        server.add(pod("r-ps-0", "Running"), pod("r-chief-x", "Running"))
         sup = supervisor(server, start_timeout_seconds=60, pod_selector="tf=yes", expected_pods=2)
         assert sup.observe() is None and sup.pods_all_up
         server.update("Pod", NAMESPACE, "r-ps-0", {"status": {"phase": "Pending"}})  # restarted later: no timeout
@@ -430,7 +430,7 @@ def test_configuration_errors_exit_2(caplog: pytest.LogCaptureFixture) -> None:
 
 def test_the_api_being_away_is_retried(tmp_path: Path) -> None:
     with kube_server() as server:
-        server.put(*objects(conditions=[{"type": "Complete", "status": "True"}]))
+        server.add(*objects(conditions=[{"type": "Complete", "status": "True"}]))
         url = server.url
     # nothing listens there any more: every poll fails, the supervisor keeps trying until stopped
     sup = Supervisor(Settings("r-chief", ("r-ps",), poll_seconds=0.01), KubeTarget(url, NAMESPACE, None, None))

@@ -2,13 +2,12 @@
 
 No Kubernetes API server runs on the development and CI machines (docs/architecture.md §8), so:
 
-- the commands built on this class (`tfchart status`, `tfchart logs`, `tfchart preflight`, the
-  upgrade guard and `upgrade --recreate`) are tested up to this boundary with a recording fake
-  (tests/tfchart/kubefake.py) that answers the official client's HTTP requests (GET, and DELETE
-  where allowed) with the JSON an API server returns, and `tfchart stop`'s merge patches against a
-  loopback server that applies them (tests/trainer/kubeserver.py); the real client code
-  (URL building, query parameters, deserialisation into kubernetes.client models, HTTP errors)
-  runs in those tests;
+- the commands built on this class (`tfchart status`, `logs`, `stop`, `preflight`, the upgrade
+  guard and `upgrade --recreate`, `uninstall --delete-data`) are tested against a fake API server
+  on the loopback (tests/kubeapi.py), reached through a kubeconfig like a real cluster: it keeps
+  objects as the API server serves them, applies merge patches and deletes, and records every
+  request; the real client code (kubeconfig loading, URL building, query parameters, HTTP,
+  deserialisation into kubernetes.client models, HTTP errors) runs in those tests;
 - tests marked `cluster` run the same functions against a live cluster when KUBECONFIG points at
   one, for example:
 
@@ -83,8 +82,8 @@ class Operation:
 class KubeApi:
     """The few list/read/log calls tfchart needs, returning kubernetes.client models.
 
-    `client_factory` builds the kubernetes ApiClient on first use (tests pass one whose HTTP layer
-    is a fake); `source` says where the configuration came from, for error hints.
+    `client_factory` builds the kubernetes ApiClient on first use (from_config: from the kubeconfig);
+    `source` says where the configuration came from, for error hints.
     """
 
     def __init__(
@@ -444,8 +443,14 @@ class KubeApi:
         return self._call(operation, delete)
 
     def delete_pvc(self, name: str, namespace: str) -> None:
+        """Deletes a claim (`uninstall --delete-data`). Read raw like every DELETE: a claim without the
+        kubernetes.io/pvc-protection finalizer goes at once and the server answers a Status, which the client's
+        V1PersistentVolumeClaim model refuses; a claim already gone is nothing left to do."""
         operation = Operation("delete", "persistentvolumeclaims", namespace, name)
-        self._call(operation, lambda: self._core().delete_namespaced_persistent_volume_claim(name, namespace))
+        self._delete(
+            operation,
+            lambda: self._core().delete_namespaced_persistent_volume_claim(name, namespace, _preload_content=False),
+        )
 
 
 def _json_object(response: Any) -> dict[str, Any]:

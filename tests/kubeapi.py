@@ -1,0 +1,1139 @@
+"""The tests' one fake Kubernetes API server: a real HTTP server on 127.0.0.1.
+
+No API server runs on the development and CI machines (docs/architecture.md §8). KubeServer stands in
+for one over a real socket, so every client runs its whole stack against it: tfchart's KubeApi (the
+pinned kubernetes client, reached through a kubeconfig file), the run supervisor in its own process,
+and helm (`template --dry-run=server`, its `lookup`). The server
+
+- keeps objects by (resource, namespace, name) as the API server serves them (uid, resourceVersion,
+  creationTimestamp, quantities as strings), built by the helpers below from the chart's render;
+- answers GET of an object, of a list (label and field selectors read like the server does), of a
+  pod's log (tailLines; follow: chunked, held open while the container runs, until the client hangs
+  up), of /scale, and API discovery: the built-in groups, and a custom group/version only where a
+  CustomResourceDefinition added to the server serves it (else the server's 404);
+- applies JSON merge patches (of objects and of /scale), and answers DELETE like the API server: an
+  object with finalizers (a claim's kubernetes.io/pvc-protection; orphan or foregroundDeletion, added
+  by propagationPolicy Orphan or Foreground) gets a deletionTimestamp, is answered as it is and stays
+  readable for `linger[(resource, namespace, name)]` more GETs (0 by default, None: it never goes);
+  one without goes at once and a Status is answered;
+- answers an injected failure (`fail`) with its metav1.Status, and every request with `proxy_answer`
+  when set (a proxy's login page in the way);
+- records every request with its `Call` and HTTP status, before answering it.
+
+JobController, at the end, plays Kubernetes' Job controller for one rendered chief Job whose pod runs
+as a local process, for the supervisor tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import re
+import shutil
+import signal
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from functools import cache
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlsplit
+
+import yaml
+
+from tests.chartlib import render
+from tests.crds import crdlib
+from tfchart.cluster.kube import KubeApi
+
+if TYPE_CHECKING:
+    from tfchart.local.processes import LocalCluster, LocalPod
+
+NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=timezone.utc)
+MERGE_PATCH = "application/merge-patch+json"
+
+# group version -> {resource: kind}: what the API server serves without any CRD (every kind the chart renders)
+BUILT_IN: dict[str, dict[str, str]] = {
+    "v1": {"pods": "Pod", "services": "Service", "configmaps": "ConfigMap", "secrets": "Secret", "events": "Event",
+           "serviceaccounts": "ServiceAccount", "persistentvolumeclaims": "PersistentVolumeClaim",
+           "resourcequotas": "ResourceQuota", "nodes": "Node", "namespaces": "Namespace"},
+    "apps/v1": {"statefulsets": "StatefulSet", "deployments": "Deployment", "daemonsets": "DaemonSet"},
+    "batch/v1": {"jobs": "Job"},
+    "storage.k8s.io/v1": {"storageclasses": "StorageClass"},
+    "networking.k8s.io/v1": {"networkpolicies": "NetworkPolicy", "ingresses": "Ingress"},
+    "rbac.authorization.k8s.io/v1": {"roles": "Role", "rolebindings": "RoleBinding"},
+    "policy/v1": {"poddisruptionbudgets": "PodDisruptionBudget"},
+    "apiextensions.k8s.io/v1": {"customresourcedefinitions": "CustomResourceDefinition"},
+}  # fmt: skip
+CLUSTER_SCOPED = {"nodes", "namespaces", "storageclasses", "customresourcedefinitions"}
+CUSTOM = {"Queue": "queues", "LocalQueue": "localqueues", "ClusterQueue": "clusterqueues",
+          "WorkloadPriorityClass": "workloadpriorityclasses"}  # fmt: skip
+RESOURCE_OF = {kind: resource for kinds in BUILT_IN.values() for resource, kind in kinds.items()} | CUSTOM
+KIND_OF = {resource: kind for kind, resource in RESOURCE_OF.items()}
+PATH = re.compile(
+    r"/(?:api/v1|apis/(?P<group>[^/]+)/(?P<version>[^/]+))(?:/namespaces/(?P<namespace>[^/]+))?"
+    r"(?:/(?P<resource>[^/]+)(?:/(?P<name>[^/]+)(?:/(?P<sub>[^/]+))?)?)?"
+)
+# field selectors the API server supports besides metadata.name and metadata.namespace
+FIELDS = {"pods": {"spec.nodeName", "spec.restartPolicy", "status.phase"},
+          "events": {"involvedObject.kind", "involvedObject.name", "involvedObject.namespace", "reason", "type"}}
+NO_RESOURCE = "the server could not find the requested resource"
+QUANTITY_KEYS = {"limits", "requests", "capacity", "allocatable", "hard", "used"}
+REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
+           415: "UnsupportedMediaType", 500: "InternalError"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request as the API server reads it."""
+
+    verb: str  # list | get | log | patch | delete | discover (group/version, or api, apis, version)
+    resource: str  # plural (statefulsets/scale for a subresource), or the group/version discovered
+    namespace: str | None = None
+    name: str | None = None
+    label_selector: str | None = None
+    field_selector: str | None = None
+    params: tuple[tuple[str, str], ...] = ()  # the other query parameters, sorted (tailLines, propagationPolicy)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One HTTP request received, with what it asked and the status it was answered."""
+
+    method: str
+    path: str
+    query: str
+    body: Any
+    call: Call
+    status: int
+
+    @property
+    def writes(self) -> bool:
+        return self.method != "GET"
+
+
+@dataclass
+class PodLog:
+    """A pod's log. Followed, the lines after `pause_after` wait for `resume` (and are never sent when it does
+    not come), and a `running` container's stream stays open after the last line until the client hangs up
+    (`hung_up`)."""
+
+    text: str
+    running: bool = False
+    pause_after: int | None = None
+    resume: threading.Event = field(default_factory=threading.Event)
+    hung_up: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass(frozen=True)
+class LogStream:
+    """The answer to a log request: these lines of `log`, followed or not."""
+
+    log: PodLog
+    lines: list[str]
+    follow: bool
+
+
+class KubeServer:
+    """The fake API server (see the module docstring), listening on 127.0.0.1 until `close`."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str | None, str], dict[str, Any]] = {}
+        self.logs: dict[tuple[str, str], PodLog] = {}
+        self.failures: dict[tuple[str, str, str | None], tuple[int, str]] = {}
+        self.linger: dict[tuple[str, str | None, str], int | None] = {}
+        self.terminating: dict[tuple[str, str | None, str], int | None] = {}
+        self.requests: list[Request] = []
+        self.proxy_answer: tuple[int, str, bytes] | None = None  # (status, content type, body) for every request
+        self.lock = threading.RLock()
+        self.folder = Path(tempfile.mkdtemp(prefix="kubeapi-"))
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler(self))
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.closing = False
+        self.thread = threading.Thread(target=self.serve, daemon=True, name="kubeapi")
+        self.thread.start()
+
+    def serve(self) -> None:
+        while not self.closing:
+            self.server.handle_request()
+
+    def close(self) -> None:
+        """Stops listening now (serve_forever's shutdown would wait for its next poll)."""
+        self.closing = True
+        for log in self.logs.values():
+            log.resume.set()
+        with contextlib.suppress(OSError):  # wakes the loop up
+            socket.create_connection(("127.0.0.1", self.server.server_address[1]), timeout=5).close()
+        self.thread.join(10)
+        self.server.server_close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    # -- the test's side -----------------------------------------------------------------------------
+
+    def add(self, *documents: dict[str, Any]) -> KubeServer:
+        with self.lock:
+            for document in documents:
+                document = served(document)
+                meta = document["metadata"]
+                self.objects[(RESOURCE_OF[document["kind"]], meta.get("namespace"), meta["name"])] = document
+        return self
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """A copy of the object as stored, or None."""
+        with self.lock:
+            return copy.deepcopy(self.objects.get((RESOURCE_OF[kind], namespace, name)))
+
+    def update(self, kind: str, namespace: str | None, name: str, patch: dict[str, Any]) -> None:
+        """A JSON merge patch (a null removes the key), as a controller or kubectl would write it."""
+        with self.lock:
+            key = (RESOURCE_OF[kind], namespace, name)
+            self.objects[key] = merge_patch(self.objects[key], patch)
+
+    def delete(self, kind: str, namespace: str | None, name: str) -> None:
+        """Removes the object at once (a controller's or the garbage collector's doing)."""
+        with self.lock:
+            self.objects.pop((RESOURCE_OF[kind], namespace, name), None)
+
+    def set_log(self, namespace: str, pod: str, lines: Sequence[str], **stream: Any) -> PodLog:
+        log = PodLog("".join(line + "\n" for line in lines), **stream)
+        self.logs[(namespace, pod)] = log
+        return log
+
+    def fail(self, verb: str, resource: str, status: int, message: str, namespace: str | None = None) -> None:
+        """Answer `verb resource` (in `namespace`, or anywhere when None) with an error Status."""
+        self.failures[(verb, resource, namespace)] = (status, message)
+
+    def reset(self) -> None:
+        """An empty cluster again (a test's next case)."""
+        with self.lock:
+            for store in (self.objects, self.logs, self.failures, self.linger, self.terminating, self.requests):
+                store.clear()
+            self.proxy_answer = None
+
+    @property
+    def calls(self) -> list[Call]:
+        return [request.call for request in self.requests]
+
+    def answered(self, call: Call) -> list[int]:
+        """The HTTP status of each request that asked `call`, in order."""
+        return [request.status for request in self.requests if request.call == call]
+
+    def writes(self) -> list[tuple[str, str, Any]]:
+        """Every request that changed (or tried to change) something: (method, path, body)."""
+        with self.lock:
+            return [(r.method, r.path, r.body) for r in self.requests if r.writes]
+
+    def kubeconfig(self, namespace: str | None = None) -> Path:
+        """A kubeconfig whose current context reaches this server, in `namespace` (None: none set, so default)."""
+        context = {"cluster": "fake", "user": "someone", **({"namespace": namespace} if namespace else {})}
+        document = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "team",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "someone", "user": {"token": "t0ken"}}],
+            "contexts": [{"name": "team", "context": context}],
+        }  # fmt: skip
+        path = self.folder / f"kubeconfig-{namespace or 'none'}"
+        path.write_text(json.dumps(document))
+        return path
+
+    def api(self) -> KubeApi:
+        """tfchart's KubeApi of this server, through a kubeconfig as `tfchart --kubeconfig` builds it."""
+        return KubeApi.from_config(self.kubeconfig())
+
+    # -- the API server's side -----------------------------------------------------------------------
+
+    def answer(self, method: str, target: str, body: Any, content_type: str) -> tuple[int, Any]:
+        """Records the request and returns its status and answer: a JSON document, a LogStream, or a proxy's
+        (status, content type, body)."""
+        parts = urlsplit(target)
+        query = dict(parse_qsl(parts.query, keep_blank_values=True))
+        with self.lock:
+            if self.proxy_answer:
+                call, status, answer = Call(method.lower(), parts.path), self.proxy_answer[0], self.proxy_answer
+            else:
+                call, status, answer = self.dispatch(method, parts.path, query, body, content_type)
+            self.requests.append(Request(method, parts.path, parts.query, body, call, status))
+            return status, answer
+
+    def dispatch(
+        self, method: str, path: str, query: dict[str, str], body: Any, content_type: str
+    ) -> tuple[Call, int, Any]:
+        if path in ("/version", "/api", "/apis"):
+            return Call("discover", path[1:]), 200, DISCOVERY[path]
+        match = PATH.fullmatch(path)
+        if match is None:
+            return Call(method.lower(), path), 404, failure(404, NO_RESOURCE)
+        group_version = f"{match['group']}/{match['version']}" if match["group"] else "v1"
+        namespace, resource, name, sub = match["namespace"], match["resource"], match["name"], match["sub"]
+        if namespace and resource is None:  # GET /api/v1/namespaces/NAME
+            namespace, resource, name = None, "namespaces", namespace
+        if resource is None:
+            call = Call("discover", group_version)
+            return call, *(self.injected(call) or self.discovery(group_version))
+        labels, fields = query.pop("labelSelector", None), query.pop("fieldSelector", None)
+        verb = {"GET": "log" if sub == "log" else "get" if name else "list"}.get(method, method.lower())
+        shown = resource if sub in (None, "log") else f"{resource}/{sub}"
+        call = Call(verb, shown, namespace, name, labels, fields, tuple(sorted(query.items())))
+        injected = self.injected(call)
+        if injected:
+            return call, *injected
+        if not self.serves(group_version, resource):
+            return call, 404, failure(404, NO_RESOURCE)
+        if verb == "list":
+            return call, *self.listing(group_version, resource, namespace, labels or "", fields or "")
+        key = (resource, namespace, str(name))
+        if method == "GET":
+            self.count_down(key)
+        document = self.objects.get(key)
+        if document is None:
+            return call, 404, failure(404, f'{shown} "{name}" not found')
+        if method == "DELETE":
+            return call, *self.deletion(key, document, query.get("propagationPolicy", ""))
+        if method == "PATCH":
+            return call, *self.patched(key, sub, body, content_type)
+        if method != "GET":
+            return call, 405, failure(405, f"{method} is not supported here")
+        if sub == "log":
+            return call, *self.log_of(document, query)
+        return call, 200, scale_of(document) if sub == "scale" else document
+
+    def injected(self, call: Call) -> tuple[int, dict[str, Any]] | None:
+        found = self.failures.get((call.verb, call.resource, call.namespace))
+        found = found or self.failures.get((call.verb, call.resource, None))
+        return (found[0], failure(*found)) if found else None
+
+    def crds(self, group: str, version: str) -> list[dict[str, Any]]:
+        """The CustomResourceDefinitions that serve group/version."""
+        return [
+            crd for (resource, _, _), crd in sorted(self.objects.items(), key=lambda item: str(item[0]))
+            if resource == "customresourcedefinitions" and crd["spec"]["group"] == group
+            and any(v["name"] == version and v.get("served") for v in crd["spec"]["versions"])
+        ]  # fmt: skip
+
+    def serves(self, group_version: str, resource: str) -> bool:
+        if group_version in BUILT_IN:
+            return resource in BUILT_IN[group_version]
+        group, _, version = group_version.partition("/")
+        return any(crd["spec"]["names"]["plural"] == resource for crd in self.crds(group, version))
+
+    def discovery(self, group_version: str) -> tuple[int, dict[str, Any]]:
+        """The APIResourceList of group/version: built in, or of the CRDs serving it (every user may read it)."""
+        if group_version in BUILT_IN:
+            resources = [
+                {"name": resource, "singularName": kind.lower(), "namespaced": resource not in CLUSTER_SCOPED,
+                 "kind": kind, "verbs": ["get", "list", "patch", "delete"]}
+                for resource, kind in BUILT_IN[group_version].items()
+            ]  # fmt: skip
+        else:
+            group, _, version = group_version.partition("/")
+            resources = [entry for crd in self.crds(group, version) for entry in api_resources(crd, version)]
+        if not resources:
+            return 404, failure(404, NO_RESOURCE)
+        return 200, {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,
+                     "resources": resources}  # fmt: skip
+
+    def listing(
+        self, group_version: str, resource: str, namespace: str | None, labels: str, fields: str
+    ) -> tuple[int, dict[str, Any]]:
+        supported = {"metadata.name", "metadata.namespace", *FIELDS.get(resource, ())}
+        unsupported = [key for key in map(field_key, split_terms(fields)) if key not in supported]
+        if unsupported:
+            return 400, failure(400, f'field label not supported: "{unsupported[0]}"')
+        items = [
+            document for (stored, item_namespace, _), document in sorted(self.objects.items(), key=lambda i: str(i[0]))
+            if stored == resource and namespace in (None, item_namespace)
+            and labels_match(document["metadata"].get("labels") or {}, labels) and fields_match(document, fields)
+        ]  # fmt: skip
+        kind = KIND_OF.get(resource, "")
+        return 200, {"apiVersion": group_version, "kind": f"{kind}List", "metadata": {"resourceVersion": "1000"},
+                     "items": items}  # fmt: skip
+
+    def count_down(self, key: tuple[str, str | None, str]) -> None:
+        """A GET of a terminating object: it goes once its `linger` reads are used up."""
+        if key in self.terminating:
+            remaining = self.terminating[key]
+            if remaining is not None and remaining <= 0:
+                del self.terminating[key], self.objects[key]
+            elif remaining is not None:
+                self.terminating[key] = remaining - 1
+
+    def deletion(
+        self, key: tuple[str, str | None, str], document: dict[str, Any], propagation: str
+    ) -> tuple[int, dict[str, Any]]:
+        resource, _, name = key
+        metadata = document["metadata"]
+        policy = {"Orphan": ["orphan"], "Foreground": ["foregroundDeletion"]}.get(propagation, [])
+        finalizers = sorted({*metadata.get("finalizers", []), *policy})
+        if not finalizers:
+            del self.objects[key]
+            self.terminating.pop(key, None)
+            details = {"name": name, "kind": resource, "uid": document["metadata"]["uid"]}
+            return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+        metadata.setdefault("deletionTimestamp", timestamp(NOW))
+        metadata.setdefault("deletionGracePeriodSeconds", 0)
+        metadata["finalizers"] = finalizers
+        self.terminating.setdefault(key, self.linger.get(key, 0))
+        return 200, document
+
+    def patched(
+        self, key: tuple[str, str | None, str], sub: str | None, body: Any, content_type: str
+    ) -> tuple[int, dict[str, Any]]:
+        if content_type != MERGE_PATCH:
+            return 415, failure(415, f"the body of the request was in an unknown format: {content_type}")
+        if not isinstance(body, dict):
+            return 400, failure(400, "a merge patch is a JSON object")
+        if sub == "scale":
+            self.objects[key]["spec"]["replicas"] = (body.get("spec") or {}).get("replicas")
+            return 200, scale_of(self.objects[key])
+        self.objects[key] = merge_patch(self.objects[key], body)
+        return 200, self.objects[key]
+
+    def log_of(self, pod: dict[str, Any], query: dict[str, str]) -> tuple[int, dict[str, Any] | LogStream]:
+        waiting = never_started_reason(pod)
+        if waiting:
+            container = query.get("container") or pod["spec"]["containers"][0]["name"]
+            name = pod["metadata"]["name"]
+            return 400, failure(400, f'container "{container}" in pod "{name}" is waiting to start: {waiting}')
+        log = self.logs.get((pod["metadata"]["namespace"], pod["metadata"]["name"]), PodLog(""))
+        lines = log.text.splitlines(keepends=True)
+        tail = int(query.get("tailLines", len(lines)))
+        return 200, LogStream(log, lines[-tail:] if tail else [], query.get("follow") == "true")
+
+
+def handler(server: KubeServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def answer(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            body = json.loads(raw) if raw else None
+            content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+            status, answer = server.answer(self.command, self.path, body, content_type)
+            if isinstance(answer, LogStream):
+                self.stream(answer)
+            elif isinstance(answer, tuple):  # a proxy's
+                self.reply(status, answer[1], answer[2])
+            else:
+                self.reply(status, "application/json", json.dumps(answer).encode())
+
+        do_GET = do_PATCH = do_POST = do_PUT = do_DELETE = answer
+
+        def reply(self, status: int, content_type: str, payload: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def stream(self, answer: LogStream) -> None:
+            """A log; followed, line by line in chunks as the API server streams it, while the container runs."""
+            log, lines = answer.log, answer.lines
+            if not answer.follow:
+                self.reply(200, "text/plain", "".join(lines).encode())
+                return
+            self.protocol_version = "HTTP/1.1"  # chunked; the connection still closes after the stream
+            self.send_response(200)
+            for name, value in (("Content-Type", "text/plain"), ("Transfer-Encoding", "chunked"),
+                                ("Connection", "close")):  # fmt: skip
+                self.send_header(name, value)
+            self.end_headers()
+            try:
+                for index, line in enumerate(lines):
+                    if index == log.pause_after and not log.resume.wait(10):
+                        break  # the client never got the lines before: it gets no more
+                    self.chunk(line.encode())
+                else:
+                    if log.running:  # until the client hangs up (Ctrl-C)
+                        self.connection.settimeout(30)
+                        while self.connection.recv(1024):
+                            pass
+                        log.hung_up.set()
+                self.chunk(b"")
+            except TimeoutError:
+                pass
+            except OSError:  # written to a connection the client closed
+                log.hung_up.set()
+
+        def chunk(self, data: bytes) -> None:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    return Handler
+
+
+@contextlib.contextmanager
+def kube_server(read_only: bool = False) -> Iterator[KubeServer]:
+    """A running KubeServer, closed at the end; `read_only`: asserts then that nothing tried to write."""
+    server = KubeServer()
+    try:
+        yield server
+    finally:
+        server.close()
+    if read_only:
+        assert server.writes() == [], "a read command must only GET"
+
+
+# -- answers --------------------------------------------------------------------------------------------
+
+
+def failure(code: int, message: str) -> dict[str, Any]:
+    """A metav1.Status error body, as the API server sends it."""
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+            "reason": REASONS.get(code, "Unknown"), "code": code}  # fmt: skip
+
+
+def scale_of(document: dict[str, Any]) -> dict[str, Any]:
+    return {"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": {"name": document["metadata"]["name"]},
+            "spec": {"replicas": document["spec"].get("replicas", 1)}}  # fmt: skip
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def group_entry(group_version: str) -> dict[str, Any]:
+    group, version = group_version.split("/")
+    entry = {"groupVersion": group_version, "version": version}
+    return {"name": group, "versions": [entry], "preferredVersion": entry}
+
+
+DISCOVERY: dict[str, dict[str, Any]] = {
+    "/version": {"major": "1", "minor": "33", "gitVersion": "v1.33.2", "platform": "linux/amd64"},
+    "/api": {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []},
+    "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": [group_entry(gv) for gv in BUILT_IN if gv != "v1"]},
+}
+
+
+# -- selectors, read like the API server --------------------------------------------------------------
+
+
+def split_terms(selector: str) -> list[str]:
+    """Comma-separated terms, keeping `key in (a,b)` together."""
+    return [term.strip() for term in re.findall(r"(?:[^,(]|\([^)]*\))+", selector) if term.strip()]
+
+
+def labels_match(labels: dict[str, str], selector: str) -> bool:
+    for term in split_terms(selector):
+        in_set = re.fullmatch(r"(\S+)\s+(in|notin)\s+\((.*)\)", term)
+        if in_set:
+            key, operator, values = in_set.groups()
+            if (labels.get(key) in {value.strip() for value in values.split(",")}) != (operator == "in"):
+                return False
+        elif "!=" in term:
+            key, value = term.split("!=", 1)
+            if labels.get(key) == value:
+                return False
+        elif "=" in term:
+            key, value = re.split(r"==?", term, maxsplit=1)
+            if labels.get(key) != value:
+                return False
+        elif (term[1:] in labels) if term.startswith("!") else (term not in labels):
+            return False
+    return True
+
+
+def field_key(term: str) -> str:
+    return re.split(r"!=|==?", term, maxsplit=1)[0]
+
+
+def fields_match(document: dict[str, Any], selector: str) -> bool:
+    for term in split_terms(selector):
+        negated = "!=" in term
+        key, value = re.split(r"!=|==?", term, maxsplit=1)
+        found: Any = document
+        for part in key.split("."):
+            found = found.get(part) if isinstance(found, dict) else None
+        if (("" if found is None else str(found)) == value) == negated:
+            return False
+    return True
+
+
+# -- objects as the API server serves them ------------------------------------------------------------
+
+
+def served(document: dict[str, Any]) -> dict[str, Any]:
+    """Server-side shape: uid, timestamps, resourceVersion, canonical string quantities."""
+    document = canonical_quantities(copy.deepcopy(document))
+    metadata = document.setdefault("metadata", {})
+    metadata.setdefault("uid", uid_of(document))
+    metadata.setdefault("resourceVersion", "1")
+    metadata.setdefault("creationTimestamp", ago(hours=1))
+    if document["kind"] == "PersistentVolumeClaim":  # the StorageObjectInUseProtection admission plugin's
+        metadata.setdefault("finalizers", ["kubernetes.io/pvc-protection"])
+    return document
+
+
+def canonical_quantities(value: Any, key: str = "") -> Any:
+    if isinstance(value, dict):
+        if key in QUANTITY_KEYS:
+            return {k: str(v) if isinstance(v, (int, float)) else v for k, v in value.items()}
+        return {k: canonical_quantities(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [canonical_quantities(item, key) for item in value]
+    return value
+
+
+def timestamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def ago(**delta: float) -> str:
+    return timestamp(NOW - timedelta(**delta))
+
+
+def uid_of(document: dict[str, Any]) -> str:
+    return f"uid-{document['kind'].lower()}-{document['metadata']['name']}"
+
+
+def never_started_reason(pod: dict[str, Any]) -> str | None:
+    status = pod.get("status") or {}
+    if not status.get("containerStatuses"):
+        return "ContainerCreating" if status.get("phase", "Pending") == "Pending" else None
+    for container in status["containerStatuses"]:
+        state = container.get("state", {})
+        if "waiting" in state and not container.get("restartCount") and not container.get("lastState", {}).get(
+            "terminated"
+        ):
+            return str(state["waiting"].get("reason", "ContainerCreating"))
+    return None
+
+
+# -- the chart's objects, with the status their controllers write ----------------------------------------
+
+
+@cache
+def _rendered(values: tuple[str, ...], sets: tuple[str, ...], release: str, namespace: str) -> str:
+    return json.dumps(render("4", [Path(v) for v in values], list(sets), release, namespace))
+
+
+def rendered(
+    values: Sequence[str] = (), sets: Sequence[str] = (), release: str = "mnist", namespace: str = "ml-training"
+) -> list[dict[str, Any]]:
+    """The chart's manifests (helm 4 template), cached per argument set; a fresh copy each call."""
+    docs: list[dict[str, Any]] = json.loads(_rendered(tuple(map(str, values)), tuple(sets), release, namespace))
+    return docs
+
+
+def manifest(docs: list[dict[str, Any]], kind: str, component: str) -> dict[str, Any]:
+    for doc in docs:
+        if doc["kind"] == kind and doc["metadata"].get("labels", {}).get("app.kubernetes.io/component") == component:
+            return doc
+    raise AssertionError(f"no {kind} for component {component}")
+
+
+def stateful_set(doc: dict[str, Any], ready: int | None = None, replicas: int | None = None) -> dict[str, Any]:
+    obj = copy.deepcopy(doc)
+    if replicas is not None:
+        obj["spec"]["replicas"] = replicas
+    desired = obj["spec"]["replicas"]
+    ready_count = desired if ready is None else ready
+    revision = f"{obj['metadata']['name']}-6d4b7c9f8"
+    obj["metadata"]["generation"] = 1
+    obj["status"] = {
+        "observedGeneration": 1, "replicas": desired, "currentReplicas": desired, "updatedReplicas": desired,
+        "availableReplicas": ready_count, **({"readyReplicas": ready_count} if ready_count else {}),
+        "currentRevision": revision, "updateRevision": revision, "collisionCount": 0,
+    }  # fmt: skip
+    return obj
+
+
+def job(
+    doc: dict[str, Any], state: str = "running", reason: str = "", message: str = "", failed: int = 0
+) -> dict[str, Any]:
+    """A Job with the status the Job controller writes: running, pending, complete or failed."""
+    obj = copy.deepcopy(doc)
+    obj["metadata"]["generation"] = 1
+    obj["spec"]["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid_of(obj)}}
+    status: dict[str, Any] = {"startTime": ago(hours=1), **({"failed": failed} if failed else {})}
+    if state in ("running", "pending"):
+        status.update(active=1, ready=int(state == "running"), terminating=0, uncountedTerminatedPods={})
+    elif state == "complete":
+        status.update(succeeded=1, completionTime=ago(minutes=5), ready=0, terminating=0)
+        done = ("CompletionsReached", "Reached expected number of succeeded pods")
+        status["conditions"] = [condition("SuccessCriteriaMet", *done), condition("Complete", *done)]
+    elif state == "failed":
+        status.update(ready=0, terminating=0)
+        why = (reason or "BackoffLimitExceeded", message or "Job has reached the specified backoff limit")
+        status["conditions"] = [condition("FailureTarget", *why), condition("Failed", *why)]
+    else:
+        raise ValueError(state)
+    obj["status"] = status
+    return obj
+
+
+def condition(kind: str, reason: str, message: str) -> dict[str, Any]:
+    return {"type": kind, "status": "True", "reason": reason, "message": message,
+            "lastProbeTime": ago(minutes=5), "lastTransitionTime": ago(minutes=5)}  # fmt: skip
+
+
+def pod(
+    owner: dict[str, Any],
+    name: str | None = None,
+    *,
+    index: int | None = None,
+    phase: str = "Running",
+    ready: bool = True,
+    restarts: int = 0,
+    node: str | None = "gpu-node-1",
+    waiting: tuple[str, str] | None = None,
+    terminated: tuple[str, int] | None = None,
+    last_terminated: tuple[str, int] | None = None,
+    unschedulable: str | None = None,
+    created: str | None = None,
+) -> dict[str, Any]:
+    """The pod a controller (StatefulSet, Job, Deployment) creates from `owner`'s template, with a status."""
+    template = copy.deepcopy(owner["spec"]["template"])
+    owner_name = owner["metadata"]["name"]
+    labels = dict(template["metadata"].get("labels", {}))
+    if owner["kind"] == "StatefulSet":
+        assert index is not None
+        name = f"{owner_name}-{index}"
+        labels |= {"apps.kubernetes.io/pod-index": str(index), "statefulset.kubernetes.io/pod-name": name,
+                   "controller-revision-hash": f"{owner_name}-6d4b7c9f8"}  # fmt: skip
+        owner_kind, owner_api = "StatefulSet", "apps/v1"
+    elif owner["kind"] == "Job":
+        name = name or f"{owner_name}-x7k2p"
+        labels |= {"batch.kubernetes.io/controller-uid": uid_of(owner), "batch.kubernetes.io/job-name": owner_name,
+                   "controller-uid": uid_of(owner), "job-name": owner_name}  # fmt: skip
+        owner_kind, owner_api = "Job", "batch/v1"
+    else:
+        name = name or f"{owner_name}-5f7d8c6b9-abcde"
+        labels["pod-template-hash"] = "5f7d8c6b9"
+        owner_kind, owner_api, owner_name = "ReplicaSet", "apps/v1", f"{owner_name}-5f7d8c6b9"
+    spec = template["spec"]
+    for container in spec.get("initContainers", []) + spec["containers"]:
+        resources = container.setdefault("resources", {})  # the API server requests a limit left without request
+        resources["requests"] = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    if phase != "Pending" or not unschedulable:
+        spec["nodeName"] = node
+    created = created or ago(minutes=30)
+    reference = {"apiVersion": owner_api, "kind": owner_kind, "name": owner_name, "uid": f"uid-{owner_name}",
+                 "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": owner["metadata"]["namespace"], "labels": labels,
+                     "annotations": template["metadata"].get("annotations", {}), "creationTimestamp": created,
+                     "ownerReferences": [reference]},
+        "spec": spec,
+        "status": pod_status(spec, phase, ready, restarts, waiting, terminated, last_terminated, unschedulable,
+                             created),
+    }  # fmt: skip
+
+
+def pod_status(
+    spec: dict[str, Any],
+    phase: str,
+    ready: bool,
+    restarts: int,
+    waiting: tuple[str, str] | None,
+    terminated: tuple[str, int] | None,
+    last_terminated: tuple[str, int] | None,
+    unschedulable: str | None,
+    created: str,
+) -> dict[str, Any]:
+    if unschedulable:
+        scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": unschedulable,
+                     "lastProbeTime": None, "lastTransitionTime": created}  # fmt: skip
+        return {"phase": "Pending", "qosClass": "Burstable", "conditions": [scheduled]}
+    statuses = []
+    for container in spec["containers"]:
+        state: dict[str, Any]
+        if waiting:
+            state = {"waiting": {"reason": waiting[0], "message": waiting[1]}}
+        elif terminated:
+            state = {"terminated": {"reason": terminated[0], "exitCode": terminated[1], "startedAt": created,
+                                    "finishedAt": ago(minutes=5), "containerID": "containerd://abc"}}  # fmt: skip
+        else:
+            state = {"running": {"startedAt": created}}
+        status: dict[str, Any] = {
+            "name": container["name"], "image": container["image"],
+            "imageID": f"{container['image']}@sha256:{'0' * 64}", "ready": ready, "started": "running" in state,
+            "restartCount": restarts, "state": state, "lastState": {},
+        }  # fmt: skip
+        if "waiting" not in state:
+            status["containerID"] = "containerd://abc"
+        if last_terminated:
+            status["lastState"] = {"terminated": {"reason": last_terminated[0], "exitCode": last_terminated[1],
+                                                  "startedAt": created, "finishedAt": ago(minutes=1)}}  # fmt: skip
+        statuses.append(status)
+    readiness = "True" if ready else "False"
+    conditions = [
+        {"type": kind, "status": value, "lastTransitionTime": created}
+        for kind, value in (("PodReadyToStartContainers", "True"), ("Initialized", "True"), ("Ready", readiness),
+                            ("ContainersReady", readiness), ("PodScheduled", "True"))
+    ]  # fmt: skip
+    return {"phase": phase, "conditions": conditions, "hostIP": "10.0.0.11", "podIP": "10.244.1.23",
+            "startTime": created, "qosClass": "Burstable", "containerStatuses": statuses}  # fmt: skip
+
+
+def deployment(doc: dict[str, Any], ready: int | None = None) -> dict[str, Any]:
+    obj = copy.deepcopy(doc)
+    replicas = obj["spec"].get("replicas", 1)
+    count = replicas if ready is None else ready
+    obj["status"] = {"observedGeneration": 1, "replicas": replicas, "updatedReplicas": replicas,
+                     **({"readyReplicas": count, "availableReplicas": count} if count else {})}  # fmt: skip
+    return obj
+
+
+def service(doc: dict[str, Any]) -> dict[str, Any]:
+    obj = copy.deepcopy(doc)
+    if obj["spec"].get("clusterIP") != "None":
+        obj["spec"] |= {"clusterIP": "10.96.12.34", "clusterIPs": ["10.96.12.34"]}
+    obj["status"] = {"loadBalancer": {}}
+    return obj
+
+
+# -- cluster-level objects --------------------------------------------------------------------------------
+
+
+def node(
+    name: str,
+    cpu: str = "16",
+    memory: str = "64Gi",
+    gpus: dict[str, int] | None = None,
+    *,
+    unschedulable: bool = False,
+    ready: bool = True,
+    taints: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    resources = {"cpu": cpu, "memory": memory, "pods": "110", "ephemeral-storage": "100Gi",
+                 **{resource: str(count) for resource, count in (gpus or {}).items()}}  # fmt: skip
+    spec: dict[str, Any] = {"podCIDR": "10.244.1.0/24", **({"unschedulable": True} if unschedulable else {}),
+                            **({"taints": taints} if taints else {})}  # fmt: skip
+    ready_condition = {"type": "Ready", "status": "True" if ready else "False", "reason": "KubeletReady",
+                       "lastHeartbeatTime": ago(seconds=10), "lastTransitionTime": ago(days=3)}  # fmt: skip
+    info = {"kubeletVersion": "v1.33.2", "osImage": "Ubuntu 24.04", "architecture": "amd64",
+            "containerRuntimeVersion": "containerd://2.0.5", "kernelVersion": "6.8.0", "kubeProxyVersion": "",
+            "machineID": "m", "systemUUID": "s", "bootID": "b", "operatingSystem": "linux"}  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}},
+        "spec": spec,
+        "status": {"capacity": resources, "allocatable": resources, "conditions": [ready_condition], "nodeInfo": info},
+    }
+
+
+def running_pod(
+    name: str, namespace: str, node_name: str, requests: dict[str, str], phase: str = "Running"
+) -> dict[str, Any]:
+    """Someone else's pod, holding resources on a node."""
+    container = {"name": "main", "image": "busybox", "resources": {"requests": requests, "limits": requests}}
+    metadata = {"name": name, "namespace": namespace, "labels": {"app": name}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+            "spec": {"nodeName": node_name, "containers": [container]}, "status": {"phase": phase}}  # fmt: skip
+
+
+def storage_class(
+    name: str, provisioner: str, default: bool = False, allow_volume_expansion: bool | None = None
+) -> dict[str, Any]:
+    annotations = {"storageclass.kubernetes.io/is-default-class": "true"} if default else {}
+    return {
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": name, "annotations": annotations}, "provisioner": provisioner,
+        "reclaimPolicy": "Delete", "volumeBindingMode": "WaitForFirstConsumer",
+        **({"allowVolumeExpansion": allow_volume_expansion} if allow_volume_expansion is not None else {}),
+    }  # fmt: skip
+
+
+def claim(
+    name: str,
+    namespace: str,
+    phase: str = "Bound",
+    access_modes: Sequence[str] = ("ReadWriteMany",),
+    storage_class_name: str = "nfs",
+) -> dict[str, Any]:
+    bound = {"accessModes": list(access_modes), "capacity": {"storage": "20Gi"}} if phase == "Bound" else {}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"accessModes": list(access_modes), "resources": {"requests": {"storage": "20Gi"}},
+                 "storageClassName": storage_class_name, "volumeMode": "Filesystem"},
+        "status": {"phase": phase, **bound},
+    }  # fmt: skip
+
+
+def resource_quota(name: str, namespace: str, hard: dict[str, str], used: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"hard": hard}, "status": {"hard": hard, "used": used}}  # fmt: skip
+
+
+def daemon_set(name: str, namespace: str = "kube-system") -> dict[str, Any]:
+    labels = {"k8s-app": name}
+    template = {"metadata": {"labels": labels},
+                "spec": {"containers": [{"name": name, "image": f"registry.k8s.io/{name}:v1"}]}}  # fmt: skip
+    return {
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"selector": {"matchLabels": labels}, "template": template},
+        "status": {"currentNumberScheduled": 3, "desiredNumberScheduled": 3, "numberMisscheduled": 0, "numberReady": 3},
+    }  # fmt: skip
+
+
+# -- custom resources: CRDs, their discovery, Volcano and Kueue objects ----------------------------------------
+
+KUEUE = "kueue.x-k8s.io"
+NO_WORKLOADS = {"pendingWorkloads": 0, "reservingWorkloads": 0, "admittedWorkloads": 0}
+# A vendored CRD (tests/crds, upstream's file), or `group Kind plural Scope version...` for one tests/crds lacks.
+VOLCANO_CRDS = (
+    "volcano/v1.15.1/scheduling.volcano.sh_podgroups.yaml",
+    "scheduling.volcano.sh Queue queues Cluster v1beta1",
+)
+COSCHEDULING_CRDS = ("scheduler-plugins/v0.34.7/scheduling.x-k8s.io_podgroups.yaml",)
+KUEUE_CRDS = (
+    "kueue/v0.19.2/kueue.x-k8s.io_localqueues.yaml",
+    "kueue/v0.19.2/kueue.x-k8s.io_clusterqueues.yaml",
+    "kueue.x-k8s.io WorkloadPriorityClass workloadpriorityclasses Cluster v1beta1 v1beta2",
+)
+
+
+def api_resources(crd: dict[str, Any], version: str) -> list[dict[str, Any]]:
+    """The APIResource entries a CRD adds to the discovery of one version (with its status subresource)."""
+    names, namespaced = crd["spec"]["names"], crd["spec"]["scope"] == "Namespaced"
+    entry = next(v for v in crd["spec"]["versions"] if v["name"] == version)
+    resource = {
+        "name": names["plural"], "singularName": names.get("singular", names["kind"].lower()), "namespaced": namespaced,
+        "kind": names["kind"],
+        "verbs": ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"],
+        **({"shortNames": names["shortNames"]} if names.get("shortNames") else {}), "storageVersionHash": "fakehash",
+    }  # fmt: skip
+    status = {"name": f"{names['plural']}/status", "singularName": "", "namespaced": namespaced,
+              "kind": names["kind"], "verbs": ["get", "patch", "update"]}  # fmt: skip
+    return [resource, status] if "status" in entry.get("subresources", {}) else [resource]
+
+
+def crds(*specs: str, served: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Installed CRDs from VOLCANO_CRDS-style specs; `served` keeps only those versions (an older release)."""
+    documents = []
+    for spec in specs:
+        if spec.endswith(".yaml"):
+            crd: dict[str, Any] = yaml.safe_load((crdlib.CRD_DIR / spec).read_text(encoding="utf-8"))
+            if served is not None:
+                crd["spec"]["versions"] = [v for v in crd["spec"]["versions"] if v["name"] in served]
+                crd["spec"]["versions"][-1]["storage"] = True
+        else:
+            group, kind, plural, scope, *versions = spec.split()
+            kept = [v for v in versions if served is None or v in served]
+            schema = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
+            crd = {
+                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": f"{plural}.{group}"},
+                "spec": {"group": group, "scope": scope,
+                         "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()},
+                         "versions": [{"name": v, "served": True, "storage": i == len(kept) - 1, "schema": schema}
+                                      for i, v in enumerate(kept)]},
+            }  # fmt: skip
+        documents.append(established(crd))
+    return documents
+
+
+def established(crd: dict[str, Any]) -> dict[str, Any]:
+    """A CRD as the API server holds it once installed: names accepted, Established."""
+    accepted = [("NamesAccepted", "NoConflicts", "no conflicts found"),
+                ("Established", "InitialNamesAccepted", "the initial names have been accepted")]  # fmt: skip
+    crd["status"] = {
+        "acceptedNames": crd["spec"]["names"],
+        "storedVersions": [v["name"] for v in crd["spec"]["versions"] if v.get("storage")],
+        "conditions": [{"type": kind, "status": "True", "reason": reason, "message": message,
+                        "lastTransitionTime": ago(days=30)} for kind, reason, message in accepted],
+    }  # fmt: skip
+    return crd
+
+
+def assert_served_valid(document: dict[str, Any]) -> dict[str, Any]:
+    """The object validates against its vendored CRD (tests/crds); its status is checked too, since the server
+    serves it as the controller wrote it."""
+    subresource = ".status: set in a manifest, but the API server ignores it (status subresource)"
+    errors = [error for error in crdlib.validate(document) if error != subresource]
+    assert not errors, errors
+    return document
+
+
+def active_condition(reason: str = "Ready", message: str = "Can admit new workloads") -> dict[str, Any]:
+    status = "True" if reason == "Ready" else "False"
+    return {"type": "Active", "status": status, "reason": reason, "message": message, "lastTransitionTime": ago(days=1)}
+
+
+def local_queue(
+    name: str, namespace: str, cluster_queue: str, stop_policy: str | None = None, version: str = "v1beta2"
+) -> dict[str, Any]:
+    """A Kueue LocalQueue with the status Kueue's controller writes."""
+    stopped = active_condition("Stopped", "LocalQueue is stopped")
+    ready = active_condition("Ready", "Can submit new workloads to localQueue")
+    return assert_served_valid({
+        "apiVersion": f"{KUEUE}/{version}", "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": namespace, "generation": 1},
+        "spec": {"clusterQueue": cluster_queue, **({"stopPolicy": stop_policy} if stop_policy else {})},
+        "status": {"conditions": [stopped if stop_policy else ready], **NO_WORKLOADS},
+    })  # fmt: skip
+
+
+def cluster_queue(
+    name: str,
+    groups: Sequence[dict[str, dict[str, str]]],
+    *,
+    cohort: str | None = None,
+    borrowing_limit: str | None = None,
+    inactive: tuple[str, str] | None = None,
+    version: str = "v1beta2",
+) -> dict[str, Any]:
+    """A Kueue ClusterQueue: each group maps flavor -> {resource: nominalQuota} (every flavor of a group lists the
+    same resources, in the same order, as Kueue requires); `borrowing_limit` applies to every resource."""
+    resource_groups = []
+    for group in groups:
+        covered = list(next(iter(group.values())))
+        assert all(list(quotas) == covered for quotas in group.values()), "flavors must list the covered resources"
+        limit = {"borrowingLimit": borrowing_limit} if borrowing_limit is not None else {}
+        flavors = [{"name": flavor, "resources": [{"name": resource, "nominalQuota": quota} | limit
+                                                  for resource, quota in quotas.items()]}
+                   for flavor, quotas in group.items()]  # fmt: skip
+        resource_groups.append({"coveredResources": covered, "flavors": flavors})
+    spec: dict[str, Any] = {"namespaceSelector": {}, "resourceGroups": resource_groups}
+    if cohort:
+        spec["cohortName" if version == "v1beta2" else "cohort"] = cohort
+    state = active_condition(*inactive) if inactive else active_condition()
+    return assert_served_valid({
+        "apiVersion": f"{KUEUE}/{version}", "kind": "ClusterQueue", "metadata": {"name": name, "generation": 1},
+        "spec": spec, "status": {"conditions": [state], **NO_WORKLOADS},
+    })  # fmt: skip
+
+
+def workload_priority_class(name: str, value: int, version: str = "v1beta2") -> dict[str, Any]:
+    return {"apiVersion": f"{KUEUE}/{version}", "kind": "WorkloadPriorityClass", "metadata": {"name": name},
+            "value": value}  # fmt: skip
+
+
+def volcano_queue(name: str, state: str | None = "Open") -> dict[str, Any]:
+    """A Volcano Queue (cluster-scoped); `state` None: not yet reconciled by Volcano's queue controller."""
+    status: dict[str, Any] = {"running": 0, "pending": 0, "inqueue": 0, "reservation": {}, "allocated": {},
+                              **({"state": state} if state else {})}  # fmt: skip
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name},
+            "spec": {"weight": 1, "reclaimable": True}, "status": status}  # fmt: skip
+
+
+# -- Kubernetes' Job controller, for one chief Job whose pod runs as a local process -------------------------
+
+
+def now_text() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def exit_code_rule_matches(rule: dict[str, Any], code: int) -> bool:
+    on_exit = rule.get("onExitCodes")
+    if not on_exit:
+        return False
+    values = set(on_exit["values"])
+    return code in values if on_exit["operator"] == "In" else code not in values
+
+
+class JobController:
+    """Kubernetes' Job controller for one rendered Job whose pod runs as a local process.
+
+    restartPolicy Never: each failed pod counts against backoffLimit unless a podFailurePolicy rule
+    says otherwise (FailJob fails the Job at once); activeDeadlineSeconds (re-read from the stored
+    Job every tick, so a PATCH takes effect) kills the pod with SIGTERM and fails the Job with
+    DeadlineExceeded; a Job deleted from the server kills its pod. `backoff_seconds`: the delay
+    before the replacement of a failed pod, doubling with each failure as the controller's pod
+    failure back-off does (10 s in Kubernetes; 0, the default, replaces it at once).
+    """
+
+    def __init__(self, server: KubeServer, job: dict[str, Any], pod: LocalPod, cluster: LocalCluster,
+                 backoff_seconds: float = 0.0) -> None:  # fmt: skip
+        self.server, self.pod, self.cluster = server, pod, cluster
+        self.namespace, self.name = job["metadata"]["namespace"], job["metadata"]["name"]
+        assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+        self.failed = 0
+        self.pods_started = 0
+        self.exit_codes: list[int] = []  # of each pod that ended on its own, in order
+        self.backoff_seconds = backoff_seconds
+        self.thread = threading.Thread(target=self._run, daemon=True, name=f"job-{self.name}")
+
+    def start(self) -> JobController:
+        self.server.update("Job", self.namespace, self.name, {"status": {"startTime": now_text(), "active": 0}})
+        self.thread.start()
+        return self
+
+    def join(self, timeout: float) -> None:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), f"Job {self.name} did not end within {timeout} s"
+
+    def _finish(self, kind: str, reason: str, message: str) -> None:
+        self.server.update("Job", self.namespace, self.name, {"status": {
+            "active": 0, "failed": self.failed, "succeeded": 1 if kind == "Complete" else 0,
+            "conditions": [{"type": kind, "status": "True", "reason": reason, "message": message,
+                            "lastTransitionTime": now_text()}],
+        }})  # fmt: skip
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        while True:
+            job = self.server.get("Job", self.namespace, self.name)
+            if job is None:
+                return
+            self.pods_started += 1
+            if self.pod.name in self.cluster.processes:
+                self.cluster.restart(self.pod.name)
+            else:
+                self.cluster.start([self.pod])
+            self.server.update("Job", self.namespace, self.name, {"status": {"active": 1}})
+            code = None
+            while code is None:
+                code = self.cluster.processes[self.pod.name].popen.poll()
+                if code is not None:
+                    break
+                job = self.server.get("Job", self.namespace, self.name)
+                if job is None:  # deleted: its pod goes too
+                    self.cluster.kill(self.pod.name, signal.SIGTERM)
+                    return
+                deadline = job["spec"].get("activeDeadlineSeconds")
+                if deadline is not None and time.monotonic() - started >= deadline:
+                    self.cluster.kill(self.pod.name, signal.SIGTERM)
+                    self.failed += 1
+                    self._finish("Failed", "DeadlineExceeded", "Job was active longer than specified deadline")
+                    return
+                time.sleep(0.1)
+            self.cluster.processes[self.pod.name].reader.join(timeout=5)
+            self.exit_codes.append(code)
+            if code == 0:
+                self._finish("Complete", "", "")
+                return
+            self.failed += 1
+            rules = (job["spec"].get("podFailurePolicy") or {}).get("rules") or []
+            action = next((r["action"] for r in rules if exit_code_rule_matches(r, code)), "Count")
+            if action == "FailJob":
+                container = job["spec"]["template"]["spec"]["containers"][0]["name"]
+                self._finish("Failed", "PodFailurePolicy", f"Container {container} for pod {self.namespace}/"
+                             f"{self.pod.name} failed with exit code {code} matching FailJob rule")  # fmt: skip
+                return
+            if action == "Ignore":
+                self.failed -= 1
+            if self.failed > job["spec"]["backoffLimit"]:
+                self._finish("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+                return
+            self.server.update("Job", self.namespace, self.name, {"status": {"failed": self.failed, "active": 0}})
+            self._back_off()
+
+    def _back_off(self) -> None:
+        """Waits before a replacement pod (the controller's 10 s, 20 s, ... capped at 6 minutes), less
+        if the Job is deleted meanwhile."""
+        until = time.monotonic() + min(360.0, self.backoff_seconds * 2 ** max(0, self.failed - 1))
+        while time.monotonic() < until and self.server.get("Job", self.namespace, self.name) is not None:
+            time.sleep(0.1)
