@@ -210,7 +210,7 @@ def test_validate_imports_neither_tensorflow_nor_kubernetes() -> None:
     code = (
         "import sys; from tfchart.cli import main\n"
         "try:\n    main(['validate', '-f', 'values/gpu.yaml'])\nexcept SystemExit:\n    pass\n"
-        "heavy = ('tensorflow', 'kubernetes', 'pyhelm3', 'jsonschema', 'rich')\n"
+        "heavy = ('tensorflow', 'kubernetes', 'jsonschema', 'rich')\n"
         "print('IMPORTED', [m for m in heavy if m in sys.modules])\n"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
