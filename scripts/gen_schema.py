@@ -29,8 +29,7 @@ SCHEMA = CHART / "values.schema.json"
 
 Schema = dict[str, Any]
 
-from tfchart.rules import MAX_PS, MAX_WORKERS  # noqa: E402
-from tfchart.schema_formats import (  # noqa: E402  (the repo root is put on sys.path above)
+from tfchart.values.formats import (  # noqa: E402  (the repo root is put on sys.path above)
     ABSOLUTE_PATH,
     CAPABILITY,
     CIDR,
@@ -66,6 +65,17 @@ from tfdcontract import (  # noqa: E402
     TENSORBOARD,
     WORKER,
 )
+
+# The most tasks whose TF_CONFIG still fits one environment variable with the longest names the chart
+# allows: Linux takes at most 131072 bytes (MAX_ARG_STRLEN) per NAME=value string, and the cluster map
+# is largest with a 53-character release (a 45-character object-name prefix), a 63-character namespace,
+# 5-digit ports and the clusterDomain that makes the longest task host 253 characters. Workers under
+# multi_worker_mirrored (the chief and the workers); parameter servers next to the one worker
+# parameter_server needs. tests/chart/test_cluster_limits.py renders both with helm 3 and 4 and sees
+# one task more refused by the chart's size rule (_validate.tpl), which also catches larger ps + worker
+# combinations with the real names.
+MAX_WORKERS = 499
+MAX_PS = 510
 
 
 def string_map(value_pattern: str | None = None, key_pattern: str | None = None) -> Schema:
@@ -315,8 +325,7 @@ RULES: list[tuple[str, Schema]] = [
     ("storage.mountPath", {"type": "string", "pattern": STORAGE_MOUNT_PATH}),
     ("storage.subPath", {"type": "string", "pattern": SUB_PATH}),
     ("storage.annotations", string_map(None, LABEL_KEY)),
-    # The most tasks whose TF_CONFIG fits one environment variable with the longest names
-    # (tfchart/rules.py MAX_PS / MAX_WORKERS); larger ps + worker sums are caught by validateValues.
+    # MAX_PS / MAX_WORKERS: the most tasks whose TF_CONFIG fits one environment variable (see above).
     ("ps.replicas", {"type": "integer", "minimum": 0, "maximum": MAX_PS}),
     ("worker.replicas", {"type": "integer", "minimum": 0, "maximum": MAX_WORKERS}),
     ("chief.replicas", {"type": "integer", "minimum": 0, "maximum": 1}),

@@ -15,7 +15,7 @@ from typing import Any
 
 from tests.chartlib import REPO, env_of, pod_spec, render, workloads
 from tests.containerlib import engine_works, image_exists, run_in_image
-from tfchart.images import DEFAULT_REGISTRY, DEFAULT_REPOSITORY, image_reference, project_version
+from tfchart.images.build import DEFAULT_REGISTRY, DEFAULT_REPOSITORY, image_reference, project_version
 
 TF_ROLES = ("ps", "worker", "chief", "evaluator")
 EVERYTHING = ["evaluator.enabled=true"]

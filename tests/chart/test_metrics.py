@@ -23,6 +23,7 @@ from tests.chartlib import (
     by_kind,
     env_of,
     helm,
+    helm_path,
     named,
     pod_spec,
     pod_template,
@@ -32,7 +33,10 @@ from tests.chartlib import (
     workloads,
 )
 from tests.crds import crdlib
-from tfchart.validate import validate
+from tfchart.helm.chart import Chart
+from tfchart.helm.inputs import read
+from tfchart.helm.runner import Helm
+from tfchart.values.validate import check
 from tfdcontract import METRICS_LINGER_ENV, METRICS_PORT_ENV, METRICS_PORT_NAME
 
 PREFIX = "mnist-tf-distributed"
@@ -420,7 +424,9 @@ def problem_lines(stderr: str) -> list[str]:
 
 
 def tfchart_lines(sets: Sequence[str] = (), values: Sequence[Path] = ()) -> list[str]:
-    report = validate(CHART, list(values), sets=[("--set", item) for item in sets])
+    """tfchart validate's problems (helm 4's refusal, located), as the chart's lines."""
+    inputs = read([str(path) for path in values], [("--set", item) for item in sets])
+    report = check(Helm(str(helm_path("4"))), Chart(CHART, str(CHART)), inputs, "mnist", NAMESPACE)
     return [f"{p.path}: {p.message}. Fix: {p.fix}" for p in report.problems]
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.chartlib import (
+    CHART,
     CI_DIR,
     VALUES_DIR,
     all_containers,
@@ -267,11 +268,11 @@ def test_trainer_args_follow_training_values() -> None:
 
 
 def test_longest_names_stay_within_dns_label_limits() -> None:
-    from tfchart.rules import MAX_WORKERS
-
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    max_workers = schema["properties"]["worker"]["properties"]["replicas"]["maximum"]
     release = "a" * 53  # the longest release name helm accepts
-    docs = render(release=release, sets=[f"worker.replicas={MAX_WORKERS}", "training.strategy=multi_worker_mirrored",
-                                                f"training.batchSize={MAX_WORKERS + 1}"])
+    docs = render(release=release, sets=[f"worker.replicas={max_workers}", "training.strategy=multi_worker_mirrored",
+                                         f"training.batchSize={max_workers + 1}"])
     sts_names = [doc["metadata"]["name"] for doc in by_kind(docs, "StatefulSet")]
     for name in sts_names:
         replicas = named(docs, "StatefulSet", name)["spec"]["replicas"]

@@ -256,7 +256,7 @@ def test_no_document_points_outside_the_repository() -> None:
 
 def test_every_pattern_of_the_schema_has_a_human_description() -> None:
     """tfchart says what a value must look like ("a DNS label ..."), never a regular expression."""
-    from tfchart.schema_formats import describe
+    from tfchart.values.formats import describe
 
     patterns: set[str] = set()
 

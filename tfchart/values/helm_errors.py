@@ -65,8 +65,17 @@ def _rule(line: str) -> Found:
     return Found(path, message or rest, fix, "rule")
 
 
+GO_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+
+
 def _unquote(text: str) -> str:
-    return re.sub(r"\\(.)", r"\1", text)
+    """Text as helm 4 quotes it (Go's %q, a ' escaped): its escapes decoded."""
+
+    def decoded(match: re.Match[str]) -> str:
+        escape = match[1]
+        return chr(int(escape[1:], 16)) if escape[0] in "xuU" else GO_ESCAPES.get(escape, escape)
+
+    return re.sub(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|.)", decoded, text, flags=re.DOTALL)
 
 
 def _under(path: str, key: str) -> str:

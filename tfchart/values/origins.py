@@ -102,6 +102,8 @@ def find_key(node: yaml.Node, name: str, path: str = "") -> str | None:
                 if text == name:
                     return child
                 pending.append((value, child))
+        elif isinstance(current, yaml.SequenceNode):
+            pending += [(item, f"{where}.{index}") for index, item in enumerate(current.value)]
     return None
 
 

@@ -1,6 +1,6 @@
 {{/*
 Object names: the chart name, <fullname> within the name budget, <fullname>-<component>, the
-namespace and the ServiceAccount of the workloads. The twin of tfchart/rules.py (object names).
+namespace and the ServiceAccount of the workloads.
 */}}
 
 {{/*

@@ -1,12 +1,10 @@
 {{/*
-Kubernetes quantities as validateValues compares and shows them (the twins of tfchart/rules.py
-quantity_nanos and shown_quantity).
+Kubernetes quantities as validateValues compares and shows them.
 */}}
 
 {{/*
 A quantity as messages show it: strings as written, numbers as decimals (integers below 10^15 in
 full, others as Go's %v writes a float), whether helm read them as float64 (files) or int64 (--set).
-The twin of tfchart/rules.py shown_quantity.
 */}}
 {{- define "tf-distributed.quantityText" -}}
 {{- if kindIs "string" . -}}
@@ -21,8 +19,8 @@ The twin of tfchart/rules.py shown_quantity.
 {{/*
 A Kubernetes quantity as the API server stores it, as a string that compares like the number:
 <19-digit integer part>.<9-digit nano part>, rounded up to 1n and capped at 2^63-1 as
-resource.ParseQuantity does. Exact (decimal digit strings; binary suffixes multiply by 1024), the
-twin of tfchart/rules.py quantity_nanos. Usage: include "tf-distributed.quantityKey" "1.5Gi"
+resource.ParseQuantity does. Exact (decimal digit strings; binary suffixes multiply by 1024).
+Usage: include "tf-distributed.quantityKey" "1.5Gi"
 */}}
 {{- define "tf-distributed.quantityKey" -}}
 {{- $text := toString . -}}

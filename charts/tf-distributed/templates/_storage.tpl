@@ -1,6 +1,5 @@
 {{/*
-The shared claim: its name, which pods mount it, and whether they must share a node. The twin of
-tfchart/rules.py (shared storage).
+The shared claim: its name, which pods mount it, and whether they must share a node.
 */}}
 
 {{- define "tf-distributed.claimName" -}}
@@ -10,7 +9,7 @@ tfchart/rules.py (shared storage).
 {{/*
 Storage placement. Every pod of the release mounts the shared claim. Without ReadWriteMany the
 pods must share the volume on one node, so each gets a required podAffinity to the release's pods
-on kubernetes.io/hostname (tf-distributed.affinity); the twin of these helpers is tfchart/rules.py.
+on kubernetes.io/hostname (tf-distributed.affinity).
 */}}
 {{- define "tf-distributed.colocate" -}}
 {{- if not (has "ReadWriteMany" .Values.storage.accessModes) -}}true{{- end -}}

@@ -1,6 +1,6 @@
 {{/*
-The TensorFlow cluster: which roles run and how, the cluster map and its size (the twin of
-tfchart/rules.py ClusterShape), the shell prelude that writes TF_CONFIG and the trainer's argv.
+The TensorFlow cluster: which roles run and how, the cluster map and its size (which validateValues
+holds to Linux's limit), the shell prelude that writes TF_CONFIG and the trainer's argv.
 */}}
 
 {{/* Which TensorFlow roles the strategy runs as long-lived StatefulSets. */}}
@@ -71,12 +71,12 @@ subdomain are both <fullname>-chief, so its address has the same shape with ordi
 {{- end -}}
 
 {{/*
-Size of the cluster map, computed the way tfchart/rules.py (ClusterShape) does, without rendering
-it: validateValues compares it with Linux's limit on one environment variable. The map is
-{"chief":["<chief>"],"ps":[...],"worker":[...]} with addresses
-<service>-<i>.<service>.<namespace>.svc.<clusterDomain>:<port>, so each role adds
+Size of the cluster map, computed without rendering it: validateValues compares it with Linux's
+limit on one environment variable. The map is {"chief":["<chief>"],"ps":[...],"worker":[...]}
+with addresses <service>-<i>.<service>.<namespace>.svc.<clusterDomain>:<port>, so each role adds
 count * (2 len(service) + len(namespace) + len(clusterDomain) + 11 + digits(port)) + digits of its
-ordinals + count - 1 (commas) + the key. Tests hold it to len() of the rendered map.
+ordinals + count - 1 (commas) + the key. tests/chart/test_cluster_limits.py holds it to len() of the
+rendered map.
 */}}
 {{/* Characters of the ordinals 0 .. n-1 in decimal. Usage: include "tf-distributed.digitSum" 120 */}}
 {{- define "tf-distributed.digitSum" -}}

@@ -1,6 +1,7 @@
 {{/*
-Cross-field rules the JSON schema cannot express. Every problem is collected, then the render fails
-once with all of them, each with the --set that fixes it.
+Cross-field rules the JSON schema cannot express: the chart's one rule set (`tfchart validate` runs
+it through helm and reads the problems back). Every problem is collected, then the render fails once
+with all of them, each with the --set that fixes it.
 */}}
 {{- define "tf-distributed.validateValues" -}}
 {{- $v := .Values -}}
@@ -110,8 +111,8 @@ once with all of them, each with the --set that fixes it.
 {{- $problems = append $problems (printf "serving.service.grpcPort: equals serving.service.restPort (%d). Fix: --set serving.service.grpcPort=8500 --set serving.service.restPort=8501" (int $v.serving.service.restPort)) -}}
 {{- end -}}
 
-{{- /* Prometheus metrics (the twins of rules.py monitors_have_targets, serving_metrics_need_serving, metrics_port_is_free,
-monitors_scrape_each_target_once, custom_serving_args_serve_metrics). */ -}}
+{{- /* Prometheus metrics: monitors need targets, Serving's metrics need Serving, the metrics port is free, each
+target is scraped once, and custom serving.args keep the monitoring config. */ -}}
 {{- range $kind := list "serviceMonitor" "podMonitor" -}}
 {{- if and (index $v.metrics $kind).enabled (not $v.metrics.enabled) (not $v.serving.metrics.enabled) -}}
 {{- $problems = append $problems (printf "metrics.%s.enabled: the %s scrapes the TensorFlow pods (metrics.enabled) and TensorFlow Serving (serving.metrics.enabled), and both are off, so it would scrape nothing. Fix: --set metrics.enabled=true (or --set serving.metrics.enabled=true, or --set metrics.%s.enabled=false)" $kind (index (dict "serviceMonitor" "ServiceMonitor" "podMonitor" "PodMonitor") $kind) $kind) -}}
@@ -159,7 +160,7 @@ serving.command alone keeps them, and a flag in serving.command (a shell line) c
 {{- $problems = append $problems "serving.ingress.enabled: the Ingress needs TensorFlow Serving. Fix: --set serving.enabled=true (or --set serving.ingress.enabled=false)" -}}
 {{- end -}}
 
-{{- /* Gang scheduling and queues (the twin of rules.py gang_scheduling_is_consistent). */ -}}
+{{- /* Gang scheduling and queues. */ -}}
 {{- $gang := $v.scheduling.gang -}}
 {{- $provider := $gang.provider -}}
 {{- $gangSchedulers := dict "volcano" "volcano" "coscheduling" "scheduler-plugins-scheduler" -}}
@@ -260,7 +261,7 @@ serving.command alone keeps them, and a flag in serving.command (a shell line) c
 {{- $problems = append $problems (printf "storage.mountPath: %s is or contains %s, where the chart mounts %s. Fix: --set storage.mountPath=/data" $mountPath $path (index . 1)) -}}
 {{- end -}}
 {{- end -}}
-{{- /* The working directory is an emptyDir of its own (rules.py working_dir_is_free). */ -}}
+{{- /* The working directory is an emptyDir of its own: it must not be or contain another mount. */ -}}
 {{- range $role := list "ps" "worker" "chief" "evaluator" -}}
 {{- $path := (index $v $role).workingDir -}}
 {{- $taken := concat $reservedMounts (list (list $mountPath "the shared volume (storage.mountPath)")) -}}
