@@ -6,8 +6,8 @@ on the tf-distributed chart must give `helm template`'s verdict on the same inpu
 - name the key the case is about (hostile.Case.chart_key, else .key), in the problem's key path;
 - locate a problem of a values file at that file (and its line where the key is in it);
 - print no traceback, exit 1 (or 2 for a usage error);
-- finish within 2 s (or helm's own time on the input plus 1 s, for the inputs helm itself spends a
-  second on) and 500 MB of peak memory, helm's processes included (wait4 of the process tree).
+- finish within 2 s (or twice helm's own time on the input plus 0.5 s, for the inputs helm itself is
+  slow on) and 500 MB of peak memory, helm's processes included (wait4 of the process tree).
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def test_tfchart_validate_gives_helms_verdict_and_names_the_key(case: Case, majo
     argv = [sys.executable, "-m", "tfchart", "--helm", str(helm_path(major)), "validate", "x", "-o", "json",
             *prepared.args]  # fmt: skip
     validate = quietest(lambda: measured(argv, prepared.stdin, prepared.pipes, env=helm_env()))
-    within_limits(validate, f"tfchart validate ({case.name}, helm {major})", helm_cpu=helm.cpu_seconds)
+    within_limits(validate, f"tfchart validate ({case.name}, helm {major})", helm)
     said = (f"helm rc={helm.returncode}: {helm.stderr.decode(errors='replace')[-600:]}\n"
             f"tfchart rc={validate.returncode}: {(validate.stdout + validate.stderr).decode(errors='replace')[-1500:]}")
     assert (validate.returncode == 0) == (helm.returncode == 0), f"verdicts differ:\n{said}"

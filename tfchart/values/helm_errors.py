@@ -22,6 +22,10 @@ PATTERN = re.compile(r"(?P<value>'(?:[^'\\]|\\.)*' )?does not match pattern '(?P
 PARSE_FILE = re.compile(r"^failed to parse (?P<file>.+?): (?P<error>.*)$", re.DOTALL)
 PARSE_SET = re.compile(r"^failed parsing (?P<flag>--set[-a-z]*) data: (?P<error>.*)$", re.DOTALL)
 UNKNOWN, REQUIRED = "unknown key", "is required (was it set to null?)"
+HELM3_BAD_KEY = re.compile(r'Property name of "(.*)" does not match$')
+HELM3_EXTRA = re.compile(r"Additional property (.*) is not allowed$")
+HELM3_ENUM = re.compile(r".* must be one of the following: (.*)$")
+HELM3_REQUIRED = re.compile(r"(.*) is required$")
 
 
 @dataclass
@@ -103,10 +107,8 @@ def _helm3(lines: list[str]) -> list[Found]:
             pending_key.message = f"key {pending_key.key!r} {_message(message, False).replace('Does not', 'does not')}"
             pending_key = None
             continue
-        bad_key = re.match(r'Property name of "(.*)" does not match$', message)
-        extra = re.match(r"Additional property (.*) is not allowed$", message)
-        enum = re.match(r".* must be one of the following: (.*)$", message)
-        required = re.match(r"(.*) is required$", message)
+        bad_key, extra = HELM3_BAD_KEY.match(message), HELM3_EXTRA.match(message)
+        enum, required = HELM3_ENUM.match(message), HELM3_REQUIRED.match(message)
         if bad_key:
             pending_key = Found(_under(path, bad_key[1]), f"key {bad_key[1]!r} is not allowed", key=bad_key[1])
             found.append(pending_key)

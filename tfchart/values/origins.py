@@ -90,21 +90,20 @@ def _step(node: yaml.Node, rest: str) -> tuple[yaml.Node, yaml.Node, str] | None
     return None
 
 
-def find_key(node: yaml.Node, name: str, path: str = "") -> str | None:
-    """The dotted path of a map key called `name` (helm 4 names a bad map key without its path)."""
-    pending = [(node, path)]
+def keys_named(node: yaml.Node, name: str) -> Iterator[str]:
+    """The dotted paths of the map keys called `name`, in document order (helm 4 names a bad map key
+    without its path)."""
+    pending: list[tuple[yaml.Node, str]] = [(node, "")]
     while pending:
         current, where = pending.pop()
+        children: list[tuple[str, yaml.Node]] = []
         if isinstance(current, yaml.MappingNode):
-            for key, value in current.value:
-                text = str(key.value) if isinstance(key, yaml.ScalarNode) else ""
-                child = f"{where}.{text}" if where else text
-                if text == name:
-                    return child
-                pending.append((value, child))
+            children = [(str(getattr(key, "value", "")), value) for key, value in current.value]
         elif isinstance(current, yaml.SequenceNode):
-            pending += [(item, f"{where}.{index}") for index, item in enumerate(current.value)]
-    return None
+            children = [(str(index), item) for index, item in enumerate(current.value)]
+        if isinstance(current, yaml.MappingNode):
+            yield from (f"{where}.{label}" if where else label for label, _ in children if label == name)
+        pending += [(value, f"{where}.{label}" if where else label) for label, value in reversed(children)]
 
 
 class Origins:
@@ -112,6 +111,7 @@ class Origins:
 
     def __init__(self, helm: Helm, chart: Chart, inputs: Inputs) -> None:
         self.helm, self.chart, self.inputs = helm, chart, inputs
+        self.handed_out: set[str] = set()
 
     @cached_property
     def files(self) -> list[tuple[str, list[yaml.Node]]]:
@@ -172,11 +172,13 @@ class Origins:
         return best[1] if best else None
 
     def key_named(self, name: str) -> str | None:
+        """The next key called `name` in the files not handed out yet (one per problem helm 4 reports)."""
         for _, documents in self.files:
             for root in documents:
-                found = find_key(root, name)
-                if found is not None:
-                    return found
+                for path in keys_named(root, name):
+                    if path not in self.handed_out:
+                        self.handed_out.add(path)
+                        return path
         return None
 
     def default_text(self, path: str) -> tuple[str, str] | None:

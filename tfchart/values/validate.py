@@ -152,9 +152,10 @@ def _grouped(found: list[Found], shown: int = 3) -> list[tuple[Found, str]]:
     first items, the last one listed saying how many more there are."""
     import re
 
+    index = re.compile(r"\.\d+(?=\.|$)")
     groups: dict[tuple[str, str], list[Found]] = {}
     for item in found:
-        groups.setdefault((re.sub(r"\.\d+(?=\.|$)", ".*", item.path), item.message), []).append(item)
+        groups.setdefault((index.sub(".*", item.path), item.message), []).append(item)
     out: list[tuple[Found, str]] = []
     for members in groups.values():
         if len(members) <= shown + 2:
