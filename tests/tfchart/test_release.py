@@ -81,29 +81,17 @@ class RecordingDeleter:
     """Deletes at once (the API server answered a Status), recording each call."""
 
     def __init__(self) -> None:
-        self.calls: list[tuple[str, str, str]] = []
+        self.calls: list[tuple[str, str, str, str | None]] = []
 
-    def read_object(self, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+    def read_object(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         return None
 
-    def delete_statefulset_orphan(self, name: str, namespace: str) -> Deletion:
-        self.calls.append(("statefulset-orphan", name, namespace))
-        return "deleted"
-
-    def delete_statefulset(self, name: str, namespace: str) -> Deletion:
-        self.calls.append(("statefulset", name, namespace))
-        return "deleted"
-
-    def delete_job(self, name: str, namespace: str) -> Deletion:
-        self.calls.append(("job", name, namespace))
-        return "deleted"
-
-    def delete_deployment(self, name: str, namespace: str) -> Deletion:
-        self.calls.append(("deployment", name, namespace))
+    def delete(self, kind: str, name: str, namespace: str, propagation: str | None = None) -> Deletion:
+        self.calls.append((kind, name, namespace, propagation))
         return "deleted"
 
     def delete_pvc(self, name: str, namespace: str) -> None:
-        self.calls.append(("pvc", name, namespace))
+        self.calls.append(("PersistentVolumeClaim", name, namespace, None))
 
 
 @pytest.mark.parametrize(
@@ -252,9 +240,9 @@ def test_recreate_deletes_exactly_the_changed_objects_then_upgrades(old_chart: P
         ("StatefulSet", "mnist-tf-distributed-worker"),
     ]
     assert deleter.calls == [
-        ("job", "mnist-tf-distributed-chief", "ml-training"),
-        ("statefulset-orphan", "mnist-tf-distributed-ps", "ml-training"),
-        ("statefulset-orphan", "mnist-tf-distributed-worker", "ml-training"),
+        ("Job", "mnist-tf-distributed-chief", "ml-training", "Foreground"),
+        ("StatefulSet", "mnist-tf-distributed-ps", "ml-training", "Orphan"),
+        ("StatefulSet", "mnist-tf-distributed-worker", "ml-training", "Orphan"),
     ]
     assert helm.cluster_calls()[-1] == [
         "upgrade",
@@ -280,7 +268,7 @@ def test_uninstall_keeps_the_claim_unless_asked() -> None:
     ]
     deleter = RecordingDeleter()
     release.uninstall(RecordingHelm("4", []), "mnist", "ml-training", delete_data=True, deleter=deleter)
-    assert deleter.calls == [("pvc", "mnist-tf-distributed-data", "ml-training")]
+    assert deleter.calls == [("PersistentVolumeClaim", "mnist-tf-distributed-data", "ml-training", None)]
 
 
 def test_uninstall_with_existing_claim_deletes_nothing_of_the_user() -> None:

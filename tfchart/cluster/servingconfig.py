@@ -1,14 +1,11 @@
 """Which model versions TensorFlow Serving is configured to load, read back from the release.
 
 The chart renders TF Serving's model config (`models.config`, a `ModelServerConfig` in protobuf text
-format) into the ConfigMap `<fullname>-serving`; the server re-reads it, so the ConfigMap is what
-Serving loads now (give or take the kubelet's refresh of the mounted file and the poll interval).
-`tfchart status` reads it back, applies its `model_version_policy` to the versions the chief
-reported in status.json (`exported_versions`) and shows which versions Serving loads.
-
-The reader is a small parser of the protobuf text format (messages, scalar fields, comments), not
-the `tensorflow-serving-api` protos: tfchart does not depend on TensorFlow. A hand-edited ConfigMap
-that is not text format is reported as such, never guessed at.
+format) into the ConfigMap `<fullname>-serving`, which the server re-reads: it is what Serving loads
+now (give or take the kubelet's refresh of the mounted file and the poll interval). `tfchart status`
+applies its `model_version_policy` to the versions the chief reported (`exported_versions`).
+The reader is a small parser of the protobuf text format, not the `tensorflow-serving-api` protos
+(tfchart does not depend on TensorFlow); a ConfigMap that is not text format is reported, never guessed at.
 """
 
 from __future__ import annotations
@@ -56,6 +53,7 @@ def _tokens(text: str) -> list[str]:
 
 #: Deeper nesting than any model config has; refused rather than recursed into.
 MAX_DEPTH = 64
+CLOSING = {"{": "}", "<": ">"}  # a message is written {...} or <...>
 
 
 def _message(tokens: list[str], position: int, closing: str | None, depth: int) -> tuple[Message, int]:
@@ -76,15 +74,15 @@ def _message(tokens: list[str], position: int, closing: str | None, depth: int) 
         if after == ":":
             position += 1
             after = tokens[position] if position < len(tokens) else ""
-        if after in ("{", "<"):
-            nested, position = _message(tokens, position + 1, "}" if after == "{" else ">", depth + 1)
+        if after in CLOSING:
+            nested, position = _message(tokens, position + 1, CLOSING[after], depth + 1)
             fields.append((token, nested))
         elif after == "[":  # a list of scalars or of messages: the field repeated
             position += 1
             while position < len(tokens) and tokens[position] != "]":
                 item = tokens[position]
-                if item in ("{", "<"):
-                    nested, position = _message(tokens, position + 1, "}" if item == "{" else ">", depth + 1)
+                if item in CLOSING:
+                    nested, position = _message(tokens, position + 1, CLOSING[item], depth + 1)
                     fields.append((token, nested))
                     continue
                 if item in "}>:;[":
@@ -120,6 +118,10 @@ def _all(message: Message, name: str) -> list[str | Message]:
 
 def _messages(message: Message, name: str) -> list[Message]:
     return [value for value in _all(message, name) if isinstance(value, list)]
+
+
+def _string(message: Message, name: str) -> str:
+    return next((value for value in _all(message, name) if isinstance(value, str)), "")
 
 
 @dataclass(frozen=True)
@@ -161,31 +163,22 @@ class ServedModel:
 
 def served_models(text: str) -> list[ServedModel]:
     """The models of a ModelServerConfig text (model_config_list.config entries)."""
-    root = parse_text_proto(text)
-    models = []
-    for config_list in _messages(root, "model_config_list"):
-        for config in _messages(config_list, "config"):
-            name = next((v for v in _all(config, "name") if isinstance(v, str)), "")
-            base = next((v for v in _all(config, "base_path") if isinstance(v, str)), "")
-            models.append(ServedModel(name, base, _policy(config)))
-    return models
+    configs = [config for configs in _messages(parse_text_proto(text), "model_config_list")
+               for config in _messages(configs, "config")]
+    return [ServedModel(_string(config, "name"), _string(config, "base_path"), _policy(config)) for config in configs]
 
 
 def _policy(config: Message) -> VersionPolicy:
+    """The last model_version_policy; in it, `specific` wins over `all`, which wins over `latest`."""
     policies = _messages(config, "model_version_policy")
-    if not policies:
-        return VersionPolicy("latest")
-    policy = policies[-1]
-    for kind in ("specific", "all", "latest"):
-        chosen = _messages(policy, kind)
-        if not chosen:
-            continue
-        if kind == "specific":
-            return VersionPolicy(kind, versions=tuple(_integers(chosen[-1], "versions")))
-        if kind == "latest":
-            counts = _integers(chosen[-1], "num_versions")
-            return VersionPolicy(kind, latest=counts[-1] if counts else 0)
-        return VersionPolicy(kind)
+    policy = policies[-1] if policies else []
+    if specific := _messages(policy, "specific"):
+        return VersionPolicy("specific", versions=tuple(_integers(specific[-1], "versions")))
+    if _messages(policy, "all"):
+        return VersionPolicy("all")
+    if latest := _messages(policy, "latest"):
+        counts = _integers(latest[-1], "num_versions")
+        return VersionPolicy("latest", latest=counts[-1] if counts else 0)
     return VersionPolicy("latest")
 
 
@@ -213,20 +206,22 @@ class ServingVersions:
 
 def serving_versions(config_map: str, text: str | None, model: str, exported: list[int] | None) -> ServingVersions:
     """Apply the ConfigMap's policy for `model` (the first model when the name is unknown) to `exported`."""
+
+    def unread(note: str) -> ServingVersions:
+        return ServingVersions(config_map, model, "", exported, None, note=note)
+
     if text is None:
-        return ServingVersions(config_map, model, "", exported, None, note=f"{config_map} has no {MODELS_CONFIG_KEY}")
+        return unread(f"{config_map} has no {MODELS_CONFIG_KEY}")
     try:
         models = served_models(text)
     except ConfigSyntaxError as error:
-        return ServingVersions(config_map, model, "", exported, None,
-                               note=f"{config_map}'s {MODELS_CONFIG_KEY} is not protobuf text format: {error}")
+        return unread(f"{config_map}'s {MODELS_CONFIG_KEY} is not protobuf text format: {error}")
     chosen = next((m for m in models if m.name == model), models[0] if models else None)
     if chosen is None:
-        return ServingVersions(config_map, model, "", exported, None,
-                               note=f"{config_map}'s {MODELS_CONFIG_KEY} configures no model")
+        return unread(f"{config_map}'s {MODELS_CONFIG_KEY} configures no model")
     policy = chosen.policy
-    missing = sorted(set(policy.versions) - set(exported or ())) if policy.kind == "specific" else []
     if exported is None:
         unknown = "the exported versions are unknown (no tfd-status line in the chief's log lists them)"
         return ServingVersions(config_map, chosen.name, policy.describe(), None, None, note=unknown)
+    missing = sorted(set(policy.versions) - set(exported)) if policy.kind == "specific" else []
     return ServingVersions(config_map, chosen.name, policy.describe(), exported, policy.selects(exported), missing)

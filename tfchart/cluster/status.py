@@ -1,15 +1,13 @@
-"""`tfchart status`: what a release is doing, from the Kubernetes API and the chief's log.
-
-Objects are found by the chart's labels (app.kubernetes.io/name=tf-distributed,
-app.kubernetes.io/instance=<release>, app.kubernetes.io/component=<role>), never by computed names.
-The chief Job owns completion (Complete = Succeeded, Failed condition = Failed); training progress
-comes from the last `tfd-status: {json}` line of the chief pod's log (the same document as
+"""`tfchart status`: what a release is doing, from its objects (found by the chart's labels) and the
+chief's log. The chief Job owns completion (Complete = Succeeded, Failed condition = Failed); training
+progress comes from the last `tfd-status: {json}` line of the chief pod's log (the same document as
 <storage>/status.json), else from the last `step N, loss = L (X examples/sec; Y sec/batch)` line.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -19,6 +17,7 @@ from tfchart.cluster.objects import (
     JobInfo,
     condition_true,
     container_statuses,
+    has_started,
     is_chief_pod,
     job_info,
     main_container,
@@ -28,7 +27,6 @@ from tfchart.cluster.objects import (
     pod_reason,
     role_of,
     run_role,
-    started,
 )
 from tfchart.cluster.servingconfig import MODELS_CONFIG_KEY, ServingVersions, serving_versions
 from tfchart.errors import KubernetesError
@@ -48,16 +46,15 @@ from tfdcontract import (
 )
 
 if TYPE_CHECKING:
-
     from tfchart.cluster.kube import KubeApi
 
 LOG_TAIL_LINES = 2000
 NO_PROGRESS = "no progress reported yet"
+# Fields of a tfd-status document where "" or 0 means not reported.
+UNSET_WHEN_EMPTY = ("strategy", "train_steps", "export_path", "model_name", "started_at", "updated_at", "message")
 
 
 # -- what status reports ------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class PodInfo:
     role: str
@@ -148,54 +145,38 @@ class ReleaseStatus:
 
 
 # -- collecting -------------------------------------------------------------------------------
-
-
 def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None = None) -> ReleaseStatus:
     """Everything `tfchart status` shows, from four list calls (five with Serving: its ConfigMap) and one
     log read of the chief pod."""
     selector = release_selector(release)
-    pods = api.list_pods(namespace, selector)
-    stateful_sets = api.list_stateful_sets(namespace, selector)
-    jobs = api.list_jobs(namespace, selector)
-    services = api.list_services(namespace, selector)
+    pods, stateful_sets, jobs, services = (
+        api.list_objects(kind, namespace, selector) for kind in ("Pod", "StatefulSet", "Job", "Service")
+    )
     if not (pods or stateful_sets or jobs or services):
-        raise KubernetesError(
-            f"no release {release} in namespace {namespace}: no pods, StatefulSets, Jobs or Services carry its labels",
-            f"check the release name and namespace: `helm list -n {namespace}` (or `helm list -A`)",
-        )
+        raise KubernetesError(f"no release {release} in namespace {namespace}: no pods, StatefulSets, Jobs or "
+                              "Services carry its labels",
+                              f"check the release name and namespace: `helm list -n {namespace}` (or `helm list -A`)")
     serving_maps, config_note = serving_config_maps(api, release, namespace, services)
+    role = run_role(jobs)
+    chief_pods = [pod for pod in pods if role_of(pod) == role and is_chief_pod(pod)]
+    chief = job_info(role, jobs, chief_pods)
+    evaluator_jobs = [job for job in jobs if role_of(job) == EVALUATOR]
+    evaluator_pods = [pod for pod in pods if role_of(pod) == EVALUATOR]
+    progress, log_note = read_progress(api, namespace, newest([pod for pod in chief_pods if has_started(pod)]))
     moment = now or datetime.now(timezone.utc)
     pod_infos = sorted((pod_info(pod, moment) for pod in pods), key=pod_sort_key)
-    chief_pods = [pod for pod in pods if role_of(pod) == run_role(jobs) and is_chief_pod(pod)]
-    chief = job_info(run_role(jobs), jobs, chief_pods)
-    evaluator_jobs = [job for job in jobs if role_of(job) == EVALUATOR]
-    evaluator = (
-        job_info(EVALUATOR, evaluator_jobs, [p for p in pods if role_of(p) == EVALUATOR])
-        if evaluator_jobs
-        else None
-    )
-    progress, log_note = read_progress(api, namespace, newest(started(chief_pods)))
     set_infos = sorted((stateful_set_info(s) for s in stateful_sets), key=lambda s: role_rank(s.role))
     versions = versions_served(serving_maps, progress)
+    held = held_after_the_end(release, namespace, chief, set_infos, pod_infos)
+    client_services = sorted((s for s in services if role_of(s) in (TENSORBOARD, SERVING)),
+                             key=lambda s: (role_rank(role_of(s)), name_of(s)))
     return ReleaseStatus(
-        release=release,
-        namespace=namespace,
-        training=training_state(chief, progress),
+        release=release, namespace=namespace, training=training_state(chief, progress), chief=chief,
+        evaluator=job_info(EVALUATOR, evaluator_jobs, evaluator_pods) if evaluator_jobs else None,
+        stateful_sets=set_infos, pods=pod_infos, serving=versions,
         notes=[note for note in (log_note, config_note) if note],
-        chief=chief,
-        evaluator=evaluator,
-        stateful_sets=set_infos,
-        pods=pod_infos,
-        warnings=[
-            *held_after_the_end(release, namespace, chief, set_infos, pod_infos),
-            *pinned_but_missing(release, versions),
-        ],
-        serving=versions,
-        endpoints=[
-            endpoint(service, namespace, pods)
-            for service in sorted(services, key=lambda s: (role_rank(role_of(s)), name_of(s)))
-            if is_client_service(service)
-        ],
+        warnings=[*held, *pinned_but_missing(release, versions)],
+        endpoints=[endpoint(service, namespace, pods) for service in client_services],
     )
 
 
@@ -211,35 +192,22 @@ def pod_sort_key(pod: PodInfo) -> tuple[int, int, str]:
 def pod_info(pod: Any, now: datetime) -> PodInfo:
     reason, message = pod_reason(pod)
     created = pod.metadata.creation_timestamp
+    phase = (pod.status.phase if pod.status else None) or "Unknown"
     return PodInfo(
-        role=role_of(pod),
-        name=name_of(pod),
-        phase=(
-            "Terminating"
-            if pod.metadata.deletion_timestamp
-            else (pod.status.phase if pod.status else None) or "Unknown"
-        ),
-        ready=condition_true(pod, "Ready"),
-        restarts=sum(status.restart_count or 0 for status in container_statuses(pod)),
-        node=pod.spec.node_name if pod.spec else None,
-        gpus=pod_gpus(pod),
-        age_seconds=int((now - created).total_seconds()) if created else None,
-        reason=reason,
-        message=message,
+        role=role_of(pod), name=name_of(pod), phase="Terminating" if pod.metadata.deletion_timestamp else phase,
+        ready=condition_true(pod, "Ready"), restarts=sum(s.restart_count or 0 for s in container_statuses(pod)),
+        node=pod.spec.node_name if pod.spec else None, gpus=pod_gpus(pod),
+        age_seconds=int((now - created).total_seconds()) if created else None, reason=reason, message=message,
     )
 
 
 def stateful_set_info(stateful_set: Any) -> StatefulSetInfo:
-    spec_replicas = stateful_set.spec.replicas if stateful_set.spec else None
-    status = stateful_set.status
+    replicas = stateful_set.spec.replicas if stateful_set.spec else None
+    ready = (stateful_set.status.ready_replicas if stateful_set.status else None) or 0
     annotations = stateful_set.metadata.annotations or {}
     return StatefulSetInfo(
-        role=role_of(stateful_set),
-        name=name_of(stateful_set),
-        ready=(status.ready_replicas if status else None) or 0,
-        desired=1 if spec_replicas is None else int(spec_replicas),
-        ending=str(annotations.get(ENDING_ANNOTATION, "")),
-        end_reason=str(annotations.get(END_REASON_ANNOTATION, "")),
+        role_of(stateful_set), name_of(stateful_set), ready, 1 if replicas is None else int(replicas),
+        ending=str(annotations.get(ENDING_ANNOTATION, "")), end_reason=str(annotations.get(END_REASON_ANNOTATION, "")),
     )
 
 
@@ -253,15 +221,13 @@ def held_after_the_end(
     up = [s for s in stateful_sets if s.desired > 0]
     if not holding and not up:
         return []
-    gpus: dict[str, int] = {}
+    gpus: Counter[str] = Counter()
     for pod in holding:
-        for gpu in pod.gpus:
-            gpus[gpu.resource] = gpus.get(gpu.resource, 0) + gpu.count
+        gpus.update({gpu.resource: gpu.count for gpu in pod.gpus})
     held = ", ".join(f"{count} {resource}" for resource, count in sorted(gpus.items()))
     what = f"{len(holding)} pod(s) still run" + (f" and hold {held}" if held else "")
     names = ", ".join(p.name for p in holding[:4]) + (", ..." if len(holding) > 4 else "")
-    kept = [s for s in up if s.ending]
-    if kept:
+    if any(s.ending for s in up):
         policy = "onSuccess" if chief.state == "Succeeded" else "onFailure"
         why = f"kept by the cleanup policy (training.cleanup.{policy}=keep)"
     else:
@@ -272,14 +238,12 @@ def held_after_the_end(
 
 
 # -- model versions ---------------------------------------------------------------------------
-
-
 def serving_config_maps(api: KubeApi, release: str, namespace: str, services: list[Any]) -> tuple[list[Any], str]:
     """Serving's ConfigMap (when the release serves), and a note when it cannot be read (403 on configmaps)."""
     if not any(role_of(service) == SERVING for service in services):
         return [], ""
     try:
-        return api.list_config_maps(namespace, release_selector(release, SERVING)), ""
+        return api.list_objects("ConfigMap", namespace, release_selector(release, SERVING)), ""
     except KubernetesError as error:
         return [], f"cannot read Serving's model config: {error.message} ({error.hint})"
 
@@ -291,11 +255,7 @@ def versions_served(config_maps: list[Any], progress: Progress | None) -> Servin
     config_map = sorted(config_maps, key=name_of)[0]
     text = (config_map.data or {}).get(MODELS_CONFIG_KEY)
     exported = progress.exported_versions if progress and progress.source == "tfd-status" else None
-    return serving_versions(name_of(config_map), text, progress_model(progress), exported)
-
-
-def progress_model(progress: Progress | None) -> str:
-    return progress.model_name or "" if progress else ""
+    return serving_versions(name_of(config_map), text, (progress.model_name or "") if progress else "", exported)
 
 
 def pinned_but_missing(release: str, versions: ServingVersions | None) -> list[str]:
@@ -315,15 +275,12 @@ def pinned_but_missing(release: str, versions: ServingVersions | None) -> list[s
 
 
 # -- progress from the chief's log --------------------------------------------------------------
-
-
 def read_progress(api: KubeApi, namespace: str, chief_pod: Any | None) -> tuple[Progress | None, str]:
     """The chief's reported progress, and a note when its log could not be read (403 on pods/log, a race)."""
     if chief_pod is None:
         return None, ""
-    container = main_container(chief_pod, CHIEF)
     try:
-        text = api.read_pod_log(namespace, name_of(chief_pod), container, LOG_TAIL_LINES)
+        text = api.read_pod_log(namespace, name_of(chief_pod), main_container(chief_pod, CHIEF), LOG_TAIL_LINES)
     except KubernetesError as error:
         return None, f"cannot read the chief's log: {error.message} ({error.hint})"
     return parse_progress(text), ""
@@ -331,34 +288,22 @@ def read_progress(api: KubeApi, namespace: str, chief_pod: Any | None) -> tuple[
 
 def parse_progress(log: str) -> Progress | None:
     """The last tfd-status document, else the last step line, else None."""
-    lines = log.splitlines()
-    for line in reversed(lines):
-        status = parse_status_line(line)
-        if status is not None:
-            return progress_from_status(status)
-    for line in reversed(lines):
-        step = parse_step_line(line)
-        if step:
-            return Progress(source="step-line", step=step.step, loss=step.loss, examples_per_sec=step.examples_per_sec)
-    return None
+    lines = log.splitlines()[::-1]
+    status = next((status for status in map(parse_status_line, lines) if status is not None), None)
+    if status is not None:
+        return progress_from_status(status)
+    step = next((step for step in map(parse_step_line, lines) if step), None)
+    if step is None:
+        return None
+    return Progress(source="step-line", step=step.step, loss=step.loss, examples_per_sec=step.examples_per_sec)
 
 
 def progress_from_status(status: Status) -> Progress:
     return Progress(
-        source="tfd-status",
-        state=status.state,
-        strategy=status.strategy or None,
-        step=status.step,
-        train_steps=status.train_steps or None,
-        loss=status.loss,
-        accuracy=status.accuracy,
+        source="tfd-status", state=status.state, step=status.step, loss=status.loss, accuracy=status.accuracy,
         examples_per_sec=status.examples_per_sec,
-        export_path=status.export_path or None,
         exported_versions=None if status.exported_versions is None else list(status.exported_versions),
-        model_name=status.model_name or None,
-        started_at=status.started_at or None,
-        updated_at=status.updated_at or None,
-        message=status.message or None,
+        **{key: getattr(status, key) or None for key in UNSET_WHEN_EMPTY},
     )
 
 
@@ -372,9 +317,8 @@ def training_state(chief: JobInfo, progress: Progress | None) -> Training:
         return Training("Failed", f"{job}; trainer: {reported}" if reported else job, progress)
     if chief.state == "Running":
         if progress and progress.state == "Failed":
-            return Training(
-                "Running", f"the last attempt failed ({reported}); the Job retries from the checkpoint", progress
-            )
+            retried = f"the last attempt failed ({reported}); the Job retries from the checkpoint"
+            return Training("Running", retried, progress)
         return Training("Running", reported or ("training in progress" if progress else NO_PROGRESS), progress)
     if chief.state == "Pending":
         why = f"{chief.reason}: {chief.message}" if chief.message else chief.reason
@@ -383,22 +327,10 @@ def training_state(chief: JobInfo, progress: Progress | None) -> Training:
 
 
 # -- endpoints ----------------------------------------------------------------------------------
-
-
-def is_client_service(service: Any) -> bool:
-    return role_of(service) in (TENSORBOARD, SERVING)
-
-
 def endpoint(service: Any, namespace: str, pods: list[Any]) -> Endpoint:
-    role = role_of(service)
-    name = name_of(service)
+    role, name = role_of(service), name_of(service)
     ports = tuple((p.name or str(p.port), int(p.port)) for p in (service.spec.ports if service.spec else None) or [])
     forwards = " ".join(f"{port}:{port}" for _, port in ports)
-    return Endpoint(
-        component=role,
-        service=name,
-        dns=f"{name}.{namespace}.svc",
-        ports=ports,
-        ready_pods=sum(1 for pod in pods if role_of(pod) == role and condition_true(pod, "Ready")),
-        port_forward=f"kubectl -n {namespace} port-forward svc/{name} {forwards}",
-    )
+    return Endpoint(component=role, service=name, dns=f"{name}.{namespace}.svc", ports=ports,
+                    ready_pods=sum(1 for pod in pods if role_of(pod) == role and condition_true(pod, "Ready")),
+                    port_forward=f"kubectl -n {namespace} port-forward svc/{name} {forwards}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tfchart.cluster.objects import JobInfo
 from tfchart.cluster.status import NO_PROGRESS, Progress, ReleaseStatus
 from tfdcontract import CHIEF, TENSORBOARD
 
@@ -11,15 +12,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
-STATE_STYLE = {
-    "Running": "cyan",
-    "Succeeded": "green",
-    "Failed": "red",
-    "Interrupted": "yellow",  # the chief saved on SIGTERM (preemption, drain) and will resume
-    "Pending": "yellow",
-    "Unknown": "yellow",
-    "Missing": "yellow",
-}
+# Interrupted: the chief saved on SIGTERM (preemption, drain) and will resume.
+STATE_STYLE = {"Running": "cyan", "Succeeded": "green", "Failed": "red", "Interrupted": "yellow", "Pending": "yellow",
+               "Unknown": "yellow", "Missing": "yellow"}
 
 
 def render(status: ReleaseStatus, console: Console) -> None:
@@ -46,25 +41,17 @@ def summary_lines(status: ReleaseStatus) -> Any:
     style = STATE_STYLE.get(training.state, "white")
     grid.add_row("Training", f"[{style}]{training.state}[/]  {escape(training.detail)}")
     progress = training.progress
-    if progress is None:
-        grid.add_row("Progress", NO_PROGRESS)
-    else:
-        grid.add_row("Progress", escape(progress_text(progress)))
-        if progress.export_path:
-            grid.add_row("Export", escape(progress.export_path))
+    grid.add_row("Progress", escape(progress_text(progress)) if progress else NO_PROGRESS)
+    if progress and progress.export_path:
+        grid.add_row("Export", escape(progress.export_path))
     chief = status.chief
-    chief_text = chief.state + (f" ({chief.reason})" if chief.reason else "")
     label = "Chief Job" if chief.role == CHIEF else "Workers' Job"  # worker 0 is the chief
-    grid.add_row(label, f"[{STATE_STYLE.get(chief.state, 'white')}]{escape(chief_text)}[/]")
+    grid.add_row(label, f"[{STATE_STYLE.get(chief.state, 'white')}]{escape(job_text(chief))}[/]")
     if status.evaluator:
-        grid.add_row(
-            "Evaluator Job",
-            escape(status.evaluator.state + (f" ({status.evaluator.reason})" if status.evaluator.reason else "")),
-        )
+        grid.add_row("Evaluator Job", escape(job_text(status.evaluator)))
     if status.stateful_sets:
-        grid.add_row(
-            "StatefulSets", escape(", ".join(f"{s.role} {s.ready}/{s.desired} ready" for s in status.stateful_sets))
-        )
+        sets = ", ".join(f"{s.role} {s.ready}/{s.desired} ready" for s in status.stateful_sets)
+        grid.add_row("StatefulSets", escape(sets))
         ended = next((s for s in status.stateful_sets if s.ending), None)
         if ended:
             text = f"{ended.ending}: {ended.end_reason}" if ended.end_reason else ended.ending
@@ -98,20 +85,19 @@ def versions_rows(status: ReleaseStatus) -> list[tuple[str, str]]:
     return [*rows, ("Serving loads", f"{loaded} of {configured}{missing}")]
 
 
+def job_text(job: JobInfo) -> str:
+    return job.state + (f" ({job.reason})" if job.reason else "")
+
+
 def progress_text(progress: Progress) -> str:
     parts = []
     if progress.step is not None:
-        if progress.train_steps:
-            percent = 100 * progress.step / progress.train_steps
-            parts.append(f"step {progress.step}/{progress.train_steps} ({percent:.0f}%)")
-        else:
-            parts.append(f"step {progress.step}")
-    if progress.loss is not None:
-        parts.append(f"loss {progress.loss:.4f}")
-    if progress.accuracy is not None:
-        parts.append(f"accuracy {progress.accuracy:.4f}")
-    if progress.examples_per_sec is not None:
-        parts.append(f"{progress.examples_per_sec:.1f} examples/sec")
+        steps = progress.train_steps
+        share = f"/{steps} ({100 * progress.step / steps:.0f}%)" if steps else ""
+        parts.append(f"step {progress.step}{share}")
+    numbers = (("loss {:.4f}", progress.loss), ("accuracy {:.4f}", progress.accuracy),
+               ("{:.1f} examples/sec", progress.examples_per_sec))
+    parts += [form.format(value) for form, value in numbers if value is not None]
     if progress.updated_at:
         parts.append(f"updated {progress.updated_at}")
     return ", ".join(parts) or "reported, without numbers"
@@ -128,17 +114,10 @@ def pods_table(status: ReleaseStatus) -> Any:
         table.add_row("-", "(no pods)", "", "", "", "", "", "", "")
     for pod in status.pods:
         style = "red" if pod.reason and pod.phase != "Succeeded" else ""
-        table.add_row(
-            pod.role,
-            pod.name,
-            f"[{style}]{escape(pod.display_status)}[/]" if style else escape(pod.display_status),
-            "yes" if pod.ready else "no",
-            str(pod.restarts),
-            pod.node or "-",
-            ", ".join(f"{g.count} {g.resource}" for g in pod.gpus) or "-",
-            human_age(pod.age_seconds),
-            escape(pod.message),
-        )
+        shown = f"[{style}]{escape(pod.display_status)}[/]" if style else escape(pod.display_status)
+        gpus = ", ".join(f"{g.count} {g.resource}" for g in pod.gpus) or "-"
+        table.add_row(pod.role, pod.name, shown, "yes" if pod.ready else "no", str(pod.restarts), pod.node or "-",
+                      gpus, human_age(pod.age_seconds), escape(pod.message))
     return table
 
 

@@ -1,12 +1,9 @@
-"""`tfchart stop`: end a release's run by hand and free what its pods hold.
-
-What the run supervisor does on an ending (docs/architecture.md, "Run supervisor"), done from the
-user's machine: for when it cannot (`supervisor.enabled=false`, `training.cleanup.*=keep`, no Role)
-or has not yet. The ps/worker StatefulSets get the same ending annotations the supervisor writes
-(so `helm upgrade` of the same run keeps them at 0) and are scaled to 0; the evaluator Job is
-suspended; the supervisor is scaled to 0. A chief still training is only ended with `end_run`
-(the Job is suspended: Kubernetes sends SIGTERM and the project's trainer saves a checkpoint).
-Objects are found by the chart's labels, like `tfchart status`. Nothing is deleted.
+"""`tfchart stop`: what the run supervisor does on an ending (docs/architecture.md, "Run supervisor"),
+done by hand when it cannot (`supervisor.enabled=false`, `training.cleanup.*=keep`, no Role) or has not
+yet. The ps/worker StatefulSets get the supervisor's ending annotations (so `helm upgrade` of the same
+run keeps them at 0) and are scaled to 0, as is the supervisor; the evaluator Job is suspended. A chief
+still training is only ended with `end_run` (its Job suspended: the pod gets SIGTERM and the project's
+trainer saves a checkpoint). Objects are found by the chart's labels. Nothing is deleted.
 """
 
 from __future__ import annotations
@@ -45,14 +42,13 @@ class Stopped:
 
 def stop(api: KubeApi, release: str, namespace: str, *, end_run: bool, now: datetime | None = None) -> Stopped:
     selector = release_selector(release)
-    stateful_sets = api.list_stateful_sets(namespace, selector)
-    jobs = api.list_jobs(namespace, selector)
-    deployments = api.list_deployments(namespace, selector)
+    stateful_sets, jobs, deployments = (
+        api.list_objects(kind, namespace, selector) for kind in ("StatefulSet", "Job", "Deployment")
+    )
     if not (stateful_sets or jobs or deployments):
-        raise KubernetesError(
-            f"no release {release} in namespace {namespace}: no StatefulSets, Jobs or Deployments carry its labels",
-            f"check the release name and namespace: `helm list -n {namespace}` (or `helm list -A`)",
-        )
+        raise KubernetesError(f"no release {release} in namespace {namespace}: no StatefulSets, Jobs or Deployments "
+                              "carry its labels",
+                              f"check the release name and namespace: `helm list -n {namespace}` (or `helm list -A`)")
     done = Stopped()
     chief = job_info(run_role(jobs), jobs, [])
     running = chief.state not in ("Succeeded", "Failed", "Missing") and chief.reason != "Suspended"
@@ -67,25 +63,17 @@ def stop(api: KubeApi, release: str, namespace: str, *, end_run: bool, now: date
         api.patch("Job", chief.name, namespace, {"spec": {"suspend": True}})
         done.actions.append(f"suspended Job {chief.name}: its pod gets SIGTERM and saves a checkpoint")
     stamp = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    for stateful_set in stateful_sets:
-        if role_of(stateful_set) in (PS, WORKER):
-            end_stateful_set(api, stateful_set, namespace, reason, stamp, done)
-    for job in jobs:
-        if role_of(job) == EVALUATOR:
-            suspend_evaluator(api, job, namespace, done)
-    for deployment in deployments:
-        if role_of(deployment) == SUPERVISOR:
-            scale_to_zero(api, "Deployment", deployment, namespace, done)
+    for stateful_set in [s for s in stateful_sets if role_of(s) in (PS, WORKER)]:
+        annotations = stateful_set.metadata.annotations or {}
+        if not run_already_ended(annotations):
+            body = {"metadata": {"annotations": ending_annotations(STOPPED, reason, stamp, annotations)}}
+            api.patch("StatefulSet", name_of(stateful_set), namespace, body)
+        scale_to_zero(api, "StatefulSet", stateful_set, namespace, done)
+    for job in [job for job in jobs if role_of(job) == EVALUATOR]:
+        suspend_evaluator(api, job, namespace, done)
+    for deployment in [d for d in deployments if role_of(d) == SUPERVISOR]:
+        scale_to_zero(api, "Deployment", deployment, namespace, done)
     return done
-
-
-def end_stateful_set(api: KubeApi, stateful_set: Any, namespace: str, reason: str, stamp: str, done: Stopped) -> None:
-    name = name_of(stateful_set)
-    annotations = stateful_set.metadata.annotations or {}
-    if not run_already_ended(annotations):
-        body = {"metadata": {"annotations": ending_annotations(STOPPED, reason, stamp, annotations)}}
-        api.patch("StatefulSet", name, namespace, body)
-    scale_to_zero(api, "StatefulSet", stateful_set, namespace, done)
 
 
 def scale_to_zero(api: KubeApi, kind: str, obj: Any, namespace: str, done: Stopped) -> None:

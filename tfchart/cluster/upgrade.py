@@ -1,18 +1,14 @@
 """`tfchart upgrade`: helm upgrade made safer than raw helm.
 
-- Before an upgrade, the StatefulSets, Jobs, Deployments and the PersistentVolumeClaim of the
-  deployed release are compared with the new render: Kubernetes forbids changing most StatefulSet
-  spec fields, a Job's pod template, a Deployment's selector and a claim's spec (its size may only
-  grow, and only where its StorageClass allows expansion), and helm would fail half-way. tfchart
-  refuses up front, naming each field with its deployed and new value, unless the caller asks to
-  recreate those objects: StatefulSets are deleted with orphaned pods, which the new StatefulSet
-  adopts (with their pods when the new selector would not match them); Jobs and Deployments are
-  deleted with their pods (the chief resumes from its checkpoint). tfchart waits until every
-  deletion has finished (each object read until 404) before helm runs. A claim is never recreated.
-- The guard looks at what is live, not only at helm's stored manifest: an object that is no
-  longer in the cluster (a finished chief Job removed by ttlSecondsAfterFinished) is no conflict,
-  because helm's upgrade creates an object of the new manifest that it does not find (helm 3.17
-  and 4.1 pkg/kube Client.Update: a NotFound on Get leads to a create).
+Kubernetes forbids changing most StatefulSet spec fields, a Job's pod template, a Deployment's
+selector and a claim's spec (its size may only grow, where its StorageClass allows expansion), and
+helm would fail half-way. So the deployed release is compared with the new render first, and tfchart
+refuses, naming each field with its deployed and new value, unless the caller asks to recreate those
+objects (--recreate: deleted, and waited for until each reads 404, before helm runs; never a claim).
+The guard looks at what is live, not only at helm's stored manifest: an object no longer in the
+cluster (a finished chief Job removed by ttlSecondsAfterFinished) is no conflict, because helm's
+upgrade creates an object of the new manifest that it does not find (helm 3.17 and 4.1 pkg/kube
+Client.Update: a NotFound on Get leads to a create).
 """
 
 from __future__ import annotations
@@ -22,6 +18,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from typing import Any, Protocol
 
 from tfchart.cluster.kube import AccessDenied, Deletion
@@ -36,12 +33,7 @@ from tfchart.manifests.quantity import parse_or_none
 # Kubernetes: "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template',
 # 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden".
 STATEFULSET_MUTABLE = {
-    "replicas",
-    "ordinals",
-    "template",
-    "updateStrategy",
-    "persistentVolumeClaimRetentionPolicy",
-    "minReadySeconds",
+    "replicas", "ordinals", "template", "updateStrategy", "persistentVolumeClaimRetentionPolicy", "minReadySeconds"
 }
 # A Job's template, completions (unless indexed), completionMode and podReplacementPolicy are
 # immutable. Its selector is immutable too, but the API server generates it: the chart never renders it.
@@ -63,11 +55,8 @@ RECREATE = {
 NOT_ADOPTABLE = "its pods do not match the new selector, so they are stopped with it and created anew"
 GUARDED = (*RECREATE, CLAIM)
 # The values that render the claim's fields, for the fixes.
-CLAIM_VALUES = {
-    "spec.accessModes": "storage.accessModes",
-    "spec.storageClassName": "storage.storageClassName",
-    "spec.resources.requests.storage": "storage.size",
-}
+CLAIM_VALUES = {"spec.accessModes": "storage.accessModes", "spec.storageClassName": "storage.storageClassName",
+                "spec.resources.requests.storage": "storage.size"}
 FIELDS_SHOWN_PER_OBJECT = 12  # more changed fields of one object are counted, not listed
 LONG = 100  # values longer than this (as JSON) are shortened around the difference
 CONTEXT = 30  # characters kept on each side of the difference of two long strings
@@ -77,12 +66,10 @@ POLL_SECONDS = 2.0
 
 @dataclass(frozen=True)
 class ImmutableChange:
-    """One field of one object that the upgrade would change although Kubernetes forbids it.
-
-    `field` is the full path (spec.template.spec.containers[name=trainer].image); `deployed` is the
-    live value where tfchart could read it, else the one helm last deployed; `reason` says why the
-    change is forbidden where that is not plain immutability, `fix` what to do where --recreate is no fix.
-    """
+    """One field of one object that the upgrade would change although Kubernetes forbids it. `field` is
+    the full path (spec.template.spec.containers[name=trainer].image); `deployed` is the live value where
+    tfchart could read it, else the one helm last deployed; `reason` says why the change is forbidden
+    where that is not plain immutability, `fix` what to do where --recreate is no fix."""
 
     kind: str
     name: str
@@ -103,25 +90,15 @@ class ImmutableChange:
 
 
 class LiveView(Protocol):
-    """Reads the release's objects as they are in the cluster (tfchart.kube.KubeApi, or a fake)."""
+    """Reads objects as they are in the cluster (tfchart.cluster.kube.KubeApi, or a fake)."""
 
-    def read_object(self, kind: str, name: str, namespace: str) -> dict[str, Any] | None: ...
-
-    def read_storage_class(self, name: str) -> dict[str, Any] | None: ...
+    def read_object(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None: ...
 
 
-class Recreator(Protocol):
-    """Deletes objects for --recreate and reads them until they are gone."""
+class Recreator(LiveView, Protocol):
+    """Deletes objects for --recreate, and reads them until they are gone."""
 
-    def read_object(self, kind: str, name: str, namespace: str) -> dict[str, Any] | None: ...
-
-    def delete_statefulset_orphan(self, name: str, namespace: str) -> Deletion: ...
-
-    def delete_statefulset(self, name: str, namespace: str) -> Deletion: ...
-
-    def delete_job(self, name: str, namespace: str) -> Deletion: ...
-
-    def delete_deployment(self, name: str, namespace: str) -> Deletion: ...
+    def delete(self, kind: str, name: str, namespace: str, propagation: str | None = None) -> Deletion: ...
 
 
 @dataclass(frozen=True)
@@ -156,38 +133,30 @@ def _by_name(items: list[Any]) -> dict[str, Any] | None:
 
 
 def field_changes(path: str, old: Any, new: Any) -> Iterator[tuple[str, Any, Any]]:
-    """(path, old, new) of every leaf that differs; an absent value is None.
-
-    Objects are compared key by key; lists of named objects by name (`containers[name=trainer]`), so
-    one added environment variable is one line; other lists item by item.
-    """
+    """(path, old, new) of every leaf that differs; an absent value is None. Objects are compared key
+    by key; lists of named objects by name (`containers[name=trainer]`), so one added environment
+    variable is one line; other lists item by item."""
     if old == new:
         return
     if isinstance(old, dict) or isinstance(new, dict):
         if isinstance(old, (dict, type(None))) and isinstance(new, (dict, type(None))):
-            before, after = old or {}, new or {}
-            for key in sorted(before.keys() | after.keys(), key=str):
-                yield from field_changes(_child(path, key), before.get(key), after.get(key))
+            before_dict, after_dict = old or {}, new or {}
+            for key in sorted(before_dict.keys() | after_dict.keys(), key=str):
+                yield from field_changes(_child(path, key), before_dict.get(key), after_dict.get(key))
             return
     elif isinstance(old, (list, type(None))) and isinstance(new, (list, type(None))):
         before_list, after_list = old or [], new or []
         before_named, after_named = _by_name(before_list), _by_name(after_list)
         if before_named is not None and after_named is not None:
             names = list(before_named) + [name for name in after_named if name not in before_named]
-            found = False
-            for name in names:
-                for change in field_changes(f"{path}[name={name}]", before_named.get(name), after_named.get(name)):
-                    found = True
-                    yield change
-            if not found:  # the same items in another order
-                yield path, list(before_named), list(after_named)
+            changes = [
+                change for name in names
+                for change in field_changes(f"{path}[name={name}]", before_named.get(name), after_named.get(name))
+            ]
+            yield from changes or [(path, list(before_named), list(after_named))]  # none: the same items reordered
             return
-        for index in range(max(len(before_list), len(after_list))):
-            yield from field_changes(
-                f"{path}[{index}]",
-                before_list[index] if index < len(before_list) else None,
-                after_list[index] if index < len(after_list) else None,
-            )
+        for index, (before, after) in enumerate(zip_longest(before_list, after_list)):
+            yield from field_changes(f"{path}[{index}]", before, after)
         return
     yield path, old, new
 
@@ -232,33 +201,27 @@ def show_pair(old: Any, new: Any) -> tuple[str, str]:
         middle = text[start:end]
         if len(middle) > 2 * LONG:  # the difference itself is very long: keep its edges
             middle = middle[: LONG - 1] + "…" + middle[-(LONG - 1) :]
-        shown = _json(middle)[1:-1]
-        head = "…" if start > 0 else ""
-        tail = "…" if end < len(text) else ""
-        return f'"{head}{shown}{tail}" ({len(text)} characters)'
+        head, tail = "…" if start > 0 else "", "…" if end < len(text) else ""
+        return f'"{head}{_json(middle)[1:-1]}{tail}" ({len(text)} characters)'
 
     return around(old), around(new)
 
 
 # -- the guard ---------------------------------------------------------------------------------------
-
-
-def _is_hook(doc: dict[str, Any]) -> bool:
-    return "helm.sh/hook" in (doc["metadata"].get("annotations") or {})
-
-
 def _index(docs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-    # Hooks (the helm test Job) are not part of the release: helm recreates them on each run.
-    return {(d["kind"], d["metadata"]["name"]): d for d in docs if d.get("kind") in GUARDED and not _is_hook(d)}
+    """The guarded objects by (kind, name), without hooks (the helm test Job): helm recreates those on each run."""
+    return {
+        (d["kind"], d["metadata"]["name"]): d
+        for d in docs
+        if d.get("kind") in GUARDED and "helm.sh/hook" not in (d["metadata"].get("annotations") or {})
+    }
 
 
 def _spec_changes(kind: str, name: str, old_spec: dict[str, Any], new_spec: dict[str, Any]) -> list[ImmutableChange]:
     if kind == "StatefulSet":
         fields = sorted((old_spec.keys() | new_spec.keys()) - STATEFULSET_MUTABLE)
-    elif kind == "Job":
-        fields = list(JOB_IMMUTABLE)
     else:
-        fields = list(DEPLOYMENT_IMMUTABLE)
+        fields = list(JOB_IMMUTABLE if kind == "Job" else DEPLOYMENT_IMMUTABLE)
     return [
         ImmutableChange(kind, name, path, old, new)
         for field_name in fields
@@ -267,11 +230,8 @@ def _spec_changes(kind: str, name: str, old_spec: dict[str, Any], new_spec: dict
 
 
 def immutable_changes(deployed: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[ImmutableChange]:
-    """Fields the new manifests change but Kubernetes forbids changing, judged on the manifests alone.
-
-    Without a view of the cluster every object helm deployed is taken to exist as deployed (see
-    plan_upgrade for the judgement against what is live).
-    """
+    """Fields the new manifests change but Kubernetes forbids changing, judged on the manifests alone:
+    every object helm deployed is taken to exist as deployed (plan_upgrade judges against what is live)."""
     return GuardRun(deployed, new, None, None).changes()
 
 
@@ -294,9 +254,8 @@ class GuardRun:
         try:
             document = self.live.read_object(kind, name, self.namespace)
         except AccessDenied as denied:
-            self.notes.append(
-                f"cannot read {kind} {name} ({denied.message}): it is taken to exist as helm last deployed it"
-            )
+            self.notes.append(f"cannot read {kind} {name} ({denied.message}): it is taken to exist as helm last "
+                              "deployed it")
             return True, None
         if document is None:
             return False, None
@@ -324,16 +283,13 @@ class GuardRun:
         return found
 
     # -- the claim ---------------------------------------------------------------------------------
-
     def claim_changes(
         self, name: str, old_spec: dict[str, Any], new_spec: dict[str, Any], live: dict[str, Any] | None
     ) -> list[ImmutableChange]:
-        """What the values change in the claim, judged against the live claim where it could be read.
-
-        A field counts when the values change it (old manifest != new one); what it is changed from is
-        the live value (a class the cluster's default filled in, a size grown by hand), else the old
-        manifest's. A claim grown by hand that the values would shrink back is reported as a note.
-        """
+        """What the values change in the claim, judged against the live claim where it could be read. A
+        field counts when the values change it (old manifest != new one); what it is changed from is the
+        live value (a class the cluster's default filled in, a size grown by hand), else the old manifest's.
+        A claim grown by hand that the values would shrink back is reported as a note."""
         live_spec = (live or {}).get("spec") or {}
         base_spec = live_spec if live is not None else old_spec
         found: list[ImmutableChange] = []
@@ -343,20 +299,14 @@ class GuardRun:
                 continue
             path = f"spec.{field_name}"
             if field_name == "storageClassName" and live is not None and base is None and new:
-                self.notes.append(
-                    f"{CLAIM} {name}: spec.storageClassName is set to {show(new)}; the claim has none yet, "
-                    "which Kubernetes allows to change once"
-                )
+                self.notes.append(f"{CLAIM} {name}: spec.storageClassName is set to {show(new)}; the claim has none "
+                                  "yet, which Kubernetes allows to change once")
                 continue
-            found += [
-                ImmutableChange(CLAIM, name, leaf, before, after, fix=_claim_fix(path, base))
-                for leaf, before, after in field_changes(path, base, new)
-            ]
+            found += [ImmutableChange(CLAIM, name, leaf, before, after, fix=_claim_fix(path, base))
+                      for leaf, before, after in field_changes(path, base, new)]
         old_resources, new_resources = _without_storage(old_spec), _without_storage(new_spec)
-        found += [
-            ImmutableChange(CLAIM, name, leaf, before, after, "only requests.storage may change")
-            for leaf, before, after in field_changes("spec.resources", old_resources, new_resources)
-        ]
+        found += [ImmutableChange(CLAIM, name, leaf, before, after, "only requests.storage may change")
+                  for leaf, before, after in field_changes("spec.resources", old_resources, new_resources)]
         found += self.size_change(name, old_spec, new_spec, live)
         return found
 
@@ -370,52 +320,44 @@ class GuardRun:
             return []
         if _same_quantity(old, new):
             if live is not None and _less(new, base):
-                self.notes.append(
-                    f"{CLAIM} {name} was grown outside helm to {base}, the values still say {new}: "
-                    f"helm may try to shrink it, which Kubernetes refuses; pass --set storage.size={base}"
-                )
+                self.notes.append(f"{CLAIM} {name} was grown outside helm to {base}, the values still say {new}: helm "
+                                  f"may try to shrink it, which Kubernetes refuses; pass --set storage.size={base}")
             return []
         if _same_quantity(new, base):
             return []
         if _less(new, base):
             return [ImmutableChange(CLAIM, name, path, base, new, "a claim cannot shrink", _claim_fix(path, base))]
-        if live is None:
-            return []
-        return self.growth(name, path, base, new, live)
+        refused = self.growth_refused(name, base, new, live) if live is not None else None
+        return [ImmutableChange(CLAIM, name, path, base, new, *refused)] if refused else []
 
-    def growth(self, name: str, path: str, base: str, new: str, live: dict[str, Any]) -> list[ImmutableChange]:
-        """A larger size: only a Bound claim whose StorageClass has allowVolumeExpansion: true may grow."""
+    def growth_refused(self, name: str, base: str, new: str, live: dict[str, Any]) -> tuple[str, str] | None:
+        """Why a larger size is refused, and the fix: only a Bound claim whose StorageClass has
+        allowVolumeExpansion: true may grow."""
         keep = f"keep storage.size at {base}"
         phase = (live.get("status") or {}).get("phase")
         if phase != "Bound":
-            reason = f"the claim is {phase or 'not bound'}; only a Bound claim can be resized"
-            return [ImmutableChange(CLAIM, name, path, base, new, reason, f"{keep} until it is Bound")]
+            unbound = f"the claim is {phase or 'not bound'}; only a Bound claim can be resized"
+            return unbound, f"{keep} until it is Bound"
         class_name = (live.get("spec") or {}).get("storageClassName")
         if not class_name:
-            reason = "the claim has no StorageClass; only a dynamically provisioned claim can grow"
-            return [ImmutableChange(CLAIM, name, path, base, new, reason, keep)]
+            return "the claim has no StorageClass; only a dynamically provisioned claim can grow", keep
         assert self.live is not None
         try:
-            storage_class = self.live.read_storage_class(class_name)
+            storage_class = self.live.read_object("StorageClass", class_name)
         except AccessDenied as denied:
-            self.notes.append(
-                f"{CLAIM} {name} grows from {base} to {new}; tfchart cannot read StorageClass {class_name} "
-                f"({denied.message}) to check that it allows volume expansion: Kubernetes refuses the new size "
-                f"unless it does (`kubectl get storageclass {class_name} -o jsonpath='{{.allowVolumeExpansion}}'`)"
-            )
-            return []
+            self.notes.append(f"{CLAIM} {name} grows from {base} to {new}; tfchart cannot read StorageClass "
+                              f"{class_name} ({denied.message}) to check that it allows volume expansion: Kubernetes "
+                              f"refuses the new size unless it does (`kubectl get storageclass {class_name} -o "
+                              f"jsonpath='{{.allowVolumeExpansion}}'`)")
+            return None
         if storage_class is None:
-            reason = f"its StorageClass {class_name} does not exist, so nothing can expand the volume"
-            return [ImmutableChange(CLAIM, name, path, base, new, reason, keep)]
+            return f"its StorageClass {class_name} does not exist, so nothing can expand the volume", keep
         if storage_class.get("allowVolumeExpansion") is not True:
-            reason = f"StorageClass {class_name} does not allow volume expansion (allowVolumeExpansion is not true)"
-            fix = f"{keep}, or ask a cluster admin to set allowVolumeExpansion: true on StorageClass {class_name}"
-            return [ImmutableChange(CLAIM, name, path, base, new, reason, fix)]
-        self.notes.append(
-            f"{CLAIM} {name} grows from {base} to {new} (StorageClass {class_name} allows volume expansion; "
-            "some drivers finish resizing the file system when a pod next mounts it)"
-        )
-        return []
+            return (f"StorageClass {class_name} does not allow volume expansion (allowVolumeExpansion is not true)",
+                    f"{keep}, or ask a cluster admin to set allowVolumeExpansion: true on StorageClass {class_name}")
+        self.notes.append(f"{CLAIM} {name} grows from {base} to {new} (StorageClass {class_name} allows volume "
+                          "expansion; some drivers finish resizing the file system when a pod next mounts it)")
+        return None
 
 
 def _adoptable(old_spec: dict[str, Any], new_spec: dict[str, Any]) -> bool:
@@ -430,11 +372,9 @@ def _adoptable(old_spec: dict[str, Any], new_spec: dict[str, Any]) -> bool:
 
 def _absent_note(kind: str, name: str) -> str:
     if kind == "Job":
-        why = "a finished Job removed by ttlSecondsAfterFinished, or deleted by hand"
-        return (
-            f"Job {name} is not in the cluster ({why}): helm creates it again from the new values, so it runs "
-            "again (a chief resumes from its last checkpoint)"
-        )
+        return (f"Job {name} is not in the cluster (a finished Job removed by ttlSecondsAfterFinished, or deleted by "
+                "hand): helm creates it again from the new values, so it runs again (a chief resumes from its last "
+                "checkpoint)")
     if kind == CLAIM:
         return f"{CLAIM} {name} is not in the cluster: helm creates it again, empty"
     return f"{kind} {name} is not in the cluster: helm creates it from the new values"
@@ -456,11 +396,10 @@ def _storage(spec: dict[str, Any]) -> str | None:
 
 
 def _without_storage(spec: dict[str, Any]) -> dict[str, Any]:
-    resources = json.loads(json.dumps(spec.get("resources") or {}))
-    (resources.get("requests") or {}).pop("storage", None)
-    if "requests" in resources and not resources["requests"]:
-        del resources["requests"]
-    return dict(resources)
+    """spec.resources without requests.storage (nor requests, when that was its only request)."""
+    resources = dict(spec.get("resources") or {})
+    requests = {key: value for key, value in (resources.pop("requests", None) or {}).items() if key != "storage"}
+    return resources | ({"requests": requests} if requests else {})
 
 
 def _same_quantity(a: str | None, b: str | None) -> bool:
@@ -476,8 +415,6 @@ def _less(a: str, b: str) -> bool:
 
 
 # -- planning and refusing ---------------------------------------------------------------------------
-
-
 @dataclass
 class UpgradePlan:
     args: list[str]
@@ -497,32 +434,22 @@ class UpgradePlan:
 
 
 def plan_upgrade(
-    runner: Runner,
-    release: str,
-    chart: Chart,
-    inputs: Inputs,
-    rendered: list[dict[str, Any]],
-    options: Options,
+    runner: Runner, release: str, chart: Chart, inputs: Inputs, rendered: list[dict[str, Any]], options: Options,
     live: LiveView | None = None,
 ) -> UpgradePlan:
-    """The helm upgrade command and the forbidden changes it would hit.
-
-    With `live`, each object is read from the cluster: one that is gone is no conflict (helm creates
-    it), and a claim is judged against its live size, class and StorageClass.
-    """
+    """The helm upgrade command and the forbidden changes it would hit. With `live`, each object is read
+    from the cluster: one that is gone is no conflict (helm creates it), and a claim is judged against its
+    live size, class and StorageClass."""
     get = ["get", "manifest", release]
     if options.namespace:
         get += ["--namespace", options.namespace]
     deployed = manifests(runner(get).decode())
     if live is not None and not options.namespace:
-        raise UsageError(
-            "checking the release against the cluster needs its namespace",
-            "pass -n NAMESPACE (tfchart resolves it from the kubeconfig context otherwise)",
-        )
+        raise UsageError("checking the release against the cluster needs its namespace",
+                         "pass -n NAMESPACE (tfchart resolves it from the kubeconfig context otherwise)")
     guard = GuardRun(deployed, rendered, live, options.namespace)
     changes = guard.changes()
-    major = major_version(runner)
-    args = release_args("upgrade", major, release, chart, inputs, options)
+    args = release_args("upgrade", major_version(runner), release, chart, inputs, options)
     return UpgradePlan(args, changes, guard.notes, guard.uids, guard.not_adoptable)
 
 
@@ -540,53 +467,35 @@ def refusal(plan: UpgradePlan, recreate: bool, namespace: str | None) -> Immutab
         hidden = len(changes) - FIELDS_SHOWN_PER_OBJECT
         if hidden > 0:
             lines.append(f"  - {kind} {name}: {hidden} more changed field{'s' if hidden != 1 else ''}")
-    claims = plan.objects(recreatable=False)
-    recreatable = plan.objects(recreatable=True)
+    claims, recreatable = plan.objects(recreatable=False), plan.objects(recreatable=True)
     hints: list[str] = []
     if recreatable and not recreate:
         listed = "".join(f"\n      {kind} {name}: {plan.effect(kind, name)}" for kind, name in recreatable)
-        hints.append(
-            "re-run with --recreate to delete these objects, wait until they are gone and let helm create them "
-            f"anew, or revert the values that change them:{listed}"
-        )
+        hints.append("re-run with --recreate to delete these objects, wait until they are gone and let helm create "
+                     f"them anew, or revert the values that change them:{listed}")
     if claims:
         where = f" -n {namespace}" if namespace else ""
         names = ", ".join(name for _, name in claims)
-        hints.append(
-            f"--recreate never deletes a {CLAIM} ({names} holds the checkpoints and models): apply the fix "
-            "above, or move to a new claim (create it and pass --set storage.existingClaim=NEW-CLAIM, or install "
-            f"a new release); deleting it knowingly (`kubectl{where} delete pvc {claims[0][1]}`, its data is lost) "
-            "lets the next upgrade create it anew"
-        )
+        hints.append(f"--recreate never deletes a {CLAIM} ({names} holds the checkpoints and models): apply the fix "
+                     "above, or move to a new claim (create it and pass --set storage.existingClaim=NEW-CLAIM, or "
+                     f"install a new release); deleting it knowingly (`kubectl{where} delete pvc {claims[0][1]}`, its "
+                     "data is lost) lets the next upgrade create it anew")
+    head = "the upgrade would change fields Kubernetes forbids changing, so helm would fail half-way"
     if recreate:
-        head = "--recreate does not apply to claims; the upgrade would change fields Kubernetes forbids changing"
-    else:
-        head = "the upgrade would change fields Kubernetes forbids changing"
+        head = f"--recreate does not apply to claims; {head}"
     body = "\n".join(lines)
-    return ImmutableFieldChange(
-        f"{head}, so helm would fail half-way; nothing was changed:\n{body}", "\n    ".join(hints)
-    )
+    return ImmutableFieldChange(f"{head}; nothing was changed:\n{body}", "\n    ".join(hints))
 
 
 def upgrade(
-    runner: Runner,
-    release: str,
-    chart: Chart,
-    inputs: Inputs,
-    rendered: list[dict[str, Any]],
-    options: Options,
-    recreate: bool = False,
-    deleter: Recreator | None = None,
-    live: LiveView | None = None,
-    waiting: Waiting | None = None,
-    report: Callable[[str], None] | None = None,
+    runner: Runner, release: str, chart: Chart, inputs: Inputs, rendered: list[dict[str, Any]], options: Options,
+    recreate: bool = False, deleter: Recreator | None = None, live: LiveView | None = None,
+    waiting: Waiting | None = None, report: Callable[[str], None] | None = None,
 ) -> UpgradePlan:
     """Plans, refuses forbidden changes unless `recreate` covers them, deletes and waits, upgrades.
-
-    Deletes land in options.namespace, the namespace helm is given: the caller resolves it once
-    (tfchart.cli.resolve_namespace), so helm and the Kubernetes API never act in different ones.
-    `report` receives the notes and the progress of --recreate, one line each.
-    """
+    Deletes land in options.namespace, the namespace helm is given: the caller resolves it once, so helm
+    and the Kubernetes API never act in different ones. `report` receives the notes and the progress of
+    --recreate, one line each."""
     say = report or (lambda _line: None)
     plan = plan_upgrade(runner, release, chart, inputs, rendered, options, live)
     for note in plan.notes:
@@ -595,23 +504,19 @@ def upgrade(
         raise refusal(plan, recreate, options.namespace)
     if plan.changes and not options.dry_run:
         if deleter is None or not options.namespace:
-            raise UsageError(
-                "recreating objects needs the Kubernetes API and the release's namespace",
-                "pass -n NAMESPACE (tfchart resolves it from the kubeconfig context otherwise)",
-            )
+            raise UsageError("recreating objects needs the Kubernetes API and the release's namespace",
+                             "pass -n NAMESPACE (tfchart resolves it from the kubeconfig context otherwise)")
         recreate_objects(plan, deleter, options.namespace, waiting or Waiting(), say)
     runner(plan.args)
     return plan
 
 
-def _delete(plan: UpgradePlan, deleter: Recreator, kind: str, name: str, namespace: str) -> Deletion | None:
-    if kind == "StatefulSet" and (kind, name) in plan.not_adoptable:
-        return deleter.delete_statefulset(name, namespace)
-    if kind == "StatefulSet":
-        return deleter.delete_statefulset_orphan(name, namespace)
-    if kind == "Job":
-        return deleter.delete_job(name, namespace)
-    return deleter.delete_deployment(name, namespace)
+def propagation(plan: UpgradePlan, kind: str, name: str) -> str:
+    """How --recreate deletes an object's dependents: Orphan for a StatefulSet whose pods the new one
+    adopts. Foreground otherwise (the pods go first): a Job stays terminating until its pod is gone, so
+    waiting for the Job also waits for the old chief pod, and the recreated chief never writes the same
+    checkpoint directory next to it."""
+    return "Orphan" if kind == "StatefulSet" and (kind, name) not in plan.not_adoptable else "Foreground"
 
 
 def recreate_objects(
@@ -620,7 +525,7 @@ def recreate_objects(
     """Deletes the objects with forbidden changes and returns once every one of them is gone."""
     terminating: list[tuple[str, str]] = []
     for kind, name in plan.objects(recreatable=True):
-        outcome = _delete(plan, deleter, kind, name, namespace)
+        outcome = deleter.delete(kind, name, namespace, propagation(plan, kind, name))
         if outcome == "absent":
             say(f"{kind} {name} is already gone (nothing to delete): helm creates it from the new values")
             plan.already_gone.append((kind, name))
@@ -630,20 +535,15 @@ def recreate_objects(
         else:
             say(f"deleted {kind} {name} ({plan.effect(kind, name)})")
             plan.recreated.append((kind, name))
-    wait_until_gone(plan, deleter, terminating, namespace, waiting, say)
+    if terminating:
+        wait_until_gone(plan, deleter, terminating, namespace, waiting, say)
 
 
 def wait_until_gone(
-    plan: UpgradePlan,
-    deleter: Recreator,
-    terminating: list[tuple[str, str]],
-    namespace: str,
-    waiting: Waiting,
+    plan: UpgradePlan, deleter: Recreator, terminating: list[tuple[str, str]], namespace: str, waiting: Waiting,
     say: Callable[[str], None],
 ) -> None:
     """Reads each object until the API answers 404 (or shows a new object of that name)."""
-    if not terminating:
-        return
     say(f"waiting for {len(terminating)} deletion{'s' if len(terminating) != 1 else ''} to finish before helm runs")
     deadline = waiting.clock() + waiting.timeout
     pending = list(terminating)
@@ -655,8 +555,8 @@ def wait_until_gone(
             known = plan.uids.get((kind, name))
             if document is None or (known and uid and uid != known):
                 plan.recreated.append((kind, name))
-                continue
-            still.append((kind, name, document))
+            else:
+                still.append((kind, name, document))
         if not still:
             done = len(terminating)
             say(f"{'the deletion' if done == 1 else f'all {done} deletions'} finished: helm upgrade runs now")
@@ -676,12 +576,9 @@ def deletion_timeout(still: list[tuple[str, str, dict[str, Any]]], namespace: st
         state = f"terminating since {since}" if since else "not marked for deletion"
         lines.append(f"  - {kind} {name}: still there ({state}; finalizers: {finalizers})")
     first_kind, first_name, _ = still[0]
-    return KubernetesError(
-        f"timed out after {format_duration(timeout)} waiting for the deletions of --recreate to finish; "
-        "helm upgrade was not run:\n" + "\n".join(lines),
-        f"see why with `kubectl -n {namespace} get {first_kind.lower()} {first_name} -o yaml` (finalizers are "
-        "removed by the garbage collector once the pods are stopped or released); then run the same "
-        "`tfchart upgrade --recreate` again (objects already gone are created by helm), or raise --timeout",
-    )
-
-
+    return KubernetesError(f"timed out after {format_duration(timeout)} waiting for the deletions of --recreate to "
+                           "finish; helm upgrade was not run:\n" + "\n".join(lines),
+                           f"see why with `kubectl -n {namespace} get {first_kind.lower()} {first_name} -o yaml` "
+                           "(finalizers are removed by the garbage collector once the pods are stopped or released); "
+                           "then run the same `tfchart upgrade --recreate` again (objects already gone are created by "
+                           "helm), or raise --timeout")

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.preflight import gang, gpus, kueue, network, quota, storage
-from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Finding, Nodes, guarded
+from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Finding, guarded, schedulable_nodes
 from tfchart.cluster.preflight.plan import QUEUE_LABEL, Plan, plan
 from tfchart.errors import TfchartError
 
@@ -27,7 +27,7 @@ def run(api: KubeApi, docs: list[dict[str, Any]], release: str, namespace: str) 
     network policy, then gang scheduling and Kueue when the render asks for them."""
     planned = plan(docs)
     need = planned.storage
-    nodes = Nodes(api)
+    nodes = schedulable_nodes(api)
     checks: list[tuple[str, Callable[[], list[Finding]]]] = [
         ("gpu-capacity", lambda: gpus.check_gpus(api, planned, release, nodes)),
         ("storage", lambda: storage.check_storage(api, planned, namespace, nodes)),
@@ -75,6 +75,5 @@ def enforce(api: KubeApi, docs: list[dict[str, Any]], release: str, namespace: s
     findings = run(api, docs, release, namespace)
     render(findings, Console(stderr=True))
     if has_failures(findings):
-        raise TfchartError(
-            "preflight checks failed", "fix the failures above, or pass --skip-preflight to install anyway"
-        )
+        fix = "fix the failures above, or pass --skip-preflight to install anyway"
+        raise TfchartError("preflight checks failed", fix)

@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from tfchart.errors import KubernetesError
+from tfchart.cluster.kube import AccessDenied
+from tfchart.cluster.objects import condition_true
 from tfchart.manifests import quantity
 
 if TYPE_CHECKING:
@@ -25,24 +27,13 @@ class Finding:
     hint: str = ""
 
 
-class Nodes:
-    """The schedulable nodes, listed on first use and shared by the checks that need them."""
-
-    def __init__(self, api: KubeApi) -> None:
-        self._api = api
-        self._nodes: list[Any] | None = None
-
-    def __call__(self) -> list[Any]:
-        if self._nodes is None:
-            self._nodes = [node for node in self._api.list_nodes() if schedulable(node)]
-        return self._nodes
+def schedulable_nodes(api: KubeApi) -> Callable[[], list[Any]]:
+    """The schedulable nodes, listed on first use (once, however many checks ask)."""
+    return cache(lambda: [node for node in api.list_objects("Node") if schedulable(node)])
 
 
 def schedulable(node: Any) -> bool:
-    if node.spec and node.spec.unschedulable:
-        return False
-    conditions = (node.status.conditions if node.status else None) or []
-    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+    return not (node.spec and node.spec.unschedulable) and condition_true(node, "Ready")
 
 
 def allocatable(node: Any, resource: str) -> Decimal:
@@ -50,21 +41,9 @@ def allocatable(node: Any, resource: str) -> Decimal:
     return quantity.parse(value) if value is not None else Decimal(0)
 
 
-def name_of(obj: Any) -> str:
-    return str(obj.metadata.name)
-
-
 def guarded(name: str, check: Callable[[], list[Finding]]) -> list[Finding]:
     """The check's findings; a read that RBAC forbids becomes one `could not check` warning."""
     try:
         return check()
-    except KubernetesError as error:
-        if not is_access_denied(error):
-            raise
+    except AccessDenied as error:
         return [Finding(name, WARN, f"could not check: {error.message}", error.hint)]
-
-
-def is_access_denied(error: KubernetesError) -> bool:
-    from tfchart.cluster.kube import AccessDenied
-
-    return isinstance(error, AccessDenied)

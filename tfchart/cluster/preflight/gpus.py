@@ -5,13 +5,14 @@ evaluated; the message says so when a GPU role sets them."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tfchart.cluster.objects import container_gpus
-from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Finding, Nodes, allocatable, is_access_denied, name_of
+from tfchart.cluster.kube import AccessDenied
+from tfchart.cluster.objects import name_of, pod_gpus
+from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Finding, allocatable, schedulable_nodes
 from tfchart.cluster.preflight.plan import Plan, PlannedRole
-from tfchart.errors import KubernetesError
 from tfdcontract import CHART_NAME, INSTANCE_LABEL, NAME_LABEL
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ def check_gpus(
             demand.setdefault(role.gpu_resource, []).append(role)
     if not demand:
         return [Finding("gpu-capacity", OK, "the release requests no GPUs")]
-    listed = (nodes or Nodes(api))()
+    listed = (nodes or schedulable_nodes(api))()
     used, usage_note = gpu_usage(api, release)
     return [gpu_finding(resource, roles, listed, used, usage_note) for resource, roles in sorted(demand.items())]
 
@@ -37,21 +38,16 @@ def check_gpus(
 def gpu_usage(api: KubeApi, release: str) -> tuple[dict[tuple[str, str], int], str]:
     """GPUs held per (node, resource) by unfinished pods of other releases; best effort."""
     try:
-        pods = api.list_pods_all_namespaces(NOT_FINISHED)
-    except KubernetesError as error:
-        if not is_access_denied(error):
-            raise
+        pods = api.list_objects("Pod", field_selector=NOT_FINISHED)
+    except AccessDenied:
         return {}, " (other pods' GPU use is unknown: listing pods in all namespaces is forbidden)"
-    used: dict[tuple[str, str], int] = {}
+    used: Counter[tuple[str, str]] = Counter()
     for pod in pods:
         labels = pod.metadata.labels or {}
         own = labels.get(NAME_LABEL) == CHART_NAME and labels.get(INSTANCE_LABEL) == release
-        if own or not pod.spec or not pod.spec.node_name:
-            continue
-        for container in pod.spec.containers or []:
-            for resource, count in container_gpus(container).items():
-                key = (pod.spec.node_name, resource)
-                used[key] = used.get(key, 0) + count
+        if not own and pod.spec and pod.spec.node_name:
+            for gpu in pod_gpus(pod):
+                used[(pod.spec.node_name, gpu.resource)] += gpu.count
     return used, ""
 
 
@@ -64,49 +60,32 @@ def gpu_finding(
     capacity = {name_of(node): int(allocatable(node, resource)) for node in nodes}
     free = {name: max(0, count - used.get((name, resource), 0)) for name, count in capacity.items()}
     placement = sorted({key for role in roles for key in role.placement})
-    note = usage_note + (
-        f" ({'/'.join(placement)} of the GPU roles not evaluated: counted every schedulable node)" if placement else ""
-    )
+    unevaluated = f" ({'/'.join(placement)} of the GPU roles not evaluated: counted every schedulable node)"
+    note = usage_note + (unevaluated if placement else "")
     total_capacity = sum(capacity.values())
     if total_capacity == 0:
-        return Finding(
-            "gpu-capacity",
-            FAIL,
-            f"the release needs {needed} {resource} ({who}) but no schedulable node advertises {resource}{note}",
-            f"install the device plugin for {resource} (e.g. the NVIDIA GPU operator) or add GPU nodes; "
-            "check with `kubectl describe nodes | grep -i gpu`",
-        )
-    largest = max(pods)
-    biggest_node = max(capacity.values())
+        return Finding("gpu-capacity", FAIL, f"the release needs {needed} {resource} ({who}) but no schedulable node "
+                       f"advertises {resource}{note}",
+                       f"install the device plugin for {resource} (e.g. the NVIDIA GPU operator) or add GPU nodes; "
+                       "check with `kubectl describe nodes | grep -i gpu`")
+    largest, biggest_node = max(pods), max(capacity.values())
     if biggest_node < largest:
-        return Finding(
-            "gpu-capacity",
-            FAIL,
-            f"a pod needs {largest} {resource} but the largest node has {biggest_node}: a pod cannot span nodes{note}",
-            f"lower gpu.count per pod (and raise replicas) or add a node with {largest} {resource}",
-        )
+        return Finding("gpu-capacity", FAIL, f"a pod needs {largest} {resource} but the largest node has "
+                       f"{biggest_node}: a pod cannot span nodes{note}",
+                       f"lower gpu.count per pod (and raise replicas) or add a node with {largest} {resource}")
     if total_capacity < needed or not fits(pods, dict(capacity)):
-        return Finding(
-            "gpu-capacity",
-            FAIL,
-            f"the release needs {needed} {resource} ({who}); schedulable nodes have {total_capacity} "
-            f"({describe_nodes(capacity)}){note}",
-            "lower the replicas or gpu.count of the GPU roles, or add GPU nodes",
-        )
+        return Finding("gpu-capacity", FAIL,
+                       f"the release needs {needed} {resource} ({who}); schedulable nodes have {total_capacity} "
+                       f"({describe_nodes(capacity)}){note}",
+                       "lower the replicas or gpu.count of the GPU roles, or add GPU nodes")
+    available = f"{sum(free.values())} of {total_capacity}"
     if not fits(pods, dict(free)):
-        return Finding(
-            "gpu-capacity",
-            WARN,
-            f"tight: the release needs {needed} {resource} ({who}); {sum(free.values())} of {total_capacity} are free "
-            f"now ({describe_nodes(free)}){note}",
-            "some pods will stay Pending until other workloads release GPUs (`kubectl describe nodes`)",
-        )
-    return Finding(
-        "gpu-capacity",
-        OK,
-        f"{needed} {resource} needed ({who}); {sum(free.values())} of {total_capacity} free "
-        f"({describe_nodes(free)}){note}",
-    )
+        return Finding("gpu-capacity", WARN,
+                       f"tight: the release needs {needed} {resource} ({who}); {available} are free now "
+                       f"({describe_nodes(free)}){note}",
+                       "some pods will stay Pending until other workloads release GPUs (`kubectl describe nodes`)")
+    free_nodes = describe_nodes(free)
+    return Finding("gpu-capacity", OK, f"{needed} {resource} needed ({who}); {available} free ({free_nodes}){note}")
 
 
 def fits(pods: list[int], capacity: dict[str, int]) -> bool:

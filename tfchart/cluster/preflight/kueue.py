@@ -22,23 +22,15 @@ KUEUE_VERSIONS = ("v1beta2", "v1beta1")  # v1beta2 since Kueue v0.15, v1beta1 (d
 
 
 def check_kueue(api: KubeApi, planned: Plan, namespace: str) -> list[Finding]:
-    """Kueue serves LocalQueues; the named LocalQueue, its ClusterQueue (active, with the nominal quota the
-    TensorFlow pods ask) and the WorkloadPriorityClass exist."""
     queue, priority = planned.label(QUEUE_LABEL), planned.label(PRIORITY_LABEL)
     version = kueue_version(api)
     if version is None:
-        return [
-            Finding(
-                "kueue",
-                FAIL,
-                f"scheduling.kueue.queueName={queue} but Kueue is not installed: CRD localqueues.{KUEUE} "
-                f"is missing (the API server serves no localqueues in {KUEUE}/{' or '.join(KUEUE_VERSIONS)}), "
-                "so the pods would start unqueued",
-                "install Kueue (`kubectl apply --server-side -f "
-                "https://github.com/kubernetes-sigs/kueue/releases/download/v0.19.2/manifests.yaml`), "
-                'or --set scheduling.kueue.queueName=""',
-            )
-        ]
+        return [Finding("kueue", FAIL, f"scheduling.kueue.queueName={queue} but Kueue is not installed: CRD "
+                        f"localqueues.{KUEUE} is missing (the API server serves no localqueues in "
+                        f"{KUEUE}/{' or '.join(KUEUE_VERSIONS)}), so the pods would start unqueued",
+                        "install Kueue (`kubectl apply --server-side -f "
+                        "https://github.com/kubernetes-sigs/kueue/releases/download/v0.19.2/manifests.yaml`), "
+                        'or --set scheduling.kueue.queueName=""')]
     findings = guarded("kueue", lambda: check_local_queue(api, version, queue, namespace, planned))
     if priority:
         findings += guarded("kueue", lambda: [check_priority_class(api, version, priority)])
@@ -53,26 +45,18 @@ def kueue_version(api: KubeApi) -> str | None:
 def check_local_queue(api: KubeApi, version: str, name: str, namespace: str, planned: Plan) -> list[Finding]:
     queue = api.read_custom_object(KUEUE, version, "localqueues", name, namespace)
     if queue is None:
-        return [
-            Finding(
-                "kueue",
-                FAIL,
-                f"LocalQueue {name} does not exist in namespace {namespace}: Kueue would hold the pods until it does",
-                f"`kubectl get localqueues -n {namespace}` lists the queues there: "
-                f"--set scheduling.kueue.queueName=<queue>, or ask the Kueue admin to create {name}",
-            )
-        ]
+        return [Finding("kueue", FAIL, f"LocalQueue {name} does not exist in namespace {namespace}: Kueue would hold "
+                        "the pods until it does",
+                        f"`kubectl get localqueues -n {namespace}` lists the queues there: "
+                        f"--set scheduling.kueue.queueName=<queue>, or ask the Kueue admin to create {name}")]
     spec = queue.get("spec") or {}
     cluster_queue = str(spec.get("clusterQueue") or "")
     stop = str(spec.get("stopPolicy") or "None")
     if stop != "None":
-        head = Finding(
-            "kueue",
-            FAIL,
-            f"LocalQueue {name} in namespace {namespace} is stopped (stopPolicy {stop}): it admits no new workload",
-            f"ask the Kueue admin to resume it (stopPolicy None), or --set scheduling.kueue.queueName=<queue> "
-            f"(`kubectl get localqueues -n {namespace}`)",
-        )
+        head = Finding("kueue", FAIL, f"LocalQueue {name} in namespace {namespace} is stopped (stopPolicy {stop}): it "
+                       "admits no new workload",
+                       "ask the Kueue admin to resume it (stopPolicy None), or --set "
+                       f"scheduling.kueue.queueName=<queue> (`kubectl get localqueues -n {namespace}`)")
     else:
         head = Finding("kueue", OK, f"LocalQueue {name} exists in namespace {namespace} (ClusterQueue {cluster_queue})")
     where = QueueRef(name, namespace, cluster_queue)
@@ -90,15 +74,10 @@ def check_cluster_queue(api: KubeApi, version: str, where: QueueRef, planned: Pl
     name = where.cluster_queue
     cluster_queue = api.read_custom_object(KUEUE, version, "clusterqueues", name)
     if cluster_queue is None:
-        return [
-            Finding(
-                "kueue",
-                FAIL,
-                f"ClusterQueue {name} of LocalQueue {where.local_queue} does not exist: nothing would admit the pods",
-                f"ask the Kueue admin to create it (`kubectl get clusterqueues`), or --set scheduling.kueue.queueName="
-                f"<queue> (`kubectl get localqueues -n {where.namespace}`)",
-            )
-        ]
+        return [Finding("kueue", FAIL, f"ClusterQueue {name} of LocalQueue {where.local_queue} does not exist: nothing "
+                        "would admit the pods",
+                        "ask the Kueue admin to create it (`kubectl get clusterqueues`), or "
+                        f"--set scheduling.kueue.queueName=<queue> (`kubectl get localqueues -n {where.namespace}`)")]
     return [*inactive(cluster_queue), kueue_quota(cluster_queue, where, planned)]
 
 
@@ -107,14 +86,9 @@ def inactive(cluster_queue: dict[str, Any]) -> list[Finding]:
     for condition in (cluster_queue.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Active" and condition.get("status") == "False":
             why = f"{condition.get('reason', 'Unknown')}: {condition.get('message', '')}".rstrip(": ")
-            return [
-                Finding(
-                    "kueue",
-                    FAIL,
-                    f"ClusterQueue {name} is not active ({why}): it admits no workload, the pods would wait gated",
-                    f"ask the Kueue admin to fix it (`kubectl describe clusterqueue {name}`)",
-                )
-            ]
+            return [Finding("kueue", FAIL, f"ClusterQueue {name} is not active ({why}): it admits no workload, "
+                            "the pods would wait gated",
+                            f"ask the Kueue admin to fix it (`kubectl describe clusterqueue {name}`)")]
     return []
 
 
@@ -130,16 +104,20 @@ def kueue_asks(planned: Plan, covered: set[str]) -> tuple[int, dict[str, Decimal
     return pods, {key: value for key, value in sorted(asks.items()) if value > 0}
 
 
+def flavor_quotas(cluster_queue: dict[str, Any]) -> list[dict[str, Any]]:
+    """The quotas (name, nominalQuota, borrowingLimit...) of every flavor of every resource group."""
+    groups = (cluster_queue.get("spec") or {}).get("resourceGroups") or []
+    flavors = [flavor for group in groups for flavor in group.get("flavors") or []]
+    return [entry for flavor in flavors for entry in flavor.get("resources") or []]
+
+
 def nominal_quotas(cluster_queue: dict[str, Any]) -> dict[str, Decimal]:
     """nominalQuota per covered resource, summed over every flavor (borrowing and lending limits aside)."""
-    quotas: dict[str, Decimal] = {}
-    for group in (cluster_queue.get("spec") or {}).get("resourceGroups") or []:
-        for resource in group.get("coveredResources") or []:
-            quotas.setdefault(str(resource), Decimal(0))
-        for flavor in group.get("flavors") or []:
-            for entry in flavor.get("resources") or []:
-                key = str(entry["name"])
-                quotas[key] = quotas.get(key, Decimal(0)) + parse(entry.get("nominalQuota", 0))
+    groups = (cluster_queue.get("spec") or {}).get("resourceGroups") or []
+    quotas = {str(resource): Decimal(0) for group in groups for resource in group.get("coveredResources") or []}
+    for entry in flavor_quotas(cluster_queue):
+        key = str(entry["name"])
+        quotas[key] = quotas.get(key, Decimal(0)) + parse(entry.get("nominalQuota", 0))
     return quotas
 
 
@@ -151,13 +129,7 @@ def cohort_of(cluster_queue: dict[str, Any]) -> str:
 
 def borrowable(cluster_queue: dict[str, Any], resource: str) -> bool:
     """In a cohort, with a flavor of `resource` whose borrowingLimit (none = unlimited) allows borrowing."""
-    limits = [
-        entry.get("borrowingLimit")
-        for group in (cluster_queue.get("spec") or {}).get("resourceGroups") or []
-        for flavor in group.get("flavors") or []
-        for entry in flavor.get("resources") or []
-        if entry.get("name") == resource
-    ]
+    limits = [entry.get("borrowingLimit") for entry in flavor_quotas(cluster_queue) if entry.get("name") == resource]
     return bool(cohort_of(cluster_queue)) and any(limit is None or parse(limit) > 0 for limit in limits)
 
 
@@ -171,30 +143,19 @@ def kueue_quota(cluster_queue: dict[str, Any], where: QueueRef, planned: Plan) -
     short = [key for key, ask in asks.items() if ask > quotas.get(key, Decimal(0))]
     if not short:
         offered = ", ".join(f"{key} {shown(value)} of {shown(quotas[key])}" for key, value in asks.items())
-        return Finding(
-            "kueue",
-            OK,
-            f"ClusterQueue {name} has the nominal quota for the {pods} TensorFlow pods: {offered} "
-            "(other workloads' usage not counted)",
-        )
+        return Finding("kueue", OK, f"ClusterQueue {name} has the nominal quota for the {pods} TensorFlow pods: "
+                       f"{offered} (other workloads' usage not counted)")
     said = "; ".join(shortfall(key, asks[key], quotas, name) for key in short)
     listing = f"`kubectl get clusterqueue {name} -o yaml` shows its quota"
     if all(key in quotas and borrowable(cluster_queue, key) for key in short):
-        return Finding(
-            "kueue",
-            WARN,
-            f"{said}: admitted only by borrowing from cohort {cohort_of(cluster_queue)}, while other ClusterQueues "
-            "leave that much unused",
-            f"{listing}: ask the Kueue admin for more nominalQuota, or lower the TensorFlow pods' requests",
-        )
-    return Finding(
-        "kueue",
-        FAIL,
-        f"{said}: it can never be admitted (Kueue admits the {pods} TensorFlow pods together)",
-        f"{listing}: lower the replicas or requests of the TensorFlow pods, ask the Kueue admin for "
-        f"{admin_fix(short, quotas)}, or --set scheduling.kueue.queueName=<queue> "
-        f"(`kubectl get localqueues -n {where.namespace}`)",
-    )
+        return Finding("kueue", WARN, f"{said}: admitted only by borrowing from cohort {cohort_of(cluster_queue)}, "
+                       "while other ClusterQueues leave that much unused",
+                       f"{listing}: ask the Kueue admin for more nominalQuota, or lower the TensorFlow pods' requests")
+    return Finding("kueue", FAIL,
+                   f"{said}: it can never be admitted (Kueue admits the {pods} TensorFlow pods together)",
+                   f"{listing}: lower the replicas or requests of the TensorFlow pods, ask the Kueue admin for "
+                   f"{admin_fix(short, quotas)}, or --set scheduling.kueue.queueName=<queue> "
+                   f"(`kubectl get localqueues -n {where.namespace}`)")
 
 
 def shortfall(key: str, ask: Decimal, quotas: dict[str, Decimal], name: str) -> str:
@@ -213,11 +174,7 @@ def check_priority_class(api: KubeApi, version: str, name: str) -> Finding:
     pod group whose class does not exist."""
     found = api.read_custom_object(KUEUE, version, "workloadpriorityclasses", name)
     if found is None:
-        return Finding(
-            "kueue",
-            FAIL,
-            f"WorkloadPriorityClass {name} does not exist: Kueue would not admit the pods",
-            "`kubectl get workloadpriorityclasses` lists them: --set scheduling.kueue.priorityClass=<class>, "
-            'or --set scheduling.kueue.priorityClass="" for the default priority',
-        )
+        return Finding("kueue", FAIL, f"WorkloadPriorityClass {name} does not exist: Kueue would not admit the pods",
+                       "`kubectl get workloadpriorityclasses` lists them: --set scheduling.kueue.priorityClass=<class>"
+                       ', or --set scheduling.kueue.priorityClass="" for the default priority')
     return Finding("kueue", OK, f"WorkloadPriorityClass {name} exists (value {found.get('value')})")

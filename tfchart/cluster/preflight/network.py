@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tfchart.cluster.preflight.findings import OK, WARN, Finding, name_of
+from tfchart.cluster.objects import name_of
+from tfchart.cluster.preflight.findings import OK, WARN, Finding
 from tfchart.cluster.preflight.plan import Plan
 
 if TYPE_CHECKING:
@@ -15,26 +16,16 @@ ENFORCING_CNIS = ("calico-node", "cilium", "weave-net", "antrea-agent", "kube-ro
 
 def check_network_policy(api: KubeApi, planned: Plan) -> list[Finding]:
     if not planned.network_policies:
-        return [
-            Finding(
-                "network-policy",
-                WARN,
-                "networkPolicy.enabled=false: any pod can reach the TensorFlow gRPC ports, which run any graph sent",
-                "--set networkPolicy.enabled=true (the default) on a cluster whose CNI enforces NetworkPolicies",
-            )
-        ]
-    daemon_sets = [name_of(ds) for ds in api.list_daemon_sets("kube-system")]
+        return [Finding("network-policy", WARN, "networkPolicy.enabled=false: any pod can reach the TensorFlow gRPC "
+                        "ports, which run any graph sent",
+                        "--set networkPolicy.enabled=true (the default) on a cluster whose CNI enforces "
+                        "NetworkPolicies")]
+    daemon_sets = [name_of(ds) for ds in api.list_objects("DaemonSet", "kube-system")]
     found = sorted({cni for cni in ENFORCING_CNIS for ds in daemon_sets if ds == cni or ds.startswith(f"{cni}-")})
     if found:
         return [Finding("network-policy", OK, f"NetworkPolicies are enforced by {', '.join(found)}")]
-    return [
-        Finding(
-            "network-policy",
-            WARN,
-            "NetworkPolicies are likely NOT enforced (no known enforcing CNI found in kube-system: "
-            + ", ".join(ENFORCING_CNIS)
-            + ")",
-            "install a CNI that enforces them (Calico, Cilium, Antrea...), or check your provider's setting "
-            "(e.g. GKE Dataplane V2, EKS VPC CNI network policy agent)",
-        )
-    ]
+    return [Finding("network-policy", WARN,
+                    "NetworkPolicies are likely NOT enforced (no known enforcing CNI found in kube-system: "
+                    f"{', '.join(ENFORCING_CNIS)})",
+                    "install a CNI that enforces them (Calico, Cilium, Antrea...), or check your provider's setting "
+                    "(e.g. GKE Dataplane V2, EKS VPC CNI network policy agent)")]

@@ -93,11 +93,11 @@ def rendered_role(workload: Workload) -> PlannedRole:
     gpus = {key: value for key, value in limits.items() if is_gpu_resource(key)}
     resource, count = next(iter(gpus.items()), ("nvidia.com/gpu", Decimal(0)))
     spec = workload.spec
-    placement = tuple(key for key, set_ in (("nodeSelector", spec.get("nodeSelector")),
-                                            ("tolerations", spec.get("tolerations")),
-                                            ("affinity", (spec.get("affinity") or {}).get("nodeAffinity"))) if set_)
+    chosen = {"nodeSelector": spec.get("nodeSelector"), "tolerations": spec.get("tolerations"),
+              "affinity": (spec.get("affinity") or {}).get("nodeAffinity")}
+    placement = tuple(key for key, value in chosen.items() if value)
     return PlannedRole(workload.component, workload.replicas, requests, limits, resource, int(count), placement,
-                       str(spec.get("schedulerName") or ""), workload.pod_labels)  # fmt: skip
+                       str(spec.get("schedulerName") or ""), workload.pod_labels)
 
 
 def total(roles: list[PlannedRole], kind: str, resource: str) -> Decimal:

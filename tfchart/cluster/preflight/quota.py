@@ -5,7 +5,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Finding, name_of
+from tfchart.cluster.objects import name_of
+from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Finding
 from tfchart.cluster.preflight.plan import Plan, total
 from tfchart.manifests.quantity import parse, shown
 
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def check_quota(api: KubeApi, planned: Plan, namespace: str) -> list[Finding]:
-    quotas = api.list_resource_quotas(namespace)
+    quotas = api.list_objects("ResourceQuota", namespace)
     if not quotas:
         return [Finding("quota", OK, f"no ResourceQuota in namespace {namespace}")]
     return [quota_finding(quota, planned) for quota in sorted(quotas, key=name_of)]
@@ -46,27 +47,18 @@ def quota_finding(quota: Any, planned: Plan) -> Finding:
             continue
         limit, now = parse(hard[key]), parse(used.get(key, "0"))
         after = now + adds
-        text = f"{key}: {shown(now)} used + {shown(adds)} > {shown(limit)}"
         if after > limit:
-            over.append(text)
+            over.append(f"{key}: {shown(now)} used + {shown(adds)} > {shown(limit)}")
         elif after > limit * Decimal("0.9"):
             tight.append(f"{key}: {shown(after)} of {shown(limit)} after install")
         missing += unset_requests(planned, key)
     name = name_of(quota)
     if over or missing:
-        return Finding(
-            "quota",
-            FAIL,
-            f"ResourceQuota {name} would be exceeded: " + "; ".join(over + missing),
-            f"lower replicas/resources, or ask for more quota (`kubectl describe resourcequota {name}`)",
-        )
+        return Finding("quota", FAIL, f"ResourceQuota {name} would be exceeded: " + "; ".join(over + missing),
+                       f"lower replicas/resources, or ask for more quota (`kubectl describe resourcequota {name}`)")
     if tight:
-        return Finding(
-            "quota",
-            WARN,
-            f"ResourceQuota {name} is almost full: " + "; ".join(tight),
-            "a restart or an upgrade's extra pod may not fit",
-        )
+        return Finding("quota", WARN, f"ResourceQuota {name} is almost full: " + "; ".join(tight),
+                       "a restart or an upgrade's extra pod may not fit")
     return Finding("quota", OK, f"ResourceQuota {name} has room for the release")
 
 
@@ -75,9 +67,5 @@ def unset_requests(planned: Plan, key: str) -> list[str]:
     kind, _, resource = key.partition(".")
     if kind not in ("requests", "limits") or resource not in ("cpu", "memory"):
         return []
-    return [
-        f"{role.role} pods set no {kind}.{resource} and would be rejected by the quota"
-        for role in planned.roles
-        if resource not in getattr(role, kind)
-    ]
-
+    return [f"{role.role} pods set no {kind}.{resource} and would be rejected by the quota"
+            for role in planned.roles if resource not in getattr(role, kind)]

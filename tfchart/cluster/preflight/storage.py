@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Finding, Nodes, allocatable, name_of
+from tfchart.cluster.objects import name_of
+from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Finding, allocatable, schedulable_nodes
 from tfchart.cluster.preflight.plan import Plan, total
 from tfchart.manifests.quantity import shown
 from tfchart.values.storage import RWX_EXAMPLES, StorageNeed
@@ -73,8 +74,7 @@ PROVISIONERS: dict[str, Provisioner] = {
     "pxd.portworx.com": Provisioner(DEPENDS, "Portworx: ReadWriteMany with sharedv4 volumes only"),
 }
 DEFAULT_CLASS_ANNOTATIONS = (
-    "storageclass.kubernetes.io/is-default-class",
-    "storageclass.beta.kubernetes.io/is-default-class",
+    "storageclass.kubernetes.io/is-default-class", "storageclass.beta.kubernetes.io/is-default-class"
 )
 
 
@@ -84,10 +84,10 @@ def check_storage(
     need = planned.storage
     if need is None:
         return [Finding("storage", FAIL, "no pod of the release mounts a volume for checkpoints, logs and exports",
-                        "--set storage.create=true or --set storage.existingClaim=<pvc-name>")]  # fmt: skip
+                        "--set storage.create=true or --set storage.existingClaim=<pvc-name>")]
     if need.claim_spec is None:
         return [check_existing_claim(api, need.claim, namespace, need)]
-    return [check_storage_class(api, need.claim_spec.get("storageClassName"), need, nodes or Nodes(api))]
+    return [check_storage_class(api, need.claim_spec.get("storageClassName"), need, nodes or schedulable_nodes(api))]
 
 
 COLOCATE_FIX = (
@@ -98,34 +98,26 @@ COLOCATE_FIX = (
 
 def check_existing_claim(api: KubeApi, claim: str, namespace: str, need: StorageNeed) -> Finding:
     """The claim's own access modes (as bound, else as requested) against what the values need."""
-    pvc = api.read_persistent_volume_claim(namespace, claim)
+    pvc = api.read_object("PersistentVolumeClaim", claim, namespace)
     if pvc is None:
-        return Finding(
-            "storage",
-            FAIL,
-            f"storage.existingClaim {claim} does not exist in namespace {namespace}",
-            f"create the PersistentVolumeClaim first (`kubectl -n {namespace} get pvc`) or unset storage.existingClaim",
-        )
-    phase = (pvc.status.phase if pvc.status else None) or "Pending"
-    has = list((pvc.status.access_modes if pvc.status and phase == "Bound" else None) or pvc.spec.access_modes or [])
+        return Finding("storage", FAIL, f"storage.existingClaim {claim} does not exist in namespace {namespace}",
+                       f"create the PersistentVolumeClaim first (`kubectl -n {namespace} get pvc`) or unset "
+                       "storage.existingClaim")
+    status, spec = pvc.get("status") or {}, pvc.get("spec") or {}
+    phase = status.get("phase") or "Pending"
+    has = list((status.get("accessModes") if phase == "Bound" else None) or spec.get("accessModes") or [])
     if phase not in ("Bound", "Pending"):
         return Finding("storage", FAIL, f"claim {claim} is {phase}", "its volume is gone: recreate the claim")
     modes = ", ".join(has) or "none"
     if need.mode == "ReadWriteMany" and "ReadWriteMany" not in has:
-        return Finding(
-            "storage",
-            FAIL,
-            f"claim {claim} has access modes {modes}, the release needs ReadWriteMany: {need.pods_phrase} "
-            "from any node",
-            f"{COLOCATE_FIX}, or use a claim that offers ReadWriteMany ({RWX_EXAMPLES})",
-        )
+        return Finding("storage", FAIL,
+                       f"claim {claim} has access modes {modes}, the release needs ReadWriteMany: {need.pods_phrase} "
+                       "from any node",
+                       f"{COLOCATE_FIX}, or use a claim that offers ReadWriteMany ({RWX_EXAMPLES})")
     if need.total > 1 and not {"ReadWriteOnce", "ReadWriteMany"} & set(has):
-        return Finding(
-            "storage",
-            FAIL,
-            f"claim {claim} has access modes {modes}: not one that {need.total} pods can share ({need.pods_phrase})",
-            "use a ReadWriteOnce claim (the chart co-locates the pods) or a ReadWriteMany one",
-        )
+        return Finding("storage", FAIL, f"claim {claim} has access modes {modes}: not one that {need.total} pods can "
+                       f"share ({need.pods_phrase})",
+                       "use a ReadWriteOnce claim (the chart co-locates the pods) or a ReadWriteMany one")
     if not {"ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod"} & set(has):
         return Finding("storage", FAIL, f"claim {claim} has access modes {modes}: not writable", "use a writable claim")
     state = "Bound" if phase == "Bound" else "Pending (binds when the first pod is scheduled, or waits for a volume)"
@@ -174,30 +166,20 @@ def check_storage_class(
 ) -> Finding:
     mode = need.mode
     if class_name == "":
-        return Finding(
-            "storage",
-            WARN,
-            f'storage.storageClassName is "": the claim binds only to a pre-created PersistentVolume with {mode}',
-            "create a matching PersistentVolume, or set storage.storageClassName (null = the default class)",
-        )
-    classes = sorted(api.list_storage_classes(), key=name_of)
+        return Finding("storage", WARN, 'storage.storageClassName is "": the claim binds only to a pre-created '
+                       f"PersistentVolume with {mode}",
+                       "create a matching PersistentVolume, or set storage.storageClassName (null = the default class)")
+    classes = sorted(api.list_objects("StorageClass"), key=name_of)
     listing = "StorageClasses: " + ("; ".join(describe_class(c, mode) for c in classes) or "none")
     offering = [name_of(c) for c in classes if offers(c, mode) == RWX]
-    choose = (
-        f"<one that offers {mode}: {', '.join(offering)}>"
-        if offering
-        else f"<one of: {', '.join(map(name_of, classes)) or 'none'}>"
-    )
+    every = ", ".join(map(name_of, classes)) or "none"
+    choose = f"<one that offers {mode}: {', '.join(offering)}>" if offering else f"<one of: {every}>"
     if class_name is None:
         defaults = [c for c in classes if is_default_class(c)]
         if not defaults:
-            return Finding(
-                "storage",
-                FAIL,
-                "no default StorageClass and storage.storageClassName is not set: the claim would stay Pending. "
-                + listing,
-                f"--set storage.storageClassName={choose}, or mark a class as the default",
-            )
+            return Finding("storage", FAIL, "no default StorageClass and storage.storageClassName is not set: the "
+                           f"claim would stay Pending. {listing}",
+                           f"--set storage.storageClassName={choose}, or mark a class as the default")
         chosen = max(defaults, key=lambda c: (c.metadata.creation_timestamp is not None, c.metadata.creation_timestamp))
         label = f"default StorageClass {name_of(chosen)}"
         if len(defaults) > 1:
@@ -205,65 +187,39 @@ def check_storage_class(
     else:
         found = next((c for c in classes if name_of(c) == class_name), None)
         if found is None:
-            return Finding(
-                "storage",
-                FAIL,
-                f"StorageClass {class_name} does not exist. {listing}",
-                f"--set storage.storageClassName={choose}",
-            )
+            return Finding("storage", FAIL, f"StorageClass {class_name} does not exist. {listing}",
+                           f"--set storage.storageClassName={choose}")
         chosen, label = found, f"StorageClass {class_name}"
     label += f" ({chosen.provisioner})"
     capability = offers(chosen, mode)
     if capability == RWX:
-        spread = [name_of(c) for c in classes if offers(c, "ReadWriteMany") == RWX] if need.colocated else []
-        tip = (
-            f" ({spread[0]} offers ReadWriteMany: --set storage.accessModes={{ReadWriteMany}} "
-            f"--set storage.storageClassName={spread[0]} lets the pods spread over nodes)"
-            if spread and need.total > 1
-            else ""
-        )
+        colocated = need.colocated and need.total > 1
+        spread = [name_of(c) for c in classes if offers(c, "ReadWriteMany") == RWX] if colocated else []
+        tip = (f" ({spread[0]} offers ReadWriteMany: --set storage.accessModes={{ReadWriteMany}} "
+               f"--set storage.storageClassName={spread[0]} lets the pods spread over nodes)") if spread else ""
         return Finding("storage", OK, f"needs {mode}: {label} offers it{tip}. {listing}")
     others = [name for name in offering if name != name_of(chosen)]
     if others:
         hint = f"--set storage.storageClassName={others[0]} (it offers {mode}), or {COLOCATE_FIX}"
     else:
-        hint = (
-            f"on one node: {COLOCATE_FIX}; across nodes: install a provisioner that offers {mode} "
-            f"({RWX_EXAMPLES}) and --set storage.storageClassName=<its class>"
-        )
+        hint = (f"on one node: {COLOCATE_FIX}; across nodes: install a provisioner that offers {mode} "
+                f"({RWX_EXAMPLES}) and --set storage.storageClassName=<its class>")
     why = f"needs {mode}: {need.pods_phrase} from any node"
     if capability == RWO_ONLY:
-        return Finding(
-            "storage",
-            FAIL,
-            f"{why}, but {label} offers ReadWriteOnce only: the claim would stay Pending. {listing}",
-            hint,
-        )
+        message = f"{why}, but {label} offers ReadWriteOnce only: the claim would stay Pending. {listing}"
+        return Finding("storage", FAIL, message, hint)
     if capability == NODE_LOCAL:
         count = len(nodes())
         if count > 1:
-            return Finding(
-                "storage",
-                FAIL,
-                f"{why}, but {label} keeps each volume on one node's disk: pods on the other {count - 1} node(s) "
-                f"would not see the data. {listing}",
-                hint,
-            )
-        return Finding(
-            "storage",
-            WARN,
-            f"{why}: {label} keeps each volume on one node's disk, shared only because this cluster has one "
-            f"schedulable node (if the claim stays Pending, it refuses {mode}). {listing}",
-            hint,
-        )
+            return Finding("storage", FAIL, f"{why}, but {label} keeps each volume on one node's disk: pods on the "
+                           f"other {count - 1} node(s) would not see the data. {listing}", hint)
+        return Finding("storage", WARN,
+                       f"{why}: {label} keeps each volume on one node's disk, shared only because this cluster has one "
+                       f"schedulable node (if the claim stays Pending, it refuses {mode}). {listing}", hint)
     what = provisioner_of(chosen)
     detail = what.what if capability == DEPENDS and what else f"{chosen.provisioner} is not a provisioner tfchart knows"
-    return Finding(
-        "storage",
-        WARN,
-        f"{why}: whether {label} offers it is unknown ({detail}): check its docs. {listing}",
-        hint,
-    )
+    message = f"{why}: whether {label} offers it is unknown ({detail}): check its docs. {listing}"
+    return Finding("storage", WARN, message, hint)
 
 
 def is_default_class(storage_class: Any) -> bool:
@@ -277,31 +233,18 @@ def check_colocation(planned: Plan, need: StorageNeed, nodes: Callable[[], list[
     roles = [role for role in planned.roles if role.role not in UNMOUNTED_ROLES]
     pods = sum(role.replicas for role in roles)
     resources = sorted({key for role in roles for key in role.requests})
-    needed = {key: total(roles, "requests", key) for key in resources}
-    needed = {key: value for key, value in needed.items() if value > 0}
+    needed = {key: value for key in resources if (value := total(roles, "requests", key)) > 0}
     what = ", ".join(f"{shown(value)} {key}" for key, value in needed.items()) or "nothing"
     placement = sorted({key for role in roles for key in role.placement})
     note = f" ({'/'.join(placement)} not evaluated)" if placement else ""
     listed = nodes()
-    fitting = [
-        name_of(node)
-        for node in listed
-        if all(allocatable(node, key) >= value for key, value in needed.items())
-    ]
+    fitting = [name_of(n) for n in listed if all(allocatable(n, key) >= value for key, value in needed.items())]
     head = f"storage needs {need.mode}, so all {pods} pods run on one node: they request {what}"
     if fitting:
         return [Finding("co-location", OK, f"{head}; fits {', '.join(fitting)} (allocatable, before other pods){note}")]
-    sizes = "; ".join(
-        f"{name_of(node)}: " + ", ".join(f"{shown(allocatable(node, key))} {key}" for key in needed)
-        for node in listed
-    )
-    return [
-        Finding(
-            "co-location",
-            FAIL,
-            f"{head}; no schedulable node has that much allocatable ({sizes or 'no schedulable node'}){note}",
-            "lower the requests (values/cpu.yaml fits a 4-CPU, 8 GiB node), add a bigger node, or "
-            "--set storage.accessModes={ReadWriteMany} with a StorageClass that offers it, so pods may spread",
-        )
-    ]
-
+    sizes = "; ".join(f"{name_of(node)}: " + ", ".join(f"{shown(allocatable(node, key))} {key}" for key in needed)
+                      for node in listed)
+    return [Finding("co-location", FAIL,
+                    f"{head}; no schedulable node has that much allocatable ({sizes or 'no schedulable node'}){note}",
+                    "lower the requests (values/cpu.yaml fits a 4-CPU, 8 GiB node), add a bigger node, or "
+                    "--set storage.accessModes={ReadWriteMany} with a StorageClass that offers it, so pods may spread")]
