@@ -3,8 +3,10 @@
 Variables live on the ps tasks; the chief schedules step functions onto the workers
 with ``tf.distribute.coordinator.ClusterCoordinator``. A lost worker is absorbed by the
 coordinator (its steps are re-scheduled; a worker restarted under the same address
-rejoins). A lost ps cannot be absorbed: the chief stops with ClusterFailure, and a
-restarted chief (with the ps back) resumes from the latest checkpoint.
+rejoins, and the chief logs ``worker:N rejoined``). A loss a lost worker had computed
+cannot be read back any more: that chunk's step line is skipped with a warning. A lost
+ps cannot be absorbed: the chief stops with ClusterFailure, and a restarted chief (with
+the ps back) resumes from the latest checkpoint.
 
 On SIGTERM/SIGINT (trainer.shutdown) the chief stops scheduling, waits for the closures
 in flight (bounded by the grace period, keeping time for the save), saves the global step
@@ -14,6 +16,7 @@ reached and raises Interrupted; a restarted chief resumes at exactly that step.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -37,6 +40,43 @@ log = logging.getLogger("trainer.ps")
 CLUSTER_WAIT_SECS = 600.0
 #: How often the chief polls ``ClusterCoordinator.done()`` while stopping.
 DRAIN_POLL_SECS = 0.05
+#: What the coordinator logs (at INFO, below what TensorFlow's logger shows) once a failed worker is back.
+_RECOVERED = re.compile(r"^Worker /job:worker/replica:\d+/task:(\d+) has been recovered\.$")
+
+
+class _WorkerRecovery(logging.Filter):
+    """On TensorFlow's logger: says in the chief's log when the coordinator has taken a failed worker back
+    (operators see TensorFlow's "Worker ... failed" errors, and nothing when it recovers). Records below
+    the level the logger had stay hidden, so lowering it to INFO shows nothing else."""
+
+    def __init__(self, shown_from: int) -> None:
+        super().__init__()
+        self.shown_from = shown_from
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= self.shown_from:
+            return True
+        found = _RECOVERED.match(record.getMessage())
+        if found:
+            log.info("worker:%s rejoined: the coordinator runs steps on it again", found.group(1))
+        return False
+
+
+def report_worker_recovery() -> None:
+    """Log ``worker:N rejoined`` each time the coordinator takes a failed worker back (once per process)."""
+    tf_logger = logging.getLogger("tensorflow")
+    if any(isinstance(f, _WorkerRecovery) for f in tf_logger.filters):
+        return
+    shown_from = tf_logger.getEffectiveLevel()
+    tf_logger.addFilter(_WorkerRecovery(shown_from))
+    tf_logger.setLevel(min(shown_from, logging.INFO))
+
+
+def lost_with_its_worker(error: Exception) -> bool:
+    """Whether reading a closure's output failed because the worker holding it is gone (killed, restarted):
+    the coordinator re-runs the closures a lost worker had not finished, but what it had computed is lost."""
+    text = str(error)
+    return "/job:worker/" in text and "/job:ps" not in text
 
 
 def _failure(e: Exception, task: Task, step: int) -> ClusterFailure:
@@ -105,7 +145,13 @@ class _PsRun:
         if self.pending is not None:
             rv, step = self.pending
             self.pending = None
-            loss = float(rv.fetch())
+            try:
+                loss = float(rv.fetch())
+            except (tf.errors.OpError, ConnectionError) as e:
+                if not lost_with_its_worker(e):
+                    raise
+                log.warning("step %d: no step line, its loss was computed on a worker lost since", step)
+                return
             ex_s, s_b = self.meter.tick(step)
             self.reporter.log_step(step, loss, ex_s, s_b)
 
@@ -171,6 +217,7 @@ def run_ps_chief(cfg: TrainConfig, task: Task, data: DataSource, reporter: Chief
     in-flight closures, saves the step reached and raises Interrupted.
     """
     wait_for_cluster(task, CLUSTER_WAIT_SECS)
+    report_worker_recovery()
     saved_step = 0
     run: _PsRun | None = None
     try:

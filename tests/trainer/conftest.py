@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -67,6 +67,11 @@ def trainer_env(tf_config: dict[str, Any] | None = None, **extra: str) -> dict[s
     return env
 
 
+def process_state(pid: int) -> str:
+    """The kernel's one-letter state of a process (R, S, T for stopped, Z...)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
 @dataclass
 class Proc:
     """A trainer (or tensorboard) process with its combined output in a log file."""
@@ -107,22 +112,32 @@ class Proc:
     def wait_for(self, pattern: str, timeout: float) -> re.Match[str]:
         """Wait until ``pattern`` appears in the output; fail early if the process died."""
         rx = re.compile(pattern, re.M)
+        found = rx.search(self.wait_until(f"/{pattern}/", lambda out: rx.search(out) is not None, timeout))
+        assert found
+        return found
+
+    def wait_until(self, what: str, ready: Callable[[str], bool], timeout: float) -> str:
+        """Wait until ``ready(output)`` holds and return that output; fail early if the process died.
+        ``timeout`` only catches a hang: it is no guess of how long the event takes."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            m = rx.search(self.output())
-            if m:
-                return m
-            if not self.alive():
-                m = rx.search(self.output())
-                if m:
-                    return m
-                raise AssertionError(
-                    f"{self.name} exited ({self.popen.returncode}) before /{pattern}/:\n"
-                    f"{self.tail()}"
-                )
-            time.sleep(0.3)
-        raise AssertionError(f"/{pattern}/ not seen in {self.name} within {timeout}s:\n"
-                             f"{self.tail()}")
+            exited = not self.alive()
+            out = self.output()
+            if ready(out):
+                return out
+            if exited:
+                raise AssertionError(f"{self.name} exited ({self.popen.returncode}) before {what}:\n{self.tail()}")
+            time.sleep(0.1)
+        raise AssertionError(f"{what} not seen in {self.name} within {timeout}s:\n{self.tail()}")
+
+    def freeze(self) -> None:
+        """SIGSTOP the process group, as a frozen node leaves a pod: it keeps its sockets but answers
+        nothing. Returns once the kernel has stopped the process."""
+        os.killpg(self.popen.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 30
+        while process_state(self.popen.pid) not in ("T", "t"):
+            assert time.monotonic() < deadline, f"{self.name} did not stop"
+            time.sleep(0.01)
 
 
 class Procs:
@@ -263,7 +278,6 @@ class PsRun:
     chief: Proc
     evaluator: Proc
     servers: list[Proc]
-    wall_secs: float
     kube_requests: list[Recorded]
     args: list[str]
     cluster: dict[str, list[str]]
@@ -294,7 +308,6 @@ def ps_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PsRun]:
         "TFD_CLEANUP_STATEFULSETS": "mnist-tf-distributed-ps,mnist-tf-distributed-worker",
     }
     try:
-        t0 = time.monotonic()
         servers = [registry.trainer("ps0", args, tf_config(cluster, "ps", 0))]
         servers += [registry.trainer(f"worker{i}", args, tf_config(cluster, "worker", i))
                     for i in range(2)]
@@ -303,9 +316,8 @@ def ps_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PsRun]:
                                      {"cluster": cluster, "task": {"type": "evaluator",
                                                                    "index": 0}})
         chief.wait(240)
-        wall = time.monotonic() - t0
-        evaluator.wait(60)
-        yield PsRun(root, chief, evaluator, servers, wall, list(api.requests), args, cluster)
+        evaluator.wait(120)
+        yield PsRun(root, chief, evaluator, servers, list(api.requests), args, cluster)
     finally:
         registry.close()
         api.close()

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 STEP_LINE = re.compile(
     r"^step (\d+), loss = (\d+\.\d{4}) \((\d+\.\d) examples/sec; (\d+\.\d{3}) sec/batch\)$", re.M
 )
-TIME_LIMIT = 180.0
+TIME_LIMIT = 180.0  # catches a hang: no guess of how long a run takes
 MIN_ACCURACY = 0.95
 
 
@@ -31,7 +31,6 @@ def _assert_success(root: Path, strategy: str, steps: int) -> dict[str, object]:
 def test_parameter_server_async_training(ps_run: PsRun) -> None:
     out = ps_run.chief.output()
     assert ps_run.chief.popen.returncode == 0, ps_run.chief.tail()
-    assert ps_run.wall_secs < TIME_LIMIT
     st = _assert_success(ps_run.root, "parameter_server", PS_STEPS)
     assert st["step"] == PS_STEPS  # every scheduled step applied exactly once
     steps = [int(m.group(1)) for m in STEP_LINE.finditer(out)]
@@ -66,15 +65,13 @@ def test_multi_worker_mirrored_sync_training(procs: Procs, tmp_path: Path) -> No
     chief = procs.trainer("chief", args, {"cluster": cluster,
                                           "task": {"type": "chief", "index": 0}})
     rc = chief.wait(TIME_LIMIT)
-    wall = chief.popen.returncode is not None
     assert rc == 0, chief.tail()
-    assert wall
     _assert_success(root, "multi_worker_mirrored", 300)
     out = chief.output()
     assert re.search(r"multi_worker_mirrored: 2 replica\(s\) in sync", out), out[-2000:]
     assert [int(m.group(1)) for m in STEP_LINE.finditer(out)][-1] == 300
     # the worker trained in lockstep and then idles (a StatefulSet pod must not exit)
-    worker.wait_for(r"finished its steps", 30)
+    worker.wait_for(r"finished its steps", TIME_LIMIT)
     # it never wrote to the shared checkpoint directory (only the chief does)
     assert not STEP_LINE.search(worker.output())
 

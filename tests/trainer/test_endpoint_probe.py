@@ -177,7 +177,7 @@ def test_the_timeout_is_shared_by_every_check(tmp_path: Path, ports: Ports) -> N
     code, lines, elapsed = probe(environ(tmp_path, {"worker": closed}, {}, timeout=1))
     assert code == 1
     assert [line.split(":")[0] for line in lines] == ["FAIL  worker"] * 3
-    assert elapsed < 2.5  # one deadline for all, not one second each
+    assert elapsed < 3.0  # one deadline for all: one second each would take 3 s at least
 
 
 def test_a_web_component_that_never_answers_fails_and_the_others_still_run(
@@ -218,7 +218,7 @@ def test_after_training_succeeded_the_tasks_are_skipped_and_the_web_components_s
         "skip  worker:1: training Succeeded, task may be scaled down",
         f"ok    tensorboard {http_server}/: HTTP 200",
     ]
-    assert elapsed < 5.0  # skipped, not waited for
+    assert elapsed < 30  # skipped: a check of a closed port would have waited for the 30 s timeout
 
 
 @pytest.mark.parametrize(

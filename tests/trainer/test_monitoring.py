@@ -5,6 +5,7 @@ processes, the chief's linger after success that a SIGTERM cuts short and that a
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.trainer.conftest import COMMON, REPO, Procs, free_ports, trainer_env
-from tfchart.local import LocalPod, localise_metrics
+from tfchart.local.processes import LocalPod, localise_metrics
 from tfdcontract import (
     CHIEF,
     FAILED,
@@ -88,12 +89,13 @@ def test_the_chief_metrics_over_http(served: monitoring.PrometheusMonitor) -> No
     assert value(during, "tfd_training_state", state=SUCCEEDED, **chief) == 0
     assert value(during, "tfd_seconds_since_checkpoint", **chief) >= 0.3  # computed at scrape time
 
+    checkpointed = time.monotonic()
     served.checkpointed()
     served.heldout_accuracy(0.9)
     served.training_step(500)
     served.state(SUCCEEDED)
     after = scrape(served.port)
-    assert value(after, "tfd_seconds_since_checkpoint", **chief) < 0.3
+    assert value(after, "tfd_seconds_since_checkpoint", **chief) <= time.monotonic() - checkpointed
     assert value(after, "tfd_heldout_accuracy", **chief) == 0.9
     assert value(after, "tfd_training_step", **chief) == 500
     states = {state: value(after, "tfd_training_state", state=state, **chief)
@@ -108,12 +110,12 @@ def test_a_resumed_chief_counts_from_its_checkpoint(served: monitoring.Prometheu
 
 
 def test_linger_waits_unless_a_stop_ends_it(served: monitoring.PrometheusMonitor) -> None:
+    """The linger is one wait for the linger time: a stop (the wait returning True) ends it, and
+    nothing else waits."""
     waited: list[float] = []
-    served.linger(lambda seconds: waited.append(seconds) or False)
-    assert waited == [0.5]
-    started = time.monotonic()
-    served.linger(lambda seconds: True)  # SIGTERM: the wait returns at once
-    assert time.monotonic() - started < 0.2
+    served.linger(lambda seconds: waited.append(seconds) or False)  # the linger time passed
+    served.linger(lambda seconds: waited.append(seconds) or True)  # SIGTERM ended the wait
+    assert waited == [0.5, 0.5]
 
 
 def test_a_ps_exports_liveness_only(tmp_path: Path) -> None:
@@ -237,15 +239,16 @@ def test_the_chief_lingers_after_success_until_sigterm(procs: Procs, tmp_path: P
     (port,) = free_ports(1)
     chief = procs.trainer("chief", [*COMMON, f"--storage-root={tmp_path}", "--train-steps=100",
                                     "--checkpoint-every-steps=50"],
-                          **{METRICS_PORT_ENV: str(port), METRICS_LINGER_ENV: "120"})
-    chief.wait_for(r"serving the final metrics on :\d+ for 120s", 180)
+                          **{METRICS_PORT_ENV: str(port), METRICS_LINGER_ENV: "3600"})
+    chief.wait_for(r"serving the final metrics on :\d+ for 3600s", 180)
     samples = scrape(port)
     assert value(samples, "tfd_training_step", role=CHIEF) == 100
     assert value(samples, "tfd_training_state", role=CHIEF, state=SUCCEEDED) == 1
     assert value(samples, "tfd_heldout_accuracy", role=CHIEF) > 0.5
-    sent = chief.signal()
-    assert chief.wait(20) == 0  # the run succeeded: a stop while lingering is still a success
-    assert time.monotonic() - sent < 10
+    chief.signal()
+    # the stop ends the hour-long linger; the run succeeded: a stop while lingering is still a success
+    assert chief.wait(120) == 0
+    assert "stop requested: no longer serving the final metrics" in chief.output()
 
 
 @pytest.mark.slow
@@ -256,7 +259,8 @@ def test_a_stopped_chief_does_not_linger(procs: Procs, tmp_path: Path) -> None:
                           **{METRICS_PORT_ENV: str(port), METRICS_LINGER_ENV: "120"})
     chief.wait_for(r"^step \d+, loss", 180)
     assert value(scrape(port), "tfd_training_state", role=CHIEF, state=RUNNING) == 1
-    sent = chief.signal()
-    assert chief.wait(30) == 143
-    assert time.monotonic() - sent < 15
-    assert "serving the final metrics" not in chief.output()
+    chief.signal()
+    assert chief.wait(120) == 143
+    out = chief.output()
+    assert re.search(r"SIGTERM at step \d+: checkpoint saved, exiting$", out, re.M), out[-2000:]
+    assert "serving the final metrics" not in out and "ran out while" not in out

@@ -3,7 +3,8 @@ step, exit code 143 and status Interrupted; the restart resumes there (0 steps l
 Also --checkpoint-every-seconds and --shutdown-grace-seconds running out.
 
 Real trainer processes on 127.0.0.1 (digits, offline), signalled as Kubernetes stops a
-container: SIGTERM to the process group.
+container: SIGTERM to the process group. Every signal is sent on an event the test waits for
+(a log line, a stopped peer); no test depends on how fast this machine trains.
 """
 
 from __future__ import annotations
@@ -30,11 +31,13 @@ from tests.trainer.conftest import (
 pytestmark = pytest.mark.slow
 
 EXIT_SIGTERM = 143
+#: --shutdown-grace-seconds (the default): a stopping task must be gone before it ends, or Kubernetes
+#: kills it; the watchdog's "ran out" message says when it was not.
 GRACE = 25.0
-#: A stop takes one chunk and one save (well under a second here); 10 s catches a teardown
-#: that waits for peers (TensorFlow objects torn down after a peer has exited took ~14 s).
-STOP_SECS = 10.0
 STOPPED = re.compile(r"SIGTERM at step (\d+): checkpoint saved, exiting$", re.M)
+RAN_OUT = "ran out while"
+#: A save of the --checkpoint-every-seconds rule: at a step that is no multiple of the step rule's 100.
+TIME_BASED_SAVE = r"saved checkpoint for step (?!\d*00:)\d+:"
 PEER = "stop requested by a peer task"
 
 
@@ -49,11 +52,18 @@ def _latest_checkpoint_step(root: Path) -> int:
     return int(m.group(1))
 
 
-def _sigterm_and_wait(proc: Proc, timeout: float = GRACE + 10) -> tuple[int, float]:
-    """SIGTERM the process group; returns (exit code, seconds until it exited)."""
-    sent = proc.signal(signal.SIGTERM)
+def _sigterm_and_wait(proc: Proc, timeout: float = GRACE + 60) -> tuple[int, float]:
+    """SIGTERM the process group; returns (exit code, seconds from just before the signal to the exit)."""
+    before = time.monotonic()
+    proc.signal(signal.SIGTERM)
     rc = proc.wait(timeout)
-    return rc, time.monotonic() - sent
+    return rc, time.monotonic() - before
+
+
+def _assert_within_grace(proc: Proc, took: float) -> None:
+    """Stopped on its own, before the grace period ran out (not ended by the watchdog)."""
+    assert RAN_OUT not in proc.output(), proc.tail()
+    assert took < GRACE, (took, proc.tail())
 
 
 def _assert_stopped(proc: Proc, rc: int, root: Path, cause: str = "SIGTERM") -> int:
@@ -103,8 +113,8 @@ def test_single_device_sigterm_saves_the_exact_step_and_resumes(procs: Procs,
     chief.wait_for(r"^step 120,", 60)
     rc, took = _sigterm_and_wait(chief)
     step = _assert_stopped(chief, rc, root)
-    assert step > 120
-    assert took < STOP_SECS
+    assert step >= 120  # the boundary after the signal: 120 itself when it came before step 120's vote
+    _assert_within_grace(chief, took)
     restarted = procs.trainer("single-restarted", args)
     _assert_resumed(restarted, step)
     assert restarted.wait(180) == 0, restarted.tail()
@@ -122,7 +132,7 @@ def test_sigterm_while_importing_tensorflow_exits_at_once(procs: Procs, tmp_path
     assert rc == EXIT_SIGTERM, out
     assert re.search(r"SIGTERM while starting: nothing new to save, exiting$", out, re.M), out
     assert "Traceback" not in out and not _step_lines(out)
-    assert took < STOP_SECS, took
+    _assert_within_grace(chief, took)
 
 
 def test_parameter_server_chief_sigterm_while_waiting_for_the_cluster(procs: Procs,
@@ -132,15 +142,12 @@ def test_parameter_server_chief_sigterm_while_waiting_for_the_cluster(procs: Pro
     args = ["--strategy=parameter_server", *COMMON, f"--storage-root={root}",
             "--train-steps=400", "--cleanup=keep"]
     chief = procs.trainer("chief", args, tf_config(ps_cluster(2), "chief", 0))
-    deadline = time.monotonic() + 120
-    while not (root / "status.json").exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(1)
+    chief.wait_for(r"waiting for ps:0 \(127\.0\.0\.1:\d+\)", 120)
     rc, took = _sigterm_and_wait(chief)
     out = chief.output()
     assert rc == EXIT_SIGTERM, out
     assert re.search(r"SIGTERM while starting: nothing new to save, exiting$", out, re.M), out
-    assert took < STOP_SECS, took
+    _assert_within_grace(chief, took)
     st = read_status(root)
     assert st["state"] == "Interrupted" and st["step"] == 0, st
     assert "Traceback" not in out
@@ -173,7 +180,7 @@ def test_parameter_server_sigterm_chief_then_whole_workload(procs: Procs, tmp_pa
     chief.wait_for(r"^step 120,", 180)
     rc, took = _sigterm_and_wait(chief)
     first = _assert_stopped(chief, rc, root)
-    assert took < STOP_SECS
+    _assert_within_grace(chief, took)
     assert all(p.alive() for p in servers)  # not signalled: still serving
     chief = procs.trainer("chief-restarted", args, tf_config(cluster, "chief", 0))
     _assert_resumed(chief, first)
@@ -188,16 +195,17 @@ def test_parameter_server_sigterm_chief_then_whole_workload(procs: Procs, tmp_pa
     second = _assert_stopped(chief, rc, root)
     assert second > first
     for p in servers:
-        assert p.wait(GRACE + 10) == 0, p.tail()
-    assert time.monotonic() - sent < GRACE + 5
+        assert p.wait(GRACE + 60) == 0, p.tail()
+    assert time.monotonic() - sent < GRACE + 5  # once the chief had saved, not at the grace's end
 
     servers = _start_ps_servers(procs, cluster, args, "-restarted")
     chief = procs.trainer("chief-restarted-2", args, tf_config(cluster, "chief", 0))
     _assert_resumed(chief, second)
     assert chief.wait(240) == 0, chief.tail()
     _assert_succeeded(root, steps)
-    rcs = [_sigterm_and_wait(p, 15) for p in servers]
-    assert all(rc == 0 and took < 5 for rc, took in rcs), rcs
+    # the run Succeeded: the idle servers have no chief to wait for and exit 0 at once
+    assert [_sigterm_and_wait(p)[0] for p in servers] == [0] * len(servers)
+    assert not [p.name for p in servers if "serving until the chief has saved" in p.output()]
     print(f"\nparameter_server: chief SIGTERM at step {first} (exit in {took:.2f}s), whole "
           f"workload SIGTERM at step {second}: both resumed exactly, 0 steps lost")
 
@@ -212,7 +220,7 @@ def test_multi_worker_mirrored_sigterm_stops_every_task_at_one_step(procs: Procs
     ports = free_ports(2)
     cluster = {"chief": [f"127.0.0.1:{ports[0]}"], "worker": [f"127.0.0.1:{ports[1]}"]}
     args = ["--strategy=multi_worker_mirrored", *COMMON, f"--storage-root={root}",
-            "--train-steps=400", "--checkpoint-every-steps=100", "--checkpoint-every-seconds=1",
+            "--train-steps=400", "--checkpoint-every-steps=100", "--checkpoint-every-seconds=0.5",
             "--keep-checkpoints=100"]
 
     def start(suffix: str = "") -> tuple[Proc, Proc]:
@@ -222,10 +230,11 @@ def test_multi_worker_mirrored_sigterm_stops_every_task_at_one_step(procs: Procs
 
     chief, worker = start()
     chief.wait_for(r"^step 120,", 180)
+    chief.wait_for(TIME_BASED_SAVE, 180)
     rc, took = _sigterm_and_wait(chief)
     step = _assert_stopped(chief, rc, root)
-    assert took < STOP_SECS
-    assert worker.wait(GRACE) == EXIT_SIGTERM, worker.tail()
+    _assert_within_grace(chief, took)
+    assert worker.wait(GRACE + 60) == EXIT_SIGTERM, worker.tail()
     assert f"{PEER} at step {step}: checkpoint saved, exiting" in worker.output(), worker.tail()
     saves = [int(s) for s in re.findall(r"saved checkpoint for step (\d+)", chief.output())]
     assert any(s % 100 for s in saves[:-1]), saves  # time-based saves between the step ones
@@ -235,7 +244,7 @@ def test_multi_worker_mirrored_sigterm_stops_every_task_at_one_step(procs: Procs
     chief.wait_for(rf"^step {step // 20 * 20 + 40},", 120)
     rc, _ = _sigterm_and_wait(worker)  # a preempted worker: the chief saves and stops too
     assert rc == EXIT_SIGTERM, worker.tail()
-    peer_stop = _assert_stopped(chief, chief.wait(GRACE), root, cause=PEER)
+    peer_stop = _assert_stopped(chief, chief.wait(GRACE + 60), root, cause=PEER)
     assert re.search(rf"SIGTERM at step {peer_stop}: checkpoint saved, exiting$", worker.output(),
                      re.M), worker.tail()
     chief, worker = start("-restarted-2")
@@ -253,51 +262,62 @@ def _save_times(out: str) -> list[tuple[float, int]]:
 
 
 def test_checkpoint_every_seconds_saves_at_time_boundaries(procs: Procs, tmp_path: Path) -> None:
+    """Time-based saves between the step-based ones, each --checkpoint-every-seconds after the save
+    before it, at chunk boundaries. The run is stopped (SIGTERM) once it made two of them and the
+    step-200 save, however fast this machine trains."""
     root = tmp_path / "data"
-    every = 0.5  # several time-based saves even where 400 steps take only a few seconds
+    every = 0.5
     chief = procs.trainer("single", _single_args(
-        root, "--train-steps=400", "--checkpoint-every-steps=200", f"--checkpoint-every-seconds={every}",
+        root, "--train-steps=1000000", "--checkpoint-every-steps=200", f"--checkpoint-every-seconds={every}",
         "--keep-checkpoints=1000", "--steps-per-execution=5"))
-    assert chief.wait(180) == 0, chief.tail()
+
+    def enough(out: str) -> bool:
+        steps = [step for _, step in _save_times(out)]
+        return 200 in steps and len([step for step in steps if step % 200]) >= 2
+
+    chief.wait_until("the step-200 save and two time-based saves", enough, 180)
+    rc, _ = _sigterm_and_wait(chief)
+    stopped = _assert_stopped(chief, rc, root)
     saves = _save_times(chief.output())
+    assert saves[-1][1] == stopped  # the stop's own save comes last: no rule made it
+    saves = saves[:-1]
     steps = [s for _, s in saves]
     on_disk = sorted(int(p.name[5:-6]) for p in (root / "checkpoints").glob("ckpt-*.index"))
-    assert on_disk == steps  # every logged save is a checkpoint file of that step
-    assert {200, 400} <= set(steps) and len(steps) > 2, steps  # the step rule alone: 2
+    assert on_disk == sorted({*steps, stopped})  # every logged save is a checkpoint file of that step
     assert all(s % 5 == 0 for s in steps), steps  # at chunk boundaries
-    # a time-based save comes --checkpoint-every-seconds after the save before it
+    # a time-based save comes --checkpoint-every-seconds after the save before it (the log times lag the
+    # saves by however long the logging thread waited for a core: half the interval is left for that)
     gaps = [t2 - t1 for (t1, _), (t2, s2) in itertools.pairwise(saves) if s2 % 200]
-    assert gaps and min(gaps) >= every - 0.05, (gaps, steps)
+    assert gaps and min(gaps) >= every / 2, (gaps, steps)
 
 
-def test_save_that_cannot_finish_within_the_grace_exits_anyway(procs: Procs,
-                                                              tmp_path: Path) -> None:
-    """With a 10 ms grace the chunk in progress (50 steps) cannot end in time: the
-    watchdog exits 143 with one message, status.json says so, no new checkpoint."""
+def test_a_stop_that_cannot_reach_a_step_boundary_ends_when_the_grace_runs_out(procs: Procs,
+                                                                               tmp_path: Path) -> None:
+    """The chief's collectives wait for a worker that no longer answers (stopped, as a frozen node
+    leaves a pod): after SIGTERM the chief cannot reach a step boundary, so the watchdog ends it when
+    --shutdown-grace-seconds runs out: exit 143, one message, status.json Interrupted, and no
+    checkpoint of the stop (the latest one on disk is the last save of the step rule)."""
     root = tmp_path / "data"
-    chief = procs.trainer("single", _single_args(
-        root, "--train-steps=2000", "--checkpoint-every-steps=100", "--steps-per-execution=50",
-        "--log-every-steps=50", "--shutdown-grace-seconds=0.01"))
-    chief.wait_for(r"saved checkpoint for step 100", 150)
-    chief.wait_for(r"^step 150,", 60)
-    rc, took = _sigterm_and_wait(chief, 15)
+    ports = free_ports(2)
+    cluster = {"chief": [f"127.0.0.1:{ports[0]}"], "worker": [f"127.0.0.1:{ports[1]}"]}
+    grace = 3.0
+    args = ["--strategy=multi_worker_mirrored", *COMMON, f"--storage-root={root}", "--train-steps=1000000",
+            "--checkpoint-every-steps=100", f"--shutdown-grace-seconds={grace:g}"]
+    worker = procs.trainer("worker0", args, tf_config(cluster, "worker", 0))
+    chief = procs.trainer("chief", args, tf_config(cluster, "chief", 0))
+    chief.wait_for(r"saved checkpoint for step 100:", 180)
+    worker.freeze()
+    rc, took = _sigterm_and_wait(chief, grace + 60)
     out = chief.output()
     assert rc == EXIT_SIGTERM, out[-2000:]
-    assert re.search(r"SIGTERM: --shutdown-grace-seconds=0.01 ran out while training: "
-                     r"exiting now", out), out[-2000:]
-    assert not STOPPED.search(out)
-    assert took < 5
-    # No checkpoint of the stop itself: the last one saved is a scheduled one (every 100 steps) of a
-    # step the chief had reached before the signal - step 100, or 200 when the next chunk finished
-    # while the test was still reading "step 150". That save may have begun just before the signal
-    # and log just after it; a save at the step where SIGTERM stopped the chief would not be scheduled.
-    before, _, after = out.partition("SIGTERM received")
-    assert after, out[-2000:]
-    reached = max(int(n) for n in re.findall(r"^step (\d+),", before, re.M))
+    expired = re.findall(rf"^\S+ \S+ ERROR trainer \S+ SIGTERM: --shutdown-grace-seconds={grace:g} ran out "
+                         rf"while (\w+): exiting now", out, re.M)
+    assert expired == ["training"], out[-2000:]  # one message
+    assert not STOPPED.search(out) and "Traceback" not in out, out[-2000:]
+    assert grace <= took < grace + 60  # the watchdog's doing: it waits the whole grace, then exits
     saved = [int(n) for n in re.findall(r"saved checkpoint for step (\d+)", out)]
-    late = [int(n) for n in re.findall(r"saved checkpoint for step (\d+)", after)]
-    assert all(step % 100 == 0 and step <= reached for step in late), out[-2000:]
-    assert saved[-1] in (100, 200) and _latest_checkpoint_step(root) == saved[-1]
+    assert saved and all(step % 100 == 0 for step in saved), saved
+    assert _latest_checkpoint_step(root) == saved[-1]
     st = read_status(root)
     assert st["state"] == "Interrupted" and "ran out while training" in st["message"], st
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,6 @@ def test_single_device_training_with_cleanup_keep(procs: Procs, tmp_path: Path,
                                                   kube_api: FakeKubeApi) -> None:
     root = tmp_path / "data"
     sa = service_account_dir(tmp_path / "sa")
-    t0 = time.monotonic()
     chief = procs.trainer(
         "single", ["--strategy=single_device", *COMMON, f"--storage-root={root}",
                    "--train-steps=300", "--checkpoint-every-steps=100", "--cleanup=keep"],
@@ -25,7 +23,6 @@ def test_single_device_training_with_cleanup_keep(procs: Procs, tmp_path: Path,
         TFD_CLEANUP_STATEFULSETS="mnist-tf-distributed-ps,mnist-tf-distributed-worker",
     )
     assert chief.wait(180) == 0, chief.tail()
-    assert time.monotonic() - t0 < 180
     st = read_status(root)
     assert st["state"] == "Succeeded" and st["strategy"] == "single_device"
     assert st["step"] == 300 and st["accuracy"] >= 0.95, st
