@@ -23,7 +23,7 @@ from functools import cache
 import pytest
 
 from tests.chartlib import REPO
-from tfchart.images import DEFAULT_REGISTRY, DEFAULT_REPOSITORY, image_reference, project_version
+from tfchart.images.build import DEFAULT_REGISTRY, DEFAULT_REPOSITORY, image_reference, project_version
 
 ENGINE = "podman"
 

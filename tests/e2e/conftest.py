@@ -1,8 +1,8 @@
 """End-to-end fixtures: the chart rendered, its pods run in network namespaces, always torn down.
 
 `launch(sets, supervised=True)` adds the Kubernetes side that the run supervisor needs (issue 12):
-a loopback API (tests/trainer/kubeserver.py) holding the release's rendered workloads, the chief
-Job run by kubeserver's Job controller (each retry a new chief process, after the controller's
+a loopback API (tests/kubeapi.py) holding the release's rendered workloads, the chief
+Job run by kubeapi's Job controller (each retry a new chief process, after the controller's
 back-off), the rendered supervisor container's command and env as a host process pointed at that
 API, and a StatefulSet/Deployment/Job controller loop that ends a pod (SIGTERM, SIGKILL after its
 terminationGracePeriodSeconds) once the API says it should no longer run: its ordinal is at or
@@ -26,11 +26,10 @@ from typing import Any
 
 import pytest
 
-from tests.chartlib import CHART, REPO, helm_path
+from tests.chartlib import REPO, render
 from tests.e2e.netns import NetnsCluster, available
-from tests.trainer.kubeserver import JobController, KubeServer
-from tfchart import render
-from tfchart.local import (
+from tests.kubeapi import JobController, KubeServer
+from tfchart.local.processes import (
     LocalCluster,
     LocalPod,
     Process,
@@ -233,15 +232,9 @@ class Run:
 
 
 def render_docs(root: Path, sets: list[str]) -> list[dict[str, Any]]:
-    ordered = [("--set", item) for item in sets] + [("--set-string", f"storage.mountPath={root}")]
-    text = render.template(
-        str(helm_path("4")), CHART, RELEASE, [REPO / "values" / "cpu.yaml", E2E_VALUES], ordered, NAMESPACE
-    )
-    return render.manifests(text)
-
-
-def render_pods(root: Path, sets: list[str]) -> list[LocalPod]:
-    return pods_from_manifests(render_docs(root, sets), NAMESPACE)
+    """helm 4's render of values/cpu.yaml and the e2e values with `sets`, its storage under `root`."""
+    return render("4", [REPO / "values" / "cpu.yaml", E2E_VALUES], sets, RELEASE, NAMESPACE,
+                  extra=["--set-string", f"storage.mountPath={root}"])
 
 
 def supervise(run: Run, docs: list[dict[str, Any]], sa_dir: Path) -> Supervision:
@@ -255,7 +248,7 @@ def supervise(run: Run, docs: list[dict[str, Any]], sa_dir: Path) -> Supervision
                       and d["metadata"]["labels"]["app.kubernetes.io/component"] == "supervisor")
     container = RenderedPod(f"{deployment['metadata']['name']}-0", "supervisor", 0, deployment, {})
     api = KubeServer()
-    api.put(*workloads)
+    api.add(*workloads)
     job = JobController(api, chief_job, chief, run.cluster, backoff_seconds=JOB_BACKOFF_SECONDS)
     sa_dir.mkdir()
     (sa_dir / "token").write_text("e2e-token\n")

@@ -2,12 +2,14 @@
 loopback port, a temporary TSDB, a scrape every 0.5 s of the chief's metrics port (static config,
 `--set metrics.port=<that port>`) and of the ps and workers (file service discovery, written once
 `tfchart local --follow-logs` prints their rewritten ports). Asserted through the HTTP API
-(/api/v1/query): the step increases between two queries while training, the last recorded step is the
-final one, the chief reached Succeeded, the ps and worker servers were up, and nothing restarted.
+(/api/v1/query): the step increases between two queries while training (paced by freezing the workers,
+not by how fast this machine trains), the last recorded step is the final one (the chief lingers until
+then), the chief reached Succeeded, the ps and worker servers were up, and nothing restarted.
 Prometheus is required, never skipped: scripts/install_prometheus.sh (make setup) installs it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -17,23 +19,24 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.chartlib import REPO
-from tests.e2e.test_local import processes_mentioning
-from tfchart.local import free_port
-from tfdcontract import PS, SUCCEEDED, WORKER
+from tests.e2e.test_local import assert_none_left, pod_process
+from tfchart.local.processes import free_port
+from tfdcontract import PS, RUNNING, SUCCEEDED, WORKER
 
 pytestmark = pytest.mark.slow
 
 PROMETHEUS = Path("/usr/bin/prometheus")
 SCRAPE_INTERVAL = 0.5
 TRAIN_STEPS = 600
-LINGER_SECONDS = 4  # >= 2 scrape intervals: the final step is scraped before the chief exits
+LINGER_SECONDS = 3600  # the test ends the linger (SIGTERM) once a scrape recorded the final step
+CHIEF_POD = "local-tf-distributed-chief"
 
 
 class Prometheus:
@@ -94,6 +97,10 @@ class Prometheus:
     def values(self, expr: str) -> list[float]:
         return [float(sample["value"][1]) for sample in self.query(expr)]
 
+    def scraped_after(self, moment: float) -> bool:
+        """Whether the chief's latest scrape started after `moment` (time.time())."""
+        return any(stamp > moment for stamp in self.values('timestamp(up{job="tfd-chief"})'))
+
     def stop(self) -> None:
         if self.popen.poll() is None:
             os.killpg(self.popen.pid, signal.SIGTERM)
@@ -124,6 +131,82 @@ def prometheus(tmp_path: Path, chief_port: int) -> Iterator[Prometheus]:
         server.stop()
 
 
+class LocalRun:
+    """`tfchart local --follow-logs` as a subprocess, its output read line by line."""
+
+    def __init__(self, command: list[str]) -> None:
+        self.proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True)  # fmt: skip
+        self.lines: list[str] = []
+        self.ports: dict[str, int] = {}  # pod name -> its metrics port, as tfchart prints them
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            found = re.match(r"^  (\S+) metrics -> http://127\.0\.0\.1:(\d+)/metrics$", line.rstrip())
+            if found:
+                self.ports[found[1]] = int(found[2])
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def chief_steps(self) -> list[int]:
+        return [int(n) for n in re.findall(rf"^{CHIEF_POD}\s+\| step (\d+), loss", self.output, re.MULTILINE)]
+
+    def wait(self, what: str, ready: Callable[[], bool], timeout: float = 600) -> None:
+        """Until `ready()`; fails at once if tfchart exited first (the timeout only catches a hang)."""
+        deadline = time.monotonic() + timeout
+        while not ready():
+            assert self.proc.poll() is None, f"tfchart exited ({self.proc.returncode}) before {what}:\n" + \
+                "".join(self.lines[-60:])
+            assert time.monotonic() < deadline, f"no {what} within {timeout} s:\n" + "".join(self.lines[-60:])
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGINT)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=30)
+
+
+def freeze(pids: list[int], frozen: bool) -> None:
+    """SIGSTOP (or SIGCONT) the workers: the parameter-server training waits for their steps, so the
+    chief's step holds still while its metrics are still served and scraped."""
+    for pid in pids:
+        os.killpg(pid, signal.SIGSTOP if frozen else signal.SIGCONT)
+
+
+def scrape_while_frozen(run: LocalRun, prometheus: Prometheus, workers: list[int], past: float) -> float:
+    """The step a scrape reads once the chief logged a step past `past` and the workers are frozen."""
+    run.wait(f"a chief step line past step {past:.0f}", lambda: any(n > past for n in run.chief_steps()))
+    freeze(workers, True)
+    frozen_at = time.time()
+
+    def scraped() -> bool:
+        return prometheus.scraped_after(frozen_at) and any(v > past for v in prometheus.values("tfd_training_step"))
+
+    run.wait(f"a scrape after the freeze, past step {past:.0f}", scraped, timeout=240)
+    assert prometheus.values(f'tfd_training_state{{state="{RUNNING}"}}') == [1.0]  # still training
+    [step] = prometheus.values("tfd_training_step")
+    freeze(workers, False)
+    return step
+
+
+def recorded(prometheus: Prometheus) -> bool:
+    """Prometheus holds the final step of the Succeeded chief, and has seen the ps and both workers up."""
+    final = f'tfd_training_step and on() tfd_training_state{{state="{SUCCEEDED}"}} == 1'
+    return (prometheus.values(final) == [TRAIN_STEPS]
+            and prometheus.values(f'max_over_time(tfd_server_up{{role="{PS}"}}[5m])') == [1.0]
+            and prometheus.values(f'max_over_time(tfd_server_up{{role="{WORKER}"}}[5m])') == [1.0, 1.0])
+
+
 def test_prometheus_scrapes_a_local_run(tmp_path: Path, prometheus: Prometheus, chief_port: int) -> None:
     workdir = tmp_path / "run"
     command = [
@@ -134,54 +217,41 @@ def test_prometheus_scrapes_a_local_run(tmp_path: Path, prometheus: Prometheus, 
         "--set", f"metrics.lingerSeconds={LINGER_SECONDS}", "--workdir", str(workdir), "--follow-logs",
     ]  # fmt: skip
     started = time.monotonic()
-    proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)  # fmt: skip
-    lines: list[str] = []
-    ports: dict[str, int] = {}
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line)
-            found = re.match(r"^  (\S+) metrics -> http://127\.0\.0\.1:(\d+)/metrics$", line.rstrip())
-            if found:
-                ports[found[1]] = int(found[2])
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    seen: list[float] = []  # tfd_training_step as Prometheus answers it, query after query, while training
+    run = LocalRun(command)
+    workers: list[int] = []
     try:
-        deadline = time.monotonic() + 600
-        targets_written = False
-        while proc.poll() is None:
-            assert time.monotonic() < deadline, "".join(lines[-60:])
-            others = {name: port for name, port in ports.items() if not name.endswith("-chief")}
-            if not targets_written and len(others) == 3:  # ps-0, worker-0, worker-1
-                prometheus.set_targets(others)
-                targets_written = True
-            running = prometheus.values('tfd_training_state{state="Running"}')
-            step = prometheus.values("tfd_training_step")
-            if running == [1.0] and step:
-                seen.append(step[0])
-            time.sleep(SCRAPE_INTERVAL)
-        reader.join(timeout=10)
+        run.wait("the metrics ports of the ps and the workers", lambda: len(run.ports) == 4)
+        prometheus.set_targets({name: port for name, port in run.ports.items() if name != CHIEF_POD})
+        run.wait("the chief's first step line", lambda: bool(run.chief_steps()))
+        workers = [pod_process(workdir, f"local-tf-distributed-worker-{index}") for index in (0, 1)]
+
+        # The step increases between two scrapes while training, paced by events (however fast this
+        # machine trains): the workers are frozen at a chief step line and a scrape after that reads step
+        # A; thawed until the chief logs a step past A, frozen again, a scrape reads B > A. Not at the
+        # first step line: the chief's first summary registers its functions with every worker, which a
+        # frozen worker would hold up before the step reaches the metrics.
+        seen = [float(run.chief_steps()[0])]
+        for _ in range(2):
+            seen.append(scrape_while_frozen(run, prometheus, workers, past=seen[-1]))
+        assert seen[0] < seen[1] < seen[2] < TRAIN_STEPS, seen
+
+        # The chief lingers with its final metrics (for an hour) until a scrape recorded them and every
+        # task was scraped up; then SIGTERM ends the linger, a success still, and tfchart ends with it.
+        run.wait("a scrape of the final step, and of every task's server up", lambda: recorded(prometheus))
+        os.killpg(pod_process(workdir, CHIEF_POD), signal.SIGTERM)
+        run.proc.wait(timeout=300)
+        run.reader.join(timeout=10)
         elapsed = time.monotonic() - started
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=30)
-    output = "".join(lines)
-    assert proc.returncode == 0, output[-4000:]
+        with contextlib.suppress(ProcessLookupError):
+            freeze(workers, False)
+        run.stop()
+    output = run.output
+    assert run.proc.returncode == 0, output[-4000:]
     assert f"  metrics: http://127.0.0.1:{chief_port}/metrics\n" in output  # the rendered port, kept
     assert re.search(r"trainer ps:0: Prometheus metrics on http://0\.0\.0\.0:\d+/metrics", output)
+    assert "stop requested: no longer serving the final metrics" in output
 
-    # two queries at different times while training: the step increased
-    assert len(set(seen)) >= 2, seen
-    assert seen == sorted(seen) and seen[0] < seen[-1], seen
     # after the run: the last step Prometheus recorded is the final one, and the chief reached Succeeded
     assert prometheus.values("last_over_time(tfd_training_step[5m])") == [TRAIN_STEPS]
     assert prometheus.values("max_over_time(tfd_training_target_steps[5m])") == [TRAIN_STEPS]
@@ -192,6 +262,5 @@ def test_prometheus_scrapes_a_local_run(tmp_path: Path, prometheus: Prometheus, 
     assert prometheus.values(f'max_over_time(tfd_server_up{{role="{WORKER}"}}[5m])') == [1.0, 1.0]
     restarts = prometheus.values("max_over_time(tfd_process_restarts[5m])")
     assert restarts == [0.0] * 4, restarts
-    print(f"tfchart local + Prometheus: {elapsed:.1f} s, {len(seen)} step queries while training: {seen}")
-    time.sleep(0.5)
-    assert processes_mentioning(str(workdir)) == []
+    print(f"tfchart local + Prometheus: {elapsed:.1f} s, steps scraped while training: {seen[1:]}")
+    assert_none_left(workdir)

@@ -18,6 +18,7 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ import pytest
 
 from tests.chartlib import REPO, render
 from tests.containerlib import ENGINE, built_images, run_in_image
-from tfchart.images import project_version
+from tfchart.images.build import project_version
 
 pytestmark = pytest.mark.slow
 
@@ -153,11 +154,14 @@ def test_cpu_image_trains_writes_summaries_and_exports_then_tensorboard_serves_t
     )  # fmt: skip
     assert started.returncode == 0, started.stderr
     try:
-        runs = _poll_json(f"http://127.0.0.1:{port}/data/plugin/scalars/tags", timeout=120)
+        runs = _poll_json(f"http://127.0.0.1:{port}/data/plugin/scalars/tags", timeout=120,
+                          ready=lambda tags: any("loss" in run_tags for run_tags in tags.values()))
         run_with_loss = next(run for run, tags in runs.items() if "loss" in tags)
         query = urllib.parse.urlencode({"tag": "loss", "run": run_with_loss})
-        points = _poll_json(f"http://127.0.0.1:{port}/data/plugin/scalars/scalars?{query}", timeout=30)
-        assert [int(point[1]) for point in points][-1] == 60
+        # TensorBoard loads the event files in the background: polled until the series reaches step 60
+        points = _poll_json(f"http://127.0.0.1:{port}/data/plugin/scalars/scalars?{query}", timeout=120,
+                            ready=lambda series: int(series[-1][1]) == 60)
+        assert [int(point[1]) for point in points] == sorted(int(point[1]) for point in points)
     finally:
         subprocess.run([ENGINE, "rm", "-f", "-t", "0", name], capture_output=True, check=False)
 
@@ -170,19 +174,21 @@ def _rendered_tensorboard_container() -> dict[str, Any]:
     raise AssertionError("the chart rendered no TensorBoard Deployment")
 
 
-def _poll_json(url: str, timeout: float) -> Any:
+def _poll_json(url: str, timeout: float, ready: Callable[[Any], bool]) -> Any:
+    """The JSON `url` answers once it is non-empty and `ready`; `timeout` only catches a hang."""
     deadline = time.monotonic() + timeout
-    last: Exception | None = None
+    last: object = None
     while time.monotonic() < deadline:
         try:
             with urllib.request.urlopen(url, timeout=5) as response:
                 body = json.loads(response.read())
-                if body:
-                    return body
+            if body and ready(body):
+                return body
+            last = body
         except (OSError, ValueError) as error:
             last = error
-        time.sleep(1)
-    raise AssertionError(f"{url} gave nothing within {timeout} s (last error: {last})")
+        time.sleep(0.5)
+    raise AssertionError(f"{url} was not ready within {timeout} s (last answer: {last})")
 
 
 def test_a_missing_dependency_fails_the_build_not_the_first_run(tmp_path: Path) -> None:

@@ -45,7 +45,7 @@ from tests.chartlib import CHART, HELM_MAJORS, REPO, VALUES_DIR, MissingTool, he
 from tests.containerlib import ENGINE, built_images, image_exists, require_engine
 from tests.images import registrylib
 from tests.images.registrylib import Registry
-from tfchart.images import DEFAULT_REPOSITORY, image_reference, project_version
+from tfchart.images.build import DEFAULT_REPOSITORY, image_reference, project_version
 
 pytestmark = pytest.mark.slow
 

@@ -33,7 +33,7 @@ import pytest
 import yaml
 
 from tests.chartlib import CHART, REPO, VALUES_DIR, helm_path
-from tfchart.images import DEFAULT_REGISTRY, DEFAULT_REPOSITORY, project_version
+from tfchart.images.build import DEFAULT_REGISTRY, DEFAULT_REPOSITORY, project_version
 
 WORKFLOW = REPO / ".github" / "workflows" / "release.yml"
 VENV_BIN = Path(sys.executable).parent

@@ -1,4 +1,4 @@
-"""tfchart build (tfchart.images): the exact commands for each engine, and what happens without one.
+"""tfchart build (tfchart.images.build): the exact commands for each engine, and what happens without one.
 
 Engines are faked: small executables named docker/podman on a temporary PATH record their argv
 and answer `buildx version`, `info`, `build` and `push` as each test configures. One test runs
@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tfchart import engines as container_engines
-from tfchart import images
 from tfchart.errors import EngineNotFound, TfchartError, UsageError
+from tfchart.images import build as images
+from tfchart.images import engines as container_engines
 
 REPO = Path(__file__).resolve().parents[2]
 VERSION = "1.2.3"

@@ -1,10 +1,10 @@
-"""The calm terminal of `tfchart local` (tfchart/terminal.py), line by line from the pods' output."""
+"""The calm terminal of `tfchart local` (tfchart/local/terminal.py), line by line from the pods' output."""
 
 from __future__ import annotations
 
 from rich.console import Console
 
-from tfchart.terminal import Board
+from tfchart.local.terminal import Board
 from tfdcontract import RUNNING, SUCCEEDED, Status, format_status_line, format_step_line
 
 

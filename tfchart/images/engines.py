@@ -1,6 +1,6 @@
 """Container engines on this machine: which one is installed (docker with buildx, docker, podman,
-buildah) and whether it answers. Shared by `tfchart build` (images.py) and `tfchart local --engine`
-(containers.py).
+buildah) and whether it answers. Shared by `tfchart build` (images/build.py) and `tfchart local --engine`
+(local/containers.py).
 """
 
 from __future__ import annotations

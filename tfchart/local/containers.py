@@ -39,7 +39,7 @@ TensorBoard runs its rendered image with:
 * TensorBoard's container port published on 127.0.0.1:<free port>.
 
 Every container and network carries the label tfchart.run=<run id> (the network is named after
-it); `ContainerCluster.stop()` (called by `local.running` on success, failure, timeout, Ctrl-C and
+it); `ContainerCluster.stop()` (called by `processes.running` on success, failure, timeout, Ctrl-C and
 SIGTERM) stops the pods' containers (SIGTERM, SIGKILL after the grace period), gives the volume
 back, then removes every container, network and volume with the label (`--rm`, `rm -f -v`,
 `network rm`, `volume rm`). Only a SIGKILL to tfchart itself leaves them; then
@@ -59,8 +59,8 @@ offline): tfchart prints how the export is served instead, as the process engine
 from __future__ import annotations
 
 import base64
+import math
 import os
-import re
 import secrets
 import shutil
 import signal
@@ -89,9 +89,6 @@ PULL_FLAGS = {"Never": "never", "IfNotPresent": "missing", "Always": "always"}
 VOLUME_TARGET = "/volume"  # where the ownership containers see the shared volume
 MAX_BACKOFF_S = 10.0
 ENGINE_TIMEOUT_S = 60.0
-QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([EPTGMk]i?|Ki)?$")
-BINARY_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-DECIMAL_UNITS = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,12 +208,13 @@ class ContainerPod(LocalPod):
 
 
 def quantity_bytes(quantity: object) -> int:
-    """A Kubernetes quantity (2Gi, 64Mi, 500M, 1024) in bytes."""
-    match = QUANTITY.match(str(quantity).strip())
-    if not match:
+    """A Kubernetes quantity (2Gi, 64Mi, 500M, 1024) in whole bytes, rounded up as the kubelet does."""
+    from tfchart.manifests.quantity import parse_or_none
+
+    size = parse_or_none(quantity)
+    if size is None or size < 0:
         raise UsageError(f"cannot read the size {quantity!r}", "use a Kubernetes quantity such as 2Gi or 512Mi")
-    number, unit = float(match.group(1)), match.group(2) or ""
-    return int(number * (BINARY_UNITS.get(unit) or DECIMAL_UNITS.get(unit) or 1))
+    return math.ceil(size)
 
 
 def pull_policy(container: dict[str, Any]) -> str:

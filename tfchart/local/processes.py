@@ -11,7 +11,7 @@ pod as Kubernetes would.
 
 TensorFlow Serving's model server cannot run here (no tensorflow_model_server binary on these
 machines): tfchart prints how the export is served and queried instead.
-`tfchart local --engine podman|docker` runs the same pods as containers instead (tfchart/containers.py).
+`tfchart local --engine podman|docker` runs the same pods as containers instead (tfchart/local/containers.py).
 """
 
 from __future__ import annotations
@@ -453,6 +453,8 @@ def python_bin_dir() -> str:
 def colour_for(name: str) -> str:
     palette = ["cyan", "magenta", "green", "yellow", "blue", "bright_cyan", "bright_magenta", "bright_green"]
     return palette[sum(map(ord, name)) % len(palette)]
+
+
 def exit_code_of(process: Any) -> int | None:
     """A pod's exit code while it is not running again (a process, or a container's supervisor)."""
     if hasattr(process, "exit_code"):
