@@ -20,8 +20,16 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tfchart import render  # noqa: E402
-from tfchart.local import LocalCluster, LocalPod, localise_cluster, pods_from_manifests, python_bin_dir  # noqa: E402
+from tfchart.helm import inputs, render  # noqa: E402
+from tfchart.helm.chart import Chart  # noqa: E402
+from tfchart.helm.runner import Helm  # noqa: E402
+from tfchart.local.processes import (  # noqa: E402
+    LocalCluster,
+    LocalPod,
+    localise_cluster,
+    pods_from_manifests,
+    python_bin_dir,
+)
 from tfdcontract import (  # noqa: E402
     CHIEF,
     PS,
@@ -77,7 +85,8 @@ def render_pods(
 ) -> list[LocalPod]:
     """The rendered release's pods with local addresses; storage under `root`."""
     pairs = [("--set", s) for s in sets] + [("--set-string", f"storage.mountPath={root}")]
-    text = render.template(helm, CHART, "bench", [REPO / values_file], pairs, "default")
+    given = inputs.read([str(REPO / values_file)], pairs)
+    text = render.template(Helm(helm), Chart(CHART, str(CHART)), "bench", given, "default")
     pods = pods_from_manifests(render.manifests(text), "default")
     localise_cluster(pods)
     return pods

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """B5: local-cluster time to the first training step, four processes against one.
 
-Runs the chart's rendered pods through tfchart.local (the code path of `tfchart local`):
+Runs the chart's rendered pods through tfchart.local.processes (the code path of `tfchart local`):
 (a) parameter_server with 1 ps, 2 workers and the chief (4 processes) and (b) single_device
 (the chief alone), interleaved, and measures from process start to the chief's first
 `step N, loss = ...` line. Goal: ratio of medians (a)/(b) <= 1.5 (parallel start-up, no serial
@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from common import HELM, Result, cores, cpu_seconds, print_rows, render_pods  # noqa: E402
 
-from tfchart.local import LocalCluster, LocalPod, python_bin_dir  # noqa: E402
+from tfchart.local.processes import LocalCluster, LocalPod, python_bin_dir  # noqa: E402
 
 STEP = re.compile(r"^step \d+, loss")
 COMMON = [

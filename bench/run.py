@@ -40,6 +40,8 @@ from common import HELM, REPO, Result, cores
 RESULTS = REPO / "bench" / "RESULTS.md"
 BEGIN, END = "<!-- bench/run.py: latest run -->", "<!-- /bench/run.py: latest run -->"
 HISTORY = "<!-- bench/run.py: history -->"
+#: Rows that another benchmark measures: asking for one runs that benchmark.
+MEASURED_BY = {"B2": "B1", "B2L": "B1", "B2w": "B1", "B4v": "B4", "B7s": "B7", "B7b": "B7", "B7c": "B7"}
 
 
 def benchmarks(quick: bool) -> dict[str, Callable[[], list[Result]]]:
@@ -141,27 +143,28 @@ def write_results(section: str, history: str) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default="", help="comma-separated subset, e.g. B3,B4 (B1 also runs B2)")
+    parser.add_argument("--only", default="", help="comma-separated subset, e.g. B3,B4 (B1 also gives B2, B4 B4v)")
     parser.add_argument("--quick", action="store_true", help="one repeat each (a smoke run, noisier figures)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave bench/RESULTS.md alone")
     options = parser.parse_args()
     if not Path(HELM).exists():
         print(f"bench: {HELM} is missing: run `make setup` first", file=sys.stderr)
         return 1
-    chosen = {name.strip().upper() for name in options.only.split(",") if name.strip()}
     plan = benchmarks(options.quick)
-    unknown = chosen - set(plan) - {"B2"}
+    aliases = {row.upper(): benchmark for row, benchmark in MEASURED_BY.items()}
+    asked = {name.strip().upper() for name in options.only.split(",") if name.strip()}
+    unknown = asked - set(plan) - set(aliases)
     if unknown:
         print(f"bench: unknown benchmark(s) {', '.join(sorted(unknown))}: choose from B1-B7", file=sys.stderr)
         return 2
-    if "B2" in chosen:
-        chosen.add("B1")
+    chosen = {aliases.get(name, name) for name in asked}
     started = time.perf_counter()
     rows: list[Result] = []
     for name, run in plan.items():
         if chosen and name not in chosen:
             continue
-        print(f"running {name}{' and B2' if name == 'B1' else ''} ...", flush=True)
+        also = sorted(row for row, benchmark in MEASURED_BY.items() if benchmark == name)
+        print(f"running {name}{' (and ' + ', '.join(also) + ')' if also else ''} ...", flush=True)
         rows.extend(run())
     rows.sort(key=lambda r: r.key)
     seconds = time.perf_counter() - started
