@@ -18,7 +18,7 @@ and helm (`template --dry-run=server`, its `lookup`). The server
   one without goes at once and a Status is answered;
 - answers an injected failure (`fail`) with its metav1.Status, and every request with `proxy_answer`
   when set (a proxy's login page in the way);
-- records every request with its `Call` and HTTP status, before answering it.
+- records every request with its `Call`, HTTP status and headers, before answering it.
 
 JobController, at the end, plays Kubernetes' Job controller for one rendered chief Job whose pod runs
 as a local process, for the supervisor tests.
@@ -36,7 +36,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from functools import cache
@@ -111,6 +111,7 @@ class Request:
     body: Any
     call: Call
     status: int
+    headers: Mapping[str, str] = field(default_factory=dict, hash=False)  # names in lower case
 
     @property
     def writes(self) -> bool:
@@ -247,7 +248,9 @@ class KubeServer:
 
     # -- the API server's side -----------------------------------------------------------------------
 
-    def answer(self, method: str, target: str, body: Any, content_type: str) -> tuple[int, Any]:
+    def answer(
+        self, method: str, target: str, body: Any, content_type: str, headers: Mapping[str, str] | None = None
+    ) -> tuple[int, Any]:
         """Records the request and returns its status and answer: a JSON document, a LogStream, or a proxy's
         (status, content type, body)."""
         parts = urlsplit(target)
@@ -257,7 +260,7 @@ class KubeServer:
                 call, status, answer = Call(method.lower(), parts.path), self.proxy_answer[0], self.proxy_answer
             else:
                 call, status, answer = self.dispatch(method, parts.path, query, body, content_type)
-            self.requests.append(Request(method, parts.path, parts.query, body, call, status))
+            self.requests.append(Request(method, parts.path, parts.query, body, call, status, dict(headers or {})))
             return status, answer
 
     def dispatch(
@@ -412,7 +415,8 @@ def handler(server: KubeServer) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length) if length else b""
             body = json.loads(raw) if raw else None
             content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
-            status, answer = server.answer(self.command, self.path, body, content_type)
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            status, answer = server.answer(self.command, self.path, body, content_type, headers)
             if isinstance(answer, LogStream):
                 self.stream(answer)
             elif isinstance(answer, tuple):  # a proxy's

@@ -15,15 +15,16 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.kubeapi import KubeServer, Request, kube_server, manifest, rendered, stateful_set
+from tfdcontract import PS, WORKER
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -185,63 +186,27 @@ def procs(tmp_path: Path) -> Iterator[Procs]:
         registry.close()
 
 
-@dataclass
-class Recorded:
-    """One HTTP request received by the fake Kubernetes API."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: bytes
+RELEASE_STATEFUL_SETS = ("mnist-tf-distributed-ps", "mnist-tf-distributed-worker")  # the chief's cleanup scales them
 
 
-class FakeKubeApi:
-    """A loopback HTTP server standing in for the Kubernetes API server.
+def release_stateful_sets(namespace: str = "ml-team") -> list[dict[str, Any]]:
+    """The ps and worker StatefulSets of release mnist (the chart's defaults: 1 ps, 2 workers) in `namespace`, as the
+    API server holds them while they run."""
+    docs = rendered(namespace=namespace)
+    return [stateful_set(manifest(docs, "StatefulSet", role)) for role in (PS, WORKER)]
 
-    A real API server cannot run on the development machine; this records the exact
-    requests so tests can assert them.
-    """
 
-    def __init__(self) -> None:
-        self.requests: list[Recorded] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _record(self) -> None:
-                n = int(self.headers.get("Content-Length", "0") or 0)
-                body = self.rfile.read(n) if n else b""
-                outer.requests.append(Recorded(self.command, self.path,
-                                               {k.lower(): v for k, v in self.headers.items()},
-                                               body))
-                payload = b'{"kind":"Scale","apiVersion":"autoscaling/v1"}'
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            do_PATCH = do_GET = do_POST = do_PUT = _record
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+def replicas(server: KubeServer, namespace: str = "ml-team") -> dict[str, int]:
+    """The replicas of the release's StatefulSets as `server` holds them now."""
+    found = {name: server.get("StatefulSet", namespace, name) for name in RELEASE_STATEFUL_SETS}
+    return {name: int(sts["spec"]["replicas"]) for name, sts in found.items() if sts is not None}
 
 
 @pytest.fixture
-def kube_api() -> Iterator[FakeKubeApi]:
-    api = FakeKubeApi()
-    try:
-        yield api
-    finally:
-        api.close()
+def kube_api() -> Iterator[KubeServer]:
+    """A loopback Kubernetes API server holding the release's ps and worker StatefulSets in ml-team."""
+    with kube_server() as server:
+        yield server.add(*release_stateful_sets())
 
 
 def service_account_dir(path: Path, namespace: str = "ml-team") -> Path:
@@ -278,7 +243,8 @@ class PsRun:
     chief: Proc
     evaluator: Proc
     servers: list[Proc]
-    kube_requests: list[Recorded]
+    kube_requests: list[Request]  # what the chief's cleanup asked the API server
+    replicas_after: dict[str, int]  # the release's StatefulSets once the run ended
     args: list[str]
     cluster: dict[str, list[str]]
 
@@ -290,13 +256,15 @@ PS_STEPS = 400
 def ps_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PsRun]:
     """One async parameter-server run (1 ps, 2 workers, chief, evaluator) on digits.
 
-    The chief cleans up with --cleanup=scale-down against a loopback fake API server.
+    The chief cleans up with --cleanup=scale-down against a loopback API server holding the release's
+    StatefulSets.
     """
     base = tmp_path_factory.mktemp("ps_run")
     root = base / "data"
     sa = service_account_dir(base / "sa")
+    stateful_sets = release_stateful_sets()
     registry = Procs(base)
-    api = FakeKubeApi()
+    api = KubeServer().add(*stateful_sets)
     cluster = ps_cluster(2)
     args = [
         "--strategy=parameter_server", *COMMON, f"--storage-root={root}",
@@ -305,7 +273,7 @@ def ps_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PsRun]:
     ]
     kube = {
         "TFD_KUBE_API": api.url, "TFD_SERVICEACCOUNT_DIR": str(sa), "POD_NAMESPACE": "ml-team",
-        "TFD_CLEANUP_STATEFULSETS": "mnist-tf-distributed-ps,mnist-tf-distributed-worker",
+        "TFD_CLEANUP_STATEFULSETS": ",".join(RELEASE_STATEFUL_SETS),
     }
     try:
         servers = [registry.trainer("ps0", args, tf_config(cluster, "ps", 0))]
@@ -317,7 +285,7 @@ def ps_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PsRun]:
                                                                    "index": 0}})
         chief.wait(240)
         evaluator.wait(120)
-        yield PsRun(root, chief, evaluator, servers, list(api.requests), args, cluster)
+        yield PsRun(root, chief, evaluator, servers, list(api.requests), replicas(api), args, cluster)
     finally:
         registry.close()
         api.close()

@@ -15,14 +15,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.kubeapi import KubeServer
 from tests.trainer.conftest import (
     PYTHON,
+    RELEASE_STATEFUL_SETS,
     REPO,
-    FakeKubeApi,
     Procs,
     PsRun,
     free_ports,
     read_status,
+    replicas,
     tf_config,
     trainer_env,
 )
@@ -142,19 +144,19 @@ def test_tensorboard_serves_training_scalars(ps_run: PsRun, procs: Procs) -> Non
 
 def test_scale_down_patches_each_statefulset(ps_run: PsRun) -> None:
     reqs = ps_run.kube_requests
-    assert [(r.method, r.path) for r in reqs] == [
-        ("PATCH", "/apis/apps/v1/namespaces/ml-team/statefulsets/mnist-tf-distributed-ps/scale"),
-        ("PATCH",
-         "/apis/apps/v1/namespaces/ml-team/statefulsets/mnist-tf-distributed-worker/scale"),
+    assert [(r.method, r.path, r.status) for r in reqs] == [
+        ("PATCH", "/apis/apps/v1/namespaces/ml-team/statefulsets/mnist-tf-distributed-ps/scale", 200),
+        ("PATCH", "/apis/apps/v1/namespaces/ml-team/statefulsets/mnist-tf-distributed-worker/scale", 200),
     ]
     for r in reqs:
-        assert json.loads(r.body) == {"spec": {"replicas": 0}}
+        assert r.body == {"spec": {"replicas": 0}}
         assert r.headers["content-type"] == "application/merge-patch+json"
         assert r.headers["authorization"] == "Bearer test-token"
+    assert ps_run.replicas_after == dict.fromkeys(RELEASE_STATEFUL_SETS, 0)
 
 
 def test_restarted_chief_after_success_does_nothing(ps_run: PsRun, procs: Procs,
-                                                    kube_api: FakeKubeApi) -> None:
+                                                    kube_api: KubeServer) -> None:
     """The Job (or a user) starts the chief again: "already completed", exit 0, no training;
     with --cleanup=keep it sends no request at all."""
     args = [a if not a.startswith("--cleanup") else "--cleanup=keep" for a in ps_run.args]
@@ -162,13 +164,14 @@ def test_restarted_chief_after_success_does_nothing(ps_run: PsRun, procs: Procs,
     chief = procs.trainer(
         "chief-again", args, tf_config(ps_run.cluster, "chief", 0),
         TFD_KUBE_API=kube_api.url, POD_NAMESPACE="ml-team",
-        TFD_CLEANUP_STATEFULSETS="mnist-tf-distributed-ps,mnist-tf-distributed-worker",
+        TFD_CLEANUP_STATEFULSETS=",".join(RELEASE_STATEFUL_SETS),
     )
     assert chief.wait(60) == 0, chief.tail()
     assert "already completed" in chief.output()
     assert not re.search(r"^step \d+,", chief.output(), re.M)
     assert sorted(p.name for p in (ps_run.root / "checkpoints").iterdir()) == before
     assert kube_api.requests == []
+    assert replicas(kube_api) == dict(zip(RELEASE_STATEFUL_SETS, (1, 2), strict=True))
 
 
 @pytest.mark.parametrize("role", ["ps", "worker"])

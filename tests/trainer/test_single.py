@@ -7,20 +7,21 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer.conftest import COMMON, FakeKubeApi, Procs, read_status, service_account_dir
+from tests.kubeapi import KubeServer
+from tests.trainer.conftest import COMMON, RELEASE_STATEFUL_SETS, Procs, read_status, replicas, service_account_dir
 
 pytestmark = pytest.mark.slow
 
 
 def test_single_device_training_with_cleanup_keep(procs: Procs, tmp_path: Path,
-                                                  kube_api: FakeKubeApi) -> None:
+                                                  kube_api: KubeServer) -> None:
     root = tmp_path / "data"
     sa = service_account_dir(tmp_path / "sa")
     chief = procs.trainer(
         "single", ["--strategy=single_device", *COMMON, f"--storage-root={root}",
                    "--train-steps=300", "--checkpoint-every-steps=100", "--cleanup=keep"],
         TFD_KUBE_API=kube_api.url, TFD_SERVICEACCOUNT_DIR=str(sa), POD_NAMESPACE="ml-team",
-        TFD_CLEANUP_STATEFULSETS="mnist-tf-distributed-ps,mnist-tf-distributed-worker",
+        TFD_CLEANUP_STATEFULSETS=",".join(RELEASE_STATEFUL_SETS),
     )
     assert chief.wait(180) == 0, chief.tail()
     st = read_status(root)
@@ -34,6 +35,7 @@ def test_single_device_training_with_cleanup_keep(procs: Procs, tmp_path: Path,
         "ckpt-100.index", "ckpt-200.index", "ckpt-300.index"]
     assert "--cleanup=keep" in out
     assert kube_api.requests == []
+    assert replicas(kube_api) == dict(zip(RELEASE_STATEFUL_SETS, (1, 2), strict=True))
 
 
 def test_mirrored_with_device_placement_logging(procs: Procs, tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer.conftest import FakeKubeApi, service_account_dir
+from tests.kubeapi import KubeServer
+from tests.trainer.conftest import RELEASE_STATEFUL_SETS, release_stateful_sets, replicas, service_account_dir
 from trainer.cleanup import kube_target, scale_down, statefulset_names
 from trainer.cluster import parse_tf_config, resolve_task
 from trainer.config import parse_config
@@ -187,17 +188,23 @@ def test_status_roundtrip_is_atomic(tmp_path: Path) -> None:
     assert read_status(path) is None
 
 
-def test_scale_down_sends_exact_requests(tmp_path: Path, kube_api: FakeKubeApi) -> None:
+def test_scale_down_sends_exact_requests(tmp_path: Path, kube_api: KubeServer) -> None:
+    """The namespace comes from the service account; each StatefulSet's /scale is merge-patched to 0."""
     sa = service_account_dir(tmp_path / "sa", namespace="from-file")
-    env = {"TFD_KUBE_API": kube_api.url, "TFD_CLEANUP_STATEFULSETS": " a-ps , a-worker ,",
+    kube_api.add(*release_stateful_sets("from-file"))
+    ps, worker = RELEASE_STATEFUL_SETS
+    env = {"TFD_KUBE_API": kube_api.url, "TFD_CLEANUP_STATEFULSETS": f" {ps} , {worker} ,",
            "TFD_SERVICEACCOUNT_DIR": str(sa)}
-    assert scale_down(env) == ["a-ps", "a-worker"]
-    assert [(r.method, r.path, json.loads(r.body), r.headers["content-type"],
-             r.headers["authorization"]) for r in kube_api.requests] == [
+    assert replicas(kube_api, "from-file") == {ps: 1, worker: 2}
+    assert scale_down(env) == [ps, worker]
+    assert [(r.method, r.path, r.body, r.status, r.headers["content-type"], r.headers["authorization"])
+            for r in kube_api.requests] == [
         ("PATCH", f"/apis/apps/v1/namespaces/from-file/statefulsets/{n}/scale",
-         {"spec": {"replicas": 0}}, "application/merge-patch+json", "Bearer test-token")
-        for n in ("a-ps", "a-worker")
+         {"spec": {"replicas": 0}}, 200, "application/merge-patch+json", "Bearer test-token")
+        for n in (ps, worker)
     ]
+    assert replicas(kube_api, "from-file") == {ps: 0, worker: 0}
+    assert replicas(kube_api, "ml-team") == {ps: 1, worker: 2}  # another namespace's release is left alone
 
 
 def test_scale_down_outside_kubernetes_does_nothing(tmp_path: Path) -> None:

@@ -1,17 +1,13 @@
-"""`tfchart local`: the rendered cluster as local processes, one per pod.
-
-The chart is rendered with the same inputs as `tfchart install`, plus two of its own values that
-place the run on this machine (storage.mountPath -> a local run directory, the TensorBoard port ->
-a free local port). Every pod's command, args and env come from the rendered manifests unchanged,
-including the /bin/sh prelude that writes TF_CONFIG; the only thing rewritten is what the cluster
-contract (docs/architecture.md, section 2) reserves for it: TFD_CLUSTER (the cluster map) points
-each task's address at a free 127.0.0.1 port, TFD_METRICS_PORT (metrics.enabled) gives every pod a
-port of its own (the chief keeps the rendered metrics.port when it is free), and HOSTNAME names the
-pod as Kubernetes would.
-
-TensorFlow Serving's model server cannot run here (no tensorflow_model_server binary on these
-machines): tfchart prints how the export is served and queried instead.
-`tfchart local --engine podman|docker` runs the same pods as containers instead (tfchart/local/containers.py).
+"""`tfchart local`: the rendered cluster as local processes, one per pod (`--engine podman|docker`: as
+containers, containers.py); `run` drives either to the end. The chart is rendered with the same inputs
+as `tfchart install`, plus two of its own values that place the run on this machine (storage.mountPath
+-> a local run directory, the TensorBoard port -> a free local port). Every pod's command, args and env
+come from the rendered manifests unchanged, including the /bin/sh prelude that writes TF_CONFIG; only
+what the cluster contract (docs/architecture.md, section 2) reserves for it is rewritten: TFD_CLUSTER
+(the cluster map) points each task's address at a free 127.0.0.1 port, TFD_METRICS_PORT (metrics.enabled)
+gives every pod a port of its own (the chief keeps the rendered metrics.port when it is free), and
+HOSTNAME names the pod as Kubernetes would. TensorFlow Serving's model server cannot run here (no
+tensorflow_model_server binary on these machines): tfchart prints how the export is served instead.
 """
 
 from __future__ import annotations
@@ -26,23 +22,15 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, cast
 
 from tfchart.errors import TfchartError, UsageError
-from tfdcontract import (
-    CHIEF,
-    METRICS_PORT_ENV,
-    SERVING,
-    TENSORBOARD,
-    TF_ROLES,
-    WORKER,
-    StepLine,
-    parse_step_line,
-    read_status_file,
-)
+from tfdcontract import CHIEF, METRICS_PORT_ENV, SERVING, TENSORBOARD, TF_ROLES, WORKER, read_status_file
+
+PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_cyan", "bright_magenta", "bright_green")
 
 
 @dataclass
@@ -58,41 +46,22 @@ class LocalPod:
     @property
     def is_chief(self) -> bool:
         """The chief task, or worker 0 where the cluster map has no chief (TensorFlow's convention)."""
-        if self.role == CHIEF:
-            return True
-        return self.role == WORKER and self.index == 0 and '"chief"' not in self.env.get("TFD_CLUSTER", '"chief"')
+        no_chief = '"chief"' not in self.env.get("TFD_CLUSTER", '"chief"')
+        return self.role == CHIEF or (self.role == WORKER and self.index == 0 and no_chief)
 
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+        return int(sock.getsockname()[1])
 
 
-def _resolve_env(
-    container: dict[str, Any],
-    pod_name: str,
-    namespace: str,
-    labels: dict[str, str],
-    annotations: Mapping[str, str] | None = None,
-) -> dict[str, str]:
-    env: dict[str, str] = {}
-    for item in container.get("env", []):
-        if "value" in item:
-            env[item["name"]] = str(item["value"])
-            continue
-        field_path = (item.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath", "")
-        if field_path == "metadata.name":
-            env[item["name"]] = pod_name
-        elif field_path == "metadata.namespace":
-            env[item["name"]] = namespace
-        elif field_path.startswith("metadata.labels["):
-            env[item["name"]] = labels.get(field_path[len("metadata.labels['") : -2], "")
-        elif field_path.startswith("metadata.annotations["):
-            env[item["name"]] = (annotations or {}).get(field_path[len("metadata.annotations['") : -2], "")
-        # secretKeyRef/configMapKeyRef cannot be resolved without a cluster: left unset.
-    return env
+def port_is_free(port: int) -> bool:
+    """Whether a server can listen on ``port`` on every interface (where the trainer serves metrics)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock, suppress(OSError):
+        sock.bind(("", port))
+        return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -112,30 +81,39 @@ class RenderedPod:
 
     @property
     def spec(self) -> dict[str, Any]:
-        """The pod template's spec."""
-        spec: dict[str, Any] = self.controller["spec"]["template"]["spec"]
-        return spec
+        return cast(dict[str, Any], self.controller["spec"]["template"]["spec"])  # the pod template's
 
     @property
     def container(self) -> dict[str, Any]:
-        container: dict[str, Any] = self.spec["containers"][0]
-        return container
+        return cast(dict[str, Any], self.spec["containers"][0])
 
     @property
     def argv(self) -> list[str]:
         return [*self.container.get("command", []), *self.container.get("args", [])]
 
     def env(self, namespace: str) -> dict[str, str]:
-        return _resolve_env(self.container, self.name, namespace, self.labels, self.annotations)
+        """The container's env, with the downward API's metadata fields resolved as the kubelet does
+        (secretKeyRef and configMapKeyRef cannot be resolved without a cluster: left unset)."""
+        fields = {"metadata.name": self.name, "metadata.namespace": namespace}
+        env: dict[str, str] = {}
+        for item in self.container.get("env", []):
+            field_path = (item.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath", "")
+            if "value" in item:
+                env[item["name"]] = str(item["value"])
+            elif field_path in fields:
+                env[item["name"]] = fields[field_path]
+            elif field_path.startswith(("metadata.labels[", "metadata.annotations[")):  # metadata.labels['<key>']
+                keyed = self.labels if field_path.startswith("metadata.labels[") else self.annotations
+                env[item["name"]] = keyed.get(field_path[field_path.index("[") + 2 : -2], "")
+        return env
 
 
 def rendered_pods(docs: Sequence[dict[str, Any]]) -> list[RenderedPod]:
     """The TensorFlow pods (ps, workers, chief, evaluator) and TensorBoard of a rendered release."""
     pods: list[RenderedPod] = []
     for doc in docs:
-        kind = doc.get("kind")
-        annotations = doc.get("metadata", {}).get("annotations") or {}
-        if kind not in ("StatefulSet", "Job", "Deployment") or "helm.sh/hook" in annotations:
+        hook = "helm.sh/hook" in (doc.get("metadata", {}).get("annotations") or {})
+        if (kind := doc.get("kind")) not in ("StatefulSet", "Job", "Deployment") or hook:
             continue
         template = doc["spec"]["template"]
         labels: dict[str, str] = template["metadata"]["labels"]
@@ -145,8 +123,8 @@ def rendered_pods(docs: Sequence[dict[str, Any]]) -> list[RenderedPod]:
         name = doc["metadata"]["name"]
         if kind == "StatefulSet":
             for ordinal in range(int(doc["spec"].get("replicas", 1))):
-                ordinal_labels = {**labels, "apps.kubernetes.io/pod-index": str(ordinal)}
-                pods.append(RenderedPod(f"{name}-{ordinal}", role, ordinal, doc, ordinal_labels))
+                pod_labels = {**labels, "apps.kubernetes.io/pod-index": str(ordinal)}
+                pods.append(RenderedPod(f"{name}-{ordinal}", role, ordinal, doc, pod_labels))
         elif kind == "Job" and doc["spec"].get("completionMode") == "Indexed":
             # Kubernetes names an Indexed Job's pods (hostname) <job>-<index> and annotates the index
             for index in range(int(doc["spec"].get("completions", 1))):
@@ -160,7 +138,6 @@ def rendered_pods(docs: Sequence[dict[str, Any]]) -> list[RenderedPod]:
 
 
 def pods_from_manifests(docs: Sequence[dict[str, Any]], namespace: str) -> list[LocalPod]:
-    """The TensorFlow pods (ps, workers, chief, evaluator) and TensorBoard of a rendered release."""
     return [LocalPod(pod.name, pod.role, pod.index, pod.argv, pod.env(namespace)) for pod in rendered_pods(docs)]
 
 
@@ -171,50 +148,51 @@ def localise_cluster(pods: list[LocalPod], host: str = "127.0.0.1") -> dict[str,
         return {}
     cluster: dict[str, list[str]] = json.loads(cluster_json)
     mapping = {address: f"{host}:{free_port()}" for addresses in cluster.values() for address in addresses}
-    local = json.dumps(
-        {job: [mapping[a] for a in addresses] for job, addresses in cluster.items()}, separators=(",", ":")
-    )
+    local = json.dumps({job: [mapping[a] for a in addresses] for job, addresses in cluster.items()},
+                       separators=(",", ":"))  # fmt: skip
     for pod in pods:
         if "TFD_CLUSTER" in pod.env:
             pod.env["TFD_CLUSTER"] = local
     return mapping
 
 
-def port_is_free(port: int) -> bool:
-    """Whether a server can listen on ``port`` on every interface (where the trainer serves metrics)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("", port))
-        except OSError:
-            return False
-        return True
-
-
 def localise_metrics(pods: list[LocalPod], taken: Sequence[str] = ()) -> dict[str, int]:
-    """Every pod whose env sets TFD_METRICS_PORT (> 0) a port of its own on this machine (pods share it
-    here): the chief keeps the rendered port when it is free, so `--set metrics.port=P` gives a known
-    URL; every other pod gets a free port. ``taken``: host:port addresses already handed out.
-    Returns pod name -> port."""
+    """Every pod whose env sets TFD_METRICS_PORT (> 0) a port of its own on this machine (pods share it here),
+    pod name -> port: the chief keeps the rendered port when it is free, so `--set metrics.port=P` gives a
+    known URL; every other pod gets a free port, none of ``taken`` (host:port addresses already handed out)."""
     used = {int(address.rsplit(":", 1)[1]) for address in taken}
     ports: dict[str, int] = {}
-
-    def claim(port: int) -> int:
-        used.add(port)
-        return port
-
-    def fresh() -> int:
-        port = free_port()
-        while port in used:
-            port = free_port()
-        return claim(port)
-
     serving = [pod for pod in pods if pod.env.get(METRICS_PORT_ENV, "0").strip() not in ("", "0")]
     for pod in sorted(serving, key=lambda p: not p.is_chief):  # the chief first
         rendered = pod.env[METRICS_PORT_ENV].strip()
         keep = pod.is_chief and rendered.isdigit() and 0 < int(rendered) < 65536 and int(rendered) not in used
-        ports[pod.name] = claim(int(rendered)) if keep and port_is_free(int(rendered)) else fresh()
-        pod.env[METRICS_PORT_ENV] = str(ports[pod.name])
+        port = int(rendered) if keep and port_is_free(int(rendered)) else free_port()
+        while port in used:
+            port = free_port()
+        used.add(port)
+        ports[pod.name] = port
+        pod.env[METRICS_PORT_ENV] = str(port)
     return ports
+
+
+def await_end(name: str, ended: Callable[[], bool], timeout: float | None, poll: Callable[[], None] | None) -> None:
+    """Waits until `ended()`, calling `poll` meanwhile; a TfchartError once `timeout` seconds have passed."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not ended():
+        if deadline is not None and time.monotonic() > deadline:
+            raise TfchartError(f"{name} did not finish within {timeout:.0f} s",
+                               "raise --timeout, or look at the logs above")
+        if poll:
+            poll()
+        time.sleep(0.2)
+
+
+def relay(pod: LocalPod, popen: subprocess.Popen[bytes], on_line: Callable[[LocalPod, str], None]) -> int:
+    """Hands every line the pod writes to `on_line`; its exit code once it has ended."""
+    assert popen.stdout is not None
+    for raw in popen.stdout:
+        on_line(pod, raw.decode(errors="replace").rstrip())
+    return popen.wait()
 
 
 @dataclass
@@ -222,70 +200,48 @@ class Process:
     pod: LocalPod
     popen: subprocess.Popen[bytes]
     reader: threading.Thread
+    restarts: int = 0  # nothing starts a process again on its own (containers.PodProcess counts its restarts)
+
+    @property
+    def running(self) -> bool:
+        return self.popen.poll() is None
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.popen.poll()
 
 
 class LocalCluster:
     """Starts pods as process groups, streams their output, and always stops every one of them."""
 
-    def __init__(
-        self,
-        on_line: Callable[[LocalPod, str], None],
-        extra_path: Sequence[str] = (),
-        wrap: Callable[[LocalPod], list[str]] | None = None,
-    ) -> None:
+    def __init__(self, on_line: Callable[[LocalPod, str], None], extra_path: Sequence[str] = (),
+                 wrap: Callable[[LocalPod], list[str]] | None = None) -> None:  # fmt: skip
         self.on_line = on_line
         self.extra_path = list(extra_path)
         self.wrap = wrap  # e.g. `ip netns exec <ns>` in front of the pod's argv (tests/e2e)
         self.processes: dict[str, Process] = {}
-        self.progress: StepLine | None = None  # the chief's latest progress line
-        self._lock = threading.Lock()
-
-    def environment(self, pod: LocalPod) -> dict[str, str]:
-        path = os.pathsep.join([*self.extra_path, os.environ.get("PATH", "/usr/bin:/bin")])
-        # HOME: the chart leaves it to the image (<role>.home sets it); here the "image" is this machine.
-        keep = {k: v for k, v in os.environ.items() if k in ("LANG", "LC_ALL", "TZ", "TMPDIR", "HOME")}
-        return {**keep, **pod.env, "PATH": path, "HOSTNAME": pod.name}
 
     def start(self, pods: Sequence[LocalPod]) -> None:
         """Starts every pod at once (no pod waits for another: TensorFlow tasks wait for peers)."""
+        path = os.pathsep.join([*self.extra_path, os.environ.get("PATH", "/usr/bin:/bin")])
+        # HOME: the chart leaves it to the image (<role>.home sets it); here the "image" is this machine.
+        keep = {k: v for k, v in os.environ.items() if k in ("LANG", "LC_ALL", "TZ", "TMPDIR", "HOME")}
         for pod in pods:
             popen = subprocess.Popen(
                 [*self.wrap(pod), *pod.argv] if self.wrap else pod.argv,
-                env=self.environment(pod),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-            reader = threading.Thread(target=self._read, args=(pod, popen), daemon=True, name=f"log-{pod.name}")
+                env={**keep, **pod.env, "PATH": path, "HOSTNAME": pod.name},
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+            reader = threading.Thread(target=relay, args=(pod, popen, self.on_line), daemon=True,
+                                      name=f"log-{pod.name}")  # fmt: skip
             self.processes[pod.name] = Process(pod, popen, reader)
             reader.start()
 
-    def _read(self, pod: LocalPod, popen: subprocess.Popen[bytes]) -> None:
-        assert popen.stdout is not None
-        for raw in popen.stdout:
-            line = raw.decode(errors="replace").rstrip()
-            progress = parse_step_line(line) if pod.is_chief else None
-            if progress:
-                with self._lock:
-                    self.progress = progress
-            self.on_line(pod, line)
-
     def wait_for(self, name: str, timeout: float | None = None, poll: Callable[[], None] | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
         process = self.processes[name]
-        while True:
-            code = process.popen.poll()
-            if code is not None:
-                process.reader.join(timeout=5)
-                return code
-            if deadline is not None and time.monotonic() > deadline:
-                raise TfchartError(
-                    f"{name} did not finish within {timeout:.0f} s", "raise --timeout, or look at the logs above"
-                )
-            if poll:
-                poll()
-            time.sleep(0.2)
+        await_end(name, lambda: not process.running, timeout, poll)
+        process.reader.join(timeout=5)
+        return process.popen.wait()
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         """Signals a pod's whole process group (the /bin/sh prelude execs, so this is the program)."""
@@ -297,12 +253,11 @@ class LocalCluster:
 
     def restart(self, name: str) -> None:
         """Starts a pod again under the same name and address, as a StatefulSet or Job would."""
-        pod = self.processes.pop(name).pod
-        self.start([pod])
+        self.start([self.processes.pop(name).pod])
 
     def stop(self, grace: float = 10.0) -> None:
         """SIGTERM every process group, then SIGKILL whatever is left after `grace` seconds."""
-        running = [p for p in self.processes.values() if p.popen.poll() is None]
+        running = [p for p in self.processes.values() if p.running]
         for process in running:
             with suppress(ProcessLookupError):
                 os.killpg(process.popen.pid, signal.SIGTERM)
@@ -324,35 +279,23 @@ class LocalCluster:
 class Cluster(Protocol):
     """What `tfchart local` drives: LocalCluster (processes) or containers.ContainerCluster."""
 
-    progress: StepLine | None
-
     @property
-    def processes(self) -> Mapping[str, Any]: ...  # pod name -> its process, with a `.pod`
-
+    def processes(self) -> Mapping[str, Any]: ...  # pod name -> .pod, .running, .exit_code, .restarts
     def start(self, pods: Sequence[LocalPod]) -> None: ...
-
     def wait_for(self, name: str, timeout: float | None = None, poll: Callable[[], None] | None = None) -> int: ...
-
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None: ...
-
-    def restart(self, name: str) -> None: ...
-
     def stop(self, grace: float = 10.0) -> None: ...
 
 
-ClusterT = TypeVar("ClusterT", bound=Cluster)
-
-
 @contextmanager
-def running(cluster: ClusterT) -> Iterator[ClusterT]:
+def running(cluster: Cluster) -> Iterator[Cluster]:
     """Guarantees every pod is stopped: on success, failure, Ctrl-C and SIGTERM to tfchart (either engine)."""
 
     def terminate(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
-    previous = (
-        signal.signal(signal.SIGTERM, terminate) if threading.current_thread() is threading.main_thread() else None
-    )
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, terminate) if main_thread else None
     try:
         yield cluster
     finally:
@@ -367,7 +310,6 @@ class LocalPlan:
     pods: list[LocalPod]
     addresses: dict[str, str]
     tensorboard_url: str | None
-    serving_notes: list[str]
     values: dict[str, Any]
     #: pod name -> the port its Prometheus metrics are served on (metrics.enabled; processes only)
     metrics_ports: dict[str, int] = field(default_factory=dict)
@@ -375,13 +317,6 @@ class LocalPlan:
     @property
     def headline(self) -> str:
         return f"{len(self.pods)} processes, run directory {self.workdir}"
-
-    @property
-    def metrics_url(self) -> str | None:
-        """The chief's /metrics on this machine, when it serves them."""
-        chief = next((pod.name for pod in self.pods if pod.is_chief), None)
-        port = self.metrics_ports.get(chief or "")
-        return f"http://127.0.0.1:{port}/metrics" if port else None
 
     def cluster(self, on_line: Callable[[LocalPod, str], None]) -> Cluster:
         return LocalCluster(on_line, extra_path=[python_bin_dir()])
@@ -391,15 +326,8 @@ class LocalPlan:
         return path
 
 
-def local_sets(workdir: Path, tensorboard_port: int) -> list[tuple[str, str]]:
-    """Chart values that place the release on this machine (applied after the user's)."""
-    return [
-        ("--set-string", f"storage.mountPath={workdir}"),
-        ("--set", f"tensorboard.service.port={tensorboard_port}"),
-    ]
-
-
 def serving_notes(values: dict[str, Any], workdir: Path) -> list[str]:
+    """How to serve the export: TensorFlow Serving runs under neither engine."""
     if not values.get(SERVING, {}).get("enabled"):
         return []
     model = values["training"]["modelName"]
@@ -416,65 +344,39 @@ def serving_notes(values: dict[str, Any], workdir: Path) -> list[str]:
     ]
 
 
-def plan(
-    render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]],
-    values: dict[str, Any],
-    workdir: Path,
-    namespace: str,
-) -> LocalPlan:
+def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values: dict[str, Any], workdir: Path,
+         namespace: str) -> LocalPlan:  # fmt: skip
     """Renders the release for this machine and turns it into local pods."""
     if not shutil.which("sh"):
         raise TfchartError("/bin/sh is needed to run the chart's TF_CONFIG prelude", "install a POSIX shell")
     tensorboard_port = free_port()
-    docs = render(local_sets(workdir, tensorboard_port))
+    # chart values that place the release on this machine (applied after the user's)
+    docs = render([("--set-string", f"storage.mountPath={workdir}"),
+                   ("--set", f"tensorboard.service.port={tensorboard_port}")])  # fmt: skip
     pods = pods_from_manifests(docs, namespace)
     if not any(pod.is_chief for pod in pods):
-        raise UsageError(
-            "the rendered release has no chief",
-            "every topology renders a chief Job, or workers whose worker 0 is the chief: check --chart",
-        )
+        raise UsageError("the rendered release has no chief",
+                         "every topology renders a chief Job, or workers whose worker 0 is the chief: check --chart")
     addresses = localise_cluster(pods)
     metrics_ports = localise_metrics(pods, [*addresses.values(), f"127.0.0.1:{tensorboard_port}"])
-    tensorboard = any(pod.role == TENSORBOARD for pod in pods)
-    url = f"http://127.0.0.1:{tensorboard_port}/" if tensorboard else None
-    return LocalPlan(workdir, pods, addresses, url, serving_notes(values, workdir), values, metrics_ports)
-
-
-def read_status(workdir: Path) -> dict[str, Any]:
-    """The run directory's status.json as a dict ({} until the chief wrote one)."""
-    status = read_status_file(workdir)
-    return asdict(status) if status else {}
+    url = f"http://127.0.0.1:{tensorboard_port}/" if any(pod.role == TENSORBOARD for pod in pods) else None
+    return LocalPlan(workdir, pods, addresses, url, values, metrics_ports)
 
 
 def python_bin_dir() -> str:
     return str(Path(sys.executable).parent)
 
 
-def colour_for(name: str) -> str:
-    palette = ["cyan", "magenta", "green", "yellow", "blue", "bright_cyan", "bright_magenta", "bright_green"]
-    return palette[sum(map(ord, name)) % len(palette)]
-
-
-def exit_code_of(process: Any) -> int | None:
-    """A pod's exit code while it is not running again (a process, or a container's supervisor)."""
-    if hasattr(process, "exit_code"):
-        return None if getattr(process, "running", False) else process.exit_code
-    return process.popen.poll()  # type: ignore[no-any-return]
-
-
-def run(plan: Any, timeout: float | None, keep_tensorboard: bool, follow_logs: bool = False,
-        console: Any = None) -> int:
-    """Runs a plan (processes or containers) to the end; the exit code. Every pod's output goes to
-    <run directory>/pod-logs/<pod>.log; the terminal gets a progress bar and a line per pod (on a
-    TTY), plain progress lines at most once per tenth of the run (elsewhere), or every pod's output
-    prefixed by its name (follow_logs)."""
-    from contextlib import nullcontext
-
+def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_logs: bool = False,
+        console: Any = None) -> int:  # fmt: skip
+    """Runs a plan (processes or containers) to the end; the exit code. Every pod's output goes to <run
+    directory>/pod-logs/<pod>.log; the terminal gets a progress bar and a line per pod (on a TTY), plain progress
+    lines at most once per tenth of the run (elsewhere), or every pod's output prefixed by its name (follow_logs)."""
     from rich.console import Console
     from rich.live import Live
     from rich.markup import escape
 
-    from tfchart.local.terminal import Board
+    from tfchart.local.terminal import Board, PodState
 
     console = console or Console(highlight=False)
     width = max(len(pod.name) for pod in plan.pods)
@@ -482,40 +384,37 @@ def run(plan: Any, timeout: float | None, keep_tensorboard: bool, follow_logs: b
     logs_dir = plan.workdir / "pod-logs"
     logs_dir.mkdir(parents=True, exist_ok=True)
     files = {pod.name: (logs_dir / f"{pod.name}.log").open("a", encoding="utf-8", buffering=1) for pod in plan.pods}
-    board = Board(int(plan.values["training"]["trainSteps"]))
-    for pod in plan.pods:
-        board.add(pod.name, pod.role)
+    board = Board(int(plan.values["training"]["trainSteps"]), {p.name: PodState(p.name, p.role) for p in plan.pods})
     lock = threading.Lock()
 
-    def on_line(pod: Any, line: str) -> None:
+    def on_line(pod: LocalPod, line: str) -> None:
         with lock:
             files[pod.name].write(line + "\n")
             board.observe(pod.name, pod.is_chief, line)
         if follow_logs:
-            console.print(f"[{colour_for(pod.name)}]{escape(pod.name):<{width}}[/] | {escape(line)}", soft_wrap=True)
+            colour = PALETTE[sum(map(ord, pod.name)) % len(PALETTE)]
+            console.print(f"[{colour}]{escape(pod.name):<{width}}[/] | {escape(line)}", soft_wrap=True)
 
     console.print(f"[bold]tfchart local[/]: {plan.headline}")
     console.print(f"  pod logs: {logs_dir}/<pod>.log" + ("" if follow_logs else " (--follow-logs shows them here)"))
-    if plan.metrics_url:
-        console.print(f"  metrics: {plan.metrics_url}")
+    if plan.metrics_ports.get(chief.name):
+        console.print(f"  metrics: http://127.0.0.1:{plan.metrics_ports[chief.name]}/metrics")
     if follow_logs:
         for address, local_address in plan.addresses.items():
             console.print(f"  {address} -> {local_address}")
         for name, port in plan.metrics_ports.items():
             console.print(f"  {name} metrics -> http://127.0.0.1:{port}/metrics")
-    live = Live(board.renderable(), console=console, refresh_per_second=4) if console.is_terminal else None
-    live = None if follow_logs else live
+    show_live = console.is_terminal and not follow_logs
+    live = Live(board.renderable(), console=console, refresh_per_second=4) if show_live else None
 
     def poll() -> None:
         with lock:
             for name, process in list(cluster.processes.items()):
-                board.exited(name, exit_code_of(process), getattr(process, "restarts", 0))
+                board.exited(name, None if process.running else process.exit_code, process.restarts)
             if live is not None:
                 live.update(board.renderable())
-            elif not follow_logs:
-                line = board.plain_update()
-                if line:
-                    console.print(line)
+            elif not follow_logs and (line := board.plain_update()):
+                console.print(line)
 
     cluster = plan.cluster(on_line)
     started = time.monotonic()
@@ -535,36 +434,29 @@ def run(plan: Any, timeout: float | None, keep_tensorboard: bool, follow_logs: b
             handle.close()
 
 
-def _finish(plan: Any, cluster: Any, chief: str, code: int, elapsed: float, keep_tensorboard: bool,
-            console: Any) -> int:
+def _finish(plan: LocalPlan, cluster: Cluster, chief: str, code: int, elapsed: float, keep_tensorboard: bool,
+            console: Any) -> int:  # fmt: skip
     """The final summary (and TensorBoard kept on request, until Ctrl-C)."""
     from rich.markup import escape
 
-    result = read_status(plan.workdir)
+    result = asdict(status) if (status := read_status_file(plan.workdir)) else {}
     if code != 0:
-        console.print(
-            f"[bold red]✗ training failed[/]: {chief} exited with {code} after {elapsed:.0f} s; "
-            f"{escape(str(result.get('message', '')))} (its log: {plan.workdir / 'pod-logs' / chief}.log)"
-        )
+        console.print(f"[bold red]✗ training failed[/]: {chief} exited with {code} after {elapsed:.0f} s; "
+                      f"{escape(str(result.get('message', '')))} (its log: {plan.workdir / 'pod-logs' / chief}.log)")
         return 1
-    console.print(
-        f"[bold green]✓ training {result.get('state', 'finished')}[/] in {elapsed:.0f} s: "
-        f"step {result.get('step')}, accuracy {result.get('accuracy')}, "
-        f"{result.get('examples_per_sec')} examples/sec"
-    )
+    console.print(f"[bold green]✓ training {result.get('state', 'finished')}[/] in {elapsed:.0f} s: "
+                  f"step {result.get('step')}, accuracy {result.get('accuracy')}, "
+                  f"{result.get('examples_per_sec')} examples/sec")
     console.print(f"  export: {plan.host_path(result.get('export_path'))}")
     if plan.tensorboard_url:
         console.print(f"  TensorBoard: {plan.tensorboard_url}  (later: tensorboard --logdir {plan.workdir / 'logs'})")
-    for note in plan.serving_notes:
+    for note in serving_notes(plan.values, plan.workdir):
         console.print(escape(note))
     if keep_tensorboard and plan.tensorboard_url:
         console.print("TensorBoard is running; Ctrl-C to stop")
-        for process in list(cluster.processes.values()):
-            if process.pod.role != TENSORBOARD:
-                cluster.kill(process.pod.name, signal.SIGTERM)
-        try:
+        for name in [name for name, process in cluster.processes.items() if process.pod.role != TENSORBOARD]:
+            cluster.kill(name, signal.SIGTERM)
+        with suppress(KeyboardInterrupt):
             while True:
                 time.sleep(1)
-        except KeyboardInterrupt:
-            pass
     return 0

@@ -1,7 +1,6 @@
 """What `tfchart local` shows while a run goes: one progress bar for the chief and one status line per
 pod on a terminal; on anything else (CI, a pipe) a plain progress line at most once per tenth of the
-run. Pod output never reaches the screen here: local.run writes it to one file per pod.
-"""
+run. Pod output never reaches the screen here: processes.run writes it to one file per pod."""
 
 from __future__ import annotations
 
@@ -12,6 +11,7 @@ from typing import Any
 from tfdcontract import SUCCEEDED, StepLine, parse_status_line, parse_step_line
 
 LISTENING = ("server listening on", "TensorBoard ")
+STYLES = {"training": "cyan", "listening": "blue", "done": "green", "succeeded": "green"}  # else yellow; exited: red
 
 
 @dataclass
@@ -65,25 +65,18 @@ class Board:
         if code is not None and not (code == 0 and pod.state == "succeeded"):
             pod.state = "done" if code == 0 else f"exited {code}"
 
-    def eta_seconds(self) -> float | None:
-        if not self.progress or not self.first_step or self.progress.step <= self.first_step[1]:
-            return None
-        rate = (self.progress.step - self.first_step[1]) / max(1e-6, time.monotonic() - self.first_step[0])
-        return max(0.0, (self.train_steps - self.progress.step) / rate)
-
     def summary(self) -> str:
-        """One line: step/total, loss, held-out accuracy, examples/sec, ETA."""
-        if self.progress is None:
+        """One line: step/total, loss, held-out accuracy, examples/sec, ETA (at the rate since the first step)."""
+        step, first = self.progress, self.first_step
+        if step is None:
             return f"starting ({time.monotonic() - self.started:.0f} s)"
-        step = self.progress
-        parts = [f"step {step.step}/{self.train_steps}", f"loss {step.loss:.4f}"]
-        if self.accuracy is not None:
-            parts.append(f"accuracy {self.accuracy:.4f}")
-        parts.append(f"{step.examples_per_sec:.0f} examples/sec")
-        eta = self.eta_seconds()
-        if eta is not None:
-            parts.append(f"ETA {eta:.0f} s")
-        return "  ".join(parts)
+        accuracy = [] if self.accuracy is None else [f"accuracy {self.accuracy:.4f}"]
+        eta = []
+        if first and step.step > first[1]:
+            rate = (step.step - first[1]) / max(1e-6, time.monotonic() - first[0])
+            eta = [f"ETA {max(0.0, (self.train_steps - step.step) / rate):.0f} s"]
+        return "  ".join([f"step {step.step}/{self.train_steps}", f"loss {step.loss:.4f}", *accuracy,
+                          f"{step.examples_per_sec:.0f} examples/sec", *eta])
 
     def plain_update(self) -> str | None:
         """A progress line when the run crossed another tenth since the last one shown, else None."""
@@ -107,9 +100,7 @@ class Board:
         bar.add_row(ProgressBar(total=max(1, self.train_steps), completed=done, width=30), Text(self.summary()))
         pods = Table.grid(padding=(0, 2))
         for pod in self.pods.values():
-            style = {"training": "cyan", "listening": "blue", "done": "green", "succeeded": "green"}.get(
-                pod.state, "red" if pod.state.startswith("exited") else "yellow"
-            )
+            style = STYLES.get(pod.state, "red" if pod.state.startswith("exited") else "yellow")
             restarted = f" (restarted {pod.restarts})" if pod.restarts else ""
             pods.add_row(Text(f"  {pod.name}"), Text(pod.state + restarted, style=style))
         return Group(bar, pods)
