@@ -56,8 +56,14 @@ def rel(path: Path) -> str:
     return str(path.relative_to(REPO))
 
 
+def rule_names() -> list[str]:
+    """Every rule the policy schema knows, e.g. maxGpus.perPod."""
+    groups = policy.policy_schema()["properties"]["rules"]["properties"]
+    return [f"{group}.{name}" for group, body in groups.items() for name in body["properties"]]
+
+
 def test_every_rule_has_a_fixture_pair() -> None:
-    assert {path.name for path in RULES} == set(policy.rule_names())
+    assert {path.name for path in RULES} == set(rule_names())
     for rule in RULES:
         assert {p.name for p in rule.iterdir()} >= {"policy.yaml", "fail.yaml", "pass.yaml"}, rule
 
@@ -274,7 +280,7 @@ def test_json_without_policy_has_no_policy_section() -> None:
 
 def test_the_example_policy_is_valid() -> None:
     loaded = policy.load(EXAMPLE)
-    assert set(loaded.names) <= set(policy.rule_names()) and len(loaded.names) >= 10
+    assert set(loaded.names) <= set(rule_names()) and len(loaded.names) >= 10
 
 
 @pytest.mark.parametrize("values", SHIPPED, ids=lambda path: path.stem)

@@ -14,14 +14,14 @@ import sys
 
 import click
 
-from tfchart.cli.options import CONTEXT, Settings, settings_options
-from tfchart.cli.output import show_error
-from tfchart.errors import TfchartError
+from tfchart.cli.options import CONTEXT, Settings
+from tfchart.errors import TfchartError, ValidationFailed
 
-COMMANDS = {
-    "validate": "values", "template": "values", "images": "values",
-    "install": "release", "upgrade": "release", "uninstall": "release", "preflight": "release",
-    "status": "run", "stop": "run", "logs": "run", "local": "local", "build": "local",
+COMMANDS = {  # each command, as <family>.<function> of tfchart.cli.<family>
+    "validate": "values.validate", "template": "values.template", "images": "values.list_images",
+    "install": "release.install", "upgrade": "release.upgrade", "uninstall": "release.uninstall",
+    "preflight": "release.preflight", "status": "run.status", "stop": "run.stop", "logs": "run.logs",
+    "local": "local.local", "build": "local.build",
 }  # fmt: skip
 
 
@@ -32,15 +32,17 @@ class LazyGroup(click.Group):
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        family = COMMANDS.get(cmd_name)
-        if family is None:
+        if cmd_name not in COMMANDS:
             return None
-        module = importlib.import_module(f"tfchart.cli.{family}")
-        return next(c for c in module.COMMANDS if c.name == cmd_name)  # type: ignore[no-any-return]
+        family, _, function = COMMANDS[cmd_name].partition(".")
+        command: click.Command = getattr(importlib.import_module(f"tfchart.cli.{family}"), function)
+        return command
 
 
 @click.group(cls=LazyGroup, context_settings=CONTEXT)
-@settings_options
+@click.option("--debug", is_flag=True, help="Show tracebacks and the helm commands run.")
+@click.option("--helm", "helm", metavar="PATH",
+              help="helm binary (default: $TFCHART_HELM, helm on PATH, or the repository's .tools/bin/helm).")
 @click.version_option(package_name="tf-distributed", prog_name="tfchart")
 @click.pass_context
 def main_group(ctx: click.Context, debug: bool, helm: str | None) -> None:
@@ -48,8 +50,35 @@ def main_group(ctx: click.Context, debug: bool, helm: str | None) -> None:
     ctx.obj = Settings(debug, helm)
 
 
+def show_error(error: TfchartError, debug: bool) -> None:
+    """The error on stderr (and the traceback with --debug): one line with its hint, or every values problem:
+    where it was set, the key path, what is wrong (and the policy rule it breaks) and the fix to copy."""
+    if isinstance(error, ValidationFailed):
+        from rich.console import Console
+        from rich.markup import escape
+
+        console = Console(stderr=True, highlight=False, soft_wrap=True)
+        console.print(f"[bold red]✗ {escape(error.message)}[/]")
+        for problem in error.problems:
+            rule = getattr(problem, "rule", "")
+            broken = f"  [magenta](rule {escape(rule)})[/]" if rule else ""
+            where = escape(problem.location or "chart default")
+            console.print(f"  [cyan]{where}[/]  [bold]{escape(problem.path)}[/]: {escape(problem.message)}{broken}")
+            if problem.fix:
+                console.print(f"      fix: [green]{escape(problem.fix)}[/]")
+        if error.note:
+            console.print(f"  [dim]{escape(error.note)}[/]")
+    else:
+        click.secho(f"error: {error.message}", fg="red", err=True)
+        if error.hint:
+            click.echo(f"  hint: {error.hint}", err=True)
+    if debug:
+        import traceback
+
+        traceback.print_exception(error)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: the one place where errors become messages and exit codes."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     if debug:
         import logging
@@ -63,12 +92,9 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
-    except click.UsageError as error:
+    except click.ClickException as error:  # a usage error exits 2, any other 1
         error.show()
-        sys.exit(2)
-    except click.ClickException as error:
-        error.show()
-        sys.exit(1)
+        sys.exit(error.exit_code)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)

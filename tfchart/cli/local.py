@@ -9,56 +9,27 @@ from typing import Any
 
 import click
 
-from tfchart.cli.options import CONTEXT, F, Settings, ValuesInputs, _option, values_inputs
-
-
-def image_options(function: F) -> F:
-    """`tfchart build`'s options: the variants, tag, registry, engine, base image, push and context."""
-    wrapped: Any = _option(function, "--dry-run", is_flag=True, help="Print the exact commands without running them.")
-    wrapped = _option(wrapped, "--context", type=click.Path(path_type=Path, file_okay=False), default=None,
-                      help="The repository checkout to build from (default: the one at or above the working "
-                           "directory).")
-    wrapped = _option(wrapped, "--tls-verify/--no-tls-verify", default=True, show_default=True,
-                      help="Push over HTTPS (--no-tls-verify: a plain-HTTP registry; podman and buildah only).")
-    wrapped = _option(wrapped, "--base-image", default=None, metavar="IMAGE",
-                      help="Build on IMAGE instead of the official tensorflow/tensorflow:2.21.0[-gpu] "
-                           "(BASE_IMAGE build argument).")
-    wrapped = _option(wrapped, "--engine", type=click.Choice(["docker", "buildx", "podman", "buildah"]), default=None,
-                      help="Container engine (default: the first of docker buildx, docker, podman, buildah found).")
-    wrapped = _option(wrapped, "--platform", default=None, help="Target platform, e.g. linux/amd64.")
-    wrapped = _option(wrapped, "--push", is_flag=True, help="Push the images after building them.")
-    wrapped = _option(wrapped, "--repository", default="tf-distributed/trainer", show_default=True)
-    wrapped = _option(wrapped, "--registry", default="ghcr.io", show_default=True)
-    wrapped = _option(wrapped, "--tag", default=None,
-                      help="Image tag (default: the project version; the GPU image gets -gpu).")
-    for variant, what in (("all", "both images (the default)"), ("gpu", "the GPU image (Dockerfile.gpu)"),
-                          ("cpu", "the CPU image (Dockerfile.cpu)")):
-        wrapped = _option(wrapped, f"--{variant}", "variants", flag_value=variant, multiple=True, help=f"Build {what}.")
-    return wrapped  # type: ignore[no-any-return]
-
-
-def local_options(function: F) -> F:
-    """`tfchart local`'s options: the release it renders, the run directory, the engine."""
-    wrapped: Any = _option(function, "--engine", type=click.Choice(["process", "podman", "docker"]), default="process",
-                           show_default=True, help="Run each pod as a local process, or as a container of its "
-                                                   "rendered image (podman or docker).")
-    wrapped = _option(wrapped, "--follow-logs", is_flag=True,
-                      help="Stream every pod's output here, prefixed by its name (always kept in <run>/pod-logs/).")
-    wrapped = _option(wrapped, "--keep-tensorboard", is_flag=True,
-                      help="Leave TensorBoard running after training, until Ctrl-C.")
-    wrapped = _option(wrapped, "--timeout", type=float, default=None, metavar="SECONDS",
-                      help="Give up if training takes longer.")
-    wrapped = _option(wrapped, "--workdir", type=click.Path(path_type=Path, file_okay=False), default=None,
-                      help="Run directory standing in for the shared volume (default: runs/<release>-<time>).")
-    wrapped = _option(wrapped, "-n", "--namespace", default="default", show_default=True,
-                      help="Namespace the chart is rendered for (DNS names follow it).")
-    wrapped = _option(wrapped, "--release", default="local", show_default=True,
-                      help="Release name the chart is rendered with (pod names follow it).")
-    return wrapped  # type: ignore[no-any-return]
+from tfchart.cli.options import CONTEXT, ValuesInputs, values_inputs
 
 
 @click.command(context_settings=CONTEXT)
-@image_options
+@click.option("--cpu", "variants", flag_value="cpu", multiple=True, help="Build the CPU image (Dockerfile.cpu).")
+@click.option("--gpu", "variants", flag_value="gpu", multiple=True, help="Build the GPU image (Dockerfile.gpu).")
+@click.option("--all", "variants", flag_value="all", multiple=True, help="Build both images (the default).")
+@click.option("--tag", default=None, help="Image tag (default: the project version; the GPU image gets -gpu).")
+@click.option("--registry", default="ghcr.io", show_default=True)
+@click.option("--repository", default="tf-distributed/trainer", show_default=True)
+@click.option("--push", is_flag=True, help="Push the images after building them.")
+@click.option("--platform", default=None, help="Target platform, e.g. linux/amd64.")
+@click.option("--engine", type=click.Choice(["docker", "buildx", "podman", "buildah"]), default=None,
+              help="Container engine (default: the first of docker buildx, docker, podman, buildah found).")
+@click.option("--base-image", default=None, metavar="IMAGE", help="Build on IMAGE instead of the official "
+              "tensorflow/tensorflow:2.21.0[-gpu] (BASE_IMAGE build argument).")
+@click.option("--tls-verify/--no-tls-verify", default=True, show_default=True,
+              help="Push over HTTPS (--no-tls-verify: a plain-HTTP registry; podman and buildah only).")
+@click.option("--context", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="The repository checkout to build from (default: the one at or above the working directory).")
+@click.option("--dry-run", is_flag=True, help="Print the exact commands without running them.")
 def build(variants: tuple[str, ...], context: Path | None, dry_run: bool, **image: Any) -> None:
     """Build (and push) the trainer images from Dockerfile.cpu / Dockerfile.gpu."""
     from tfchart.helm.chart import REPO_CHART
@@ -71,12 +42,20 @@ def build(variants: tuple[str, ...], context: Path | None, dry_run: bool, **imag
 
 @click.command(context_settings=CONTEXT)
 @values_inputs(more=False)
-@local_options
-@click.pass_obj
-def local(
-    settings: Settings, values: ValuesInputs, release: str, namespace: str, workdir: Path | None,
-    timeout: float | None, keep_tensorboard: bool, engine: str, follow_logs: bool,
-) -> None:  # fmt: skip
+@click.option("--release", default="local", show_default=True,
+              help="Release name the chart is rendered with (pod names follow it).")
+@click.option("-n", "--namespace", default="default", show_default=True,
+              help="Namespace the chart is rendered for (DNS names follow it).")
+@click.option("--workdir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Run directory standing in for the shared volume (default: runs/<release>-<time>).")
+@click.option("--timeout", type=float, default=None, metavar="SECONDS", help="Give up if training takes longer.")
+@click.option("--keep-tensorboard", is_flag=True, help="Leave TensorBoard running after training, until Ctrl-C.")
+@click.option("--follow-logs", is_flag=True,
+              help="Stream every pod's output here, prefixed by its name (always kept in <run>/pod-logs/).")
+@click.option("--engine", type=click.Choice(["process", "podman", "docker"]), default="process", show_default=True,
+              help="Run each pod as a local process, or as a container of its rendered image (podman or docker).")
+def local(values: ValuesInputs, release: str, namespace: str, workdir: Path | None,
+          timeout: float | None, keep_tensorboard: bool, engine: str, follow_logs: bool) -> None:  # fmt: skip
     """Run the rendered release on this machine: one process (or container) per pod, no cluster needed.
 
     Each pod's command, args and env come from the rendered manifests. As processes, only the
@@ -86,24 +65,19 @@ def local(
     everything is stopped and removed on success, failure and Ctrl-C.
     """
     from tfchart.helm.render import manifests
-    from tfchart.local import processes
+    from tfchart.local import containers, processes
     from tfchart.values.validate import rendered
 
-    values.manifests(settings, release, namespace)  # every problem of the user's values, as validate lists them
+    values.manifests(release, namespace)  # every problem of the user's values, as validate lists them
     run_dir = (workdir or Path("runs") / f"{release}-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
-    chart, merged = values.chart(settings), values.values(settings)
+    helm, chart, merged = values.settings.helm, values.chart, values.values()
 
     def render_for_local(extra: list[tuple[str, str]]) -> list[dict[str, Any]]:
-        return manifests(rendered(settings.helm, chart, values.inputs.with_sets(extra), release, namespace))
+        return manifests(rendered(helm, chart, values.inputs.with_sets(extra), release, namespace))
 
     if engine == "process":
         plan = processes.plan(render_for_local, merged, run_dir, namespace)
     else:
-        from tfchart.local import containers
-
         plan = containers.plan(render_for_local, merged, run_dir, namespace, engine)
     sys.exit(processes.run(plan, timeout, keep_tensorboard, follow_logs))
-
-
-COMMANDS = (build, local)

@@ -2,7 +2,8 @@
 
 Each decorator adds a family of options and replaces them, in the command's keyword arguments, by
 one object: `values` (-f and helm's --set family), `kube` (--kubeconfig, --kube-context) and `flags`
-(helm's release flags). Settings holds the options of `tfchart` itself (--chart, --helm...).
+(helm's release flags). Settings holds the options of `tfchart` itself (--debug, --helm); `values` and
+`kube` carry it.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -48,22 +49,21 @@ class ValuesInputs:
     """The chart (a directory, a .tgz, oci://...), the -f files and --set family as given, and the
     --policy file they must satisfy."""
 
+    settings: Settings
     files: tuple[str, ...]
     sets: list[tuple[str, str]]
     policy: Path | None = None
     chart_reference: str | None = None
     chart_version: str | None = None
     plain_http: bool = False
-    _chart: Chart | None = field(default=None, init=False, repr=False)
 
-    def chart(self, settings: Settings) -> Chart:
+    @cached_property
+    def chart(self) -> Chart:
         """The chart, resolved (a remote one pulled) once per command."""
-        if self._chart is None:
-            from tfchart.helm.chart import resolve
+        from tfchart.helm.chart import resolve
 
-            reference = self.chart_reference or os.environ.get("TFCHART_CHART") or None
-            self._chart = resolve(reference, self.chart_version, settings.helm, self.plain_http)
-        return self._chart
+        reference = self.chart_reference or os.environ.get("TFCHART_CHART") or None
+        return resolve(reference, self.chart_version, self.settings.helm, self.plain_http)
 
     @cached_property
     def inputs(self) -> Inputs:
@@ -72,33 +72,34 @@ class ValuesInputs:
 
         return read(list(self.files), self.sets)
 
-    def report(self, settings: Settings, release: str, namespace: str | None) -> Report:
+    def report(self, release: str, namespace: str | None) -> Report:
         """helm's verdict on these values (and the policy's, with --policy), every problem located."""
         from tfchart.values.validate import check, check_policy
 
-        report = check(settings.helm, self.chart(settings), self.inputs, release, namespace)
+        report = check(self.settings.helm, self.chart, self.inputs, release, namespace)
         if self.policy is not None:
-            check_policy(report, self.policy, settings.helm, self.chart(settings), self.inputs)
+            check_policy(report, self.policy, self.settings.helm, self.chart, self.inputs)
         return report
 
-    def manifests(self, settings: Settings, release: str, namespace: str | None) -> list[dict[str, Any]]:
+    def manifests(self, release: str, namespace: str | None) -> list[dict[str, Any]]:
         """The release's objects as helm renders them; refuses invalid values (or a broken policy)."""
-        report = self.report(settings, release, namespace)
+        report = self.report(release, namespace)
         if not report.valid:
             raise report.failure()
         return report.manifests
 
-    def values(self, settings: Settings) -> Any:
+    def values(self) -> Any:
         """The values helm renders the chart with (merged, typed and coalesced by helm)."""
         from tfchart.helm.render import merged_values
 
-        return merged_values(settings.helm, self.chart(settings), self.inputs)
+        return merged_values(self.settings.helm, self.chart, self.inputs)
 
 
 @dataclass(frozen=True)
 class KubeInputs:
     """--kubeconfig and --kube-context: the cluster every API call and helm command of a command reach."""
 
+    settings: Settings
     kubeconfig: Path | None
     context: str | None
 
@@ -116,19 +117,40 @@ class KubeInputs:
 
         return kube.configured_namespace(self.kubeconfig, self.context)
 
-    def helm(self, settings: Settings) -> Helm:
+    def helm(self) -> Helm:
         from tfchart.helm.runner import Helm
 
-        return Helm(settings.helm.executable, self.kubeconfig, self.context, settings.debug)
-
-
-def _option(function: Any, *decls: str, **attrs: Any) -> Any:
-    return click.option(*decls, **attrs)(function)
+        return Helm(self.settings.helm.executable, self.kubeconfig, self.context, self.settings.debug)
 
 
 def values_inputs(more: bool = True) -> Callable[[F], F]:
     """-f/--values and helm's --set family (with --set-json/--set-file/--policy unless `more` is False),
     passed to the command as `values: ValuesInputs`."""
+    optional = [
+        click.option("--set-json", "set_jsons", multiple=True, metavar="KEY=JSON",
+                     help="Set values to JSON values (helm's --set-json)."),
+        click.option("--set-file", "set_files", multiple=True, metavar="KEY=PATH",
+                     help="Set values to the content of files (helm's --set-file)."),
+        click.option("--policy", "policy", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                     metavar="FILE", help="A platform team's policy file: refuse values that break its rules "
+                     "(GPUs, images, priority class, queue, NetworkPolicy, downloads, storage, placement)."),
+    ] if more else []  # fmt: skip
+    listed = [
+        click.option("-f", "--values", "files", multiple=True, metavar="FILE",
+                     help="Values file (repeatable; later files win; - is standard input)."),
+        click.option("--set", "sets", multiple=True, metavar="KEY=VAL",
+                     help="Set values with helm's --set syntax (a.b=c, a={x,y}, a[0]=x, a\\.b=c)."),
+        click.option("--set-string", "set_strings", multiple=True, metavar="KEY=VAL",
+                     help="Like --set, values stay strings."),
+        *optional,
+        click.option("--chart", default=None, metavar="CHART",
+                     help="The chart: a directory, a packaged .tgz or oci://REGISTRY/CHART (default: $TFCHART_CHART "
+                          "or this repository's charts/tf-distributed)."),
+        click.option("--version", "chart_version", default=None, metavar="VERSION",
+                     help="Version of a remote --chart (oci://..., repo/name), as helm's --version."),
+        click.option("--plain-http", is_flag=True,
+                     help="Pull an oci:// --chart over plain HTTP (a registry without TLS)."),
+    ]  # fmt: skip
 
     def decorate(function: F) -> F:
         @functools.wraps(function)
@@ -137,32 +159,13 @@ def values_inputs(more: bool = True) -> Callable[[F], F]:
                     set_files: tuple[str, ...] = (), policy: Path | None = None, **kwargs: Any) -> Any:  # fmt: skip
             ordered = [*(("--set-json", item) for item in set_jsons), *(("--set", item) for item in sets),
                        *(("--set-string", item) for item in set_strings), *(("--set-file", item) for item in set_files)]
-            values = ValuesInputs(tuple(files), ordered, policy, chart, chart_version, plain_http)
+            settings = click.get_current_context().obj
+            values = ValuesInputs(settings, tuple(files), ordered, policy, chart, chart_version, plain_http)
             return function(*args, values=values, **kwargs)
 
-        wrapped: Any = _option(command, "--plain-http", is_flag=True,
-                               help="Pull an oci:// --chart over plain HTTP (a registry without TLS).")
-        wrapped = _option(wrapped, "--version", "chart_version", default=None, metavar="VERSION",
-                          help="Version of a remote --chart (oci://..., repo/name), as helm's --version.")
-        wrapped = _option(wrapped, "--chart", default=None, metavar="CHART",
-                          help="The chart: a directory, a packaged .tgz or oci://REGISTRY/CHART (default: "
-                               "$TFCHART_CHART or this repository's charts/tf-distributed).")
-        if more:
-            wrapped = _option(wrapped, "--policy", "policy", type=click.Path(path_type=Path, dir_okay=False),
-                              default=None, metavar="FILE",
-                              help="A platform team's policy file: refuse values that break its rules (GPUs, "
-                                   "images, priority class, queue, NetworkPolicy, downloads, storage, placement).")
-            wrapped = _option(wrapped, "--set-file", "set_files", multiple=True, metavar="KEY=PATH",
-                              help="Set values to the content of files (helm's --set-file).")
-            wrapped = _option(wrapped, "--set-json", "set_jsons", multiple=True, metavar="KEY=JSON",
-                              help="Set values to JSON values (helm's --set-json).")
-        wrapped = _option(wrapped, "--set-string", "set_strings", multiple=True, metavar="KEY=VAL",
-                          help="Like --set, values stay strings.")
-        wrapped = _option(wrapped, "--set", "sets", multiple=True, metavar="KEY=VAL",
-                          help="Set values with helm's --set syntax (a.b=c, a={x,y}, a[0]=x, a\\.b=c).")
-        wrapped = _option(wrapped, "-f", "--values", "files", multiple=True, metavar="FILE",
-                          help="Values file (repeatable; later files win; - is standard input).")
-        return wrapped  # type: ignore[no-any-return]
+        for option in reversed(listed):  # --help lists them in the order above
+            command = option(command)
+        return command  # type: ignore[return-value]
 
     return decorate
 
@@ -170,20 +173,26 @@ def values_inputs(more: bool = True) -> Callable[[F], F]:
 def kube_inputs(function: F) -> F:
     """--kubeconfig and --kube-context, passed to the command as `kube: KubeInputs`."""
 
+    @click.option("--kubeconfig", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                  help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")  # fmt: skip
+    @click.option("--kube-context", default=None, help="kubeconfig context to use.")
     @functools.wraps(function)
     def command(*args: Any, kubeconfig: Path | None, kube_context: str | None, **kwargs: Any) -> Any:
-        return function(*args, kube=KubeInputs(kubeconfig, kube_context), **kwargs)
+        return function(*args, kube=KubeInputs(click.get_current_context().obj, kubeconfig, kube_context), **kwargs)
 
-    wrapped: Any = _option(command, "--kube-context", default=None, help="kubeconfig context to use.")
-    wrapped = _option(wrapped, "--kubeconfig", type=click.Path(path_type=Path, dir_okay=False), default=None,
-                      help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")
-    return wrapped  # type: ignore[no-any-return]
+    return command  # type: ignore[return-value]
 
 
 def release_flags(function: F) -> F:
     """-n, --wait, --timeout, --atomic and --dry-run, passed to the command as `flags: release.Options`
     (its create_namespace left False)."""
 
+    @click.option("-n", "--namespace", default=None, help="Release namespace.")
+    @click.option("--wait", is_flag=True, help="Wait until the pods are ready (not until training ends).")
+    @click.option("--timeout", default=None, metavar="DURATION", help="How long helm waits, e.g. 10m.")
+    @click.option("--atomic", is_flag=True, help="Roll back if the operation fails (helm 4: --rollback-on-failure).")
+    @click.option("--dry-run", "dry_run", type=click.Choice(["client", "server"]), default=None, is_flag=False,
+                  flag_value="client", help="Simulate: client (no cluster writes) or server.")  # fmt: skip
     @functools.wraps(function)
     def command(*args: Any, namespace: str | None, wait: bool, timeout: str | None, atomic: bool,
                 dry_run: str | None, **kwargs: Any) -> Any:  # fmt: skip
@@ -192,20 +201,4 @@ def release_flags(function: F) -> F:
         flags = Options(namespace=namespace, wait=wait, timeout=timeout, atomic=atomic, dry_run=dry_run)
         return function(*args, flags=flags, **kwargs)
 
-    wrapped: Any = _option(command, "--dry-run", "dry_run", type=click.Choice(["client", "server"]), default=None,
-                           is_flag=False, flag_value="client", help="Simulate: client (no cluster writes) or server.")
-    wrapped = _option(wrapped, "--atomic", is_flag=True,
-                      help="Roll back if the operation fails (helm 4: --rollback-on-failure).")
-    wrapped = _option(wrapped, "--timeout", default=None, metavar="DURATION", help="How long helm waits, e.g. 10m.")
-    wrapped = _option(wrapped, "--wait", is_flag=True, help="Wait until the pods are ready (not until training ends).")
-    wrapped = _option(wrapped, "-n", "--namespace", default=None, help="Release namespace.")
-    return wrapped  # type: ignore[no-any-return]
-
-
-def settings_options(function: F) -> F:
-    """tfchart's own options: --debug, --helm (they make the Settings)."""
-    wrapped: Any = _option(function, "--helm", "helm", metavar="PATH",
-                           help="helm binary (default: $TFCHART_HELM, helm on PATH, or the repository's "
-                                ".tools/bin/helm).")
-    wrapped = _option(wrapped, "--debug", is_flag=True, help="Show tracebacks and the helm commands run.")
-    return wrapped  # type: ignore[no-any-return]
+    return command  # type: ignore[return-value]

@@ -7,21 +7,20 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tfchart.cli.options import CONTEXT, KubeInputs, Settings, ValuesInputs, kube_inputs, release_flags, values_inputs
+from tfchart.cli.options import CONTEXT, KubeInputs, ValuesInputs, kube_inputs, release_flags, values_inputs
 
 if TYPE_CHECKING:
     from tfchart.helm.release import Options
 
 
-def namespace_after_values(kube: KubeInputs, values: ValuesInputs, settings: Settings, name: str,
-                           namespace: str | None) -> str:  # fmt: skip
+def namespace_after_values(kube: KubeInputs, values: ValuesInputs, name: str, namespace: str | None) -> str:
     """The release's namespace; where the kubeconfig cannot say it, the values' problems are reported first."""
     from tfchart.errors import KubernetesError
 
     try:
         return kube.namespace(namespace)
     except KubernetesError:
-        values.manifests(settings, name, namespace)
+        values.manifests(name, namespace)
         raise
 
 
@@ -32,21 +31,18 @@ def namespace_after_values(kube: KubeInputs, values: ValuesInputs, settings: Set
 @kube_inputs
 @click.option("--create-namespace", is_flag=True, help="Create the namespace if it does not exist.")
 @click.option("--skip-preflight", is_flag=True, help="Do not check GPUs, storage and quota on the cluster first.")
-@click.pass_obj
-def install(
-    settings: Settings, name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, create_namespace: bool,
-    skip_preflight: bool,
-) -> None:  # fmt: skip
+def install(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, create_namespace: bool,
+            skip_preflight: bool) -> None:  # fmt: skip
     """Validate, run the preflight checks, then `helm install NAME`."""
     from tfchart.cluster import preflight
     from tfchart.helm import release
 
-    namespace = namespace_after_values(kube, values, settings, name, flags.namespace)
-    manifests = values.manifests(settings, name, namespace)
+    namespace = namespace_after_values(kube, values, name, flags.namespace)
+    manifests = values.manifests(name, namespace)
     if not skip_preflight and flags.dry_run != "client":
         preflight.enforce(kube.api(), manifests, name, namespace)
     options = replace(flags, namespace=namespace, create_namespace=create_namespace)
-    click.echo(release.install(kube.helm(settings), name, values.chart(settings), values.inputs, options))
+    click.echo(release.install(kube.helm(), name, values.chart, values.inputs, options))
 
 
 @click.command(context_settings=CONTEXT)
@@ -54,17 +50,10 @@ def install(
 @values_inputs()
 @release_flags
 @kube_inputs
-@click.option(
-    "--recreate",
-    is_flag=True,
-    help="Delete StatefulSets, Jobs and Deployments whose immutable fields change, wait until they are gone "
-    "(at most --timeout, default 5m), then let helm create them (StatefulSet pods are kept and adopted). "
-    "Never a PersistentVolumeClaim.",
-)
-@click.pass_obj
-def upgrade(
-    settings: Settings, name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, recreate: bool
-) -> None:
+@click.option("--recreate", is_flag=True, help="Delete StatefulSets, Jobs and Deployments whose immutable fields "
+              "change, wait until they are gone (at most --timeout, default 5m), then let helm create them "
+              "(StatefulSet pods are kept and adopted). Never a PersistentVolumeClaim.")  # fmt: skip
+def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, recreate: bool) -> None:
     """Validate, check the changes against the cluster, then `helm upgrade NAME`.
 
     Changes Kubernetes forbids (StatefulSet fields, a Job's pod template, a Deployment's selector, a
@@ -76,15 +65,13 @@ def upgrade(
     from tfchart.cluster import upgrade as guard
     from tfchart.helm.release import parse_duration
 
-    options = replace(flags, namespace=namespace_after_values(kube, values, settings, name, flags.namespace))
-    manifests = values.manifests(settings, name, options.namespace)
+    options = replace(flags, namespace=namespace_after_values(kube, values, name, flags.namespace))
+    manifests = values.manifests(name, options.namespace)
     api = kube.api()
     waiting = guard.Waiting(parse_duration(flags.timeout)) if flags.timeout else guard.Waiting()
-    plan = guard.upgrade(
-        kube.helm(settings), name, values.chart(settings), values.inputs, manifests, options, recreate,
-        deleter=api if recreate and not flags.dry_run else None, live=api, waiting=waiting,
-        report=lambda line: click.secho(line, fg="yellow", err=True),
-    )  # fmt: skip
+    plan = guard.upgrade(kube.helm(), name, values.chart, values.inputs, manifests, options, recreate,
+                         deleter=api if recreate and not flags.dry_run else None, live=api, waiting=waiting,
+                         report=lambda line: click.secho(line, fg="yellow", err=True))  # fmt: skip
     if flags.dry_run:
         for kind, object_name in plan.objects(recreatable=True):
             click.secho(f"would recreate {kind} {object_name} (dry run: nothing deleted)", fg="yellow", err=True)
@@ -98,28 +85,21 @@ def upgrade(
 @click.option("--timeout", default=None, metavar="DURATION")
 @click.option("--delete-data", is_flag=True, help="Also delete the shared claim (checkpoints, logs, exported models).")
 @kube_inputs
-@click.pass_obj
-def uninstall(
-    settings: Settings, name: str, namespace: str | None, wait: bool, timeout: str | None, delete_data: bool,
-    kube: KubeInputs,
-) -> None:  # fmt: skip
+def uninstall(name: str, namespace: str | None, wait: bool, timeout: str | None, delete_data: bool,
+              kube: KubeInputs) -> None:  # fmt: skip
     """`helm uninstall NAME`, keeping the shared volume unless --delete-data."""
     from tfchart.helm import release
 
     namespace = kube.namespace(namespace)
-    claims = release.uninstall(
-        kube.helm(settings), name, namespace, wait=wait, timeout=timeout, delete_data=delete_data,
-        deleter=kube.api() if delete_data else None,
-    )  # fmt: skip
+    claims = release.uninstall(kube.helm(), name, namespace, wait=wait, timeout=timeout,
+                               delete_data=delete_data, deleter=kube.api() if delete_data else None)  # fmt: skip
     click.secho(f"✓ uninstalled {name}", fg="green")
     for claim in claims:
         if delete_data:
             click.echo(f"deleted PersistentVolumeClaim {claim}")
         else:
-            click.echo(
-                f"kept PersistentVolumeClaim {claim} (checkpoints, logs, models); "
-                f"delete it with --delete-data or kubectl -n {namespace} delete pvc {claim}"
-            )
+            click.echo(f"kept PersistentVolumeClaim {claim} (checkpoints, logs, models); "
+                       f"delete it with --delete-data or kubectl -n {namespace} delete pvc {claim}")
 
 
 @click.command(context_settings=CONTEXT)
@@ -127,14 +107,10 @@ def uninstall(
 @click.option("--release", default="tf-distributed", show_default=True, help="Release name the install would use.")
 @click.option("-n", "--namespace", default=None, help="Namespace the install would use.")
 @kube_inputs
-@click.pass_obj
-def preflight(settings: Settings, values: ValuesInputs, release: str, namespace: str | None, kube: KubeInputs) -> None:
+def preflight(values: ValuesInputs, release: str, namespace: str | None, kube: KubeInputs) -> None:
     """Check the live cluster can run these values: GPUs, storage, quota, NetworkPolicy enforcement."""
     from tfchart.cluster import preflight as checks
 
     namespace = kube.namespace(namespace)
-    checks.enforce(kube.api(), values.manifests(settings, release, namespace), release, namespace)
+    checks.enforce(kube.api(), values.manifests(release, namespace), release, namespace)
     click.secho("✓ preflight passed", fg="green")
-
-
-COMMANDS = (install, upgrade, uninstall, preflight)

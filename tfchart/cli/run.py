@@ -56,13 +56,9 @@ def stop(name: str, namespace: str | None, end_run: bool, kube: KubeInputs) -> N
 @click.option("--tail", type=int, default=None, help="Only the last N lines.")
 @click.option("-n", "--namespace", default=None, help="Release namespace.")
 @kube_inputs
-def logs(
-    name: str, role: str, index: int, follow: bool, tail: int | None, namespace: str | None, kube: KubeInputs
-) -> None:
+def logs(name: str, role: str, index: int, follow: bool, tail: int | None, namespace: str | None,
+         kube: KubeInputs) -> None:  # fmt: skip
     """The log of one task of release NAME, e.g. --role worker --index 1."""
     from tfchart.cluster import logs as pod_logs
 
     pod_logs.stream(kube.api(), name, kube.namespace(namespace), role, index, follow, tail, sys.stdout)
-
-
-COMMANDS = (status, stop, logs)

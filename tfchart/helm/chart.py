@@ -65,8 +65,11 @@ def resolve(reference: str | None, version: str | None, helm: Runner, plain_http
 def local(path: Path, shown: str) -> Chart:
     if path.is_dir() and not (path / "Chart.yaml").is_file():
         raise UsageError(f"no chart at {shown}: {path}/Chart.yaml is missing", "pass --chart a chart directory")
-    if path.is_file() and not _is_package(path):
-        raise UsageError(f"{shown} is not a packaged chart", "pass a .tgz made by `helm package`, or a directory")
+    if path.is_file():
+        import tarfile  # lazily: a chart directory, the common case, never needs it
+
+        if not tarfile.is_tarfile(path):
+            raise UsageError(f"{shown} is not a packaged chart", "pass a .tgz made by `helm package`, or a directory")
     return Chart(path, shown)
 
 
@@ -79,9 +82,3 @@ def private_folder(prefix: str) -> Path:
     folder = Path(tempfile.mkdtemp(prefix=prefix))
     atexit.register(shutil.rmtree, folder, True)
     return folder
-
-
-def _is_package(path: Path) -> bool:
-    import tarfile
-
-    return tarfile.is_tarfile(path)

@@ -38,9 +38,8 @@ class Inputs:
 
     def args(self) -> list[str]:
         """helm's arguments for these inputs; helm applies the files, then each --set flag in SET_FLAGS order."""
-        return [arg for file in self.files for arg in ("--values", file.path)] + [
-            arg for flag, argument in self.sets for arg in (flag, argument)
-        ]
+        return [*(arg for file in self.files for arg in ("--values", file.path)),
+                *(arg for flag, argument in self.sets for arg in (flag, argument))]  # fmt: skip
 
     def with_sets(self, extra: list[tuple[str, str]]) -> Inputs:
         """These inputs and `extra` --set-family arguments after them."""
@@ -57,28 +56,29 @@ def read(files: list[str], sets: list[tuple[str, str]], stdin: BinaryIO | None =
     inputs = Inputs([ValuesFile(name, copier.path_for(name)) for name in files])
     for flag, argument in sets:
         key, _, path = argument.partition("=")
-        if flag == "--set-file" and path and copier.once_only(path):
+        if flag == "--set-file" and path and _once_only(path):
             argument = f"{key}={copier.path_for(path)}"
         inputs.sets.append((flag, argument))
     return inputs
 
 
+def _once_only(name: str) -> bool:
+    if name.strip() == "-":
+        return True
+    try:
+        mode = os.stat(name).st_mode
+    except OSError:
+        return False  # missing or unreadable: helm says so in its words
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
 class _Copier:
     def __init__(self, stdin: BinaryIO | None) -> None:
-        self.stdin = stdin
-        self.stdin_read = False
+        self.stdin, self.stdin_read = stdin, False
         self.folder: Path | None = None
 
-    def once_only(self, name: str) -> bool:
-        if name.strip() == "-":
-            return True
-        try:
-            return not stat.S_ISREG(os.stat(name).st_mode) and not stat.S_ISDIR(os.stat(name).st_mode)
-        except OSError:
-            return False  # missing or unreadable: helm says so in its words
-
     def path_for(self, name: str) -> str:
-        if not self.once_only(name):
+        if not _once_only(name):
             return name
         if name.strip() == "-":
             data = b"" if self.stdin_read else _read_capped(self.stdin or sys.stdin.buffer, "standard input")
@@ -89,11 +89,9 @@ class _Copier:
                     data = _read_capped(stream, name)
             except OSError as error:
                 raise UsageError(f"cannot read {name}: {error.strerror}", "check the path of -f/--set-file") from None
-        if self.folder is None:
-            self.folder = private_folder("tfchart-values-")
+        self.folder = self.folder or private_folder("tfchart-values-")
         copy = self.folder / f"{len(list(self.folder.iterdir())) + 1}.yaml"
-        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as out:
+        with os.fdopen(os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
             out.write(data)
         return str(copy)
 

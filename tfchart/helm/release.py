@@ -30,26 +30,16 @@ class Deleter(Protocol):
     def delete_pvc(self, name: str, namespace: str) -> None: ...
 
 
-def _common_flags(major: int, options: Options) -> list[str]:
-    args: list[str] = []
-    if options.namespace:
-        args += ["--namespace", options.namespace]
-    if options.create_namespace:
-        args.append("--create-namespace")
-    if options.wait:
-        args.append("--wait=watcher" if major >= 4 else "--wait")
-    if options.timeout:
-        args += ["--timeout", options.timeout]
-    if options.atomic:
-        args.append("--rollback-on-failure" if major >= 4 else "--atomic")
-    if options.dry_run:
-        args.append(f"--dry-run={options.dry_run}")
-    return args
-
-
 def release_args(verb: str, major: int, release: str, chart: Chart, inputs: Inputs, options: Options) -> list[str]:
     """`helm install|upgrade RELEASE CHART` with the options and the user's values, in order."""
-    return [verb, release, str(chart.path), *_common_flags(major, options), *inputs.args()]
+    args = [verb, release, str(chart.path)]
+    args += ["--namespace", options.namespace] if options.namespace else []
+    args += ["--create-namespace"] if options.create_namespace else []
+    args += ["--wait=watcher" if major >= 4 else "--wait"] if options.wait else []
+    args += ["--timeout", options.timeout] if options.timeout else []
+    args += ["--rollback-on-failure" if major >= 4 else "--atomic"] if options.atomic else []
+    args += [f"--dry-run={options.dry_run}"] if options.dry_run else []
+    return [*args, *inputs.args()]
 
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
@@ -65,16 +55,13 @@ def parse_duration(text: str) -> float:
     body = body.lstrip("+-")
     parts = _DURATION_PART.findall(body)
     if not body or "".join(number + unit for number, unit in parts) != body:
-        raise UsageError(
-            f"--timeout {text!r} is not a duration",
-            "use helm's duration format: a number with a unit, e.g. 300s, 10m or 1h30m",
-        )
+        raise UsageError(f"--timeout {text!r} is not a duration",
+                         "use helm's duration format: a number with a unit, e.g. 300s, 10m or 1h30m")
     return sign * sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
 
 
 def format_duration(seconds: float) -> str:
-    whole = round(seconds)
-    minutes, rest = divmod(whole, 60)
+    minutes, rest = divmod(round(seconds), 60)
     return f"{minutes}m{rest}s" if minutes else f"{rest}s"
 
 
@@ -82,29 +69,14 @@ def install(runner: Runner, release: str, chart: Chart, inputs: Inputs, options:
     return runner(release_args("install", major_version(runner), release, chart, inputs, options)).decode()
 
 
-def uninstall(
-    runner: Runner,
-    release: str,
-    namespace: str,
-    wait: bool = False,
-    timeout: str | None = None,
-    delete_data: bool = False,
-    deleter: Deleter | None = None,
-) -> list[str]:
-    """Uninstalls the release from `namespace`. Returns the claims kept (or deleted with delete_data).
-
-    helm is given --namespace explicitly and the claims are deleted in that same namespace.
-    """
-    get = ["get", "manifest", release, "--namespace", namespace]
-    claims = [
-        d["metadata"]["name"] for d in manifests(runner(get).decode()) if d.get("kind") == "PersistentVolumeClaim"
-    ]
-    args = ["uninstall", release, "--namespace", namespace]
-    if wait:
-        args.append("--wait")
-    if timeout:
-        args += ["--timeout", timeout]
-    runner(args)
+def uninstall(runner: Runner, release: str, namespace: str, wait: bool = False, timeout: str | None = None,
+              delete_data: bool = False, deleter: Deleter | None = None) -> list[str]:  # fmt: skip
+    """Uninstalls the release from `namespace` (helm's --namespace, and where the claims are deleted too).
+    Returns the claims kept (or deleted with delete_data)."""
+    shown = manifests(runner(["get", "manifest", release, "--namespace", namespace]).decode())
+    claims = [doc["metadata"]["name"] for doc in shown if doc.get("kind") == "PersistentVolumeClaim"]
+    runner(["uninstall", release, "--namespace", namespace, *(["--wait"] if wait else []),
+            *(["--timeout", timeout] if timeout else [])])  # fmt: skip
     if delete_data:
         assert deleter is not None, "deleting the claim needs the Kubernetes API"
         for claim in claims:

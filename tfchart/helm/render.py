@@ -7,9 +7,11 @@ coalesces, and this module only reads the JSON back.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,24 +32,17 @@ class RenderFailed(HelmError):
         self.stderr = stderr
 
 
-def template_args(
-    chart: Chart, release: str, inputs: Inputs, namespace: str | None, more: Sequence[str] = ()
-) -> list[str]:
-    return ["template", release, str(chart.path), *(["--namespace", namespace] if namespace else []),
-            *inputs.args(), *more]  # fmt: skip
-
-
 def template(helm: Helm, chart: Chart, release: str, inputs: Inputs, namespace: str | None = None,
              more: Sequence[str] = ()) -> str:  # fmt: skip
     """`helm template` exactly as the user would run it; RenderFailed when helm refuses."""
     return start(helm, chart, release, inputs, namespace, more).result()
 
 
+@dataclass(frozen=True)
 class Rendering:
     """A `helm template` under way: the caller can load what reads its output meanwhile."""
 
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
-        self.process = process
+    process: subprocess.Popen[bytes]
 
     def result(self) -> str:
         completed = finish(self.process)
@@ -58,7 +53,8 @@ class Rendering:
 
 def start(helm: Helm, chart: Chart, release: str, inputs: Inputs, namespace: str | None = None,
           more: Sequence[str] = ()) -> Rendering:  # fmt: skip
-    return Rendering(helm.start(template_args(chart, release, inputs, namespace, more)))
+    namespaced = ["--namespace", namespace] if namespace else []
+    return Rendering(helm.start(["template", release, str(chart.path), *namespaced, *inputs.args(), *more]))
 
 
 def manifests(text: str) -> list[dict[str, Any]]:
@@ -71,26 +67,20 @@ def manifests(text: str) -> list[dict[str, Any]]:
 def merged_values(helm: Helm, chart: Chart | None, inputs: Inputs) -> Any:
     """The values helm renders `chart` with for `inputs` (chart None: the inputs alone, no defaults)."""
     defaults = (chart.file("values.yaml") or b"") if chart else b""
-    completed = helm.run(["template", "values", str(_dump_chart(defaults)), *inputs.args()])
-    if completed.returncode != 0:
-        raise RenderFailed(completed.stderr.decode(errors="replace"))
-    body = completed.stdout.decode().split("# Source: values/templates/values.json\n", 1)[-1]
+    text = Rendering(helm.start(["template", "values", str(_dump_chart(defaults)), *inputs.args()])).result()
+    body = text.split("# Source: values/templates/values.json\n", 1)[-1]
     try:
         return json.loads(body)
     except RecursionError:
         raise UsageError("the values are nested too deeply to read back", "flatten the values") from None
 
 
-_DUMP_CHARTS: dict[bytes, Path] = {}
-
-
+@functools.cache
 def _dump_chart(defaults: bytes) -> Path:
     """A chart whose values.yaml is `defaults` and whose only template prints .Values as JSON (one per process)."""
-    if defaults not in _DUMP_CHARTS:
-        chart = private_folder("tfchart-dump-") / "values"
-        (chart / "templates").mkdir(parents=True)
-        (chart / "Chart.yaml").write_text("apiVersion: v2\nname: values\nversion: 0.0.0\n")
-        (chart / "values.yaml").write_bytes(defaults)
-        (chart / "templates" / "values.json").write_text(DUMP_TEMPLATE)
-        _DUMP_CHARTS[defaults] = chart
-    return _DUMP_CHARTS[defaults]
+    chart = private_folder("tfchart-dump-") / "values"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: values\nversion: 0.0.0\n")
+    (chart / "values.yaml").write_bytes(defaults)
+    (chart / "templates" / "values.json").write_text(DUMP_TEMPLATE)
+    return chart

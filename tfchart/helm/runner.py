@@ -7,6 +7,7 @@ A failed command becomes one HelmError in helm's own words.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -50,7 +51,10 @@ def version(executable: str) -> tuple[int, int]:
     except OSError:
         key = ""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tfchart" / "helm-versions"
-    known = dict(line.rsplit(" ", 1) for line in _read_lines(cache) if " " in line)
+    try:
+        known = dict(line.rsplit(" ", 1) for line in cache.read_text().splitlines() if " " in line)
+    except (OSError, UnicodeError):
+        known = {}
     output = known.get(key, "")
     if not output:
         try:
@@ -60,8 +64,7 @@ def version(executable: str) -> tuple[int, int]:
             raise HelmError(f"cannot run {executable} version: {error}", INSTALL_HINT) from None
         if key and re.fullmatch(r"v\d+\.\d+\S*", output):
             _remember(cache, f"{key} {output}")
-    match = re.match(r"v?(\d+)\.(\d+)", output)
-    if not match:
+    if not (match := re.match(r"v?(\d+)\.(\d+)", output)):
         raise HelmError(f"{executable} is not helm: `version` printed {output[:80]!r}", INSTALL_HINT)
     found = (int(match.group(1)), int(match.group(2)))
     if found < OLDEST:
@@ -69,20 +72,11 @@ def version(executable: str) -> tuple[int, int]:
     return found
 
 
-def _read_lines(path: Path) -> list[str]:
-    try:
-        return path.read_text().splitlines()
-    except (OSError, UnicodeError):
-        return []
-
-
 def _remember(path: Path, line: str) -> None:
-    try:
+    with contextlib.suppress(OSError):  # an unwritable cache only costs `helm version` next time
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a") as out:
             out.write(line + "\n")
-    except OSError:
-        pass  # an unwritable cache only costs `helm version` next time
 
 
 class Runner(Protocol):
@@ -116,11 +110,8 @@ class Helm:
 
     def start(self, args: Sequence[str]) -> subprocess.Popen[bytes]:
         """The command, started: the caller may prepare what reads its output while helm works."""
-        argv = [self.executable, *args]
-        if self.kubeconfig:
-            argv += ["--kubeconfig", str(self.kubeconfig)]
-        if self.kube_context:
-            argv += ["--kube-context", self.kube_context]
+        argv = [self.executable, *args, *(["--kubeconfig", str(self.kubeconfig)] if self.kubeconfig else []),
+                *(["--kube-context", self.kube_context] if self.kube_context else [])]  # fmt: skip
         if self.debug:
             print("helm:", shlex.join(argv), file=sys.stderr)
         try:
@@ -139,8 +130,7 @@ def major_version(runner: Runner) -> int:
     if isinstance(runner, Helm):
         return runner.major
     output = runner(["version", "--template", "{{.Version}}"]).decode().strip()
-    match = re.match(r"v?(\d+)\.", output)
-    if not match:
+    if not (match := re.match(r"v?(\d+)\.", output)):
         raise HelmError(f"cannot read the helm version from {output!r}", INSTALL_HINT)
     return int(match.group(1))
 

@@ -49,16 +49,12 @@ def read(stderr: str) -> list[Found]:
     if text.startswith(SCHEMA_HEADER):
         lines = text.splitlines()[1:]
         return _helm4(lines) if any(HELM4_LINE.match(line) for line in lines) else _helm3(lines)
-    header = RULES_HEADER.search(text)
-    if header:
+    if header := RULES_HEADER.search(text):
         return [_rule(line.strip()[2:]) for line in text[header.end() :].splitlines() if line.strip().startswith("- ")]
-    parsed = PARSE_FILE.match(text)
-    if parsed:
-        line = re.search(r"\bline (\d+)", parsed["error"])
-        number = int(line[1]) if line else None
-        return [Found("(root)", parsed["error"], kind="file", source=parsed["file"], line=number)]
-    parsed = PARSE_SET.match(text)
-    if parsed:
+    if parsed := PARSE_FILE.match(text):
+        line = int(found[1]) if (found := re.search(r"\bline (\d+)", parsed["error"])) else None
+        return [Found("(root)", parsed["error"], kind="file", source=parsed["file"], line=line)]
+    if parsed := PARSE_SET.match(text):
         return [Found("(root)", parsed["error"], kind="set", source=parsed["flag"])]
     raise failure(stderr) if text else HelmError("helm template failed without a message")
 
@@ -88,8 +84,7 @@ def _under(path: str, key: str) -> str:
 
 def _message(message: str, json_escaped: bool) -> str:
     """helm's words, a pattern replaced by what it means (tfchart.values.formats) where that is known."""
-    match = PATTERN.search(message)
-    if not match:
+    if not (match := PATTERN.search(message)):
         return message
     meaning = describe(_unquote(match["pattern"]) if json_escaped else match["pattern"])
     return message if meaning.startswith("text matching") else f"{match['value'] or ''}is not {meaning}"
@@ -98,28 +93,23 @@ def _message(message: str, json_escaped: bool) -> str:
 def _helm3(lines: list[str]) -> list[Found]:
     found: list[Found] = []
     pending_key: Found | None = None  # a bad map key: helm 3 says why on the next line
-    for line in lines:
-        match = HELM3_LINE.match(line)
-        if not match:
-            continue
+    for match in filter(None, map(HELM3_LINE.match, lines)):
         path, message = match["path"], match["message"]
         if pending_key is not None and path == pending_key.path.rpartition(".")[0]:
             pending_key.message = f"key {pending_key.key!r} {_message(message, False).replace('Does not', 'does not')}"
             pending_key = None
             continue
-        bad_key, extra = HELM3_BAD_KEY.match(message), HELM3_EXTRA.match(message)
-        enum, required = HELM3_ENUM.match(message), HELM3_REQUIRED.match(message)
-        if bad_key:
+        if bad_key := HELM3_BAD_KEY.match(message):
             pending_key = Found(_under(path, bad_key[1]), f"key {bad_key[1]!r} is not allowed", key=bad_key[1])
             found.append(pending_key)
         elif message == "Must validate one and only one schema (oneOf)":
             continue  # the failing form's own error follows
-        elif extra:
+        elif extra := HELM3_EXTRA.match(message):
             found.append(Found(_under(path, extra[1]), UNKNOWN, key=extra[1]))
-        elif enum:
+        elif enum := HELM3_ENUM.match(message):
             choices = tuple(re.findall(r'"((?:[^"\\]|\\.)*)"', enum[1]))
             found.append(Found(path, f"must be one of: {', '.join(choices)}", choices=choices))
-        elif required:
+        elif required := HELM3_REQUIRED.match(message):
             found.append(Found(_under(path, required[1]), REQUIRED, kind="required"))
         else:
             found.append(Found(path, _message(message, False)))
@@ -135,19 +125,16 @@ class _Node:
 
 
 def _helm4(lines: list[str]) -> list[Found]:
-    roots: list[_Node] = []
-    stack: list[_Node] = []
-    for line in lines:
-        match = HELM4_LINE.match(line)
-        if not match:
-            continue
+    top = _Node(-1, "", "", [])
+    stack = [top]
+    for match in filter(None, map(HELM4_LINE.match, lines)):
         keys = [key.replace("~1", "/").replace("~0", "~") for key in _unquote(match["pointer"]).split("/")[1:]]
         node = _Node(len(match["indent"]), ".".join(keys) or "(root)", match["message"], [])
-        while stack and stack[-1].indent >= node.indent:
+        while stack[-1].indent >= node.indent:
             stack.pop()
-        (stack[-1].children if stack else roots).append(node)
+        stack[-1].children.append(node)
         stack.append(node)
-    return [problem for root in roots for problem in _explain(root)]
+    return [problem for root in top.children for problem in _explain(root)]
 
 
 def _explain(node: _Node) -> list[Found]:

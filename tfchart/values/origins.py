@@ -9,6 +9,7 @@ dots, so paths are matched key by key against the keys that exist, never split b
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -49,9 +50,8 @@ class Origin:
 
 def compose(data: bytes | None) -> list[yaml.Node]:
     """The documents of a YAML text as nodes (no value is typed), up to the first one PyYAML cannot read."""
-    documents: list[yaml.Node] = []
     for loader in (Loader, TolerantLoader):
-        documents = []
+        documents: list[yaml.Node] = []
         try:
             documents += (node for node in yaml.compose_all(data or b"", Loader=loader) if node is not None)
             return documents
@@ -63,10 +63,7 @@ def compose(data: bytes | None) -> list[yaml.Node]:
 def walk(root: yaml.Node, path: str) -> tuple[yaml.Node, yaml.Node | None, str, int]:
     """The deepest node along `path`: (that node, its key node, what is left of `path`, steps taken)."""
     node, key_node, rest, steps = root, None, path, 0
-    while rest:
-        step = _step(node, rest)
-        if step is None:
-            break
+    while rest and (step := _step(node, rest)) is not None:
         key_node, node, rest = step
         steps += 1
     return node, key_node, rest, steps
@@ -99,10 +96,9 @@ def keys_named(node: yaml.Node, name: str) -> Iterator[str]:
         children: list[tuple[str, yaml.Node]] = []
         if isinstance(current, yaml.MappingNode):
             children = [(str(getattr(key, "value", "")), value) for key, value in current.value]
+            yield from (f"{where}.{label}" if where else label for label, _ in children if label == name)
         elif isinstance(current, yaml.SequenceNode):
             children = [(str(index), item) for index, item in enumerate(current.value)]
-        if isinstance(current, yaml.MappingNode):
-            yield from (f"{where}.{label}" if where else label for label, _ in children if label == name)
         pending += [(value, f"{where}.{label}" if where else label) for label, value in reversed(children)]
 
 
@@ -128,17 +124,15 @@ class Origins:
     def set_paths(self) -> list[tuple[str, dict[str, Any]]]:
         """Each --set argument (last applied first) with every key path it sets and its value, as helm
         parses it, and every map above those (an argument writing into a map does not set its other keys)."""
-        applied = list(reversed(self.inputs.applied()))
 
-        def paths(flag_argument: tuple[str, str]) -> dict[str, Any]:
+        def paths(argument: tuple[str, str]) -> tuple[str, dict[str, Any]]:
             try:
-                return dict(_paths(merged_values(self.helm, None, Inputs([], [flag_argument]))))
+                return " ".join(argument), dict(_paths(merged_values(self.helm, None, Inputs([], [argument]))))
             except TfchartError:
-                return {}
+                return " ".join(argument), {}
 
         with ThreadPoolExecutor(max_workers=4) as pool:
-            found = list(pool.map(paths, applied))
-        return [(f"{flag} {argument}", set_) for (flag, argument), set_ in zip(applied, found, strict=True)]
+            return list(pool.map(paths, reversed(self.inputs.applied())))
 
     @cached_property
     def defaults(self) -> list[yaml.Node]:
@@ -155,13 +149,13 @@ class Origins:
             for root in reversed(documents):
                 node, key, rest, _ = walk(root, path)
                 if not rest and key is not None:
-                    return Origin(name, key.start_mark.line + 1, _text(node))
+                    text = str(node.value) if isinstance(node, yaml.ScalarNode) else None
+                    return Origin(name, key.start_mark.line + 1, text)
         return None
 
     def nearest(self, path: str) -> Origin | None:
         """Like `of`, or the line of the deepest map above `path` that a file writes (a missing key)."""
-        found = self.of(path)
-        if found is not None:
+        if (found := self.of(path)) is not None:
             return found
         best: tuple[int, Origin] | None = None
         for name, documents in self.files:
@@ -191,14 +185,6 @@ class Origins:
                 return ("{}", "list") if isinstance(node, yaml.SequenceNode) and not node.value else None
         return None
 
-    def known_keys(self, path: str) -> list[str]:
-        """The keys the chart's values.yaml has at `path` (for 'did you mean')."""
-        for root in self.defaults:
-            node, _, rest, _ = walk(root, "" if path == "(root)" else path)
-            if not rest and isinstance(node, yaml.MappingNode):
-                return [key.value for key, _ in node.value if isinstance(key, yaml.ScalarNode)]
-        return []
-
     def set_path(self, path: str) -> str:
         """`path` as --set spells it: the dots inside a key (nvidia.com/gpu) escaped."""
         for root in [*self.defaults, *(doc for _, documents in self.files for doc in documents)]:
@@ -211,9 +197,14 @@ class Origins:
         return path
 
     def did_you_mean(self, parent: str, key: str) -> str:
-        known = self.known_keys(parent)
-        close = difflib.get_close_matches(key, known, n=1)
-        if close:
+        """The key of the chart's values.yaml at `parent` closest to `key`, else the keys it has there."""
+        known: list[str] = []
+        for root in self.defaults:
+            node, _, rest, _ = walk(root, "" if parent == "(root)" else parent)
+            if not rest and isinstance(node, yaml.MappingNode):
+                known = [name.value for name, _ in node.value if isinstance(name, yaml.ScalarNode)]
+                break
+        if close := difflib.get_close_matches(key, known, n=1):
             return f"did you mean {parent + '.' if parent != '(root)' else ''}{close[0]}?"
         return f"known keys: {', '.join(known)}" if known else ""
 
@@ -233,15 +224,7 @@ def _paths(value: Any, where: str = "") -> Iterator[tuple[str, Any]]:
 
 
 def _json(value: Any) -> str:
-    import json
-
     return value if isinstance(value, str) else json.dumps(value)
-
-
-def _text(node: yaml.Node) -> str | None:
-    if isinstance(node, yaml.ScalarNode):
-        return str(node.value)
-    return None
 
 
 def _shown(source: str) -> str:

@@ -1,6 +1,6 @@
 """Policy-checked values: a platform team's rules (`--policy FILE` of validate, install and upgrade).
 
-A policy file has its own schema (tfchart/policy.schema.json, every map closed): a rule name with a
+A policy file has its own schema (tfchart/values/policy.schema.json, every map closed): a rule name with a
 typo, a wrong type or a bad quantity is an error with the policy file's line, never a silent pass.
 
 The rules are checked on the effective values and on a render of the chart with them (helm
@@ -18,12 +18,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
 from tfchart.errors import Problem, TfchartError, UsageError, ValidationFailed
-from tfchart.manifests import quantity
 from tfchart.manifests.images import parse_reference
 from tfchart.manifests.quantity import parse_or_none
 from tfchart.manifests.workloads import Workload, is_gpu_resource, running, workloads
@@ -35,6 +34,7 @@ Path_ = tuple[str, ...]
 API_VERSION = "tf-distributed.io/policy/v1"
 SCHEMA_PATH = Path(__file__).with_name("policy.schema.json")
 PROJECT_IMAGE_ROLES = {SUPERVISOR: SUPERVISOR, HELM_TEST: SUPERVISOR}  # whose image block a pod runs
+VOLCANO_DEFAULT_QUEUE = "default"  # where Volcano puts a PodGroup that names no queue
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class Violation(Problem):
     rule: str = ""
 
 
-def _plural(count: int, word: str) -> str:
+def plural(count: int, word: str) -> str:
     return f"{count} {word}{'s' if count != 1 else ''}"
 
 
@@ -55,7 +55,7 @@ class PolicyFileInvalid(ValidationFailed):
     policy_file: str = ""
 
     def __post_init__(self) -> None:
-        TfchartError.__init__(self, f"{_plural(len(self.problems), 'problem')} in policy file {self.policy_file}")
+        TfchartError.__init__(self, f"{plural(len(self.problems), 'problem')} in policy file {self.policy_file}")
 
 
 @dataclass
@@ -65,8 +65,7 @@ class PolicyViolations(ValidationFailed):
     policy_file: str = ""
 
     def __post_init__(self) -> None:
-        count = len(self.problems)
-        TfchartError.__init__(self, f"{_plural(count, 'policy violation')} (policy {self.policy_file})")
+        TfchartError.__init__(self, f"{plural(len(self.problems), 'policy violation')} (policy {self.policy_file})")
 
 
 # -- the policy file ----------------------------------------------------------------------------------
@@ -87,42 +86,30 @@ class Policy:
 
 @cache
 def policy_schema() -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads(SCHEMA_PATH.read_text())
-    return loaded
-
-
-def rule_names() -> list[str]:
-    """Every rule the schema knows, e.g. maxGpus.perPod (the corpus has one fixture pair per rule)."""
-    groups = policy_schema()["properties"]["rules"]["properties"]
-    return [f"{group}.{name}" for group, body in groups.items() for name in body["properties"]]
+    return cast(dict[str, Any], json.loads(SCHEMA_PATH.read_text()))
 
 
 def load(path: Path) -> Policy:
     """The policy file at `path`, checked against the policy schema (PolicyFileInvalid lists every problem)."""
-    name = str(path)
+    name, hint = str(path), "check the path given to --policy"
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise UsageError(f"policy file not found: {name}", "check the path given to --policy") from None
+        raise UsageError(f"policy file not found: {name}", hint) from None
     except OSError as error:
-        raise UsageError(
-            f"cannot read policy file {name}: {error.strerror}", "check the path given to --policy"
-        ) from None
+        raise UsageError(f"cannot read policy file {name}: {error.strerror}", hint) from None
     try:
         document = yaml.load(data, Loader=Loader)
     except (yaml.YAMLError, ValueError) as error:
         mark = getattr(error, "problem_mark", None)
         why = f"YAML syntax error: {getattr(error, 'problem', None) or error}"
-        raise PolicyFileInvalid([Problem("(root)", why, None, "fix the YAML", name, mark.line + 1 if mark else None)],
-                                policy_file=name) from None  # fmt: skip
-    if document is None:
-        empty = Problem("(root)", "the policy file is empty", None, f"start it with apiVersion: {API_VERSION}", name, 1)
-        raise PolicyFileInvalid([empty], policy_file=name)
+        problem = Problem("(root)", why, None, "fix the YAML", name, mark.line + 1 if mark else None)
+        raise PolicyFileInvalid([problem], policy_file=name) from None
     if not isinstance(document, dict):
-        raise PolicyFileInvalid([Problem("(root)", "a policy file must be a map of keys", None,
-                                         f"start it with apiVersion: {API_VERSION}", name, 1)], policy_file=name)
-    problems = schema_problems(document, compose(data), name)
-    if problems:
+        why = "the policy file is empty" if document is None else "a policy file must be a map of keys"
+        problem = Problem("(root)", why, None, f"start it with apiVersion: {API_VERSION}", name, 1)
+        raise PolicyFileInvalid([problem], policy_file=name)
+    if problems := schema_problems(document, compose(data), name):
         raise PolicyFileInvalid(problems, policy_file=name)
     return Policy(name, document.get("rules") or {})
 
@@ -131,14 +118,12 @@ def schema_problems(document: dict[str, Any], roots: list[yaml.Node], name: str)
     """Every way `document` breaks the policy schema, with its line in the policy file."""
     from jsonschema import Draft202012Validator
 
-    found: list[Problem] = []
     errors = Draft202012Validator(policy_schema()).iter_errors(document)
-    for error in sorted(errors, key=lambda e: list(map(str, e.path))):
-        where = tuple(str(part) for part in error.path)
-        found += _explain(error, where, name, roots)
+    found = [problem for error in sorted(errors, key=lambda e: list(map(str, e.path)))
+             for problem in _explain(error, tuple(map(str, error.path)), name, roots)]  # fmt: skip
     storage = document.get("rules", {}).get("storage") if isinstance(document.get("rules"), dict) else None
     size = storage.get("maxClaimSize") if isinstance(storage, dict) else None
-    if isinstance(size, (str, int)) and not isinstance(size, bool) and quantity.parse_or_none(size) is None:
+    if isinstance(size, (str, int)) and not isinstance(size, bool) and parse_or_none(size) is None:
         where = ("rules", "storage", "maxClaimSize")
         found.append(Problem(_dotted(where), f"{size!r} is not a Kubernetes quantity", size,
                              "write a size such as 500Gi, 2Ti or 100G", name, _line(roots, where)))  # fmt: skip
@@ -146,32 +131,30 @@ def schema_problems(document: dict[str, Any], roots: list[yaml.Node], name: str)
 
 
 def _explain(error: Any, where: Path_, name: str, roots: list[yaml.Node]) -> list[Problem]:
-    schema, instance = error.schema, error.instance
+    schema, instance, expected = error.schema, error.instance, error.validator_value
     if error.validator == "additionalProperties" and isinstance(instance, dict):
         known = sorted(schema.get("properties", {}))
-        kind = schema.get("x-key-kind", "key")
-        out = []
+        found = []
         for key in (key for key in instance if key not in known):
             close = difflib.get_close_matches(key, known, n=1)
+            message = f"unknown {schema.get('x-key-kind', 'key')} {key!r} (valid: {', '.join(known)})"
             fix = f"did you mean {close[0]}?" if close else f"use one of: {', '.join(known)}"
-            out.append(Problem(_dotted((*where, key)), f"unknown {kind} {key!r} (valid: {', '.join(known)})", None,
-                               fix, name, _line(roots, (*where, key))))  # fmt: skip
-        return out
+            found.append(Problem(_dotted((*where, key)), message, None, fix, name, _line(roots, (*where, key))))
+        return found
+    value, fix = instance, ""
     if error.validator == "required":
-        missing = [key for key in error.validator_value if key not in instance]
+        missing = [key for key in expected if key not in instance]
         examples = {"apiVersion": f"apiVersion: {API_VERSION}", "rules": "rules: {maxGpus: {perPod: 1}}"}
+        message, value = f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} required", None
         fix = "; ".join(f"add {examples.get(key, key)}" for key in missing)
-        return [Problem(_dotted(where), f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} required",
-                        None, fix, name, _line(roots, where))]  # fmt: skip
-    if error.validator == "const":
-        fix = f"apiVersion: {API_VERSION}"
-        return [Problem(_dotted(where), f"must be {error.validator_value!r}, not {instance!r}", instance, fix, name,
-                        _line(roots, where))]  # fmt: skip
-    if error.validator == "type":
-        wanted = error.validator_value if isinstance(error.validator_value, str) else " or ".join(error.validator_value)
+    elif error.validator == "const":
+        message, fix = f"must be {expected!r}, not {instance!r}", f"apiVersion: {API_VERSION}"
+    elif error.validator == "type":
+        wanted = expected if isinstance(expected, str) else " or ".join(expected)
         message = f"must be {wanted}, not {_type_name(instance)} {instance!r}"
-        return [Problem(_dotted(where), message, instance, "", name, _line(roots, where))]
-    return [Problem(_dotted(where), error.message, instance, "", name, _line(roots, where))]
+    else:
+        message = error.message
+    return [Problem(_dotted(where), message, value, fix, name, _line(roots, where))]
 
 
 def _type_name(value: Any) -> str:
@@ -211,7 +194,7 @@ def gpu_limits(w: Workload) -> list[GpuLimit]:
     for container in w.spec.get("containers") or []:
         for resource, amount in ((container.get("resources") or {}).get("limits") or {}).items():
             if is_gpu_resource(str(resource)):
-                parsed = quantity.parse_or_none(amount)
+                parsed = parse_or_none(amount)
                 whole = int(parsed) if parsed is not None and parsed == parsed.to_integral_value() else None
                 found.append(GpuLimit(str(resource), amount, whole))
     return found
@@ -241,23 +224,9 @@ class Context:
         return node
 
     def violation(self, rule: str, keys: Path_, message: str, value: Any, fix: str) -> Violation:
-        file, line = "", None
         origin = self.origins.nearest(".".join(keys)) if self.origins is not None else None
-        if origin is not None:  # an unset key: the file line of the block it belongs in
-            file, line = origin.source, origin.line
+        file, line = (origin.source, origin.line) if origin else ("", None)  # an unset key: its block's line
         return Violation(_dotted(keys), message, value, fix, file, line, rule)
-
-
-Check = Callable[[Context], Iterator[Violation]]
-CHECKS: dict[str, Check] = {}
-
-
-def check(group: str) -> Callable[[Check], Check]:
-    def register(function: Check) -> Check:
-        CHECKS[group] = function
-        return function
-
-    return register
 
 
 def _set(keys: Path_, value: Any) -> str:
@@ -290,7 +259,6 @@ def _lowered(c: Context, w: Workload, per_pod: int) -> tuple[Path_, str, str]:
     return keys, shown, _set(keys, max(gpus - (gpus_per_pod(w) - per_pod), 0))
 
 
-@check("maxGpus")
 def max_gpus(c: Context) -> Iterator[Violation]:
     per_pod = c.rule.get("perPod")
     first = next((f"maxGpus.{name}" for name in ("perPod", "perRole", "perRelease") if name in c.rule), None)
@@ -300,14 +268,12 @@ def max_gpus(c: Context) -> Iterator[Violation]:
             keys = gpu_key(c, w, gpu.resource)
             if gpu.gpus is None and first is not None and keys not in unclear:
                 unclear.add(keys)
-                parsed = quantity.parse_or_none(gpu.amount)
+                parsed = parse_or_none(gpu.amount)
                 whole = max(math.ceil(parsed), 1) if parsed is not None else 1
                 whole = min(whole, per_pod) if per_pod is not None else whole
                 what = "not a whole number of GPUs" if parsed is not None else "not a Kubernetes quantity"
-                message = (
-                    f"{gpu.resource}: {gpu.amount} per {w.component} pod is {what}: "
-                    "Kubernetes accepts GPUs (extended resources) only as integers, so they cannot be counted"
-                )
+                message = (f"{gpu.resource}: {gpu.amount} per {w.component} pod is {what}: Kubernetes accepts GPUs "
+                           "(extended resources) only as integers, so they cannot be counted")  # fmt: skip
                 yield c.violation(first, keys, message, gpu.amount, _set(keys, whole))
         if gpus_per_pod(w):
             pods.append(w)
@@ -316,7 +282,7 @@ def max_gpus(c: Context) -> Iterator[Violation]:
         roles[w.component] = roles.get(w.component, 0) + w.replicas * gpus_per_pod(w)
         if per_pod is not None and gpus_per_pod(w) > per_pod:
             keys, shown, fix = _lowered(c, w, per_pod)
-            message = f"{_plural(gpus_per_pod(w), 'GPU')} per {w.component} pod{shown}, more than the {per_pod} allowed"
+            message = f"{plural(gpus_per_pod(w), 'GPU')} per {w.component} pod{shown}, more than the {per_pod} allowed"
             yield c.violation("maxGpus.perPod", keys, message, gpus_per_pod(w), fix)
     for role, limit in (c.rule.get("perRole") or {}).items():
         asked = roles.get(role, 0)
@@ -340,22 +306,15 @@ def max_gpus(c: Context) -> Iterator[Violation]:
                           f"{_dotted((biggest, 'replicas'))} or {_dotted(keys)}")  # fmt: skip
 
 
-def image_block(component: str) -> str:
-    return PROJECT_IMAGE_ROLES.get(component, component)
-
-
-def registry_key(c: Context, component: str) -> Path_:
-    """The values key that decides the registry of a component's image (see _images.tpl)."""
-    if c.get("global", "imageRegistry"):
+def image_key(c: Context, component: str, field: str) -> Path_:
+    """The values key that decides the registry, repository or digest of a component's image (see
+    _images.tpl): global.imageRegistry first for a registry; else the role's own image block where it
+    sets the field (or, for a digest, its own repository); else image.<field>, which it inherits."""
+    if field == "registry" and c.get("global", "imageRegistry"):
         return ("global", "imageRegistry")
-    block = image_block(component)
-    return (block, "image", "registry") if c.get(block, "image", "registry") else ("image", "registry")
-
-
-def repository_key(c: Context, component: str) -> Path_:
-    """The values key of a component's repository: its own, or image.repository it inherits (see _images.tpl)."""
-    block = image_block(component)
-    return (block, "image", "repository") if c.get(block, "image", "repository") else ("image", "repository")
+    block = PROJECT_IMAGE_ROLES.get(component, component)
+    own = c.get(block, "image", field) or (field == "digest" and c.get(block, "image", "repository"))
+    return (block, "image", field) if own else ("image", field)
 
 
 def registry_fix(c: Context, keys: Path_, registry: str, pulled: dict[str, list[str]]) -> str:
@@ -367,20 +326,12 @@ def registry_fix(c: Context, keys: Path_, registry: str, pulled: dict[str, list[
     done: set[Path_] = set()
     for users in pulled.values():
         for component in users:
-            repo_keys = repository_key(c, component)
+            repo_keys = image_key(c, component, "repository")
             repository = str(c.get(*repo_keys) or "")
             if prefix and repo_keys not in done and not repository.startswith(f"{prefix}/"):
                 done.add(repo_keys)
                 sets.append(_set(repo_keys, f"{prefix}/{repository}"))
     return f"mirror it (tfchart images lists them) and {' '.join(sets)}"
-
-
-def digest_key(c: Context, component: str) -> Path_:
-    """The values key of a component's digest: its own, or image.digest it inherits with image.repository."""
-    block = image_block(component)
-    if c.get(block, "image", "digest") or c.get(block, "image", "repository"):
-        return (block, "image", "digest")
-    return ("image", "digest")
 
 
 def allowed_image(image: str, registries: list[str]) -> bool:
@@ -390,7 +341,6 @@ def allowed_image(image: str, registries: list[str]) -> bool:
     return any(name.startswith(registry.rstrip("/") + "/") for registry in registries)
 
 
-@check("images")
 def images(c: Context) -> Iterator[Violation]:
     by_key: dict[tuple[str, Path_], dict[str, list[str]]] = {}
     registries, digest = c.rule.get("allowedRegistries"), c.rule.get("requireDigest")
@@ -399,9 +349,9 @@ def images(c: Context) -> Iterator[Violation]:
             image = str(container.get("image", ""))
             broken = []
             if registries is not None and not allowed_image(image, registries):
-                broken.append(("images.allowedRegistries", registry_key(c, w.component)))
+                broken.append(("images.allowedRegistries", image_key(c, w.component, "registry")))
             if digest and not parse_reference(image).digest:
-                broken.append(("images.requireDigest", digest_key(c, w.component)))
+                broken.append(("images.requireDigest", image_key(c, w.component, "digest")))
             for rule, keys in broken:
                 users = by_key.setdefault((rule, keys), {}).setdefault(image, [])
                 if w.component not in users:
@@ -409,8 +359,7 @@ def images(c: Context) -> Iterator[Violation]:
     for (rule, keys), pulled in by_key.items():
         shown = "; ".join(f"{image} ({', '.join(users)})" for image, users in pulled.items())
         if rule == "images.allowedRegistries":
-            allowed = ", ".join(registries or [])
-            message = f"pulls {shown}, not from an allowed registry ({allowed})"
+            message = f"pulls {shown}, not from an allowed registry ({', '.join(registries or [])})"
             fix = registry_fix(c, keys, (registries or [""])[0], pulled)
         else:
             message = f"pulls {shown} by tag: the policy requires a digest"
@@ -418,7 +367,6 @@ def images(c: Context) -> Iterator[Violation]:
         yield c.violation(rule, keys, message, c.get(*keys), fix)
 
 
-@check("priorityClass")
 def priority_class(c: Context) -> Iterator[Violation]:
     allowed = c.rule.get("allowed")
     seen: set[str] = set()
@@ -436,10 +384,6 @@ def priority_class(c: Context) -> Iterator[Violation]:
                               f"(allowed: {', '.join(allowed)})", name, _set(keys, suggestion))  # fmt: skip
 
 
-VOLCANO_DEFAULT_QUEUE = "default"  # where Volcano puts a PodGroup that names no queue
-
-
-@check("queue")
 def queue(c: Context) -> Iterator[Violation]:
     """queue.required: the values name a queue (a Kueue LocalQueue, or a Volcano Queue under
     scheduling.gang.provider=volcano); Volcano's implicit default queue is not one the values name.
@@ -463,7 +407,6 @@ def queue(c: Context) -> Iterator[Violation]:
                               f"{', '.join(allowed)})", c.get(*keys), _set(keys, suggestion))  # fmt: skip
 
 
-@check("networkPolicy")
 def network_policy(c: Context) -> Iterator[Violation]:
     keys = ("networkPolicy", "enabled")
     if c.rule.get("required") and c.get(*keys) is not True:
@@ -471,7 +414,6 @@ def network_policy(c: Context) -> Iterator[Violation]:
                           "ports would be open to every pod", c.get(*keys), _set(keys, "true"))  # fmt: skip
 
 
-@check("downloads")
 def downloads(c: Context) -> Iterator[Violation]:
     keys = ("training", "download")
     if c.rule.get("allowed") is False and c.get(*keys) is True:
@@ -499,11 +441,8 @@ class Claim:
 def claims(c: Context) -> list[Claim]:
     """The claims the release makes: its PersistentVolumeClaims (storage.*), the ephemeral volumes of its
     pods (one claim per pod, from <role>.extraVolumes) and the volumeClaimTemplates of its StatefulSets."""
-    found = []
-    for doc in c.docs:
-        if doc.get("kind") == "PersistentVolumeClaim":
-            found.append(Claim(doc.get("spec") or {}, "the claim", ("storage",), "storage.storageClassName",
-                               "storage.size"))  # fmt: skip
+    found = [Claim(doc.get("spec") or {}, "the claim", ("storage",), "storage.storageClassName", "storage.size")
+             for doc in c.docs if doc.get("kind") == "PersistentVolumeClaim"]  # fmt: skip
     seen: set[tuple[str, str]] = set()
     for w in running(c.docs):
         extra = c.get(w.component, "extraVolumes")
@@ -514,15 +453,14 @@ def claims(c: Context) -> list[Claim]:
             if not isinstance(template, dict) or (w.component, name) in seen:
                 continue
             seen.add((w.component, name))
-            settable = name in written
-            if settable:
+            if name in written:
                 keys: Path_ = (w.component, "extraVolumes", str(written.index(name)))
                 base = f"{w.component}.extraVolumes[{written.index(name)}].ephemeral.volumeClaimTemplate.spec"
             else:
                 keys, base = (w.component,), f"the {name} volume's ephemeral.volumeClaimTemplate.spec"
             what = f"the ephemeral volume {name!r} of the {w.component} pods (one claim per pod)"
             found.append(Claim(template.get("spec") or {}, what, keys, f"{base}.storageClassName",
-                               f"{base}.resources.requests.storage", settable))  # fmt: skip
+                               f"{base}.resources.requests.storage", name in written))  # fmt: skip
     for doc in c.docs:
         if doc.get("kind") == "StatefulSet":
             component = str(((doc.get("metadata") or {}).get("labels") or {}).get(COMPONENT_LABEL, "StatefulSet"))
@@ -535,7 +473,6 @@ def claims(c: Context) -> list[Claim]:
     return found
 
 
-@check("storage")
 def storage(c: Context) -> Iterator[Violation]:
     allowed, limit = c.rule.get("allowedStorageClasses"), c.rule.get("maxClaimSize")
     for claim in claims(c):
@@ -557,11 +494,10 @@ def storage(c: Context) -> Iterator[Violation]:
 
 
 def tolerated(toleration: dict[str, Any], pattern: dict[str, Any]) -> bool:
-    defaults = {"operator": "Equal"}
+    defaults = {"operator": "Equal"}  # Kubernetes' default
     return all(toleration.get(field, defaults.get(field)) == want for field, want in pattern.items())
 
 
-@check("placement")
 def placement(c: Context) -> Iterator[Violation]:
     selectors: dict[str, list[str]] = c.rule.get("allowedNodeSelectors") or {}
     patterns: list[dict[str, Any]] = c.rule.get("allowedTolerations") or []
@@ -612,6 +548,7 @@ def affinity_selectors(c: Context, w: Workload, selectors: dict[str, list[str]])
         values = [str(value) for value in requirement.get("values") or []]
         written = f"{label} {operator}{' [' + ', '.join(values) + ']' if values else ''}"
         allowed = selectors.get(label) if field == "matchExpressions" else None
+        refused = [value for value in values if value not in (allowed or [])]
         if allowed is None:
             what = "node label" if field == "matchExpressions" else "node field"
             message = (f"{kind} nodeAffinity {written}: {what} {label!r} may not be selected (allowed labels: "
@@ -621,12 +558,9 @@ def affinity_selectors(c: Context, w: Workload, selectors: dict[str, list[str]])
             message = (f"{kind} nodeAffinity {written} does not pin the pods to an allowed {label} (allowed: "
                        f"{', '.join(allowed)}): only In with allowed values may select on it")  # fmt: skip
             fix = f"make it {label} In [{', '.join(allowed)}] in {_dotted(keys)}, or remove it"
-        elif [value for value in values if value not in allowed] or not values:
-            refused = [value for value in values if value not in allowed]
-            message = (
-                f"{kind} nodeAffinity {written}: {', '.join(refused) or 'no value'} not allowed (allowed: "
-                f"{', '.join(allowed)})"
-            )
+        elif refused or not values:
+            message = (f"{kind} nodeAffinity {written}: {', '.join(refused) or 'no value'} not allowed (allowed: "
+                       f"{', '.join(allowed)})")  # fmt: skip
             fix = f"keep only allowed values ({', '.join(allowed)}) in that requirement of {_dotted(keys)}"
         else:
             continue
@@ -645,9 +579,15 @@ def tolerations(c: Context, w: Workload, patterns: list[dict[str, Any]]) -> Iter
             yield c.violation("placement.allowedTolerations", keys, message, toleration, fix)
 
 
-def check_values(
-    policy: Policy, values: dict[str, Any], origins: Origins | None, docs: list[dict[str, Any]]
-) -> list[Violation]:
+# each rule group of the policy schema, and its check
+CHECKS: dict[str, Callable[[Context], Iterator[Violation]]] = {
+    "maxGpus": max_gpus, "images": images, "priorityClass": priority_class, "queue": queue,
+    "networkPolicy": network_policy, "downloads": downloads, "storage": storage, "placement": placement,
+}  # fmt: skip
+
+
+def check_values(policy: Policy, values: dict[str, Any], origins: Origins | None,
+                 docs: list[dict[str, Any]]) -> list[Violation]:  # fmt: skip
     """Every violation of `policy` by the values (and their render `docs`), in the policy's rule order."""
     found: list[Violation] = []
     for group, rule in policy.rules.items():

@@ -5,6 +5,7 @@ key that set it (or the --set argument, or "chart default") and a fix.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,10 +20,8 @@ if TYPE_CHECKING:
     from tfchart.values.helm_errors import Found
     from tfchart.values.origins import Origins
 
-SCHEMA_FIRST = (
-    "helm checks the values against the chart's schema before its templates run: the chart's cross-field "
-    "rules are checked once these problems are fixed"
-)
+SCHEMA_FIRST = ("helm checks the values against the chart's schema before its templates run: the chart's cross-field "
+                "rules are checked once these problems are fixed")  # fmt: skip
 
 
 @dataclass
@@ -68,13 +67,9 @@ def problem_dict(problem: Problem) -> dict[str, Any]:
             "file": problem.file or None, "line": problem.line}  # fmt: skip
 
 
-def shown_inputs(inputs: Inputs) -> list[str]:
-    return [file.name for file in inputs.files] + [f"{flag} {argument}" for flag, argument in inputs.sets]
-
-
 def check(helm: Helm, chart: Chart, inputs: Inputs, release: str, namespace: str | None = None) -> Report:
     """The report for `inputs`: helm's verdict on the chart, every problem located; the render when valid."""
-    report = Report(shown_inputs(inputs))
+    report = Report([file.name for file in inputs.files] + [f"{flag} {argument}" for flag, argument in inputs.sets])
     rendering = render.start(helm, chart, release, inputs, namespace)
     import yaml  # noqa: F401  (loaded while helm renders)
 
@@ -86,8 +81,7 @@ def check(helm: Helm, chart: Chart, inputs: Inputs, release: str, namespace: str
         report.problems, report.rules_checked = located_problems(failed.stderr, helm, chart, inputs)
         return report
     report.manifests = render.manifests(text)
-    need = storage.need(report.manifests)
-    if need is not None:
+    if (need := storage.need(report.manifests)) is not None:
         report.notes.append(need.line)
     return report
 
@@ -106,17 +100,9 @@ def located_problems(stderr: str, helm: Helm, chart: Chart, inputs: Inputs) -> t
     """The problems of a refused render, located; and whether the chart's own rules ran (not when helm
     stopped at schema errors)."""
     from tfchart.values.helm_errors import read
-    from tfchart.values.origins import Origins
+    from tfchart.values.origins import Origins, file_error_key
 
-    found = read(stderr)
-    rules_checked = all(item.kind in ("rule", "file", "set") for item in found)
-    return explain(found, Origins(helm, chart, inputs), helm, inputs), rules_checked
-
-
-def explain(found: list[Found], origins: Origins, helm: Helm, inputs: Inputs) -> list[Problem]:
-    from tfchart.values.origins import file_error_key
-
-    problems = []
+    found, origins, problems = read(stderr), Origins(helm, chart, inputs), []
     for item, more in _grouped(found):
         if item.kind == "file":
             name = next((file.name for file in inputs.files if file.path == item.source), item.source)
@@ -130,7 +116,7 @@ def explain(found: list[Found], origins: Origins, helm: Helm, inputs: Inputs) ->
             problems.append(_located(item, origins))
         if more:
             problems[-1] = replace(problems[-1], message=f"{problems[-1].message} ({more})")
-    return problems
+    return problems, all(item.kind in ("rule", "file", "set") for item in found)
 
 
 def _shown(argument: str) -> str:
@@ -150,8 +136,6 @@ def _line_of(name: str, message: str) -> int | None:
 def _grouped(found: list[Found], shown: int = 3) -> list[tuple[Found, str]]:
     """The problems, those repeated over many list items (a --set list[60000] of nulls) listed for the
     first items, the last one listed saying how many more there are."""
-    import re
-
     index = re.compile(r"\.\d+(?=\.|$)")
     groups: dict[tuple[str, str], list[Found]] = {}
     for item in found:
@@ -172,8 +156,6 @@ def _located(item: Found, origins: Origins) -> Problem:
     path = item.path or origins.key_named(item.key) or item.key
     origin = origins.nearest(path) if item.kind == "required" else origins.of(path)
     if origin is None and item.kind == "rule":  # the key is a default: the input that set another key it names
-        import re
-
         named = re.findall(r"\b[a-z][\w-]*(?:\.[a-zA-Z][\w-]*)+", f"{item.message} {item.fix}")
         origin = next((found for key in named if (found := origins.of(key)) is not None), None)
     parent = path.rpartition(".")[0] or "(root)"
@@ -198,11 +180,9 @@ def _located(item: Found, origins: Origins) -> Problem:
 
 def _default_fix(origins: Origins, path: str) -> str:
     """--set back to the chart default, where the default is one value."""
-    default = origins.default_text(path)
-    if default is None:
+    if (default := origins.default_text(path)) is None:
         return ""
-    text, kind = default
-    key = origins.set_path(path)
+    (text, kind), key = default, origins.set_path(path)
     if kind == "quoted":
         return f'--set {key}=""' if text == "" else f"--set-string {key}={text}"
     return f"--set {key}={text}"
@@ -239,6 +219,5 @@ def check_policy(report: Report, path: Path, helm: Helm, chart: Chart, inputs: I
     report.violations = list(policies.check_values(policy, values, Origins(helm, chart, inputs), report.manifests))
     report.policy_checked = True
     if not report.violations:
-        count = len(policy.names)
-        report.notes.append(f"policy {policy.file}: {count} rule{'s' if count != 1 else ''} passed")
+        report.notes.append(f"policy {policy.file}: {policies.plural(len(policy.names), 'rule')} passed")
     return report
