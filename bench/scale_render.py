@@ -28,6 +28,8 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from common import CHART, HELM, Result, bench_env, print_rows  # noqa: E402
 
+from tfdcontract import WORKER  # noqa: E402
+
 
 def schema_maximum(role: str) -> int:
     """The most replicas of `role` (worker, ps) that the chart's values.schema.json allows."""
@@ -36,7 +38,7 @@ def schema_maximum(role: str) -> int:
     return maximum
 
 
-MAX_WORKERS = schema_maximum("worker")
+MAX_WORKERS = schema_maximum(WORKER)
 
 
 def run(command: list[str], repeat: int) -> tuple[float, str]:

@@ -636,7 +636,8 @@ class ContainerCluster:
         with self._lock:
             self._stopping = True
         with interrupts_deferred():
-            containers = [name for name in self._labelled("ps", "{{.Names}}") if not name.endswith(SANDBOX_SUFFIX)]
+            listed = self._labelled("container ls", "{{.Names}}")
+            containers = [name for name in listed if not name.endswith(SANDBOX_SUFFIX)]
             if containers:  # the pods' containers first (their grace period), then the sandboxes they use
                 self._engine("stop", "-t", str(int(grace)), *containers, timeout=grace + ENGINE_TIMEOUT_S)
             self._join_controllers()
@@ -654,7 +655,7 @@ class ContainerCluster:
                     process.thread.join(timeout=5)
             if not any(process.running for process in self.processes.values()):
                 return
-            if leftovers := self._labelled("ps -a"):
+            if leftovers := self._labelled("container ls -a"):
                 self._engine("rm", "-f", "-v", *leftovers)
         for process in self.processes.values():
             if process.running and process.popen is not None:
