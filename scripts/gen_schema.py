@@ -23,17 +23,19 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
 CHART = REPO / "charts" / "tf-distributed"
 VALUES = CHART / "values.yaml"
 SCHEMA = CHART / "values.schema.json"
 
 Schema = dict[str, Any]
 
-from tfchart.values.formats import (  # noqa: E402  (the repo root is put on sys.path above)
+from schema_formats import (  # noqa: E402  (scripts/ is on sys.path: this script's folder)
     ABSOLUTE_PATH,
     CAPABILITY,
     CIDR,
     DECIMAL,
+    DESCRIPTIONS,
     DIGEST,
     DNS_1035_LABEL,
     DNS_LABEL,
@@ -42,6 +44,7 @@ from tfchart.values.formats import (  # noqa: E402  (the repo root is put on sys
     ENV_NAME,
     EXTENDED_RESOURCE,
     INGRESS_HOST,
+    ITEM_PATH,
     LABEL_KEY,
     LABEL_VALUE,
     MODEL_NAME,
@@ -56,6 +59,7 @@ from tfchart.values.formats import (  # noqa: E402  (the repo root is put on sys
     URL_PATH,
     either_empty,
 )
+
 from tfdcontract import (  # noqa: E402
     CHIEF,
     EVALUATOR,
@@ -97,6 +101,22 @@ QUANTITY_VALUE: Schema = {
     ],
     "description": "A Kubernetes quantity, e.g. 500m, 2, 4Gi",
 }
+
+
+def key_to_path_source(source: str) -> Schema:
+    """A configMap/secret/downwardAPI volume source: only its items' file paths are checked here."""
+    return {
+        "type": "object",
+        "properties": {
+            "items": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"path": {"type": "string", "pattern": ITEM_PATH, "description": "File path"}},
+                },
+            },
+        },
+    }
 
 
 def resource_list(description: str) -> Schema:
@@ -474,8 +494,27 @@ RULES: list[tuple[str, Schema]] = [
             "items": {
                 "type": "object",
                 "required": ["name"],
-                "properties": {"name": {"type": "string", "pattern": DNS_LABEL, "description": "Volume name"}},
-                "description": "A Kubernetes Volume (its source fields are validated by the API server)",
+                "properties": {
+                    "name": {"type": "string", "pattern": DNS_LABEL, "description": "Volume name"},
+                    **{source: key_to_path_source(source) for source in ("configMap", "secret", "downwardAPI")},
+                    "projected": {
+                        "type": "object",
+                        "properties": {
+                            "sources": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "properties": {
+                                        source: key_to_path_source(source)
+                                        for source in ("configMap", "secret", "downwardAPI")
+                                    },
+                                },
+                            },
+                        },
+                    },
+                },
+                "description": "A Kubernetes Volume (its source fields are validated by the API server; the "
+                "file paths of its items here too, as tfchart local writes them)",
             },
         },
     ),
@@ -494,8 +533,12 @@ RULES: list[tuple[str, Schema]] = [
                         "pattern": ABSOLUTE_PATH,
                         "description": "Absolute path in the container",
                     },
-                    "subPath": {"type": "string", "description": "Sub-path of the volume"},
-                    "subPathExpr": {"type": "string", "description": "Sub-path with $(VAR) expansion"},
+                    "subPath": {"type": "string", "pattern": SUB_PATH, "description": "Sub-path of the volume"},
+                    "subPathExpr": {
+                        "type": "string",
+                        "pattern": SUB_PATH,
+                        "description": "Sub-path with $(VAR) expansion",
+                    },
                     "readOnly": {"type": "boolean", "description": "Mount read-only"},
                     "recursiveReadOnly": {
                         "type": "string",
@@ -728,10 +771,16 @@ def generate() -> str:
     root = build(values, "", descriptions)
     # Parent charts may carry any globals: `global` must accept keys it does not know.
     root["properties"]["global"]["additionalProperties"] = True
+    used = set(re.findall(r'"pattern": ("(?:[^"\\]|\\.)*")', json.dumps(root)))
+    patterns = {json.loads(text) for text in used}
+    meanings = {pattern: meaning for pattern, meaning in sorted(DESCRIPTIONS.items())
+                if pattern in patterns or f"^$|{pattern}" in patterns}  # fmt: skip
     schema = {
         "$schema": "http://json-schema.org/draft-07/schema#",
         "$id": "https://github.com/tf-distributed/tf-distributed/charts/tf-distributed/values.schema.json",
         "title": "tf-distributed values",
+        # what each pattern means, for messages (tfchart validate): never a regular expression shown to users
+        "x-pattern-meanings": meanings,
         **root,
     }
     return json.dumps(schema, indent=2) + "\n"

@@ -7,11 +7,11 @@ gojsonschema's style, helm 4 in santhosh-tekuri/jsonschema's tree), the chart's 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tfchart.errors import HelmError
 from tfchart.helm.runner import error_text, failure
-from tfchart.values.formats import describe
 
 SCHEMA_HEADER = "values don't meet the specifications of the schema(s)"
 RULES_HEADER = re.compile(r"^\S+: \d+ problem\(s\) in values:$", re.MULTILINE)
@@ -43,12 +43,12 @@ class Found:
     line: int | None = None
 
 
-def read(stderr: str) -> list[Found]:
+def read(stderr: str, meanings: Mapping[str, str]) -> list[Found]:
     """The problems of a failed `helm template`; HelmError when helm failed for another reason."""
     text = error_text(stderr)
     if text.startswith(SCHEMA_HEADER):
         lines = text.splitlines()[1:]
-        return _helm4(lines) if any(HELM4_LINE.match(line) for line in lines) else _helm3(lines)
+        return _helm4(lines, meanings) if any(HELM4_LINE.match(line) for line in lines) else _helm3(lines, meanings)
     if header := RULES_HEADER.search(text):
         return [_rule(line.strip()[2:]) for line in text[header.end() :].splitlines() if line.strip().startswith("- ")]
     if parsed := PARSE_FILE.match(text):
@@ -82,21 +82,25 @@ def _under(path: str, key: str) -> str:
     return key if path in ("(root)", "") else f"{path}.{key}"
 
 
-def _message(message: str, json_escaped: bool) -> str:
-    """helm's words, a pattern replaced by what it means (tfchart.values.formats) where that is known."""
+def _message(message: str, json_escaped: bool, meanings: Mapping[str, str]) -> str:
+    """helm's words, a pattern replaced by what it means where the chart's schema says (x-pattern-meanings)."""
     if not (match := PATTERN.search(message)):
         return message
-    meaning = describe(_unquote(match["pattern"]) if json_escaped else match["pattern"])
-    return message if meaning.startswith("text matching") else f"{match['value'] or ''}is not {meaning}"
+    pattern = _unquote(match["pattern"]) if json_escaped else match["pattern"]
+    meaning = meanings.get(pattern)
+    if meaning is None and pattern.startswith("^$|") and pattern[3:] in meanings:
+        meaning = f"{meanings[pattern[3:]]} (or empty)"
+    return f"{match['value'] or ''}is not {meaning}" if meaning else message
 
 
-def _helm3(lines: list[str]) -> list[Found]:
+def _helm3(lines: list[str], meanings: Mapping[str, str]) -> list[Found]:
     found: list[Found] = []
     pending_key: Found | None = None  # a bad map key: helm 3 says why on the next line
     for match in filter(None, map(HELM3_LINE.match, lines)):
         path, message = match["path"], match["message"]
         if pending_key is not None and path == pending_key.path.rpartition(".")[0]:
-            pending_key.message = f"key {pending_key.key!r} {_message(message, False).replace('Does not', 'does not')}"
+            why = _message(message, False, meanings).replace("Does not", "does not")
+            pending_key.message = f"key {pending_key.key!r} {why}"
             pending_key = None
             continue
         if bad_key := HELM3_BAD_KEY.match(message):
@@ -112,7 +116,7 @@ def _helm3(lines: list[str]) -> list[Found]:
         elif required := HELM3_REQUIRED.match(message):
             found.append(Found(_under(path, required[1]), REQUIRED, kind="required"))
         else:
-            found.append(Found(path, _message(message, False)))
+            found.append(Found(path, _message(message, False, meanings)))
     return found
 
 
@@ -124,7 +128,7 @@ class _Node:
     children: list[_Node]
 
 
-def _helm4(lines: list[str]) -> list[Found]:
+def _helm4(lines: list[str], meanings: Mapping[str, str]) -> list[Found]:
     top = _Node(-1, "", "", [])
     stack = [top]
     for match in filter(None, map(HELM4_LINE.match, lines)):
@@ -134,19 +138,19 @@ def _helm4(lines: list[str]) -> list[Found]:
             stack.pop()
         stack[-1].children.append(node)
         stack.append(node)
-    return [problem for root in top.children for problem in _explain(root)]
+    return [problem for root in top.children for problem in _explain(root, meanings)]
 
 
-def _explain(node: _Node) -> list[Found]:
+def _explain(node: _Node, meanings: Mapping[str, str]) -> list[Found]:
     message = node.message
     names = [_unquote(name) for name in QUOTED.findall(message)]
     if message.endswith("validation failed") and node.children:
-        return [problem for child in node.children for problem in _explain(child)]
+        return [problem for child in node.children for problem in _explain(child, meanings)]
     if message.startswith("invalid propertyName") and names:  # helm 4 loses the map's path: found by name later
-        why = "; ".join(_message(child.message, True) for child in node.children) or message
+        why = "; ".join(_message(child.message, True, meanings) for child in node.children) or message
         return [Found("", f"key {why}" if why.startswith("'") else f"key {names[0]!r}: {why}", key=names[0])]
     if re.match(r"'(oneOf|anyOf)' failed", message) and node.children:
-        forms = "; ".join(_message(child.message, True) for child in node.children)
+        forms = "; ".join(_message(child.message, True, meanings) for child in node.children)
         return [Found(node.path, f"matches none of its allowed forms: {forms}")]
     if re.match(r"additional propert(y|ies) ", message):
         return [Found(_under(node.path, name), UNKNOWN, key=name) for name in names]
@@ -154,4 +158,4 @@ def _explain(node: _Node) -> list[Found]:
         return [Found(_under(node.path, name), REQUIRED, kind="required") for name in names]
     if message.startswith("value must be one of "):
         return [Found(node.path, f"must be one of: {', '.join(names)}", choices=tuple(names))]
-    return [Found(node.path, _message(message, True))]
+    return [Found(node.path, _message(message, True, meanings))]

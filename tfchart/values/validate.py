@@ -5,6 +5,7 @@ key that set it (or the --set argument, or "chart default") and a fix.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -102,7 +103,8 @@ def located_problems(stderr: str, helm: Helm, chart: Chart, inputs: Inputs) -> t
     from tfchart.values.helm_errors import read
     from tfchart.values.origins import Origins, file_error_key
 
-    found, origins, problems = read(stderr), Origins(helm, chart, inputs), []
+    schema = json.loads(chart.file("values.schema.json") or b"{}")
+    found, origins, problems = read(stderr, schema.get("x-pattern-meanings") or {}), Origins(helm, chart, inputs), []
     for item, more in _grouped(found):
         if item.kind == "file":
             name = next((file.name for file in inputs.files if file.path == item.source), item.source)
