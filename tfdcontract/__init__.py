@@ -73,34 +73,36 @@ CHART_NAME = "tf-distributed"
 NAME_LABEL = "app.kubernetes.io/name"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 COMPONENT_LABEL = "app.kubernetes.io/component"
+PART_OF_LABEL = "app.kubernetes.io/part-of"
 #: A StatefulSet pod's ordinal (Kubernetes >= 1.28), and an Indexed Job pod's index.
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 ANNOTATION_PREFIX = "tf-distributed.io/"
 RUN_SPEC_ANNOTATION = ANNOTATION_PREFIX + "run-spec"
-FINISHED_RUN_SPEC_ANNOTATION = ANNOTATION_PREFIX + "finished-run-spec"
+#: The run record, on the run's Job (the chief Job, or the workers' Job without a chief): a run is
+#: one Job object, so a re-created Job is a new run and carries no record of the old one.
 ENDING_ANNOTATION = ANNOTATION_PREFIX + "ending"
 END_REASON_ANNOTATION = ANNOTATION_PREFIX + "end-reason"
 ENDED_AT_ANNOTATION = ANNOTATION_PREFIX + "ended-at"
+#: When the supervisor first saw every TensorFlow pod of the run up: the start timeout is over.
+STARTED_AT_ANNOTATION = ANNOTATION_PREFIX + "started-at"
 
 
-def run_already_ended(annotations: Mapping[str, str]) -> bool:
-    """A StatefulSet of this run carries an ending (by the supervisor or `tfchart stop`): it stands."""
-    return bool(annotations.get(ENDING_ANNOTATION)) and (
-        annotations.get(FINISHED_RUN_SPEC_ANNOTATION) == annotations.get(RUN_SPEC_ANNOTATION, "")
-    )
+def run_ended(job_annotations: Mapping[str, str]) -> bool:
+    """The run's Job carries an ending (written by the supervisor or `tfchart stop`): it stands."""
+    return bool(job_annotations.get(ENDING_ANNOTATION))
 
 
-def ending_annotations(ending: str, reason: str, ended_at: str, annotations: Mapping[str, str]) -> dict[str, str]:
-    """The annotations that record a run's ending on its StatefulSets; the chart's lookup reads the
-    finished run-spec back so that an upgrade of the same run keeps them at 0."""
-    return {ENDING_ANNOTATION: ending, END_REASON_ANNOTATION: reason, ENDED_AT_ANNOTATION: ended_at,
-            FINISHED_RUN_SPEC_ANNOTATION: annotations.get(RUN_SPEC_ANNOTATION, "")}
+def ending_annotations(ending: str, reason: str, ended_at: str) -> dict[str, str]:
+    """The record of a run's ending, written on its Job once the run's pods are freed; the chart's
+    lookup reads it back so that an upgrade of the same run keeps them at 0."""
+    return {ENDING_ANNOTATION: ending, END_REASON_ANNOTATION: reason, ENDED_AT_ANNOTATION: ended_at}
 
 
-def release_selector(release: str, component: str | None = None, chart: str = CHART_NAME) -> str:
-    """The label selector of a release's objects (of one component)."""
-    selector = f"{NAME_LABEL}={chart},{INSTANCE_LABEL}={release}"
+def release_selector(release: str, component: str | None = None) -> str:
+    """The label selector of a release's objects (of one component): its instance and the chart's part-of
+    label, which no nameOverride or fullnameOverride changes (app.kubernetes.io/name follows nameOverride)."""
+    selector = f"{INSTANCE_LABEL}={release},{PART_OF_LABEL}={CHART_NAME}"
     return f"{selector},{COMPONENT_LABEL}={component}" if component else selector
 
 
@@ -114,6 +116,8 @@ METRICS_PORT_NAME = "metrics"
 METRICS_PORT_ENV = "TFD_METRICS_PORT"
 #: How long a finished chief keeps serving its final metrics, so a scrape records the last step.
 METRICS_LINGER_ENV = "TFD_METRICS_LINGER_SECONDS"
+#: The address the metrics server binds (default: every interface, as a pod's must); `tfchart local` sets 127.0.0.1.
+METRICS_ADDRESS_ENV = "TFD_METRICS_ADDRESS"
 #: Every metric the project exports starts with this.
 METRICS_PREFIX = "tfd_"
 

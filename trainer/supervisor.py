@@ -5,24 +5,30 @@ beside the training, under its own ServiceAccount whose Role names exactly the o
 It never depends on code inside the chief's image, so a bring-your-own chief command is supervised
 the same way as the project's trainer.
 
-It polls the chief Job and reads its ending from the Job's status, the way the Job controller
-writes it:
+A run is one Job object (the chief Job, or the workers' Job without a chief): the supervisor
+follows that Job by name, and a Job deleted and created again (``tfchart upgrade --recreate``) is a
+new run that it supervises from the start. It polls the Job and reads its ending from the Job's
+status, the way the Job controller writes it:
 
 * ``Complete`` (or ``SuccessCriteriaMet``): ``succeeded``;
 * ``Failed`` (or ``FailureTarget``): ``failed``, with the controller's reason (BackoffLimitExceeded
   after the last retry, DeadlineExceeded for ``activeDeadlineSeconds``, PodFailurePolicy for exit
   code 2);
-* a deletionTimestamp, or the Job gone for ``TFD_CHIEF_MISSING_SECONDS`` (deleted by hand): ``deleted``;
+* the Job gone for ``TFD_CHIEF_MISSING_SECONDS`` (deleted by hand and not created again): ``deleted``
+  (a Job still being deleted, its pods terminating, is waited for: it may be re-created);
 * with ``TFD_START_TIMEOUT_SECONDS``: TensorFlow pods not all running that long after the Job was
   created: ``start-timeout``, naming the pod and its reason (waiting reason, unschedulable condition
-  or latest warning event); the chief Job is then ended too (``activeDeadlineSeconds: 1``).
+  or latest warning event); the Job is then ended too (``activeDeadlineSeconds: 1``). Once every
+  pod was up, the run has started: ``tf-distributed.io/started-at`` on the Job says so, and no
+  start timeout applies to that run again.
 
-On an ending it annotates each ps/worker StatefulSet (``tf-distributed.io/ending``, ``end-reason``,
-``ended-at``, ``finished-run-spec``; the chart reads the last one back with ``lookup`` so that a
-later ``helm upgrade`` of the same run keeps them at 0), scales them to 0 unless the policy for
-that ending is ``keep`` (``TFD_ON_SUCCESS`` / ``TFD_ON_FAILURE``), suspends the evaluator Job, and
-scales its own Deployment to 0. Every step is idempotent: a restarted supervisor of a run that
-already ended only scales itself down.
+On an ending it scales the ps/worker StatefulSets to 0 unless the policy for that ending is ``keep``
+(``TFD_ON_SUCCESS`` / ``TFD_ON_FAILURE``), suspends the evaluator Job, records the ending on the
+run's Job (``tf-distributed.io/ending``, ``end-reason``, ``ended-at``; the chart reads it back with
+``lookup`` so that a later ``helm upgrade`` of the same run keeps them at 0), and scales its own
+Deployment to 0. Its decisions rest only on what the cluster stores (the Job's status and these
+annotations), and the record is written last: a supervisor restarted at any point decides as the
+first one would have, and one restarted after the record only scales itself down.
 
 A real API server cannot run on the development machine: the tests point ``TFD_KUBE_API`` at a
 loopback server that keeps objects and records every request (tests/kubeapi.py).
@@ -49,8 +55,10 @@ from typing import Any
 from tfdcontract import (
     CHIEF,
     END_REASON_ANNOTATION,
+    ENDING_ANNOTATION,
+    STARTED_AT_ANNOTATION,
     ending_annotations,
-    run_already_ended,
+    run_ended,
 )
 from trainer.cleanup import KubeTarget, call, scale_path, target_from_env
 
@@ -133,6 +141,7 @@ class Ending:
 
     kind: str
     reason: str
+    recorded: bool = False  # read back from the Job's record: already carried out
 
     @property
     def succeeded(self) -> bool:
@@ -158,8 +167,6 @@ def job_ending(job: Mapping[str, Any]) -> Ending | None:
             reason = str(cond.get("reason") or "Failed")
             message = str(cond.get("message") or "").strip()
             return Ending("failed", f"Failed: {reason}" + (f": {message}" if message else ""))
-    if (job.get("metadata") or {}).get("deletionTimestamp"):
-        return Ending("deleted", f"chief Job {name} was deleted before it finished")
     return None
 
 
@@ -212,9 +219,8 @@ class Supervisor:
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
     started_at: float = field(default=0.0)
-    job_seen: bool = False
+    job_uid: str | None = None  # the run (its Job object) last seen
     missing_since: float | None = None
-    pods_all_up: bool = False
     stopping: bool = False
     heartbeat: float = field(default_factory=time.monotonic)
     # Re-reads the service-account token before each request: the chart projects a short-lived
@@ -246,21 +252,32 @@ class Supervisor:
     # -- watching --------------------------------------------------------------------------------
 
     def observe(self) -> Ending | None:
-        """One look at the chief Job (and, until they all ran, the TensorFlow pods)."""
-        job = self.api("GET", self.path("batch/v1", "jobs", self.settings.chief_job))
+        """One look at the run's Job (and, until the run started, its TensorFlow pods)."""
+        name = self.settings.chief_job
+        job = self.api("GET", self.path("batch/v1", "jobs", name))
         now = self.clock()
-        if job is None:
-            if self.missing_since is None:
-                self.missing_since = now
+        metadata = (job or {}).get("metadata") or {}
+        if job is None or metadata.get("deletionTimestamp"):
+            if job is not None:  # being deleted, its pods terminating: it may be created again
+                self.missing_since = None
+                return None
+            self.missing_since = now if self.missing_since is None else self.missing_since
             waited = now - self.missing_since
-            if self.job_seen or waited >= self.settings.chief_missing_seconds:
-                return Ending("deleted", f"chief Job {self.settings.chief_job} was deleted before it finished"
-                              if self.job_seen else
-                              f"chief Job {self.settings.chief_job} not found for {waited:.0f} s")
-            return None
-        self.job_seen, self.missing_since = True, None
+            if waited < self.settings.chief_missing_seconds:
+                return None
+            return Ending("deleted", f"chief Job {name} was deleted before it finished" if self.job_uid
+                          else f"chief Job {name} not found for {waited:.0f} s")
+        if self.job_uid is not None and metadata.get("uid") != self.job_uid:
+            log.info("Job %s was created again: a new run", name)
+        self.job_uid, self.missing_since = metadata.get("uid"), None
+        annotations = metadata.get("annotations") or {}
+        if run_ended(annotations):
+            return Ending(str(annotations[ENDING_ANNOTATION]), str(annotations.get(END_REASON_ANNOTATION, "")),
+                          recorded=True)
+        if annotations.get(END_REASON_ANNOTATION):  # a start timeout is ending it
+            return Ending("start-timeout", str(annotations[END_REASON_ANNOTATION]))
         ending = job_ending(job)
-        if ending is None and self.settings.start_timeout_seconds and not self.pods_all_up:
+        if ending is None and self.settings.start_timeout_seconds and not annotations.get(STARTED_AT_ANNOTATION):
             ending = self.check_start(job, now)
         return ending
 
@@ -269,8 +286,9 @@ class Supervisor:
                          + urllib.parse.quote(self.settings.pod_selector)) or {}).get("items") or []
         up = [p for p in pods if pod_is_up(p)]
         if len(up) >= self.settings.expected_pods:
-            self.pods_all_up = True
-            log.info("all %d TensorFlow pods are running; start timeout no longer applies", len(up))
+            self.annotate_job({STARTED_AT_ANNOTATION: now_text(now)})
+            log.info("all %d TensorFlow pods are running: the run started, the start timeout no longer applies",
+                     len(up))
             return None
         created = parse_time((job.get("metadata") or {}).get("creationTimestamp")) or self.started_at
         waited = now - created
@@ -309,40 +327,43 @@ class Supervisor:
         self.api("PATCH", self.path("batch/v1", "jobs", self.settings.chief_job), body)
         log.warning("%s; ending the chief Job %s", reason, self.settings.chief_job)
 
+    def annotate_job(self, annotations: Mapping[str, str]) -> None:
+        self.api("PATCH", self.path("batch/v1", "jobs", self.settings.chief_job),
+                 {"metadata": {"annotations": dict(annotations)}})
+
     # -- ending ----------------------------------------------------------------------------------
 
     def finish(self, ending: Ending) -> None:
+        if ending.recorded:  # a restarted supervisor, or `tfchart stop`: that decision stands
+            log.info("the run already ended (%s): %s", ending.kind, ending.reason)
+            return
         policy = self.settings.on_success if ending.succeeded else self.settings.on_failure
         log.info("run ended (%s): %s; ps/worker policy %s", ending.kind, ending.reason, policy)
-        stamp = now_text(self.clock())
         for name in self.settings.statefulsets:
-            self.end_statefulset(name, ending, policy, stamp)
+            self.end_statefulset(name, policy)
         if self.settings.evaluator_job:
             self.suspend_evaluator(self.settings.evaluator_job)
+        if ending.kind != "deleted":
+            self.annotate_job(ending_annotations(ending.kind, ending.reason, now_text(self.clock())))
 
-    def end_statefulset(self, name: str, ending: Ending, policy: str, stamp: str) -> None:
-        path = self.path("apps/v1", "statefulsets", name)
-        sts = self.api("GET", path)
-        if sts is None:
+    def end_statefulset(self, name: str, policy: str) -> None:
+        path = scale_path(self.namespace, "statefulsets", name)
+        scale = self.api("GET", path)
+        if scale is None:
             log.info("statefulset %s is gone; nothing to free", name)
             return
-        annotations = (sts.get("metadata") or {}).get("annotations") or {}
-        if run_already_ended(annotations):  # a restarted supervisor, or `tfchart stop`: that decision stands
-            log.info("statefulset %s: this run already ended (%s)", name, annotations.get(END_REASON_ANNOTATION))
-            return
-        self.api("PATCH", path, {"metadata": {"annotations": ending_annotations(
-            ending.kind, ending.reason, stamp, annotations)}})
-        replicas = (sts.get("spec") or {}).get("replicas")
+        replicas = (scale.get("spec") or {}).get("replicas")
         if policy == "keep":
             log.info("statefulset %s kept at %s replicas (policy keep)", name, replicas)
         elif replicas != 0:
-            self.api("PATCH", scale_path(self.namespace, "statefulsets", name), {"spec": {"replicas": 0}})
+            self.api("PATCH", path, {"spec": {"replicas": 0}})
             log.info("scaled statefulset %s/%s from %s to 0 replicas", self.namespace, name, replicas)
 
     def suspend_evaluator(self, name: str) -> None:
         path = self.path("batch/v1", "jobs", name)
         job = self.api("GET", path)
-        if job is None or job_ending(job) or (job.get("spec") or {}).get("suspend"):
+        if job is None or job_ending(job) or (job.get("spec") or {}).get("suspend") or \
+                (job.get("metadata") or {}).get("deletionTimestamp"):
             return
         self.api("PATCH", path, {"spec": {"suspend": True}})
         log.info("suspended the evaluator Job %s: its pod ends with the run", name)

@@ -339,14 +339,14 @@ def test_everything_is_namespaced_and_labelled() -> None:
         assert pod_template(doc)["metadata"]["labels"]["team"] == "a"
 
 
-def test_supervisor_role_names_exactly_the_objects_it_touches() -> None:
+def test_supervisor_role_names_exactly_the_objects_it_touches_and_only_their_scale() -> None:
     docs = render()
     role = named(docs, "Role", f"{PREFIX}-supervisor")
     assert role["rules"] == [
         {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": [f"{PREFIX}-chief"], "verbs": ["get", "patch"]},  # noqa: E501
         {
             "apiGroups": ["apps"],
-            "resources": ["statefulsets", "statefulsets/scale"],
+            "resources": ["statefulsets/scale"],  # the scale only: never a StatefulSet's pod template
             "resourceNames": [f"{PREFIX}-ps", f"{PREFIX}-worker"],
             "verbs": ["get", "patch"],
         },

@@ -27,13 +27,12 @@ from tests.e2e.conftest import NAMESPACE, SUPERVISOR, Run
 from tfdcontract import END_REASON_ANNOTATION as END_REASON
 from tfdcontract import ENDED_AT_ANNOTATION as ENDED_AT
 from tfdcontract import ENDING_ANNOTATION as ENDING
-from tfdcontract import FINISHED_RUN_SPEC_ANNOTATION as FINISHED_RUN_SPEC
-from tfdcontract import RUN_SPEC_ANNOTATION as RUN_SPEC
 
 pytestmark = pytest.mark.slow
 
 PREFIX = "mnist-tf-distributed"
 STS = f"/apis/apps/v1/namespaces/{NAMESPACE}/statefulsets"
+JOBS = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"
 SELF_DOWN = ("PATCH", f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{PREFIX}-supervisor/scale",
              {"spec": {"replicas": 0}})
 
@@ -44,8 +43,9 @@ def status(run: Run) -> dict[str, object]:
 
 
 def assert_scaled_down(run: Run, kind: str, reason: str) -> None:
-    """The supervisor ended the run: both StatefulSets annotated and at 0 in the API, every ps/worker
-    process (and the supervisor) ended by the pod controllers on that word, and nothing else written."""
+    """The supervisor ended the run: both StatefulSets at 0 in the API, every ps/worker process (and the
+    supervisor) ended by the pod controllers on that word, the ending recorded on the chief Job, and
+    nothing else written."""
     kube, servers = run.kube, run.names("ps", "worker")
     kube.wait_scaled_down(servers)
     assert kube.ended == {**dict.fromkeys(servers, 0), SUPERVISOR: 0}, kube.ended  # exit 0 on SIGTERM
@@ -53,14 +53,12 @@ def assert_scaled_down(run: Run, kind: str, reason: str) -> None:
     assert running == [] and kube.supervisor.returncode == 0, running
     expected: list[tuple[str, str, Any]] = []
     for role in ("ps", "worker"):
-        sts = kube.get("StatefulSet", f"{PREFIX}-{role}")
-        annotations = sts["metadata"]["annotations"]
-        assert sts["spec"]["replicas"] == 0
-        assert (annotations[ENDING], annotations[END_REASON]) == (kind, reason)
-        assert annotations[FINISHED_RUN_SPEC] == annotations[RUN_SPEC]
-        ending = {ENDING: kind, END_REASON: reason, ENDED_AT: "<now>", FINISHED_RUN_SPEC: annotations[RUN_SPEC]}
-        expected += [("PATCH", f"{STS}/{PREFIX}-{role}", {"metadata": {"annotations": ending}}),
-                     ("PATCH", f"{STS}/{PREFIX}-{role}/scale", {"spec": {"replicas": 0}})]
+        assert kube.get("StatefulSet", f"{PREFIX}-{role}")["spec"]["replicas"] == 0
+        expected.append(("PATCH", f"{STS}/{PREFIX}-{role}/scale", {"spec": {"replicas": 0}}))
+    annotations = kube.get("Job", f"{PREFIX}-chief")["metadata"]["annotations"]
+    assert (annotations[ENDING], annotations[END_REASON]) == (kind, reason)
+    ending = {ENDING: kind, END_REASON: reason, ENDED_AT: "<now>"}
+    expected.append(("PATCH", f"{JOBS}/{PREFIX}-chief", {"metadata": {"annotations": ending}}))
     assert kube.get("Deployment", f"{PREFIX}-supervisor")["spec"]["replicas"] == 0
     writes = []
     for method, path, body in kube.api.writes():

@@ -70,19 +70,18 @@ def test_stop_after_success_frees_ps_and_workers_in_the_context_namespace(server
     result = tfchart(server, "stop", "mnist")
     assert result.returncode == 0, result.stderr
     assert [(method, path) for method, path, _ in server.writes()] == [
-        ("PATCH", f"/apis/apps/v1/namespaces/{NS}/statefulsets/{PREFIX}-ps"),
         ("PATCH", f"/apis/apps/v1/namespaces/{NS}/statefulsets/{PREFIX}-ps/scale"),
-        ("PATCH", f"/apis/apps/v1/namespaces/{NS}/statefulsets/{PREFIX}-worker"),
         ("PATCH", f"/apis/apps/v1/namespaces/{NS}/statefulsets/{PREFIX}-worker/scale"),
         ("PATCH", f"/apis/apps/v1/namespaces/{NS}/deployments/{PREFIX}-supervisor/scale"),
+        ("PATCH", f"/apis/batch/v1/namespaces/{NS}/jobs/{PREFIX}-chief"),  # the record, last
     ]
     for name in (f"{PREFIX}-ps", f"{PREFIX}-worker"):
         assert replicas(server, "StatefulSet", name) == 0
-        annotations = server.get("StatefulSet", NS, name)["metadata"]["annotations"]  # type: ignore[index]
-        assert annotations["tf-distributed.io/ending"] == "stopped"
-        assert annotations["tf-distributed.io/end-reason"] == "stopped by tfchart stop (chief Job Succeeded)"
-        # the same run-spec: `helm upgrade` of this run keeps them at 0 (the chart's lookup)
-        assert annotations["tf-distributed.io/finished-run-spec"] == annotations["tf-distributed.io/run-spec"] != ""
+    # on the run's Job, as the supervisor writes it: `helm upgrade` of this run keeps it stopped (the lookup)
+    annotations = server.get("Job", NS, f"{PREFIX}-chief")["metadata"]["annotations"]  # type: ignore[index]
+    assert annotations["tf-distributed.io/ending"] == "stopped"
+    assert annotations["tf-distributed.io/end-reason"] == "stopped by tfchart stop (chief Job Succeeded)"
+    assert f"recorded the ending on Job {PREFIX}-chief" in result.stdout
     assert replicas(server, "Deployment", f"{PREFIX}-supervisor") == 0
     assert f"scaled StatefulSet {PREFIX}-worker from 4 to 0 replicas" in result.stdout
     assert server.get("Job", NS, f"{PREFIX}-chief")["spec"].get("suspend") is not True  # type: ignore[index]
@@ -112,7 +111,7 @@ def test_a_chief_still_training_is_only_ended_with_end_run(server: KubeServer) -
     assert changed[0] == (["jobs", f"{PREFIX}-chief"], {"spec": {"suspend": True}})
     assert (["jobs", f"{PREFIX}-evaluator"], {"spec": {"suspend": True}}) in changed
     assert replicas(server, "StatefulSet", f"{PREFIX}-ps") == replicas(server, "StatefulSet", f"{PREFIX}-worker") == 0
-    annotations = server.get("StatefulSet", NS, f"{PREFIX}-ps")["metadata"]["annotations"]  # type: ignore[index]
+    annotations = server.get("Job", NS, f"{PREFIX}-chief")["metadata"]["annotations"]  # type: ignore[index]
     assert annotations["tf-distributed.io/end-reason"] == "stopped by tfchart stop (training ended early)"
 
 
@@ -131,12 +130,13 @@ def held_release(cluster: KubeServer, chief: str, ending: str = "") -> None:
     for doc in docs:
         if doc["kind"] == "StatefulSet":
             obj = kf.stateful_set(doc)
-            if ending:
-                obj["metadata"].setdefault("annotations", {})["tf-distributed.io/ending"] = ending
             cluster.add(obj)
             for index in range(obj["spec"]["replicas"]):
                 cluster.add(kf.pod(doc, index=index))
-    cluster.add(kf.job(kf.manifest(docs, "Job", "chief"), chief))
+    job = kf.job(kf.manifest(docs, "Job", "chief"), chief)
+    if ending:  # the run record the supervisor writes
+        job["metadata"].setdefault("annotations", {})["tf-distributed.io/ending"] = ending
+    cluster.add(job)
 
 
 def warnings_of(cluster: KubeServer) -> list[str]:
@@ -163,3 +163,34 @@ def test_status_names_the_keep_policy_and_is_quiet_while_training(server: KubeSe
     held_release(server, "running")
     assert warnings_of(server) == []
     assert server.writes() == []  # status only reads
+
+
+def test_status_shows_the_ending_recorded_on_this_runs_job_only(server: KubeServer) -> None:
+    def shown() -> tuple[str, str]:
+        found = status.collect(server.api(), "mnist", "ml-training", now=kf.NOW)
+        console = Console(record=True, width=400)
+        status_view.render(found, console)
+        rows = [line.strip("│ ") for line in console.export_text().splitlines() if "Run ended" in line]
+        return found.chief.ending, " ".join(rows[0].split()) if rows else ""
+
+    held_release(server, "complete", ending="succeeded")
+    ending, line = shown()
+    assert (ending, line) == ("succeeded", "Run ended succeeded")
+    server.reset()
+    held_release(server, "running")  # the chief Job created again: a new run, with no ending of its own
+    assert shown() == ("", "")
+
+
+def test_a_release_installed_with_name_override_is_found_by_stop_and_status(server: KubeServer) -> None:
+    """Objects are selected by the release (instance and part-of), not by app.kubernetes.io/name, which
+    nameOverride changes."""
+    docs = deploy(server, "complete", ("nameOverride=vision",))
+    prefix = "mnist-vision"
+    assert {d["metadata"]["labels"]["app.kubernetes.io/name"] for d in docs if d["kind"] == "StatefulSet"} == {
+        "vision"}
+    result = tfchart(server, "stop", "mnist")
+    assert result.returncode == 0, result.stderr
+    assert replicas(server, "StatefulSet", f"{prefix}-worker") == replicas(server, "StatefulSet", f"{prefix}-ps") == 0
+    found = status.collect(server.api(), "mnist", NS, now=kf.NOW)
+    assert found.chief.name == f"{prefix}-chief" and found.chief.ending == "stopped"
+    assert {s.name for s in found.stateful_sets} == {f"{prefix}-ps", f"{prefix}-worker"}

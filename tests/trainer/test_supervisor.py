@@ -15,15 +15,18 @@ request; a real API server cannot run here):
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -34,8 +37,9 @@ from tests.chartlib import REPO, named, render
 from tests.kubeapi import JobController, KubeServer, kube_server
 from tests.trainer.conftest import service_account_dir
 from tfchart.cluster.upgrade import immutable_changes
-from tfchart.local.processes import LocalCluster, localise_cluster, pods_from_manifests, python_bin_dir
+from tfchart.local.processes import LocalCluster, LocalPod, localise_cluster, pods_from_manifests, python_bin_dir
 from tfdcontract import ENDED_AT_ANNOTATION as ENDED_AT
+from tfdcontract import parse_step_line
 from trainer.cleanup import KubeTarget
 from trainer.supervisor import Settings, Supervisor, main, serve_health
 
@@ -57,6 +61,7 @@ class Run:
     supervisor_log: str
     pod_lines: list[str]
     sets: list[str]
+    release: Release
 
     @property
     def run_spec(self) -> str:
@@ -84,16 +89,10 @@ def time_of(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def ended(run: Run, kind: str, reason: str) -> list[tuple[str, str, Any]]:
-    """The annotation PATCH of each StatefulSet for this ending."""
-    annotations = {
-        "tf-distributed.io/ending": kind,
-        "tf-distributed.io/end-reason": reason,
-        ENDED_AT: "<now>",
-        "tf-distributed.io/finished-run-spec": run.run_spec,
-    }
-    body = {"metadata": {"annotations": annotations}}
-    return [("PATCH", f"{STS}/{PREFIX}-{role}", body) for role in ("ps", "worker")]
+def recorded(kind: str, reason: str) -> tuple[str, str, Any]:
+    """The run record: the annotation PATCH of the chief Job for this ending."""
+    annotations = {"tf-distributed.io/ending": kind, "tf-distributed.io/end-reason": reason, ENDED_AT: "<now>"}
+    return ("PATCH", f"{JOBS}/{PREFIX}-chief", {"metadata": {"annotations": annotations}})
 
 
 def scaled(role: str) -> tuple[str, str, Any]:
@@ -103,9 +102,8 @@ def scaled(role: str) -> tuple[str, str, Any]:
 SELF_DOWN = ("PATCH", SELF_SCALE, {"spec": {"replicas": 0}})
 
 
-def scale_down(run: Run, kind: str, reason: str) -> list[tuple[str, str, Any]]:
-    ps, worker = ended(run, kind, reason)
-    return [ps, scaled("ps"), worker, scaled("worker"), SELF_DOWN]
+def scale_down(kind: str, reason: str) -> list[tuple[str, str, Any]]:
+    return [scaled("ps"), scaled("worker"), recorded(kind, reason), SELF_DOWN]
 
 
 def container_env(container: dict[str, Any]) -> dict[str, str]:
@@ -143,63 +141,110 @@ def helm_owned(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-@pytest.fixture
-def release(tmp_path: Path) -> Iterator[Any]:
-    """Runs a rendered release with `sets` until its supervisor scaled itself down; yields a Run."""
-    stack: list[tuple[KubeServer, LocalCluster, subprocess.Popen[bytes] | None]] = []
+@dataclass
+class Release:
+    """A rendered release in the loopback API: its TensorFlow pods as local processes, the chief Job
+    under a Job controller, and the rendered supervisor Deployment's container as a process."""
 
-    def run(sets: list[str], start_servers: bool = False, during: Any = None, timeout: float = 150) -> Run:
-        server = KubeServer()
-        sa = service_account_dir(tmp_path / "sa", NAMESPACE)
-        sets = [f"storage.mountPath={tmp_path / 'data'}", "tensorboard.enabled=false", "serving.enabled=false",
-                "supervisor.pollSeconds=1", "supervisor.chiefMissingSeconds=5", "ps.replicas=1",
-                "worker.replicas=1", "training.trainSteps=60", "training.checkpointEverySteps=30", *sets]
-        docs = render(values=[E2E_VALUES], sets=sets, namespace=NAMESPACE)
-        server.add(*[helm_owned(d) for d in docs if d["kind"] in ("StatefulSet", "Job", "Deployment")])
-        lines: list[str] = []
-        cluster = LocalCluster(lambda pod, line: lines.append(f"{pod.name}: {line}"), extra_path=[python_bin_dir()])
-        stack.append((server, cluster, None))
-        pods = pods_from_manifests(docs, NAMESPACE)
-        localise_cluster(pods)
-        if start_servers:
-            cluster.start([p for p in pods if p.role in ("ps", "worker")])
-        chief = next(p for p in pods if p.role == "chief")
-        controller = JobController(server, named(docs, "Job", f"{PREFIX}-chief"), chief, cluster).start()
+    server: KubeServer
+    cluster: LocalCluster
+    sa: Path
+    pods: list[LocalPod]
+    sets: list[str]
+    lines: list[str] = field(default_factory=list)
+    hooks: list[Callable[[LocalPod, str], None]] = field(default_factory=list)  # called on each line of a pod
+    supervisors: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def heard(self, pod: LocalPod, line: str) -> None:
+        self.lines.append(f"{pod.name}: {line}")
+        for hook in self.hooks:
+            hook(pod, line)
+
+    @property
+    def chief(self) -> LocalPod:
+        return next(p for p in self.pods if p.role == "chief")
+
+    def start_servers(self) -> None:
+        self.cluster.start([p for p in self.pods if p.role in ("ps", "worker")])
+
+    def start_chief(self, docs: list[dict[str, Any]]) -> JobController:
+        return JobController(self.server, named(docs, "Job", f"{PREFIX}-chief"), self.chief, self.cluster).start()
+
+    def supervise(self, docs: list[dict[str, Any]], during: Any = None, timeout: float = 150) -> str:
+        """Runs the rendered supervisor until it scaled its Deployment to 0; its log."""
         deployment = named(docs, "Deployment", f"{PREFIX}-supervisor")
         container = deployment["spec"]["template"]["spec"]["containers"][0]
         assert container["command"] == ["python", "-m", "trainer.supervisor"]
         port = free_port()
         assert container["ports"] == [{"name": "health", "containerPort": 8080, "protocol": "TCP"}]
-        env = {**container_env(container), "TFD_KUBE_API": server.url, "TFD_SERVICEACCOUNT_DIR": str(sa),
+        env = {**container_env(container), "TFD_KUBE_API": self.server.url, "TFD_SERVICEACCOUNT_DIR": str(self.sa),
                "PATH": f"{python_bin_dir()}:/usr/bin:/bin", "TFD_HEALTH_PORT": str(port)}
         supervisor = subprocess.Popen(
             [sys.executable, "-m", "trainer.supervisor"], env=env, cwd=REPO,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         )
-        stack[-1] = (server, cluster, supervisor)
+        self.supervisors.append(supervisor)
         if during:
-            during(server)
+            during(self)
         deadline = time.monotonic() + timeout
         healthy = False
-        while (server.get("Deployment", NAMESPACE, f"{PREFIX}-supervisor") or {})["spec"]["replicas"] != 0:
+        while (self.server.get("Deployment", NAMESPACE, f"{PREFIX}-supervisor") or {})["spec"]["replicas"] != 0:
             assert supervisor.poll() is None, supervisor.communicate()[0].decode()
-            assert time.monotonic() < deadline, "\n".join(lines[-30:])
+            assert time.monotonic() < deadline, "\n".join(self.lines[-30:])
             healthy = healthy or health(port) == 200
             time.sleep(0.2)
         assert healthy or health(port) == 200  # the rendered liveness probe's endpoint
         supervisor.send_signal(signal.SIGTERM)  # what Kubernetes does once the Deployment is at 0
         output = supervisor.communicate(timeout=15)[0].decode()
         assert supervisor.returncode == 0, output
+        return output
+
+    def apply(self, docs: list[dict[str, Any]], uid: str) -> None:
+        """What `helm upgrade` writes for this test: the replicas of the rendered StatefulSets and
+        Deployments, and the chief Job created again (a new object: a new uid) where it is gone."""
+        for doc in docs:
+            if doc["kind"] in ("StatefulSet", "Deployment"):
+                self.server.update(doc["kind"], NAMESPACE, doc["metadata"]["name"],
+                                   {"spec": {"replicas": doc["spec"]["replicas"]}})
+        job = helm_owned(named(docs, "Job", f"{PREFIX}-chief"))
+        assert self.server.get("Job", NAMESPACE, job["metadata"]["name"]) is None
+        job["metadata"]["uid"] = uid
+        self.server.add(job)
+
+
+@pytest.fixture
+def release(tmp_path: Path) -> Iterator[Any]:
+    """Runs a rendered release with `sets` until its supervisor scaled itself down; yields a Run."""
+    releases: list[Release] = []
+
+    def run(sets: list[str], start_servers: bool = False, during: Any = None, timeout: float = 150) -> Run:
+        sets = [f"storage.mountPath={tmp_path / 'data'}", "tensorboard.enabled=false", "serving.enabled=false",
+                "supervisor.pollSeconds=1", "supervisor.chiefMissingSeconds=5", "ps.replicas=1",
+                "worker.replicas=1", "training.trainSteps=60", "training.checkpointEverySteps=30", *sets]
+        docs = render(values=[E2E_VALUES], sets=sets, namespace=NAMESPACE)
+        server = KubeServer()
+        server.add(*[helm_owned(d) for d in docs if d["kind"] in ("StatefulSet", "Job", "Deployment")])
+        pods = pods_from_manifests(docs, NAMESPACE)
+        localise_cluster(pods)
+        sa = service_account_dir(tmp_path / f"sa{len(releases)}", NAMESPACE)
+        stage = Release(server, LocalCluster(lambda pod, line: stage.heard(pod, line), extra_path=[python_bin_dir()]),
+                        sa, pods, sets)
+        releases.append(stage)
+        if start_servers:
+            stage.start_servers()
+        controller = stage.start_chief(docs)
+        output = stage.supervise(docs, during, timeout)
         controller.join(30)
-        return Run(server, docs, controller, output, lines, sets)
+        return Run(server, docs, controller, output, stage.lines, sets, stage)
 
     yield run
-    for server, cluster, supervisor in stack:
-        if supervisor is not None and supervisor.poll() is None:
-            supervisor.kill()
-            supervisor.wait()
-        cluster.stop(grace=5)
-        server.close()
+    for stage in releases:
+        for supervisor in stage.supervisors:
+            if supervisor.poll() is None:
+                supervisor.kill()
+                supervisor.wait()
+        stage.cluster.stop(grace=5)
+        stage.server.close()
 
 
 # -- the rendered release, each ending ----------------------------------------------------------
@@ -209,7 +254,7 @@ def test_project_trainer_success_scales_ps_and_workers_down(release: Any) -> Non
     run = release([], start_servers=True, timeout=240)
     job = run.server.get("Job", NAMESPACE, f"{PREFIX}-chief")
     assert job is not None and job["status"]["conditions"][0]["type"] == "Complete", run.pod_lines[-20:]
-    assert run.writes() == scale_down(run, "succeeded", f"Succeeded: Job {PREFIX}-chief completed")
+    assert run.writes() == scale_down("succeeded", f"Succeeded: Job {PREFIX}-chief completed")
     assert run.replicas("ps") == 0 and run.replicas("worker") == 0
     assert "run ended (succeeded)" in run.supervisor_log
 
@@ -219,37 +264,38 @@ def test_project_trainer_configuration_error_fails_the_job_at_once(release: Any)
     assert run.controller.pods_started == 1  # exit code 2: podFailurePolicy FailJob, no retry
     reason = (f"Failed: PodFailurePolicy: Container chief for pod {NAMESPACE}/{PREFIX}-chief failed with exit code 2 "
               "matching FailJob rule")
-    assert run.writes() == scale_down(run, "failed", reason)
+    assert run.writes() == scale_down("failed", reason)
 
 
 def test_project_trainer_past_its_deadline_frees_everything(release: Any) -> None:
     # ps and worker never start, so the chief waits for them until the Job's deadline
     run = release(["chief.activeDeadlineSeconds=4"])
     reason = "Failed: DeadlineExceeded: Job was active longer than specified deadline"
-    assert run.writes() == scale_down(run, "failed", reason)
+    assert run.writes() == scale_down("failed", reason)
 
 
 def test_bring_your_own_chief_success(release: Any) -> None:
     run = release(["chief.command={sh,-c,exit 0}"])
-    assert run.writes() == scale_down(run, "succeeded", f"Succeeded: Job {PREFIX}-chief completed")
+    assert run.writes() == scale_down("succeeded", f"Succeeded: Job {PREFIX}-chief completed")
 
 
 def test_bring_your_own_chief_failing_its_last_retry(release: Any) -> None:
     run = release(["chief.command={sh,-c,exit 1}", "chief.backoffLimit=2"])
     assert run.controller.pods_started == 3
     reason = "Failed: BackoffLimitExceeded: Job has reached the specified backoff limit"
-    assert run.writes() == scale_down(run, "failed", reason)
+    assert run.writes() == scale_down("failed", reason)
 
 
 def test_keep_policy_annotates_and_leaves_the_pods(release: Any) -> None:
     run = release(["chief.command={sh,-c,exit 1}", "chief.backoffLimit=0", "training.cleanup.onFailure=keep"])
     reason = "Failed: BackoffLimitExceeded: Job has reached the specified backoff limit"
-    assert run.writes() == [*ended(run, "failed", reason), SELF_DOWN]
+    assert run.writes() == [recorded("failed", reason), SELF_DOWN]
     assert run.replicas("ps") == 1 and run.replicas("worker") == 1
 
 
 def test_deleted_chief_frees_everything(release: Any) -> None:
-    def delete_once_seen(server: KubeServer) -> None:
+    def delete_once_seen(stage: Release) -> None:
+        server = stage.server
         deadline = time.monotonic() + 30
         while not any(r.path == f"{JOBS}/{PREFIX}-chief" for r in server.requests):
             assert time.monotonic() < deadline
@@ -257,20 +303,21 @@ def test_deleted_chief_frees_everything(release: Any) -> None:
         server.delete("Job", NAMESPACE, f"{PREFIX}-chief")
 
     run = release(["chief.command={sh,-c,sleep 300}"], during=delete_once_seen)
-    assert run.writes() == scale_down(run, "deleted", f"chief Job {PREFIX}-chief was deleted before it finished")
+    assert run.writes() == [scaled("ps"), scaled("worker"), SELF_DOWN]  # no Job left to record it on
+    assert f"run ended (deleted): chief Job {PREFIX}-chief was deleted before it finished" in run.supervisor_log
 
 
 def test_evaluator_is_suspended_when_training_ends(release: Any) -> None:
     run = release(["chief.command={sh,-c,exit 0}", "evaluator.enabled=true"])
-    ps, worker = ended(run, "succeeded", f"Succeeded: Job {PREFIX}-chief completed")
-    assert run.writes() == [ps, scaled("ps"), worker, scaled("worker"),
-                            ("PATCH", f"{JOBS}/{PREFIX}-evaluator", {"spec": {"suspend": True}}), SELF_DOWN]
+    assert run.writes() == [scaled("ps"), scaled("worker"),
+                            ("PATCH", f"{JOBS}/{PREFIX}-evaluator", {"spec": {"suspend": True}}),
+                            recorded("succeeded", f"Succeeded: Job {PREFIX}-chief completed"), SELF_DOWN]
 
 
 # -- upgrading a finished release --------------------------------------------------------------
 
 
-def render_against(run: Run, major: str, *more_sets: str) -> list[dict[str, Any]]:
+def render_against(run: Run | Release, major: str, *more_sets: str) -> list[dict[str, Any]]:
     """What `helm upgrade` renders for this release: helm's `lookup` reads the live objects."""
     extra = ["--dry-run=server", "--kube-apiserver", run.server.url, "--kube-token", "test"]
     if major == "4":
@@ -309,6 +356,90 @@ def test_upgrading_a_finished_release_does_not_start_its_pods_again(release: Any
     assert not any(r.writes for r in run.server.requests[before:])  # rendering only reads
 
 
+def delete_as_recreate_does(server: KubeServer) -> None:
+    """`tfchart upgrade --recreate`'s deletion of the chief Job: Foreground (its pod goes first), then
+    read until the API answers 404, through tfchart's own Kubernetes client."""
+    api = server.api()
+    assert api.delete("Job", f"{PREFIX}-chief", NAMESPACE, "Foreground") in ("deleted", "terminating")
+    deadline = time.monotonic() + 30
+    while api.read_object("Job", f"{PREFIX}-chief", NAMESPACE) is not None:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+
+def record(server: KubeServer) -> tuple[str, str, str]:
+    """The chief Job's uid, its condition and the run's ending recorded on it."""
+    job = server.get("Job", NAMESPACE, f"{PREFIX}-chief")
+    assert job is not None
+    conditions = [c["type"] for c in job.get("status", {}).get("conditions", [])]
+    return job["metadata"]["uid"], ",".join(conditions), job["metadata"].get("annotations", {}).get(
+        "tf-distributed.io/ending", "")
+
+
+def test_recreating_a_failed_runs_chief_is_a_new_run_that_trains_to_the_end(release: Any) -> None:
+    """The start-timeout message's way forward: fix the chief, `tfchart upgrade --recreate`. The new
+    chief Job is a new run: helm's lookup finds no ended Job, so ps, workers and the supervisor come
+    back for it, and it trains to Succeeded."""
+    run = release(["chief.activeDeadlineSeconds=4"])  # ps and workers never start: the deadline fails the run
+    assert record(run.server)[1:] == ("Failed", "failed")
+    assert run.replicas("ps") == run.replicas("worker") == 0
+    stage = run.release
+    delete_as_recreate_does(run.server)
+    docs = render_against(stage, "4", "chief.activeDeadlineSeconds=null", "chief.podAnnotations.fixed=yes")
+    assert spec_replicas(docs) == {f"{PREFIX}-ps": 1, f"{PREFIX}-worker": 1, f"{PREFIX}-supervisor": 1}
+    stage.apply(docs, uid="uid-the-recreated-chief")
+    stage.start_servers()
+    controller = stage.start_chief(docs)
+    log = stage.supervise(docs, timeout=240)
+    controller.join(30)
+    assert record(run.server) == ("uid-the-recreated-chief", "Complete", "succeeded"), stage.lines[-20:]
+    assert run.replicas("ps") == run.replicas("worker") == 0
+    assert "run ended (succeeded)" in log
+
+
+def test_recreating_a_running_chief_goes_on_with_the_same_servers_to_the_end(release: Any) -> None:
+    """`tfchart upgrade --recreate --set chief.podAnnotations.x=y` while the chief trains: the supervisor
+    waits through the deletion, follows the new chief Job, which resumes from the checkpoint its
+    predecessor saved on SIGTERM and trains to Succeeded; nothing is scaled down before that."""
+    first_step = threading.Event()
+
+    def freeze_at_the_first_step(pod: LocalPod, line: str) -> None:
+        if pod.role == "chief" and not first_step.is_set() and parse_step_line(line):
+            os.kill(stage_of[0].cluster.processes[pod.name].popen.pid, signal.SIGSTOP)
+            first_step.set()
+
+    stage_of: list[Release] = []
+    controllers: list[JobController] = []
+
+    def recreate(stage: Release) -> None:
+        stage_of.append(stage)
+        stage.hooks.append(freeze_at_the_first_step)
+        assert first_step.wait(180), stage.lines[-20:]
+        chief = stage.cluster.processes[stage.chief.name].popen
+        writes = len(stage.server.writes())
+        delete_as_recreate_does(stage.server)  # the Job controller sends the frozen chief SIGTERM
+        os.kill(chief.pid, signal.SIGCONT)
+        assert chief.wait(60) == 143, stage.lines[-20:]  # stopped at a step boundary, checkpoint saved
+        docs = render_against(stage, "4", "chief.podAnnotations.x=y")
+        assert spec_replicas(docs) == {f"{PREFIX}-ps": 1, f"{PREFIX}-worker": 1, f"{PREFIX}-supervisor": 1}
+        stage.apply(docs, uid="uid-the-recreated-chief")
+        deleted = ("DELETE", f"{JOBS}/{PREFIX}-chief", None)
+        assert stage.server.writes()[writes:] == [deleted]  # the supervisor changed nothing meanwhile
+        controllers.append(stage.start_chief(docs))
+
+    run = release(["supervisor.chiefMissingSeconds=120", "training.trainSteps=200"], start_servers=True,
+                  during=recreate, timeout=300)
+    controllers[0].join(30)
+    assert record(run.server) == ("uid-the-recreated-chief", "Complete", "succeeded"), run.pod_lines[-20:]
+    assert run.writes() == [("DELETE", f"{JOBS}/{PREFIX}-chief", None),
+                            *scale_down("succeeded", f"Succeeded: Job {PREFIX}-chief completed")]
+    assert "was created again: a new run" in run.supervisor_log
+    chief = "\n".join(line for line in run.pod_lines if line.startswith(f"{PREFIX}-chief"))
+    saved = re.search(r"SIGTERM at step (\d+): checkpoint saved", chief)
+    resumed = re.search(r"resumed from checkpoint at step (\d+)", chief)
+    assert saved and resumed and saved.group(1) == resumed.group(1), chief[-3000:]
+
+
 # -- Supervisor in-process: restarts, start timeout, configuration --------------------------------
 
 
@@ -329,12 +460,19 @@ def objects(**job_status: Any) -> list[dict[str, Any]]:
     ]
 
 
+def job_annotations(server: KubeServer) -> dict[str, str]:
+    job = server.get("Job", NAMESPACE, "r-chief")
+    assert job is not None
+    return dict(job["metadata"].get("annotations") or {})
+
+
 def test_a_restarted_supervisor_of_an_ended_run_only_scales_itself_down() -> None:
     with kube_server() as server:
         server.add(*objects(conditions=[{"type": "Complete", "status": "True"}]))
         assert supervisor(server).run() == 0
         first = len(server.writes())
-        assert first == 5
+        assert first == 4  # ps, worker, the record on the Job, itself
+        assert job_annotations(server)["tf-distributed.io/ending"] == "succeeded"
         server.update("Deployment", NAMESPACE, "r-sup", {"spec": {"replicas": 1}})
         server.update("StatefulSet", NAMESPACE, "r-ps", {"spec": {"replicas": 2}})  # someone scaled it up by hand
         assert supervisor(server, on_success="scaleDown").run() == 0
@@ -342,17 +480,119 @@ def test_a_restarted_supervisor_of_an_ended_run_only_scales_itself_down() -> Non
                                             {"spec": {"replicas": 0}})]
 
 
-def test_a_new_run_spec_is_a_new_run() -> None:
+def test_the_supervisor_touches_only_scales_and_the_runs_job() -> None:
+    """What the Role allows (templates/rbac/role.yaml): the run's Job, and the scale of the rest."""
     with kube_server() as server:
         server.add(*objects(conditions=[{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]))
-        for name in ("r-ps", "r-worker"):  # the previous run ended; helm upgrade set a new run-spec
-            server.update("StatefulSet", NAMESPACE, name, {"metadata": {"annotations": {
-                "tf-distributed.io/ending": "succeeded", "tf-distributed.io/finished-run-spec": "old"}}})
         supervisor(server).run()
-        patched = [body or {} for method, path, body in server.writes() if path.endswith("/r-ps")]
-        assert patched[0]["metadata"]["annotations"]["tf-distributed.io/ending"] == "failed"
-        assert patched[0]["metadata"]["annotations"]["tf-distributed.io/finished-run-spec"] == "abc"
+        touched = {(r.method, r.path.split("?")[0]) for r in server.requests}
+        assert touched == {
+            ("GET", f"{JOBS_OF_R}/r-chief"), ("PATCH", f"{JOBS_OF_R}/r-chief"),
+            ("GET", f"{STS}/r-ps/scale"), ("PATCH", f"{STS}/r-ps/scale"),
+            ("GET", f"{STS}/r-worker/scale"), ("PATCH", f"{STS}/r-worker/scale"),
+            ("PATCH", f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/r-sup/scale"),
+        }
 
+
+def test_a_job_created_again_is_a_new_run() -> None:
+    """`tfchart upgrade --recreate`: the Job is deleted (its pod terminating), gone, then created again;
+    none of it ends the run, and the new Job's ending is recorded on the new Job."""
+    with kube_server() as server:
+        server.add(*objects())
+        sup = supervisor(server, chief_missing_seconds=3600)
+        assert sup.observe() is None
+        server.update("Job", NAMESPACE, "r-chief", {"metadata": {"deletionTimestamp": "2020-01-01T00:00:00Z"}})
+        assert sup.observe() is None  # being deleted: waited for
+        server.delete("Job", NAMESPACE, "r-chief")
+        assert sup.observe() is None  # gone, for less than chief_missing_seconds
+        job = objects(conditions=[{"type": "Complete", "status": "True"}])[0]
+        job["metadata"]["uid"] = "uid-of-the-new-job"
+        server.add(job)
+        ending = sup.observe()
+        assert ending is not None and ending.kind == "succeeded"
+        sup.finish(ending)
+        assert job_annotations(server)["tf-distributed.io/ending"] == "succeeded"
+        assert server.get("StatefulSet", NAMESPACE, "r-worker")["spec"]["replicas"] == 0  # type: ignore[index]
+
+
+def test_a_job_gone_for_good_frees_the_pods_once_the_grace_has_passed() -> None:
+    with kube_server() as server:
+        server.add(*objects())
+        now = [1000.0]
+        sup = supervisor(server, chief_missing_seconds=60)
+        sup.clock = lambda: now[0]
+        assert sup.observe() is None
+        server.delete("Job", NAMESPACE, "r-chief")
+        assert sup.observe() is None
+        now[0] += 59
+        assert sup.observe() is None
+        now[0] += 1
+        ending = sup.observe()
+        assert ending is not None and (ending.kind, ending.reason) == (
+            "deleted", "chief Job r-chief was deleted before it finished")
+
+
+JOBS_OF_R = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"
+
+
+class Killed(Exception):
+    """The supervisor's pod killed (node drain, eviction, an upgrade of its template)."""
+
+
+def killed_after(server: KubeServer, writes: int, **settings: Any) -> Supervisor:
+    """A supervisor whose pod is killed just before its `writes`+1-th change to the cluster."""
+    sup = supervisor(server, **settings)
+    done = [0]
+    api = sup.api
+
+    def dying_api(method: str, path: str, body: Any = None) -> Any:
+        if method != "GET":
+            if done[0] == writes:
+                raise Killed
+            done[0] += 1
+        return api(method, path, body)
+
+    sup.api = dying_api  # type: ignore[method-assign]
+    return sup
+
+
+def final_state(server: KubeServer) -> dict[str, Any]:
+    job = server.get("Job", NAMESPACE, "r-chief") or {}
+    annotations = {k: v for k, v in (job.get("metadata") or {}).get("annotations", {}).items()
+                   if k not in (ENDED_AT, "tf-distributed.io/started-at")}
+    return {"job": annotations, "deadline": (job.get("spec") or {}).get("activeDeadlineSeconds"),
+            **{name: server.get(kind, NAMESPACE, name)["spec"]["replicas"]  # type: ignore[index]
+               for kind, name in (("StatefulSet", "r-ps"), ("StatefulSet", "r-worker"), ("Deployment", "r-sup"))}}
+
+
+PHASES: dict[str, tuple[dict[str, Any], list[tuple[str, str]], dict[str, Any]]] = {
+    "succeeded": ({"conditions": [{"type": "Complete", "status": "True"}]}, [], {}),
+    "failed, keep": ({"conditions": [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded"}]}, [],
+                     {"on_failure": "keep"}),
+    "start timeout": ({}, [("r-ps-0", "Pending")],
+                      {"start_timeout_seconds": 60, "pod_selector": "tf=yes", "expected_pods": 2}),
+}
+
+
+@pytest.mark.parametrize("phase", PHASES)
+def test_a_supervisor_killed_at_any_write_decides_as_the_uninterrupted_one(phase: str) -> None:
+    job_status, pods, settings = PHASES[phase]
+
+    def cluster(server: KubeServer) -> None:
+        server.reset()
+        server.add(*objects(**job_status), *(pod(name, state) for name, state in pods))
+
+    with kube_server() as server:
+        cluster(server)
+        assert supervisor(server, **settings).run() == 0
+        expected, writes = final_state(server), len(server.writes())
+        assert expected["r-sup"] == 0
+        for killed_at in range(writes):
+            cluster(server)
+            with pytest.raises(Killed):
+                killed_after(server, killed_at, **settings).run()
+            assert supervisor(server, **settings).run() == 0
+            assert final_state(server) == expected, f"killed before write {killed_at + 1}"
 
 def pod(name: str, phase: str, **status: Any) -> dict[str, Any]:
     return {"kind": "Pod", "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"tf": "yes"}},
@@ -373,9 +613,9 @@ def test_start_timeout_names_the_pod_and_its_reason_and_ends_the_chief() -> None
         job = server.get("Job", NAMESPACE, "r-chief")
         assert job is not None and job["spec"]["activeDeadlineSeconds"] == 1
         assert job["metadata"]["annotations"]["tf-distributed.io/end-reason"] == reason
+        assert job["metadata"]["annotations"]["tf-distributed.io/ending"] == "start-timeout"
         ps = server.get("StatefulSet", NAMESPACE, "r-ps")
-        assert ps is not None and ps["metadata"]["annotations"]["tf-distributed.io/ending"] == "start-timeout"
-        assert ps["spec"]["replicas"] == 0
+        assert ps is not None and ps["spec"]["replicas"] == 0
 
 
 def test_start_timeout_reasons_come_from_the_pod_then_its_events() -> None:
@@ -411,10 +651,16 @@ def test_running_pods_switch_the_start_timeout_off() -> None:
         server.add(*objects())
         server.update("Job", NAMESPACE, "r-chief", {"metadata": {"creationTimestamp": "2020-01-01T00:00:00Z"}})
         server.add(pod("r-ps-0", "Running"), pod("r-chief-x", "Running"))
-        sup = supervisor(server, start_timeout_seconds=60, pod_selector="tf=yes", expected_pods=2)
-        assert sup.observe() is None and sup.pods_all_up
+        settings = {"start_timeout_seconds": 60, "pod_selector": "tf=yes", "expected_pods": 2}
+        sup = supervisor(server, **settings)
+        assert sup.observe() is None
+        started = [(method, path) for method, path, _ in server.writes()]
+        assert started == [("PATCH", f"{JOBS_OF_R}/r-chief")]
+        assert "tf-distributed.io/started-at" in job_annotations(server)
         server.update("Pod", NAMESPACE, "r-ps-0", {"status": {"phase": "Pending"}})  # restarted later: no timeout
-        assert sup.observe() is None and server.writes() == []
+        assert sup.observe() is None
+        # the supervisor itself restarted (node drain) while that pod is Pending: the run had started
+        assert supervisor(server, **settings).observe() is None and len(server.writes()) == 1
 
 
 def test_configuration_errors_exit_2(caplog: pytest.LogCaptureFixture) -> None:

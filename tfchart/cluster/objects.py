@@ -6,13 +6,21 @@ Kubernetes calls here (tfchart.cluster.kube makes them).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from tfchart.manifests.workloads import is_gpu_resource
-from tfdcontract import CHIEF, COMPLETION_INDEX_ANNOTATION, COMPONENT_LABEL, WORKER
+from tfdcontract import (
+    CHIEF,
+    COMPLETION_INDEX_ANNOTATION,
+    COMPONENT_LABEL,
+    END_REASON_ANNOTATION,
+    ENDING_ANNOTATION,
+    WORKER,
+)
 
 # A Job condition that is True -> the state it means (SuccessCriteriaMet and FailureTarget are set
 # before Complete and Failed, while the Job's last pods terminate).
@@ -35,6 +43,8 @@ class JobInfo:
     active: int = 0
     succeeded: int = 0
     failed: int = 0
+    ending: str = ""  # the run record (tf-distributed.io/ending on the run's Job): supervisor or tfchart stop
+    end_reason: str = ""
 
 
 def name_of(obj: Any) -> str:
@@ -105,11 +115,16 @@ def pod_reason(pod: Any) -> tuple[str, str]:
 
 
 def pod_gpus(pod: Any) -> tuple[GpuRequest, ...]:
-    """GPUs requested by the pod's containers (limits; requests when no limit), per resource name."""
+    """GPUs requested by the pod's containers (a client model), per resource name."""
+    containers = (pod.spec.containers if pod.spec else None) or []
+    return gpu_requests(c.resources.to_dict() if c.resources else None for c in containers)
+
+
+def gpu_requests(resources: Iterable[Mapping[str, Any] | None]) -> tuple[GpuRequest, ...]:
+    """GPUs requested by containers with these `resources` (limits; requests when no limit), per resource name."""
     totals: Counter[str] = Counter()
-    for container in (pod.spec.containers if pod.spec else None) or []:
-        resources = container.resources
-        merged = {**(resources.requests or {}), **(resources.limits or {})} if resources else {}
+    for each in resources:
+        merged = {**((each or {}).get("requests") or {}), **((each or {}).get("limits") or {})}
         for name, value in merged.items():
             if is_gpu_resource(name):
                 with suppress(ValueError):
@@ -123,8 +138,10 @@ def job_info(role: str, jobs: list[Any], pods: list[Any]) -> JobInfo:
     if job is None:
         why = f"no {role} Job (deleted, or removed by ttlSecondsAfterFinished)"
         return JobInfo(role, None, "Missing", "NotFound", why)
-    status, name = job.status, name_of(job)
-    counts = {key: (getattr(status, key) if status else None) or 0 for key in ("active", "succeeded", "failed")}
+    status, name, annotations = job.status, name_of(job), job.metadata.annotations or {}
+    counts: dict[str, Any] = {key: (getattr(status, key) if status else None) or 0
+                              for key in ("active", "succeeded", "failed")}  # fmt: skip
+    counts.update(ending=annotations.get(ENDING_ANNOTATION, ""), end_reason=annotations.get(END_REASON_ANNOTATION, ""))
     conditions = {c.type: c for c in ((status.conditions if status else None) or []) if c.status == "True"}
     for kind, state in ENDED.items():
         if kind in conditions:

@@ -33,8 +33,6 @@ from tfchart.errors import KubernetesError
 from tfdcontract import (
     CHIEF,
     DISPLAY_ORDER,
-    END_REASON_ANNOTATION,
-    ENDING_ANNOTATION,
     EVALUATOR,
     HOLDING_ROLES,
     SERVING,
@@ -79,8 +77,6 @@ class StatefulSetInfo:
     name: str
     ready: int
     desired: int
-    ending: str = ""  # tf-distributed.io/ending: how the run ended, written by the supervisor or tfchart stop
-    end_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -204,11 +200,8 @@ def pod_info(pod: Any, now: datetime) -> PodInfo:
 def stateful_set_info(stateful_set: Any) -> StatefulSetInfo:
     replicas = stateful_set.spec.replicas if stateful_set.spec else None
     ready = (stateful_set.status.ready_replicas if stateful_set.status else None) or 0
-    annotations = stateful_set.metadata.annotations or {}
-    return StatefulSetInfo(
-        role_of(stateful_set), name_of(stateful_set), ready, 1 if replicas is None else int(replicas),
-        ending=str(annotations.get(ENDING_ANNOTATION, "")), end_reason=str(annotations.get(END_REASON_ANNOTATION, "")),
-    )
+    desired = 1 if replicas is None else int(replicas)
+    return StatefulSetInfo(role_of(stateful_set), name_of(stateful_set), ready, desired)
 
 
 def held_after_the_end(
@@ -227,7 +220,7 @@ def held_after_the_end(
     held = ", ".join(f"{count} {resource}" for resource, count in sorted(gpus.items()))
     what = f"{len(holding)} pod(s) still run" + (f" and hold {held}" if held else "")
     names = ", ".join(p.name for p in holding[:4]) + (", ..." if len(holding) > 4 else "")
-    if any(s.ending for s in up):
+    if chief.ending:
         policy = "onSuccess" if chief.state == "Succeeded" else "onFailure"
         why = f"kept by the cleanup policy (training.cleanup.{policy}=keep)"
     else:

@@ -47,15 +47,13 @@ def summary_lines(status: ReleaseStatus) -> Any:
     chief = status.chief
     label = "Chief Job" if chief.role == CHIEF else "Workers' Job"  # worker 0 is the chief
     grid.add_row(label, f"[{STATE_STYLE.get(chief.state, 'white')}]{escape(job_text(chief))}[/]")
+    if chief.ending:
+        grid.add_row("Run ended", escape(f"{chief.ending}: {chief.end_reason}" if chief.end_reason else chief.ending))
     if status.evaluator:
         grid.add_row("Evaluator Job", escape(job_text(status.evaluator)))
     if status.stateful_sets:
         sets = ", ".join(f"{s.role} {s.ready}/{s.desired} ready" for s in status.stateful_sets)
         grid.add_row("StatefulSets", escape(sets))
-        ended = next((s for s in status.stateful_sets if s.ending), None)
-        if ended:
-            text = f"{ended.ending}: {ended.end_reason}" if ended.end_reason else ended.ending
-            grid.add_row("Run ended", escape(text))
     for label, text in versions_rows(status):
         grid.add_row(label, escape(text))
     for point in status.endpoints:

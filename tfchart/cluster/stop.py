@@ -1,9 +1,10 @@
 """`tfchart stop`: what the run supervisor does on an ending (docs/architecture.md, "Run supervisor"),
 done by hand when it cannot (`supervisor.enabled=false`, `training.cleanup.*=keep`, no Role) or has not
-yet. The ps/worker StatefulSets get the supervisor's ending annotations (so `helm upgrade` of the same
-run keeps them at 0) and are scaled to 0, as is the supervisor; the evaluator Job is suspended. A chief
-still training is only ended with `end_run` (its Job suspended: the pod gets SIGTERM and the project's
-trainer saves a checkpoint). Objects are found by the chart's labels. Nothing is deleted.
+yet. The ps/worker StatefulSets and the supervisor are scaled to 0, the evaluator Job is suspended, and
+the run's Job gets the supervisor's record of the ending (so `helm upgrade` of the same run keeps them
+at 0). A chief still training is only ended with `end_run` (its Job suspended: the pod gets SIGTERM
+and the project's trainer saves a checkpoint). Objects are found by the chart's labels. Nothing is
+deleted.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from tfdcontract import (
     WORKER,
     ending_annotations,
     release_selector,
-    run_already_ended,
 )
 
 if TYPE_CHECKING:
@@ -64,15 +64,15 @@ def stop(api: KubeApi, release: str, namespace: str, *, end_run: bool, now: date
         done.actions.append(f"suspended Job {chief.name}: its pod gets SIGTERM and saves a checkpoint")
     stamp = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
     for stateful_set in [s for s in stateful_sets if role_of(s) in (PS, WORKER)]:
-        annotations = stateful_set.metadata.annotations or {}
-        if not run_already_ended(annotations):
-            body = {"metadata": {"annotations": ending_annotations(STOPPED, reason, stamp, annotations)}}
-            api.patch("StatefulSet", name_of(stateful_set), namespace, body)
         scale_to_zero(api, "StatefulSet", stateful_set, namespace, done)
     for job in [job for job in jobs if role_of(job) == EVALUATOR]:
         suspend_evaluator(api, job, namespace, done)
     for deployment in [d for d in deployments if role_of(d) == SUPERVISOR]:
         scale_to_zero(api, "Deployment", deployment, namespace, done)
+    if chief.name and not chief.ending:  # the record comes last, as the supervisor writes it
+        body = {"metadata": {"annotations": ending_annotations(STOPPED, reason, stamp)}}
+        api.patch("Job", chief.name, namespace, body)
+        done.actions.append(f"recorded the ending on Job {chief.name}: upgrading the same run keeps it stopped")
     return done
 
 

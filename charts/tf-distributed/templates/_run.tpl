@@ -15,10 +15,8 @@ on an ending: StatefulSets to scale down, an evaluator to suspend or a start tim
 {{/*
 The run's identity: a hash of everything that decides what is trained (training, images, the
 TensorFlow roles' replicas, commands, env, resources and GPUs, storage paths), and nothing that
-does not (labels, annotations, TensorBoard, Serving, placement). The supervisor copies it into
-tf-distributed.io/finished-run-spec when the run ends; a render that finds its own run-spec there
-(lookup) keeps the finished StatefulSets at their live replicas and the supervisor at 0, and the
-chief's pod template carries it, so a changed spec is a new Job (tfchart upgrade --recreate).
+does not (labels, annotations, TensorBoard, Serving, placement). The run's Job carries it in its pod
+template, so a changed spec is a new Job (tfchart upgrade --recreate).
 */}}
 {{- define "tf-distributed.runSpec" -}}
 {{- $v := .Values -}}
@@ -30,27 +28,30 @@ chief's pod template carries it, so a changed spec is a new Job (tfchart upgrade
 {{- end -}}
 
 {{/*
-Live replicas of a ps/worker StatefulSet whose run already ended with this run-spec, else nothing
-(so the values' replicas apply). helm template and --dry-run=client see no cluster: never finished.
+"true" when this run has ended: the live run Job (the chief Job, or the workers' Job) carries the
+ending the supervisor or `tfchart stop` recorded (tf-distributed.io/ending) and this render's
+run-spec. A run is one Job object: a Job deleted and created again (tfchart upgrade --recreate,
+kubectl delete) is a new run, so its ps, workers and supervisor start again. helm template and
+--dry-run=client see no cluster: never ended.
+*/}}
+{{- define "tf-distributed.runFinished" -}}
+{{- $job := lookup "batch/v1" "Job" (include "tf-distributed.namespace" .) (include "tf-distributed.runJobName" .) | default dict -}}
+{{- $ending := dig "metadata" "annotations" "tf-distributed.io/ending" "" $job -}}
+{{- $spec := dig "spec" "template" "metadata" "annotations" "tf-distributed.io/run-spec" "" $job -}}
+{{- if and $ending (eq $spec (include "tf-distributed.runSpec" .)) }}true{{ end -}}
+{{- end -}}
+
+{{/*
+The live replicas of a ps/worker StatefulSet whose run has ended (what the supervisor or `keep` left),
+else nothing (so the values' replicas apply).
 Usage: include "tf-distributed.finishedReplicas" (dict "context" $ "role" "worker")
 */}}
 {{- define "tf-distributed.finishedReplicas" -}}
 {{- $root := .context -}}
-{{- $live := lookup "apps/v1" "StatefulSet" (include "tf-distributed.namespace" $root) (include "tf-distributed.componentName" (dict "context" $root "role" .role)) -}}
-{{- $annotations := dig "metadata" "annotations" (dict) ($live | default dict) -}}
-{{- if and $live (eq (get $annotations "tf-distributed.io/finished-run-spec") (include "tf-distributed.runSpec" $root)) -}}
+{{- if include "tf-distributed.runFinished" $root -}}
+{{- $live := lookup "apps/v1" "StatefulSet" (include "tf-distributed.namespace" $root) (include "tf-distributed.componentName" (dict "context" $root "role" .role)) | default dict -}}
 {{- dig "spec" "replicas" 0 $live | int -}}
 {{- end -}}
-{{- end -}}
-
-{{/* "true" when every ps/worker StatefulSet of this run-spec has ended (the supervisor's work is done). */}}
-{{- define "tf-distributed.runFinished" -}}
-{{- $targets := include "tf-distributed.cleanupTargets" . | fromJsonArray -}}
-{{- $finished := gt (len $targets) 0 -}}
-{{- range $role := list "ps" "worker" -}}
-{{- if and (has (include "tf-distributed.componentName" (dict "context" $ "role" $role)) $targets) (eq (include "tf-distributed.finishedReplicas" (dict "context" $ "role" $role)) "") }}{{ $finished = false }}{{ end -}}
-{{- end -}}
-{{- if $finished }}true{{ end -}}
 {{- end -}}
 
 {{/* The ps/worker StatefulSets the supervisor ends, as a JSON list. */}}

@@ -56,7 +56,7 @@ metadata:
 spec:
   serviceName: {{ $name | quote }}
   {{- if ne $finished "" }}
-  # This run ended (tf-distributed.io/finished-run-spec): an upgrade that starts no new run keeps it so.
+  # This run ended (tf-distributed.io/ending on its Job): an upgrade that starts no new run keeps it so.
   replicas: {{ $finished }}
   {{- else }}
   replicas: {{ $c.replicas }}
