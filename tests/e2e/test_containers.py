@@ -114,6 +114,24 @@ def test_run_as_non_root_with_uid_0_is_refused(tmp_path: Path) -> None:
         container_plan(tmp_path, sets)
 
 
+@pytest.mark.parametrize("sets, said", [
+    (["chief.containerSecurityContext.privileged=true", "chief.containerSecurityContext.allowPrivilegeEscalation=true",
+      "chief.containerSecurityContext.capabilities.drop=null"], "chief.containerSecurityContext.privileged is true"),
+    (["chief.containerSecurityContext.runAsUser=0", "chief.podSecurityContext.runAsUser=0",
+      "chief.podSecurityContext.runAsNonRoot=false", "chief.containerSecurityContext.runAsNonRoot=false"],
+     "its securityContext.runAsUser is 0"),
+])  # fmt: skip
+def test_privileged_or_uid_0_runs_only_when_allowed(tmp_path: Path, sets: list[str], said: str) -> None:
+    with pytest.raises(UsageError, match=rf"{PREFIX}-chief: {re.escape(said)}: in a container on this machine") as no:
+        container_plan(tmp_path, sets)
+    assert "--allow-privileged" in (no.value.hint or "")
+    docs, values = render_docs(sets), merged_values(sets)
+    allowed = plan_from_manifests(docs, values, tmp_path / "run", NAMESPACE, "podman", "0:0", "tfd-test01",
+                                  allow_privileged=True)  # fmt: skip
+    argv = run_argv("podman", pod(allowed, f"{PREFIX}-chief"))
+    assert ("--privileged" in argv) == ("privileged" in said)
+
+
 def test_run_as_non_root_without_a_user_is_refused(tmp_path: Path) -> None:
     docs = render_docs([])  # the chart's schema requires runAsUser: a manifest without one, as another chart has it
     spec = next(d for d in docs if d["kind"] == "Job" and d["metadata"]["name"] == f"{PREFIX}-chief")["spec"]
@@ -190,6 +208,36 @@ def test_the_chiefs_api_token_is_not_mounted_and_secrets_are_refused(tmp_path: P
     chief_spec["containers"][0]["volumeMounts"].append({"name": "creds", "mountPath": "/creds"})
     with pytest.raises(UsageError, match="volume 'creds' \\(secret\\) cannot be emulated"):
         container_plan(tmp_path, docs=docs)
+
+
+@pytest.mark.parametrize("sub_path", ["/", "/etc", "../..", "a/../../b", "escape", "escape/inner"])
+def test_the_engine_mounts_nothing_outside_the_run_directory(tmp_path: Path, sub_path: str) -> None:
+    """A render the schema did not check (another chart, --chart): an absolute or climbing subPath, or a
+    symbolic link a pod left in the run directory, would bind-mount a host path; refused in one line."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "escape").symlink_to("/")  # made by a pod of an earlier run
+    docs = render_docs([])
+    chief_job = next(d for d in docs if d["kind"] == "Job" and d["metadata"]["name"] == f"{PREFIX}-chief")
+    data = next(m for m in chief_job["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+                if m["mountPath"] == "/data")  # fmt: skip
+    data["subPath"] = sub_path
+    with pytest.raises(UsageError, match=f"{PREFIX}-chief: the subPath of volumeMount '{data['name']}'") as refused:
+        container_plan(tmp_path, docs=docs)
+    assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("path", ["../outside", "/etc/cron.d/x", "a/../../b"])
+def test_the_engine_writes_no_config_map_file_outside_its_folder(tmp_path: Path, path: str) -> None:
+    docs = render_docs([])
+    chief_spec = next(d for d in docs if d["kind"] == "Job" and d["metadata"]["name"] == f"{PREFIX}-chief")[
+        "spec"]["template"]["spec"]
+    chief_spec["volumes"].append({"name": "settings", "configMap": {"name": "settings",
+                                                                    "items": [{"key": "a", "path": path}]}})
+    chief_spec["containers"][0]["volumeMounts"].append({"name": "settings", "mountPath": "/etc/settings"})
+    docs.append({"kind": "ConfigMap", "metadata": {"name": "settings"}, "data": {"a": "alpha"}})
+    with pytest.raises(UsageError, match="the path of item 'a' of configMap volume 'settings'"):
+        container_plan(tmp_path, docs=docs)
+    assert not (tmp_path / "outside").exists()
 
 
 def test_every_cluster_map_address_is_the_dns_alias_of_exactly_one_pod(tmp_path: Path) -> None:

@@ -54,8 +54,10 @@ def build(variants: tuple[str, ...], context: Path | None, dry_run: bool, **imag
               help="Stream every pod's output here, prefixed by its name (always kept in <run>/pod-logs/).")
 @click.option("--engine", type=click.Choice(["process", "podman", "docker"]), default="process", show_default=True,
               help="Run each pod as a local process, or as a container of its rendered image (podman or docker).")
-def local(values: ValuesInputs, release: str, namespace: str, workdir: Path | None,
-          timeout: float | None, keep_tensorboard: bool, engine: str, follow_logs: bool) -> None:  # fmt: skip
+@click.option("--allow-privileged", is_flag=True,
+              help="With --engine: run privileged containers and uid 0 (root on this machine, or your user's).")
+def local(values: ValuesInputs, release: str, namespace: str, workdir: Path | None, timeout: float | None,
+          keep_tensorboard: bool, engine: str, follow_logs: bool, allow_privileged: bool) -> None:  # fmt: skip
     """Run the rendered release on this machine: one process (or container) per pod, no cluster needed.
 
     Each pod's command, args and env come from the rendered manifests. As processes, only the
@@ -79,5 +81,5 @@ def local(values: ValuesInputs, release: str, namespace: str, workdir: Path | No
     if engine == "process":
         plan = processes.plan(render_for_local, merged, run_dir, namespace)
     else:
-        plan = containers.plan(render_for_local, merged, run_dir, namespace, engine)
+        plan = containers.plan(render_for_local, merged, run_dir, namespace, engine, allow_privileged)
     sys.exit(processes.run(plan, timeout, keep_tensorboard, follow_logs))

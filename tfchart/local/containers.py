@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tfchart.errors import EngineNotFound, TfchartError, UsageError
@@ -168,8 +168,9 @@ def pull_policy(container: dict[str, Any]) -> str:
     return PULL_FLAGS[policy]
 
 
-def security_of(pod: RenderedPod) -> Security:
-    """The container's effective securityContext; refuses runAsNonRoot with uid 0 or none, as the kubelet does."""
+def security_of(pod: RenderedPod, allow_privileged: bool = False) -> Security:
+    """The container's effective securityContext; refuses runAsNonRoot with uid 0 or none, as the kubelet does, and
+    (unless `allow_privileged`) a privileged container or uid 0: on this machine they are its root, or your user's."""
     pod_context: dict[str, Any] = pod.spec.get("securityContext") or {}
     context: dict[str, Any] = pod.container.get("securityContext") or {}
 
@@ -181,6 +182,13 @@ def security_of(pod: RenderedPod) -> Security:
         why = "runAsUser is 0" if user == 0 else "runAsUser is not set (tfchart does not read the image's USER)"
         raise UsageError(f"{pod.name}: runAsNonRoot is set but {why}; the kubelet would refuse to start it",
                          "set securityContext.runAsUser to a non-zero uid")
+    privileged = bool(context.get("privileged"))
+    if (privileged or user == 0) and not allow_privileged:
+        key = (f"{pod.role}.containerSecurityContext.privileged is true" if privileged
+               else "its securityContext.runAsUser is 0")  # fmt: skip
+        raise UsageError(f"{pod.name}: {key}: in a container on this machine that is root here (or your user, "
+                         "rootless), with the run directory and, privileged, the host's devices",
+                         "run it unprivileged with a non-zero runAsUser, or pass --allow-privileged if you mean it")
     groups = ([] if fs_group is None else [fs_group]) + list(pod_context.get("supplementalGroups") or ())
     capabilities = context.get("capabilities") or {}
     flags = repeated("--group-add", dict.fromkeys(int(g) for g in groups))
@@ -188,7 +196,7 @@ def security_of(pod: RenderedPod) -> Security:
     for flag, key in (("--cap-drop", "drop"), ("--cap-add", "add")):
         flags += repeated(flag, capabilities.get(key) or ())
     flags += ["--security-opt", "no-new-privileges"] if context.get("allowPrivilegeEscalation") is False else []
-    flags += ["--privileged"] if context.get("privileged") else []
+    flags += ["--privileged"] if privileged else []
     unconfined = (effective("seccompProfile") or {}).get("type") == "Unconfined"
     flags += ["--security-opt", "seccomp=unconfined"] if unconfined else []
     user, group, fs_group = (None if value is None else int(value) for value in (user, group, fs_group))
@@ -220,6 +228,25 @@ class Storage:
     claim: str | None = None  # the claim the volume stands for (the first one a pod mounts)
 
 
+def relative_inside(relative: str, what: str) -> str:
+    """`relative`, or one line naming `what` when it is absolute or has a '..' segment (the API server's rule)."""
+    if PurePosixPath(relative).is_absolute() or ".." in PurePosixPath(relative).parts:
+        raise UsageError(f"{what} {relative!r} leaves its volume (an absolute path or a '..' segment)",
+                         "give a path inside the volume, relative and without '..' (the API server refuses it too)")
+    return relative
+
+
+def within(root: Path, relative: str, what: str) -> Path:
+    """`root/relative`, or one line naming `what` when it would leave `root`: see relative_inside, or a symbolic
+    link already there that points out (a pod of an earlier run may have made it in the run directory). Nothing
+    is ever mounted or written outside the run's directories."""
+    path = root / relative_inside(relative, what)
+    if not path.resolve().is_relative_to(root.resolve()):
+        raise UsageError(f"{what} {relative!r} leads out of {root}: a symbolic link there points to {path.resolve()}",
+                         f"remove the link (rm {path}) or choose another path")
+    return path
+
+
 def volume_mounts(pod: RenderedPod, storage: Storage) -> tuple[list[Bind], list[str]]:
     """The container's volumeMounts: the claim's in the run directory (subPath and readOnly honoured), an emptyDir
     as a tmpfs of its sizeLimit (world-writable, as the kubelet makes emptyDirs), a configMap's files read-only;
@@ -232,6 +259,10 @@ def volume_mounts(pod: RenderedPod, storage: Storage) -> tuple[list[Bind], list[
         if volume is None:
             raise UsageError(f"{pod.name}: volumeMount {mount['name']!r} names no volume of the pod")
         target, sub_path = str(mount["mountPath"]), str(mount.get("subPath") or "")
+        what = f"{pod.name}: the subPath of volumeMount {mount['name']!r}"
+        if mount.get("subPathExpr"):
+            raise UsageError(f"{pod.name}: volumeMount {mount['name']!r} uses subPathExpr, which tfchart local does "
+                             "not expand", "use subPath")
         read_only = bool(mount.get("readOnly"))
         if "persistentVolumeClaim" in volume:
             claim = volume["persistentVolumeClaim"]
@@ -239,13 +270,13 @@ def volume_mounts(pod: RenderedPod, storage: Storage) -> tuple[list[Bind], list[
                 raise UsageError(f"{pod.name} mounts a second PersistentVolumeClaim {claim.get('claimName')!r}",
                                  f"tfchart local emulates one shared volume ({storage.claim})")
             read_only = read_only or bool(claim.get("readOnly"))
-            binds.append(Bind(storage.volume_dir / sub_path, target, read_only, claim=True))
+            binds.append(Bind(within(storage.volume_dir, sub_path, what), target, read_only, claim=True))
         elif "emptyDir" in volume:
             limit = (volume["emptyDir"] or {}).get("sizeLimit")
             size = quantity_bytes(limit) if limit else None
             tmpfs.append(f"{target}:rw,exec,mode=0777" + (f",size={size}" if size else ""))
         elif "configMap" in volume:
-            binds.append(Bind(storage.config_root / mount["name"] / sub_path, target, True))
+            binds.append(Bind(within(storage.config_root / mount["name"], sub_path, what), target, True))
         elif any("serviceAccountToken" in source for source in (volume.get("projected") or {}).get("sources") or []):
             continue  # the service account's API token: there is no API server to talk to
         else:
@@ -276,12 +307,13 @@ def config_map_files(docs: Sequence[dict[str, Any]], pods: Sequence[RenderedPod]
                 if item["key"] not in data:
                     raise UsageError(f"ConfigMap {config_map['metadata']['name']!r} has no key {item['key']!r}")
                 mode = int(item.get("mode", source.get("defaultMode", 0o644)))
-                files[f"{volume['name']}/{item['path']}"] = (data[item["key"]], mode)
+                what = f"{pod.name}: the path of item {item['key']!r} of configMap volume {volume['name']!r}"
+                files[f"{volume['name']}/{relative_inside(str(item['path']), what)}"] = (data[item["key"]], mode)
     return files
 
 
 def container_pod(pod: RenderedPod, run_id: str, namespace: str, domain: str, services: Sequence[dict[str, Any]],
-                  storage: Storage) -> ContainerPod:  # fmt: skip
+                  storage: Storage, allow_privileged: bool = False) -> ContainerPod:  # fmt: skip
     command = [str(item) for item in pod.container.get("command") or []]
     args = [str(item) for item in pod.container.get("args") or []]
     # Kubernetes' command replaces the image's ENTRYPOINT, args its CMD
@@ -292,7 +324,8 @@ def container_pod(pod: RenderedPod, run_id: str, namespace: str, domain: str, se
     restart = Restart(str(policy), int(backoff_limit)) if pod.kind == "Job" else Restart("Always")
     return ContainerPod(
         pod.name, pod.role, pod.index, pod.argv, pod.env(namespace), container_name=f"{run_id}-{pod.name}",
-        kind=pod.kind, image=str(pod.container["image"]), pull=pull_policy(pod.container), security=security_of(pod),
+        kind=pod.kind, image=str(pod.container["image"]), pull=pull_policy(pod.container),
+        security=security_of(pod, allow_privileged),
         entrypoint=entrypoint, command=after_image, workdir=pod.container.get("workingDir"), binds=binds, tmpfs=tmpfs,
         aliases=dns_names(pod, services, namespace, domain),
         dns_search=[f"{namespace}.svc.{domain}", f"svc.{domain}", domain],  # as in a pod's resolv.conf
@@ -384,7 +417,8 @@ class ContainerPlan(LocalPlan):
 
 
 def plan_from_manifests(docs: Sequence[dict[str, Any]], values: dict[str, Any], volume_dir: Path, namespace: str,
-                        engine: str, host_owner: str, run_id: str | None = None) -> ContainerPlan:  # fmt: skip
+                        engine: str, host_owner: str, run_id: str | None = None,
+                        allow_privileged: bool = False) -> ContainerPlan:  # fmt: skip
     """The rendered release as containers (pure: no engine is asked anything)."""
     run_id = run_id or f"tfd-{secrets.token_hex(3)}"
     rendered = rendered_pods(docs)
@@ -395,11 +429,11 @@ def plan_from_manifests(docs: Sequence[dict[str, Any]], values: dict[str, Any], 
     claims = [str(volume["persistentVolumeClaim"].get("claimName")) for pod in rendered
               for volume in pod.spec.get("volumes") or [] if "persistentVolumeClaim" in volume]  # fmt: skip
     storage = Storage(volume_dir, Path(tempfile.gettempdir()) / f"tfchart-{run_id}", next(iter(claims), None))
-    pods = [container_pod(pod, run_id, namespace, domain, services, storage) for pod in rendered]
+    pods = [container_pod(pod, run_id, namespace, domain, services, storage, allow_privileged) for pod in rendered]
     storage_values = values.get("storage") or {}
     tensorboard = next((pod for pod in pods if pod.role == TENSORBOARD and pod.ports), None)
     return ContainerPlan(
-        workdir=volume_dir / str(storage_values.get("subPath") or ""), pods=pods,
+        workdir=within(volume_dir, str(storage_values.get("subPath") or ""), "storage.subPath"), pods=pods,
         addresses={pod.aliases[0]: pod.container_name for pod in pods if pod.aliases},
         tensorboard_url=f"http://127.0.0.1:{tensorboard.ports[0][0]}/" if tensorboard else None,
         values=values, engine=engine, run_id=run_id, storage=storage,
@@ -413,7 +447,7 @@ def last_line(text: str) -> str:
 
 
 def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values: dict[str, Any], volume_dir: Path,
-         namespace: str, engine: str) -> ContainerPlan:  # fmt: skip
+         namespace: str, engine: str, allow_privileged: bool = False) -> ContainerPlan:  # fmt: skip
     """Checks the engine (a one-line EngineNotFound unless its CLI is installed and it answers), renders the
     release with the user's values only, and checks every image."""
     if engine not in CONTAINER_ENGINES:
@@ -429,7 +463,8 @@ def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values
     security = answer([engine, "info", "--format", template], ENGINE_TIMEOUT_S).stdout
     rootless = security == "true\n" if engine == "podman" else "rootless" in security
     host_owner = "0:0" if rootless else f"{os.getuid()}:{os.getgid()}"
-    container_plan = plan_from_manifests(render([]), values, volume_dir, namespace, engine, host_owner)
+    container_plan = plan_from_manifests(render([]), values, volume_dir, namespace, engine, host_owner,
+                                         allow_privileged=allow_privileged)
     check_images(engine, container_plan.pods)
     return container_plan
 
@@ -544,7 +579,7 @@ class ContainerCluster:
         """The configMaps' files written; the claim's directory (and subPaths) made, writable for the pods."""
         root, files = self.plan.storage.config_root, self.plan.config_files
         for relative, (content, mode) in files.items():
-            path = root / relative
+            path = within(root, relative, "a configMap file")
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content)
             path.chmod(mode)
