@@ -156,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
             "reached: a restart resumes there."
         ),
         formatter_class=_HelpFormatter,
+        allow_abbrev=False,  # flags are matched whole: a policy that looks for --download finds every way to say it
     )
     g = p.add_argument_group("training")
     g.add_argument("--strategy", default="single_device",

@@ -25,6 +25,8 @@ def images_of(docs: list[dict[str, Any]]) -> set[str]:
         if isinstance(node, dict):
             for key in ("containers", "initContainers", "ephemeralContainers"):
                 found.update(str(c["image"]) for c in node.get(key) or [] if isinstance(c, dict))
+            found.update(str(v["image"]["reference"]) for v in node.get("volumes") or []
+                         if isinstance(v, dict) and isinstance(v.get("image"), dict))  # image volumes pull too
             for value in node.values():
                 walk(value)
         elif isinstance(node, list):
@@ -59,6 +61,16 @@ def test_json_names_registry_repository_tag_digest_and_who_pulls_it() -> None:
     assert {"ps", "worker", "chief", "tensorboard"} <= set(pinned["components"])
     serving = entries["docker.io/tensorflow/serving:2.21.0"]
     assert serving["components"] == ["serving"] and serving["tag"] == "2.21.0"
+
+
+def test_image_volumes_are_listed_with_the_pods_that_pull_them() -> None:
+    reference = "registry.example.com/ml/weights:v3"
+    sets = ["chief.extraVolumes[0].name=weights", f"chief.extraVolumes[0].image.reference={reference}"]
+    listed = tfchart_images("-f", "values/cpu.yaml", *[arg for s in sets for arg in ("--set", s)], "-o", "json")
+    assert listed.returncode == 0, listed.stderr
+    entries = {entry["image"]: entry for entry in json.loads(listed.stdout)}
+    assert entries[reference]["components"] == ["chief"]
+    assert set(entries) == images_of(render(values=[REPO / "values/cpu.yaml"], sets=sets))
 
 
 def test_invalid_values_are_refused_like_validate() -> None:

@@ -41,11 +41,11 @@ def parse_reference(image: str) -> PulledImage:
 
 
 def pulled_images(docs: list[dict[str, Any]]) -> list[PulledImage]:
-    """Every container image of every pod template (and bare pod) in the manifests, sorted."""
+    """Every image of every pod template (and bare pod) in the manifests, its containers' and image volumes',
+    sorted."""
     found: dict[str, PulledImage] = {}
     for workload in workloads(docs):
-        for container in workload.containers:
-            image = str(container.get("image", ""))
+        for image, _ in workload.images:
             entry = found.setdefault(image, parse_reference(image))
             if workload.component not in entry.components:
                 entry.components.append(workload.component)

@@ -3,6 +3,8 @@ pod count and spec, read from `helm template`'s output; nothing is re-derived fr
 
 from __future__ import annotations
 
+import fnmatch
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,9 +14,16 @@ POD_SPEC_KEYS = ("containers", "initContainers", "ephemeralContainers")
 HOOK = "helm.sh/hook"
 
 
-def is_gpu_resource(name: str) -> bool:
-    """Extended resources that are GPUs: nvidia.com/gpu, amd.com/gpu, gpu.intel.com/i915, nvidia.com/mig-..."""
-    return "/" in name and ("gpu" in name.lower() or name.startswith("nvidia.com/"))
+#: Extended resources counted as GPUs (shell patterns): the well-known vendors' GPUs and AI accelerators
+#: (nvidia.com/gpu and MIG slices, amd.com/gpu, gpu.intel.com/i915, habana.ai/gaudi, aws.amazon.com/neuron,
+#: google.com/tpu) and any resource named *gpu*. A policy's maxGpus.resources replaces the list.
+ACCELERATORS = ("*gpu*", "nvidia.com/*", "amd.com/*", "gpu.intel.com/*", "habana.ai/*", "aws.amazon.com/neuron*",
+                "google.com/tpu*")
+
+
+def is_gpu_resource(name: str, accelerators: Sequence[str] = ACCELERATORS) -> bool:
+    """An extended resource (<domain>/<name>) that one of `accelerators` names."""
+    return "/" in name and any(fnmatch.fnmatchcase(name.lower(), pattern) for pattern in accelerators)
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,14 @@ class Workload:
     @property
     def containers(self) -> list[dict[str, Any]]:
         return [container for key in POD_SPEC_KEYS for container in self.spec.get(key) or []]
+
+    @property
+    def images(self) -> list[tuple[str, str | None]]:
+        """Every image the pod pulls: its containers' (None), and its image volumes' with the volume's name
+        (Kubernetes ImageVolume: `volumes[].image.reference`)."""
+        containers: list[tuple[str, str | None]] = [(str(c.get("image", "")), None) for c in self.containers]
+        return containers + [(str(v["image"].get("reference", "")), str(v.get("name")))
+                             for v in self.spec.get("volumes") or [] if isinstance(v.get("image"), dict)]  # fmt: skip
 
     def claims(self) -> list[str]:
         return [str(volume["persistentVolumeClaim"].get("claimName")) for volume in self.spec.get("volumes") or []

@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -25,7 +25,7 @@ import yaml
 from tfchart.errors import Problem, TfchartError, UsageError, ValidationFailed
 from tfchart.manifests.images import parse_reference
 from tfchart.manifests.quantity import parse_or_none
-from tfchart.manifests.workloads import Workload, is_gpu_resource, running, workloads
+from tfchart.manifests.workloads import ACCELERATORS, Workload, is_gpu_resource, running, workloads
 from tfchart.values.origins import Loader, Origins, compose, walk
 from tfdcontract import COMPONENT_LABEL, HELM_TEST, SUPERVISOR
 
@@ -80,8 +80,10 @@ class Policy:
 
     @property
     def names(self) -> list[str]:
-        """The rules it sets, e.g. maxGpus.perPod."""
-        return [f"{group}.{name}" for group, body in self.rules.items() for name in body]
+        """The rules it sets, e.g. maxGpus.perPod (not the settings they share, e.g. maxGpus.resources)."""
+        groups = policy_schema()["properties"]["rules"]["properties"]
+        return [f"{group}.{name}" for group, body in self.rules.items() for name in body
+                if not groups[group]["properties"][name].get("x-setting")]  # fmt: skip
 
 
 @cache
@@ -188,21 +190,21 @@ class GpuLimit:
     gpus: int | None
 
 
-def gpu_limits(w: Workload) -> list[GpuLimit]:
-    """The GPU limits of the pod's containers, quantities parsed (1k = 1000 GPUs)."""
+def gpu_limits(w: Workload, accelerators: Sequence[str]) -> list[GpuLimit]:
+    """The GPU (accelerator) limits of the pod's containers, quantities parsed (1k = 1000 GPUs)."""
     found = []
-    for container in w.spec.get("containers") or []:
+    for container in w.containers:
         for resource, amount in ((container.get("resources") or {}).get("limits") or {}).items():
-            if is_gpu_resource(str(resource)):
+            if is_gpu_resource(str(resource), accelerators):
                 parsed = parse_or_none(amount)
                 whole = int(parsed) if parsed is not None and parsed == parsed.to_integral_value() else None
                 found.append(GpuLimit(str(resource), amount, whole))
     return found
 
 
-def gpus_per_pod(w: Workload) -> int:
+def gpus_per_pod(w: Workload, accelerators: Sequence[str]) -> int:
     """Whole GPUs per pod (a limit that is not a whole number counts 0: maxGpus reports it)."""
-    return sum(limit.gpus or 0 for limit in gpu_limits(w))
+    return sum(limit.gpus or 0 for limit in gpu_limits(w, accelerators))
 
 
 # -- the checks -------------------------------------------------------------------------------------
@@ -216,6 +218,11 @@ class Context:
     values: dict[str, Any]
     origins: Origins | None
     docs: list[dict[str, Any]]
+
+    @property
+    def accelerators(self) -> tuple[str, ...]:
+        """The extended resources maxGpus counts: the rule's `resources`, else the well-known vendors'."""
+        return tuple(self.rule.get("resources") or ACCELERATORS)
 
     def get(self, *keys: str) -> Any:
         node: Any = self.values
@@ -245,7 +252,7 @@ def gpu_key(c: Context, w: Workload, resource: str) -> Path_:
 def gpu_sources(c: Context, w: Workload) -> dict[Path_, int]:
     """Whole GPUs per pod by the values key that asked for them, most first."""
     sources: dict[Path_, int] = {}
-    for limit in gpu_limits(w):
+    for limit in gpu_limits(w, c.accelerators):
         if limit.gpus:
             keys = gpu_key(c, w, limit.resource)
             sources[keys] = sources.get(keys, 0) + limit.gpus
@@ -256,15 +263,16 @@ def _lowered(c: Context, w: Workload, per_pod: int) -> tuple[Path_, str, str]:
     """The key giving a pod most GPUs, how the message shows it, and the --set that brings the pod to per_pod."""
     keys, gpus = next(iter(gpu_sources(c, w).items()))
     shown = "" if keys[-2:] == ("gpu", "count") else f" ({keys[-1]}: {c.get(*keys)})"
-    return keys, shown, _set(keys, max(gpus - (gpus_per_pod(w) - per_pod), 0))
+    return keys, shown, _set(keys, max(gpus - (gpus_per_pod(w, c.accelerators) - per_pod), 0))
 
 
 def max_gpus(c: Context) -> Iterator[Violation]:
     per_pod = c.rule.get("perPod")
     first = next((f"maxGpus.{name}" for name in ("perPod", "perRole", "perRelease") if name in c.rule), None)
-    pods, unclear = [], set()
+    pods: dict[str, tuple[Workload, int]] = {}  # by name: the workload and its GPUs per pod
+    unclear: set[Path_] = set()
     for w in running(c.docs):
-        for gpu in gpu_limits(w):
+        for gpu in gpu_limits(w, c.accelerators):
             keys = gpu_key(c, w, gpu.resource)
             if gpu.gpus is None and first is not None and keys not in unclear:
                 unclear.add(keys)
@@ -275,30 +283,29 @@ def max_gpus(c: Context) -> Iterator[Violation]:
                 message = (f"{gpu.resource}: {gpu.amount} per {w.component} pod is {what}: Kubernetes accepts GPUs "
                            "(extended resources) only as integers, so they cannot be counted")  # fmt: skip
                 yield c.violation(first, keys, message, gpu.amount, _set(keys, whole))
-        if gpus_per_pod(w):
-            pods.append(w)
+        if each := gpus_per_pod(w, c.accelerators):
+            pods[w.name] = (w, each)
     roles: dict[str, int] = {}
-    for w in pods:
-        roles[w.component] = roles.get(w.component, 0) + w.replicas * gpus_per_pod(w)
-        if per_pod is not None and gpus_per_pod(w) > per_pod:
+    for w, each in pods.values():
+        roles[w.component] = roles.get(w.component, 0) + w.replicas * each
+        if per_pod is not None and each > per_pod:
             keys, shown, fix = _lowered(c, w, per_pod)
-            message = f"{plural(gpus_per_pod(w), 'GPU')} per {w.component} pod{shown}, more than the {per_pod} allowed"
-            yield c.violation("maxGpus.perPod", keys, message, gpus_per_pod(w), fix)
+            message = f"{plural(each, 'GPU')} per {w.component} pod{shown}, more than the {per_pod} allowed"
+            yield c.violation("maxGpus.perPod", keys, message, each, fix)
     for role, limit in (c.rule.get("perRole") or {}).items():
         asked = roles.get(role, 0)
         if asked > limit:
-            w = next(w for w in pods if w.component == role)
-            fits = max(limit // gpus_per_pod(w), 0)
+            w, each = next((w, each) for w, each in pods.values() if w.component == role)
             keys, shown, fewer = _lowered(c, w, max(limit // w.replicas, 0))
-            fix = f"{_set((role, 'replicas'), fits)} or {fewer}"
-            message = (f"{role}: {w.replicas} pods x {gpus_per_pod(w)} GPUs{shown} = {asked} GPUs, more than the "
+            fix = f"{_set((role, 'replicas'), max(limit // each, 0))} or {fewer}"
+            message = (f"{role}: {w.replicas} pods x {each} GPUs{shown} = {asked} GPUs, more than the "
                        f"{limit} allowed for the role")  # fmt: skip
             yield c.violation("maxGpus.perRole", keys, message, asked, fix)
     limit = c.rule.get("perRelease")
     total = sum(roles.values())
     if limit is not None and total > limit:
         biggest = max(roles, key=lambda role: roles[role])
-        keys = next(iter(gpu_sources(c, next(w for w in pods if w.component == biggest))))
+        keys = next(iter(gpu_sources(c, next(w for w, _ in pods.values() if w.component == biggest))))
         shares = ", ".join(f"{role} {count}" for role, count in roles.items())
         yield c.violation("maxGpus.perRelease", keys,
                           f"the release requests {total} GPUs ({shares}), more than the {limit} allowed per release",
@@ -306,10 +313,16 @@ def max_gpus(c: Context) -> Iterator[Violation]:
                           f"{_dotted((biggest, 'replicas'))} or {_dotted(keys)}")  # fmt: skip
 
 
-def image_key(c: Context, component: str, field: str) -> Path_:
+def image_key(c: Context, component: str, field: str, volume: str | None = None) -> Path_:
     """The values key that decides the registry, repository or digest of a component's image (see
     _images.tpl): global.imageRegistry first for a registry; else the role's own image block where it
-    sets the field (or, for a digest, its own repository); else image.<field>, which it inherits."""
+    sets the field (or, for a digest, its own repository); else image.<field>, which it inherits. An
+    image volume's is its reference in <role>.extraVolumes."""
+    if volume is not None:
+        extra = c.get(component, "extraVolumes")
+        names = [v.get("name") for v in extra if isinstance(v, dict)] if isinstance(extra, list) else []
+        return (component, "extraVolumes", str(names.index(volume)), "image", "reference") if volume in names \
+            else (component, "extraVolumes")
     if field == "registry" and c.get("global", "imageRegistry"):
         return ("global", "imageRegistry")
     block = PROJECT_IMAGE_ROLES.get(component, component)
@@ -345,13 +358,12 @@ def images(c: Context) -> Iterator[Violation]:
     by_key: dict[tuple[str, Path_], dict[str, list[str]]] = {}
     registries, digest = c.rule.get("allowedRegistries"), c.rule.get("requireDigest")
     for w in workloads(c.docs):
-        for container in w.containers:
-            image = str(container.get("image", ""))
+        for image, volume in w.images:
             broken = []
             if registries is not None and not allowed_image(image, registries):
-                broken.append(("images.allowedRegistries", image_key(c, w.component, "registry")))
+                broken.append(("images.allowedRegistries", image_key(c, w.component, "registry", volume)))
             if digest and not parse_reference(image).digest:
-                broken.append(("images.requireDigest", image_key(c, w.component, "digest")))
+                broken.append(("images.requireDigest", image_key(c, w.component, "digest", volume)))
             for rule, keys in broken:
                 users = by_key.setdefault((rule, keys), {}).setdefault(image, [])
                 if w.component not in users:
@@ -360,10 +372,12 @@ def images(c: Context) -> Iterator[Violation]:
         shown = "; ".join(f"{image} ({', '.join(users)})" for image, users in pulled.items())
         if rule == "images.allowedRegistries":
             message = f"pulls {shown}, not from an allowed registry ({', '.join(registries or [])})"
-            fix = registry_fix(c, keys, (registries or [""])[0], pulled)
+            fix = registry_fix(c, keys, (registries or [""])[0], pulled) if "extraVolumes" not in keys else \
+                f"mirror it (tfchart images lists them) and set {_dotted(keys)} to its reference there"
         else:
             message = f"pulls {shown} by tag: the policy requires a digest"
-            fix = f"{_set(keys, 'sha256:<digest>')} (crane digest {next(iter(pulled))})"
+            fix = f"{_set(keys, 'sha256:<digest>')} (crane digest {next(iter(pulled))})" if "extraVolumes" not in keys \
+                else f"set {_dotted(keys)} to {next(iter(pulled))}@sha256:<digest> (crane digest {next(iter(pulled))})"
         yield c.violation(rule, keys, message, c.get(*keys), fix)
 
 
@@ -415,10 +429,27 @@ def network_policy(c: Context) -> Iterator[Violation]:
 
 
 def downloads(c: Context) -> Iterator[Violation]:
+    """training.download, or the trainer's --download flag given another way (training.extraArgs, <role>.args)."""
     keys = ("training", "download")
-    if c.rule.get("allowed") is False and c.get(*keys) is True:
+    if c.rule.get("allowed") is not False:
+        return
+    if c.get(*keys) is True:
         yield c.violation("downloads.allowed", keys, "the chief would download the dataset from the internet",
                           True, f"{_set(keys, 'false')} (and put the dataset in training.dataDir)")  # fmt: skip
+        return
+    seen: set[Path_] = set()
+    for w in running(c.docs):
+        for container in w.containers:
+            argv = [str(arg) for arg in [*(container.get("command") or []), *(container.get("args") or [])]]
+            flag = next((arg for arg in argv if arg == "--download" or arg.startswith("--download=")), None)
+            given = next((keys for keys in (("training", "extraArgs"), (w.component, "args"), (w.component, "command"))
+                          if flag in [str(arg) for arg in c.get(*keys) or []]), (w.component,))  # fmt: skip
+            if flag is not None and given not in seen:
+                seen.add(given)
+                who = "every TensorFlow pod is" if given == ("training", "extraArgs") else f"the {w.component} pods are"
+                yield c.violation("downloads.allowed", given, f"{who} given {flag}: the trainer would download the "
+                                  "dataset from the internet", flag,
+                                  f"remove {flag} from {_dotted(given)} (and put the dataset in training.dataDir)")
 
 
 @dataclass(frozen=True)
