@@ -359,8 +359,10 @@ def measured(
     stdin: bytes = b"",
     pipes: list[bytes] | None = None,
     env: dict[str, str] | None = None,
+    kill_after: float = TIME_LIMIT_S * 5,
 ) -> Measured:
-    """Runs argv with `pipes` as /dev/fd/N (already in argv as {fdN}), measuring time and peak RSS."""
+    """Runs argv with `pipes` as /dev/fd/N (already in argv as {fdN}), measuring time and peak RSS; killed (timed
+    out) after `kill_after` seconds."""
     read_ends: list[int] = []
     writers: list[threading.Thread] = []
     for content in pipes or []:
@@ -412,7 +414,7 @@ def measured(
         timed_out.set()
         process.kill()
 
-    timer = threading.Timer(TIME_LIMIT_S * 5, kill)
+    timer = threading.Timer(kill_after, kill)
     timer.start()
     _, status, usage = os.wait4(process.pid, 0)
     elapsed = time.monotonic() - started

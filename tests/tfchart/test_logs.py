@@ -16,7 +16,7 @@ from tfchart.cluster import kube, logs
 from tfchart.errors import KubernetesError, UsageError
 
 NS = "ml-training"
-SELECTOR = "app.kubernetes.io/name=tf-distributed,app.kubernetes.io/instance=mnist"
+SELECTOR = "app.kubernetes.io/instance=mnist,app.kubernetes.io/part-of=tf-distributed"
 
 
 @pytest.fixture
@@ -233,3 +233,11 @@ def test_live_cluster_logs_of_a_release() -> None:
     api = kube.KubeApi.from_config(None, None)
     logs.stream(api, release_name, os.environ.get("TFCHART_TEST_NAMESPACE", "default"), "chief", 0, False, 50, out)
     assert len(out.getvalue().splitlines()) <= 50
+
+
+def test_logs_of_a_release_installed_with_name_override(cluster: KubeServer) -> None:
+    docs = kf.rendered(sets=("nameOverride=vision",))
+    worker = kf.manifest(docs, "StatefulSet", "worker")
+    cluster.add(kf.pod(worker, index=0))
+    cluster.set_log(NS, "mnist-vision-worker-0", ["worker 0 says hello"])
+    assert run(cluster, "worker") == "worker 0 says hello\n"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shlex
 import subprocess
 import sys
@@ -100,3 +102,28 @@ def test_a_long_set_argument_is_shortened_in_messages() -> None:
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert max(len(line) for line in result.stderr.splitlines()) < 400, result.stderr
     assert "--set k0=[,k1=[" in result.stderr
+
+
+@pytest.mark.parametrize("plugin, said", [
+    ("import time; time.sleep(600)", "did not answer within 2 s"),
+    ("import sys; sys.stderr.write('token expired: run login\\n'); sys.exit(1)",
+     "exec: process returned 1. token expired: run login"),
+])  # fmt: skip
+def test_a_kubeconfig_exec_plugin_that_hangs_or_fails_is_one_error(tmp_path: Path, plugin: str, said: str) -> None:
+    """A credential plugin is given a time limit, and its failure ends the command: not a hang, not `ERROR:root:`
+    and a request without credentials."""
+    kubeconfig = tmp_path / "kubeconfig"
+    exec_user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
+                          "args": ["-c", plugin], "interactiveMode": "Never"}}  # fmt: skip
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": {"server": "http://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": exec_user}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+    }))  # fmt: skip
+    env = {**os.environ, "TFCHART_EXEC_PLUGIN_TIMEOUT": "2"}
+    argv = [sys.executable, "-m", "tfchart", "status", "mnist", "-n", "ml", "--kubeconfig", str(kubeconfig)]
+    result = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+    assert result.returncode == 1, result.stderr
+    assert "the kubeconfig's credential plugin failed" in result.stderr and said in result.stderr, result.stderr
+    assert "ERROR:root" not in result.stderr and "Traceback" not in result.stderr

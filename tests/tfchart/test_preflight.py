@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from functools import cache
@@ -18,9 +19,11 @@ import pytest
 from rich.console import Console
 
 from tests import kubeapi as kf
-from tests.chartlib import REPO, pod_spec, render
+from tests.chartlib import REPO, helm_path, pod_spec, render
 from tests.crds import crdlib
 from tests.kubeapi import Call, KubeServer, kube_server
+from tests.kubeapi import served as served_pod
+from tests.tfchart.hostile import helm_env, measured
 from tfchart.cli import main
 from tfchart.cluster import kube, preflight
 from tfchart.cluster.preflight import FAIL, OK, WARN
@@ -35,7 +38,8 @@ from tfchart.manifests import quantity
 
 NS = "ml-training"
 GPU = "nvidia.com/gpu"
-ALL_PODS = Call("list", "pods", None, field_selector="status.phase!=Succeeded,status.phase!=Failed")
+ALL_PODS = Call("list", "pods", None, field_selector="status.phase!=Succeeded,status.phase!=Failed",
+                params=(("limit", "500"),))  # a page at a time
 NODES = Call("list", "nodes")
 
 
@@ -167,7 +171,7 @@ def test_plan_matches_the_rendered_manifests(values_file: str) -> None:
 def test_gpus_fit_with_room(cluster: KubeServer) -> None:
     cluster.add(*gpu_nodes(4, 4), kf.node("cpu-0"))
     cluster.add(kf.running_pod("other-training", "team-b", "gpu-0", {GPU: "2", "cpu": "1"}))
-    findings = check_gpus(cluster.api(), plan_of("values/gpu.yaml"), "mnist")
+    findings = check_gpus(cluster.api(), plan_of("values/gpu.yaml"), "mnist", NS)
     assert findings == [
         preflight.Finding(
             "gpu-capacity",
@@ -183,7 +187,7 @@ def test_gpus_tight_when_other_pods_hold_them(cluster: KubeServer) -> None:
     cluster.add(*gpu_nodes(2, 2))
     cluster.add(kf.running_pod("notebook", "team-b", "gpu-1", {GPU: "1"}))
     cluster.add(kf.running_pod("done", "team-b", "gpu-0", {GPU: "2"}, phase="Succeeded"))  # finished: not counted
-    [finding] = check_gpus(cluster.api(), plan_of("values/gpu.yaml"), "mnist")
+    [finding] = check_gpus(cluster.api(), plan_of("values/gpu.yaml"), "mnist", NS)
     assert finding.severity == WARN
     assert finding.message.startswith("tight: the release needs 4 nvidia.com/gpu (worker 4x1); 3 of 4 are free now")
 
@@ -192,13 +196,13 @@ def test_own_release_pods_do_not_count_as_used(cluster: KubeServer) -> None:
     cluster.add(*gpu_nodes(2, 2))
     worker = kf.manifest(docs("values/gpu.yaml"), "StatefulSet", "worker")
     cluster.add(kf.pod(worker, index=0, node="gpu-0"), kf.pod(worker, index=1, node="gpu-1"))  # an upgrade
-    [finding] = check_gpus(cluster.api(), plan_of("values/gpu.yaml"), "mnist")
+    [finding] = check_gpus(cluster.api(), plan_of("values/gpu.yaml"), "mnist", NS)
     assert finding.severity == OK
 
 
 def test_gpus_fail_when_the_cluster_is_too_small_or_a_pod_cannot_fit_one_node(cluster: KubeServer) -> None:
     cluster.add(*gpu_nodes(2), kf.node("gpu-9", gpus={GPU: 8}, unschedulable=True))
-    [finding] = check_gpus(cluster.api(), plan_of("values/gpu.yaml"), "mnist")
+    [finding] = check_gpus(cluster.api(), plan_of("values/gpu.yaml"), "mnist", NS)
     assert finding.severity == FAIL
     assert finding.message.startswith(
         "the release needs 4 nvidia.com/gpu (worker 4x1); schedulable nodes have 2 (gpu-0: 2)"
@@ -206,7 +210,7 @@ def test_gpus_fail_when_the_cluster_is_too_small_or_a_pod_cannot_fit_one_node(cl
 
     cluster.reset()
     cluster.add(*gpu_nodes(2, 2))
-    [finding] = check_gpus(cluster.api(), plan_of("values/multi-gpu.yaml"), "mnist")
+    [finding] = check_gpus(cluster.api(), plan_of("values/multi-gpu.yaml"), "mnist", NS)
     assert finding.severity == FAIL
     assert finding.message.startswith(
         "a pod needs 4 nvidia.com/gpu but the largest node has 2: a pod cannot span nodes"
@@ -215,7 +219,7 @@ def test_gpus_fail_when_the_cluster_is_too_small_or_a_pod_cannot_fit_one_node(cl
 
 def test_gpus_fail_without_a_device_plugin(cluster: KubeServer) -> None:
     cluster.add(kf.node("cpu-0"), kf.node("cpu-1"))
-    [finding] = check_gpus(cluster.api(), plan_of("values/sync-allreduce.yaml"), "mnist")
+    [finding] = check_gpus(cluster.api(), plan_of("values/sync-allreduce.yaml"), "mnist", NS)
     assert finding.severity == FAIL
     assert (
         "needs 4 nvidia.com/gpu (worker 3x1, chief 1x1) but no schedulable node advertises nvidia.com/gpu"
@@ -225,14 +229,35 @@ def test_gpus_fail_without_a_device_plugin(cluster: KubeServer) -> None:
 
 
 def test_no_gpus_requested_needs_no_api_call(cluster: KubeServer) -> None:
-    assert check_gpus(cluster.api(), plan_of("values/cpu.yaml"), "mnist")[0].severity == OK
+    assert check_gpus(cluster.api(), plan_of("values/cpu.yaml"), "mnist", NS)[0].severity == OK
     assert cluster.calls == []
+
+
+def test_a_release_of_the_same_name_in_another_namespace_is_another_release(cluster: KubeServer) -> None:
+    cluster.add(*gpu_nodes(2, 2))
+    worker = kf.manifest(docs("values/gpu.yaml"), "StatefulSet", "worker")
+    for index, node in enumerate(("gpu-0", "gpu-1")):
+        pod = kf.pod(worker, index=index, node=node)
+        pod["metadata"]["namespace"] = "team-b"  # `mnist` of another team: its GPUs are taken
+        cluster.add(pod)
+    [finding] = check_gpus(cluster.api(), plan_of("values/gpu.yaml"), "mnist", NS)
+    assert finding.severity == WARN and "2 of 4 are free now" in finding.message, finding
+
+
+def test_gpu_usage_is_read_a_page_at_a_time(cluster: KubeServer) -> None:
+    cluster.add(*gpu_nodes(2, 2))
+    cluster.add(*(kf.running_pod(f"other-{n:04d}", "team-b", "gpu-0", {"cpu": "10m"}) for n in range(1200)))
+    cluster.add(kf.running_pod("notebook", "team-c", "gpu-1", {GPU: "1"}))
+    [finding] = check_gpus(cluster.api(), plan_of("values/gpu.yaml"), "mnist", NS)
+    assert "3 of 4 are free now" in finding.message, finding
+    pages = [call for call in cluster.calls if call.resource == "pods"]
+    assert [dict(call.params).get("continue") for call in pages] == [None, "500", "1000"]
 
 
 def test_gpu_usage_unknown_when_listing_all_pods_is_forbidden(cluster: KubeServer) -> None:
     cluster.add(*gpu_nodes(4))
     cluster.fail("list", "pods", 403, "pods is forbidden: cannot list resource pods at the cluster scope")
-    [finding] = check_gpus(cluster.api(), plan_of("values/gpu.yaml"), "mnist")
+    [finding] = check_gpus(cluster.api(), plan_of("values/gpu.yaml"), "mnist", NS)
     assert finding.severity == OK
     assert "other pods' GPU use is unknown" in finding.message
 
@@ -958,3 +983,25 @@ def test_live_cluster_preflight_of_the_cpu_values() -> None:
     findings = preflight.run(api, render(values=[REPO / "values/cpu.yaml"], namespace=namespace), "mnist", namespace)
     assert [f.check for f in findings] == ["gpu-capacity", "storage", "co-location", "quota", "network-policy"]
     assert only(findings, "gpu-capacity").severity == OK  # values/cpu.yaml requests no GPUs
+
+
+def test_preflight_of_a_cluster_with_15000_pods_stays_within_200_mb(cluster: KubeServer) -> None:
+    """Every pod of the cluster is read to count the GPUs other releases hold: a page at a time, so memory stays
+    flat whatever the cluster's size (one unpaginated list of 15,000 pods took 500 MB)."""
+    kind_cluster(cluster)
+    cluster.add(*gpu_nodes(4, 4))
+    worker = served_pod(kf.pod(kf.manifest(docs("values/gpu.yaml"), "StatefulSet", "worker"), index=0, node="gpu-0"))
+    with cluster.lock:  # 15,000 realistic pods (the chart's worker pod), sharing one spec to spare this process
+        for n in range(15000):
+            metadata = {**worker["metadata"], "name": f"pod-{n:05d}", "namespace": f"team-{n % 50}",
+                        "uid": f"uid-{n}", "labels": {"app": "other"}}
+            cluster.objects[("pods", metadata["namespace"], metadata["name"])] = {**worker, "metadata": metadata}
+    argv = [sys.executable, "-m", "tfchart", "--helm", str(helm_path("4")), "preflight", "-f", "values/gpu.yaml",
+            "-n", NS, "--kubeconfig", str(cluster.kubeconfig())]  # fmt: skip
+    run = measured(argv, env=helm_env(), kill_after=300)  # memory is the limit here, not time
+    assert not run.timed_out and b"Traceback" not in run.stderr, run.stderr.decode()[-2000:]
+    assert b"gpu-capacity" in run.stdout + run.stderr
+    pages = [call for call in cluster.calls if call.resource == "pods" and call.namespace is None]
+    assert len(pages) == 30
+    assert run.max_rss_mb <= 200, f"tfchart preflight used {run.max_rss_mb:.0f} MB"
+    print(f"\npreflight against 15,000 pods: {run.seconds:.1f} s, {run.max_rss_mb:.0f} MB peak")

@@ -25,7 +25,7 @@ from tfchart.cluster.objects import GpuRequest
 from tfchart.errors import KubernetesError
 
 NS = "ml-training"
-SELECTOR = "app.kubernetes.io/name=tf-distributed,app.kubernetes.io/instance=mnist"
+SELECTOR = "app.kubernetes.io/instance=mnist,app.kubernetes.io/part-of=tf-distributed"
 CHIEF_POD = "mnist-tf-distributed-chief-x7k2p"
 LISTS = [
     Call("list", "pods", NS, label_selector=SELECTOR),

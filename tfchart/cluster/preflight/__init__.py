@@ -29,7 +29,7 @@ def run(api: KubeApi, docs: list[dict[str, Any]], release: str, namespace: str) 
     need = planned.storage
     nodes = schedulable_nodes(api)
     checks: list[tuple[str, Callable[[], list[Finding]]]] = [
-        ("gpu-capacity", lambda: gpus.check_gpus(api, planned, release, nodes)),
+        ("gpu-capacity", lambda: gpus.check_gpus(api, planned, release, namespace, nodes)),
         ("storage", lambda: storage.check_storage(api, planned, namespace, nodes)),
     ]
     if need is not None and need.colocated:

@@ -10,10 +10,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.kube import AccessDenied
-from tfchart.cluster.objects import name_of, pod_gpus
+from tfchart.cluster.objects import gpu_requests, name_of
 from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Finding, allocatable, schedulable_nodes
 from tfchart.cluster.preflight.plan import Plan, PlannedRole
-from tfdcontract import CHART_NAME, INSTANCE_LABEL, NAME_LABEL
+from tfdcontract import CHART_NAME, INSTANCE_LABEL, PART_OF_LABEL
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
@@ -22,7 +22,7 @@ NOT_FINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 
 
 def check_gpus(
-    api: KubeApi, planned: Plan, release: str, nodes: Callable[[], list[Any]] | None = None
+    api: KubeApi, planned: Plan, release: str, namespace: str, nodes: Callable[[], list[Any]] | None = None
 ) -> list[Finding]:
     demand: dict[str, list[PlannedRole]] = {}
     for role in planned.roles:
@@ -31,23 +31,26 @@ def check_gpus(
     if not demand:
         return [Finding("gpu-capacity", OK, "the release requests no GPUs")]
     listed = (nodes or schedulable_nodes(api))()
-    used, usage_note = gpu_usage(api, release)
+    used, usage_note = gpu_usage(api, release, namespace)
     return [gpu_finding(resource, roles, listed, used, usage_note) for resource, roles in sorted(demand.items())]
 
 
-def gpu_usage(api: KubeApi, release: str) -> tuple[dict[tuple[str, str], int], str]:
-    """GPUs held per (node, resource) by unfinished pods of other releases; best effort."""
+def gpu_usage(api: KubeApi, release: str, namespace: str) -> tuple[dict[tuple[str, str], int], str]:
+    """GPUs held per (node, resource) by unfinished pods of other releases (a release of the same name in another
+    namespace is another release); best effort. Read a page at a time: a large cluster's pods never all at once."""
+    used: Counter[tuple[str, str]] = Counter()
     try:
-        pods = api.list_objects("Pod", field_selector=NOT_FINISHED)
+        for page in api.pages("Pod", field_selector=NOT_FINISHED):
+            for pod in page:
+                metadata, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+                labels = metadata.get("labels") or {}
+                own = metadata.get("namespace") == namespace and labels.get(INSTANCE_LABEL) == release \
+                    and labels.get(PART_OF_LABEL) == CHART_NAME
+                if not own and spec.get("nodeName"):
+                    for gpu in gpu_requests(c.get("resources") for c in spec.get("containers") or []):
+                        used[(spec["nodeName"], gpu.resource)] += gpu.count
     except AccessDenied:
         return {}, " (other pods' GPU use is unknown: listing pods in all namespaces is forbidden)"
-    used: Counter[tuple[str, str]] = Counter()
-    for pod in pods:
-        labels = pod.metadata.labels or {}
-        own = labels.get(NAME_LABEL) == CHART_NAME and labels.get(INSTANCE_LABEL) == release
-        if not own and pod.spec and pod.spec.node_name:
-            for gpu in pod_gpus(pod):
-                used[(pod.spec.node_name, gpu.resource)] += gpu.count
     return used, ""
 
 
