@@ -3,8 +3,10 @@
 With ``TFD_METRICS_PORT`` unset or 0 nothing here runs: :func:`current` answers a :class:`Monitor`
 whose methods do nothing. With a port, :func:`install` (called by ``trainer.roles.dispatch``, before
 TensorFlow is imported) counts this start in the task's restart file on the shared volume and
-serves ``/metrics`` (prometheus_client's HTTP server, a daemon thread) on ``0.0.0.0:<port>`` for the
-whole life of the process. Every task exports ``tfd_server_up``, ``tfd_process_restarts`` and
+serves ``/metrics`` on ``0.0.0.0:<port>`` (``TFD_METRICS_ADDRESS`` overrides the address: ``tfchart
+local`` serves on 127.0.0.1) for the whole life of the process, from a bounded server: at most
+:data:`MAX_CONNECTIONS` connections at once (more are closed at once), each given
+:data:`CONNECTION_TIMEOUT_S` to send its request. Every task exports ``tfd_server_up``, ``tfd_process_restarts`` and
 ``tfd_run_info``; the chief (through :class:`trainer.metrics.ChiefReporter`) also the training
 metrics: step, loss, held-out accuracy, examples/sec, seconds since the last checkpoint (computed
 at scrape time), the target step and the training state. Every ``tfd_`` metric carries the labels
@@ -22,15 +24,16 @@ import logging
 import math
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Gauge, Info
-from prometheus_client.exposition import start_wsgi_server
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, Info, generate_latest
 
-from tfdcontract import METRICS_LINGER_ENV, METRICS_PORT_ENV, METRICS_PREFIX, RUNNING, STATES
+from tfdcontract import METRICS_ADDRESS_ENV, METRICS_LINGER_ENV, METRICS_PORT_ENV, METRICS_PREFIX, RUNNING, STATES
 from trainer.cluster import Task
 from trainer.config import TrainConfig
 from trainer.errors import ConfigError
@@ -39,6 +42,55 @@ log = logging.getLogger("trainer.monitoring")
 
 #: Where every task serves: all interfaces (the pod's network namespace; Prometheus scrapes the pod IP).
 LISTEN_ADDRESS = "0.0.0.0"
+#: A scraper needs one connection; these bound what idle or slow clients can hold (threads, sockets).
+MAX_CONNECTIONS = 16
+CONNECTION_TIMEOUT_S = 10.0
+
+
+class MetricsServer(ThreadingHTTPServer):
+    """/metrics of one registry: a thread per connection, at most `max_connections` of them; a connection
+    that does not send its request within `timeout` seconds is closed."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], registry: CollectorRegistry,
+                 max_connections: int = MAX_CONNECTIONS, timeout: float = CONNECTION_TIMEOUT_S) -> None:  # fmt: skip
+        self.registry, self.connection_timeout = registry, timeout
+        self.slots = threading.BoundedSemaphore(max_connections)
+        super().__init__(address, MetricsHandler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)  # over the limit: closed, no thread started
+            return
+        request.settimeout(self.connection_timeout)
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
+class MetricsHandler(BaseHTTPRequestHandler):
+    server: MetricsServer
+
+    def do_GET(self) -> None:
+        found = self.path.split("?", 1)[0] in ("/metrics", "/")
+        body = generate_latest(self.server.registry) if found else b"not found\n"
+        self.send_response(200 if found else 404)
+        self.send_header("Content-Type", CONTENT_TYPE_LATEST if found else "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # a scrape every few seconds would drown the training log
 
 
 def metrics_settings(env: Mapping[str, str]) -> tuple[int, float]:
@@ -161,15 +213,19 @@ class PrometheusMonitor(Monitor):
         self._server: Any = None
         self._thread: Any = None
 
-    def serve(self, port: int) -> int:
-        """Serve /metrics on 0.0.0.0:``port`` (a daemon thread); returns the bound port."""
+    def serve(self, port: int, address: str | None = None) -> int:
+        """Serve /metrics on ``address`` (TFD_METRICS_ADDRESS, else 0.0.0.0) and ``port`` (a daemon thread);
+        returns the bound port."""
+        address = address or os.environ.get(METRICS_ADDRESS_ENV, "").strip() or LISTEN_ADDRESS
         try:
-            self._server, self._thread = start_wsgi_server(port, addr=LISTEN_ADDRESS, registry=self.registry)
+            self._server = MetricsServer((address, port), self.registry)
         except OSError as e:
             raise ConfigError(
-                f"cannot serve Prometheus metrics on {LISTEN_ADDRESS}:{port} ({METRICS_PORT_ENV}): "
+                f"cannot serve Prometheus metrics on {address}:{port} ({METRICS_PORT_ENV}): "
                 f"{e.strerror or e}; choose a free port (metrics.port)"
             ) from None
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="metrics")
+        self._thread.start()
         self.port = int(self._server.server_port)
         return self.port
 

@@ -24,7 +24,10 @@ ALLOWED = {
     "helm": set(),
     "manifests": set(),
 }
-MAX_LINES = 7500
+# 7,496 lines when issue 21 left helm the one source of truth for values (limit 7,500, the pattern meanings
+# since moved into the chart's schema); issue 22's safeguards (paged pod lists, bounded credential plugins,
+# mounts and writes kept inside the run directory, policy checks of every way a value reaches a pod) add ~110.
+MAX_LINES = 7650
 
 
 def module_name(path: Path) -> str:

@@ -1,4 +1,4 @@
-"""Prometheus metrics of the trainer (trainer/monitoring.py): served by prometheus_client's HTTP server,
+"""Prometheus metrics of the trainer (trainer/monitoring.py): served by a bounded HTTP server,
 scraped over real HTTP and parsed with prometheus_client's own parser; the environment's errors; the
 restart counter on the shared volume; `tfchart local`'s per-pod metrics ports; and, with real trainer
 processes, the chief's linger after success that a SIGTERM cuts short and that a stop never starts."""
@@ -9,6 +9,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -167,6 +168,47 @@ def test_a_port_in_use_is_a_config_error(tmp_path: Path) -> None:
         cfg = parse_config([f"--storage-root={tmp_path}"])
         with pytest.raises(ConfigError, match=f"cannot serve Prometheus metrics on 0.0.0.0:{port}"):
             monitoring.PrometheusMonitor(cfg, Task(CHIEF, 0)).serve(port)
+
+
+def test_idle_connections_hold_neither_threads_nor_the_scrape_for_long(tmp_path: Path) -> None:
+    """A client that connects and never sends (or 200 of them) gets no thread beyond the limit, is closed after
+    the connection timeout, and the next scrape is answered."""
+    cfg = parse_config([f"--storage-root={tmp_path}"])
+    monitor = monitoring.PrometheusMonitor(cfg, Task(CHIEF, 0))
+    registry = monitor.registry
+    server = monitoring.MetricsServer(("127.0.0.1", 0), registry, max_connections=4, timeout=1.0)
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    port = server.server_port
+    before = threading.active_count()
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(200)]
+    try:
+        deadline = time.monotonic() + 5
+        while server.slots._value > 0 and time.monotonic() < deadline:  # the first 4 took every slot
+            time.sleep(0.01)
+        assert threading.active_count() <= before + 4
+        # the 196 others were closed at once; the 4 within the limit once their second has passed
+        for client in idle:
+            client.settimeout(30)
+            assert client.recv(1) == b""
+        samples = scrape(port)
+        assert value(samples, "tfd_server_up", role="chief", index="0") == 0
+    finally:
+        for client in idle:
+            client.close()
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_metrics_address_comes_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TFD_METRICS_ADDRESS", "127.0.0.1")
+    monitor = monitoring.PrometheusMonitor(parse_config([f"--storage-root={tmp_path}"]), Task(PS, 0))
+    monitor.serve(0)
+    try:
+        assert monitor._server.server_address[0] == "127.0.0.1"
+        assert value(scrape(monitor.port), "tfd_server_up", role="ps", index="0") == 0
+    finally:
+        monitor.close()
 
 
 def test_restart_counter_per_task_and_run(tmp_path: Path) -> None:

@@ -28,7 +28,16 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from tfchart.errors import TfchartError, UsageError
-from tfdcontract import CHIEF, METRICS_PORT_ENV, SERVING, TENSORBOARD, TF_ROLES, WORKER, read_status_file
+from tfdcontract import (
+    CHIEF,
+    METRICS_ADDRESS_ENV,
+    METRICS_PORT_ENV,
+    SERVING,
+    TENSORBOARD,
+    TF_ROLES,
+    WORKER,
+    read_status_file,
+)
 
 PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_cyan", "bright_magenta", "bright_green")
 
@@ -359,8 +368,22 @@ def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values
                          "every topology renders a chief Job, or workers whose worker 0 is the chief: check --chart")
     addresses = localise_cluster(pods)
     metrics_ports = localise_metrics(pods, [*addresses.values(), f"127.0.0.1:{tensorboard_port}"])
+    on_loopback(pods)
     url = f"http://127.0.0.1:{tensorboard_port}/" if any(pod.role == TENSORBOARD for pod in pods) else None
     return LocalPlan(workdir, pods, addresses, url, values, metrics_ports)
+
+
+def on_loopback(pods: list[LocalPod]) -> None:
+    """TensorBoard and the metrics servers listen on 127.0.0.1 only: in a cluster they serve the pod's network
+    (the chart's --bind_all, 0.0.0.0), here they would serve every network this machine is on."""
+    for pod in pods:
+        if pod.role == TENSORBOARD:
+            argv = [arg for arg in pod.argv if arg != "--bind_all" and not arg.startswith("--host=")]
+            if "--host" in argv:  # --host ADDRESS
+                del argv[argv.index("--host"):argv.index("--host") + 2]
+            pod.argv[:] = [*argv, "--host=127.0.0.1"]
+        if METRICS_PORT_ENV in pod.env:
+            pod.env[METRICS_ADDRESS_ENV] = "127.0.0.1"
 
 
 def python_bin_dir() -> str:
