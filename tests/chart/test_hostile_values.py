@@ -78,7 +78,17 @@ def component_base(role: str) -> dict[str, Any]:
         "priorityClassName": "batch",
         "podLabels": {"team": "a"},
         "podAnnotations": {"note": "a"},
-        "extraVolumes": [{"name": "scratch", "emptyDir": {}}],
+        "extraVolumes": [
+            {"name": "scratch", "emptyDir": {}},
+            {"name": "conf", "configMap": {"name": "c", "items": [{"key": "k", "path": "p"}]}},
+            {"name": "keys", "secret": {"secretName": "s", "items": [{"key": "k", "path": "p"}]}},
+            {"name": "info", "downwardAPI": {"items": [{"path": "p", "fieldRef": {"fieldPath": "metadata.name"}}]}},
+            {"name": "all", "projected": {"sources": [
+                {"configMap": {"name": "c", "items": [{"key": "k", "path": "p"}]}},
+                {"secret": {"name": "s", "items": [{"key": "k", "path": "p"}]}},
+                {"downwardAPI": {"items": [{"path": "p", "fieldRef": {"fieldPath": "metadata.name"}}]}},
+            ]}},
+        ],
         "extraVolumeMounts": [
             {
                 "name": "scratch",

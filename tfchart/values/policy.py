@@ -193,7 +193,7 @@ class GpuLimit:
 def gpu_limits(w: Workload, accelerators: Sequence[str]) -> list[GpuLimit]:
     """The GPU (accelerator) limits of the pod's containers, quantities parsed (1k = 1000 GPUs)."""
     found = []
-    for container in w.containers:
+    for container in w.spec.get("containers") or []:  # what the pod holds while it runs
         for resource, amount in ((container.get("resources") or {}).get("limits") or {}).items():
             if is_gpu_resource(str(resource), accelerators):
                 parsed = parse_or_none(amount)
