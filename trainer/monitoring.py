@@ -52,6 +52,7 @@ class MetricsServer(ThreadingHTTPServer):
     that does not send its request within `timeout` seconds is closed."""
 
     daemon_threads = True
+    request_queue_size = 64  # connections the kernel holds until accepted (and, past the limit, closed)
 
     def __init__(self, address: tuple[str, int], registry: CollectorRegistry,
                  max_connections: int = MAX_CONNECTIONS, timeout: float = CONNECTION_TIMEOUT_S) -> None:  # fmt: skip

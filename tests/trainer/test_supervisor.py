@@ -427,7 +427,7 @@ def test_recreating_a_running_chief_goes_on_with_the_same_servers_to_the_end(rel
         assert stage.server.writes()[writes:] == [deleted]  # the supervisor changed nothing meanwhile
         controllers.append(stage.start_chief(docs))
 
-    run = release(["supervisor.chiefMissingSeconds=120", "training.trainSteps=200"], start_servers=True,
+    run = release(["supervisor.chiefMissingSeconds=120", "training.trainSteps=120"], start_servers=True,
                   during=recreate, timeout=300)
     controllers[0].join(30)
     assert record(run.server) == ("uid-the-recreated-chief", "Complete", "succeeded"), run.pod_lines[-20:]
