@@ -166,3 +166,50 @@ def test_interrupting_tfchart_local_leaves_no_process(tmp_path: Path, sig: signa
             proc.kill()
     assert proc.returncode in (130, 1), proc.returncode
     assert_none_left(workdir)
+
+
+def process_tree(root: int) -> set[int]:
+    """`root` and every process under it, from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            pid, rest = stat.read_text().split(" ", 1)
+        except OSError:
+            continue
+        children.setdefault(int(rest.rsplit(")", 1)[1].split()[1]), []).append(int(pid))
+    tree, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        tree.add(pid)
+        todo += children.get(pid, [])
+    return tree
+
+
+def test_a_local_run_listens_on_loopback_or_in_a_private_network_only(tmp_path: Path) -> None:
+    """`make run`-sized: while it trains, every listening socket of its process tree in this machine's network
+    is on 127.0.0.1, and the TensorFlow pods (whose gRPC servers bind every interface) are in a network
+    namespace of their own."""
+    argv = [str(REPO / ".venv" / "bin" / "tfchart"), "local", "-f", "values/cpu.yaml", "--set",
+            "training.dataset=digits", "--set", "training.download=false", "--set", "metrics.enabled=true",
+            "--workdir", str(tmp_path / "run")]  # fmt: skip
+    tfchart = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert tfchart.stdout is not None
+    try:
+        for line in tfchart.stdout:  # the chief trains: every pod is up
+            if re.match(r"^ *\d+% step \d+/", line):
+                break
+        tree = process_tree(tfchart.pid)
+        listening = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout.splitlines()
+        ours = [line.split() for line in listening
+                if any(int(pid) in tree for pid in re.findall(r"pid=(\d+)", line))]  # fmt: skip
+        assert ours, listening  # tfchart's forwarders and TensorBoard
+        assert all(fields[3].startswith(("127.0.0.1:", "[::1]:")) for fields in ours), ours
+        own = os.readlink("/proc/self/ns/net")
+        trainers = [pid for pid in tree if b"trainer" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        assert trainers and all(os.readlink(f"/proc/{pid}/ns/net") != own for pid in trainers)
+        rest = tfchart.stdout.read()
+        assert tfchart.wait(timeout=600) == 0, rest[-3000:]
+    finally:
+        if tfchart.poll() is None:
+            tfchart.send_signal(signal.SIGINT)
+            tfchart.wait(60)

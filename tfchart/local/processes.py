@@ -224,10 +224,12 @@ class LocalCluster:
     """Starts pods as process groups, streams their output, and always stops every one of them."""
 
     def __init__(self, on_line: Callable[[LocalPod, str], None], extra_path: Sequence[str] = (),
-                 wrap: Callable[[LocalPod], list[str]] | None = None) -> None:  # fmt: skip
+                 wrap: Callable[[LocalPod], list[str]] | None = None,
+                 stopped: Callable[[], None] | None = None) -> None:  # fmt: skip
         self.on_line = on_line
         self.extra_path = list(extra_path)
-        self.wrap = wrap  # e.g. `ip netns exec <ns>` in front of the pod's argv (tests/e2e)
+        self.wrap = wrap  # e.g. `ip netns exec <ns>` in front of the pod's argv (tests/e2e), or nsenter (netns.py)
+        self.stopped = stopped  # called once every process has ended
         self.processes: dict[str, Process] = {}
 
     def start(self, pods: Sequence[LocalPod]) -> None:
@@ -280,6 +282,8 @@ class LocalCluster:
             with suppress(subprocess.TimeoutExpired):  # an unkillable process: nothing more to do
                 process.popen.wait(timeout=5)
             process.reader.join(timeout=5)
+        if self.stopped:
+            self.stopped()
 
     def pids(self) -> list[int]:
         return [p.popen.pid for p in self.processes.values()]
@@ -328,7 +332,11 @@ class LocalPlan:
         return f"{len(self.pods)} processes, run directory {self.workdir}"
 
     def cluster(self, on_line: Callable[[LocalPod, str], None]) -> Cluster:
-        return LocalCluster(on_line, extra_path=[python_bin_dir()])
+        """The pods as processes; the TensorFlow ones in a private network (netns.py), the metrics ports forwarded."""
+        from tfchart.local.netns import PrivateNetwork
+
+        network = PrivateNetwork(sorted(set(self.metrics_ports.values())))
+        return LocalCluster(on_line, extra_path=[python_bin_dir()], wrap=network.wrap, stopped=network.close)
 
     def host_path(self, path: object) -> object:
         """A path the pods wrote (status.json's export_path) as seen from this machine: the same here."""

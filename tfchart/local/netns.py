@@ -1,0 +1,146 @@
+"""A private network for the TensorFlow pods of a process-engine run (`tfchart local`).
+
+TensorFlow's gRPC server binds every interface whatever address its cluster map names, and it runs
+any graph it is sent: so the TensorFlow pods run in one network namespace of their own, made without
+root (`unshare --user --map-root-user --net`, joined with `nsenter`), whose only interface is its own
+loopback. Nothing outside this machine, nor another user on it, reaches them. The metrics ports tfchart
+prints are forwarded from this machine's 127.0.0.1 into the namespace through Unix sockets (a Unix
+socket is a file: both sides see it). TensorBoard stays outside, on 127.0.0.1: it only reads files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tfchart.errors import TfchartError
+from tfdcontract import TENSORBOARD
+
+IFREQ = "16sH22x"  # struct ifreq: the interface name, its flags
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+
+
+def loopback_up() -> None:
+    """Brings up `lo` of this network namespace (a new one starts with it down)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        flags = struct.unpack(IFREQ, fcntl.ioctl(probe, SIOCGIFFLAGS, struct.pack(IFREQ, b"lo", 0)))[1]
+        fcntl.ioctl(probe, SIOCSIFFLAGS, struct.pack(IFREQ, b"lo", flags | IFF_UP))
+
+
+def splice(one: socket.socket, other: socket.socket) -> None:
+    """Copies both ways until both sides are done, then closes both."""
+
+    def pump(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    back = threading.Thread(target=pump, args=(other, one), daemon=True)
+    back.start()
+    pump(one, other)
+    back.join()
+    one.close()
+    other.close()
+
+
+def relay(listener: socket.socket, connect: Callable[[], socket.socket]) -> None:
+    """Each connection accepted on `listener` spliced to a new `connect()`, until the listener closes."""
+    while True:
+        try:
+            client, _ = listener.accept()
+        except OSError:
+            return
+
+        def handle(client: socket.socket = client) -> None:
+            try:
+                upstream = connect()
+            except OSError:
+                client.close()
+                return
+            splice(client, upstream)
+
+        threading.Thread(target=handle, daemon=True).start()
+
+
+def unix_client(path: Path) -> socket.socket:
+    client = socket.socket(socket.AF_UNIX)
+    client.connect(str(path))
+    return client
+
+
+def hold(folder: Path, ports: Sequence[int]) -> None:
+    """Inside the namespace: loopback up, `<folder>/<port>.sock` relayed to 127.0.0.1:<port>, until stdin closes."""
+    loopback_up()
+    for port in ports:
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(str(folder / f"{port}.sock"))
+        listener.listen(64)
+        connect = lambda port=port: socket.create_connection(("127.0.0.1", port), timeout=10)  # noqa: E731
+        threading.Thread(target=relay, args=(listener, connect), daemon=True).start()
+    print("ready", flush=True)
+    sys.stdin.read()  # tfchart closes it, or ends: the namespace goes with this process
+
+
+class PrivateNetwork:
+    """The namespace (its holder process), and this machine's 127.0.0.1 listeners forwarding `ports` into it."""
+
+    def __init__(self, ports: Sequence[int]) -> None:
+        missing = [tool for tool in ("unshare", "nsenter") if shutil.which(tool) is None]
+        if missing:
+            raise TfchartError(f"{' and '.join(missing)} not found: the TensorFlow pods of a local run need a private "
+                               "network (TensorFlow's servers listen on every interface)",
+                               "install util-linux, or run the pods as containers: --engine podman")  # fmt: skip
+        self.folder = Path(tempfile.mkdtemp(prefix="tfd-net-"))
+        argv = ["unshare", "--user", "--map-root-user", "--net", "--", sys.executable, "-m", "tfchart.local.netns",
+                str(self.folder), *map(str, ports)]  # fmt: skip
+        self.holder = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       text=True)  # fmt: skip
+        assert self.holder.stdout is not None
+        if self.holder.stdout.readline().strip() != "ready":
+            self.close()
+            lines = (self.holder.stderr.read() if self.holder.stderr else "").strip().splitlines()
+            why = lines[-1] if lines else "no answer"
+            raise TfchartError(f"cannot make a private network for the TensorFlow pods: {why}",
+                               "unprivileged user namespaces must be enabled (sysctl kernel.unprivileged_userns_clone=1"
+                               " or user.max_user_namespaces > 0), or run the pods as containers: --engine podman")
+        self.listeners: list[socket.socket] = []
+        for port in ports:
+            listener = socket.create_server(("127.0.0.1", port))
+            self.listeners.append(listener)
+            connect = lambda port=port: unix_client(self.folder / f"{port}.sock")  # noqa: E731
+            threading.Thread(target=relay, args=(listener, connect), daemon=True).start()
+
+    def wrap(self, pod: Any) -> list[str]:
+        """What runs a pod inside the namespace (TensorBoard stays outside: it serves this machine's 127.0.0.1)."""
+        if pod.role == TENSORBOARD:
+            return []
+        return ["nsenter", "--preserve-credentials", "--user", "--net", f"--target={self.holder.pid}", "--"]
+
+    def close(self) -> None:
+        for listener in getattr(self, "listeners", []):
+            listener.close()
+        if self.holder.stdin:
+            with contextlib.suppress(OSError):
+                self.holder.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.holder.wait(5)
+        if self.holder.poll() is None:
+            self.holder.kill()
+            self.holder.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    hold(Path(sys.argv[1]), [int(port) for port in sys.argv[2:]])
