@@ -6,7 +6,10 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -213,3 +216,36 @@ def test_a_local_run_listens_on_loopback_or_in_a_private_network_only(tmp_path: 
         if tfchart.poll() is None:
             tfchart.send_signal(signal.SIGINT)
             tfchart.wait(60)
+
+
+def test_the_private_network_has_one_way_out_a_connect_tunnel(tmp_path: Path) -> None:
+    """Inside, a pod reaches nothing directly; HTTPS_PROXY (what urllib, so the trainer's --download, follows)
+    tunnels to where tfchart itself can connect: here an echo server on this machine's loopback."""
+    from tfchart.local.netns import PrivateNetwork
+
+    with socket.create_server(("127.0.0.1", 0)) as echo:
+        port = echo.getsockname()[1]
+
+        def answer() -> None:
+            connection, _ = echo.accept()
+            with connection:
+                connection.sendall(connection.recv(100).upper())
+
+        threading.Thread(target=answer, daemon=True).start()
+        network = PrivateNetwork([])
+        try:
+            pod = network.wrap(type("Pod", (), {"role": "chief"})())
+            client = (
+                "import os, socket\n"
+                f"direct = socket.socket(); direct.settimeout(5)\n"
+                f"print('direct', direct.connect_ex(('127.0.0.1', {port})) != 0)\n"
+                "proxy = os.environ['HTTPS_PROXY'].rsplit(':', 1)\n"
+                "s = socket.create_connection((proxy[0][len('http://'):], int(proxy[1])), timeout=10)\n"
+                f"s.sendall(b'CONNECT 127.0.0.1:{port} HTTP/1.1\\r\\n\\r\\n')\n"
+                "print(s.recv(100).split(b'\\r\\n')[0].decode()); s.sendall(b'hello'); print(s.recv(100).decode())\n"
+            )
+            result = subprocess.run([*pod, sys.executable, "-c", client], capture_output=True, text=True, timeout=60)
+        finally:
+            network.close()
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["direct True", "HTTP/1.1 200 Connection established", "HELLO"]

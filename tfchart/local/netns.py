@@ -80,9 +80,48 @@ def unix_client(path: Path) -> socket.socket:
     return client
 
 
+PROXY_PORT = 3128  # inside the namespace: the way out for downloads (HTTPS_PROXY), tunnelled to tfchart
+
+
+def tunnel(client: socket.socket) -> None:
+    """An HTTP CONNECT request on `client` (what urllib sends for HTTPS_PROXY): the tunnel to its host:port."""
+    request = b""
+    while b"\r\n\r\n" not in request and len(request) < 65536:
+        if not (chunk := client.recv(4096)):
+            client.close()
+            return
+        request += chunk
+    method, target = [*request.split(b"\r\n", 1)[0].split(), b"", b""][:2]
+    host, _, port = target.decode(errors="replace").rpartition(":")
+    if method != b"CONNECT" or not port.isdigit():
+        client.sendall(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
+        client.close()
+        return
+    try:
+        upstream = socket.create_connection((host.strip("[]"), int(port)), timeout=30)
+    except OSError:
+        client.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
+        client.close()
+        return
+    client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+    splice(client, upstream)
+
+
+def proxy(listener: socket.socket) -> None:
+    while True:
+        try:
+            client, _ = listener.accept()
+        except OSError:
+            return
+        threading.Thread(target=tunnel, args=(client,), daemon=True).start()
+
+
 def hold(folder: Path, ports: Sequence[int]) -> None:
-    """Inside the namespace: loopback up, `<folder>/<port>.sock` relayed to 127.0.0.1:<port>, until stdin closes."""
+    """Inside the namespace: loopback up, `<folder>/<port>.sock` relayed to 127.0.0.1:<port>, and 127.0.0.1:PROXY_PORT
+    relayed out to `<folder>/proxy.sock`, until stdin closes."""
     loopback_up()
+    out = socket.create_server(("127.0.0.1", PROXY_PORT))
+    threading.Thread(target=relay, args=(out, lambda: unix_client(folder / "proxy.sock")), daemon=True).start()
     for port in ports:
         listener = socket.socket(socket.AF_UNIX)
         listener.bind(str(folder / f"{port}.sock"))
@@ -103,6 +142,10 @@ class PrivateNetwork:
                                "network (TensorFlow's servers listen on every interface)",
                                "install util-linux, or run the pods as containers: --engine podman")  # fmt: skip
         self.folder = Path(tempfile.mkdtemp(prefix="tfd-net-"))
+        self.proxy = socket.socket(socket.AF_UNIX)  # the pods' way out (downloads): CONNECT tunnels only
+        self.proxy.bind(str(self.folder / "proxy.sock"))
+        self.proxy.listen(16)
+        threading.Thread(target=proxy, args=(self.proxy,), daemon=True).start()
         argv = ["unshare", "--user", "--map-root-user", "--net", "--", sys.executable, "-m", "tfchart.local.netns",
                 str(self.folder), *map(str, ports)]  # fmt: skip
         self.holder = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -126,9 +169,13 @@ class PrivateNetwork:
         """What runs a pod inside the namespace (TensorBoard stays outside: it serves this machine's 127.0.0.1)."""
         if pod.role == TENSORBOARD:
             return []
-        return ["nsenter", "--preserve-credentials", "--user", "--net", f"--target={self.holder.pid}", "--"]
+        way_out = f"http://127.0.0.1:{PROXY_PORT}"  # urllib (the trainer's --download) follows it
+        return ["nsenter", "--preserve-credentials", "--user", "--net", f"--target={self.holder.pid}", "--",
+                "env", f"HTTPS_PROXY={way_out}", f"https_proxy={way_out}",
+                "NO_PROXY=127.0.0.1,localhost,::1", "no_proxy=127.0.0.1,localhost,::1"]  # gRPC follows the proxy too
 
     def close(self) -> None:
+        self.proxy.close()
         for listener in getattr(self, "listeners", []):
             listener.close()
         if self.holder.stdin:
