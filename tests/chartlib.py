@@ -35,6 +35,16 @@ def helm_path(major: str) -> Path:
     return path
 
 
+def copy_tracked(destination: Path) -> Path:
+    """The working tree's tracked files (symlinks kept), as a clean clone has them plus uncommitted edits."""
+    destination.mkdir(parents=True, exist_ok=True)
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, check=True, capture_output=True).stdout
+    packed = subprocess.run(["tar", "--null", "-T", "-", "-cf", "-"], cwd=REPO, input=tracked, check=True,
+                            capture_output=True).stdout  # fmt: skip
+    subprocess.run(["tar", "-xf", "-", "-C", str(destination)], input=packed, check=True)
+    return destination
+
+
 def tool(name: str, *candidates: Path) -> Path:
     for candidate in candidates:
         if candidate.is_file() and os.access(candidate, os.X_OK):

@@ -56,16 +56,21 @@ def triggers() -> Any:
     return workflow().get("on", workflow().get(True))
 
 
-def the_job() -> dict[str, Any]:
+def the_job(name: str = "publish") -> dict[str, Any]:
+    """`publish` (images, then the chart) or `python-package` (the wheel, to PyPI, after them)."""
     jobs = workflow()["jobs"]
-    assert len(jobs) == 1, f"one publishing job expected: {sorted(jobs)}"
-    job: dict[str, Any] = next(iter(jobs.values()))
+    assert sorted(jobs) == ["publish", "python-package"], f"two publishing jobs expected: {sorted(jobs)}"
+    job: dict[str, Any] = jobs[name]
     return job
 
 
-def steps() -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = the_job()["steps"]
+def steps(job: str = "publish") -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = the_job(job)["steps"]
     return found
+
+
+def every_step() -> list[dict[str, Any]]:
+    return [*steps("publish"), *steps("python-package")]
 
 
 def step(name_part: str) -> dict[str, Any]:
@@ -150,7 +155,7 @@ def test_actionlint_passes() -> None:
 def test_actionlint_passes_with_major_tags_so_action_inputs_and_runtimes_are_checked(tmp_path: Path) -> None:
     # actionlint knows popular actions' inputs and node runtimes per major tag (@v4), not per full tag
     majors = re.sub(r"(uses: [\w.-]+/[\w.-]+@v\d+)\.\d+\.\d+", r"\1", WORKFLOW.read_text(encoding="utf-8"))
-    assert majors.count("uses:") == len([item for item in steps() if "uses" in item])
+    assert majors.count("uses:") == len([item for item in every_step() if "uses" in item])
     copy = tmp_path / ".github" / "workflows" / "release.yml"
     copy.parent.mkdir(parents=True)
     copy.write_text(majors, encoding="utf-8")
@@ -179,7 +184,7 @@ def test_permissions_are_read_only_except_packages_for_the_publishing_job() -> N
 
 
 def test_every_action_is_pinned_to_a_full_version_tag() -> None:
-    used = [item["uses"] for item in steps() if "uses" in item]
+    used = [item["uses"] for item in every_step() if "uses" in item]
     assert used, "no action used"
     assert [ref for ref in used if not FULL_VERSION_PIN.fullmatch(ref)] == []
     assert {ref.split("@")[0] for ref in used} >= {
@@ -187,6 +192,23 @@ def test_every_action_is_pinned_to_a_full_version_tag() -> None:
         "docker/setup-buildx-action",
         "docker/login-action",
         "azure/setup-helm",
+        "pypa/gh-action-pypi-publish",
+    }
+
+
+def test_the_wheel_goes_to_pypi_after_images_and_chart_with_trusted_publishing() -> None:
+    job = the_job("python-package")
+    assert job["needs"] == "publish", "a wheel whose chart names images not yet pushed"
+    assert job["permissions"] == {"contents": "read", "id-token": "write"}
+    names = [item.get("name", "") for item in job["steps"]]
+    assert names.index("Build the wheel") < names.index("Publish to PyPI") == len(names) - 1
+    assert commands(job["steps"][names.index("Build the wheel")]["run"]) == [
+        ["python", "-m", "pip", "wheel", "--disable-pip-version-check", "--no-deps", "--wheel-dir", "dist", "."]
+    ]
+    publish = job["steps"][-1]
+    assert publish["uses"].startswith("pypa/gh-action-pypi-publish@") and "with" not in publish  # no password
+    assert next(item for item in job["steps"] if item.get("uses", "").startswith("actions/checkout@"))["with"] == {
+        "persist-credentials": False
     }
 
 
@@ -384,14 +406,14 @@ def program(argv: list[str]) -> list[str]:
         return [str(helm_path("3")), *argv[1:depth]]
     if argv[0] == "tfchart":
         return [str(VENV_BIN / "tfchart"), argv[1]]
-    if argv[:4] == ["python", "-m", "pip", "install"]:
-        return [sys.executable, "-m", "pip", "install"]
+    if argv[:3] == ["python", "-m", "pip"] and argv[3] in ("install", "wheel"):
+        return [sys.executable, "-m", "pip", argv[3]]
     raise AssertionError(f"the test does not know how to check {shlex.join(argv)}: add it to program()")
 
 
 def test_every_option_of_every_command_exists() -> None:
     checked = 0
-    for item in steps():
+    for item in every_step():
         if "run" not in item or "python - <<" in item["run"]:
             continue  # the version check's script runs for real above
         for argv in commands(item["run"]):

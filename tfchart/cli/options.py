@@ -70,7 +70,8 @@ class ValuesInputs:
         """The inputs as helm gets them (standard input and pipes read once, here)."""
         from tfchart.helm.inputs import read
 
-        return read(list(self.files), self.sets)
+        chart = self.chart.path
+        return read(list(self.files), self.sets, chart_dir=chart if chart.is_dir() else None)
 
     def report(self, release: str, namespace: str | None) -> Report:
         """helm's verdict on these values (and the policy's, with --policy), every problem located."""
@@ -137,7 +138,8 @@ def values_inputs(more: bool = True) -> Callable[[F], F]:
     ] if more else []  # fmt: skip
     listed = [
         click.option("-f", "--values", "files", multiple=True, metavar="FILE",
-                     help="Values file (repeatable; later files win; - is standard input)."),
+                     help="Values file (repeatable; later files win; - is standard input). values/NAME.yaml "
+                          "names the chart's ready file where no such file is here."),
         click.option("--set", "sets", multiple=True, metavar="KEY=VAL",
                      help="Set values with helm's --set syntax (a.b=c, a={x,y}, a[0]=x, a\\.b=c)."),
         click.option("--set-string", "set_strings", multiple=True, metavar="KEY=VAL",
@@ -145,7 +147,7 @@ def values_inputs(more: bool = True) -> Callable[[F], F]:
         *optional,
         click.option("--chart", default=None, metavar="CHART",
                      help="The chart: a directory, a packaged .tgz or oci://REGISTRY/CHART (default: $TFCHART_CHART "
-                          "or this repository's charts/tf-distributed)."),
+                          "or the chart tfchart ships, charts/tf-distributed)."),
         click.option("--version", "chart_version", default=None, metavar="VERSION",
                      help="Version of a remote --chart (oci://..., repo/name), as helm's --version."),
         click.option("--plain-http", is_flag=True,

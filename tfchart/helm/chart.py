@@ -10,7 +10,8 @@ from pathlib import Path
 from tfchart.errors import HelmError, UsageError
 from tfchart.helm.runner import Runner
 
-REPO_CHART = Path(__file__).resolve().parents[2] / "charts" / "tf-distributed"
+# The chart tfchart ships: in a checkout tfchart/chart links to charts/tf-distributed; the wheel carries a copy.
+BUNDLED_CHART = (Path(__file__).resolve().parents[1] / "chart").resolve()
 PULL_HINT = (
     "--chart takes a chart directory, a .tgz made by `helm package`, oci://REGISTRY/REPO/CHART (--plain-http for a "
     "registry without TLS; `helm registry login` for credentials) or REPO/CHART of a repository `helm repo add` knows"
@@ -40,9 +41,9 @@ class Chart:
 
 
 def resolve(reference: str | None, version: str | None, helm: Runner, plain_http: bool = False) -> Chart:
-    """The chart for `reference` (default: the chart of this checkout); remote ones are pulled now."""
+    """The chart for `reference` (default: the chart tfchart ships); remote ones are pulled now."""
     if reference is None:
-        return local(REPO_CHART, str(REPO_CHART))
+        return local(BUNDLED_CHART, str(BUNDLED_CHART))
     path = Path(reference).expanduser()
     if path.exists():
         if version:

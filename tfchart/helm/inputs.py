@@ -50,16 +50,24 @@ class Inputs:
         return sorted(self.sets, key=lambda item: SET_FLAGS.index(item[0]))  # stable: command-line order per flag
 
 
-def read(files: list[str], sets: list[tuple[str, str]], stdin: BinaryIO | None = None) -> Inputs:
-    """The inputs, with standard input and pipes read now (once, in command-line order)."""
+def read(files: list[str], sets: list[tuple[str, str]], stdin: BinaryIO | None = None,
+         chart_dir: Path | None = None) -> Inputs:  # fmt: skip
+    """The inputs, with standard input and pipes read now (once, in command-line order). A relative -f path that
+    names nothing here but a file of the chart (`values/gpu.yaml`, the ready files it ships) reads the chart's."""
     copier = _Copier(stdin)
-    inputs = Inputs([ValuesFile(name, copier.path_for(name)) for name in files])
+    inputs = Inputs([ValuesFile(name, copier.path_for(_shipped(name, chart_dir))) for name in files])
     for flag, argument in sets:
         key, _, path = argument.partition("=")
         if flag == "--set-file" and path and _once_only(path):
             argument = f"{key}={copier.path_for(path)}"
         inputs.sets.append((flag, argument))
     return inputs
+
+
+def _shipped(name: str, chart_dir: Path | None) -> str:
+    if chart_dir is None or name.strip() == "-" or os.path.isabs(name) or os.path.lexists(name):
+        return name
+    return str(chart_dir / name) if (chart_dir / name).is_file() else name
 
 
 def _once_only(name: str) -> bool:
