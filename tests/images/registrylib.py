@@ -5,7 +5,8 @@
 ends it, waits until its port is closed and removes its storage; `running` does both around a block.
 `Registry` reads tags and manifests over the distribution v2 API (plain HTTP) and `put_image` writes a
 tiny image through it. With `users`, the registry asks for them (htpasswd auth, bcrypt lines from
-libcrypt, the library behind crypt(3)) and `Registry` logs in as the first.
+libcrypt, the library behind crypt(3)) and `Registry` logs in as the first; with `token`, it asks for
+a token of that service (auth: token:, tests/images/tokenserver.py), reading the images of `storage`.
 
 `helm_env` confines helm's cache, configuration, data and registry credentials (and HOME) to a
 directory, so an OCI push or pull leaves nothing in the user's helm set-up.
@@ -222,11 +223,12 @@ def bcrypt_line(user: str, password: str) -> str:
     return f"{user}:{hashed.decode()}"
 
 
-def _write_config(workdir: Path, port: int, users: dict[str, str] | None = None) -> None:
+def _write_config(workdir: Path, port: int, users: dict[str, str] | None = None, token: dict[str, str] | None = None,
+                  storage: Path | None = None) -> None:  # fmt: skip
     config: dict[str, Any] = {
         "version": 0.1,
         "log": {"level": "warn"},  # and an access log line per request, which `requests` reads
-        "storage": {"filesystem": {"rootdirectory": str(workdir / "storage")}, "delete": {"enabled": True}},
+        "storage": {"filesystem": {"rootdirectory": str(storage or workdir / "storage")}, "delete": {"enabled": True}},
         # a fixed secret: the registry warns about a random one
         "http": {"addr": f"{HOST}:{port}", "secret": secrets.token_hex(16)},
     }
@@ -234,20 +236,24 @@ def _write_config(workdir: Path, port: int, users: dict[str, str] | None = None)
         htpasswd = workdir / "htpasswd"
         htpasswd.write_text("".join(f"{bcrypt_line(user, password)}\n" for user, password in users.items()))
         config["auth"] = {"htpasswd": {"realm": "tf-distributed-tests", "path": str(htpasswd)}}
+    if token:
+        config["auth"] = {"token": token}
     (workdir / "config.yml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
 
 
 def answers(registry: Registry) -> bool:
-    """Whether `GET /v2/` answers 200 as a distribution v2 registry."""
+    """Whether `GET /v2/` answers as a distribution v2 registry (200, or 401 from one that asks for a token)."""
     try:
         _, headers = registry.get("/v2/")
+    except urllib.error.HTTPError as error:
+        headers = error.headers if error.code == 401 else Message()
     except (urllib.error.URLError, OSError):
         return False
     return headers.get("Docker-Distribution-Api-Version") == "registry/2.0"
 
 
-def start(workdir: Path, timeout: float = START_TIMEOUT_S, attempts: int = 3,
-          users: dict[str, str] | None = None) -> Registry:  # fmt: skip
+def start(workdir: Path, timeout: float = START_TIMEOUT_S, attempts: int = 3, users: dict[str, str] | None = None,
+          token: dict[str, str] | None = None, storage: Path | None = None) -> Registry:  # fmt: skip
     """Start a registry with its storage and configuration under workdir; returns once `GET /v2/` answers.
 
     A port taken between picking and binding it (another process was quicker) is retried with a
@@ -260,7 +266,7 @@ def start(workdir: Path, timeout: float = START_TIMEOUT_S, attempts: int = 3,
     for _ in range(attempts):
         port = free_port()
         (workdir / "storage").mkdir(exist_ok=True)
-        _write_config(workdir, port, users)
+        _write_config(workdir, port, users, token, storage)
         with (workdir / "registry.log").open("wb") as log:
             process = subprocess.Popen(
                 [str(binary), "serve", str(workdir / "config.yml")],
@@ -304,9 +310,10 @@ def stop(registry: Registry, timeout: float = STOP_TIMEOUT_S) -> None:
 
 
 @contextmanager
-def running(workdir: Path, users: dict[str, str] | None = None) -> Iterator[Registry]:
+def running(workdir: Path, users: dict[str, str] | None = None, token: dict[str, str] | None = None,
+            storage: Path | None = None) -> Iterator[Registry]:  # fmt: skip
     """A registry for the duration of a with-block; always stopped, its storage removed."""
-    registry = start(workdir, users=users)
+    registry = start(workdir, users=users, token=token, storage=storage)
     try:
         yield registry
     finally:

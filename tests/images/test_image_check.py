@@ -1,5 +1,6 @@
 """The image-resolution check against real registries: Docker distribution's `docker-registry` on loopback
-(tests/images/registrylib.py), one open and one behind htpasswd auth.
+(tests/images/registrylib.py), one open, one behind htpasswd auth and one that asks for a Bearer token of a
+token service (tests/images/tokenserver.py), as Docker Hub and ghcr.io do.
 
 Each image is written through the registry's API (a config blob and a manifest), then asked for as
 `tfchart preflight` and `tfchart install` ask: present, absent (named with the command that builds and
@@ -23,7 +24,7 @@ import pytest
 
 from tests import kubeapi as kf
 from tests.chartlib import REPO, helm_path, render
-from tests.images import registrylib
+from tests.images import registrylib, tokenserver
 from tests.images.registrylib import Registry
 from tests.kubeapi import KubeServer, kube_server
 from tfchart.cluster.preflight import FAIL, OK, WARN
@@ -50,6 +51,18 @@ def private_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Regis
     with registrylib.running(tmp_path_factory.mktemp("private-registry"), users={USER: PASSWORD}) as registry:
         registry.put_image(PRIVATE, "v1")
         yield registry
+
+
+@pytest.fixture(scope="module")
+def token_registry(open_registry: Registry, tmp_path_factory: pytest.TempPathFactory,
+                   ) -> Iterator[tuple[Registry, tokenserver.TokenService]]:  # fmt: skip
+    """A registry serving the open one's images to holders of a token from a token service."""
+    workdir = tmp_path_factory.mktemp("token-registry")
+    with tokenserver.serving(workdir, {USER: PASSWORD}) as service:
+        token = {"realm": service.realm, "service": tokenserver.SERVICE, "issuer": tokenserver.ISSUER,
+                 "rootcertbundle": str(service.certificate)}  # fmt: skip
+        with registrylib.running(workdir / "registry", token=token, storage=open_registry.storage) as registry:
+            yield registry, service
 
 
 @pytest.fixture
@@ -132,6 +145,25 @@ def test_a_docker_credential_helper_answers(private_registry: Registry, home: di
         os.environ["PATH"] = old_path
     assert verdict.state == PRESENT, verdict
     assert asked.read_text() == private_registry.address
+
+
+def test_a_bearer_token_is_fetched_from_the_challenge_realm_with_the_credentials(
+    token_registry: tuple[Registry, tokenserver.TokenService], home: dict[str, str], tmp_path: Path
+) -> None:
+    registry, service = token_registry
+    scope = f"repository:{PROJECT}:pull"
+    anonymous = resolve(registry.address, PROJECT, VERSION, access(registry, home))
+    assert (anonymous.state, anonymous.detail) == (UNAUTHORISED, "HTTP 401 with no credentials")
+    assert service.requests[-1] == (scope, "")  # an anonymous token, which grants nothing
+    auth_file = tmp_path / "auth.json"
+    home["REGISTRY_AUTH_FILE"] = str(auth_file)
+    auth_file.write_text(json.dumps(auth_json(registry, PASSWORD)))
+    assert resolve(registry.address, PROJECT, VERSION, access(registry, home)).state == PRESENT
+    assert service.requests[-1] == (scope, USER)
+    assert resolve(registry.address, PROJECT, "9.9.9", access(registry, home)).state == MISSING
+    auth_file.write_text(json.dumps(auth_json(registry, "wrong")))
+    refused = resolve(registry.address, PROJECT, VERSION, access(registry, home))
+    assert (refused.state, refused.detail) == (UNAUTHORISED, f"HTTP 401 with the credentials from {auth_file}")
 
 
 def test_plain_http_is_refused_unless_named_insecure(open_registry: Registry, home: dict[str, str]) -> None:
