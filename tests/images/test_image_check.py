@@ -166,6 +166,16 @@ def test_a_bearer_token_is_fetched_from_the_challenge_realm_with_the_credentials
     assert (refused.state, refused.detail) == (UNAUTHORISED, f"HTTP 401 with the credentials from {auth_file}")
 
 
+def test_a_credential_helper_that_is_not_installed_is_named(private_registry: Registry, home: dict[str, str]) -> None:
+    config = Path(home["HOME"]) / ".docker" / "config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps({"credsStore": "tfd-not-installed"}))
+    verdict = resolve(private_registry.address, PRIVATE, "v1", access(private_registry, home))
+    assert (verdict.state, verdict.detail) == (UNAUTHORISED, "HTTP 401 with no credentials (docker-credential-"
+                                               "tfd-not-installed (the credential helper your configuration names) "
+                                               "is not on PATH)")  # fmt: skip
+
+
 def test_plain_http_is_refused_unless_named_insecure(open_registry: Registry, home: dict[str, str]) -> None:
     verdict = resolve(open_registry.address, PROJECT, VERSION, access(open_registry, home, insecure=False))
     assert (verdict.state, verdict.detail) == (PLAIN_HTTP, "it answers plain HTTP, not HTTPS")
@@ -255,7 +265,7 @@ def test_preflight_command_passes_present_and_fails_absent_images(
     present = tfchart(home, *common, "--insecure-registry", address)
     assert present.returncode == 0, present.stderr
     assert "✓ preflight passed" in present.stdout
-    absent = tfchart(home, *common, "--insecure-registry", address, "--set", "image.tag=0.3.0")
+    absent = tfchart(home, *common, "--insecure-registry", f"http://{address}/", "--set", "image.tag=0.3.0")
     assert absent.returncode == 1, absent.stderr
     assert "Traceback" not in absent.stderr
     assert (f"error: preflight checks failed: {address}/{PROJECT}:0.3.0 is not in {address} (pulled by chief, "

@@ -216,6 +216,7 @@ def image_check(function: F) -> F:
     def command(*args: Any, insecure: tuple[str, ...], skip_image_check: bool, **kwargs: Any) -> Any:
         from tfchart.images.registry import Access
 
-        return function(*args, registries=None if skip_image_check else Access(frozenset(insecure)), **kwargs)
+        hosts = frozenset(host.split("://")[-1].rstrip("/") for host in insecure)  # http://host:5000/ names it too
+        return function(*args, registries=None if skip_image_check else Access(hosts), **kwargs)
 
     return command  # type: ignore[return-value]

@@ -124,11 +124,11 @@ def authorize(challenge: str, found: credentials.Credentials | None, repository:
 
 
 def speaks_plain_http(host: str, timeout: float) -> bool:
-    """Whether host answers `GET /v2/` over plain HTTP (a registry without TLS)."""
+    """Whether host answers `GET /v2/` over plain HTTP as a registry does (200, or 401 asking for credentials)."""
     try:
         urllib.request.urlopen(f"http://{host}/v2/", timeout=timeout).close()
-    except urllib.error.HTTPError:
-        return True  # an HTTP answer, if not a 200
+    except urllib.error.HTTPError as error:
+        return error.code == 401
     except (urllib.error.URLError, OSError, ValueError):
         return False
     return True
