@@ -58,5 +58,5 @@ def push_command(image: PulledImage, registry: str, access: Access) -> str:
                 f"(tfchart build --push --registry {registry} --repository {image.repository})")
     variant, tag = ("--gpu", image.tag.removesuffix("-gpu")) if image.tag.endswith("-gpu") else ("--cpu", image.tag)
     insecure = " --no-tls-verify" if registry in access.insecure else ""
-    return (f"build and push it: tfchart build {variant} --push --registry {registry} --repository "
-            f"{image.repository} --tag {tag}{insecure} (from a tf-distributed checkout)")
+    return (f"build and push it from a tf-distributed checkout: tfchart build {variant} --push --registry {registry} "
+            f"--repository {image.repository} --tag {tag}{insecure}")
