@@ -3,7 +3,10 @@
 `start` writes a configuration under a directory of the caller (filesystem storage there,
 `http.addr` 127.0.0.1:<free port>), starts the server and waits until `GET /v2/` answers; `stop`
 ends it, waits until its port is closed and removes its storage; `running` does both around a block.
-`Registry` reads tags and manifests over the distribution v2 API (plain HTTP, no auth).
+`Registry` reads tags and manifests over the distribution v2 API (plain HTTP) and `put_image` writes a
+tiny image through it. With `users`, the registry asks for them (htpasswd auth, bcrypt lines from
+libcrypt, the library behind crypt(3)) and `Registry` logs in as the first; with `token`, it asks for
+a token of that service (auth: token:, tests/images/tokenserver.py), reading the images of `storage`.
 
 `helm_env` confines helm's cache, configuration, data and registry credentials (and HOME) to a
 directory, so an OCI push or pull leaves nothing in the user's helm set-up.
@@ -14,6 +17,8 @@ scripts/install_containers.sh) raises MissingTool: the tests fail, they never sk
 
 from __future__ import annotations
 
+import base64
+import ctypes
 import hashlib
 import json
 import os
@@ -88,6 +93,7 @@ class Registry:
     workdir: Path
     process: subprocess.Popen[bytes]
     host: str = HOST
+    login: tuple[str, str] | None = None  # user, password: sent as Basic auth when set
 
     @property
     def address(self) -> str:
@@ -125,13 +131,41 @@ class Registry:
             for method, path, status in re.findall(r'"([A-Z]+) (\S+) HTTP/[\d.]+" (\d{3}) ', text)
         ]
 
+    def send(self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None,
+             ) -> tuple[bytes, Message]:  # fmt: skip
+        """method http://<address><path> (path or an absolute URL): the body and the headers; raises
+        urllib.error.HTTPError on 4xx/5xx."""
+        headers = dict(headers or {})
+        if self.login:
+            headers["Authorization"] = "Basic " + base64.b64encode(":".join(self.login).encode()).decode()
+        url = path if path.startswith("http") else f"http://{self.address}{path}"
+        request = urllib.request.Request(url, data=body, method=method, headers=headers)
+        with urllib.request.urlopen(request, timeout=30) as response:
+            answer: bytes = response.read()
+            return answer, response.headers
+
     def get(self, path: str, accept: Sequence[str] = ()) -> tuple[bytes, Message]:
         """GET http://<address><path>: the body and the headers; raises urllib.error.HTTPError on 4xx/5xx."""
-        headers = {"Accept": ", ".join(accept)} if accept else {}
-        request = urllib.request.Request(f"http://{self.address}{path}", headers=headers)
-        with urllib.request.urlopen(request, timeout=30) as response:
-            body: bytes = response.read()
-            return body, response.headers
+        return self.send("GET", path, headers={"Accept": ", ".join(accept)} if accept else {})
+
+    def put_image(self, repository: str, tag: str) -> str:
+        """A tiny image (a config blob, no layers) pushed as repository:tag over the API; its manifest digest."""
+        config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []},
+                             "config": {}}).encode()  # fmt: skip
+        config_digest = f"sha256:{hashlib.sha256(config).hexdigest()}"
+        _, started = self.send("POST", f"/v2/{repository}/blobs/uploads/")
+        location = started["Location"]
+        separator = "&" if "?" in location else "?"
+        self.send("PUT", f"{location}{separator}digest={config_digest}", config,
+                  {"Content-Type": "application/octet-stream"})  # fmt: skip
+        manifest = json.dumps({
+            "schemaVersion": 2, "mediaType": MANIFEST_TYPES[0],
+            "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": len(config),
+                       "digest": config_digest},
+            "layers": [],
+        }).encode()  # fmt: skip
+        self.send("PUT", f"/v2/{repository}/manifests/{tag}", manifest, {"Content-Type": MANIFEST_TYPES[0]})
+        return f"sha256:{hashlib.sha256(manifest).hexdigest()}"
 
     def tags(self, repository: str) -> list[str]:
         """The tags of a repository (`GET /v2/<repository>/tags/list`), sorted."""
@@ -178,27 +212,48 @@ class Registry:
         return f"sha256:{compressed.hexdigest()}", f"sha256:{uncompressed.hexdigest()}"
 
 
-def _write_config(workdir: Path, port: int) -> None:
-    config = {
+def bcrypt_line(user: str, password: str) -> str:
+    """An htpasswd line `user:$2b$...` (the registry reads bcrypt only), hashed by libcrypt."""
+    libcrypt = ctypes.CDLL("libcrypt.so.1")
+    libcrypt.crypt_gensalt.restype = libcrypt.crypt.restype = ctypes.c_char_p
+    salt = libcrypt.crypt_gensalt(b"$2b$", 5, None, 0)
+    hashed: bytes | None = libcrypt.crypt(password.encode(), salt)
+    if not hashed or not hashed.startswith(b"$2b$"):
+        raise RegistryError("libcrypt could not make a bcrypt hash for the registry's htpasswd file")
+    return f"{user}:{hashed.decode()}"
+
+
+def _write_config(workdir: Path, port: int, users: dict[str, str] | None = None, token: dict[str, str] | None = None,
+                  storage: Path | None = None) -> None:  # fmt: skip
+    config: dict[str, Any] = {
         "version": 0.1,
         "log": {"level": "warn"},  # and an access log line per request, which `requests` reads
-        "storage": {"filesystem": {"rootdirectory": str(workdir / "storage")}, "delete": {"enabled": True}},
+        "storage": {"filesystem": {"rootdirectory": str(storage or workdir / "storage")}, "delete": {"enabled": True}},
         # a fixed secret: the registry warns about a random one
         "http": {"addr": f"{HOST}:{port}", "secret": secrets.token_hex(16)},
     }
+    if users:
+        htpasswd = workdir / "htpasswd"
+        htpasswd.write_text("".join(f"{bcrypt_line(user, password)}\n" for user, password in users.items()))
+        config["auth"] = {"htpasswd": {"realm": "tf-distributed-tests", "path": str(htpasswd)}}
+    if token:
+        config["auth"] = {"token": token}
     (workdir / "config.yml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
 
 
 def answers(registry: Registry) -> bool:
-    """Whether `GET /v2/` answers 200 as a distribution v2 registry."""
+    """Whether `GET /v2/` answers as a distribution v2 registry (200, or 401 from one that asks for a token)."""
     try:
         _, headers = registry.get("/v2/")
+    except urllib.error.HTTPError as error:
+        headers = error.headers if error.code == 401 else Message()
     except (urllib.error.URLError, OSError):
         return False
     return headers.get("Docker-Distribution-Api-Version") == "registry/2.0"
 
 
-def start(workdir: Path, timeout: float = START_TIMEOUT_S, attempts: int = 3) -> Registry:
+def start(workdir: Path, timeout: float = START_TIMEOUT_S, attempts: int = 3, users: dict[str, str] | None = None,
+          token: dict[str, str] | None = None, storage: Path | None = None) -> Registry:  # fmt: skip
     """Start a registry with its storage and configuration under workdir; returns once `GET /v2/` answers.
 
     A port taken between picking and binding it (another process was quicker) is retried with a
@@ -211,7 +266,7 @@ def start(workdir: Path, timeout: float = START_TIMEOUT_S, attempts: int = 3) ->
     for _ in range(attempts):
         port = free_port()
         (workdir / "storage").mkdir(exist_ok=True)
-        _write_config(workdir, port)
+        _write_config(workdir, port, users, token, storage)
         with (workdir / "registry.log").open("wb") as log:
             process = subprocess.Popen(
                 [str(binary), "serve", str(workdir / "config.yml")],
@@ -220,7 +275,7 @@ def start(workdir: Path, timeout: float = START_TIMEOUT_S, attempts: int = 3) ->
                 stderr=subprocess.STDOUT,
                 env=env,
             )
-        registry = Registry(port, workdir, process)
+        registry = Registry(port, workdir, process, login=next(iter(users.items())) if users else None)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and process.poll() is None:
             if answers(registry):
@@ -255,9 +310,10 @@ def stop(registry: Registry, timeout: float = STOP_TIMEOUT_S) -> None:
 
 
 @contextmanager
-def running(workdir: Path) -> Iterator[Registry]:
+def running(workdir: Path, users: dict[str, str] | None = None, token: dict[str, str] | None = None,
+            storage: Path | None = None) -> Iterator[Registry]:  # fmt: skip
     """A registry for the duration of a with-block; always stopped, its storage removed."""
-    registry = start(workdir)
+    registry = start(workdir, users=users, token=token, storage=storage)
     try:
         yield registry
     finally:

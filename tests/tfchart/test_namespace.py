@@ -164,6 +164,7 @@ def test_upgrade_recreate_deletes_the_chief_job_in_the_context_namespace(tmp_pat
         "--set",
         "training.trainSteps=500",
         "--recreate",
+        "--skip-image-check",
         deployed=["--set", "training.trainSteps=2000"],
     )
     assert run.returncode == 0, run.stderr
@@ -178,7 +179,8 @@ def test_upgrade_recreate_deletes_the_chief_job_in_the_context_namespace(tmp_pat
 
 
 def test_install_gives_helm_the_context_namespace(tmp_path: Path, server: KubeServer) -> None:
-    run = tfchart(tmp_path, server.kubeconfig(NS), "install", RELEASE, "--skip-preflight")
+    run = tfchart(tmp_path, server.kubeconfig(NS), "install", RELEASE, "--skip-preflight",
+                  "--skip-image-check")
     assert run.returncode == 0, run.stderr
     assert cluster_calls(run) == [["install", RELEASE, str(CHART), "--namespace", NS]]
 

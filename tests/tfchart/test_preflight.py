@@ -322,7 +322,7 @@ def test_preflight_command_fails_before_anything_is_applied_and_names_the_fix(
     assert all(call.verb in ("list", "get") for call in cluster.calls)  # nothing applied
 
     with pytest.raises(SystemExit) as exit_info:
-        main(["preflight", "-f", "values/cpu.yaml", "-n", NS, *kubeconfig])
+        main(["preflight", "-f", "values/cpu.yaml", "-n", NS, "--skip-image-check", *kubeconfig])
         raise SystemExit(0)
     captured = capsys.readouterr()
     assert exit_info.value.code == 0, captured.err

@@ -600,6 +600,7 @@ def test_cli_prints_each_refused_field_then_the_fix(tmp_path: Path, cluster: Kub
         "--set",
         "storage.size=10Gi",
         "--recreate",
+        "--skip-image-check",
         deployed=["--set", "storage.size=20Gi"],
     )
     assert run.returncode == 1, run.stdout + run.stderr
@@ -622,6 +623,7 @@ def test_cli_upgrades_past_a_chief_job_removed_by_its_ttl(tmp_path: Path, cluste
         "chief.ttlSecondsAfterFinished=600",
         "--set",
         "training.trainSteps=4000",
+        "--skip-image-check",
         deployed=deployed,
     )
     assert run.returncode == 0, run.stdout + run.stderr

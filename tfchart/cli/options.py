@@ -204,3 +204,21 @@ def release_flags(function: F) -> F:
         return function(*args, flags=flags, **kwargs)
 
     return command  # type: ignore[return-value]
+
+
+def image_check(function: F) -> F:
+    """--insecure-registry and --skip-image-check, passed to the command as `registries`: how to ask the
+    registries whether the release's images exist (None: do not ask)."""
+
+    @click.option("--insecure-registry", "insecure", multiple=True, metavar="HOST[:PORT]",
+                  help="A registry that serves plain HTTP, not HTTPS (repeatable).")  # fmt: skip
+    @click.option("--skip-image-check", is_flag=True,
+                  help="Do not check that every image resolves in its registry (air-gapped set-ups).")
+    @functools.wraps(function)
+    def command(*args: Any, insecure: tuple[str, ...], skip_image_check: bool, **kwargs: Any) -> Any:
+        from tfchart.images.registry import Access
+
+        hosts = frozenset(host.split("://")[-1].rstrip("/") for host in insecure)  # http://host:5000/ names it too
+        return function(*args, registries=None if skip_image_check else Access(hosts), **kwargs)
+
+    return command  # type: ignore[return-value]

@@ -7,10 +7,19 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tfchart.cli.options import CONTEXT, KubeInputs, ValuesInputs, kube_inputs, release_flags, values_inputs
+from tfchart.cli.options import (
+    CONTEXT,
+    KubeInputs,
+    ValuesInputs,
+    image_check,
+    kube_inputs,
+    release_flags,
+    values_inputs,
+)
 
 if TYPE_CHECKING:
     from tfchart.helm.release import Options
+    from tfchart.images.registry import Access
 
 
 def namespace_after_values(kube: KubeInputs, values: ValuesInputs, name: str, namespace: str | None) -> str:
@@ -31,16 +40,17 @@ def namespace_after_values(kube: KubeInputs, values: ValuesInputs, name: str, na
 @kube_inputs
 @click.option("--create-namespace", is_flag=True, help="Create the namespace if it does not exist.")
 @click.option("--skip-preflight", is_flag=True, help="Do not check GPUs, storage and quota on the cluster first.")
+@image_check
 def install(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, create_namespace: bool,
-            skip_preflight: bool) -> None:  # fmt: skip
-    """Validate, run the preflight checks, then `helm install NAME`."""
+            skip_preflight: bool, registries: Access | None) -> None:  # fmt: skip
+    """Validate, run the preflight checks (the images' too), then `helm install NAME`."""
     from tfchart.cluster import preflight
     from tfchart.helm import release
 
     namespace = namespace_after_values(kube, values, name, flags.namespace)
     manifests = values.manifests(name, namespace)
-    if not skip_preflight and flags.dry_run != "client":
-        preflight.enforce(kube.api(), manifests, name, namespace)
+    if flags.dry_run != "client" and not (skip_preflight and registries is None):
+        preflight.enforce(None if skip_preflight else kube.api(), manifests, name, namespace, registries)
     options = replace(flags, namespace=namespace, create_namespace=create_namespace)
     click.echo(release.install(kube.helm(), name, values.chart, values.inputs, options))
 
@@ -53,20 +63,26 @@ def install(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, c
 @click.option("--recreate", is_flag=True, help="Delete StatefulSets, Jobs and Deployments whose immutable fields "
               "change, wait until they are gone (at most --timeout, default 5m), then let helm create them "
               "(StatefulSet pods are kept and adopted). Never a PersistentVolumeClaim.")  # fmt: skip
-def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, recreate: bool) -> None:
+@image_check
+def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, recreate: bool,
+            registries: Access | None) -> None:  # fmt: skip
     """Validate, check the changes against the cluster, then `helm upgrade NAME`.
 
     Changes Kubernetes forbids (StatefulSet fields, a Job's pod template, a Deployment's selector, a
     claim's class, access modes or a smaller size) are refused before helm runs, each with its field,
     deployed and new value. --recreate deletes the StatefulSets, Jobs and Deployments concerned and
     waits until they are gone; a claim is never recreated. An object already gone from the cluster (a
-    finished chief Job removed by chief.ttlSecondsAfterFinished) is no conflict: helm creates it.
+    finished chief Job removed by chief.ttlSecondsAfterFinished) is no conflict: helm creates it. Every
+    image must resolve in its registry first (--skip-image-check not to ask).
     """
+    from tfchart.cluster import preflight
     from tfchart.cluster import upgrade as guard
     from tfchart.helm.release import parse_duration
 
     options = replace(flags, namespace=namespace_after_values(kube, values, name, flags.namespace))
     manifests = values.manifests(name, options.namespace)
+    if registries is not None and flags.dry_run != "client":
+        preflight.enforce(None, manifests, name, str(options.namespace), registries)
     api = kube.api()
     waiting = guard.Waiting(parse_duration(flags.timeout)) if flags.timeout else guard.Waiting()
     plan = guard.upgrade(kube.helm(), name, values.chart, values.inputs, manifests, options, recreate,
@@ -107,10 +123,13 @@ def uninstall(name: str, namespace: str | None, wait: bool, timeout: str | None,
 @click.option("--release", default="tf-distributed", show_default=True, help="Release name the install would use.")
 @click.option("-n", "--namespace", default=None, help="Namespace the install would use.")
 @kube_inputs
-def preflight(values: ValuesInputs, release: str, namespace: str | None, kube: KubeInputs) -> None:
-    """Check the live cluster can run these values: GPUs, storage, quota, NetworkPolicy enforcement."""
+@image_check
+def preflight(values: ValuesInputs, release: str, namespace: str | None, kube: KubeInputs,
+              registries: Access | None) -> None:  # fmt: skip
+    """Check the live cluster can run these values (GPUs, storage, quota, NetworkPolicy enforcement) and
+    that every image resolves in its registry."""
     from tfchart.cluster import preflight as checks
 
     namespace = kube.namespace(namespace)
-    checks.enforce(kube.api(), values.manifests(release, namespace), release, namespace)
+    checks.enforce(kube.api(), values.manifests(release, namespace), release, namespace, registries)
     click.secho("✓ preflight passed", fg="green")

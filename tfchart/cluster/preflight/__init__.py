@@ -1,7 +1,8 @@
 """`tfchart preflight`: will this release fit the cluster? Checked before `helm install`, from the render
 of the release (what it would create), one module per check, each a list of Findings (ok | warn |
-fail, with a hint): gpus, storage (and co-location), quota, network, gang, kueue. A read that RBAC
-forbids turns only its own part into a `could not check` warning."""
+fail, with a hint): gpus, storage (and co-location), quota, network, gang, kueue, and images (each
+image resolves in its registry; no cluster needed). A read that RBAC forbids turns only its own part
+into a `could not check` warning."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tfchart.cluster.preflight import gang, gpus, kueue, network, quota, storage
+from tfchart.cluster.preflight import gang, gpus, images, kueue, network, quota, storage
 from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Finding, guarded, schedulable_nodes
 from tfchart.cluster.preflight.plan import QUEUE_LABEL, Plan, plan
 from tfchart.errors import TfchartError
@@ -18,13 +19,24 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from tfchart.cluster.kube import KubeApi
+    from tfchart.images.registry import Access
 
 __all__ = ["FAIL", "OK", "WARN", "Finding", "Plan", "enforce", "plan", "run"]
 
 
-def run(api: KubeApi, docs: list[dict[str, Any]], release: str, namespace: str) -> list[Finding]:
+def run(api: KubeApi | None, docs: list[dict[str, Any]], release: str, namespace: str,
+        registries: Access | None = None) -> list[Finding]:  # fmt: skip
     """Every check's findings, in order: GPUs, storage, co-location (co-located releases only), quota,
-    network policy, then gang scheduling and Kueue when the render asks for them."""
+    network policy, gang scheduling and Kueue when the render asks for them (all only with an api), then
+    the images (only with `registries`)."""
+    checks = cluster_checks(api, docs, release, namespace) if api is not None else []
+    if registries is not None:
+        checks.append((images.CHECK, lambda: images.check_images(docs, registries)))
+    return [finding for name, check in checks for finding in guarded(name, check)]
+
+
+def cluster_checks(api: KubeApi, docs: list[dict[str, Any]], release: str,
+                   namespace: str) -> list[tuple[str, Callable[[], list[Finding]]]]:  # fmt: skip
     planned = plan(docs)
     need = planned.storage
     nodes = schedulable_nodes(api)
@@ -42,7 +54,7 @@ def run(api: KubeApi, docs: list[dict[str, Any]], release: str, namespace: str) 
         checks.append(("gang-scheduling", lambda: gang.check_gang(api, planned)))
     if planned.label(QUEUE_LABEL):
         checks.append(("kueue", lambda: kueue.check_kueue(api, planned, namespace)))
-    return [finding for name, check in checks for finding in guarded(name, check)]
+    return checks
 
 
 SEVERITY_STYLE = {OK: ("green", "✓ ok"), WARN: ("yellow", "! warn"), FAIL: ("red", "✗ fail")}
@@ -68,12 +80,17 @@ def render(findings: list[Finding], console: Console) -> None:
     console.print(f"{counts[FAIL]} failed, {counts[WARN]} warning(s), {counts[OK]} ok")
 
 
-def enforce(api: KubeApi, docs: list[dict[str, Any]], release: str, namespace: str) -> None:
-    """Runs every check, shows the findings on stderr and refuses to go on after a failure."""
+def enforce(api: KubeApi | None, docs: list[dict[str, Any]], release: str, namespace: str,
+            registries: Access | None = None) -> None:  # fmt: skip
+    """Runs the checks (those of the cluster with an api, the images' with registries), shows the findings
+    on stderr and refuses to go on after a failure, naming the first one and its fix on one line."""
     from rich.console import Console
 
-    findings = run(api, docs, release, namespace)
+    findings = run(api, docs, release, namespace, registries)
     render(findings, Console(stderr=True))
-    if has_failures(findings):
-        fix = "fix the failures above, or pass --skip-preflight to install anyway"
-        raise TfchartError("preflight checks failed", fix)
+    failures = [finding for finding in findings if finding.severity == FAIL]
+    if failures:
+        first, more = failures[0], f" (and {len(failures) - 1} more above)" if len(failures) > 1 else ""
+        skip = "--skip-image-check" if first.check == images.CHECK else "--skip-preflight"
+        raise TfchartError(f"preflight checks failed: {first.message}{more}",
+                           f"{first.hint or 'fix the failures above'} (or pass {skip} to go on anyway)")
