@@ -1,0 +1,259 @@
+"""The shell commands the documentation shows, taken from its Markdown, and what checks each.
+
+A command is a line of a ```bash/```sh/```shell/```console block (lines joined at a trailing `\\`,
+and over a loop or a quote until bash reads the command whole; comments dropped), or a `$ ` prompt
+line of any fenced block; the lines after a prompt, up to the next one, are the output it shows.
+Every command is either run or skipped for a named reason (RULES, first match wins), so a command
+added to a document is never untested without anyone deciding it.
+
+A run command is run by bash in a fresh copy of the repository, with the files of EXAMPLE_FILES
+beside it (the `team.yaml` and `policy.yaml` the examples name), and must exit 0, or 1 where the
+output it shows starts as a failure does (`✗`, `Error:`); every line of shown output must appear in
+the real output, in order (`...` stands for anything).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent.parent
+EXAMPLE_FILES = Path(__file__).resolve().parent / "files"
+SHELL_LANGUAGES = {"bash", "sh", "shell", "console"}
+FAILURE_OUTPUT = ("✗", "Error:")
+TIMEOUT_SECONDS = 120
+RUN, SKIP = "run", "skip"
+
+
+def documents(root: Path = REPO) -> list[Path]:
+    """The documents whose commands are checked: the READMEs, docs/, the benchmark results, examples/."""
+    found = [root / "README.md", root / "charts" / "tf-distributed" / "README.md", root / "bench" / "RESULTS.md"]
+    found += sorted((root / "docs").rglob("*.md")) + sorted((root / "examples").rglob("*.md"))
+    return [path for path in found if path.is_file()]
+
+
+@dataclass(frozen=True)
+class Command:
+    """One documented command: where it is, what it says, and the output the document shows for it."""
+
+    file: str
+    line: int
+    text: str
+    shown: tuple[str, ...] = ()
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    @property
+    def expected_exit(self) -> int:
+        return 1 if self.shown and self.shown[0].startswith(FAILURE_OUTPUT) else 0
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Commands matching `pattern` (a regular expression, from the command's start) are run or skipped."""
+
+    pattern: str
+    verdict: str
+    reason: str
+
+    def matches(self, command: Command) -> bool:
+        return re.match(self.pattern, command.text, re.S) is not None
+
+
+NEEDS_CLUSTER = "needs a Kubernetes cluster (docs/testing.md: tests/kubeapi.py and tests/e2e stand in for it)"
+RULES = (
+    Rule(r"kind create cluster\b", SKIP, "creates a cluster (docs/testing.md: tests against a live cluster)"),
+    Rule(r"(\w+=\S* )*(\.venv/bin/)?python -m pytest -m cluster\b", SKIP, NEEDS_CLUSTER),
+    Rule(r"make run\b", SKIP, "trains for a minute; tests/e2e/test_local.py runs this target's command"),
+    Rule(r"make (test|setup|bench|docs|base-image)\b", SKIP,
+         "installs tools or runs the whole suite or the benchmarks; CI runs `make test`"),
+    Rule(r"tfchart images .*\|.*skopeo copy", SKIP, "copies images into a registry (none is reachable here)"),
+    Rule(r"tfchart (install|upgrade|uninstall|status|stop|logs|preflight)\b", SKIP, NEEDS_CLUSTER),
+    Rule(r"tfchart local\b", SKIP, "trains for a minute; tests/e2e/test_local.py and test_containers.py run it"),
+    Rule(r"tfchart build\b(?!.*--dry-run)", SKIP, "builds the trainer images (minutes); tests/images build them"),
+    Rule(r"tfchart (validate|template|images|build|--help)\b", RUN, "renders the chart with helm, no cluster"),
+    Rule(r"helm (install|upgrade|uninstall|test|status|rollback)\b", SKIP, NEEDS_CLUSTER),
+    Rule(r"helm (package .*&& helm )?(registry login|push)\b", SKIP, "publishes the chart to a registry"),
+    Rule(r"helm (template|lint|show)\b", RUN, "renders or reads the chart, no cluster"),
+    Rule(r"kubectl\b", SKIP, NEEDS_CLUSTER),
+    Rule(r"curl\b", SKIP, "asks a running TensorFlow Serving or metrics endpoint in a cluster"),
+    Rule(r"(podman|docker) (push|login)\b", SKIP, "pushes to a registry (none is reachable here)"),
+    Rule(r"(podman|docker) (build|run)\b", SKIP, "builds or runs the trainer images (minutes); tests/images do"),
+    Rule(r"saved_model_cli\b", SKIP, "reads an exported model on the shared volume of a finished run"),
+    Rule(r"(\.venv/bin/)?python (bench/\S+\.py|-m bench)", SKIP, "a benchmark: minutes of training; `make bench`"),
+    Rule(r"(\.venv/bin/)?python -m trainer\b(?!.*--help)", SKIP, "trains; tests/trainer run the trainer"),
+    Rule(r"(\.venv/bin/)?python -m trainer\b.*--help", RUN, "prints the trainer's flags"),
+    Rule(r"(\.venv/bin/)?python -m pytest\b", SKIP, "runs tests: the suite this check is part of"),
+)
+
+
+def verdict(command: Command, rules: tuple[Rule, ...] = RULES) -> Rule | None:
+    """The first rule matching the command, or None: a command nobody decided about."""
+    return next((rule for rule in rules if rule.matches(command)), None)
+
+
+# -- extraction --------------------------------------------------------------------------------
+
+
+def without_comment(line: str) -> str:
+    """The line up to a shell comment: a `#` that starts a word outside quotes."""
+    quote = ""
+    for i, char in enumerate(line):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i].rstrip()
+    return line.rstrip()
+
+
+def complete(text: str) -> bool:
+    """Whether bash reads `text` as whole commands (no open loop, quote or trailing pipe)."""
+    return subprocess.run(["bash", "-n", "-c", text], capture_output=True).returncode == 0
+
+
+@dataclass
+class Block:
+    """A fenced code block: its language, the line of its opening fence, and its lines, each with its
+    line number in the file."""
+
+    language: str
+    start: int
+    lines: list[tuple[int, str]] = field(default_factory=list)
+
+
+def fenced_blocks(text: str) -> Iterator[Block]:
+    block: Block | None = None
+    fence = ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if block is None:
+            match = re.match(r"(`{3,}|~{3,})\s*([\w+-]*)", stripped)
+            if match:
+                fence, block = match.group(1), Block(match.group(2).lower(), number)
+        elif stripped.startswith(fence) and not stripped[len(fence):].strip():
+            yield block
+            block = None
+        else:
+            block.lines.append((number, line))
+
+
+def shell_commands(block: Block, file: str) -> Iterator[Command]:
+    """The commands of a shell block written without prompts: every line is input."""
+    pending, start = "", 0
+    for number, line in block.lines:
+        code = without_comment(line).strip()
+        if not pending:
+            if not code:
+                continue
+            start = number
+        if code.endswith("\\"):
+            pending += code[:-1].rstrip() + " "
+            continue
+        pending += code
+        if complete(pending):
+            yield Command(file, start, pending)
+            pending = ""
+        else:
+            pending += "\n"
+    if pending.strip():
+        yield Command(file, start, pending.strip())
+
+
+def prompted_commands(block: Block, file: str) -> Iterator[Command]:
+    """The `$ ` commands of a transcript and the output lines shown after each."""
+    current: tuple[int, str] | None = None
+    shown: list[str] = []
+    continued = False
+    for number, line in block.lines:
+        if continued and current:
+            current = (current[0], current[1] + " " + line.strip().removeprefix("> ").rstrip("\\").strip())
+            continued = line.rstrip().endswith("\\")
+        elif line.startswith("$ "):
+            if current:
+                yield Command(file, current[0], current[1], tuple(shown))
+            code = without_comment(line[2:])
+            current, shown = (number, code.rstrip("\\").strip()), []
+            continued = code.endswith("\\")
+        elif current:
+            shown.append(line.rstrip())
+    if current:
+        yield Command(file, current[0], current[1], tuple(shown))
+
+
+def commands_in(path: Path, root: Path = REPO) -> list[Command]:
+    """Every command the Markdown file shows, in order."""
+    file = str(path.relative_to(root))
+    found: list[Command] = []
+    for block in fenced_blocks(path.read_text(encoding="utf-8")):
+        if any(line.startswith("$ ") for _, line in block.lines):
+            found += prompted_commands(block, file)
+        elif block.language in SHELL_LANGUAGES:
+            found += shell_commands(block, file)
+    return found
+
+
+# -- running -----------------------------------------------------------------------------------
+
+
+def fresh_copy(destination: Path, root: Path = REPO) -> Path:
+    """The repository's tracked files as they are in the working tree (no build outputs, no untracked
+    files a document might lean on), with EXAMPLE_FILES at its root."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True).stdout
+    for name in filter(None, listed.decode().split("\0")):
+        source = root / name
+        if source.is_file():
+            target = destination / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    for example in EXAMPLE_FILES.iterdir():
+        shutil.copy2(example, destination / example.name)
+    return destination
+
+
+def environment(copy: Path) -> dict[str, str]:
+    """PATH with this checkout's helm and virtual environment; Python imports the copy's packages; no
+    tfchart setting and no cluster leak in from the caller's environment."""
+    tools = Path(os.environ.get("TFD_TOOLS_DIR", REPO / ".tools")) / "bin"
+    path = os.pathsep.join([str(tools), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    inherited = {key: value for key, value in os.environ.items() if not key.startswith("TFCHART_")}
+    return {**inherited, "PATH": path, "PYTHONPATH": str(copy), "KUBECONFIG": str(copy / "no-cluster" / "config"),
+            "NO_COLOR": "1", "COLUMNS": "200"}
+
+
+def shown_line_pattern(line: str) -> re.Pattern[str]:
+    return re.compile(".*".join(re.escape(part.strip()) for part in line.split("...")))
+
+
+def problems(command: Command, copy: Path) -> list[str]:
+    """What is wrong with running the command in the copy: nothing when it does what the document says."""
+    try:
+        result = subprocess.run(["bash", "-c", command.text], cwd=copy, env=environment(copy), text=True,
+                                capture_output=True, timeout=TIMEOUT_SECONDS, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return [f"{command.where}: `{command.text}` ran past {TIMEOUT_SECONDS} s"]
+    output = result.stdout + result.stderr
+    found: list[str] = []
+    if result.returncode != command.expected_exit:
+        found.append(f"{command.where}: `{command.text}` exited {result.returncode}, the document expects "
+                     f"{command.expected_exit}:\n{output[-3000:]}")
+    lines, position = output.splitlines(), 0
+    for shown in command.shown:
+        if not shown.strip(" .") or shown.strip().startswith("#"):
+            continue
+        pattern = shown_line_pattern(shown)
+        position = next((i + 1 for i in range(position, len(lines)) if pattern.search(lines[i])), -1)
+        if position < 0:
+            found.append(f"{command.where}: `{command.text}` does not print the line the document shows:\n"
+                         f"  {shown.strip()}\nit printed:\n{output[-3000:]}")
+            break
+    return found

@@ -1,0 +1,111 @@
+"""The doc-command check itself: it finds the commands a Markdown document shows, passes the ones that
+work and names, by file and line, one that stopped working."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.docs.doccommands import RUN, SKIP, Command, Rule, commands_in, fresh_copy, problems, verdict
+
+DOCUMENT = """\
+# Trying it
+
+```bash
+tfchart validate -f values/cpu.yaml      # works
+tfchart validate -f values/gpu.yaml \\
+  --set worker.replicas=2                # stops working below
+tfchart images -f values/cpu.yaml --no-such-flag
+```
+
+```text
+$ tfchart validate -f values/cpu.yaml
+✗ 1 problem in values
+```
+"""
+
+
+@pytest.fixture
+def copy_with_document(tmp_path: Path) -> Path:
+    copy = fresh_copy(tmp_path)
+    (copy / "TRYING.md").write_text(DOCUMENT, encoding="utf-8")
+    return copy
+
+
+def test_commands_are_taken_from_the_markdown_with_their_lines(copy_with_document: Path) -> None:
+    found = commands_in(copy_with_document / "TRYING.md", copy_with_document)
+    assert [(c.where, c.text) for c in found] == [
+        ("TRYING.md:4", "tfchart validate -f values/cpu.yaml"),
+        ("TRYING.md:5", "tfchart validate -f values/gpu.yaml --set worker.replicas=2"),
+        ("TRYING.md:7", "tfchart images -f values/cpu.yaml --no-such-flag"),
+        ("TRYING.md:11", "tfchart validate -f values/cpu.yaml"),
+    ]
+    assert found[3].shown == ("✗ 1 problem in values",) and found[3].expected_exit == 1
+
+
+def test_a_working_command_passes_and_one_that_stops_working_is_named_by_file_and_line(
+    copy_with_document: Path,
+) -> None:
+    works, breaks, _, _ = commands_in(copy_with_document / "TRYING.md", copy_with_document)
+    assert problems(works, copy_with_document) == []
+    assert problems(breaks, copy_with_document) == []
+    values = copy_with_document / "values" / "gpu.yaml"
+    values.write_text(values.read_text().replace("strategy: parameter_server", "strategy: master"))
+    assert problems(works, copy_with_document) == []
+    (reported,) = problems(breaks, copy_with_document)
+    assert reported.startswith("TRYING.md:5: `tfchart validate -f values/gpu.yaml --set worker.replicas=2` exited 1")
+    assert "training.strategy" in reported
+
+
+def test_an_unknown_flag_and_an_exit_the_document_does_not_show_are_reported(copy_with_document: Path) -> None:
+    _, _, unknown_flag, transcript = commands_in(copy_with_document / "TRYING.md", copy_with_document)
+    (reported,) = problems(unknown_flag, copy_with_document)
+    assert reported.startswith("TRYING.md:7: ") and "exited 2" in reported and "--no-such-flag" in reported
+    reported_lines = problems(transcript, copy_with_document)
+    assert reported_lines[0].startswith("TRYING.md:11: ") and "exited 0, the document expects 1" in reported_lines[0]
+    assert "does not print the line the document shows:\n  ✗ 1 problem in values" in reported_lines[1]
+
+
+def test_shown_output_with_an_ellipsis_matches_what_it_leaves_out(tmp_path: Path) -> None:
+    command = Command("X.md", 1, "printf 'one two three\\nfour\\n'", ("one ... three", "...", "four"))
+    assert problems(command, tmp_path) == []
+    lying = Command("X.md", 1, "printf 'one two three\\n'", ("one ... four",))
+    assert "X.md:1: " in problems(lying, tmp_path)[0]
+
+
+def test_a_command_no_rule_decides_about_is_left_for_the_test_to_report() -> None:
+    rules = (Rule(r"tfchart validate\b", RUN, "renders"), Rule(r"kubectl\b", SKIP, "needs a cluster"))
+    assert verdict(Command("X.md", 1, "tfchart validate -f v.yaml"), rules) == rules[0]
+    assert verdict(Command("X.md", 2, "kubectl get pods"), rules) == rules[1]
+    assert verdict(Command("X.md", 3, "rm -rf build"), rules) is None
+
+
+def test_comments_continuations_loops_and_prompts(tmp_path: Path) -> None:
+    document = tmp_path / "D.md"
+    document.write_text(
+        "```sh\n"
+        "echo '# not a comment' # a comment\n"
+        "\n"
+        "for name in a b; do\n"
+        "  echo \"$name\"\n"
+        "done\n"
+        "```\n"
+        "```console\n"
+        "$ echo one \\\n"
+        "> two\n"
+        "one two\n"
+        "$ true\n"
+        "```\n"
+        "```yaml\n"
+        "key: value  # not a command\n"
+        "```\n",
+        encoding="utf-8",
+    )
+    found = commands_in(document, tmp_path)
+    assert [(c.line, c.text, c.shown) for c in found] == [
+        (2, "echo '# not a comment'", ()),
+        (4, 'for name in a b; do\necho "$name"\ndone', ()),
+        (9, "echo one two", ("one two",)),
+        (12, "true", ()),
+    ]
