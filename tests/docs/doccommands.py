@@ -14,6 +14,7 @@ the real output, in order (`...` stands for anything).
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -21,6 +22,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -257,3 +259,86 @@ def problems(command: Command, copy: Path) -> list[str]:
                          f"  {shown.strip()}\nit printed:\n{output[-3000:]}")
             break
     return found
+
+
+# -- options and names of every command, run or not ----------------------------------------------
+
+CHECKED_PROGRAMS = re.compile(r"(\.venv/bin/)?(tfchart|helm|make|python3?) ")
+
+
+def inline_commands(path: Path, root: Path = REPO) -> list[Command]:
+    """The `code spans` outside fenced blocks that are commands of CHECKED_PROGRAMS."""
+    file = str(path.relative_to(root))
+    found: list[Command] = []
+    fenced = {number for block in fenced_blocks(path.read_text(encoding="utf-8"))
+              for number in [block.start, *(n for n, _ in block.lines), block.start + len(block.lines) + 1]}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if number not in fenced:
+            found += [Command(file, number, span) for span in re.findall(r"`([^`]+)`", line)
+                      if CHECKED_PROGRAMS.match(span)]
+    return found
+
+
+def simple_commands(text: str) -> list[list[str]]:
+    """The words of each simple command of a shell text (split at pipes, `&&`, `;` and newlines), with
+    the placeholders a document writes (`[--set ...]`, `...`) left out."""
+    found = []
+    for part in re.split(r"\|\||&&|[|;\n]", text):
+        words = [word.strip("[]") for word in part.split()]
+        found.append([word for word in words if word and word != "..." and "=" not in word.split("-")[0]])
+    return [words for words in found if words]
+
+
+@cache
+def help_text(program: tuple[str, ...], cwd: Path) -> str:
+    result = subprocess.run([*program, "--help"], cwd=cwd, env=environment(cwd), capture_output=True, text=True,
+                            timeout=TIMEOUT_SECONDS, stdin=subprocess.DEVNULL)
+    return result.stdout + result.stderr
+
+
+def option_problems(command: Command, copy: Path) -> list[str]:
+    """Options, targets and scripts the command names that do not exist: checked for every command,
+    the skipped ones too (their `--help`, the Makefile's targets, the script's text)."""
+    found: list[str] = []
+    for words in simple_commands(command.text):
+        program = words[0].removeprefix(".venv/bin/")
+        if program in ("tfchart", "helm"):
+            subcommand = tuple(itertools.takewhile(lambda word: not word.startswith("-"), words[1:3]))
+            for alternative in subcommand[0].split("|") if subcommand else [""]:
+                asked = (program, *([alternative] if alternative else []), *subcommand[1:])
+                known = help_text(asked, copy)
+                found += [f"{command.where}: `{command.text}`: `{' '.join(asked)}` has no option {option}"
+                          for option in options_of(words) if not re.search(rf"(?<![\w-]){option}\b", known)]
+        elif program == "make" and len(words) > 1:
+            targets = re.findall(r"^([\w-]+):", (copy / "Makefile").read_text(encoding="utf-8"), re.M)
+            found += [f"{command.where}: `{command.text}`: the Makefile has no target {target}"
+                      for target in words[1:] if not target.startswith("-") and target not in targets]
+        elif program.startswith("python") and len(words) > 1 and words[1].endswith(".py"):
+            script = copy / words[1]
+            if not script.is_file():
+                found.append(f"{command.where}: `{command.text}`: {words[1]} does not exist")
+            else:
+                source = script.read_text(encoding="utf-8")
+                found += [f"{command.where}: `{command.text}`: {words[1]} has no option {option}"
+                          for option in options_of(words) if f'"{option}"' not in source]
+        elif program.startswith("python") and len(words) > 2 and words[1] == "-m":
+            found += module_problems(command, words, copy)
+    return found
+
+
+def module_problems(command: Command, words: list[str], copy: Path) -> list[str]:
+    """A `python -m` module of this repository that does not exist, or an option its package never spells."""
+    package = copy / words[2].split(".")[0]
+    if not (package / "__init__.py").is_file():
+        return []  # not this repository's (pytest, bench runs by path)
+    module = copy / words[2].replace(".", "/")
+    if not (module.with_suffix(".py").is_file() or (module / "__main__.py").is_file()):
+        return [f"{command.where}: `{command.text}`: there is no module {words[2]}"]
+    source = "".join(path.read_text(encoding="utf-8") for path in package.rglob("*.py"))
+    return [f"{command.where}: `{command.text}`: {words[2]} has no option {option}"
+            for option in options_of(words[3:]) if f'"{option}"' not in source and option != "--help"]
+
+
+def options_of(words: list[str]) -> list[str]:
+    """The long and one-letter options among a command's words (`--set=x` is `--set`)."""
+    return [word.split("=")[0] for word in words if re.fullmatch(r"--[a-z][\w-]*(=.*)?|-[a-zA-Z]", word)]

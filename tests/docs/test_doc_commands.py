@@ -16,6 +16,8 @@ from tests.docs.doccommands import (
     documents,
     fenced_blocks,
     fresh_copy,
+    inline_commands,
+    option_problems,
     problems,
     verdict,
 )
@@ -56,3 +58,12 @@ def test_a_block_that_names_a_file_is_that_file(document: Path) -> None:
             assert named.is_file(), f"{document.name}:{block.start}: {named} does not exist"
             assert shown == named.read_text(encoding="utf-8"), (
                 f"{document.name}:{block.start}: the block is not {named.relative_to(REPO)} as it is")
+
+
+@pytest.mark.parametrize("document", documents(), ids=lambda path: str(path.relative_to(REPO)))
+def test_every_command_names_options_targets_and_scripts_that_exist(document: Path, repository_copy: Path) -> None:
+    """Skipped commands and the commands written in running text too: a misspelt or removed option,
+    make target or benchmark script is a lie even where the command cannot run here."""
+    found = [problem for command in [*commands_in(document), *inline_commands(document)]
+             for problem in option_problems(command, repository_copy)]
+    assert not found, "\n".join(found)

@@ -7,7 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.doccommands import RUN, SKIP, Command, Rule, commands_in, fresh_copy, problems, verdict
+from tests.docs.doccommands import (
+    RUN,
+    SKIP,
+    Command,
+    Rule,
+    commands_in,
+    fresh_copy,
+    option_problems,
+    problems,
+    verdict,
+)
 
 DOCUMENT = """\
 # Trying it
@@ -109,3 +119,20 @@ def test_comments_continuations_loops_and_prompts(tmp_path: Path) -> None:
         (9, "echo one two", ("one two",)),
         (12, "true", ()),
     ]
+
+
+def test_options_targets_and_scripts_that_do_not_exist_are_named(tmp_path: Path) -> None:
+    copy = fresh_copy(tmp_path)
+    lying = Command("X.md", 3, "tfchart logs mnist --folow && make runn && python bench/run.py --onlyy "
+                               "&& python -m trainer --train-stepz 3 && helm install mnist . --crate-namespace")
+    text = lying.text
+    assert option_problems(lying, copy) == [
+        f"X.md:3: `{text}`: `tfchart logs mnist` has no option --folow",
+        f"X.md:3: `{text}`: the Makefile has no target runn",
+        f"X.md:3: `{text}`: bench/run.py has no option --onlyy",
+        f"X.md:3: `{text}`: trainer has no option --train-stepz",
+        f"X.md:3: `{text}`: `helm install mnist` has no option --crate-namespace",
+    ]
+    truthful = Command("X.md", 4, "tfchart logs mnist -n ml --role worker --index 1 --follow && make run && "
+                                  "python bench/run.py --only B3 && helm install mnist . --create-namespace")
+    assert option_problems(truthful, copy) == []
