@@ -10,6 +10,11 @@ A run command is run by bash in a fresh copy of the repository, with the files o
 beside it (the `team.yaml` and `policy.yaml` the examples name), and must exit 0, or 1 where the
 output it shows starts as a failure does (`✗`, `Error:`); every line of shown output must appear in
 the real output, in order (`...` stands for anything).
+
+A command that needs a cluster (helm install, tfchart status, ...) is run the same way against a
+kubeconfig whose API server address refuses every connection: it must get as far as asking the
+cluster (helm's and tfchart's "unreachable" / "connection refused"), so a wrong flag, a values file
+that does not exist or values the chart refuses still fail it.
 """
 
 from __future__ import annotations
@@ -18,9 +23,11 @@ import itertools
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -30,7 +37,8 @@ EXAMPLE_FILES = Path(__file__).resolve().parent / "files"
 SHELL_LANGUAGES = {"bash", "sh", "shell", "console"}
 FAILURE_OUTPUT = ("✗", "Error:")
 TIMEOUT_SECONDS = 120
-RUN, SKIP = "run", "skip"
+RUN, NO_CLUSTER, SKIP = "run", "run against no cluster", "skip"
+UNREACHABLE = re.compile(r"connection refused|cluster unreachable|cannot reach the Kubernetes API server", re.I)
 
 
 def documents(root: Path = REPO) -> list[Path]:
@@ -71,6 +79,7 @@ class Rule:
 
 
 NEEDS_CLUSTER = "needs a Kubernetes cluster (docs/testing.md: tests/kubeapi.py and tests/e2e stand in for it)"
+ASKS_CLUSTER = "runs up to its first request to the cluster"
 RULES = (
     Rule(r"kind create cluster\b", SKIP, "creates a cluster (docs/testing.md: tests against a live cluster)"),
     Rule(r"(\w+=\S* )*(\.venv/bin/)?python -m pytest -m cluster\b", SKIP, NEEDS_CLUSTER),
@@ -78,14 +87,15 @@ RULES = (
     Rule(r"make (test|setup|bench|docs|base-image)\b", SKIP,
          "installs tools or runs the whole suite or the benchmarks; CI runs `make test`"),
     Rule(r"tfchart images .*\|.*skopeo copy", SKIP, "copies images into a registry (none is reachable here)"),
-    Rule(r"tfchart (install|upgrade|uninstall|status|stop|logs|preflight)\b", SKIP, NEEDS_CLUSTER),
+    Rule(r"tfchart (install|upgrade|uninstall|status|stop|logs|preflight)\b", NO_CLUSTER, ASKS_CLUSTER),
     Rule(r"tfchart local\b", SKIP, "trains for a minute; tests/e2e/test_local.py and test_containers.py run it"),
     Rule(r"tfchart build\b(?!.*--dry-run)", SKIP, "builds the trainer images (minutes); tests/images build them"),
     Rule(r"tfchart (validate|template|images|build|--help)\b", RUN, "renders the chart with helm, no cluster"),
-    Rule(r"helm (install|upgrade|uninstall|test|status|rollback)\b", SKIP, NEEDS_CLUSTER),
+    Rule(r"helm install \S+ oci://", SKIP, "pulls the chart from a registry (none is reachable here)"),
+    Rule(r"helm (install|upgrade|uninstall|test|status|rollback)\b", NO_CLUSTER, ASKS_CLUSTER),
     Rule(r"helm (package .*&& helm )?(registry login|push)\b", SKIP, "publishes the chart to a registry"),
     Rule(r"helm (template|lint|show)\b", RUN, "renders or reads the chart, no cluster"),
-    Rule(r"kubectl\b", SKIP, NEEDS_CLUSTER),
+    Rule(r"kubectl\b", SKIP, NEEDS_CLUSTER + "; kubectl is not among the tools `make setup` installs"),
     Rule(r"curl\b", SKIP, "asks a running TensorFlow Serving or metrics endpoint in a cluster"),
     Rule(r"(podman|docker) (push|login)\b", SKIP, "pushes to a registry (none is reachable here)"),
     Rule(r"(podman|docker) (build|run)\b", SKIP, "builds or runs the trainer images (minutes); tests/images do"),
@@ -236,14 +246,21 @@ def shown_line_pattern(line: str) -> re.Pattern[str]:
     return re.compile(".*".join(re.escape(part.strip()) for part in line.split("...")))
 
 
-def problems(command: Command, copy: Path) -> list[str]:
-    """What is wrong with running the command in the copy: nothing when it does what the document says."""
+def problems(command: Command, copy: Path, no_cluster: Path | None = None) -> list[str]:
+    """What is wrong with running the command in the copy: nothing when it does what the document says.
+    With `no_cluster` (a kubeconfig, see refusing_kubeconfig) it must fail only at the cluster."""
+    env = environment(copy) | ({"KUBECONFIG": str(no_cluster)} if no_cluster else {})
     try:
-        result = subprocess.run(["bash", "-c", command.text], cwd=copy, env=environment(copy), text=True,
+        result = subprocess.run(["bash", "-c", command.text], cwd=copy, env=env, text=True,
                                 capture_output=True, timeout=TIMEOUT_SECONDS, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return [f"{command.where}: `{command.text}` ran past {TIMEOUT_SECONDS} s"]
     output = result.stdout + result.stderr
+    if no_cluster:
+        if result.returncode != 0 and UNREACHABLE.search(output):
+            return []
+        return [f"{command.where}: `{command.text}` did not get as far as asking the cluster "
+                f"(exit {result.returncode}):\n{output[-3000:]}"]
     found: list[str] = []
     if result.returncode != command.expected_exit:
         found.append(f"{command.where}: `{command.text}` exited {result.returncode}, the document expects "
@@ -259,6 +276,24 @@ def problems(command: Command, copy: Path) -> list[str]:
                          f"  {shown.strip()}\nit printed:\n{output[-3000:]}")
             break
     return found
+
+
+@contextmanager
+def refusing_kubeconfig(directory: Path) -> Iterator[Path]:
+    """A kubeconfig whose API server is a loopback port bound but never listening: every connection is
+    refused at once, for as long as the context is open (no other process can take the port)."""
+    with socket.socket() as bound:
+        bound.bind(("127.0.0.1", 0))
+        server = f"https://127.0.0.1:{bound.getsockname()[1]}"
+        config = directory / "refusing-kubeconfig"
+        config.write_text(
+            "apiVersion: v1\nkind: Config\ncurrent-context: none\n"
+            f"clusters: [{{name: none, cluster: {{server: '{server}'}}}}]\n"
+            "users: [{name: none, user: {token: none}}]\n"
+            "contexts: [{name: none, context: {cluster: none, user: none, namespace: ml-training}}]\n",
+            encoding="utf-8")
+        config.chmod(0o600)
+        yield config
 
 
 # -- options and names of every command, run or not ----------------------------------------------

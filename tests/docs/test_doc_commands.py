@@ -4,11 +4,15 @@ command, named by its document and line."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from tests.docs.doccommands import (
+    NO_CLUSTER,
     REPO,
     RUN,
     Command,
@@ -19,11 +23,29 @@ from tests.docs.doccommands import (
     inline_commands,
     option_problems,
     problems,
+    refusing_kubeconfig,
     verdict,
 )
 
 COMMANDS = [command for document in documents() for command in commands_in(document)]
-RUNNABLE = [command for command in COMMANDS if (rule := verdict(command)) and rule.verdict == RUN]
+
+
+def distinct(verdict_wanted: str) -> list[list[Command]]:
+    """The commands of one verdict, the same command and shown output once (the README's tour is also
+    docs/cli.md's): each group is run once, its first place naming the test, every place in a failure."""
+    groups: dict[tuple[str, tuple[str, ...]], list[Command]] = {}
+    for command in COMMANDS:
+        if (rule := verdict(command)) and rule.verdict == verdict_wanted:
+            groups.setdefault((command.text, command.shown), []).append(command)
+    return list(groups.values())
+
+
+def places(group: list[Command]) -> str:
+    return "" if len(group) == 1 else "\nthe same command is at " + ", ".join(c.where for c in group[1:])
+
+
+RUNNABLE = distinct(RUN)
+ASKING_A_CLUSTER = distinct(NO_CLUSTER)
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +61,28 @@ def test_every_documented_command_is_run_or_skipped_for_a_named_reason() -> None
     assert len(RUNNABLE) >= 10, "the documents' commands were not found: has the extraction broken?"
 
 
-@pytest.mark.parametrize("command", RUNNABLE, ids=lambda command: command.where)
-def test_documented_command_does_what_the_document_says(command: Command, repository_copy: Path) -> None:
-    found = problems(command, repository_copy)
-    assert not found, "\n".join(found)
+@pytest.fixture(scope="module")
+def outcomes(repository_copy: Path) -> Iterator[dict[int, list[str]]]:
+    """The problems of every group, by id(): the commands only read the copy, so they run side by side
+    (one per core), and each test below reads its own."""
+    with refusing_kubeconfig(repository_copy) as no_cluster, ThreadPoolExecutor(os.cpu_count() or 2) as pool:
+        runs = {id(group): pool.submit(problems, group[0], repository_copy) for group in RUNNABLE}
+        runs |= {id(group): pool.submit(problems, group[0], repository_copy, no_cluster) for group in ASKING_A_CLUSTER}
+        yield {key: run.result() for key, run in runs.items()}
+
+
+@pytest.mark.parametrize("group", RUNNABLE, ids=lambda group: group[0].where)
+def test_documented_command_does_what_the_document_says(
+    group: list[Command], outcomes: dict[int, list[str]]
+) -> None:
+    assert not outcomes[id(group)], "\n".join(outcomes[id(group)]) + places(group)
+
+
+@pytest.mark.parametrize("group", ASKING_A_CLUSTER, ids=lambda group: group[0].where)
+def test_documented_cluster_command_gets_as_far_as_the_cluster(
+    group: list[Command], outcomes: dict[int, list[str]]
+) -> None:
+    assert not outcomes[id(group)], "\n".join(outcomes[id(group)]) + places(group)
 
 
 @pytest.mark.parametrize("document", documents(), ids=lambda path: str(path.relative_to(REPO)))

@@ -16,6 +16,7 @@ from tests.docs.doccommands import (
     fresh_copy,
     option_problems,
     problems,
+    refusing_kubeconfig,
     verdict,
 )
 
@@ -136,3 +137,17 @@ def test_options_targets_and_scripts_that_do_not_exist_are_named(tmp_path: Path)
     truthful = Command("X.md", 4, "tfchart logs mnist -n ml --role worker --index 1 --follow && make run && "
                                   "python bench/run.py --only B3 && helm install mnist . --create-namespace")
     assert option_problems(truthful, copy) == []
+
+
+def test_a_cluster_command_passes_when_only_the_cluster_is_missing(tmp_path: Path) -> None:
+    copy = fresh_copy(tmp_path)
+    reaches = Command("X.md", 1, "helm install mnist charts/tf-distributed -f values/cpu.yaml -n ml-training")
+    missing_file = Command("X.md", 2, "helm install mnist charts/tf-distributed -f values/nope.yaml")
+    refused_values = Command("X.md", 3, "tfchart install mnist -f values/cpu.yaml --set ps.replicas=-1")
+    with refusing_kubeconfig(tmp_path) as no_cluster:
+        assert problems(reaches, copy, no_cluster) == []
+        (reported,) = problems(missing_file, copy, no_cluster)
+        assert reported.startswith("X.md:2: `helm install mnist charts/tf-distributed -f values/nope.yaml` did not "
+                                   "get as far as asking the cluster") and "values/nope.yaml" in reported
+        (reported,) = problems(refused_values, copy, no_cluster)
+        assert reported.startswith("X.md:3: ") and "ps.replicas" in reported
