@@ -296,6 +296,24 @@ def refusing_kubeconfig(directory: Path) -> Iterator[Path]:
         yield config
 
 
+NOTES_VALUES = ("-f", "values/gpu.yaml", "--set", "metrics.enabled=true")
+NOTES_PROGRAMS = re.compile(r"(?:^|:\s+)((?:tfchart|helm|kubectl|curl) .*)$")
+
+
+def notes_commands(copy: Path) -> list[Command]:
+    """The commands the chart's NOTES.txt prints after an install of values/gpu.yaml with metrics on,
+    numbered by their line in the printed notes (helm 4 renders them without a cluster)."""
+    env = environment(copy) | {"KUBECONFIG": str(copy / "no-cluster" / "config")}
+    installed = subprocess.run(
+        ["helm", "install", "mnist", "charts/tf-distributed", "-n", "ml-training", "--dry-run=client", *NOTES_VALUES],
+        cwd=copy, env=env, capture_output=True, text=True, timeout=TIMEOUT_SECONDS, check=True)
+    notes = installed.stdout.split("NOTES:\n", 1)[1]
+    where = "charts/tf-distributed/templates/NOTES.txt, as printed for " + " ".join(NOTES_VALUES) + ", line"
+    return [Command(where, number, match.group(1).strip())
+            for number, line in enumerate(notes.splitlines(), start=1)
+            if (match := NOTES_PROGRAMS.search(line.strip()))]
+
+
 # -- options and names of every command, run or not ----------------------------------------------
 
 CHECKED_PROGRAMS = re.compile(r"(\.venv/bin/)?(tfchart|helm|make|python3?) ")

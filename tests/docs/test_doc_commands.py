@@ -15,12 +15,14 @@ from tests.docs.doccommands import (
     NO_CLUSTER,
     REPO,
     RUN,
+    SKIP,
     Command,
     commands_in,
     documents,
     fenced_blocks,
     fresh_copy,
     inline_commands,
+    notes_commands,
     option_problems,
     problems,
     refusing_kubeconfig,
@@ -106,4 +108,18 @@ def test_every_command_names_options_targets_and_scripts_that_exist(document: Pa
     make target or benchmark script is a lie even where the command cannot run here."""
     found = [problem for command in [*commands_in(document), *inline_commands(document)]
              for problem in option_problems(command, repository_copy)]
+    assert not found, "\n".join(found)
+
+
+def test_the_commands_the_chart_notes_print_work_or_reach_the_cluster(repository_copy: Path) -> None:
+    """NOTES.txt is documentation too: what it tells a user to type after `helm install`."""
+    commands = notes_commands(repository_copy)
+    assert {command.text.split()[0] for command in commands} == {"kubectl", "tfchart", "helm", "curl"}
+    found = [problem for command in commands for problem in option_problems(command, repository_copy)]
+    with refusing_kubeconfig(repository_copy) as no_cluster:
+        for command in commands:
+            rule = verdict(command)
+            assert rule is not None, f"{command.where}: no rule of tests/docs/doccommands.py decides `{command.text}`"
+            if rule.verdict != SKIP:
+                found += problems(command, repository_copy, no_cluster if rule.verdict == NO_CLUSTER else None)
     assert not found, "\n".join(found)
