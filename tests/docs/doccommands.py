@@ -1,8 +1,9 @@
 """The shell commands the documentation shows, taken from its Markdown, and what checks each.
 
 A command is a line of a ```bash/```sh/```shell/```console block (lines joined at a trailing `\\`,
-and over a loop or a quote until bash reads the command whole; comments dropped), or a `$ ` prompt
-line of any fenced block; the lines after a prompt, up to the next one, are the output it shows.
+and over a loop or a quote until bash reads the command whole; comments dropped), a `$ ` prompt
+line of any fenced block (the lines after it, up to the next one, are the output it shows), or a
+code span of running text that is a whole command (is_whole_command).
 Every command is either run or skipped for a named reason (RULES, first match wins), so a command
 added to a document is never untested without anyone deciding it.
 
@@ -101,6 +102,7 @@ RULES = (
     Rule(r"(podman|docker) (build|run)\b", SKIP, "builds or runs the trainer images (minutes); tests/images do"),
     Rule(r"saved_model_cli\b", SKIP, "reads an exported model on the shared volume of a finished run"),
     Rule(r"(\.venv/bin/)?python (bench/\S+\.py|-m bench)", SKIP, "a benchmark: minutes of training; `make bench`"),
+    Rule(r"(\.venv/bin/)?python -m trainer\.selfcheck\b", SKIP, "checks an image's TensorFlow (tests/images)"),
     Rule(r"(\.venv/bin/)?python -m trainer\b(?!.*--help)", SKIP, "trains; tests/trainer run the trainer"),
     Rule(r"(\.venv/bin/)?python -m trainer\b.*--help", RUN, "prints the trainer's flags"),
     Rule(r"(\.venv/bin/)?python -m pytest\b", SKIP, "runs tests: the suite this check is part of"),
@@ -317,6 +319,20 @@ def notes_commands(copy: Path) -> list[Command]:
 # -- options and names of every command, run or not ----------------------------------------------
 
 CHECKED_PROGRAMS = re.compile(r"(\.venv/bin/)?(tfchart|helm|make|python3?) ")
+
+
+EXAMPLE_NAMES = {"mnist"}  # the release name the documents use
+
+
+def is_whole_command(command: Command, root: Path = REPO) -> bool:
+    """Whether a code span in running text is a command one can type as it is: no placeholder (`FILE`,
+    `<release>`, `...`, `[--set ...]`, `podman|docker`) and at least one argument that names something,
+    a file of the repository or the example release (`helm template --dry-run=server` names an option)."""
+    words = command.text.split()
+    if any(re.search(r"\.\.\.|[<>\[\]|]|^[A-Z]{2,}$", word) for word in words):
+        return False
+    arguments = words[2:]  # after the program and its subcommand (or script, or first option)
+    return any(word in EXAMPLE_NAMES or (root / word).exists() for word in arguments if not word.startswith("-"))
 
 
 def inline_commands(path: Path, root: Path = REPO) -> list[Command]:

@@ -22,6 +22,7 @@ from tests.docs.doccommands import (
     fenced_blocks,
     fresh_copy,
     inline_commands,
+    is_whole_command,
     notes_commands,
     option_problems,
     problems,
@@ -30,6 +31,7 @@ from tests.docs.doccommands import (
 )
 
 COMMANDS = [command for document in documents() for command in commands_in(document)]
+COMMANDS += [command for document in documents() for command in inline_commands(document) if is_whole_command(command)]
 
 
 def distinct(verdict_wanted: str) -> list[list[Command]]:

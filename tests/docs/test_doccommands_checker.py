@@ -14,6 +14,8 @@ from tests.docs.doccommands import (
     Rule,
     commands_in,
     fresh_copy,
+    inline_commands,
+    is_whole_command,
     option_problems,
     problems,
     refusing_kubeconfig,
@@ -151,3 +153,22 @@ def test_a_cluster_command_passes_when_only_the_cluster_is_missing(tmp_path: Pat
                                    "get as far as asking the cluster") and "values/nope.yaml" in reported
         (reported,) = problems(refused_values, copy, no_cluster)
         assert reported.startswith("X.md:3: ") and "ps.replicas" in reported
+
+
+def test_a_command_in_running_text_is_run_when_it_is_whole(tmp_path: Path) -> None:
+    """bench/RESULTS.md once said `tfchart validate values/gpu.yaml` (a release named values/gpu.yaml)."""
+    copy = fresh_copy(tmp_path)
+    (copy / "B.md").write_text(
+        "B3 measures `tfchart validate values/gpu.yaml` against `helm lint charts/tf-distributed -f values/gpu.yaml`;\n"
+        "`tfchart validate -f FILE` and `helm template --dry-run=server` are placeholders, not commands.\n",
+        encoding="utf-8")
+    spans = inline_commands(copy / "B.md", copy)
+    assert [(c.where, c.text, is_whole_command(c, copy)) for c in spans] == [
+        ("B.md:1", "tfchart validate values/gpu.yaml", True),
+        ("B.md:1", "helm lint charts/tf-distributed -f values/gpu.yaml", True),
+        ("B.md:2", "tfchart validate -f FILE", False),
+        ("B.md:2", "helm template --dry-run=server", False),
+    ]
+    (reported,) = problems(spans[0], copy)
+    assert reported.startswith("B.md:1: `tfchart validate values/gpu.yaml` exited 1") and "release name" in reported
+    assert problems(spans[1], copy) == []
