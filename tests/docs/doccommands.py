@@ -82,6 +82,7 @@ class Rule:
 NEEDS_CLUSTER = "needs a Kubernetes cluster (docs/testing.md: tests/kubeapi.py and tests/e2e stand in for it)"
 ASKS_CLUSTER = "runs up to its first request to the cluster"
 RULES = (
+    Rule(r"\w+=\S*$", SKIP, "sets a shell variable for the commands after it, each run or skipped on its own"),
     Rule(r"kind create cluster\b", SKIP, "creates a cluster (docs/testing.md: tests against a live cluster)"),
     Rule(r"(\w+=\S* )*(\.venv/bin/)?python -m pytest -m cluster\b", SKIP, NEEDS_CLUSTER),
     Rule(r"make run\b", SKIP, "trains for a minute; tests/e2e/test_local.py runs this target's command"),
@@ -99,7 +100,7 @@ RULES = (
     Rule(r"kubectl\b", SKIP, NEEDS_CLUSTER + "; kubectl is not among the tools `make setup` installs"),
     Rule(r"curl\b", SKIP, "asks a running TensorFlow Serving or metrics endpoint in a cluster"),
     Rule(r"(podman|docker) (push|login)\b", SKIP, "pushes to a registry (none is reachable here)"),
-    Rule(r"(podman|docker) (build|run)\b", SKIP, "builds or runs the trainer images (minutes); tests/images do"),
+    Rule(r"(podman|docker) (build|run|tag)\b", SKIP, "builds, tags or runs images (minutes; tests/images do)"),
     Rule(r"saved_model_cli\b", SKIP, "reads an exported model on the shared volume of a finished run"),
     Rule(r"(\.venv/bin/)?python (bench/\S+\.py|-m bench)", SKIP, "a benchmark: minutes of training; `make bench`"),
     Rule(r"(\.venv/bin/)?python -m trainer\.selfcheck\b", SKIP, "checks an image's TensorFlow (tests/images)"),
@@ -161,10 +162,22 @@ def fenced_blocks(text: str) -> Iterator[Block]:
             block.lines.append((number, line))
 
 
+HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")
+
+
 def shell_commands(block: Block, file: str) -> Iterator[Command]:
-    """The commands of a shell block written without prompts: every line is input."""
-    pending, start = "", 0
+    """The commands of a shell block written without prompts: every line is input; a here-document's
+    lines belong to its command, as they are."""
+    pending, start, heredoc = "", 0, ""
     for number, line in block.lines:
+        if heredoc:
+            pending += line + "\n"
+            heredoc = "" if line.strip() == heredoc else heredoc
+            if heredoc or not complete(pending):
+                continue
+            yield Command(file, start, pending.strip())
+            pending = ""
+            continue
         code = without_comment(line).strip()
         if not pending:
             if not code:
@@ -174,7 +187,9 @@ def shell_commands(block: Block, file: str) -> Iterator[Command]:
             pending += code[:-1].rstrip() + " "
             continue
         pending += code
-        if complete(pending):
+        if match := HEREDOC.search(code):
+            heredoc, pending = match.group(2), pending + "\n"
+        elif complete(pending):
             yield Command(file, start, pending)
             pending = ""
         else:

@@ -103,6 +103,9 @@ def test_comments_continuations_loops_and_prompts(tmp_path: Path) -> None:
         "for name in a b; do\n"
         "  echo \"$name\"\n"
         "done\n"
+        "cat <<EOF\n"
+        "  # kept: a here-document is the command's\n"
+        "EOF\n"
         "```\n"
         "```console\n"
         "$ echo one \\\n"
@@ -119,8 +122,9 @@ def test_comments_continuations_loops_and_prompts(tmp_path: Path) -> None:
     assert [(c.line, c.text, c.shown) for c in found] == [
         (2, "echo '# not a comment'", ()),
         (4, 'for name in a b; do\necho "$name"\ndone', ()),
-        (9, "echo one two", ("one two",)),
-        (12, "true", ()),
+        (7, "cat <<EOF\n  # kept: a here-document is the command's\nEOF", ()),
+        (12, "echo one two", ("one two",)),
+        (15, "true", ()),
     ]
 
 
