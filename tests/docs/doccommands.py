@@ -239,10 +239,11 @@ def fresh_copy(destination: Path, root: Path = REPO) -> Path:
     files a document might lean on), with EXAMPLE_FILES at its root."""
     listed = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True).stdout
     for name in filter(None, listed.decode().split("\0")):
-        source = root / name
-        if source.is_file():
-            target = destination / name
-            target.parent.mkdir(parents=True, exist_ok=True)
+        source, target = root / name, destination / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():  # a link the repository tracks (values/ into the chart) stays a link
+            target.symlink_to(os.readlink(source))
+        elif source.is_file():
             shutil.copy2(source, target)
     for example in EXAMPLE_FILES.iterdir():
         shutil.copy2(example, destination / example.name)
