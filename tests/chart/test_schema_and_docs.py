@@ -232,7 +232,10 @@ def test_the_parameter_table_is_only_in_the_chart_readme() -> None:
     assert "--readme README.md" not in docs_target
 
 
-@pytest.mark.parametrize("path", [README, CHART_README, *DOCS], ids=lambda p: str(p.relative_to(REPO)))
+BENCH_RESULTS = REPO / "bench" / "RESULTS.md"
+
+
+@pytest.mark.parametrize("path", [README, CHART_README, *DOCS, BENCH_RESULTS], ids=lambda p: str(p.relative_to(REPO)))
 def test_every_relative_link_resolves_inside_the_repository(path: Path) -> None:
     links = relative_links(path)
     assert links or path != README
