@@ -120,7 +120,7 @@ def main() -> None:
             per_example = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
             loss = tf.nn.compute_average_loss(per_example, global_batch_size=args.global_batch)
         gradients = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables, strict=True))
         step.assign_add(1)
         return loss
 
