@@ -20,6 +20,15 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+# Where the chart says things go (every TensorFlow container gets these; the defaults are for a run
+# outside the chart).
+STORAGE_ROOT = os.environ.get("TFD_STORAGE_ROOT", "/tmp/byo-keras")
+CHECKPOINT_DIR = os.environ.get("TFD_CHECKPOINT_DIR", os.path.join(STORAGE_ROOT, "checkpoints"))
+LOG_DIR = os.environ.get("TFD_LOG_DIR", os.path.join(STORAGE_ROOT, "logs"))
+MODEL = os.environ.get("TFD_MODEL_NAME", "byo-keras")
+EXPORT_DIR = os.environ.get("TFD_EXPORT_DIR", os.path.join(STORAGE_ROOT, "export", MODEL))
+STARTED = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
 FEATURES, CLASSES = 8, 3
 # TensorBoard's scalar tag, written with TensorFlow's own summary op: tf.summary.scalar needs the
 # tensorboard package, which `pip install tensorflow` (and so the tensorflow image) no longer carries.
@@ -36,11 +45,13 @@ def parse_args() -> argparse.Namespace:
 
 
 def is_chief() -> bool:
-    """The chief task, or worker 0 when the cluster has no chief (TensorFlow's convention)."""
+    """The chief task, or worker 0 when the cluster has no chief (TensorFlow's convention); a lone
+    process without TF_CONFIG too."""
     config = json.loads(os.environ.get("TF_CONFIG") or "{}")
     task, cluster = config.get("task", {}), config.get("cluster", {})
-    return task.get("type") == "chief" or (task.get("type") == "worker" and task.get("index") == 0
-                                             and "chief" not in cluster) or not task  # fmt: skip
+    if not task or task.get("type") == "chief":
+        return True
+    return task.get("type") == "worker" and task.get("index") == 0 and "chief" not in cluster
 
 
 def make_dataset(global_batch: int) -> tf.data.Dataset:
@@ -101,8 +112,11 @@ def main() -> None:
     strategy = tf.distribute.MultiWorkerMirroredStrategy()  # reads TF_CONFIG; waits for every worker
     chief = is_chief()
     with strategy.scope():
-        model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(32, activation="relu"),
-                                  keras.layers.Dense(CLASSES)])  # fmt: skip
+        model = keras.Sequential([
+            keras.Input((FEATURES,)),
+            keras.layers.Dense(32, activation="relu"),
+            keras.layers.Dense(CLASSES),
+        ])
         optimizer = keras.optimizers.Adam(0.01)
         optimizer.build(model.trainable_variables)
         step = tf.Variable(0, dtype=tf.int64, trainable=False, aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
@@ -129,14 +143,14 @@ def main() -> None:
         features, labels = next(iterator)
         return strategy.reduce("SUM", strategy.run(replica_step, args=(features, labels)), axis=None)
 
-    writer = tf.summary.create_file_writer(LOG_DIR if chief else tempfile.mkdtemp())
+    writer = tf.summary.create_file_writer(LOG_DIR) if chief else tf.summary.create_noop_writer()
     if chief:
         report("Running", int(step.numpy()), args, message="training")
     started = time.monotonic()
     first, loss = int(step.numpy()), None
-    while (done := int(step.numpy())) < args.steps:
+    while int(step.numpy()) < args.steps:
         loss = float(train_step())
-        done += 1
+        done = int(step.numpy())
         if done % args.log_every == 0 or done == args.steps:
             seconds = (time.monotonic() - started) / max(1, done - first)
             print(f"step {done}, loss = {loss:.4f} ({args.global_batch / seconds:.1f} examples/sec; "
@@ -151,17 +165,10 @@ def main() -> None:
     if chief:
         versions = sorted(int(name) for name in os.listdir(EXPORT_DIR) if name.isdigit())
         report("Succeeded", args.steps, args, loss=loss, export_path=path, exported_versions=versions,
-                    message=f"exported {path}")
+               message=f"exported {path}")
     else:
         shutil.rmtree(save_dir, ignore_errors=True)
 
-
-STORAGE_ROOT = os.environ.get("TFD_STORAGE_ROOT", "/tmp/byo-keras")
-CHECKPOINT_DIR = os.environ.get("TFD_CHECKPOINT_DIR", os.path.join(STORAGE_ROOT, "checkpoints"))
-LOG_DIR = os.environ.get("TFD_LOG_DIR", os.path.join(STORAGE_ROOT, "logs"))
-MODEL = os.environ.get("TFD_MODEL_NAME", "byo-keras")
-EXPORT_DIR = os.environ.get("TFD_EXPORT_DIR", os.path.join(STORAGE_ROOT, "export", MODEL))
-STARTED = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 if __name__ == "__main__":
     main()
