@@ -26,7 +26,7 @@ setup:
 
 ## lint: ruff, mypy --strict, and the generated schema must be up to date
 lint: setup
-	$(VENV)/bin/ruff check tfchart trainer tfdcontract tests scripts bench
+	$(VENV)/bin/ruff check tfchart trainer tfdcontract tests scripts bench examples
 	$(VENV)/bin/mypy
 	MYPYPATH=bench $(VENV)/bin/mypy bench/*.py
 	$(PY) scripts/gen_schema.py --check

@@ -6,6 +6,8 @@ other.
 - Roles: the TensorFlow job names of the cluster map (chief, ps, worker, evaluator), the chart's
   other components, and which roles each strategy runs.
 - Labels and annotations the chart puts on objects and that tfchart and the supervisor select by.
+- The storage contract: the shared volume's layout and the variables that name it in every
+  TensorFlow container (TFD_STORAGE_ROOT, TFD_CHECKPOINT_DIR, TFD_LOG_DIR, TFD_EXPORT_DIR, TFD_MODEL_NAME).
 - The progress line the chief prints (`step N, loss = L (X examples/sec; Y sec/batch)`) and the
   status document (`<storage>/status.json`, also printed as a `tfd-status: {json}` log line): one
   writer and one parser each.
@@ -20,7 +22,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 # -- roles ------------------------------------------------------------------------------------------
@@ -104,6 +106,44 @@ def release_selector(release: str, component: str | None = None) -> str:
     label, which no nameOverride or fullnameOverride changes (app.kubernetes.io/name follows nameOverride)."""
     selector = f"{INSTANCE_LABEL}={release},{PART_OF_LABEL}={CHART_NAME}"
     return f"{selector},{COMPONENT_LABEL}={component}" if component else selector
+
+
+# -- the storage contract ---------------------------------------------------------------------------
+
+#: The shared volume's layout under storage.mountPath (docs/trainer.md, "Storage layout"). The chart
+#: hands every TensorFlow container these paths in the variables below (tf-distributed.storageEnv),
+#: from the same helpers that give TensorBoard its logdir and TF Serving its base path;
+#: tests/chart/test_byo_contract.py holds the chart to this table.
+#:
+#: ====================  ========================================  ===================================
+#: variable              value                                     who reads it there
+#: ====================  ========================================  ===================================
+#: TFD_STORAGE_ROOT      <mountPath>                               status.json, datasets/ (yours)
+#: TFD_CHECKPOINT_DIR    <mountPath>/checkpoints                   the chief writes, a restart resumes
+#: TFD_LOG_DIR           <mountPath>/logs                          TensorBoard's --logdir
+#: TFD_EXPORT_DIR        <mountPath>/export/<training.modelName>   TF Serving: versions in <N>/
+#: TFD_MODEL_NAME        <training.modelName>                      TF Serving's model name
+#: ====================  ========================================  ===================================
+STORAGE_ROOT_ENV = "TFD_STORAGE_ROOT"
+CHECKPOINT_DIR_ENV = "TFD_CHECKPOINT_DIR"
+LOG_DIR_ENV = "TFD_LOG_DIR"
+EXPORT_DIR_ENV = "TFD_EXPORT_DIR"
+MODEL_NAME_ENV = "TFD_MODEL_NAME"
+CHECKPOINTS_DIR = "checkpoints"
+LOGS_DIR = "logs"
+EXPORT_DIR = "export"
+
+
+def storage_env(root: str, model_name: str) -> dict[str, str]:
+    """The storage variables of a TensorFlow container whose claim is mounted at `root`."""
+    root = root.rstrip("/") or "/"
+    return {
+        STORAGE_ROOT_ENV: root,
+        CHECKPOINT_DIR_ENV: str(PurePosixPath(root, CHECKPOINTS_DIR)),
+        LOG_DIR_ENV: str(PurePosixPath(root, LOGS_DIR)),
+        EXPORT_DIR_ENV: str(PurePosixPath(root, EXPORT_DIR, model_name)),
+        MODEL_NAME_ENV: model_name,
+    }
 
 
 # -- metrics ---------------------------------------------------------------------------------------

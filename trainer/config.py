@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from tfdcontract import STRATEGIES, TASK_TYPES
+from tfdcontract import CHECKPOINTS_DIR, EXPORT_DIR, LOGS_DIR, STRATEGIES, TASK_TYPES
 from trainer.errors import ConfigError
 
 DATASETS = ("mnist", "mnist_tfrecord", "digits", "synthetic")
@@ -94,22 +94,22 @@ class StorageLayout:
     @property
     def checkpoints(self) -> Path:
         """Training checkpoints, written by the chief only."""
-        return self.root / "checkpoints"
+        return self.root / CHECKPOINTS_DIR
 
     @property
     def logs(self) -> Path:
         """TensorBoard event files of training (chief)."""
-        return self.root / "logs"
+        return self.root / LOGS_DIR
 
     @property
     def eval_logs(self) -> Path:
         """TensorBoard event files of the evaluator."""
-        return self.root / "logs" / "eval"
+        return self.root / LOGS_DIR / "eval"
 
     @property
     def export_base(self) -> Path:
         """``export/<model>``: one integer-named SavedModel directory per version."""
-        return self.root / "export" / self.model_name
+        return self.root / EXPORT_DIR / self.model_name
 
     @property
     def status(self) -> Path:

@@ -3,7 +3,9 @@
 Every TensorFlow container runs as uid 10001 on a read-only root; it may write its working
 directory (an emptyDir), /tmp and the claim at storage.mountPath. HOME is the image's own unless a
 role's `home` sets it. When the trainer image is already in podman's store, a bring-your-own
-command from the rendered spec is also run in it and writes a relative path.
+command from the rendered spec is also run in it and writes a relative path. Every TensorFlow
+container names the storage paths (tfdcontract.storage_env) that the trainer, TensorBoard and
+Serving use, in a cluster and under both `tfchart local` engines.
 """
 
 from __future__ import annotations
@@ -11,11 +13,19 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
+from pathlib import Path
 from typing import Any
+
+import pytest
+import yaml
 
 from tests.chartlib import REPO, env_of, pod_spec, render, workloads
 from tests.containerlib import engine_works, image_exists, run_in_image
 from tfchart.images.build import DEFAULT_REGISTRY, DEFAULT_REPOSITORY, image_reference, project_version
+from tfchart.local import processes
+from tfchart.local.containers import plan_from_manifests
+from tfdcontract import storage_env
+from trainer.config import StorageLayout
 
 TF_ROLES = ("ps", "worker", "chief", "evaluator")
 EVERYTHING = ["evaluator.enabled=true"]
@@ -137,3 +147,91 @@ def test_the_byo_command_is_run_unchanged() -> None:
     assert container["command"][0] == "/bin/sh" and container["command"][-1] == "tf-distributed-prelude"
     assert shlex.join(container["args"][:2]) == "/bin/sh -c"
     assert subprocess.run(["/bin/sh", "-n", "-c", container["args"][2]], check=False).returncode == 0
+
+
+# -- the storage contract: where a program's checkpoints, logs and exports go -------------------------
+
+STRATEGY_SETS = {
+    "parameter_server": ["training.strategy=parameter_server"],
+    "multi_worker_mirrored": ["training.strategy=multi_worker_mirrored", "training.batchSize=63"],
+    "multi_worker_mirrored, no chief": [
+        "training.strategy=multi_worker_mirrored", "chief.replicas=0", "training.batchSize=64",
+    ],
+    "mirrored": ["training.strategy=mirrored"],
+    "single_device": ["training.strategy=single_device"],
+}
+PLACE = ["storage.mountPath=/mnt/shared", "training.modelName=digits"]
+
+
+@pytest.mark.parametrize("strategy", STRATEGY_SETS)
+def test_every_tensorflow_container_of_every_strategy_names_the_storage_paths(strategy: str) -> None:
+    docs = render(sets=[*STRATEGY_SETS[strategy], *PLACE, *EVERYTHING])
+    containers = tf_containers(docs)
+    assert "evaluator" in containers and ("chief" in containers or "worker" in containers)
+    expected = storage_env("/mnt/shared", "digits")
+    assert expected == {
+        "TFD_STORAGE_ROOT": "/mnt/shared", "TFD_CHECKPOINT_DIR": "/mnt/shared/checkpoints",
+        "TFD_LOG_DIR": "/mnt/shared/logs", "TFD_EXPORT_DIR": "/mnt/shared/export/digits", "TFD_MODEL_NAME": "digits",
+    }  # fmt: skip
+    for role, (_spec, container) in containers.items():
+        env = env_of(container)
+        assert {key: env.get(key) for key in expected} == expected, role
+
+
+def test_the_storage_variables_are_where_the_trainer_tensorboard_and_serving_look() -> None:
+    """One source: the trainer's flags, TensorBoard's logdir and Serving's base path give the same paths."""
+    docs = render(sets=[*PLACE, *EVERYTHING])
+    _spec, chief = tf_containers(docs)["chief"]
+    env = env_of(chief)
+    flags = dict(arg.split("=", 1) for arg in chief["args"] if arg.startswith("--") and "=" in arg)
+    layout = StorageLayout(Path(flags["--storage-root"]), flags["--model-name"])
+    assert env["TFD_STORAGE_ROOT"] == str(layout.root)
+    assert env["TFD_CHECKPOINT_DIR"] == str(layout.checkpoints)
+    assert env["TFD_LOG_DIR"] == str(layout.logs)
+    assert env["TFD_EXPORT_DIR"] == str(layout.export_base)
+    assert env["TFD_MODEL_NAME"] == flags["--model-name"]
+    (tensorboard,) = [doc for doc in workloads(docs) if component(doc) == "tensorboard"]
+    assert f"--logdir={env['TFD_LOG_DIR']}" in pod_spec(tensorboard)["containers"][0]["args"]
+    (serving,) = [doc for doc in workloads(docs) if component(doc) == "serving"]
+    (model_dir,) = pod_spec(serving)["initContainers"]  # makes the directory Serving polls
+    assert env_of(model_dir)["MODEL_BASE_PATH"] == env["TFD_EXPORT_DIR"]
+    (config,) = [doc for doc in docs if doc["kind"] == "ConfigMap" and "models.config" in doc.get("data", {})]
+    assert f'base_path: "{env["TFD_EXPORT_DIR"]}"' in config["data"]["models.config"]
+    assert f'name: "{env["TFD_MODEL_NAME"]}"' in config["data"]["models.config"]
+
+
+def test_a_bring_your_own_command_gets_the_storage_variables_too() -> None:
+    _spec, container = byo_worker()
+    assert env_of(container)["TFD_EXPORT_DIR"] == "/data/export/mnist"
+
+
+def test_tfchart_local_processes_point_the_storage_variables_at_the_run_directory(tmp_path: Path) -> None:
+    """The process engine renders storage.mountPath as the run directory: every path lies inside it."""
+    sets = ["training.strategy=multi_worker_mirrored", "training.batchSize=63", *EVERYTHING]
+
+    def render_for_local(extra: list[tuple[str, str]]) -> list[dict[str, Any]]:
+        return render(sets=sets, extra=[part for flag, value in extra for part in (flag, value)])
+
+    values = yaml.safe_load((REPO / "charts" / "tf-distributed" / "values.yaml").read_text())
+    plan = processes.plan(render_for_local, values, tmp_path / "run", "ml-training")
+    tf_pods = [pod for pod in plan.pods if pod.role in TF_ROLES]
+    assert {pod.role for pod in tf_pods} == {"worker", "chief", "evaluator"}
+    for pod in tf_pods:
+        assert {key: pod.env.get(key) for key in storage_env(str(plan.workdir), "mnist")} == storage_env(
+            str(plan.workdir), "mnist"), pod.name
+
+
+def test_tfchart_local_containers_keep_the_mount_path_which_is_the_run_directory(tmp_path: Path) -> None:
+    """The container engines keep the rendered mountPath: the claim's bind mount puts the run directory there."""
+    sets = ["storage.mountPath=/shared", "storage.subPath=team/a", "training.modelName=digits", *EVERYTHING]
+    docs = render(sets=sets)
+    plan = plan_from_manifests(docs, {"storage": {"mountPath": "/shared", "subPath": "team/a"}}, tmp_path / "run",
+                               "ml-training", "podman", "0:0", "tfd-test01")  # fmt: skip
+    tf_pods = [pod for pod in plan.pods if pod.role in TF_ROLES]
+    assert {pod.role for pod in tf_pods} == {"ps", "worker", "chief", "evaluator"}
+    for pod in tf_pods:
+        env = {key: pod.env.get(key) for key in storage_env("/shared", "digits")}
+        assert env == storage_env("/shared", "digits"), pod.name
+        claim = [bind for bind in pod.binds if bind.claim]
+        assert [(bind.source, bind.target) for bind in claim] == [(tmp_path / "run" / "team" / "a", "/shared")]
+        assert plan.host_path(env["TFD_EXPORT_DIR"]) == str(plan.workdir / "export" / "digits")

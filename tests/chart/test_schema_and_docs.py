@@ -20,7 +20,7 @@ SCHEMA: dict[str, Any] = json.loads((CHART / "values.schema.json").read_text())
 VALUES: dict[str, Any] = load_yaml(CHART / "values.yaml")
 README = REPO / "README.md"
 CHART_README = CHART / "README.md"
-DOCS = sorted((REPO / "docs").glob("*.md"))
+DOCS = sorted((REPO / "docs").glob("*.md")) + sorted((REPO / "examples").glob("*/README.md"))
 
 
 def value_keys(value: Any, path: str = "") -> set[str]:
@@ -249,7 +249,7 @@ def test_every_relative_link_resolves_inside_the_repository(path: Path) -> None:
 
 
 def test_no_document_points_outside_the_repository() -> None:
-    roots = ["README.md", "docs", "tfchart", "trainer", "charts"]
+    roots = ["README.md", "docs", "examples", "tfchart", "trainer", "charts"]
     files = [REPO / "README.md"] + [
         f for root in roots[1:] for f in (REPO / root).rglob("*") if f.is_file() and "__pycache__" not in f.parts
     ]

@@ -182,6 +182,8 @@ Usage: include "tf-distributed.tfContainer" (dict "context" $ "role" "worker" "c
     {{- end }}
     - name: PYTHONUNBUFFERED
       value: "1"
+    # the storage contract: where this program's checkpoints, logs and exports go on the claim
+    {{- include "tf-distributed.storageEnv" $root | nindent 4 }}
     - name: POD_NAME
       valueFrom:
         fieldRef:

@@ -51,3 +51,36 @@ storage: needs ReadWriteOnce: {{ $pods }} from one node (co-located), so any Sto
 storage: needs {{ first $modes }}: {{ $pods }}
 {{- end -}}
 {{- end -}}
+
+{{/*
+The storage contract (tfdcontract, "the storage contract"): where on the claim checkpoints, TensorBoard
+logs and SavedModel versions go. The one source of these paths: TensorBoard's logdir, TF Serving's base
+path and every TensorFlow container's variables (tf-distributed.storageEnv) come from here, and the
+trainer, given --storage-root, derives the same paths (tests/chart/test_byo_contract.py holds all four).
+*/}}
+{{- define "tf-distributed.checkpointDir" -}}
+{{- printf "%s/checkpoints" .Values.storage.mountPath -}}
+{{- end -}}
+
+{{- define "tf-distributed.logDir" -}}
+{{- printf "%s/logs" .Values.storage.mountPath -}}
+{{- end -}}
+
+{{/* TF Serving's base path: SavedModel versions in numbered subdirectories. */}}
+{{- define "tf-distributed.exportDir" -}}
+{{- printf "%s/export/%s" .Values.storage.mountPath .Values.training.modelName -}}
+{{- end -}}
+
+{{/* The storage variables of a TensorFlow container (env entries). */}}
+{{- define "tf-distributed.storageEnv" -}}
+- name: TFD_STORAGE_ROOT
+  value: {{ .Values.storage.mountPath | quote }}
+- name: TFD_CHECKPOINT_DIR
+  value: {{ include "tf-distributed.checkpointDir" . | quote }}
+- name: TFD_LOG_DIR
+  value: {{ include "tf-distributed.logDir" . | quote }}
+- name: TFD_EXPORT_DIR
+  value: {{ include "tf-distributed.exportDir" . | quote }}
+- name: TFD_MODEL_NAME
+  value: {{ .Values.training.modelName | quote }}
+{{- end -}}
