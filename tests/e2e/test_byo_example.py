@@ -100,6 +100,8 @@ def test_the_example_trains_to_a_saved_model_in_containers(tmp_path: Path, examp
     output = run.stdout + run.stderr
     assert run.returncode == 0, output[-4000:]
     assert f"training {SUCCEEDED} " in output and f"step {STEPS}," in output
+    # the closing notes speak of this program's export, not of the project trainer's signature
+    assert "saved_model_cli show --all --dir" in output and "input `images`" not in output
 
     # a SavedModel in a numbered version of TFD_EXPORT_DIR, on the run's shared volume
     export = workdir / "export" / "byo-keras"

@@ -83,6 +83,6 @@ def test_local_without_tensorflow_says_so_before_anything_starts(installed: tupl
     # the wheel's environment has tfchart only (TensorFlow is the `trainer` extra)
     ran = tfchart(installed, "local", "-f", "values/cpu.yaml")
     assert ran.returncode == 1, ran.stdout + ran.stderr
-    assert "tensorflow and tensorboard not installed for" in ran.stderr
+    assert "tensorflow and TensorBoard not installed for" in ran.stderr
     assert "pip install 'tf-distributed[trainer]'" in ran.stderr and "--engine podman" in ran.stderr
     assert "Traceback" not in ran.stderr and not list(installed[1].iterdir()), "nothing written before the check"

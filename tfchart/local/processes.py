@@ -347,8 +347,9 @@ class LocalPlan:
         return path
 
 
-def serving_notes(values: dict[str, Any], workdir: Path) -> list[str]:
-    """How to serve the export: TensorFlow Serving runs under neither engine."""
+def serving_notes(values: dict[str, Any], workdir: Path, trainer: bool = True) -> list[str]:
+    """How to serve the export: TensorFlow Serving runs under neither engine. The signature is the trainer's
+    (`trainer`: the chief runs `python -m trainer`); a program of one's own exports its own."""
     if not values.get(SERVING, {}).get("enabled"):
         return []
     model = values["training"]["modelName"]
@@ -359,10 +360,11 @@ def serving_notes(values: dict[str, Any], workdir: Path) -> list[str]:
         f"  docker run --rm -p 8501:8501 -v {workdir}/export/{model}:/models/{model}:ro "
         f"-e MODEL_NAME={model} {reference}",
         f"  curl http://127.0.0.1:8501/v1/models/{model}",
-        "  curl -d '{\"instances\": [<images as [H][W][1] floats in 0..1>]}' "
+        "  curl -d '{\"instances\": [" + ("<images as [H][W][1] floats in 0..1>" if trainer else "...") + "]}' "
         f"http://127.0.0.1:8501/v1/models/{model}:predict",
-        "(signature serving_default: input `images`, outputs `probabilities` and `classes`; see docs/trainer.md)",
-    ]
+        "(signature serving_default: input `images`, outputs `probabilities` and `classes`; see docs/trainer.md)"
+        if trainer else f"(your program's signature: saved_model_cli show --all --dir {workdir}/export/{model}/<N>)",
+    ]  # fmt: skip
 
 
 def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values: dict[str, Any], workdir: Path,
@@ -389,7 +391,14 @@ def require_tensorflow() -> None:
     """The pods run this interpreter's TensorFlow: say so once, before anything starts, when it has none."""
     from importlib.util import find_spec
 
-    missing = [name for name in ("tensorflow", "tensorboard") if find_spec(name) is None]
+    def absent(module: str) -> bool:
+        try:
+            return find_spec(module) is None
+        except ModuleNotFoundError:  # its package is missing
+            return True
+
+    modules = {"tensorflow": "tensorflow", "tensorboard.program": "TensorBoard"}  # the trainer's, TensorBoard's
+    missing = [shown for module, shown in modules.items() if absent(module)]
     if missing:
         raise TfchartError(
             f"{' and '.join(missing)} not installed for {sys.executable}: the pods run as processes of this Python",
@@ -498,7 +507,8 @@ def _finish(plan: LocalPlan, cluster: Cluster, chief: str, code: int, elapsed: f
     console.print(f"  export: {plan.host_path(result.get('export_path'))}")
     if plan.tensorboard_url:
         console.print(f"  TensorBoard: {plan.tensorboard_url}  (later: tensorboard --logdir {plan.workdir / 'logs'})")
-    for note in serving_notes(plan.values, plan.workdir):
+    chief_pod = next(pod for pod in plan.pods if pod.is_chief)
+    for note in serving_notes(plan.values, plan.workdir, trainer="trainer" in " ".join(chief_pod.argv)):
         console.print(escape(note))
     if keep_tensorboard and plan.tensorboard_url:
         console.print("TensorBoard is running; Ctrl-C to stop")
