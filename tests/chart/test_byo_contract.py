@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.chartlib import REPO, env_of, pod_spec, render, workloads
+from tests.chartlib import REPO, env_of, pod_spec, render, template, workloads
 from tests.containerlib import engine_works, image_exists, run_in_image
 from tfchart.images.build import DEFAULT_REGISTRY, DEFAULT_REPOSITORY, image_reference, project_version
 from tfchart.local import processes
@@ -29,6 +29,9 @@ from trainer.config import StorageLayout
 
 TF_ROLES = ("ps", "worker", "chief", "evaluator")
 EVERYTHING = ["evaluator.enabled=true"]
+# A global batch of 64 over a chief and two workers in sync: not divisible by 3 for the trainer.
+UNEVEN_SYNC = ["training.strategy=multi_worker_mirrored", "training.batchSize=64", "worker.replicas=2"]
+OWN_COMMAND = "{python,/app/train.py}"
 
 
 def component(doc: dict[str, Any]) -> str:
@@ -235,3 +238,35 @@ def test_tfchart_local_containers_keep_the_mount_path_which_is_the_run_directory
         claim = [bind for bind in pod.binds if bind.claim]
         assert [(bind.source, bind.target) for bind in claim] == [(tmp_path / "run" / "team" / "a", "/shared")]
         assert plan.host_path(env["TFD_EXPORT_DIR"]) == str(plan.workdir / "export" / "digits")
+
+
+def test_training_rules_skip_roles_that_run_their_own_command(helm_major: str) -> None:
+    """training.batchSize, learningRate, checkpoint and export settings are the trainer's: a program of
+    one's own (command, or args that replace the trainer's) is not held to them."""
+    byo = [f"chief.command={OWN_COMMAND}", f"worker.command={OWN_COMMAND}"]
+    assert template(helm_major, sets=[*UNEVEN_SYNC, *byo]).returncode == 0
+    own_args = ["chief.args={--epochs=3}", "worker.args={--epochs=3}"]  # the trainer, given other flags
+    assert template(helm_major, sets=[*UNEVEN_SYNC, *own_args]).returncode == 0
+    single = ["training.strategy=single_device", "chief.gpu.count=2", "training.checkpointEverySteps=5000"]
+    assert template(helm_major, sets=[*single, f"chief.command={OWN_COMMAND}"]).returncode == 0
+
+
+def test_training_rules_hold_while_one_role_concerned_runs_the_trainer(helm_major: str) -> None:
+    uneven = template(helm_major, sets=[*UNEVEN_SYNC, f"chief.command={OWN_COMMAND}"])
+    assert uneven.returncode != 0
+    assert "training.batchSize: 64 is the global batch" in uneven.stderr and "not divisible by 3" in uneven.stderr
+    single = template(helm_major, sets=["training.strategy=single_device", "chief.gpu.count=2",
+                                        "training.checkpointEverySteps=5000", f"ps.command={OWN_COMMAND}"])
+    assert "2 problem(s) in values" in single.stderr, single.stderr
+    assert "chief.gpu.count: training.strategy=single_device uses one device" in single.stderr
+    assert "training.checkpointEverySteps: 5000 is larger than training.trainSteps=2000" in single.stderr
+
+
+def test_kubernetes_and_tensorflow_rules_hold_for_every_role(helm_major: str) -> None:
+    """What Kubernetes or TensorFlow itself refuses stays refused, whatever program a role runs."""
+    byo = [f"{role}.command={OWN_COMMAND}" for role in TF_ROLES]
+    sets = [*byo, "training.strategy=multi_worker_mirrored", "chief.gpu.count=1", "worker.gpu.count=2",
+            "ps.resources.requests.memory=4Gi"]
+    refused = template(helm_major, sets=sets)
+    assert "chief.gpu.count: training.strategy=multi_worker_mirrored needs the same GPU count" in refused.stderr
+    assert "ps.resources.requests.memory: 4Gi is more than the limit 2Gi" in refused.stderr
