@@ -664,7 +664,8 @@ RULES: list[tuple[str, Schema]] = [
 GROUP_DESCRIPTIONS = {
     "": "Values of the tf-distributed chart",
     "global": "Values shared with a parent chart when tf-distributed is a subchart",
-    "image": "Trainer image used by every TensorFlow role and TensorBoard unless a component sets its own",
+    "image": "Trainer image used by every TensorFlow role (and TensorBoard while one runs the trainer) unless a "
+    "component sets its own",
     "training": "What to train and how (rendered into the trainer's arguments)",
     "storage": "Shared volume for checkpoints, logs and exported models",
     "serviceAccount": "ServiceAccount of the release's pods",

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.chartlib import REPO, env_of, pod_spec, render, template, workloads
+from tests.chartlib import CHART, REPO, env_of, helm, pod_spec, render, template, workloads
 from tests.containerlib import engine_works, image_exists, run_in_image
 from tfchart.images.build import DEFAULT_REGISTRY, DEFAULT_REPOSITORY, image_reference, project_version
 from tfchart.local import processes
@@ -270,3 +270,48 @@ def test_kubernetes_and_tensorflow_rules_hold_for_every_role(helm_major: str) ->
     refused = template(helm_major, sets=sets)
     assert "chief.gpu.count: training.strategy=multi_worker_mirrored needs the same GPU count" in refused.stderr
     assert "ps.resources.requests.memory: 4Gi is more than the limit 2Gi" in refused.stderr
+
+
+ALL_OWN = ["image.repository=team/mine", "image.tag=1.0", *(f"{role}.command={OWN_COMMAND}" for role in TF_ROLES[:3])]
+
+
+def images_by_component(docs: list[dict[str, Any]]) -> dict[str, str]:
+    return {component(doc): container["image"] for doc in workloads(docs) for container in pod_spec(doc)["containers"]}
+
+
+def test_the_projects_pods_keep_the_projects_image_when_every_role_runs_its_own(helm_major: str) -> None:
+    """image.* is then the user's: TensorBoard, the supervisor and the helm test pod stay on the project's
+    image (tensorboard, trainer.supervisor, trainer.endpoint_probe), with the chart's version."""
+    project = image_reference(DEFAULT_REGISTRY, DEFAULT_REPOSITORY, project_version(REPO))
+    images = images_by_component(render(helm_major, sets=ALL_OWN))
+    assert {role: images[role] for role in ("ps", "worker", "chief")} == dict.fromkeys(("ps", "worker", "chief"),
+                                                                                       "ghcr.io/team/mine:1.0")
+    assert images["tensorboard"] == images["supervisor"] == images["test"] == project
+    chosen = images_by_component(render(helm_major, sets=[*ALL_OWN, "tensorboard.image.repository=team/board"]))
+    assert chosen["tensorboard"] == "ghcr.io/team/board:1.0"  # its own repository; empty fields from image.*
+
+
+def test_tensorboard_follows_the_image_the_trainer_runs_in(helm_major: str) -> None:
+    """While a role runs the trainer from image.*, that image has tensorboard (a relocated project image)."""
+    sets = ["image.registry=registry.example.com", "image.repository=ml/trainer", f"chief.command={OWN_COMMAND}"]
+    images = images_by_component(render(helm_major, sets=sets))
+    assert images["tensorboard"] == images["worker"] == f"registry.example.com/ml/trainer:{project_version(REPO)}"
+
+
+def test_tensorboard_on_an_image_of_ones_own_is_warned_about(helm_major: str, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    sets = [*ALL_OWN, "tensorboard.image.repository=team/mine"]
+    rendered = template(helm_major, sets=sets)
+    warning = next(line for line in rendered.stdout.splitlines() if line.startswith("# WARNING: "))
+    assert warning == (
+        "# WARNING: tensorboard.image: TensorBoard runs ghcr.io/team/mine:1.0, where ps, worker, chief run a program "
+        "of your own; it needs the `tensorboard` command in that image (pip install tensorboard). Fix: --set "
+        f"tensorboard.image.repository=tf-distributed/trainer,tensorboard.image.tag={project_version(REPO)} (the "
+        "project's image) or --set tensorboard.enabled=false"
+    )
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-cluster"))  # helm 4 renders NOTES client-side; helm 3 cannot
+    installed = helm("4", "install", "mnist", str(CHART), "--dry-run=client", *(f"--set={item}" for item in sets))
+    assert installed.returncode == 0, installed.stderr
+    assert f"WARNING: {warning.removeprefix('# WARNING: ')}" in installed.stdout.split("NOTES:", 1)[1]
+    for quiet in ([], ALL_OWN, [*sets, "tensorboard.command={tensorboard}"], [*sets, "tensorboard.enabled=false"]):
+        assert "WARNING: tensorboard.image" not in template(helm_major, sets=quiet).stdout, quiet
