@@ -175,6 +175,20 @@ SECCOMP: Schema = {
     },
 }
 
+# A Kubernetes Probe of one's own (<role>.custom*Probe): its fields are named here, their contents are
+# left to the API server; {} = the chart's probe.
+PROBE: Schema = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        **{handler: {"type": "object", "description": f"Kubernetes {handler} check (validated by the API server)"}
+           for handler in ("exec", "httpGet", "tcpSocket", "grpc")},
+        **{field: {"type": "integer", "minimum": 0, "description": f"Kubernetes Probe {field}"}
+           for field in ("initialDelaySeconds", "periodSeconds", "timeoutSeconds", "failureThreshold",
+                         "successThreshold", "terminationGracePeriodSeconds")},
+    },
+}
+
 ID = {"type": "integer", "minimum": 0, "maximum": 2147483647}
 
 PORT: Schema = {"type": "integer", "minimum": 1, "maximum": 65535}
@@ -586,6 +600,15 @@ RULES: list[tuple[str, Schema]] = [
     ("*.service.grpcPort", {"type": "integer", "minimum": 1, "maximum": 65535}),
     ("*.service.type", {"type": "string", "enum": ["ClusterIP", "NodePort", "LoadBalancer"]}),
     ("*.backoffLimit", {"type": "integer", "minimum": 0, "maximum": 1000}),
+    ("*Probe.initialDelaySeconds", {"type": "integer", "minimum": 0, "maximum": 86400}),
+    ("*Probe.periodSeconds", {"type": "integer", "minimum": 1, "maximum": 86400}),
+    ("*Probe.timeoutSeconds", {"type": "integer", "minimum": 1, "maximum": 86400}),
+    ("*Probe.failureThreshold", {"type": "integer", "minimum": 1, "maximum": 100000}),
+    # Kubernetes rejects any other successThreshold for liveness and startup probes
+    ("*.livenessProbe.successThreshold", {"type": "integer", "minimum": 1, "maximum": 1}),
+    ("*.startupProbe.successThreshold", {"type": "integer", "minimum": 1, "maximum": 1}),
+    ("*Probe.successThreshold", {"type": "integer", "minimum": 1, "maximum": 100000}),
+    ("*.custom*Probe", PROBE),
     ("chief.activeDeadlineSeconds", {"type": ["integer", "null"], "minimum": 1}),
     # at least 6 s: the trainer saves within the grace minus 5 s (--shutdown-grace-seconds >= 1)
     ("chief.terminationGracePeriodSeconds", {"type": "integer", "minimum": 6, "maximum": 86400}),
@@ -641,7 +664,8 @@ RULES: list[tuple[str, Schema]] = [
 GROUP_DESCRIPTIONS = {
     "": "Values of the tf-distributed chart",
     "global": "Values shared with a parent chart when tf-distributed is a subchart",
-    "image": "Trainer image used by every TensorFlow role and TensorBoard unless a component sets its own",
+    "image": "Trainer image used by every TensorFlow role (and TensorBoard while one runs the trainer) unless a "
+    "component sets its own",
     "training": "What to train and how (rendered into the trainer's arguments)",
     "storage": "Shared volume for checkpoints, logs and exported models",
     "serviceAccount": "ServiceAccount of the release's pods",
@@ -686,6 +710,9 @@ COMPONENT_GROUPS = {
     "limits": "Maximum resources the container may use",
     "seccompProfile": "Seccomp profile",
     "podDisruptionBudget": "PodDisruptionBudget of the component's pods (maxUnavailable 0)",
+    "startupProbe": "Startup probe of the TensorFlow server (TCP on its port); custom*Probe replaces it",
+    "livenessProbe": "Liveness probe of the TensorFlow server (TCP on its port); custom*Probe replaces it",
+    "readinessProbe": "Readiness probe of the TensorFlow server (TCP on its port); custom*Probe replaces it",
 }
 
 

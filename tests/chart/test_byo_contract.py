@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.chartlib import REPO, env_of, pod_spec, render, workloads
+from tests.chartlib import CHART, REPO, env_of, helm, pod_spec, render, template, workloads
 from tests.containerlib import engine_works, image_exists, run_in_image
 from tfchart.images.build import DEFAULT_REGISTRY, DEFAULT_REPOSITORY, image_reference, project_version
 from tfchart.local import processes
@@ -29,6 +29,9 @@ from trainer.config import StorageLayout
 
 TF_ROLES = ("ps", "worker", "chief", "evaluator")
 EVERYTHING = ["evaluator.enabled=true"]
+# A global batch of 64 over a chief and two workers in sync: not divisible by 3 for the trainer.
+UNEVEN_SYNC = ["training.strategy=multi_worker_mirrored", "training.batchSize=64", "worker.replicas=2"]
+OWN_COMMAND = "{python,/app/train.py}"
 
 
 def component(doc: dict[str, Any]) -> str:
@@ -235,3 +238,80 @@ def test_tfchart_local_containers_keep_the_mount_path_which_is_the_run_directory
         claim = [bind for bind in pod.binds if bind.claim]
         assert [(bind.source, bind.target) for bind in claim] == [(tmp_path / "run" / "team" / "a", "/shared")]
         assert plan.host_path(env["TFD_EXPORT_DIR"]) == str(plan.workdir / "export" / "digits")
+
+
+def test_training_rules_skip_roles_that_run_their_own_command(helm_major: str) -> None:
+    """training.batchSize, learningRate, checkpoint and export settings are the trainer's: a program of
+    one's own (command, or args that replace the trainer's) is not held to them."""
+    byo = [f"chief.command={OWN_COMMAND}", f"worker.command={OWN_COMMAND}"]
+    assert template(helm_major, sets=[*UNEVEN_SYNC, *byo]).returncode == 0
+    own_args = ["chief.args={--epochs=3}", "worker.args={--epochs=3}"]  # the trainer, given other flags
+    assert template(helm_major, sets=[*UNEVEN_SYNC, *own_args]).returncode == 0
+    single = ["training.strategy=single_device", "chief.gpu.count=2", "training.checkpointEverySteps=5000"]
+    assert template(helm_major, sets=[*single, f"chief.command={OWN_COMMAND}"]).returncode == 0
+
+
+def test_training_rules_hold_while_one_role_concerned_runs_the_trainer(helm_major: str) -> None:
+    uneven = template(helm_major, sets=[*UNEVEN_SYNC, f"chief.command={OWN_COMMAND}"])
+    assert uneven.returncode != 0
+    assert "training.batchSize: 64 is the global batch" in uneven.stderr and "not divisible by 3" in uneven.stderr
+    single = template(helm_major, sets=["training.strategy=single_device", "chief.gpu.count=2",
+                                        "training.checkpointEverySteps=5000", f"ps.command={OWN_COMMAND}"])
+    assert "2 problem(s) in values" in single.stderr, single.stderr
+    assert "chief.gpu.count: training.strategy=single_device uses one device" in single.stderr
+    assert "training.checkpointEverySteps: 5000 is larger than training.trainSteps=2000" in single.stderr
+
+
+def test_kubernetes_and_tensorflow_rules_hold_for_every_role(helm_major: str) -> None:
+    """What Kubernetes or TensorFlow itself refuses stays refused, whatever program a role runs."""
+    byo = [f"{role}.command={OWN_COMMAND}" for role in TF_ROLES]
+    sets = [*byo, "training.strategy=multi_worker_mirrored", "chief.gpu.count=1", "worker.gpu.count=2",
+            "ps.resources.requests.memory=4Gi"]
+    refused = template(helm_major, sets=sets)
+    assert "chief.gpu.count: training.strategy=multi_worker_mirrored needs the same GPU count" in refused.stderr
+    assert "ps.resources.requests.memory: 4Gi is more than the limit 2Gi" in refused.stderr
+
+
+ALL_OWN = ["image.repository=team/mine", "image.tag=1.0", *(f"{role}.command={OWN_COMMAND}" for role in TF_ROLES[:3])]
+
+
+def images_by_component(docs: list[dict[str, Any]]) -> dict[str, str]:
+    return {component(doc): container["image"] for doc in workloads(docs) for container in pod_spec(doc)["containers"]}
+
+
+def test_the_projects_pods_keep_the_projects_image_when_every_role_runs_its_own(helm_major: str) -> None:
+    """image.* is then the user's: TensorBoard, the supervisor and the helm test pod stay on the project's
+    image (tensorboard, trainer.supervisor, trainer.endpoint_probe), with the chart's version."""
+    project = image_reference(DEFAULT_REGISTRY, DEFAULT_REPOSITORY, project_version(REPO))
+    images = images_by_component(render(helm_major, sets=ALL_OWN))
+    assert {role: images[role] for role in ("ps", "worker", "chief")} == dict.fromkeys(("ps", "worker", "chief"),
+                                                                                       "ghcr.io/team/mine:1.0")
+    assert images["tensorboard"] == images["supervisor"] == images["test"] == project
+    chosen = images_by_component(render(helm_major, sets=[*ALL_OWN, "tensorboard.image.repository=team/board"]))
+    assert chosen["tensorboard"] == "ghcr.io/team/board:1.0"  # its own repository; empty fields from image.*
+
+
+def test_tensorboard_follows_the_image_the_trainer_runs_in(helm_major: str) -> None:
+    """While a role runs the trainer from image.*, that image has tensorboard (a relocated project image)."""
+    sets = ["image.registry=registry.example.com", "image.repository=ml/trainer", f"chief.command={OWN_COMMAND}"]
+    images = images_by_component(render(helm_major, sets=sets))
+    assert images["tensorboard"] == images["worker"] == f"registry.example.com/ml/trainer:{project_version(REPO)}"
+
+
+def test_tensorboard_on_an_image_of_ones_own_is_warned_about(helm_major: str, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    sets = [*ALL_OWN, "tensorboard.image.repository=team/mine"]
+    rendered = template(helm_major, sets=sets)
+    warning = next(line for line in rendered.stdout.splitlines() if line.startswith("# WARNING: "))
+    assert warning == (
+        "# WARNING: tensorboard.image: TensorBoard runs ghcr.io/team/mine:1.0, where ps, worker, chief run a program "
+        "of your own; it needs the `tensorboard` command in that image (pip install tensorboard). Fix: --set "
+        f"tensorboard.image.repository=tf-distributed/trainer,tensorboard.image.tag={project_version(REPO)} (the "
+        "project's image) or --set tensorboard.enabled=false"
+    )
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-cluster"))  # helm 4 renders NOTES client-side; helm 3 cannot
+    installed = helm("4", "install", "mnist", str(CHART), "--dry-run=client", *(f"--set={item}" for item in sets))
+    assert installed.returncode == 0, installed.stderr
+    assert f"WARNING: {warning.removeprefix('# WARNING: ')}" in installed.stdout.split("NOTES:", 1)[1]
+    for quiet in ([], ALL_OWN, [*sets, "tensorboard.command={tensorboard}"], [*sets, "tensorboard.enabled=false"]):
+        assert "WARNING: tensorboard.image" not in template(helm_major, sets=quiet).stdout, quiet

@@ -281,3 +281,28 @@ def test_a_trailing_newline_is_refused_and_named(key: str, value: str, helm_majo
         assert (code == 0) == valid, report
         if not valid:
             assert [problem["path"] for problem in report["problems"]] == [key]
+
+
+def test_training_rules_skip_roles_that_run_their_own_command(helm_major: str) -> None:
+    """helm's verdict, word for word: a batch of 64 over 3 replicas in sync is refused while the chief and
+    workers run the trainer, and valid when both run a program of their own."""
+    uneven = ["--set", "training.strategy=multi_worker_mirrored", "--set", "training.batchSize=64",
+              "--set", "worker.replicas=2"]  # fmt: skip
+    code, report, _ = validate_json(helm_major, *uneven)
+    assert code == 1 and [problem["path"] for problem in report["problems"]] == ["training.batchSize"], report
+    assert report["problems"][0]["fix"] == "--set training.batchSize=66"
+    byo = ["--set", "chief.command={python,/app/train.py}", "--set", "worker.command={python,/app/train.py}"]
+    code, report, _ = validate_json(helm_major, *uneven, *byo)
+    assert code == 0 and report["valid"] and not report["problems"], report
+
+
+def test_the_charts_warning_about_tensorboards_image_is_shown(helm_major: str) -> None:
+    own = [arg for role in ("ps", "worker", "chief") for arg in ("--set", f"{role}.command={{python,/app/train.py}}")]
+    sets = ["--set", "image.repository=team/mine", *own]
+    code, report, _ = validate_json(helm_major, *sets, "--set", "tensorboard.image.repository=team/mine")
+    assert code == 0 and report["valid"], report
+    (warning,) = report["warnings"]
+    assert warning.startswith("tensorboard.image: TensorBoard runs ghcr.io/team/mine:"), warning
+    assert "needs the `tensorboard` command in that image" in warning
+    code, report, _ = validate_json(helm_major, *sets)  # TensorBoard on the project's image: nothing to say
+    assert code == 0 and report["warnings"] == [], report

@@ -13,7 +13,7 @@ is named after it); only a SIGKILL to tfchart leaves them behind, then
 `podman rm -f $(podman ps -aq --filter label=tfchart.run=<id>) && podman network rm <id>`.
 The images must have /bin/sh, sleep, chown and find (the trainer image has).
 
-Not emulated: resource requests and limits (nothing is enforced), probes (readiness, liveness),
+Not emulated: resource requests and limits (nothing is enforced), probes (startup, readiness, liveness),
 terminationGracePeriodSeconds (stopping gives every container 10 s, as the process engine does), image
 HEALTHCHECKs (off, as Kubernetes ignores them), NetworkPolicies (every pod of the network reaches every
 other), Services' virtual IPs (a Service name resolves to its pods' addresses), Secrets and the Kubernetes

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 SCHEMA_FIRST = ("helm checks the values against the chart's schema before its templates run: the chart's cross-field "
                 "rules are checked once these problems are fixed")  # fmt: skip
 
+CHART_WARNING = "# WARNING: "  # a comment the chart renders above an object it warns about (values that may not work)
+
 
 @dataclass
 class Report:
@@ -82,6 +84,8 @@ def check(helm: Helm, chart: Chart, inputs: Inputs, release: str, namespace: str
         report.problems, report.rules_checked = located_problems(failed.stderr, helm, chart, inputs)
         return report
     report.manifests = render.manifests(text)
+    report.warnings += [line.removeprefix(CHART_WARNING) for line in text.splitlines()
+                        if line.startswith(CHART_WARNING)]  # fmt: skip
     if (need := storage.need(report.manifests)) is not None:
         report.notes.append(need.line)
     return report

@@ -2,10 +2,12 @@
 The chart's named templates ("tf-distributed.*"), one file per concern:
   _names.tpl       name, fullname (name budget), componentName, namespace, serviceAccountName
   _labels.tpl      selectorLabels, releaseLabels, labels, podLabels, metadata, podMetadata, tfPodSelector
-  _images.tpl      image, imagePullPolicy, projectImage (the supervisor's and the helm test pod's)
-  _podspec.tpl     podCommon, affinity, volumes, volumeMounts, resources, tfContainer
+  _images.tpl      image, imagePullPolicy, projectImage (the supervisor's and the helm test pod's),
+                   tensorboardImage, tensorboardImageWarning
+  _podspec.tpl     podCommon, affinity, volumes, volumeMounts, resources, tfProbes, tfContainer
   _tfcluster.tpl   psEnabled/workerEnabled/chiefEnabled, workersAsJob, runJobName, tfRoles, taskAddress,
-                   clusterSpec and its size (clusterMapBytes, tfConfigBytes, ...), prelude, trainerArgs, tfArgv
+                   clusterSpec and its size (clusterMapBytes, tfConfigBytes, ...), prelude, trainerArgs,
+                   trainerRoles, tfArgv
   _storage.tpl     claimName, colocate, claimPods, storageNeed
   _run.tpl         supervisorEnabled, runSpec, finishedReplicas, runFinished, cleanupTargets, supervisorEnv
   _scheduling.tpl  isTfComponent, tfPodCount, gangName, tfSchedulerName, gangPodMetadata

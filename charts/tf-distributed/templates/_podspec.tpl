@@ -139,6 +139,29 @@ pods, extra volumes. Usage: include "tf-distributed.volumes" (dict "context" $ "
 {{- end -}}
 
 {{/*
+Probes of a TensorFlow server (a ps or worker StatefulSet pod), Bitnami style: <role>.custom<Kind>Probe
+replaces the chart's TCP check of the TensorFlow port, <role>.<kind>Probe.enabled=false drops it. The
+startup probe holds liveness back until the server listens, so a program that prepares data first is
+not restarted meanwhile. Usage: include "tf-distributed.tfProbes" .Values.worker
+*/}}
+{{- define "tf-distributed.tfProbes" -}}
+{{- $c := . -}}
+{{- range $name := list "startupProbe" "readinessProbe" "livenessProbe" -}}
+{{- $custom := index $c (printf "custom%s" (title $name)) -}}
+{{- $probe := index $c $name -}}
+{{- if $custom }}
+{{ $name }}:
+  {{- toYaml $custom | nindent 2 }}
+{{- else if $probe.enabled }}
+{{ $name }}:
+  tcpSocket:
+    port: tf-grpc
+  {{- toYaml (omit $probe "enabled") | nindent 2 }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/*
 The container of a TensorFlow task (ps, worker, chief, evaluator): same shape for every role.
 indexField: the pod field holding the task index (a StatefulSet's pod-index label, an Indexed Job's
 completion-index annotation), or empty for index 0.
@@ -220,17 +243,7 @@ Usage: include "tf-distributed.tfContainer" (dict "context" $ "role" "worker" "c
     {{- end }}
   {{- end }}
   {{- if .probes }}
-  readinessProbe:
-    tcpSocket:
-      port: tf-grpc
-    periodSeconds: 10
-    failureThreshold: 3
-  livenessProbe:
-    tcpSocket:
-      port: tf-grpc
-    initialDelaySeconds: 60
-    periodSeconds: 20
-    failureThreshold: 6
+  {{- include "tf-distributed.tfProbes" $c | nindent 2 }}
   {{- end }}
   resources:
     {{- include "tf-distributed.resources" $c | nindent 4 }}

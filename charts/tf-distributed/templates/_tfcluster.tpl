@@ -197,6 +197,19 @@ exec "$@"
 {{- end -}}
 
 {{/*
+The TensorFlow roles that run the project's trainer with the arguments rendered from training.* (no
+command or args of their own): the rules about training.* (validateValues) apply only when one does.
+*/}}
+{{- define "tf-distributed.trainerRoles" -}}
+{{- $roles := list -}}
+{{- range $role := include "tf-distributed.tfRoles" . | fromJsonArray -}}
+{{- $c := index $.Values $role -}}
+{{- if and (empty $c.command) (empty $c.args) }}{{ $roles = append $roles $role }}{{ end -}}
+{{- end -}}
+{{- toJson $roles -}}
+{{- end -}}
+
+{{/*
 argv of a TensorFlow container: the component's command/args override, else the trainer.
 Usage: include "tf-distributed.tfArgv" (dict "context" $ "component" .Values.worker)
 */}}

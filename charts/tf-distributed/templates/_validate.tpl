@@ -7,6 +7,9 @@ with all of them, each with the --set that fixes it.
 {{- $v := .Values -}}
 {{- $problems := list -}}
 {{- $strategy := $v.training.strategy -}}
+{{- /* Rules about what only the trainer reads (training.* but the strategy) skip roles that run a command
+of their own: a bring-your-own program never sees training.batchSize or training.learningRate. */ -}}
+{{- $trainerRoles := include "tf-distributed.trainerRoles" . | fromJsonArray -}}
 
 {{- if eq $strategy "parameter_server" -}}
 {{- if lt (int $v.ps.replicas) 1 -}}
@@ -24,7 +27,7 @@ with all of them, each with the --set that fixes it.
 {{- $problems = append $problems (printf "worker.replicas: with chief.replicas=0 worker 0 is the chief, so at least one worker is needed (got %d). Fix: --set worker.replicas=2 (or --set chief.replicas=1)" (int $v.worker.replicas)) -}}
 {{- end -}}
 
-{{- if and (eq $strategy "single_device") (gt (int $v.chief.gpu.count) 1) -}}
+{{- if and (eq $strategy "single_device") (gt (int $v.chief.gpu.count) 1) (has "chief" $trainerRoles) -}}
 {{- $problems = append $problems (printf "chief.gpu.count: training.strategy=single_device uses one device but chief.gpu.count=%d. Fix: --set training.strategy=mirrored (or --set chief.gpu.count=1)" (int $v.chief.gpu.count)) -}}
 {{- end -}}
 
@@ -47,7 +50,10 @@ with all of them, each with the --set that fixes it.
 {{- $syncShape = printf "multi_worker_mirrored: %d worker(s) x %d device(s), worker 0 the chief" (int $v.worker.replicas) $perTask -}}
 {{- end -}}
 {{- $syncReplicas := mul $syncTasks $perTask -}}
-{{- if and (gt $syncReplicas 0) (ge (int $v.training.batchSize) 1) (ne (mod (int $v.training.batchSize) $syncReplicas) 0) -}}
+{{- $syncRoles := ternary (list "chief" "worker") (list "worker") $chief -}}
+{{- $syncTrainer := false -}}
+{{- range $syncRoles }}{{ if has . $trainerRoles }}{{ $syncTrainer = true }}{{ end }}{{ end -}}
+{{- if and $syncTrainer (gt $syncReplicas 0) (ge (int $v.training.batchSize) 1) (ne (mod (int $v.training.batchSize) $syncReplicas) 0) -}}
 {{- $problems = append $problems (printf "training.batchSize: %d is the global batch, split evenly across the %d replicas in sync (%s); it is not divisible by %d. Fix: --set training.batchSize=%d" (int $v.training.batchSize) $syncReplicas $syncShape $syncReplicas (sub (add (int $v.training.batchSize) $syncReplicas) (mod (int $v.training.batchSize) $syncReplicas))) -}}
 {{- end -}}
 
@@ -94,6 +100,7 @@ with all of them, each with the --set that fixes it.
 {{- $problems = append $problems "scheduling.startTimeoutSeconds: the run supervisor enforces it, but supervisor.enabled=false. Fix: --set supervisor.enabled=true (or --set scheduling.startTimeoutSeconds=0)" -}}
 {{- end -}}
 
+{{- if $trainerRoles -}}
 {{- $exportGate := float64 ($v.training.exportMinAccuracy | default 0) -}}
 {{- if or (lt $exportGate 0.0) (gt $exportGate 1.0) -}}
 {{- $problems = append $problems (printf "training.exportMinAccuracy: %v is out of range [0, 1]. Fix: --set training.exportMinAccuracy=0.95 (0 exports always)" $v.training.exportMinAccuracy) -}}
@@ -105,6 +112,7 @@ with all of them, each with the --set that fixes it.
 
 {{- if gt (int $v.training.checkpointEverySteps) (int $v.training.trainSteps) -}}
 {{- $problems = append $problems (printf "training.checkpointEverySteps: %d is larger than training.trainSteps=%d, so no checkpoint would be written before the end. Fix: --set training.checkpointEverySteps=%d" (int $v.training.checkpointEverySteps) (int $v.training.trainSteps) (int $v.training.trainSteps)) -}}
+{{- end -}}
 {{- end -}}
 
 {{- if eq (int $v.serving.service.restPort) (int $v.serving.service.grpcPort) -}}
