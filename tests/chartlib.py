@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,33 @@ def copy_tracked(destination: Path) -> Path:
                             capture_output=True).stdout  # fmt: skip
     subprocess.run(["tar", "-xf", "-", "-C", str(destination)], input=packed, check=True)
     return destination
+
+
+# A process's own peak memory. wait4's ru_maxrss also counts the process that spawned it: at exec the kernel
+# records the old address space's high-water mark, and a (v)forked child's is its parent's. A child of a
+# pytest process that has grown to 200 MB would report 200 MB, whatever it used itself. So the command is
+# spawned by this small launcher, which reports only its child's peak (and the launcher's ~10 MB at most).
+_PEAK_LAUNCHER = """
+import os, signal, subprocess, sys
+child = subprocess.Popen(sys.argv[2:], close_fds=False)
+_, status, usage = os.wait4(child.pid, 0)
+with open(sys.argv[1], "w") as report:
+    report.write(str(usage.ru_maxrss))
+code = os.waitstatus_to_exitcode(status)
+if code < 0:
+    signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+sys.exit(code)
+"""
+
+
+def with_peak_memory(argv: Sequence[str], report: Path) -> list[str]:
+    """argv under the launcher: its own peak RSS (and its children's) lands in `report`, in KiB."""
+    return [sys.executable, "-c", _PEAK_LAUNCHER, str(report), *argv]
+
+
+def peak_memory_mb(report: Path) -> float:
+    return int(report.read_text() or 0) / 1024
 
 
 def tool(name: str, *candidates: Path) -> Path:

@@ -39,7 +39,18 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.chartlib import CHART, HELM_MAJORS, REPO, TOOLS, Result, helm_path, load_yaml, template
+from tests.chartlib import (
+    CHART,
+    HELM_MAJORS,
+    REPO,
+    TOOLS,
+    Result,
+    helm_path,
+    load_yaml,
+    peak_memory_mb,
+    template,
+    with_peak_memory,
+)
 
 SCHEMA: dict[str, Any] = json.loads((CHART / "values.schema.json").read_text())
 DEFAULTS: dict[str, Any] = load_yaml(CHART / "values.yaml")
@@ -468,16 +479,18 @@ class Run:
 
 def measured(argv: list[str]) -> Run:
     """Runs argv, measuring wall-clock and CPU time and peak RSS (its own and its waited-for children's)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.NamedTemporaryFile() as report:
         start = time.perf_counter()
-        process = subprocess.Popen(argv, stdout=out, stderr=err, cwd=REPO, env=tfchart_env())
+        process = subprocess.Popen(with_peak_memory(argv, Path(report.name)), stdout=out, stderr=err, cwd=REPO,
+                                   env=tfchart_env())  # fmt: skip
         _, status, usage = os.wait4(process.pid, 0)
         seconds = time.perf_counter() - start
         process.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
         cpu = usage.ru_utime + usage.ru_stime
-        return Run(process.returncode, out.read().decode(), err.read().decode(), seconds, cpu, usage.ru_maxrss / 1024)
+        peak = peak_memory_mb(Path(report.name))
+        return Run(process.returncode, out.read().decode(), err.read().decode(), seconds, cpu, peak)
 
 
 @cache

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import base64
 import os
+import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
-from tests.chartlib import REPO
+from tests.chartlib import REPO, peak_memory_mb, with_peak_memory
 
 TIME_LIMIT_S = 2.0  # per tfchart run (or helm's own time on the input plus 1 s, for inputs helm is slow on)
 MEMORY_LIMIT = 500 * 1024 * 1024  # peak RSS of a tfchart run, helm's processes included
@@ -343,7 +346,7 @@ def case_ids(cases: list[Case]) -> list[str]:
 
 @dataclass
 class Measured:
-    """A process's outcome with its wall time, CPU time and peak memory (ru_maxrss), its children's included."""
+    """A process's outcome with its wall time, CPU time and its own peak memory (children's included)."""
 
     returncode: int
     stdout: bytes
@@ -381,15 +384,17 @@ def measured(
     for number, fd in enumerate(read_ends):
         argv = [arg.replace(f"{{fd{number}}}", str(fd)) for arg in argv]
 
+    report = Path(tempfile.mkstemp(prefix="tfd-peak-")[1])
     started = time.monotonic()
     process = subprocess.Popen(
-        argv,
+        with_peak_memory(argv, report),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         pass_fds=tuple(read_ends),
         cwd=REPO,
         env=env,
+        start_new_session=True,  # a timeout kills the launcher and the command together
     )
     for fd in read_ends:
         os.close(fd)
@@ -412,7 +417,7 @@ def measured(
 
     def kill() -> None:
         timed_out.set()
-        process.kill()
+        os.killpg(process.pid, signal.SIGKILL)
 
     timer = threading.Timer(kill_after, kill)
     timer.start()
@@ -422,12 +427,14 @@ def measured(
     process.returncode = os.waitstatus_to_exitcode(status)
     for reader in readers:
         reader.join()
+    peak = peak_memory_mb(report)
+    report.unlink()
     return Measured(
         process.returncode,
         out.get("stdout", b""),
         out.get("stderr", b""),
         elapsed,
-        usage.ru_maxrss / 1024,
+        peak,
         timed_out.is_set(),
         cpu_seconds=usage.ru_utime + usage.ru_stime,
     )

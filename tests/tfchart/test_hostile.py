@@ -115,3 +115,15 @@ def test_the_corpus_covers_what_the_issue_lists() -> None:
     for wanted in ("alias-bomb", "deep-flow-10001", "stdin-twice", "process-substitution", "set-index-over-limit",
                    "set-json-object", "set-file-pipe", "helm4-drops-last-line", "utf16-with-bom"):  # fmt: skip
         assert wanted in names
+
+
+def test_the_peak_memory_measured_is_the_commands_own() -> None:
+    # the kernel would hand a child its parent's high-water mark: this test process holds 300 MB
+    held = bytearray(300 * 2**20)
+    held[:: 4096] = b"\1" * len(held[:: 4096])
+    small = measured([sys.executable, "-c", "pass"])
+    large = measured([sys.executable, "-c", "x = bytearray(150 * 2**20); x[::4096] = b'1' * len(x[::4096])"])
+    assert small.returncode == large.returncode == 0
+    assert small.max_rss_mb < 50, small.max_rss_mb
+    assert 150 <= large.max_rss_mb < 250, large.max_rss_mb
+    del held
