@@ -65,6 +65,7 @@ def test_build_without_an_engine_exits_1_with_a_clear_message(tmp_path: Path) ->
         (["upgrade", "mnist"], 1, "no Kubernetes configuration: KUBECONFIG is not set", "stderr"),
         (["uninstall", "mnist"], 1, "no Kubernetes configuration: KUBECONFIG is not set", "stderr"),
         (["template", "charts/tf-distributed"], 2, "is a chart, not a release name", "stderr"),
+        (["validate", "values/gpu.yaml"], 2, "is a values file, not a release name or a chart", "stderr"),
         (["local", "--timeout", "ten"], 2, "not a duration such as 90s, 10m or 1h30m", "stderr"),
     ],
 )

@@ -55,6 +55,10 @@ def positional_chart(kwargs: dict[str, Any], chart_argument: str | None, chart_o
     """The chart of `NAME [CHART]` and --chart, which must not disagree; a lone positional that is a chart is
     the chart where NAME has a default (as `helm template CHART`), a usage error where NAME is required."""
     name = kwargs.get("name")
+    for given in (name, chart_argument):
+        if given and given.endswith((".yaml", ".yml")):
+            raise click.UsageError(f"{given!r} is a values file, not a release name or a chart: pass it with "
+                                   f"-f {given}")  # fmt: skip
     if chart_argument is None and name and looks_like_chart(name):
         param = next(p for p in click.get_current_context().command.params if p.name == "name")
         if param.required:

@@ -25,24 +25,21 @@ def validate(name: str, values: ValuesInputs, namespace: str | None, output: str
     release-name) and -n are the release the names are rendered for. The report, problems
     included, is the output (stdout). Exit 0 valid, 1 invalid, 2 usage.
     """
-    from rich.markup import escape
-
-    from tfchart.cli.formats import print_problems
-    from tfchart.console import console
-
     report = values.report(name, namespace)
     if output != "text":
         emit(report.as_dict(), output)
     else:
-        out = console()
         for warning in report.warnings:
-            out.print(f"[yellow]warning:[/] {escape(warning)}")
-        if not report.valid:
-            print_problems(report.failure(), out)
+            click.secho(f"warning: {warning}", fg="yellow")
+        if not report.valid:  # rich only here: a valid report costs no more than the helm it runs
+            from tfchart.cli.formats import print_problems
+            from tfchart.console import console
+
+            print_problems(report.failure(), console())
         else:
-            out.print(f"[green]✓ valid: {', '.join(report.inputs) or 'chart defaults'}[/]")
+            click.secho(f"✓ valid: {', '.join(report.inputs) or 'chart defaults'}", fg="green")
             for note in report.notes:
-                out.print(note, markup=False)
+                click.echo(note)
     if not report.valid:
         sys.exit(1)
 
