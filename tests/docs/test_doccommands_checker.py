@@ -174,5 +174,6 @@ def test_a_command_in_running_text_is_run_when_it_is_whole(tmp_path: Path) -> No
         ("B.md:2", "helm template --dry-run=server", False),
     ]
     (reported,) = problems(spans[0], copy)
-    assert reported.startswith("B.md:1: `tfchart validate values/gpu.yaml` exited 1") and "release name" in reported
+    assert reported.startswith("B.md:1: `tfchart validate values/gpu.yaml` exited 2")
+    assert "is a values file, not a release name or a chart: pass it with -f values/gpu.yaml" in reported
     assert problems(spans[1], copy) == []

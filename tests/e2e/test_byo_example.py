@@ -91,7 +91,7 @@ def test_the_example_trains_to_a_saved_model_in_containers(tmp_path: Path, examp
     args = f"{{--steps={STEPS},--log-every=10,--checkpoint-every=20}}"
     sets = [f"chief.image.tag={example_image}", f"worker.image.tag={example_image}", f"chief.args={args}",
             f"worker.args={args}", "tensorboard.enabled=false"]  # fmt: skip
-    argv = [sys.executable, "-m", "tfchart", "local", "--engine", ENGINE, "--release", RELEASE,
+    argv = [sys.executable, "-m", "tfchart", "local", RELEASE, "--engine", ENGINE,
             "-f", str(VALUES), "--workdir", str(workdir)]  # fmt: skip
     for item in sets:
         argv += ["--set", item]

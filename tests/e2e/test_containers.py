@@ -352,7 +352,7 @@ class LocalRun:
         built_images()
         self.workdir = workdir
         argv = [
-            str(REPO / ".venv" / "bin" / "tfchart"), "local", "--engine", ENGINE, "--release", RELEASE, "-n", NAMESPACE,
+            str(REPO / ".venv" / "bin" / "tfchart"), "local", RELEASE, "--engine", ENGINE, "-n", NAMESPACE,
             "-f", "values/cpu.yaml", "-f", str(E2E_VALUES), "--workdir", str(workdir), "--follow-logs", *options,
         ]  # fmt: skip
         for item in sets:

@@ -87,9 +87,9 @@ def test_preflight_reads_the_same_release_from_every_kind_of_chart(
                     kubeapi.storage_class("standard", "rancher.io/local-path", default=True))  # fmt: skip
         result = tfchart("4", "preflight", "-f", GPU, "-n", "ml-training", "--kubeconfig",
                          str(cluster.kubeconfig()), *references["4"][kind])  # fmt: skip
-    assert result.returncode == 1
-    assert "needs ReadWriteMany: 10 pods mount the claim" in result.stderr
-    assert "offers ReadWriteOnce only" in result.stderr
+    assert result.returncode == 1 and "preflight checks failed" in result.stderr
+    assert "needs ReadWriteMany: 10 pods mount the claim" in result.stdout  # the findings are preflight's report
+    assert "offers ReadWriteOnce only" in result.stdout
 
 
 def test_a_chart_that_cannot_be_had_is_one_clear_error(tmp_path: Path,

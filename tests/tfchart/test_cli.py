@@ -50,26 +50,32 @@ def test_build_without_an_engine_exits_1_with_a_clear_message(tmp_path: Path) ->
 
 
 @pytest.mark.parametrize(
-    ("args", "code", "message"),
-    [
-        (["validate", "--set", "worker.replicas=lots"], 1, "worker.replicas"),
-        (["validate", "-f", "missing.yaml"], 1, "missing.yaml: no such file or directory"),
-        (["validate", "--bogus"], 2, "No such option"),
-        (["status", "mnist", "--kubeconfig", "/nonexistent"], 1, "cannot load the kubeconfig"),
-        (["logs", "mnist", "--role", "master"], 2, "Invalid value for '--role'"),
-        (["upgrade", "mnist", "--set", "ps.replicas=0"], 1, "ps.replicas"),
-        (["validate", "--chart", "/tmp"], 2, "no chart at /tmp"),
-        (["validate", "--chart", "no/such-chart-dir", "--version", "1.0"], 1, "no/such-chart-dir"),
-        (["--helm", "/no/helm", "validate"], 2, "helm binary not found: /no/helm"),
+    ("args", "code", "message", "stream"),
+    [  # validate's report of the values' problems is its output (stdout); an error of the invocation is stderr's
+        (["validate", "--set", "worker.replicas=lots"], 1, "worker.replicas", "stdout"),
+        (["validate", "-f", "missing.yaml"], 1, "missing.yaml: no such file or directory", "stderr"),
+        (["validate", "--bogus"], 2, "No such option", "stderr"),
+        (["status", "mnist", "--kubeconfig", "/nonexistent"], 1, "cannot load the kubeconfig", "stderr"),
+        (["logs", "mnist", "--role", "master"], 2, "Invalid value for '--role'", "stderr"),
+        (["upgrade", "mnist", "--set", "ps.replicas=0"], 1, "ps.replicas", "stderr"),
+        (["validate", "--chart", "/tmp"], 2, "no chart at /tmp", "stderr"),
+        (["validate", "--chart", "no/such-chart-dir", "--version", "1.0"], 1, "no/such-chart-dir", "stderr"),
+        (["--helm", "/no/helm", "validate"], 2, "helm binary not found: /no/helm", "stderr"),
+        (["validate", "--helm", "/no/helm"], 2, "helm binary not found: /no/helm", "stderr"),
+        (["upgrade", "mnist"], 1, "no Kubernetes configuration: KUBECONFIG is not set", "stderr"),
+        (["uninstall", "mnist"], 1, "no Kubernetes configuration: KUBECONFIG is not set", "stderr"),
+        (["template", "charts/tf-distributed"], 2, "is a chart, not a release name", "stderr"),
+        (["validate", "values/gpu.yaml"], 2, "is a values file, not a release name or a chart", "stderr"),
+        (["local", "--timeout", "ten"], 2, "not a duration such as 90s, 10m or 1h30m", "stderr"),
     ],
 )
 def test_errors_are_one_clear_message_with_the_right_exit_code(
-    args: list[str], code: int, message: str, tmp_path: Path
+    args: list[str], code: int, message: str, stream: str, tmp_path: Path
 ) -> None:
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "KUBECONFIG": str(tmp_path / "none")}
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}  # no kubeconfig anywhere
     result = tfchart(*args, env=env)
     assert result.returncode == code, result.stdout + result.stderr
-    assert message in result.stderr
+    assert message in getattr(result, stream)
     assert "Traceback" not in result.stderr
 
 

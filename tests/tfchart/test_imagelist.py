@@ -44,7 +44,7 @@ def tfchart_images(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("values_file", values_files(), ids=file_id)
 def test_the_list_is_the_image_set_of_helm_template(values_file: Path) -> None:
-    listed = tfchart_images("-f", str(values_file), "--release", "mnist", "-n", "ml-training")
+    listed = tfchart_images("mnist", "-f", str(values_file), "-n", "ml-training")
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
     assert lines == sorted(set(lines)) and set(lines) == images_of(render(values=[values_file]))

@@ -514,6 +514,6 @@ def test_build_context_is_found_from_the_working_directory_not_the_installed_pac
     assert images.build_context(None, tmp_path, REPO) == REPO  # an editable install's own checkout
     with pytest.raises(UsageError, match="no tf-distributed checkout at or above") as raised:
         images.build_context(None, tmp_path, site_packages)
-    assert "--context" in raised.value.hint
-    with pytest.raises(UsageError, match=r"--context .* holds no tf-distributed checkout"):
+    assert "--source" in raised.value.hint
+    with pytest.raises(UsageError, match=r"--source .* holds no tf-distributed checkout"):
         images.build_context(site_packages, tmp_path, REPO)

@@ -50,6 +50,14 @@ with open({log!r}, "a") as log:
 real = {real!r}
 if args[:1] in (["version"], ["template"]):
     os.execv(real, [real, *args])
+if args[:1] == ["history"]:  # HISTORY: helm's JSON answer; unset: no such release
+    if "HISTORY" not in os.environ:
+        sys.exit("Error: release: not found")
+    print(os.environ["HISTORY"])
+    sys.exit(0)
+if args[:2] == ["get", "values"]:
+    print(os.environ.get("DEPLOYED_VALUES", "{{}}"))
+    sys.exit(0)
 if args[:2] == ["get", "manifest"]:
     namespace = args[args.index("--namespace") + 1] if "--namespace" in args else "default"
     deployed = json.loads(os.environ.get("DEPLOYED_SETS", "[]"))
@@ -65,7 +73,8 @@ class Run:
     helm_calls: list[list[str]]
 
 
-def tfchart(tmp_path: Path, config: Path, *args: str, deployed: list[str] | None = None) -> Run:
+def tfchart(tmp_path: Path, config: Path, *args: str, deployed: list[str] | None = None,
+            helm_env: dict[str, str] | None = None) -> Run:  # fmt: skip
     log = tmp_path / "helm-calls.jsonl"
     log.unlink(missing_ok=True)
     wrapper = tmp_path / "helm"
@@ -80,6 +89,7 @@ def tfchart(tmp_path: Path, config: Path, *args: str, deployed: list[str] | None
         "NO_PROXY": "127.0.0.1",
         "no_proxy": "127.0.0.1",
         "DEPLOYED_SETS": json.dumps(deployed or []),
+        **(helm_env or {}),
     }
     for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "HELM_NAMESPACE"):
         env.pop(proxy, None)
@@ -201,8 +211,8 @@ def test_install_preflight_reads_the_context_namespace(tmp_path: Path, server: K
         ["status", RELEASE],
         ["status", RELEASE, "-o", "json"],
         ["logs", RELEASE, "--role", "chief"],
-        ["preflight", "--release", RELEASE],
-        ["preflight", "--release", RELEASE, "--set", f"storage.create=false,storage.existingClaim={CLAIM}"],
+        ["preflight", RELEASE],
+        ["preflight", RELEASE, "--set", f"storage.create=false,storage.existingClaim={CLAIM}"],
     ],
     ids=lambda args: "-".join(args[:2] + args[3:4]),
 )
@@ -244,7 +254,7 @@ PROXY_ANSWERS = {
     [
         ["status", RELEASE],
         ["logs", RELEASE, "--role", "chief"],
-        ["preflight", "--release", RELEASE],
+        ["preflight", RELEASE],
         ["install", RELEASE],
         ["uninstall", RELEASE, "--delete-data"],
     ],

@@ -86,8 +86,8 @@ def test_failing_fixture_is_rejected_with_rule_key_and_file_line(rule: Path, cas
         assert named.replace("\\.", ".") in written or written.lstrip().startswith("-"), (violation, written)
     text = tfchart("validate", "-f", fail, "--policy", rel(rule / "policy.yaml"))
     assert text.returncode == 1
-    assert f"{fail}:{violations[0]['line']}" in text.stderr and f"(rule {rule.name})" in text.stderr
-    assert f"fix: {violations[0]['fix']}" in text.stderr
+    assert f"{fail}:{violations[0]['line']}" in text.stdout and f"(rule {rule.name})" in text.stdout
+    assert f"fix: {violations[0]['fix']}" in text.stdout
 
 
 @pytest.mark.parametrize(("rule", "case"), PASSING)
@@ -103,9 +103,9 @@ def test_a_bad_policy_file_is_an_error_with_its_line(bad: Path) -> None:
     assert expect, f"{bad} must start with # expect LINE: MESSAGE"
     result = tfchart("validate", "--policy", rel(bad))
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert f"problem in policy file {rel(bad)}" in result.stderr or "problems in policy file" in result.stderr
-    assert f"{rel(bad)}:{expect.group(1)}  " in result.stderr, result.stderr
-    assert expect.group(2) in result.stderr, result.stderr
+    assert f"problem in policy file {rel(bad)}" in result.stdout or "problems in policy file" in result.stdout
+    assert f"{rel(bad)}:{expect.group(1)}  " in result.stdout, result.stdout
+    assert expect.group(2) in result.stdout, result.stdout
     code, document = report("--policy", rel(bad))  # --output json lists the same problems, as JSON
     assert code == 1 and document["valid"] is False and document["policy"]["checked"] is False
     assert next((p["file"], p["line"]) for p in document["policy"]["problems"]) == (rel(bad), int(expect.group(1)))
@@ -114,7 +114,7 @@ def test_a_bad_policy_file_is_an_error_with_its_line(bad: Path) -> None:
 
 def test_a_typo_names_the_valid_rules_and_the_closest() -> None:
     result = tfchart("validate", "--policy", rel(CORPUS / "bad-policies" / "typo-rule-name.yaml"))
-    assert "valid: perPod, perRelease, perRole" in result.stderr and "did you mean perPod?" in result.stderr
+    assert "valid: perPod, perRelease, perRole" in result.stdout and "did you mean perPod?" in result.stdout
 
 
 def test_a_missing_policy_file_is_a_usage_error() -> None:
@@ -136,8 +136,8 @@ def test_every_violation_at_once() -> None:
     assert located["worker.gpu.count"] == (values, 4) and located["storage.size"] == (values, 13)
     assert located["serving.image.registry"] == (None, None)  # a chart default: no file to point at
     text = tfchart("validate", "-f", values, "--policy", rules)
-    assert f"✗ {len(out['policy']['violations'])} policy violations (policy {rules})" in text.stderr
-    assert "chart default  serving.image.registry" in text.stderr
+    assert f"✗ {len(out['policy']['violations'])} policy violations (policy {rules})" in text.stdout
+    assert "chart default  serving.image.registry" in text.stdout
 
 
 def test_a_set_argument_is_named_as_the_origin() -> None:

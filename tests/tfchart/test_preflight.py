@@ -313,12 +313,13 @@ def test_preflight_command_fails_before_anything_is_applied_and_names_the_fix(
     kubeconfig = ["--kubeconfig", str(cluster.kubeconfig())]
     with pytest.raises(SystemExit) as exit_info:
         main(["preflight", "-f", "values/sync-allreduce.yaml", "-n", NS, *kubeconfig])
-    err = capsys.readouterr().err
+    captured = capsys.readouterr()
+    out, err = captured.out, captured.err  # the findings are the report (stdout); the refusal is an error
     assert exit_info.value.code == 1
-    assert "needs ReadWriteMany: 7 pods mount the claim" in err
-    assert "default StorageClass standard (rancher.io/local-path) offers ReadWriteOnce only" in err
-    assert RWO_FIX in err and "values/cpu.yaml" in err
-    assert "preflight checks failed" in err
+    assert "needs ReadWriteMany: 7 pods mount the claim" in out
+    assert "default StorageClass standard (rancher.io/local-path) offers ReadWriteOnce only" in out
+    assert RWO_FIX in out and "values/cpu.yaml" in out
+    assert "preflight checks failed" in err and "✓ preflight passed" not in out
     assert all(call.verb in ("list", "get") for call in cluster.calls)  # nothing applied
 
     with pytest.raises(SystemExit) as exit_info:

@@ -7,6 +7,7 @@ boundary, with `get manifest` answered by a real `helm template` of what is "dep
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -26,6 +27,7 @@ from tfchart.helm.chart import Chart
 from tfchart.helm.inputs import Inputs, read
 from tfchart.helm.render import manifests, template
 from tfchart.helm.runner import Helm
+from tfchart.helm.runner import failure as runner_failure
 
 GPU = REPO / "values" / "gpu.yaml"
 
@@ -352,3 +354,59 @@ def test_cli_template_is_byte_identical(capfd: pytest.CaptureFixture[str]) -> No
         check=True,
     ).stdout
     assert ours == theirs
+
+
+def helm_help(major: str, verb: str) -> str:
+    return subprocess.run([str(helm_path(major)), verb, "--help"], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.mark.parametrize("major", ["3", "4"])
+@pytest.mark.parametrize(
+    ("options", "flags"),
+    [
+        (release.Options(install=True, create_namespace=True), ["--create-namespace", "--install"]),
+        (release.Options(reuse_values="reuse"), ["--reuse-values"]),
+        (release.Options(reuse_values="reset-then-reuse"), ["--reset-then-reuse-values"]),
+    ],
+)
+def test_upgrade_passes_helms_install_and_reuse_flags(major: str, options: release.Options, flags: list[str]) -> None:
+    args = release.release_args("upgrade", int(major), "mnist", chart_at(), inputs([GPU]), options)
+    assert args == ["upgrade", "mnist", str(CHART), *flags, "--values", str(GPU)]
+    usage = helm_help(major, "upgrade")  # each flag is this helm's, with the meaning tfchart gives it
+    assert all(re.search(rf"\s{re.escape(flag)}\s", usage) for flag in flags), usage
+
+
+@pytest.mark.parametrize("major", ["3", "4"])
+def test_uninstall_keep_history_and_wait_are_helms(major: str) -> None:
+    helm = RecordingHelm(major, [])
+    release.uninstall(helm, "mnist", "ml-training", wait=True, timeout="90s", keep_history=True)
+    assert helm.cluster_calls()[-1] == [
+        "uninstall", "mnist", "--namespace", "ml-training", "--wait", "--timeout", "90s", "--keep-history"
+    ]  # fmt: skip
+    usage = helm_help(major, "uninstall")
+    assert all(re.search(rf"\s{flag}\s", usage) for flag in ("--wait", "--timeout", "--keep-history"))
+
+
+class HistoryHelm:
+    """Answers `helm history` as helm does: a JSON list, or `release: not found`."""
+
+    def __init__(self, history: list[dict[str, Any]] | None) -> None:
+        self.history = history
+        self.calls: list[list[str]] = []
+
+    def __call__(self, args: Sequence[str], stdin: bytes | None = None) -> bytes:
+        self.calls.append(list(args))
+        if self.history is None:
+            raise runner_failure("Error: release: not found\n")
+        return json.dumps(self.history).encode()
+
+
+@pytest.mark.parametrize(
+    ("history", "held"),
+    [(None, False), ([{"revision": 2, "status": "uninstalled"}], False),
+     ([{"revision": 3, "status": "deployed"}], True), ([{"revision": 1, "status": "failed"}], True)],
+)  # fmt: skip
+def test_upgrade_install_installs_what_helm_does_not_hold(history: list[dict[str, Any]] | None, held: bool) -> None:
+    helm = HistoryHelm(history)
+    assert release.deployed(helm, "mnist", "ml-training") is held
+    assert helm.calls == [["history", "mnist", "--namespace", "ml-training", "--max", "1", "--output", "json"]]

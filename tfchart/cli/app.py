@@ -36,7 +36,28 @@ class LazyGroup(click.Group):
             return None
         family, _, function = COMMANDS[cmd_name].partition(".")
         command: click.Command = getattr(importlib.import_module(f"tfchart.cli.{family}"), function)
+        if not any(param.name == "global_debug" for param in command.params):  # once per command object
+            command.params += global_options()
         return command
+
+
+def global_options() -> list[click.Parameter]:
+    """tfchart's own options, accepted after the subcommand too (`tfchart validate --debug`), as helm's are."""
+
+    def set_debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+        if value:
+            ctx.find_object(Settings).debug = True  # type: ignore[union-attr]
+
+    def set_helm(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+        if value:
+            ctx.find_object(Settings).helm_binary = value  # type: ignore[union-attr]
+
+    return [
+        click.Option(["--debug", "global_debug"], is_flag=True, expose_value=False, callback=set_debug,
+                     help="Show tracebacks and the helm commands run."),
+        click.Option(["--helm", "global_helm"], metavar="PATH", expose_value=False, callback=set_helm,
+                     help="helm binary (as `tfchart --helm PATH`)."),
+    ]  # fmt: skip
 
 
 @click.group(cls=LazyGroup, context_settings=CONTEXT)
@@ -51,23 +72,12 @@ def main_group(ctx: click.Context, debug: bool, helm: str | None) -> None:
 
 
 def show_error(error: TfchartError, debug: bool) -> None:
-    """The error on stderr (and the traceback with --debug): one line with its hint, or every values problem:
-    where it was set, the key path, what is wrong (and the policy rule it breaks) and the fix to copy."""
+    """The error on stderr (and the traceback with --debug): one line with its hint, or every values problem."""
     if isinstance(error, ValidationFailed):
-        from rich.console import Console
-        from rich.markup import escape
+        from tfchart.cli.formats import print_problems
+        from tfchart.console import console
 
-        console = Console(stderr=True, highlight=False, soft_wrap=True)
-        console.print(f"[bold red]✗ {escape(error.message)}[/]")
-        for problem in error.problems:
-            rule = getattr(problem, "rule", "")
-            broken = f"  [magenta](rule {escape(rule)})[/]" if rule else ""
-            where = escape(problem.location or "chart default")
-            console.print(f"  [cyan]{where}[/]  [bold]{escape(problem.path)}[/]: {escape(problem.message)}{broken}")
-            if problem.fix:
-                console.print(f"      fix: [green]{escape(problem.fix)}[/]")
-        if error.note:
-            console.print(f"  [dim]{escape(error.note)}[/]")
+        print_problems(error, console(stderr=True))
     else:
         click.secho(f"error: {error.message}", fg="red", err=True)
         if error.hint:

@@ -9,7 +9,10 @@ from typing import Any
 
 import click
 
+from tfchart.cli.formats import DURATION
 from tfchart.cli.options import CONTEXT, ValuesInputs, values_inputs
+
+LOCAL_RELEASE = "local"  # runs/local-<time>, pods local-tf-distributed-*
 
 
 @click.command(context_settings=CONTEXT)
@@ -27,28 +30,39 @@ from tfchart.cli.options import CONTEXT, ValuesInputs, values_inputs
               "tensorflow/tensorflow:2.21.0[-gpu] (BASE_IMAGE build argument).")
 @click.option("--tls-verify/--no-tls-verify", default=True, show_default=True,
               help="Push over HTTPS (--no-tls-verify: a plain-HTTP registry; podman and buildah only).")
-@click.option("--context", type=click.Path(path_type=Path, file_okay=False), default=None,
+@click.option("--source", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
               help="The repository checkout to build from (default: the one at or above the working directory).")
+@click.option("--context", "old_source", type=click.Path(path_type=Path, file_okay=False), default=None, hidden=True,
+              callback=lambda ctx, param, value: deprecated_source(value))  # kubectl's --context is a kube context
 @click.option("--dry-run", is_flag=True, help="Print the exact commands without running them.")
-def build(variants: tuple[str, ...], context: Path | None, dry_run: bool, **image: Any) -> None:
+def build(variants: tuple[str, ...], source: Path | None, old_source: Path | None, dry_run: bool, **image: Any) -> None:
     """Build (and push) the trainer images from Dockerfile.cpu / Dockerfile.gpu."""
     from tfchart.helm.chart import BUNDLED_CHART
     from tfchart.images import build as images
 
-    checkout = images.build_context(context, Path.cwd(), BUNDLED_CHART.parent.parent)
+    if source and old_source and source != old_source:
+        raise click.UsageError("--source and --context (its old name) name different directories: give --source")
+    checkout = images.build_context(source or old_source, Path.cwd(), BUNDLED_CHART.parent.parent)
     steps = images.plan(list(variants) or ["all"], repo_root=checkout, **image)
     images.run(steps, dry_run, click.echo, progress=lambda line: click.secho(line, fg="cyan", err=True))
 
 
+def deprecated_source(value: Path | None) -> Path | None:
+    if value is not None:
+        click.secho("warning: build --context is deprecated (kubectl's --context names a kube context): use "
+                    "--source DIR", fg="yellow", err=True)  # fmt: skip
+    return value
+
+
 @click.command(context_settings=CONTEXT)
+@click.argument("name", default=LOCAL_RELEASE, required=False)
 @values_inputs(more=False)
-@click.option("--release", default="local", show_default=True,
-              help="Release name the chart is rendered with (pod names follow it).")
 @click.option("-n", "--namespace", default="default", show_default=True,
               help="Namespace the chart is rendered for (DNS names follow it).")
 @click.option("--workdir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Run directory standing in for the shared volume (default: runs/<release>-<time>).")
-@click.option("--timeout", type=float, default=None, metavar="SECONDS", help="Give up if training takes longer.")
+              help="Run directory standing in for the shared volume (default: runs/NAME-<time>).")
+@click.option("--timeout", type=DURATION, default=None,
+              help="Give up if training takes longer: 90s, 10m, 1h30m or seconds.")
 @click.option("--keep-tensorboard", is_flag=True, help="Leave TensorBoard running after training, until Ctrl-C.")
 @click.option("--follow-logs", is_flag=True,
               help="Stream every pod's output here, prefixed by its name (always kept in <run>/pod-logs/).")
@@ -59,10 +73,11 @@ def build(variants: tuple[str, ...], context: Path | None, dry_run: bool, **imag
 @click.option("--host-network", is_flag=True,
               help="As processes, without a private network namespace (where user namespaces are unavailable, "
                    "e.g. macOS): TensorFlow's servers then listen on every interface. Trusted networks only.")
-def local(values: ValuesInputs, release: str, namespace: str, workdir: Path | None, timeout: float | None,
+def local(name: str, values: ValuesInputs, namespace: str, workdir: Path | None, timeout: float | None,
           keep_tensorboard: bool, engine: str, follow_logs: bool, allow_privileged: bool,
           host_network: bool) -> None:  # fmt: skip
-    """Run the rendered release on this machine: one process (or container) per pod, no cluster needed.
+    """Run the rendered release NAME (default local: pod names follow it) on this machine, one process (or
+    container) per pod, no cluster needed.
 
     Each pod's command, args and env come from the rendered manifests. As processes, only the
     cluster map (TFD_CLUSTER) is pointed at local ports. As containers (--engine podman|docker),
@@ -70,22 +85,23 @@ def local(values: ValuesInputs, release: str, namespace: str, workdir: Path | No
     DNS names resolve; the run directory is the shared volume. Pod logs go to <run>/pod-logs/;
     everything is stopped and removed on success, failure and Ctrl-C.
     """
+    from tfchart.console import console
     from tfchart.helm.render import manifests
     from tfchart.local import containers, processes
     from tfchart.values.validate import rendered
 
     if engine == "process":
         processes.require_tensorflow()  # before anything is written or started
-    values.manifests(release, namespace)  # every problem of the user's values, as validate lists them
-    run_dir = (workdir or Path("runs") / f"{release}-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    values.manifests(name, namespace)  # every problem of the user's values, as validate lists them
+    run_dir = (workdir or Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     helm, chart, merged = values.settings.helm, values.chart, values.values()
 
     def render_for_local(extra: list[tuple[str, str]]) -> list[dict[str, Any]]:
-        return manifests(rendered(helm, chart, values.inputs.with_sets(extra), release, namespace))
+        return manifests(rendered(helm, chart, values.inputs.with_sets(extra), name, namespace))
 
     if engine == "process":
         plan = processes.plan(render_for_local, merged, run_dir, namespace, host_network)
     else:
         plan = containers.plan(render_for_local, merged, run_dir, namespace, engine, allow_privileged)
-    sys.exit(processes.run(plan, timeout, keep_tensorboard, follow_logs))
+    sys.exit(processes.run(plan, timeout, keep_tensorboard, follow_logs, console=console()))

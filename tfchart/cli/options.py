@@ -11,12 +11,14 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+
+from tfchart.cli.formats import DURATION, go_duration, positional_chart
 
 if TYPE_CHECKING:
     from tfchart.helm.chart import Chart
@@ -89,6 +91,17 @@ class ValuesInputs:
             raise report.failure()
         return report.manifests
 
+    def over(self, deployed: bytes) -> ValuesInputs:
+        """These inputs over the values a release holds (upgrade --reuse-values): a file before the -f files."""
+        import atexit
+        import shutil
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix="tfchart-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        (Path(folder) / "deployed-values.yaml").write_bytes(deployed)
+        return replace(self, files=(str(Path(folder) / "deployed-values.yaml"), *self.files))
+
     def values(self) -> Any:
         """The values helm renders the chart with (merged, typed and coalesced by helm)."""
         from tfchart.helm.render import merged_values
@@ -119,8 +132,10 @@ class KubeInputs:
         return kube.configured_namespace(self.kubeconfig, self.context)
 
     def helm(self) -> Helm:
+        from tfchart.cluster.kube import require_configuration
         from tfchart.helm.runner import Helm
 
+        require_configuration(self.kubeconfig)  # the one line every command gives, not helm's localhost:8080
         return Helm(self.settings.helm.executable, self.kubeconfig, self.context, self.settings.debug)
 
 
@@ -146,8 +161,8 @@ def values_inputs(more: bool = True) -> Callable[[F], F]:
                      help="Like --set, values stay strings."),
         *optional,
         click.option("--chart", default=None, metavar="CHART",
-                     help="The chart: a directory, a packaged .tgz or oci://REGISTRY/CHART (default: $TFCHART_CHART "
-                          "or the chart tfchart ships, charts/tf-distributed)."),
+                     help="The chart, as the CHART argument after NAME: a directory, a packaged .tgz or oci://REGISTRY/"
+                          "CHART (default: $TFCHART_CHART or the chart tfchart ships, charts/tf-distributed)."),
         click.option("--version", "chart_version", default=None, metavar="VERSION",
                      help="Version of a remote --chart (oci://..., repo/name), as helm's --version."),
         click.option("--plain-http", is_flag=True,
@@ -157,8 +172,10 @@ def values_inputs(more: bool = True) -> Callable[[F], F]:
     def decorate(function: F) -> F:
         @functools.wraps(function)
         def command(*args: Any, files: tuple[str, ...], sets: tuple[str, ...], set_strings: tuple[str, ...],
-                    chart: str | None, chart_version: str | None, plain_http: bool, set_jsons: tuple[str, ...] = (),
-                    set_files: tuple[str, ...] = (), policy: Path | None = None, **kwargs: Any) -> Any:  # fmt: skip
+                    chart_argument: str | None, chart: str | None, chart_version: str | None, plain_http: bool,
+                    set_jsons: tuple[str, ...] = (), set_files: tuple[str, ...] = (), policy: Path | None = None,
+                    **kwargs: Any) -> Any:  # fmt: skip
+            chart = positional_chart(kwargs, chart_argument, chart)
             ordered = [*(("--set-json", item) for item in set_jsons), *(("--set", item) for item in sets),
                        *(("--set-string", item) for item in set_strings), *(("--set-file", item) for item in set_files)]
             settings = click.get_current_context().obj
@@ -167,7 +184,7 @@ def values_inputs(more: bool = True) -> Callable[[F], F]:
 
         for option in reversed(listed):  # --help lists them in the order above
             command = option(command)
-        return command  # type: ignore[return-value]
+        return click.argument("chart_argument", metavar="[CHART]", required=False)(command)  # type: ignore[return-value]
 
     return decorate
 
@@ -191,16 +208,17 @@ def release_flags(function: F) -> F:
 
     @click.option("-n", "--namespace", default=None, help="Release namespace.")
     @click.option("--wait", is_flag=True, help="Wait until the pods are ready (not until training ends).")
-    @click.option("--timeout", default=None, metavar="DURATION", help="How long helm waits, e.g. 10m.")
+    @click.option("--timeout", type=DURATION, default=None, help="How long helm waits: 90s, 10m, 1h30m or seconds.")
     @click.option("--atomic", is_flag=True, help="Roll back if the operation fails (helm 4: --rollback-on-failure).")
     @click.option("--dry-run", "dry_run", type=click.Choice(["client", "server"]), default=None, is_flag=False,
                   flag_value="client", help="Simulate: client (no cluster writes) or server.")  # fmt: skip
     @functools.wraps(function)
-    def command(*args: Any, namespace: str | None, wait: bool, timeout: str | None, atomic: bool,
+    def command(*args: Any, namespace: str | None, wait: bool, timeout: float | None, atomic: bool,
                 dry_run: str | None, **kwargs: Any) -> Any:  # fmt: skip
         from tfchart.helm.release import Options
 
-        flags = Options(namespace=namespace, wait=wait, timeout=timeout, atomic=atomic, dry_run=dry_run)
+        helm_timeout = go_duration(timeout) if timeout is not None else None
+        flags = Options(namespace=namespace, wait=wait, timeout=helm_timeout, atomic=atomic, dry_run=dry_run)
         return function(*args, flags=flags, **kwargs)
 
     return command  # type: ignore[return-value]

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from tfchart.cli.formats import DURATION, emit, go_duration, output_option
 from tfchart.cli.options import (
     CONTEXT,
     KubeInputs,
@@ -16,6 +17,7 @@ from tfchart.cli.options import (
     release_flags,
     values_inputs,
 )
+from tfchart.cli.values import DEFAULT_RELEASE
 
 if TYPE_CHECKING:
     from tfchart.helm.release import Options
@@ -60,12 +62,18 @@ def install(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, c
 @values_inputs()
 @release_flags
 @kube_inputs
+@click.option("-i", "--install", is_flag=True, help="Install the release if helm holds none of this name (helm's).")
+@click.option("--create-namespace", is_flag=True, help="With --install: create the namespace if it does not exist.")
+@click.option("--reuse-values", "reuse", flag_value="reuse", default=None,
+              help="Start from the last release's values, then -f and --set (helm's --reuse-values).")
+@click.option("--reset-then-reuse-values", "reuse", flag_value="reset-then-reuse",
+              help="Start from this chart's defaults and the values the last release was given, then -f and --set.")
 @click.option("--recreate", is_flag=True, help="Delete StatefulSets, Jobs and Deployments whose immutable fields "
               "change, wait until they are gone (at most --timeout, default 5m), then let helm create them "
               "(StatefulSet pods are kept and adopted). Never a PersistentVolumeClaim.")  # fmt: skip
 @image_check
-def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, recreate: bool,
-            registries: Access | None) -> None:  # fmt: skip
+def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, install: bool, create_namespace: bool,
+            reuse: str | None, recreate: bool, registries: Access | None) -> None:  # fmt: skip
     """Validate, check the changes against the cluster, then `helm upgrade NAME`.
 
     Changes Kubernetes forbids (StatefulSet fields, a Job's pod template, a Deployment's selector, a
@@ -73,19 +81,31 @@ def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, r
     deployed and new value. --recreate deletes the StatefulSets, Jobs and Deployments concerned and
     waits until they are gone; a claim is never recreated. An object already gone from the cluster (a
     finished chief Job removed by chief.ttlSecondsAfterFinished) is no conflict: helm creates it. Every
-    image must resolve in its registry first (--skip-image-check not to ask).
+    image must resolve in its registry first (--skip-image-check not to ask). With --reuse-values the
+    values checked are the deployed ones with -f and --set over them, as helm merges them.
     """
     from tfchart.cluster import preflight
     from tfchart.cluster import upgrade as guard
+    from tfchart.helm import release
     from tfchart.helm.release import parse_duration
 
-    options = replace(flags, namespace=namespace_after_values(kube, values, name, flags.namespace))
-    manifests = values.manifests(name, options.namespace)
+    namespace = namespace_after_values(kube, values, name, flags.namespace)
+    options = replace(flags, namespace=namespace, install=install, create_namespace=create_namespace,
+                      reuse_values=reuse)  # fmt: skip
+    manifests = [] if reuse else values.manifests(name, namespace)  # the values' problems before the cluster's
+    helm = kube.helm()
+    existing = release.deployed(helm, name, namespace) if install else True
+    if reuse:  # --reuse-values: the deployed values with the user's over them, as helm merges them
+        reused = values.over(release.deployed_values(helm, name, namespace, reuse)) if existing else values
+        manifests = reused.manifests(name, namespace)
     if registries is not None and flags.dry_run != "client":
-        preflight.enforce(None, manifests, name, str(options.namespace), registries)
+        preflight.enforce(None, manifests, name, namespace, registries)
+    if not existing:  # nothing deployed to compare with: helm installs it
+        click.echo(release.install(helm, name, values.chart, values.inputs, options, verb="upgrade"))
+        return
     api = kube.api()
     waiting = guard.Waiting(parse_duration(flags.timeout)) if flags.timeout else guard.Waiting()
-    plan = guard.upgrade(kube.helm(), name, values.chart, values.inputs, manifests, options, recreate,
+    plan = guard.upgrade(helm, name, values.chart, values.inputs, manifests, options, recreate,
                          deleter=api if recreate and not flags.dry_run else None, live=api, waiting=waiting,
                          report=lambda line: click.secho(line, fg="yellow", err=True))  # fmt: skip
     if flags.dry_run:
@@ -98,16 +118,18 @@ def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, r
 @click.argument("name")
 @click.option("-n", "--namespace", default=None, help="Release namespace.")
 @click.option("--wait", is_flag=True, help="Wait until the objects are deleted.")
-@click.option("--timeout", default=None, metavar="DURATION")
+@click.option("--timeout", type=DURATION, default=None, help="How long helm waits: 90s, 10m, 1h30m or seconds.")
+@click.option("--keep-history", is_flag=True, help="Keep the release's history (`helm history` lists it).")
 @click.option("--delete-data", is_flag=True, help="Also delete the shared claim (checkpoints, logs, exported models).")
 @kube_inputs
-def uninstall(name: str, namespace: str | None, wait: bool, timeout: str | None, delete_data: bool,
-              kube: KubeInputs) -> None:  # fmt: skip
+def uninstall(name: str, namespace: str | None, wait: bool, timeout: float | None, keep_history: bool,
+              delete_data: bool, kube: KubeInputs) -> None:  # fmt: skip
     """`helm uninstall NAME`, keeping the shared volume unless --delete-data."""
     from tfchart.helm import release
 
     namespace = kube.namespace(namespace)
-    claims = release.uninstall(kube.helm(), name, namespace, wait=wait, timeout=timeout,
+    claims = release.uninstall(kube.helm(), name, namespace, wait=wait, keep_history=keep_history,
+                               timeout=go_duration(timeout) if timeout is not None else None,
                                delete_data=delete_data, deleter=kube.api() if delete_data else None)  # fmt: skip
     click.secho(f"✓ uninstalled {name}", fg="green")
     for claim in claims:
@@ -119,17 +141,27 @@ def uninstall(name: str, namespace: str | None, wait: bool, timeout: str | None,
 
 
 @click.command(context_settings=CONTEXT)
+@click.argument("name", default=DEFAULT_RELEASE, required=False)
 @values_inputs()
-@click.option("--release", default="tf-distributed", show_default=True, help="Release name the install would use.")
 @click.option("-n", "--namespace", default=None, help="Namespace the install would use.")
 @kube_inputs
 @image_check
-def preflight(values: ValuesInputs, release: str, namespace: str | None, kube: KubeInputs,
-              registries: Access | None) -> None:  # fmt: skip
-    """Check the live cluster can run these values (GPUs, storage, quota, NetworkPolicy enforcement) and
-    that every image resolves in its registry."""
+@output_option("table")
+def preflight(name: str, values: ValuesInputs, namespace: str | None, kube: KubeInputs, registries: Access | None,
+              output: str) -> None:  # fmt: skip
+    """Check the live cluster can run these values as release NAME (GPUs, storage, quota, NetworkPolicy
+    enforcement) and that every image resolves in its registry. Exit 0 passed, 1 a check failed."""
     from tfchart.cluster import preflight as checks
+    from tfchart.console import console
 
     namespace = kube.namespace(namespace)
-    checks.enforce(kube.api(), values.manifests(release, namespace), release, namespace, registries)
-    click.secho("✓ preflight passed", fg="green")
+    findings = checks.run(kube.api(), values.manifests(name, namespace), name, namespace, registries)
+    if output == "table":
+        checks.render(findings, console())
+    else:
+        emit(checks.report(findings, name, namespace), output)
+    error = checks.refusal(findings)
+    if error is not None:
+        raise error
+    if output == "table":
+        click.secho("✓ preflight passed", fg="green")

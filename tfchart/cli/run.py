@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
+from tfchart.cli.formats import emit, output_option
 from tfchart.cli.options import CONTEXT, KubeInputs, kube_inputs
 from tfdcontract import CHIEF, EVALUATOR, PS, SERVING, TENSORBOARD, WORKER
 
@@ -14,20 +14,19 @@ from tfdcontract import CHIEF, EVALUATOR, PS, SERVING, TENSORBOARD, WORKER
 @click.command(context_settings=CONTEXT)
 @click.argument("name")
 @click.option("-n", "--namespace", default=None, help="Release namespace (default: the kubeconfig context's).")
-@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@output_option("table")
 @kube_inputs
 def status(name: str, namespace: str | None, output: str, kube: KubeInputs) -> None:
     """Pods per role, the chief Job, training progress and endpoints of release NAME."""
-    from rich.console import Console
-
     from tfchart.cluster import status as release_status
     from tfchart.cluster import status_view
+    from tfchart.console import console
 
     collected = release_status.collect(kube.api(), name, kube.namespace(namespace))
-    if output == "json":
-        click.echo(json.dumps(collected.as_dict(), indent=2, default=str))
+    if output == "table":
+        status_view.render(collected, console())
     else:
-        status_view.render(collected, Console())
+        emit(collected.as_dict(), output)
 
 
 @click.command(context_settings=CONTEXT)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
+from tfchart.cli.formats import emit, output_option
 from tfchart.cli.options import CONTEXT, ValuesInputs, values_inputs
 
 DEFAULT_RELEASE = "release-name"  # helm template's own default name
@@ -16,27 +16,32 @@ DEFAULT_RELEASE = "release-name"  # helm template's own default name
 @click.argument("name", default=DEFAULT_RELEASE, required=False)
 @values_inputs()
 @click.option("-n", "--namespace", default=None, help="Namespace to render for (default: helm's).")
-@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@output_option("text")
 def validate(name: str, values: ValuesInputs, namespace: str | None, output: str) -> None:
     """Check values as helm does (the chart's schema and its own rules), without a cluster.
 
     helm renders the chart with the inputs; every problem it reports is listed at once with the
     file:line (or --set argument) that set the key, the message and the fix. NAME (default
-    release-name) and -n are the release the names are rendered for. Exit 0 valid, 1 invalid, 2 usage.
+    release-name) and -n are the release the names are rendered for. The report, problems
+    included, is the output (stdout). Exit 0 valid, 1 invalid, 2 usage.
     """
     report = values.report(name, namespace)
-    if output == "json":
-        click.echo(json.dumps(report.as_dict(), indent=2, default=str))
-        if not report.valid:
-            sys.exit(1)
-        return
-    for warning in report.warnings:
-        click.secho(f"warning: {warning}", fg="yellow", err=True)
+    if output != "text":
+        emit(report.as_dict(), output)
+    else:
+        for warning in report.warnings:
+            click.secho(f"warning: {warning}", fg="yellow")
+        if not report.valid:  # rich only here: a valid report costs no more than the helm it runs
+            from tfchart.cli.formats import print_problems
+            from tfchart.console import console
+
+            print_problems(report.failure(), console())
+        else:
+            click.secho(f"✓ valid: {', '.join(report.inputs) or 'chart defaults'}", fg="green")
+            for note in report.notes:
+                click.echo(note)
     if not report.valid:
-        raise report.failure()
-    click.secho(f"✓ valid: {', '.join(report.inputs) or 'chart defaults'}", fg="green")
-    for note in report.notes:
-        click.echo(note)
+        sys.exit(1)
 
 
 @click.command(context_settings=CONTEXT)
@@ -51,14 +56,16 @@ def template(name: str, values: ValuesInputs, namespace: str | None) -> None:
 
 
 @click.command("images", context_settings=CONTEXT)
+@click.argument("name", default=DEFAULT_RELEASE, required=False)
 @values_inputs()
-@click.option("--release", default="tf-distributed", show_default=True, help="Release name to render for.")
 @click.option("-n", "--namespace", default="default", show_default=True, help="Namespace to render for.")
-@click.option("-o", "--output", type=click.Choice(["list", "json"]), default="list", show_default=True)
-def list_images(values: ValuesInputs, release: str, namespace: str, output: str) -> None:
-    """Every image the release pulls (with its digest where set), one per line or as JSON, to mirror."""
+@output_option("text")
+def list_images(name: str, values: ValuesInputs, namespace: str, output: str) -> None:
+    """Every image release NAME pulls (with its digest where set), one per line, or as JSON / YAML, to mirror."""
     from tfchart.manifests.images import pulled_images
 
-    pulled = pulled_images(values.manifests(release, namespace))
-    click.echo(json.dumps([p.as_dict() for p in pulled], indent=2) if output == "json"
-               else "\n".join(p.image for p in pulled))  # fmt: skip
+    pulled = pulled_images(values.manifests(name, namespace))
+    if output == "text":
+        click.echo("\n".join(p.image for p in pulled))
+    else:
+        emit([p.as_dict() for p in pulled], output)

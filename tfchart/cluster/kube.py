@@ -363,6 +363,16 @@ def kubeconfig_files(kubeconfig: Path | None) -> str | None:
     return str(default) if default.exists() else None
 
 
+def require_configuration(kubeconfig: Path | None) -> None:
+    """Refuses when there is no kubeconfig and tfchart is not in a pod, before helm would try localhost:8080."""
+    if kubeconfig_files(kubeconfig) is None and not os.environ.get(IN_CLUSTER_HOST_ENV):
+        raise KubernetesError("no Kubernetes configuration: KUBECONFIG is not set, ~/.kube/config does not "
+                              "exist and tfchart is not running in a pod",
+                              "point KUBECONFIG at your cluster's kubeconfig (export KUBECONFIG=/path/to/kubeconfig) "
+                              "or pass --kubeconfig PATH; `kind create cluster` or your provider's get-credentials "
+                              "command writes one")
+
+
 def load_api_client(kubeconfig: Path | None, context: str | None) -> Any:
     """A kubernetes ApiClient for the kubeconfig, or the in-cluster service account when there is none."""
     from kubernetes import client, config
@@ -371,12 +381,7 @@ def load_api_client(kubeconfig: Path | None, context: str | None) -> Any:
     configuration = client.Configuration()
     try:
         if files is None:
-            if not os.environ.get(IN_CLUSTER_HOST_ENV):
-                raise KubernetesError("no Kubernetes configuration: KUBECONFIG is not set, ~/.kube/config does not "
-                                      "exist and tfchart is not running in a pod",
-                                      "point KUBECONFIG at your cluster's kubeconfig (export "
-                                      "KUBECONFIG=/path/to/kubeconfig) or pass --kubeconfig PATH; `kind create "
-                                      "cluster` or your provider's get-credentials command writes one")
+            require_configuration(kubeconfig)
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         else:
             with bounded_exec_plugins():

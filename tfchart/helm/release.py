@@ -3,11 +3,12 @@ uninstall keeping the shared PersistentVolumeClaim (checkpoints, models) unless 
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Protocol
 
-from tfchart.errors import UsageError
+from tfchart.errors import HelmError, UsageError
 from tfchart.helm.chart import Chart
 from tfchart.helm.inputs import Inputs
 from tfchart.helm.render import manifests
@@ -22,6 +23,8 @@ class Options:
     atomic: bool = False
     dry_run: str | None = None  # None, "client" or "server"
     create_namespace: bool = False
+    install: bool = False  # upgrade --install: install a release helm does not hold
+    reuse_values: str | None = None  # "reuse" or "reset-then-reuse": helm's --reuse-values, --reset-then-reuse-values
 
 
 class Deleter(Protocol):
@@ -39,6 +42,8 @@ def release_args(verb: str, major: int, release: str, chart: Chart, inputs: Inpu
     args += ["--timeout", options.timeout] if options.timeout else []
     args += ["--rollback-on-failure" if major >= 4 else "--atomic"] if options.atomic else []
     args += [f"--dry-run={options.dry_run}"] if options.dry_run else []
+    args += ["--install"] if options.install else []
+    args += [f"--{options.reuse_values}-values"] if options.reuse_values else []
     return [*args, *inputs.args()]
 
 
@@ -65,18 +70,39 @@ def format_duration(seconds: float) -> str:
     return f"{minutes}m{rest}s" if minutes else f"{rest}s"
 
 
-def install(runner: Runner, release: str, chart: Chart, inputs: Inputs, options: Options) -> str:
-    return runner(release_args("install", major_version(runner), release, chart, inputs, options)).decode()
+def deployed(runner: Runner, release: str, namespace: str) -> bool:
+    """Whether helm holds the release to upgrade: `upgrade --install` installs where it has no history, or only an
+    uninstalled one kept by `uninstall --keep-history` (as helm decides)."""
+    try:
+        history = json.loads(runner(["history", release, "--namespace", namespace, "--max", "1", "--output", "json"]))
+    except HelmError as error:
+        if "release: not found" in error.message.lower():
+            return False
+        raise
+    return bool(history) and history[-1].get("status") != "uninstalled"
+
+
+def deployed_values(runner: Runner, release: str, namespace: str, reuse: str) -> bytes:
+    """The values helm starts from with --reuse-values (the last release's, its chart defaults included) or
+    --reset-then-reuse-values (the ones the user gave it), as YAML."""
+    every = ["--all"] if reuse == "reuse" else []
+    return runner(["get", "values", release, "--namespace", namespace, *every, "--output", "yaml"])
+
+
+def install(runner: Runner, release: str, chart: Chart, inputs: Inputs, options: Options, verb: str = "install") -> str:
+    """`helm install`, or `helm upgrade --install` of a release helm does not hold yet (verb "upgrade")."""
+    return runner(release_args(verb, major_version(runner), release, chart, inputs, options)).decode()
 
 
 def uninstall(runner: Runner, release: str, namespace: str, wait: bool = False, timeout: str | None = None,
-              delete_data: bool = False, deleter: Deleter | None = None) -> list[str]:  # fmt: skip
+              delete_data: bool = False, deleter: Deleter | None = None,
+              keep_history: bool = False) -> list[str]:  # fmt: skip
     """Uninstalls the release from `namespace` (helm's --namespace, and where the claims are deleted too).
     Returns the claims kept (or deleted with delete_data)."""
     shown = manifests(runner(["get", "manifest", release, "--namespace", namespace]).decode())
     claims = [doc["metadata"]["name"] for doc in shown if doc.get("kind") == "PersistentVolumeClaim"]
     runner(["uninstall", release, "--namespace", namespace, *(["--wait"] if wait else []),
-            *(["--timeout", timeout] if timeout else [])])  # fmt: skip
+            *(["--timeout", timeout] if timeout else []), *(["--keep-history"] if keep_history else [])])  # fmt: skip
     if delete_data:
         assert deleter is not None, "deleting the claim needs the Kubernetes API"
         for claim in claims:

@@ -94,25 +94,25 @@ def _scan_project_version(text: str) -> str | None:
 
 
 def build_context(explicit: Path | None, start: Path, installed_from: Path) -> Path:
-    """The checkout to build from: --context, else the nearest directory at or above `start` (the
+    """The checkout to build from: --source, else the nearest directory at or above `start` (the
     working directory) holding pyproject.toml and Dockerfile.cpu, else the checkout tfchart runs from
     (an editable install). A plain `pip install` puts tfchart in site-packages, far from any
-    Dockerfile: that case is an error naming --context, not a failed build."""
+    Dockerfile: that case is an error naming --source, not a failed build."""
     def is_checkout(directory: Path) -> bool:
         return (directory / "pyproject.toml").is_file() and (directory / "Dockerfile.cpu").is_file()
 
     if explicit is not None:
         if not is_checkout(explicit):
             raise UsageError(
-                f"--context {explicit} holds no tf-distributed checkout (pyproject.toml and Dockerfile.cpu)",
-                "point --context at the repository root",
+                f"--source {explicit} holds no tf-distributed checkout (pyproject.toml and Dockerfile.cpu)",
+                "point --source at the repository root",
             )
         return explicit.resolve()
     found = next((d for d in (start.resolve(), *start.resolve().parents, installed_from) if is_checkout(d)), None)
     if found is None:
         raise UsageError(
             f"no tf-distributed checkout at or above {start} (the images are built from its Dockerfiles)",
-            "run tfchart build inside a clone of the repository, or pass --context <repository root>",
+            "run tfchart build inside a clone of the repository, or pass --source <repository root>",
         )
     return found
 

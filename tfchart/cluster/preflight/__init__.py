@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
     from tfchart.images.registry import Access
 
-__all__ = ["FAIL", "OK", "WARN", "Finding", "Plan", "enforce", "plan", "run"]
+__all__ = ["FAIL", "OK", "WARN", "Finding", "Plan", "enforce", "plan", "refusal", "report", "run"]
 
 
 def run(api: KubeApi | None, docs: list[dict[str, Any]], release: str, namespace: str,
@@ -80,17 +80,34 @@ def render(findings: list[Finding], console: Console) -> None:
     console.print(f"{counts[FAIL]} failed, {counts[WARN]} warning(s), {counts[OK]} ok")
 
 
+def report(findings: list[Finding], release: str, namespace: str) -> dict[str, Any]:
+    """`tfchart preflight -o json|yaml`: the findings in the order run, and whether the release may go on."""
+    counts = Counter(finding.severity for finding in findings)
+    return {"release": release, "namespace": namespace, "passed": not has_failures(findings),
+            "counts": {severity: counts[severity] for severity in (OK, WARN, FAIL)},
+            "findings": [{"check": f.check, "severity": f.severity, "message": f.message, "hint": f.hint}
+                         for f in findings]}  # fmt: skip
+
+
+def refusal(findings: list[Finding]) -> TfchartError | None:
+    """The error that stops a command after a failed check: the first failure and its fix on one line."""
+    failures = [finding for finding in findings if finding.severity == FAIL]
+    if not failures:
+        return None
+    first, more = failures[0], f" (and {len(failures) - 1} more above)" if len(failures) > 1 else ""
+    skip = "--skip-image-check" if first.check == images.CHECK else "--skip-preflight"
+    return TfchartError(f"preflight checks failed: {first.message}{more}",
+                        f"{first.hint or 'fix the failures above'} (or pass {skip} to go on anyway)")
+
+
 def enforce(api: KubeApi | None, docs: list[dict[str, Any]], release: str, namespace: str,
             registries: Access | None = None) -> None:  # fmt: skip
     """Runs the checks (those of the cluster with an api, the images' with registries), shows the findings
-    on stderr and refuses to go on after a failure, naming the first one and its fix on one line."""
-    from rich.console import Console
+    on stderr (what install or upgrade says on its way) and refuses to go on after a failure."""
+    from tfchart.console import console
 
     findings = run(api, docs, release, namespace, registries)
-    render(findings, Console(stderr=True))
-    failures = [finding for finding in findings if finding.severity == FAIL]
-    if failures:
-        first, more = failures[0], f" (and {len(failures) - 1} more above)" if len(failures) > 1 else ""
-        skip = "--skip-image-check" if first.check == images.CHECK else "--skip-preflight"
-        raise TfchartError(f"preflight checks failed: {first.message}{more}",
-                           f"{first.hint or 'fix the failures above'} (or pass {skip} to go on anyway)")
+    render(findings, console(stderr=True))
+    error = refusal(findings)
+    if error is not None:
+        raise error

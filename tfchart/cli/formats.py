@@ -1,0 +1,110 @@
+"""helm's and kubectl's conventions the commands share: `NAME [CHART]`, durations (`--timeout 90s`), `-o json|yaml`
+beside each command's human format; and the problem report of invalid values."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tfchart.errors import ValidationFailed
+
+F = TypeVar("F", bound=Callable[..., Any])
+DURATION_FORMS = "a duration such as 90s, 10m or 1h30m (helm's), or plain seconds (90)"
+
+
+class Duration(click.ParamType[float, Any]):
+    """A timeout as helm and kubectl write it (Go's 300ms, 90s, 10m, 1h30m), or plain seconds; in seconds."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, int | float):
+            return float(value)
+        text = str(value).strip()
+        try:
+            seconds = float(text)
+        except ValueError:
+            from tfchart.errors import UsageError
+            from tfchart.helm.release import parse_duration
+
+            try:
+                seconds = parse_duration(text)
+            except UsageError:
+                self.fail(f"{value!r} is not {DURATION_FORMS}", param, ctx)
+        if not math.isfinite(seconds) or seconds < 0:
+            self.fail(f"{value!r} is not {DURATION_FORMS}", param, ctx)
+        return seconds
+
+
+DURATION = Duration()
+
+
+def looks_like_chart(name: str) -> bool:
+    """A release name is a DNS label: one with a slash, or naming a .tgz, is a chart (helm's one-argument habit)."""
+    return "/" in name or name.endswith(".tgz")
+
+
+def positional_chart(kwargs: dict[str, Any], chart_argument: str | None, chart_option: str | None) -> str | None:
+    """The chart of `NAME [CHART]` and --chart, which must not disagree; a lone positional that is a chart is
+    the chart where NAME has a default (as `helm template CHART`), a usage error where NAME is required."""
+    name = kwargs.get("name")
+    for given in (name, chart_argument):
+        if given and given.endswith((".yaml", ".yml")):
+            raise click.UsageError(f"{given!r} is a values file, not a release name or a chart: pass it with "
+                                   f"-f {given}")  # fmt: skip
+    if chart_argument is None and name and looks_like_chart(name):
+        param = next(p for p in click.get_current_context().command.params if p.name == "name")
+        if param.required:
+            raise click.UsageError(f"NAME {name!r} is a chart, not a release name: give the name first, as helm "
+                                   f"does (NAME CHART, e.g. mnist {name})")  # fmt: skip
+        kwargs["name"], chart_argument = param.default, name
+    if chart_argument and chart_option and chart_argument != chart_option:
+        raise click.UsageError(f"the CHART argument {chart_argument!r} and --chart {chart_option!r} name different "
+                               "charts: give one of them")  # fmt: skip
+    return chart_argument or chart_option
+
+
+def go_duration(seconds: float) -> str:
+    """Seconds as helm's --timeout takes them (a Go duration)."""
+    return f"{int(seconds)}s" if float(seconds).is_integer() else f"{round(seconds * 1000)}ms"
+
+
+def output_option(human: str) -> Callable[[F], F]:
+    """-o/--output: `human` (the default, for people), json or yaml (the same data, for programs)."""
+    return click.option("-o", "--output", type=click.Choice([human, "json", "yaml"]), default=human,
+                        show_default=True, help=f"Report format: {human}, or json / yaml for programs.")  # fmt: skip
+
+
+def emit(data: Any, output: str) -> None:
+    """The report as JSON or YAML on stdout; YAML is PyYAML's safe_dump of the very data JSON gets."""
+    plain = json.loads(json.dumps(data, default=str))
+    if output == "yaml":
+        import yaml
+
+        click.echo(yaml.safe_dump(plain, sort_keys=False, allow_unicode=True), nl=False)
+    else:
+        click.echo(json.dumps(plain, indent=2))
+
+
+def print_problems(error: ValidationFailed, console: Console) -> None:
+    """Every values problem, one line each: where it was set, the key path, what is wrong (and the policy rule it
+    breaks), then the fix to copy on a line of its own."""
+    from rich.markup import escape
+
+    console.print(f"[bold red]✗ {escape(error.message)}[/]")
+    for problem in error.problems:
+        rule = getattr(problem, "rule", "")
+        broken = f"  [magenta](rule {escape(rule)})[/]" if rule else ""
+        where = escape(problem.location or "chart default")
+        console.print(f"  [cyan]{where}[/]  [bold]{escape(problem.path)}[/]: {escape(problem.message)}{broken}")
+        if problem.fix:
+            console.print(f"      fix: [green]{escape(problem.fix)}[/]")
+    if error.note:
+        console.print(f"  [dim]{escape(error.note)}[/]")
