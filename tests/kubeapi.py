@@ -153,6 +153,7 @@ class KubeServer:
         self.requests: list[Request] = []
         self.proxy_answer: tuple[int, str, bytes] | None = None  # (status, content type, body) for every request
         self.lock = threading.RLock()
+        self.answered_one = threading.Condition(self.lock)  # notified after each request is recorded
         self.folder = Path(tempfile.mkdtemp(prefix="kubeapi-"))
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler(self))
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -221,6 +222,12 @@ class KubeServer:
     def calls(self) -> list[Call]:
         return [request.call for request in self.requests]
 
+    def wait_for(self, call: Call, count: int = 1, timeout: float = 60) -> None:
+        """Blocks until `call` was asked `count` times (a client in another process reached that point)."""
+        with self.answered_one:
+            reached = self.answered_one.wait_for(lambda: self.calls.count(call) >= count, timeout)
+        assert reached, f"{call} was asked {self.calls.count(call)} time(s) in {timeout} s, not {count}"
+
     def answered(self, call: Call) -> list[int]:
         """The HTTP status of each request that asked `call`, in order."""
         return [request.status for request in self.requests if request.call == call]
@@ -262,6 +269,7 @@ class KubeServer:
             else:
                 call, status, answer = self.dispatch(method, parts.path, query, body, content_type)
             self.requests.append(Request(method, parts.path, parts.query, body, call, status, dict(headers or {})))
+            self.answered_one.notify_all()
             return status, answer
 
     def dispatch(

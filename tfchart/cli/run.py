@@ -1,4 +1,4 @@
-"""Commands that watch or end a run on the cluster: status, stop, logs."""
+"""Commands that watch or end a run on the cluster: status, stop, logs, wait."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from tfchart.cli.duration import DURATION
 from tfchart.cli.options import CONTEXT, KubeInputs, kube_inputs
 from tfdcontract import CHIEF, EVALUATOR, PS, SERVING, TENSORBOARD, WORKER
 
@@ -62,3 +63,21 @@ def logs(name: str, role: str, index: int, follow: bool, tail: int | None, names
     from tfchart.cluster import logs as pod_logs
 
     pod_logs.stream(kube.api(), name, kube.namespace(namespace), role, index, follow, tail, sys.stdout)
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("name")
+@click.option("-n", "--namespace", default=None, help="Release namespace (default: the kubeconfig context's).")
+@click.option("--timeout", type=DURATION, default=None, metavar="DURATION",
+              help="Give up after this long (90s, 10m, 1h30m, or seconds); default: wait until the run ends.")
+@kube_inputs
+def wait(name: str, namespace: str | None, timeout: float | None, kube: KubeInputs) -> None:
+    """Block until release NAME's run ends. Exit 0 Succeeded, 1 Failed (the reason on stderr), 3 no run
+    (never there, or deleted while waiting), 124 --timeout passed."""
+    from tfchart.cluster import wait as run_wait
+
+    ended = run_wait.wait(kube.api(), name, kube.namespace(namespace), timeout)
+    click.echo(f"{name}: {ended.state}")
+    if ended.state != "Succeeded":
+        click.secho(f"error: release {name}'s run failed: {ended.reason}", fg="red", err=True)
+        sys.exit(1)
