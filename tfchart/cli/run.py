@@ -81,3 +81,36 @@ def wait(name: str, namespace: str | None, timeout: float | None, kube: KubeInpu
     if ended.state != "Succeeded":
         click.secho(f"error: release {name}'s run failed: {ended.reason}", fg="red", err=True)
         sys.exit(1)
+
+
+@click.command("list", context_settings=CONTEXT)
+@click.option("-n", "--namespace", default=None, help="Namespace (default: the kubeconfig context's).")
+@click.option("-A", "--all-namespaces", is_flag=True, help="Releases in every namespace.")
+@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
+@kube_inputs
+def list_releases(namespace: str | None, all_namespaces: bool, output: str, kube: KubeInputs) -> None:
+    """This chart's releases: run state, step, GPUs their pods hold and age."""
+    from tfchart.cluster import releases
+    from tfchart.cluster.status_view import human_age
+
+    where = None if all_namespaces else kube.namespace(namespace)
+    runs = releases.list_runs(kube.api(), where)
+    if output != "table":
+        import yaml
+
+        data = [run.as_dict() for run in runs]
+        click.echo(json.dumps(data, indent=2) + "\n" if output == "json" else yaml.safe_dump(data, sort_keys=False),
+                   nl=False)  # fmt: skip
+        return
+    if not runs:
+        click.echo(f"no tf-distributed releases {'in any namespace' if where is None else f'in namespace {where}'}",
+                   err=True)  # fmt: skip
+        return
+    rows = [("NAME", "NAMESPACE", "STATE", "STEP", "GPUS", "AGE")]
+    for run in runs:
+        step = "-" if run.step is None else f"{run.step}/{run.train_steps}" if run.train_steps else str(run.step)
+        gpus = ",".join(f"{count} {resource}" for resource, count in run.gpus.items()) or "0"
+        rows.append((run.release, run.namespace, run.state, step, gpus, human_age(run.age_seconds)))
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    for row in rows:
+        click.echo("   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())

@@ -548,3 +548,11 @@ def http_error(error: Any, operation: Operation, host: str, source: str) -> Kube
                                "`kubectl get --raw '/readyz?verbose'` shows its health")
     return KubernetesError(f"the API server refused to {what} (HTTP {status}): {detail}",
                            "run with --debug for details; `kubectl` with -v=6 shows the same request")
+
+
+def as_model(kind: str, document: dict[str, Any]) -> Any:
+    """The kubernetes.client model (V1Pod...) of an object read raw (KubeApi.pages), for the readers of
+    tfchart.cluster.objects: built only for the few objects a caller keeps."""
+    from kubernetes import client
+
+    return client.ApiClient().deserialize(json.dumps(document), f"V1{kind}", "application/json")
