@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 import click
@@ -51,18 +52,33 @@ def stop(name: str, namespace: str | None, end_run: bool, kube: KubeInputs) -> N
 
 @click.command(context_settings=CONTEXT)
 @click.argument("name")
-@click.option("--role", required=True, type=click.Choice([CHIEF, PS, WORKER, EVALUATOR, TENSORBOARD, SERVING]))
+@click.option("--role", default=None, type=click.Choice([CHIEF, PS, WORKER, EVALUATOR, TENSORBOARD, SERVING]),
+              help="The task's role (default: the chief; worker 0 with chief.replicas=0).")
 @click.option("--index", default=0, show_default=True, type=int, help="Task index (StatefulSet ordinal).")
-@click.option("-f", "--follow", is_flag=True, help="Stream new lines until Ctrl-C.")
+@click.option("--all-roles", is_flag=True, help="Every pod's log, each line prefixed [pod/NAME/CONTAINER].")
+@click.option("-f", "--follow", is_flag=True, help="Stream new lines until Ctrl-C (--all-roles: interleaved).")
 @click.option("--tail", type=int, default=None, help="Only the last N lines.")
+@click.option("-p", "--previous", is_flag=True, help="The log of the previous (restarted) container.")
+@click.option("--since", type=DURATION, default=None, metavar="DURATION", help="Only lines newer than this, e.g. 5m.")
+@click.option("--timestamps", is_flag=True, help="Prefix each line with the time it was written (RFC 3339).")
 @click.option("-n", "--namespace", default=None, help="Release namespace.")
 @kube_inputs
-def logs(name: str, role: str, index: int, follow: bool, tail: int | None, namespace: str | None,
-         kube: KubeInputs) -> None:  # fmt: skip
-    """The log of one task of release NAME, e.g. --role worker --index 1."""
+def logs(name: str, role: str | None, index: int, all_roles: bool, follow: bool, tail: int | None, previous: bool,
+         since: float | None, timestamps: bool, namespace: str | None, kube: KubeInputs) -> None:  # fmt: skip
+    """The log of the chief of release NAME, of one task (--role worker --index 1), or of all (--all-roles)."""
     from tfchart.cluster import logs as pod_logs
+    from tfchart.errors import UsageError
 
-    pod_logs.stream(kube.api(), name, kube.namespace(namespace), role, index, follow, tail, sys.stdout)
+    if all_roles and (role is not None or index != 0):
+        raise UsageError("--all-roles shows every pod: it takes no --role or --index",
+                         f"leave them out, or drop --all-roles: `tfchart logs {name} --role {role or 'worker'}`")
+    seconds = None if since is None else max(1, math.ceil(since))  # the API counts whole seconds
+    options = pod_logs.LogOptions(previous, seconds, timestamps)
+    api, where = kube.api(), kube.namespace(namespace)
+    if all_roles:
+        pod_logs.stream_all(api, name, where, follow, tail, sys.stdout, sys.stderr, options)
+    else:
+        pod_logs.stream(api, name, where, role, index, follow, tail, sys.stdout, options)
 
 
 @click.command(context_settings=CONTEXT)
