@@ -121,3 +121,10 @@ def test_no_release_says_so_on_stderr(server: KubeServer) -> None:
     assert server.calls == [Call("list", "jobs", "empty", label_selector=SELECTOR),
                             *(Call("list", kind, "empty", label_selector=SELECTOR, params=(("limit", "500"),))
                               for kind in ("services", "pods"))]  # fmt: skip
+
+
+def test_an_answer_that_is_not_kubernetes_is_one_line(server: KubeServer) -> None:
+    server.proxy_answer = (200, "text/html; charset=utf-8", b"<html><head><title>Sign in</title></head></html>")
+    result = tfchart(server, "-A")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("error: ") and "text/html" in result.stderr

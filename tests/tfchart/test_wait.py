@@ -117,3 +117,24 @@ def test_a_bad_duration_is_a_usage_error(server: KubeServer) -> None:
                                                ("m", None), ("-5s", None)])  # fmt: skip
 def test_durations(text: str, seconds: float | None) -> None:
     assert parse_duration(text) == seconds
+
+
+def test_an_answer_that_is_not_kubernetes_is_one_line(server: KubeServer) -> None:
+    server.proxy_answer = (502, "text/html", b"<html><body><h1>502 Bad Gateway</h1></body></html>")
+    code, _, err = finished(tfchart_wait(server))
+    assert code == 1 and "Traceback" not in err
+    assert err.startswith("error: ") and "502" in err
+
+
+def test_a_failed_poll_once_the_run_was_seen_is_waited_out(server: KubeServer) -> None:
+    run_job(server, "running")
+    waiting = tfchart_wait(server)
+    server.wait_for(LIST_JOBS)
+    server.fail("list", "jobs", 503, "the server is currently unable to handle the request")  # restarting
+    server.wait_for(LIST_JOBS, count=2)
+    server.failures.clear()
+    ended = kf.job(kf.manifest(kf.rendered(namespace=NS), "Job", "chief"), "complete")
+    server.update("Job", NS, CHIEF, {"status": ended["status"]})
+    code, out, err = finished(waiting)
+    assert (code, out) == (0, "mnist: Succeeded\n"), err
+    assert 503 in server.answered(LIST_JOBS)

@@ -1,6 +1,7 @@
 """`tfchart wait`: block until a release's run ends, and say how. The run's fate is read from the cluster
 only (the run's Job: its Complete/Failed conditions, else the ending recorded on it by the supervisor or
-`tfchart stop`), polled at a bounded interval, so a wait started after the run ended answers at once.
+`tfchart stop`), polled at a bounded interval, so a wait started after the run ended answers at once. Once
+the run was seen, a few failed polls in a row (an API server restarting) are waited out.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tfchart.cluster.kube import AccessDenied
 from tfchart.cluster.objects import job_info, run_role
 from tfchart.errors import KubernetesError, TfchartError
 from tfdcontract import release_selector
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
 POLL_SECONDS = 2.0
 TIMED_OUT_EXIT = 124  # as timeout(1): the run did not end in time (it still runs)
 NO_RUN_EXIT = 3  # no run to wait for: the release (or its run's Job) is not there, or was deleted
+FAILED_POLLS_TOLERATED = 5  # in a row, once the run was seen
 
 
 class WaitTimedOut(TfchartError):
@@ -42,9 +45,18 @@ def wait(
 ) -> Ended:  # fmt: skip
     """The run's ending, once it has one; raises WaitTimedOut after `timeout` seconds (None: never)."""
     deadline = None if timeout is None else clock() + timeout
-    seen = False
+    seen, failed_polls = False, 0
     while True:
-        ended = ending(api, release, namespace, seen)
+        try:
+            ended = ending(api, release, namespace, seen)
+            failed_polls = 0
+        except (NoRun, AccessDenied):
+            raise
+        except KubernetesError:  # an API server restarting or a proxy's hiccup must not end an hours-long wait
+            failed_polls += 1
+            if not seen or failed_polls > FAILED_POLLS_TOLERATED:
+                raise
+            ended = None
         if ended is not None:
             return ended
         seen = True
