@@ -71,7 +71,7 @@ def logs(name: str, role: str | None, index: int, all_roles: bool, follow: bool,
 
     if all_roles and (role is not None or index != 0):
         raise UsageError("--all-roles shows every pod: it takes no --role or --index",
-                         f"leave them out, or drop --all-roles: `tfchart logs {name} --role {role or 'worker'}`")
+                         f"leave them out, or drop --all-roles: `tfchart logs {name} --role {role or WORKER}`")
     seconds = None if since is None else max(1, math.ceil(since))  # the API counts whole seconds
     options = pod_logs.LogOptions(previous, seconds, timestamps)
     api, where = kube.api(), kube.namespace(namespace)

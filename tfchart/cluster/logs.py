@@ -26,7 +26,7 @@ from tfchart.cluster.objects import (
     run_role,
 )
 from tfchart.errors import KubernetesError, UsageError
-from tfdcontract import CLIENT_ROLES, DISPLAY_ORDER, JOB_ROLES, POD_INDEX_LABEL, STATEFUL_ROLES, release_selector
+from tfdcontract import CHIEF, CLIENT_ROLES, DISPLAY_ORDER, JOB_ROLES, POD_INDEX_LABEL, STATEFUL_ROLES, release_selector
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
@@ -52,7 +52,7 @@ def stream(
 ) -> None:  # fmt: skip
     """Write the log of task `role`/`index` (None: the chief) to `out`; with `follow`, until the container ends
     or Ctrl-C."""
-    check_arguments(role or "chief", index, tail)
+    check_arguments(role or CHIEF, index, tail)
     if role is None:
         pod, role = chief_pod(api, release, namespace)
     else:
@@ -78,7 +78,7 @@ def chief_pod(api: KubeApi, release: str, namespace: str) -> tuple[Any, str]:
     """The chief's newest pod and its role: the chief Job's, or worker 0's of the workers' Job."""
     role = run_role(api.list_objects("Job", namespace, release_selector(release)))
     pods = [pod for pod in api.list_objects("Pod", namespace, release_selector(release, role)) if is_chief_pod(pod)]
-    return pick_pod(pods, release, namespace, "chief", 0), role
+    return pick_pod(pods, release, namespace, CHIEF, 0), role
 
 
 def stream_all(
@@ -88,7 +88,7 @@ def stream_all(
     """Every started pod's log, each line prefixed `[pod/NAME/CONTAINER] ` as kubectl's --prefix; one pod after
     the other, or with `follow` interleaved line by line as they arrive, until every container ends or Ctrl-C.
     A pod without a log (not started; no previous container) is named on `err`."""
-    check_arguments("chief", 0, tail)
+    check_arguments(CHIEF, 0, tail)
     pods = sorted(api.list_objects("Pod", namespace, release_selector(release)),
                   key=lambda pod: (DISPLAY_ORDER.index(role_of(pod)) if role_of(pod) in DISPLAY_ORDER else 99,
                                    ordinal(pod) or 0, name_of(pod)))  # fmt: skip
