@@ -31,7 +31,9 @@ ALLOWED = {
 # and the private network of local runs (netns.py: namespace, forwarding, the CONNECT tunnel out) ~190;
 # issue 23's image check (registry API with the token dance, podman/docker credentials, preflight wiring) ~335,
 # and its laptop run (the TensorFlow check before anything starts, --host-network, the chart's values files) ~35.
-MAX_LINES = 8250
+# Issue 24's new commands ~425: list (releases.py, paged), wait (wait.py), logs' chief default, --previous,
+# --since, --timestamps and --all-roles (merged streams), completion (shell.py), DURATION options (duration.py).
+MAX_LINES = 8675
 
 
 def module_name(path: Path) -> str:
