@@ -8,9 +8,10 @@ and helm (`template --dry-run=server`, its `lookup`). The server
 - keeps objects by (resource, namespace, name) as the API server serves them (uid, resourceVersion,
   creationTimestamp, quantities as strings), built by the helpers below from the chart's render;
 - answers GET of an object, of a list (label and field selectors read like the server does), of a
-  pod's log (tailLines; follow: chunked, held open while the container runs, until the client hangs
-  up), of /scale, and API discovery: the built-in groups, and a custom group/version only where a
-  CustomResourceDefinition added to the server serves it (else the server's 404);
+  pod's log (tailLines, previous, sinceSeconds, timestamps; follow: chunked, held open while the
+  container runs, until the client hangs up), of /scale, and API discovery: the built-in groups, and
+  a custom group/version only where a CustomResourceDefinition added to the server serves it (else
+  the server's 404);
 - applies JSON merge patches (of objects and of /scale), and answers DELETE like the API server: an
   object with finalizers (a claim's kubernetes.io/pvc-protection; orphan or foregroundDeletion, added
   by propagationPolicy Orphan or Foreground) gets a deletionTimestamp, is answered as it is and stays
@@ -123,13 +124,31 @@ class Request:
 class PodLog:
     """A pod's log. Followed, the lines after `pause_after` wait for `resume` (and are never sent when it does
     not come), and a `running` container's stream stays open after the last line until the client hangs up
-    (`hung_up`)."""
+    (`hung_up`). Each line was written at its `written` time (the log's creation when not given), which
+    sinceSeconds and timestamps read; `previous` is the log of the container that ran before (a restart)."""
 
     text: str
     running: bool = False
     pause_after: int | None = None
     resume: threading.Event = field(default_factory=threading.Event)
     hung_up: threading.Event = field(default_factory=threading.Event)
+    written: Sequence[datetime] = ()
+    previous: str = ""
+    created: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+
+    def lines(self, previous: bool, since_seconds: int | None, timestamps: bool) -> list[str]:
+        """The lines the kubelet sends: of the previous container or the current one, those written in the
+        last `since_seconds`, each prefixed by its time in RFC 3339 with nanoseconds."""
+        lines = (self.previous if previous else self.text).splitlines(keepends=True)
+        stamps = [self.written[i] if i < len(self.written) and not previous else self.created
+                  for i in range(len(lines))]  # fmt: skip
+        if since_seconds is not None:
+            oldest = datetime.now(timezone.utc) - timedelta(seconds=since_seconds)
+            kept = [(line, at) for line, at in zip(lines, stamps, strict=True) if at >= oldest]
+            lines, stamps = [line for line, _ in kept], [at for _, at in kept]
+        if timestamps:
+            lines = [at.strftime("%Y-%m-%dT%H:%M:%S.%f000Z ") + line for line, at in zip(lines, stamps, strict=True)]
+        return lines
 
 
 @dataclass(frozen=True)
@@ -153,6 +172,7 @@ class KubeServer:
         self.requests: list[Request] = []
         self.proxy_answer: tuple[int, str, bytes] | None = None  # (status, content type, body) for every request
         self.lock = threading.RLock()
+        self.answered_one = threading.Condition(self.lock)  # notified after each request is recorded
         self.folder = Path(tempfile.mkdtemp(prefix="kubeapi-"))
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler(self))
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -221,6 +241,12 @@ class KubeServer:
     def calls(self) -> list[Call]:
         return [request.call for request in self.requests]
 
+    def wait_for(self, call: Call, count: int = 1, timeout: float = 60) -> None:
+        """Blocks until `call` was asked `count` times (a client in another process reached that point)."""
+        with self.answered_one:
+            reached = self.answered_one.wait_for(lambda: self.calls.count(call) >= count, timeout)
+        assert reached, f"{call} was asked {self.calls.count(call)} time(s) in {timeout} s, not {count}"
+
     def answered(self, call: Call) -> list[int]:
         """The HTTP status of each request that asked `call`, in order."""
         return [request.status for request in self.requests if request.call == call]
@@ -262,6 +288,7 @@ class KubeServer:
             else:
                 call, status, answer = self.dispatch(method, parts.path, query, body, content_type)
             self.requests.append(Request(method, parts.path, parts.query, body, call, status, dict(headers or {})))
+            self.answered_one.notify_all()
             return status, answer
 
     def dispatch(
@@ -412,7 +439,16 @@ class KubeServer:
             name = pod["metadata"]["name"]
             return 400, failure(400, f'container "{container}" in pod "{name}" is waiting to start: {waiting}')
         log = self.logs.get((pod["metadata"]["namespace"], pod["metadata"]["name"]), PodLog(""))
-        lines = log.text.splitlines(keepends=True)
+        previous = query.get("previous") == "true"
+        if previous:
+            container = query.get("container") or pod["spec"]["containers"][0]["name"]
+            restarted = [s for s in pod["status"].get("containerStatuses") or []
+                         if s["name"] == container and (s.get("lastState") or {}).get("terminated")]  # fmt: skip
+            if not restarted:
+                name = pod["metadata"]["name"]
+                return 400, failure(400, f'previous terminated container "{container}" in pod "{name}" not found')
+        since = int(query["sinceSeconds"]) if "sinceSeconds" in query else None
+        lines = log.lines(previous, since, query.get("timestamps") == "true")
         tail = int(query.get("tailLines", len(lines)))
         return 200, LogStream(log, lines[-tail:] if tail else [], query.get("follow") == "true")
 

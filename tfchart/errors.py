@@ -1,7 +1,7 @@
 """One error hierarchy for tfchart, translated into messages and exit codes at one boundary (cli.main).
 
-Exit codes: 0 success, 1 an error (invalid values, helm/Kubernetes failures, no image engine),
-2 a usage error (bad flags or arguments).
+Exit codes: 0 success, 1 an error (invalid values, helm/Kubernetes failures, no image engine), 2 a
+usage error (bad flags or arguments); `tfchart wait` adds 3 (no run) and 124 (timed out).
 """
 
 from __future__ import annotations

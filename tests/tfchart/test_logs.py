@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
 from tests import kubeapi as kf
+from tests.chartlib import REPO
 from tests.kubeapi import Call, KubeServer, kube_server
 from tfchart.cluster import kube, logs
 from tfchart.errors import KubernetesError, UsageError
@@ -241,3 +245,126 @@ def test_logs_of_a_release_installed_with_name_override(cluster: KubeServer) -> 
     cluster.add(kf.pod(worker, index=0))
     cluster.set_log(NS, "mnist-vision-worker-0", ["worker 0 says hello"])
     assert run(cluster, "worker") == "worker 0 says hello\n"
+
+
+# -- the chief by default, --previous, --since, --timestamps, --all-roles ------------------------------------
+
+
+def test_the_chief_by_default_is_the_run_jobs_newest_pod(cluster: KubeServer) -> None:
+    docs = release(cluster)
+    cluster.add(kf.job(kf.manifest(docs, "Job", "chief")))
+    cluster.set_log(NS, "mnist-tf-distributed-chief-new22", ["chief here"])
+    out = io.StringIO()
+    logs.stream(cluster.api(), "mnist", NS, None, 0, False, None, out)
+    assert out.getvalue() == "chief here\n"
+    assert cluster.calls[:2] == [Call("list", "jobs", NS, label_selector=SELECTOR),
+                                 Call("list", "pods", NS, label_selector=selector("chief"))]  # fmt: skip
+
+
+def test_without_a_chief_worker_0_is_the_chief(cluster: KubeServer) -> None:
+    docs = kf.rendered(sets=("training.strategy=multi_worker_mirrored", "chief.replicas=0", "worker.replicas=2"))
+    workers = kf.manifest(docs, "Job", "worker")
+    cluster.add(kf.job(workers))
+    for index in (1, 0):
+        pod = kf.pod(workers, f"mnist-tf-distributed-worker-{index}-abcde")
+        pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] = str(index)
+        cluster.add(pod)
+        cluster.set_log(NS, pod["metadata"]["name"], [f"worker {index}"])
+    out = io.StringIO()
+    logs.stream(cluster.api(), "mnist", NS, None, 0, False, None, out)
+    assert out.getvalue() == "worker 0\n"
+
+
+def test_previous_reads_the_restarted_containers_log(cluster: KubeServer) -> None:
+    docs = release(cluster, workers=0)
+    worker = kf.manifest(docs, "StatefulSet", "worker")
+    cluster.add(kf.pod(worker, index=0, restarts=1, last_terminated=("OOMKilled", 137)))
+    cluster.set_log(NS, "mnist-tf-distributed-worker-0", ["started again"], previous="step 10\nKilled\n")
+    out = io.StringIO()
+    logs.stream(cluster.api(), "mnist", NS, "worker", 0, False, None, out, logs.LogOptions(previous=True))
+    assert out.getvalue() == "step 10\nKilled\n"
+    assert cluster.calls[-1].params == (("container", "worker"), ("previous", "true"))
+
+    # a container that never restarted has no previous log: said before asking (the server would answer 400)
+    asked = len(cluster.calls)
+    with pytest.raises(KubernetesError) as error:
+        logs.stream(cluster.api(), "mnist", NS, "ps", 0, False, None, out, logs.LogOptions(previous=True))
+    assert error.value.message == ("ps pod mnist-tf-distributed-ps-0 has no previous log: its container has not "
+                                   "restarted")
+    assert [call.verb for call in cluster.calls[asked:]] == ["list"]
+
+
+def test_since_and_timestamps_are_the_api_servers(cluster: KubeServer) -> None:
+    release(cluster)
+    now = datetime.now(timezone.utc)
+    written = [now - timedelta(hours=2), now - timedelta(minutes=1)]
+    cluster.set_log(NS, "mnist-tf-distributed-ps-0", ["old", "new"], written=written)
+    out = io.StringIO()
+    options = logs.LogOptions(since_seconds=600, timestamps=True)
+    logs.stream(cluster.api(), "mnist", NS, "ps", 0, False, None, out, options)
+    assert out.getvalue() == written[1].strftime("%Y-%m-%dT%H:%M:%S.%f000Z") + " new\n"
+    assert cluster.calls[-1].params == (("container", "ps"), ("sinceSeconds", "600"), ("timestamps", "true"))
+
+
+def test_all_roles_prefixes_each_pods_lines_and_names_those_without_a_log(cluster: KubeServer) -> None:
+    docs = release(cluster, workers=1)
+    cluster.add(kf.pod(kf.manifest(docs, "StatefulSet", "worker"), index=1, phase="Pending", ready=False,
+                       unschedulable="0/3 nodes are available"))  # fmt: skip
+    cluster.set_log(NS, "mnist-tf-distributed-chief-new22", ["c1", "c2"])
+    cluster.set_log(NS, "mnist-tf-distributed-worker-0", ["w1"])
+    out, err = io.StringIO(), io.StringIO()
+    logs.stream_all(cluster.api(), "mnist", NS, False, None, out, err)
+    lines = out.getvalue().splitlines()
+    assert lines[:2] == ["[pod/mnist-tf-distributed-chief-new22/chief] c1",
+                         "[pod/mnist-tf-distributed-chief-new22/chief] c2"]  # fmt: skip
+    assert "[pod/mnist-tf-distributed-worker-0/worker] w1" in lines
+    assert lines.index("[pod/mnist-tf-distributed-chief-new22/chief] c2") < lines.index(
+        "[pod/mnist-tf-distributed-worker-0/worker] w1")  # the chief first, as status lists roles
+    assert err.getvalue().startswith("skipped: worker pod mnist-tf-distributed-worker-1 has not started yet")
+    assert "skipped: chief pod mnist-tf-distributed-chief-old11" not in err.getvalue()  # it ran: its log is there
+
+
+class Releasing(io.StringIO):
+    """Output that lets `log` send its held lines once `line` was written: the arrival order is the test's."""
+
+    def __init__(self, line: str, log: kf.PodLog) -> None:
+        super().__init__()
+        self.line, self.log = line, log
+
+    def write(self, text: str) -> int:
+        if text.startswith(self.line):
+            self.log.resume.set()
+        return super().write(text)
+
+
+def test_all_roles_followed_interleaves_lines_as_they_arrive(cluster: KubeServer) -> None:
+    release(cluster, workers=1)
+    for name in ("chief-old11", "tensorboard-7c9-aaaaa", "tensorboard-7c9-bbbbb"):
+        cluster.delete("Pod", NS, f"mnist-tf-distributed-{name}")
+    chief = cluster.set_log(NS, "mnist-tf-distributed-chief-new22", ["c1", "c2"], pause_after=1)
+    cluster.set_log(NS, "mnist-tf-distributed-worker-0", ["w1"])
+    cluster.set_log(NS, "mnist-tf-distributed-ps-0", ["p1"])
+    out = Releasing("[pod/mnist-tf-distributed-worker-0/worker] w1", chief)
+    logs.stream_all(cluster.api(), "mnist", NS, True, None, out, io.StringIO())
+    lines = out.getvalue().splitlines()
+    assert sorted(lines) == ["[pod/mnist-tf-distributed-chief-new22/chief] c1",
+                             "[pod/mnist-tf-distributed-chief-new22/chief] c2",
+                             "[pod/mnist-tf-distributed-ps-0/ps] p1",
+                             "[pod/mnist-tf-distributed-worker-0/worker] w1"]  # fmt: skip
+    # c2 was held until w1 was written: the chief's stream did not block the worker's
+    assert lines.index("[pod/mnist-tf-distributed-worker-0/worker] w1") < lines.index(
+        "[pod/mnist-tf-distributed-chief-new22/chief] c2")
+
+
+def test_cli_passes_since_as_seconds_and_refuses_all_roles_with_a_role(cluster: KubeServer) -> None:
+    release(cluster)
+    cluster.set_log(NS, "mnist-tf-distributed-chief-new22", ["chief here"])
+    command = [sys.executable, "-m", "tfchart", "logs", "mnist", "--since", "1m30s", "--kubeconfig",
+               str(cluster.kubeconfig(NS))]  # fmt: skip
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+    assert (result.returncode, result.stdout) == (0, "chief here\n"), result.stderr
+    assert cluster.calls[-1].params == (("container", "chief"), ("sinceSeconds", "90"))
+    refused = subprocess.run([*command, "--all-roles", "--role", "ps"], cwd=REPO, capture_output=True, text=True,
+                             timeout=60, check=False)  # fmt: skip
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("error: --all-roles shows every pod: it takes no --role or --index")

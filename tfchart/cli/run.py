@@ -1,12 +1,14 @@
-"""Commands that watch or end a run on the cluster: status, stop, logs."""
+"""Commands that watch or end a run on the cluster: status, stop, logs, wait."""
 
 from __future__ import annotations
 
+import json
+import math
 import sys
 
 import click
 
-from tfchart.cli.formats import emit, output_option
+from tfchart.cli.formats import DURATION, emit, output_option
 from tfchart.cli.options import CONTEXT, KubeInputs, kube_inputs
 from tfdcontract import CHIEF, EVALUATOR, PS, SERVING, TENSORBOARD, WORKER
 
@@ -49,15 +51,81 @@ def stop(name: str, namespace: str | None, end_run: bool, kube: KubeInputs) -> N
 
 @click.command(context_settings=CONTEXT)
 @click.argument("name")
-@click.option("--role", required=True, type=click.Choice([CHIEF, PS, WORKER, EVALUATOR, TENSORBOARD, SERVING]))
+@click.option("--role", default=None, type=click.Choice([CHIEF, PS, WORKER, EVALUATOR, TENSORBOARD, SERVING]),
+              help="The task's role (default: the chief; worker 0 with chief.replicas=0).")
 @click.option("--index", default=0, show_default=True, type=int, help="Task index (StatefulSet ordinal).")
-@click.option("-f", "--follow", is_flag=True, help="Stream new lines until Ctrl-C.")
+@click.option("--all-roles", is_flag=True, help="Every pod's log, each line prefixed [pod/NAME/CONTAINER].")
+@click.option("-f", "--follow", is_flag=True, help="Stream new lines until Ctrl-C (--all-roles: interleaved).")
 @click.option("--tail", type=int, default=None, help="Only the last N lines.")
+@click.option("-p", "--previous", is_flag=True, help="The log of the previous (restarted) container.")
+@click.option("--since", type=DURATION, default=None, metavar="DURATION", help="Only lines newer than this, e.g. 5m.")
+@click.option("--timestamps", is_flag=True, help="Prefix each line with the time it was written (RFC 3339).")
 @click.option("-n", "--namespace", default=None, help="Release namespace.")
 @kube_inputs
-def logs(name: str, role: str, index: int, follow: bool, tail: int | None, namespace: str | None,
-         kube: KubeInputs) -> None:  # fmt: skip
-    """The log of one task of release NAME, e.g. --role worker --index 1."""
+def logs(name: str, role: str | None, index: int, all_roles: bool, follow: bool, tail: int | None, previous: bool,
+         since: float | None, timestamps: bool, namespace: str | None, kube: KubeInputs) -> None:  # fmt: skip
+    """The log of the chief of release NAME, of one task (--role worker --index 1), or of all (--all-roles)."""
     from tfchart.cluster import logs as pod_logs
+    from tfchart.errors import UsageError
 
-    pod_logs.stream(kube.api(), name, kube.namespace(namespace), role, index, follow, tail, sys.stdout)
+    if all_roles and (role is not None or index != 0):
+        raise UsageError("--all-roles shows every pod: it takes no --role or --index",
+                         f"leave them out, or drop --all-roles: `tfchart logs {name} --role {role or WORKER}`")
+    seconds = None if since is None else max(1, math.ceil(since))  # the API counts whole seconds
+    options = pod_logs.LogOptions(previous, seconds, timestamps)
+    api, where = kube.api(), kube.namespace(namespace)
+    if all_roles:
+        pod_logs.stream_all(api, name, where, follow, tail, sys.stdout, sys.stderr, options)
+    else:
+        pod_logs.stream(api, name, where, role, index, follow, tail, sys.stdout, options)
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("name")
+@click.option("-n", "--namespace", default=None, help="Release namespace (default: the kubeconfig context's).")
+@click.option("--timeout", type=DURATION, default=None, metavar="DURATION",
+              help="Give up after this long (90s, 10m, 1h30m, or seconds); default: wait until the run ends.")
+@kube_inputs
+def wait(name: str, namespace: str | None, timeout: float | None, kube: KubeInputs) -> None:
+    """Block until release NAME's run ends. Exit 0 Succeeded, 1 Failed (the reason on stderr), 3 no run
+    (never there, or deleted while waiting), 124 --timeout passed."""
+    from tfchart.cluster import wait as run_wait
+
+    ended = run_wait.wait(kube.api(), name, kube.namespace(namespace), timeout)
+    click.echo(f"{name}: {ended.state}")
+    if ended.state != "Succeeded":
+        click.secho(f"error: release {name}'s run failed: {ended.reason}", fg="red", err=True)
+        sys.exit(1)
+
+
+@click.command("list", context_settings=CONTEXT)
+@click.option("-n", "--namespace", default=None, help="Namespace (default: the kubeconfig context's).")
+@click.option("-A", "--all-namespaces", is_flag=True, help="Releases in every namespace.")
+@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
+@kube_inputs
+def list_releases(namespace: str | None, all_namespaces: bool, output: str, kube: KubeInputs) -> None:
+    """This chart's releases: run state, step, GPUs their pods hold and age."""
+    from tfchart.cluster import releases
+    from tfchart.cluster.status_view import human_age
+
+    where = None if all_namespaces else kube.namespace(namespace)
+    runs = releases.list_runs(kube.api(), where)
+    if output != "table":
+        import yaml
+
+        data = [run.as_dict() for run in runs]
+        click.echo(json.dumps(data, indent=2) + "\n" if output == "json" else yaml.safe_dump(data, sort_keys=False),
+                   nl=False)  # fmt: skip
+        return
+    if not runs:
+        click.echo(f"no tf-distributed releases {'in any namespace' if where is None else f'in namespace {where}'}",
+                   err=True)  # fmt: skip
+        return
+    rows = [("NAME", "NAMESPACE", "STATE", "STEP", "GPUS", "AGE")]
+    for run in runs:
+        step = "-" if run.step is None else f"{run.step}/{run.train_steps}" if run.train_steps else str(run.step)
+        gpus = ",".join(f"{count} {resource}" for resource, count in run.gpus.items()) or "0"
+        rows.append((run.release, run.namespace, run.state, step, gpus, human_age(run.age_seconds)))
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    for row in rows:
+        click.echo("   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())

@@ -183,14 +183,20 @@ class KubeApi:
         return "".join(line + "\n" for line in self.stream_pod_log(namespace, name, container, tail_lines, False))
 
     def stream_pod_log(
-        self, namespace: str, name: str, container: str | None, tail_lines: int | None, follow: bool
-    ) -> Generator[str, None, None]:
+        self, namespace: str, name: str, container: str | None, tail_lines: int | None, follow: bool, *,
+        previous: bool = False, since_seconds: int | None = None, timestamps: bool = False,
+    ) -> Generator[str, None, None]:  # fmt: skip
         """The log line by line (without newlines); with follow, until the container ends or the caller
-        stops. The HTTP response is released when the generator is closed (also on Ctrl-C in the caller)."""
+        stops. `previous`: the last terminated container's; `since_seconds`: the lines written since;
+        `timestamps`: each line prefixed by the time it was written (RFC 3339). The HTTP response is
+        released when the generator is closed (also on Ctrl-C in the caller)."""
         operation = Operation("get", "pods/log", namespace, name)
         # No timeout when following: a quiet training log must not end the stream. (None: not sent.)
         kwargs: dict[str, Any] = {"follow": True} if follow else {"_request_timeout": REQUEST_TIMEOUT}
-        kwargs |= {"_preload_content": False, "container": container or None, "tail_lines": tail_lines}
+        kwargs |= {"_preload_content": False, "container": container or None, "tail_lines": tail_lines,
+                   "since_seconds": since_seconds}  # fmt: skip
+        kwargs |= {"previous": True} if previous else {}
+        kwargs |= {"timestamps": True} if timestamps else {}
         response = self._call(operation,
                               lambda: self._api("CoreV1Api").read_namespaced_pod_log(name, namespace, **kwargs))
         lines = _response_lines(response)
@@ -553,3 +559,11 @@ def http_error(error: Any, operation: Operation, host: str, source: str) -> Kube
                                "`kubectl get --raw '/readyz?verbose'` shows its health")
     return KubernetesError(f"the API server refused to {what} (HTTP {status}): {detail}",
                            "run with --debug for details; `kubectl` with -v=6 shows the same request")
+
+
+def as_model(kind: str, document: dict[str, Any]) -> Any:
+    """The kubernetes.client model (V1Pod...) of an object read raw (KubeApi.pages), for the readers of
+    tfchart.cluster.objects: built only for the few objects a caller keeps."""
+    from kubernetes import client
+
+    return client.ApiClient().deserialize(json.dumps(document), f"V1{kind}", "application/json")

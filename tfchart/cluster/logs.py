@@ -1,18 +1,32 @@
-"""`tfchart logs`: the log of one task of a release, its pod found by the chart's labels. StatefulSet
-tasks (ps, worker) are picked by their ordinal (the `apps.kubernetes.io/pod-index` label, else the name's
-`-<ordinal>` suffix); Job tasks (chief, evaluator) by the Job's newest pod; Deployments (tensorboard,
-serving) by position in name order.
+"""`tfchart logs`: the log of one task of a release (the chief by default), or of all its pods merged, each
+pod found by the chart's labels. The chief is found as `tfchart status` finds it: the run's Job's (worker
+0's with chief.replicas=0) newest pod. StatefulSet tasks (ps, worker) are picked by their ordinal (the
+`apps.kubernetes.io/pod-index` label, else the name's `-<ordinal>` suffix); Job tasks (chief, evaluator) by
+the Job's newest pod; Deployments (tensorboard, serving) by position in name order.
 """
 
 from __future__ import annotations
 
+import queue
 import re
+import threading
+from collections.abc import Generator, Iterator, Sequence
 from contextlib import closing, suppress
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from tfchart.cluster.objects import has_started, main_container, name_of, newest, pod_reason
+from tfchart.cluster.objects import (
+    has_started,
+    is_chief_pod,
+    main_container,
+    name_of,
+    newest,
+    pod_reason,
+    role_of,
+    run_role,
+)
 from tfchart.errors import KubernetesError, UsageError
-from tfdcontract import CLIENT_ROLES, JOB_ROLES, POD_INDEX_LABEL, STATEFUL_ROLES, release_selector
+from tfdcontract import CHIEF, CLIENT_ROLES, DISPLAY_ORDER, JOB_ROLES, POD_INDEX_LABEL, STATEFUL_ROLES, release_selector
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
@@ -20,23 +34,106 @@ if TYPE_CHECKING:
 ROLES = JOB_ROLES + STATEFUL_ROLES + CLIENT_ROLES  # CLIENT_ROLES run as Deployments
 
 
+@dataclass(frozen=True)
+class LogOptions:
+    """Which part of a log the API server sends (kubectl's --previous, --since, --timestamps)."""
+
+    previous: bool = False  # the last terminated container's log
+    since_seconds: int | None = None
+    timestamps: bool = False
+
+    def arguments(self) -> dict[str, Any]:
+        return {"previous": self.previous, "since_seconds": self.since_seconds, "timestamps": self.timestamps}
+
+
 def stream(
-    api: KubeApi, release: str, namespace: str, role: str, index: int, follow: bool, tail: int | None, out: TextIO
-) -> None:
-    """Write the log of task `role`/`index` to `out`; with `follow`, until the container ends or Ctrl-C."""
-    check_arguments(role, index, tail)
-    pods = api.list_objects("Pod", namespace, release_selector(release, role))
-    pod = pick_pod(pods, release, namespace, role, index)
-    check_started(pod, role)
-    lines = api.stream_pod_log(namespace, name_of(pod), main_container(pod, role), tail, follow)
+    api: KubeApi, release: str, namespace: str, role: str | None, index: int, follow: bool, tail: int | None,
+    out: TextIO, options: LogOptions = LogOptions(),
+) -> None:  # fmt: skip
+    """Write the log of task `role`/`index` (None: the chief) to `out`; with `follow`, until the container ends
+    or Ctrl-C."""
+    check_arguments(role or CHIEF, index, tail)
+    if role is None:
+        pod, role = chief_pod(api, release, namespace)
+    else:
+        pod = pick_pod(api.list_objects("Pod", namespace, release_selector(release, role)), release, namespace, role,
+                       index)  # fmt: skip
+    check_started(pod, role, options.previous)
+    lines = api.stream_pod_log(namespace, name_of(pod), main_container(pod, role), tail, follow, **options.arguments())
+    write(lines, follow, out)
+
+
+def write(lines: Generator[str, None, None], follow: bool, out: TextIO, prefix: str = "") -> None:
     try:
         with closing(lines), suppress(KeyboardInterrupt):  # frees the HTTP connection; Ctrl-C ends a followed log
             for line in lines:
-                out.write(line + "\n")
+                out.write(prefix + line + "\n")
                 if follow:
                     out.flush()
     finally:
         out.flush()
+
+
+def chief_pod(api: KubeApi, release: str, namespace: str) -> tuple[Any, str]:
+    """The chief's newest pod and its role: the chief Job's, or worker 0's of the workers' Job."""
+    role = run_role(api.list_objects("Job", namespace, release_selector(release)))
+    pods = [pod for pod in api.list_objects("Pod", namespace, release_selector(release, role)) if is_chief_pod(pod)]
+    return pick_pod(pods, release, namespace, CHIEF, 0), role
+
+
+def stream_all(
+    api: KubeApi, release: str, namespace: str, follow: bool, tail: int | None, out: TextIO, err: TextIO,
+    options: LogOptions = LogOptions(),
+) -> None:  # fmt: skip
+    """Every started pod's log, each line prefixed `[pod/NAME/CONTAINER] ` as kubectl's --prefix; one pod after
+    the other, or with `follow` interleaved line by line as they arrive, until every container ends or Ctrl-C.
+    A pod without a log (not started; no previous container) is named on `err`."""
+    check_arguments(CHIEF, 0, tail)
+    pods = sorted(api.list_objects("Pod", namespace, release_selector(release)),
+                  key=lambda pod: (DISPLAY_ORDER.index(role_of(pod)) if role_of(pod) in DISPLAY_ORDER else 99,
+                                   ordinal(pod) or 0, name_of(pod)))  # fmt: skip
+    if not pods:
+        raise KubernetesError(f"release {release} has no pods in namespace {namespace}",
+                              f"see `tfchart status {release} -n {namespace}`, or check the release and namespace "
+                              f"(`tfchart list -A`)")  # fmt: skip
+    streams = []
+    for pod in pods:
+        try:
+            check_started(pod, role_of(pod), options.previous)
+        except KubernetesError as error:
+            err.write(f"skipped: {error.message}\n")
+            continue
+        container = main_container(pod, role_of(pod))
+        prefix = f"[pod/{name_of(pod)}/{container}] "
+        lines = api.stream_pod_log(namespace, name_of(pod), container, tail, follow, **options.arguments())
+        streams.append((prefix, lines))
+    if not follow:
+        for prefix, lines in streams:
+            write(lines, False, out, prefix)
+        return
+    write(merged(streams), True, out)
+
+
+def merged(streams: Sequence[tuple[str, Iterator[str]]]) -> Generator[str, None, None]:
+    """The lines of every stream, prefixed, in the order they arrive (a reader thread per stream)."""
+    arrived: queue.Queue[str | None] = queue.Queue()
+
+    def read(prefix: str, lines: Iterator[str]) -> None:
+        try:
+            for line in lines:
+                arrived.put(prefix + line)
+        finally:
+            arrived.put(None)
+
+    for prefix, lines in streams:  # daemon threads: Ctrl-C ends the command without waiting for quiet logs
+        threading.Thread(target=read, args=(prefix, lines), daemon=True, name=prefix).start()
+    open_streams = len(streams)
+    while open_streams:
+        line = arrived.get()
+        if line is None:
+            open_streams -= 1
+        else:
+            yield line
 
 
 def check_arguments(role: str, index: int, tail: int | None) -> None:
@@ -83,8 +180,16 @@ def ordinal(pod: Any) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def check_started(pod: Any, role: str) -> None:
-    """A pod whose container never ran has no log: say why instead of the API server's 400."""
+def check_started(pod: Any, role: str, previous: bool = False) -> None:
+    """A pod whose container never ran has no log, nor one that never restarted a previous log: say why
+    instead of the API server's 400."""
+    if previous:
+        container = main_container(pod, role)
+        statuses = [s for s in (pod.status.container_statuses if pod.status else None) or [] if s.name == container]
+        if not any(s.last_state and s.last_state.terminated for s in statuses):
+            raise KubernetesError(f"{role} pod {name_of(pod)} has no previous log: its container has not restarted",
+                                  "leave out --previous for the current container's log")
+        return
     if has_started(pod):
         return
     phase = (pod.status.phase if pod.status else None) or "Unknown"

@@ -1,0 +1,130 @@
+"""`tfchart list` against the fake API server on the loopback: the real CLI in a subprocess, releases found by
+the chart's part-of label in one namespace or all, each with the run state `tfchart status` derives, the step,
+the GPUs its unfinished pods request and its age; pods and Services read a page at a time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+import yaml
+
+from tests import kubeapi as kf
+from tests.chartlib import REPO
+from tests.kubeapi import Call, KubeServer, kube_server
+from tfdcontract import Status, format_status_line
+
+SELECTOR = "app.kubernetes.io/part-of=tf-distributed"
+
+
+@pytest.fixture
+def server() -> Iterator[KubeServer]:
+    with kube_server(read_only=True) as running:
+        yield running
+
+
+def tfchart(server: KubeServer, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tfchart", "list", *args, "--kubeconfig",
+                           str(server.kubeconfig("team-a"))], cwd=REPO, capture_output=True, text=True, timeout=60,
+                          check=False)  # fmt: skip
+
+
+def training(server: KubeServer) -> None:
+    """mnist in team-a: 4 GPU workers (one Pending, unscheduled: it holds none) and a chief at step 1200 of 5000."""
+    docs = kf.rendered(("values/gpu.yaml",), namespace="team-a")
+    for doc in docs:
+        if doc["kind"] == "Service":
+            server.add(kf.service(doc))
+    chief, worker = kf.manifest(docs, "Job", "chief"), kf.manifest(docs, "StatefulSet", "worker")
+    server.add(kf.job(chief), kf.pod(chief), kf.pod(kf.manifest(docs, "StatefulSet", "ps"), index=0))
+    server.add(*(kf.pod(worker, index=i) for i in range(3)))
+    server.add(kf.pod(worker, index=3, phase="Pending", ready=False, unschedulable="0/3 nodes are available"))
+    status = Status("Running", "parameter_server", 1200, 5000, 0.2, None, 2117.0, None, kf.ago(hours=1), kf.ago(),
+                    "training")  # fmt: skip
+    server.set_log("team-a", "mnist-tf-distributed-chief-x7k2p", ["INFO trainer " + format_status_line(status)])
+
+
+def finished(server: KubeServer) -> None:
+    """vision in team-b: a multi_worker_mirrored run (worker 0 is the chief) that succeeded; its pods ended."""
+    docs = kf.rendered(sets=("training.strategy=multi_worker_mirrored", "chief.replicas=0", "worker.replicas=2"),
+                       release="vision", namespace="team-b")  # fmt: skip
+    workers = kf.manifest(docs, "Job", "worker")
+    server.add(kf.job(workers, "complete"))
+    pod = kf.pod(workers, "vision-tf-distributed-worker-0-abcde", phase="Succeeded", ready=False,
+                 terminated=("Completed", 0))  # fmt: skip
+    pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] = "0"
+    server.add(pod)
+    server.set_log("team-b", "vision-tf-distributed-worker-0-abcde", ["step 900, loss = 0.1 (10.0 examples/sec; "
+                                                                       "1.0 sec/batch)"])  # fmt: skip
+
+
+def test_all_namespaces_table(server: KubeServer) -> None:
+    training(server)
+    finished(server)
+    server.add(kf.daemon_set("nvidia-device-plugin"))  # another chart's objects are not listed
+    result = tfchart(server, "-A")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "NAMESPACE", "STATE", "STEP", "GPUS", "AGE"]
+    assert [line.split()[:5] for line in lines[1:]] == [
+        ["mnist", "team-a", "Running", "1200/5000", "3"],
+        ["vision", "team-b", "Succeeded", "900", "0"],
+    ]
+    assert "3 nvidia.com/gpu" in lines[1]
+    listed = [call for call in server.calls if call.verb == "list"]
+    assert {(call.resource, call.namespace, call.label_selector) for call in listed} == {
+        ("jobs", None, SELECTOR), ("services", None, SELECTOR), ("pods", None, SELECTOR)}
+    paged = [call for call in listed if call.resource in ("pods", "services")]
+    assert all(("limit", "500") in call.params for call in paged)
+
+
+def test_one_namespace_as_json_and_yaml(server: KubeServer) -> None:
+    training(server)
+    finished(server)
+    as_json = tfchart(server, "-o", "json")  # the kubeconfig context's namespace: team-a
+    assert as_json.returncode == 0, as_json.stderr
+    [mnist] = json.loads(as_json.stdout)
+    assert {key: mnist[key] for key in ("release", "namespace", "state", "step", "train_steps", "gpus")} == {
+        "release": "mnist", "namespace": "team-a", "state": "Running", "step": 1200, "train_steps": 5000,
+        "gpus": {"nvidia.com/gpu": 3}}  # fmt: skip
+    assert mnist["age_seconds"] >= 0
+    as_yaml = tfchart(server, "-n", "team-b", "-o", "yaml")
+    assert as_yaml.returncode == 0, as_yaml.stderr
+    [vision] = yaml.safe_load(as_yaml.stdout)
+    assert (vision["release"], vision["state"], vision["step"], vision["gpus"]) == ("vision", "Succeeded", 900, {})
+
+
+def test_pages_of_a_large_namespace(server: KubeServer) -> None:
+    training(server)
+    for index in range(600):  # more pods than a page, of a release whose Job was removed (ttlSecondsAfterFinished)
+        server.add({"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": f"big-{index}", "namespace": "team-a",
+            "labels": {"app.kubernetes.io/part-of": "tf-distributed", "app.kubernetes.io/instance": "big"}},
+            "spec": {"nodeName": "n1", "containers": [{"name": "x", "image": "x",
+                                                       "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+            "status": {"phase": "Running"}})  # fmt: skip
+    result = tfchart(server, "-o", "json")
+    assert result.returncode == 0, result.stderr
+    big = next(run for run in json.loads(result.stdout) if run["release"] == "big")
+    assert (big["state"], big["gpus"]) == ("Unknown", {"nvidia.com/gpu": 600})
+    pods = [call for call in server.calls if call.resource == "pods" and call.verb == "list"]
+    assert [dict(call.params).get("continue") for call in pods] == [None, "500"]
+
+
+def test_no_release_says_so_on_stderr(server: KubeServer) -> None:
+    result = tfchart(server, "-n", "empty")
+    assert (result.returncode, result.stdout) == (0, "")
+    assert result.stderr == "no tf-distributed releases in namespace empty\n"
+    assert server.calls == [Call("list", "jobs", "empty", label_selector=SELECTOR),
+                            *(Call("list", kind, "empty", label_selector=SELECTOR, params=(("limit", "500"),))
+                              for kind in ("services", "pods"))]  # fmt: skip
+
+
+def test_an_answer_that_is_not_kubernetes_is_one_line(server: KubeServer) -> None:
+    server.proxy_answer = (200, "text/html; charset=utf-8", b"<html><head><title>Sign in</title></head></html>")
+    result = tfchart(server, "-A")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("error: ") and "text/html" in result.stderr

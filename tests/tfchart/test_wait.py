@@ -1,0 +1,145 @@
+"""`tfchart wait` against the fake API server on the loopback: the real CLI in a subprocess, its exit code
+for each way a run ends (or does not), and a run that ends while the wait is under way."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import click
+import pytest
+
+from tests import kubeapi as kf
+from tests.chartlib import REPO
+from tests.kubeapi import Call, KubeServer, kube_server
+from tfchart.cli.formats import DURATION
+from tfchart.cluster.wait import NO_RUN_EXIT, TIMED_OUT_EXIT
+
+NS = "team-a"
+CHIEF = "mnist-tf-distributed-chief"
+SELECTOR = "app.kubernetes.io/instance=mnist,app.kubernetes.io/part-of=tf-distributed"
+LIST_JOBS = Call("list", "jobs", NS, label_selector=SELECTOR)
+
+
+@pytest.fixture
+def server() -> Iterator[KubeServer]:
+    with kube_server(read_only=True) as running:
+        yield running
+
+
+def run_job(server: KubeServer, state: str, **status: Any) -> dict[str, Any]:
+    """The release's run Job (the chief's) in `state`, as the Job controller writes it."""
+    chief = kf.job(kf.manifest(kf.rendered(namespace=NS), "Job", "chief"), state, **status)
+    server.add(chief)
+    return chief
+
+
+def tfchart_wait(server: KubeServer, *args: str) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "tfchart", "wait", "mnist", *args, "--kubeconfig", str(server.kubeconfig(NS))]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+
+
+def finished(process: subprocess.Popen[str]) -> tuple[int, str, str]:
+    out, err = process.communicate(timeout=60)
+    return process.returncode, out, err
+
+
+def test_a_run_that_already_succeeded_answers_at_once(server: KubeServer) -> None:
+    run_job(server, "complete")
+    code, out, err = finished(tfchart_wait(server))
+    assert (code, out, err) == (0, "mnist: Succeeded\n", "")
+    assert server.calls == [LIST_JOBS]
+
+
+def test_a_failed_run_exits_1_with_the_reason_on_stderr(server: KubeServer) -> None:
+    run_job(server, "failed")
+    code, out, err = finished(tfchart_wait(server, "-n", NS))
+    assert code == 1 and out == "mnist: Failed\n"
+    assert err == ("error: release mnist's run failed: BackoffLimitExceeded: Job has reached the specified backoff "
+                   "limit\n")
+
+
+def test_a_run_stopped_early_is_not_a_success(server: KubeServer) -> None:
+    job = run_job(server, "running")
+    reason = "stopped by tfchart stop (training ended early)"
+    server.update("Job", NS, job["metadata"]["name"], {"spec": {"suspend": True}, "metadata": {"annotations": {
+        "tf-distributed.io/ending": "stopped", "tf-distributed.io/end-reason": reason}}})  # fmt: skip
+    code, _, err = finished(tfchart_wait(server))
+    assert code == 1 and err == f"error: release mnist's run failed: {reason}\n"
+
+
+def test_a_run_that_ends_while_waiting(server: KubeServer) -> None:
+    run_job(server, "running")
+    waiting = tfchart_wait(server)
+    server.wait_for(LIST_JOBS)  # the wait has seen the run still going
+    ended = kf.job(kf.manifest(kf.rendered(namespace=NS), "Job", "chief"), "complete")
+    server.update("Job", NS, CHIEF, {"status": ended["status"]})
+    code, out, err = finished(waiting)
+    assert (code, out) == (0, "mnist: Succeeded\n"), err
+    assert server.calls.count(LIST_JOBS) >= 2
+
+
+def test_a_release_deleted_while_waiting(server: KubeServer) -> None:
+    run_job(server, "running")
+    waiting = tfchart_wait(server)
+    server.wait_for(LIST_JOBS)
+    server.delete("Job", NS, CHIEF)  # `helm uninstall`
+    code, out, err = finished(waiting)
+    assert code == NO_RUN_EXIT and out == ""
+    assert err.startswith("error: release mnist was deleted while waiting: no chief (or workers') Job carries its")
+    assert "Traceback" not in err
+
+
+def test_a_release_that_never_existed(server: KubeServer) -> None:
+    code, _, err = finished(tfchart_wait(server, "-n", "elsewhere"))
+    assert code == NO_RUN_EXIT
+    assert err.startswith("error: release mnist has no run in namespace elsewhere:")
+    assert "tfchart list -A" in err
+
+
+def test_timeout_exits_124_and_says_the_run_still_goes(server: KubeServer) -> None:
+    run_job(server, "running")
+    code, out, err = finished(tfchart_wait(server, "--timeout", "1s"))
+    assert code == TIMED_OUT_EXIT == 124 and out == ""
+    assert err.startswith("error: release mnist's run has not ended after 1s: it still runs")
+    assert server.calls.count(LIST_JOBS) >= 2  # looked again before giving up
+
+
+def test_a_bad_duration_is_a_usage_error(server: KubeServer) -> None:
+    code, _, err = finished(tfchart_wait(server, "--timeout", "ten minutes"))
+    assert code == 2 and "'ten minutes' is not a duration: use e.g. 90s, 10m, 1h30m or plain seconds" in err
+    assert server.calls == []
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90", 90), ("90s", 90), ("10m", 600), ("1h30m", 5400),
+                                               ("1.5m", 90), ("250ms", 0.25), ("", None), ("10x", None),
+                                               ("m", None), ("-5s", None)])  # fmt: skip
+def test_durations(text: str, seconds: float | None) -> None:
+    if seconds is None:
+        with pytest.raises(click.BadParameter):
+            DURATION.convert(text, None, None)
+    else:
+        assert DURATION.convert(text, None, None) == seconds
+
+
+def test_an_answer_that_is_not_kubernetes_is_one_line(server: KubeServer) -> None:
+    server.proxy_answer = (502, "text/html", b"<html><body><h1>502 Bad Gateway</h1></body></html>")
+    code, _, err = finished(tfchart_wait(server))
+    assert code == 1 and "Traceback" not in err
+    assert err.startswith("error: ") and "502" in err
+
+
+def test_a_failed_poll_once_the_run_was_seen_is_waited_out(server: KubeServer) -> None:
+    run_job(server, "running")
+    waiting = tfchart_wait(server)
+    server.wait_for(LIST_JOBS)
+    server.fail("list", "jobs", 503, "the server is currently unable to handle the request")  # restarting
+    server.wait_for(LIST_JOBS, count=2)
+    server.failures.clear()
+    ended = kf.job(kf.manifest(kf.rendered(namespace=NS), "Job", "chief"), "complete")
+    server.update("Job", NS, CHIEF, {"status": ended["status"]})
+    code, out, err = finished(waiting)
+    assert (code, out) == (0, "mnist: Succeeded\n"), err
+    assert 503 in server.answered(LIST_JOBS)

@@ -1,0 +1,103 @@
+"""`tfchart list`: this chart's releases in a namespace (or all of them), found by the chart's part-of
+label, each with its run state as `tfchart status` derives it (the run's Job, its chief pod's reported
+progress), the GPUs its unfinished pods request and its age. Pods and Services are read a page at a time:
+a large cluster's pods are never all held at once, and only the chief pods become client models.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from tfchart.cluster.kube import as_model
+from tfchart.cluster.objects import gpu_requests, has_started, is_chief_pod, job_info, newest, role_of, run_role
+from tfchart.cluster.status import read_progress, training_state
+from tfdcontract import CHART_NAME, CHIEF, COMPONENT_LABEL, INSTANCE_LABEL, PART_OF_LABEL, WORKER
+
+if TYPE_CHECKING:
+    from tfchart.cluster.kube import KubeApi
+
+FINISHED = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class ReleaseRun:
+    release: str
+    namespace: str
+    state: str  # as `tfchart status`: Running | Succeeded | Failed | Pending | Unknown
+    step: int | None
+    train_steps: int | None
+    gpus: dict[str, int]  # requested by its pods that are scheduled and not finished, per resource
+    age_seconds: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Found:
+    """What the pages said of one release."""
+
+    jobs: list[Any] = field(default_factory=list)
+    chief_pods: list[Any] = field(default_factory=list)
+    gpus: Counter[str] = field(default_factory=Counter)
+    created: datetime | None = None
+
+    def saw(self, created: datetime | str | None) -> None:
+        """The release is as old as its oldest Job or Service."""
+        if isinstance(created, str):
+            created = datetime.fromisoformat(created.replace("Z", "+00:00"))
+        if created is not None:
+            self.created = created if self.created is None else min(self.created, created)
+
+
+def list_runs(api: KubeApi, namespace: str | None, *, now: datetime | None = None) -> list[ReleaseRun]:
+    """The releases in `namespace` (None: every namespace), sorted by namespace and name."""
+    selector = f"{PART_OF_LABEL}={CHART_NAME}"
+    found: dict[tuple[str, str], Found] = {}
+
+    def release_of(in_namespace: str | None, labels: dict[str, str] | None) -> Found | None:
+        instance = (labels or {}).get(INSTANCE_LABEL)
+        return found.setdefault((in_namespace or "", instance), Found()) if instance else None
+
+    for job in api.list_objects("Job", namespace, selector):  # a release has one or two
+        each = release_of(job.metadata.namespace, job.metadata.labels)
+        if each is not None:
+            each.jobs.append(job)
+            each.saw(job.metadata.creation_timestamp)
+    for page in api.pages("Service", namespace, selector):
+        for metadata in (service.get("metadata") or {} for service in page):
+            each = release_of(metadata.get("namespace"), metadata.get("labels"))
+            if each is not None:
+                each.saw(metadata.get("creationTimestamp"))
+    for page in api.pages("Pod", namespace, selector):
+        for pod in page:
+            metadata = pod.get("metadata") or {}
+            each = release_of(metadata.get("namespace"), metadata.get("labels"))
+            if each is not None:
+                count_pod(each, pod)
+    moment = now or datetime.now(timezone.utc)
+    return [run_of(api, release, ns, each, moment) for (ns, release), each in sorted(found.items())]
+
+
+def count_pod(each: Found, pod: dict[str, Any]) -> None:
+    spec, phase = pod.get("spec") or {}, (pod.get("status") or {}).get("phase")
+    if spec.get("nodeName") and phase not in FINISHED and not pod["metadata"].get("deletionTimestamp"):
+        for gpu in gpu_requests(c.get("resources") for c in spec.get("containers") or []):
+            each.gpus[gpu.resource] += gpu.count
+    if (pod["metadata"].get("labels") or {}).get(COMPONENT_LABEL) in (CHIEF, WORKER):  # a candidate chief
+        model = as_model("Pod", pod)
+        if role_of(model) == run_role(each.jobs) and is_chief_pod(model):
+            each.chief_pods.append(model)
+
+
+def run_of(api: KubeApi, release: str, namespace: str, each: Found, now: datetime) -> ReleaseRun:
+    chief = job_info(run_role(each.jobs), each.jobs, each.chief_pods)
+    progress, _ = read_progress(api, namespace, newest([pod for pod in each.chief_pods if has_started(pod)]))
+    training = training_state(chief, progress)
+    age = int((now - each.created).total_seconds()) if each.created else None
+    step = progress.step if progress else None
+    total = progress.train_steps if progress else None
+    return ReleaseRun(release, namespace, training.state, step, total, dict(sorted(each.gpus.items())), age)

@@ -1,0 +1,90 @@
+"""`tfchart wait`: block until a release's run ends, and say how. The run's fate is read from the cluster
+only (the run's Job: its Complete/Failed conditions, else the ending recorded on it by the supervisor or
+`tfchart stop`), polled at a bounded interval, so a wait started after the run ended answers at once. Once
+the run was seen, a few failed polls in a row (an API server restarting) are waited out.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tfchart.cluster.kube import AccessDenied
+from tfchart.cluster.objects import job_info, run_role
+from tfchart.errors import KubernetesError, TfchartError
+from tfdcontract import release_selector
+
+if TYPE_CHECKING:
+    from tfchart.cluster.kube import KubeApi
+
+POLL_SECONDS = 2.0
+TIMED_OUT_EXIT = 124  # as timeout(1): the run did not end in time (it still runs)
+NO_RUN_EXIT = 3  # no run to wait for: the release (or its run's Job) is not there, or was deleted
+FAILED_POLLS_TOLERATED = 5  # in a row, once the run was seen
+
+
+class WaitTimedOut(TfchartError):
+    exit_code = TIMED_OUT_EXIT
+
+
+class NoRun(KubernetesError):
+    exit_code = NO_RUN_EXIT
+
+
+@dataclass(frozen=True)
+class Ended:
+    state: str  # Succeeded | Failed (a run stopped early counts as Failed: it did not succeed)
+    reason: str
+
+
+def wait(
+    api: KubeApi, release: str, namespace: str, timeout: float | None, *,
+    clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+) -> Ended:  # fmt: skip
+    """The run's ending, once it has one; raises WaitTimedOut after `timeout` seconds (None: never)."""
+    deadline = None if timeout is None else clock() + timeout
+    seen, failed_polls = False, 0
+    while True:
+        try:
+            ended = ending(api, release, namespace, seen)
+            failed_polls = 0
+        except (NoRun, AccessDenied):
+            raise
+        except KubernetesError:  # an API server restarting or a proxy's hiccup must not end an hours-long wait
+            failed_polls += 1
+            if not seen or failed_polls > FAILED_POLLS_TOLERATED:
+                raise
+            ended = None
+        if ended is not None:
+            return ended
+        seen = True
+        left = None if deadline is None else deadline - clock()
+        if left is not None and left <= 0:
+            raise WaitTimedOut(f"release {release}'s run has not ended after {describe(timeout or 0)}: it still runs",
+                               f"see where it is: `tfchart status {release} -n {namespace}`; wait longer with "
+                               "--timeout, or leave it out to wait until the run ends")
+        sleep(POLL_SECONDS if left is None else min(POLL_SECONDS, left))
+
+
+def ending(api: KubeApi, release: str, namespace: str, seen: bool) -> Ended | None:
+    """The run's ending, or None while it runs (or waits to start)."""
+    jobs = api.list_objects("Job", namespace, release_selector(release))
+    run = job_info(run_role(jobs), jobs, [])
+    if run.state == "Missing":
+        gone = "was deleted while waiting" if seen else f"has no run in namespace {namespace}"
+        raise NoRun(f"release {release} {gone}: no chief (or workers') Job carries its labels",
+                    "check the release name and namespace (`tfchart list -A`); a finished run's Job may have been "
+                    "removed by ttlSecondsAfterFinished: its result is in <storage>/status.json")
+    if run.state in ("Succeeded", "Failed"):
+        detail = f"{run.reason}: {run.message}" if run.message else run.reason
+        return Ended(run.state, "; ".join(part for part in (detail, run.end_reason) if part))
+    if run.ending:  # stopped (`tfchart stop --end-run`) or ended by the supervisor before a Job condition
+        return Ended("Failed", run.end_reason or f"the run ended ({run.ending}) before its Job completed")
+    return None
+
+
+def describe(seconds: float) -> str:
+    whole = int(seconds)
+    return f"{whole // 60}m{whole % 60:02d}s" if whole >= 60 else f"{seconds:g}s"
