@@ -18,6 +18,7 @@ from tfchart.helm.inputs import Inputs
 from tfchart.helm.runner import Helm
 
 if TYPE_CHECKING:
+    from tfchart.values.fixes import Edit
     from tfchart.values.helm_errors import Found
     from tfchart.values.origins import Origins
 
@@ -25,6 +26,13 @@ SCHEMA_FIRST = ("helm checks the values against the chart's schema before its te
                 "rules are checked once these problems are fixed")  # fmt: skip
 
 CHART_WARNING = "# WARNING: "  # a comment the chart renders above an object it warns about (values that may not work)
+
+
+@dataclass(frozen=True)
+class Located(Problem):
+    """A problem of the values with its fix as edits a tool can apply: a values file's line, or a --set argument."""
+
+    edits: tuple[Edit, ...] = ()
 
 
 @dataclass
@@ -65,8 +73,10 @@ class Report:
 
 
 def problem_dict(problem: Problem) -> dict[str, Any]:
-    """A problem in `--output json`: key path, what is wrong, the value as written, the fix, file and line."""
+    """A problem in `--output json`: key path, what is wrong, the value as written, the fix (as words and as
+    edits: a file's line rewritten, or a --set argument), file and line."""
     return {"path": problem.path, "message": problem.message, "value": problem.value, "fix": problem.fix,
+            "edits": [edit.as_dict() for edit in getattr(problem, "edits", ())],
             "file": problem.file or None, "line": problem.line}  # fmt: skip
 
 
@@ -119,7 +129,7 @@ def located_problems(stderr: str, helm: Helm, chart: Chart, inputs: Inputs) -> t
         elif item.kind == "set":
             problems.append(Problem("(root)", item.message, None, "fix the argument", _broken_set(helm, inputs, item)))
         else:
-            problems.append(_located(item, origins))
+            problems.append(_located(item, origins, schema))
         if more:
             problems[-1] = replace(problems[-1], message=f"{problems[-1].message} ({more})")
     return problems, all(item.kind in ("rule", "file", "set") for item in found)
@@ -156,7 +166,8 @@ def _grouped(found: list[Found], shown: int = 3) -> list[tuple[Found, str]]:
     return out
 
 
-def _located(item: Found, origins: Origins) -> Problem:
+def _located(item: Found, origins: Origins, schema: dict[str, Any]) -> Problem:
+    from tfchart.values import fixes
     from tfchart.values.helm_errors import UNKNOWN
 
     path = item.path or origins.key_named(item.key) or item.key
@@ -165,33 +176,18 @@ def _located(item: Found, origins: Origins) -> Problem:
         named = re.findall(r"\b[a-z][\w-]*(?:\.[a-zA-Z][\w-]*)+", f"{item.message} {item.fix}")
         origin = next((found for key in named if (found := origins.of(key)) is not None), None)
     parent = path.rpartition(".")[0] or "(root)"
+    edits: tuple[Edit, ...] = ()
     if item.kind == "rule":
-        fix = item.fix
+        fix, edits = fixes.of_rule(origins, item.fix)
     elif item.message == UNKNOWN:
         hint = origins.did_you_mean(parent, item.key)
         fix = f"remove it ({hint})" if hint else "remove it"
     elif item.message.startswith("key "):
         fix = "rename the key"
-    elif item.choices:
-        import difflib
-
-        typed = origin.text if origin and origin.text else ""
-        nearest = difflib.get_close_matches(typed, [c for c in item.choices if c], n=1, cutoff=0.3)
-        fix = f"--set {origins.set_path(path)}={(nearest or [c for c in item.choices if c] or [''])[0]}"
     else:
-        fix = _default_fix(origins, path)
-    problem = Problem(path, item.message, origin.text if origin else None, fix)
+        fix, edits = fixes.of_value(origins, schema, path, origin)
+    problem = Located(path, item.message, origin.text if origin else None, fix, edits=edits)
     return replace(problem, file=origin.source, line=origin.line) if origin else problem
-
-
-def _default_fix(origins: Origins, path: str) -> str:
-    """--set back to the chart default, where the default is one value."""
-    if (default := origins.default_text(path)) is None:
-        return ""
-    (text, kind), key = default, origins.set_path(path)
-    if kind == "quoted":
-        return f'--set {key}=""' if text == "" else f"--set-string {key}={text}"
-    return f"--set {key}={text}"
 
 
 def _broken_set(helm: Helm, inputs: Inputs, item: Found) -> str:
