@@ -132,7 +132,16 @@ def located_problems(stderr: str, helm: Helm, chart: Chart, inputs: Inputs) -> t
             problems.append(_located(item, origins, schema))
         if more:
             problems[-1] = replace(problems[-1], message=f"{problems[-1].message} ({more})")
-    return problems, all(item.kind in ("rule", "file", "set") for item in found)
+    if rules_checked := all(item.kind in ("rule", "file", "set") for item in found):
+        return problems, rules_checked  # the chart's rules in the chart's order
+    names = [file.name for file in inputs.files]  # helm 4 lists schema errors in no fixed order: the inputs' order
+
+    def place(problem: Problem) -> tuple[int, int]:  # each -f file by line, then --set arguments, then defaults
+        if problem.file in names:
+            return names.index(problem.file), problem.line or 0
+        return len(names) + (not problem.file), 0
+
+    return sorted(problems, key=place), rules_checked
 
 
 def _shown(argument: str) -> str:
