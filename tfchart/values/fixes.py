@@ -12,12 +12,13 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from tfchart.errors import Problem
 from tfchart.values.origins import Origin, Origins
 
 Schema = Mapping[str, Any]
@@ -48,61 +49,91 @@ class Edit:
         return {"key": self.key, "value": self.value, "set": [self.flag, self.argument], **where}
 
 
-def of_value(origins: Origins, schema: Schema, path: str, origin: Origin | None) -> tuple[str, tuple[Edit, ...]]:
-    """The fix of a value the schema refuses: kept as meant, the nearest allowed, or the chart default."""
-    node = schema_at(schema, path) or {}
-    kept = _kept(node, origin)
-    value, why = kept if kept is not None else (_nearest(node, origin, origins.default_text(path)), "")
-    if value is _NONE:
-        return "", ()
-    edit = edit_at(origins, path, value, origin, node)
-    return edit.shown(why), (edit,)
+@dataclass(frozen=True)
+class Located(Problem):
+    """A problem of the values with its fix as edits a tool can apply."""
+
+    edits: tuple[Edit, ...] = ()
 
 
-def of_rule(origins: Origins, fix: str) -> tuple[str, tuple[Edit, ...]]:
-    """A chart rule's own fix, its leading `--set KEY=VALUE` arguments written where each key was set."""
-    edits: list[Edit] = []
-    position = 0
-    while piece := SET_PIECE.match(fix, position):
-        flag, key, written = piece.groups()
-        if re.search(r"[<>{}\[\]'\\]", written):
-            break  # a placeholder or a list: the rule's words
-        path = key.replace("\\.", ".")
-        value = "" if written == '""' else written if flag == "--set-string" else _helm_typed(written)
-        edits.append(edit_at(origins, path, value, origins.of(path)))
-        position = piece.end()
-    if not any(edit.file for edit in edits):
-        return fix, tuple(edits)
-    return "; ".join(edit.shown() for edit in edits) + (f" {fix[position:]}" if fix[position:] else ""), tuple(edits)
+class Fixes:
+    """The fixes of one validation. Fixes that rewrite one line (a flow map with two bad values) each carry every
+    change to it once `whole` has seen them all: applied in any order, one or all of them make every change."""
 
+    def __init__(self, origins: Origins, schema: Schema) -> None:
+        self.origins, self.schema = origins, schema
+        self.lines: dict[tuple[str, int], str] = {}  # (file, line number) as written
+        self.changes: dict[tuple[str, int], dict[tuple[int, int], str]] = {}  # the same: {columns: new text}
 
-def edit_at(origins: Origins, path: str, value: Any, origin: Origin | None, node: Schema | None = None) -> Edit:
-    """`path` = `value`, written where `origin` set it: its line in a values file, else a --set argument (--set
-    reads 0.5 as a string: --set-json for a number, unless the schema `node` takes the string too)."""
-    flag, argument = set_argument(origins.set_path(path), value)
-    if flag == "--set-json" and isinstance(value, float) and node is not None and fits(node, yaml_text(value)):
-        flag, argument = "--set", argument
-    leaves = [key for key in dict(origins.set_paths).get(origin.source, {}) if key.endswith(".#leaf")] if origin else []
-    replaces = origin.source if origin is not None and len(leaves) == 1 else None  # an argument setting more stays
-    edit = Edit(path, value, flag, argument, replaces)
-    scalar = origin.node if origin is not None else None
-    file = next((file for file in origins.inputs.files if origin and file.name == origin.source), None)
-    if origin is None or scalar is None or file is None or file.name != file.path:  # a copy of standard input, a pipe
-        return edit
-    start, end = scalar.start_mark, scalar.end_mark
-    if not isinstance(scalar, yaml.ScalarNode) or scalar.style in ("|", ">") or start.line != end.line:
-        return edit
-    if origin.line is None or start.line + 1 < origin.line:  # an alias: the anchor's line serves other keys too
-        return edit
-    try:
-        line = YAML_BREAK.split(Path(file.path).read_bytes().decode("utf-8-sig"))[start.line]
-    except (OSError, UnicodeError, IndexError):
-        return edit
-    written = line[start.column : end.column]
-    if written != scalar.value and written[:1] not in ("'", '"'):
-        return edit  # the marks do not point at the value: never rewrite another part of the line
-    text = line[: start.column] + yaml_text(value) + line[end.column :]
-    return Edit(path, value, flag, argument, None, file.name, start.line + 1, text)
+    def whole(self, problem: Problem) -> Problem:
+        """`problem` with each line its fix rewrites carrying every change found to that line."""
+        if not isinstance(problem, Located):
+            return problem
+        edits, fix = [], problem.fix
+        for edit in problem.edits:
+            if edit.file and edit.line is not None:
+                line = self.lines[edit.file, edit.line]
+                for (begin, end), text in sorted(self.changes[edit.file, edit.line].items(), reverse=True):
+                    line = line[:begin] + text + line[end:]  # right to left: the columns stay true
+                fix, edit = fix.replace(edit.text.strip(), line.strip()), replace(edit, text=line)
+            edits.append(edit)
+        return replace(problem, fix=fix, edits=tuple(edits))
+
+    def of_value(self, path: str, origin: Origin | None) -> tuple[str, tuple[Edit, ...]]:
+        """The fix of a value the schema refuses: kept as meant, the nearest allowed, or the chart default."""
+        node = schema_at(self.schema, path) or {}
+        kept = _kept(node, origin)
+        value, why = kept if kept is not None else (_nearest(node, origin, self.origins.default_text(path)), "")
+        if value is _NONE:
+            return "", ()
+        edit = self.edit_at(path, value, origin, node)
+        return edit.shown(why), (edit,)
+
+    def of_rule(self, fix: str) -> tuple[str, tuple[Edit, ...]]:
+        """A chart rule's own fix, its leading `--set KEY=VALUE` arguments written where each key was set."""
+        edits: list[Edit] = []
+        position = 0
+        while piece := SET_PIECE.match(fix, position):
+            flag, key, written = piece.groups()
+            if re.search(r"[<>{}\[\]'\\]", written):
+                break  # a placeholder or a list: the rule's words
+            path = key.replace("\\.", ".")
+            value = "" if written == '""' else written if flag == "--set-string" else _helm_typed(written)
+            edits.append(self.edit_at(path, value, self.origins.of(path)))
+            position = piece.end()
+        if not any(edit.file for edit in edits):
+            return fix, tuple(edits)
+        rest = f" {fix[position:]}" if fix[position:] else ""
+        return "; ".join(edit.shown() for edit in edits) + rest, tuple(edits)
+
+    def edit_at(self, path: str, value: Any, origin: Origin | None, node: Schema | None = None) -> Edit:
+        """`path` = `value`, written where `origin` set it: its line in a values file, else a --set argument
+        (--set reads 0.5 as a string: --set-json for a number, unless the schema `node` takes the string too)."""
+        origins = self.origins
+        flag, argument = set_argument(origins.set_path(path), value)
+        if flag == "--set-json" and isinstance(value, float) and node is not None and fits(node, yaml_text(value)):
+            flag = "--set"
+        sets = dict(origins.set_paths).get(origin.source, {}) if origin is not None else {}
+        replaces = origin.source if origin and sum(key.endswith(".#leaf") for key in sets) == 1 else None  # else kept
+        edit = Edit(path, value, flag, argument, replaces)
+        scalar = origin.node if origin is not None else None
+        file = next((file for file in origins.inputs.files if origin and file.name == origin.source), None)
+        if (origin is None or origin.line is None or file is None or file.name != file.path  # standard input, a pipe
+                or not isinstance(scalar, yaml.ScalarNode) or scalar.style in ("|", ">")
+                or not origin.line <= scalar.start_mark.line + 1 == scalar.end_mark.line + 1):  # an alias, many lines
+            return edit
+        start, end = scalar.start_mark, scalar.end_mark
+        try:
+            line = YAML_BREAK.split(Path(file.path).read_bytes().decode("utf-8-sig"))[start.line]
+        except (OSError, UnicodeError, IndexError):
+            return edit
+        written = line[start.column : end.column]
+        if written != scalar.value and written[:1] not in ("'", '"'):
+            return edit  # the marks do not point at the value: never rewrite another part of the line
+        self.lines[file.name, start.line + 1] = line
+        self.changes.setdefault((file.name, start.line + 1), {})[start.column, end.column] = yaml_text(value)
+        text = line[: start.column] + yaml_text(value) + line[end.column :]
+        return Edit(path, value, flag, argument, None, file.name, start.line + 1, text)
 
 
 def schema_at(schema: Schema, path: str) -> Schema | None:

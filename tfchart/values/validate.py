@@ -18,7 +18,7 @@ from tfchart.helm.inputs import Inputs
 from tfchart.helm.runner import Helm
 
 if TYPE_CHECKING:
-    from tfchart.values.fixes import Edit
+    from tfchart.values.fixes import Edit, Fixes
     from tfchart.values.helm_errors import Found
     from tfchart.values.origins import Origins
 
@@ -26,13 +26,6 @@ SCHEMA_FIRST = ("helm checks the values against the chart's schema before its te
                 "rules are checked once these problems are fixed")  # fmt: skip
 
 CHART_WARNING = "# WARNING: "  # a comment the chart renders above an object it warns about (values that may not work)
-
-
-@dataclass(frozen=True)
-class Located(Problem):
-    """A problem of the values with its fix as edits a tool can apply: a values file's line, or a --set argument."""
-
-    edits: tuple[Edit, ...] = ()
 
 
 @dataclass
@@ -114,11 +107,13 @@ def rendered(helm: Helm, chart: Chart, inputs: Inputs, release: str, namespace: 
 def located_problems(stderr: str, helm: Helm, chart: Chart, inputs: Inputs) -> tuple[list[Problem], bool]:
     """The problems of a refused render, located; and whether the chart's own rules ran (not when helm
     stopped at schema errors)."""
+    from tfchart.values.fixes import Fixes
     from tfchart.values.helm_errors import read
     from tfchart.values.origins import Origins, file_error_key
 
     schema = json.loads(chart.file("values.schema.json") or b"{}")
     found, origins, problems = read(stderr, schema.get("x-pattern-meanings") or {}), Origins(helm, chart, inputs), []
+    fixes = Fixes(origins, schema)
     for item, more in _grouped(found):
         if item.kind == "file":
             name = next((file.name for file in inputs.files if file.path == item.source), item.source)
@@ -129,17 +124,18 @@ def located_problems(stderr: str, helm: Helm, chart: Chart, inputs: Inputs) -> t
         elif item.kind == "set":
             problems.append(Problem("(root)", item.message, None, "fix the argument", _broken_set(helm, inputs, item)))
         else:
-            problems.append(_located(item, origins, schema))
+            problems.append(_located(item, origins, fixes))
         if more:
             problems[-1] = replace(problems[-1], message=f"{problems[-1].message} ({more})")
+    problems = [fixes.whole(problem) for problem in problems]
     if rules_checked := all(item.kind in ("rule", "file", "set") for item in found):
         return problems, rules_checked  # the chart's rules in the chart's order
     names = [file.name for file in inputs.files]  # helm 4 lists schema errors in no fixed order: the inputs' order
 
-    def place(problem: Problem) -> tuple[int, int]:  # each -f file by line, then --set arguments, then defaults
+    def place(problem: Problem) -> tuple[int, int, str]:  # each -f file by line, then --set arguments, then defaults
         if problem.file in names:
-            return names.index(problem.file), problem.line or 0
-        return len(names) + (not problem.file), 0
+            return names.index(problem.file), problem.line or 0, problem.path
+        return len(names) + (not problem.file), 0, problem.path
 
     return sorted(problems, key=place), rules_checked
 
@@ -175,8 +171,8 @@ def _grouped(found: list[Found], shown: int = 3) -> list[tuple[Found, str]]:
     return out
 
 
-def _located(item: Found, origins: Origins, schema: dict[str, Any]) -> Problem:
-    from tfchart.values import fixes
+def _located(item: Found, origins: Origins, fixes: Fixes) -> Problem:
+    from tfchart.values.fixes import Located
     from tfchart.values.helm_errors import UNKNOWN
 
     path = item.path or origins.key_named(item.key) or item.key
@@ -187,14 +183,14 @@ def _located(item: Found, origins: Origins, schema: dict[str, Any]) -> Problem:
     parent = path.rpartition(".")[0] or "(root)"
     edits: tuple[Edit, ...] = ()
     if item.kind == "rule":
-        fix, edits = fixes.of_rule(origins, item.fix)
+        fix, edits = fixes.of_rule(item.fix)
     elif item.message == UNKNOWN:
         hint = origins.did_you_mean(parent, item.key)
         fix = f"remove it ({hint})" if hint else "remove it"
     elif item.message.startswith("key "):
         fix = "rename the key"
     else:
-        fix, edits = fixes.of_value(origins, schema, path, origin)
+        fix, edits = fixes.of_value(path, origin)
     problem = Located(path, item.message, origin.text if origin else None, fix, edits=edits)
     return replace(problem, file=origin.source, line=origin.line) if origin else problem
 
