@@ -89,3 +89,17 @@ def test_the_suggested_fix_makes_the_values_valid_and_keeps_what_was_meant(case:
     for key, value in spec["intent"].items():
         meant = with_value(meant, key, value)
     assert user_values(major, args, tmp_path) == meant
+
+
+def test_a_choice_helm_names_is_offered_where_the_schema_is_not_walked(helm_major: str, tmp_path: Path) -> None:
+    """A chart of one's own whose enum sits behind a $ref: the nearest of the choices helm's message names."""
+    chart = tmp_path / "chart"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: own\nversion: 0.1.0\n")
+    (chart / "values.yaml").write_text("mode: fast\n")
+    (chart / "values.schema.json").write_text(json.dumps({
+        "$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"mode": {"enum": ["fast", "thorough"]}},
+        "properties": {"mode": {"$ref": "#/definitions/mode"}}}))  # fmt: skip
+    (chart / "templates" / "cm.yaml").write_text("kind: ConfigMap\napiVersion: v1\nmetadata: {name: x}\n")
+    code, report = validate(helm_major, ["--chart", str(chart), "--set", "mode=Thorough"], tmp_path)
+    assert code == 1 and [problem["fix"] for problem in report["problems"]] == ["--set mode=thorough"], report

@@ -79,9 +79,11 @@ class Fixes:
             edits.append(edit)
         return replace(problem, fix=fix, edits=tuple(edits))
 
-    def of_value(self, path: str, origin: Origin | None) -> tuple[str, tuple[Edit, ...]]:
-        """The fix of a value the schema refuses: kept as meant, the nearest allowed, or the chart default."""
+    def of_value(self, path: str, origin: Origin | None, choices: tuple[str, ...]) -> tuple[str, tuple[Edit, ...]]:
+        """The fix of a value the schema refuses: kept as meant, the nearest allowed, or the chart default (`choices`:
+        the enum helm named, for a schema this module cannot walk)."""
         node = schema_at(self.schema, path) or {}
+        node = {**node, "enum": list(choices)} if choices and "enum" not in node else node
         kept = _kept(node, origin)
         value, why = kept if kept is not None else (_nearest(node, origin, self.origins.default_text(path)), "")
         if value is _NONE:

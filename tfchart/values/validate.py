@@ -190,7 +190,7 @@ def _located(item: Found, origins: Origins, fixes: Fixes) -> Problem:
     elif item.message.startswith("key "):
         fix = "rename the key"
     else:
-        fix, edits = fixes.of_value(path, origin)
+        fix, edits = fixes.of_value(path, origin, item.choices)
     problem = Located(path, item.message, origin.text if origin else None, fix, edits=edits)
     return replace(problem, file=origin.source, line=origin.line) if origin else problem
 
