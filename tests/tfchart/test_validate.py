@@ -74,11 +74,18 @@ def test_every_bad_values_fixture_is_located_in_its_file(fixture: Path, major: s
         # the line holds the key; a rule's key may be a default, then the line of another key the rule names
         assert written.strip() and not written.lstrip().startswith("#"), problem
         assert rules or problem["path"].rsplit(".", 1)[-1].split("/")[-1] in written, problem
-    if rules:  # the chart's rules: the same problems, word for word
+    if rules:  # the chart's rules: the same problems, word for word, and the same fix
         helm_lines = [line.strip()[2:] for line in helm_said.stderr.split("problem(s) in values:", 1)[1].splitlines()
                       if line.strip().startswith("- ")]  # fmt: skip
-        ours = [f"{p['path']}: {p['message']}. Fix: {p['fix']}" for p in report["problems"]]
-        assert ours == helm_lines
+        assert [f"{p['path']}: {p['message']}" for p in report["problems"]] == [
+            line.rpartition(". Fix: ")[0] for line in helm_lines]
+        for problem, line in zip(report["problems"], helm_lines, strict=True):
+            helm_fix = line.rpartition(". Fix: ")[2]
+            # the rule's --set arguments, each written as the line of the file that set its key, the rest as helm said
+            said = " ".join(f"{flag} {argument}" + '""' * argument.endswith("=") for flag, argument in
+                            (edit["set"] for edit in problem["edits"]))  # fmt: skip
+            assert helm_fix.startswith(said) and problem["fix"].endswith(helm_fix[len(said):]), (problem, helm_fix)
+            assert problem["fix"] == helm_fix or any(edit.get("file") == str(fixture) for edit in problem["edits"])
         assert report["rulesChecked"] is True
     else:
         assert len(report["problems"]) <= expected_helm_problems(helm_said.stderr)
@@ -91,7 +98,7 @@ def test_one_report_names_file_line_set_argument_and_chart_default(capsys: pytes
                               capsys)  # fmt: skip
     assert code == 1 and "Traceback" not in report
     assert f"{typo}:4  worker.replica: unknown key" in report and "did you mean worker.replicas?" in report
-    assert "--set ps.replicas=-1  ps.replicas:" in report and "fix: --set ps.replicas=1" in report
+    assert "--set ps.replicas=-1  ps.replicas:" in report and "fix: --set ps.replicas=0" in report  # the nearest allowed
     assert "--set chief.gpu.count=x  chief.gpu.count:" in report
     assert "the chart's cross-field rules are checked once these problems are fixed" in report
     code, report, _ = run_cli(["validate", "--set", "worker.replicas=0"], capsys)  # a rule on a chart default
@@ -117,7 +124,9 @@ def test_json_report(capsys: pytest.CaptureFixture[str]) -> None:
     assert set(report) == {"valid", "inputs", "problems", "rulesChecked", "warnings", "notes"}
     count = next(p for p in report["problems"] if p["path"] == "worker.gpu.count")
     assert count == {"path": "worker.gpu.count", "message": count["message"], "value": "two",
-                     "fix": "--set worker.gpu.count=0", "file": "--set worker.gpu.count=two", "line": None}  # fmt: skip
+                     "fix": "--set worker.gpu.count=0", "file": "--set worker.gpu.count=two", "line": None,
+                     "edits": [{"key": "worker.gpu.count", "value": 0, "set": ["--set", "worker.gpu.count=0"],
+                                "replaces": "--set worker.gpu.count=two"}]}  # fmt: skip
     unknown = next(p for p in report["problems"] if p["path"] == "worker.replica")
     assert unknown["fix"] == "remove it (did you mean worker.replicas?)"
     code, out, _ = run_cli(["validate", "-o", "json", "--set", "ps.replicas=0"], capsys)

@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,8 @@ class Origin:
     source: str
     line: int | None = None
     text: str | None = None  # the value as written there
+    value: Any = None  # as helm reads it (a scalar)
+    node: yaml.Node | None = field(default=None, compare=False)  # in a file: the value's node, with its marks
 
 
 def compose(data: bytes | None) -> list[yaml.Node]:
@@ -144,13 +146,14 @@ class Origins:
         for source, paths in self.set_paths:  # `paths` holds every set path and each map above one
             if path in paths or any(parent in paths and parent + ".#leaf" in paths for parent in above):
                 value = paths.get(path)
-                return Origin(_shown(source), None, None if isinstance(value, (dict, list)) else _json(value))
+                scalar = not isinstance(value, (dict, list))
+                return Origin(_shown(source), None, _json(value) if scalar else None, value if scalar else None)
         for name, documents in self.files:
             for root in reversed(documents):
                 node, key, rest, _ = walk(root, path)
                 if not rest and key is not None:
                     text = str(node.value) if isinstance(node, yaml.ScalarNode) else None
-                    return Origin(name, key.start_mark.line + 1, text)
+                    return Origin(name, key.start_mark.line + 1, text, _typed(node), node)
         return None
 
     def nearest(self, path: str) -> Origin | None:
@@ -221,6 +224,14 @@ def _paths(value: Any, where: str = "") -> Iterator[tuple[str, Any]]:
                 yield at + ".#leaf", None
         children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
         pending.extend((child, f"{at}.{key}" if at else str(key)) for key, child in children)
+
+
+def _typed(node: yaml.Node) -> Any:
+    """A scalar node's value as YAML types it (None for a map, a list or a tag PyYAML cannot construct)."""
+    try:
+        return yaml.constructor.SafeConstructor().construct_object(node) if isinstance(node, yaml.ScalarNode) else None
+    except (yaml.YAMLError, ValueError, TypeError):
+        return None
 
 
 def _json(value: Any) -> str:

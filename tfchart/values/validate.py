@@ -18,6 +18,7 @@ from tfchart.helm.inputs import Inputs
 from tfchart.helm.runner import Helm
 
 if TYPE_CHECKING:
+    from tfchart.values.fixes import Edit, Fixes
     from tfchart.values.helm_errors import Found
     from tfchart.values.origins import Origins
 
@@ -65,8 +66,10 @@ class Report:
 
 
 def problem_dict(problem: Problem) -> dict[str, Any]:
-    """A problem in `--output json`: key path, what is wrong, the value as written, the fix, file and line."""
+    """A problem in `--output json`: key path, what is wrong, the value as written, the fix (as words and as
+    edits: a file's line rewritten, or a --set argument), file and line."""
     return {"path": problem.path, "message": problem.message, "value": problem.value, "fix": problem.fix,
+            "edits": [edit.as_dict() for edit in getattr(problem, "edits", ())],
             "file": problem.file or None, "line": problem.line}  # fmt: skip
 
 
@@ -104,11 +107,13 @@ def rendered(helm: Helm, chart: Chart, inputs: Inputs, release: str, namespace: 
 def located_problems(stderr: str, helm: Helm, chart: Chart, inputs: Inputs) -> tuple[list[Problem], bool]:
     """The problems of a refused render, located; and whether the chart's own rules ran (not when helm
     stopped at schema errors)."""
+    from tfchart.values.fixes import Fixes
     from tfchart.values.helm_errors import read
     from tfchart.values.origins import Origins, file_error_key
 
     schema = json.loads(chart.file("values.schema.json") or b"{}")
     found, origins, problems = read(stderr, schema.get("x-pattern-meanings") or {}), Origins(helm, chart, inputs), []
+    fixes = Fixes(origins, schema)
     for item, more in _grouped(found):
         if item.kind == "file":
             name = next((file.name for file in inputs.files if file.path == item.source), item.source)
@@ -119,10 +124,20 @@ def located_problems(stderr: str, helm: Helm, chart: Chart, inputs: Inputs) -> t
         elif item.kind == "set":
             problems.append(Problem("(root)", item.message, None, "fix the argument", _broken_set(helm, inputs, item)))
         else:
-            problems.append(_located(item, origins))
+            problems.append(_located(item, origins, fixes))
         if more:
             problems[-1] = replace(problems[-1], message=f"{problems[-1].message} ({more})")
-    return problems, all(item.kind in ("rule", "file", "set") for item in found)
+    problems = [fixes.whole(problem) for problem in problems]
+    if rules_checked := all(item.kind in ("rule", "file", "set") for item in found):
+        return problems, rules_checked  # the chart's rules in the chart's order
+    names = [file.name for file in inputs.files]  # helm 4 lists schema errors in no fixed order: the inputs' order
+
+    def place(problem: Problem) -> tuple[int, int, str]:  # each -f file by line, then --set arguments, then defaults
+        if problem.file in names:
+            return names.index(problem.file), problem.line or 0, problem.path
+        return len(names) + (not problem.file), 0, problem.path
+
+    return sorted(problems, key=place), rules_checked
 
 
 def _shown(argument: str) -> str:
@@ -156,7 +171,8 @@ def _grouped(found: list[Found], shown: int = 3) -> list[tuple[Found, str]]:
     return out
 
 
-def _located(item: Found, origins: Origins) -> Problem:
+def _located(item: Found, origins: Origins, fixes: Fixes) -> Problem:
+    from tfchart.values.fixes import Located
     from tfchart.values.helm_errors import UNKNOWN
 
     path = item.path or origins.key_named(item.key) or item.key
@@ -165,33 +181,18 @@ def _located(item: Found, origins: Origins) -> Problem:
         named = re.findall(r"\b[a-z][\w-]*(?:\.[a-zA-Z][\w-]*)+", f"{item.message} {item.fix}")
         origin = next((found for key in named if (found := origins.of(key)) is not None), None)
     parent = path.rpartition(".")[0] or "(root)"
+    edits: tuple[Edit, ...] = ()
     if item.kind == "rule":
-        fix = item.fix
+        fix, edits = fixes.of_rule(item.fix)
     elif item.message == UNKNOWN:
         hint = origins.did_you_mean(parent, item.key)
         fix = f"remove it ({hint})" if hint else "remove it"
     elif item.message.startswith("key "):
         fix = "rename the key"
-    elif item.choices:
-        import difflib
-
-        typed = origin.text if origin and origin.text else ""
-        nearest = difflib.get_close_matches(typed, [c for c in item.choices if c], n=1, cutoff=0.3)
-        fix = f"--set {origins.set_path(path)}={(nearest or [c for c in item.choices if c] or [''])[0]}"
     else:
-        fix = _default_fix(origins, path)
-    problem = Problem(path, item.message, origin.text if origin else None, fix)
+        fix, edits = fixes.of_value(path, origin, item.choices)
+    problem = Located(path, item.message, origin.text if origin else None, fix, edits=edits)
     return replace(problem, file=origin.source, line=origin.line) if origin else problem
-
-
-def _default_fix(origins: Origins, path: str) -> str:
-    """--set back to the chart default, where the default is one value."""
-    if (default := origins.default_text(path)) is None:
-        return ""
-    (text, kind), key = default, origins.set_path(path)
-    if kind == "quoted":
-        return f'--set {key}=""' if text == "" else f"--set-string {key}={text}"
-    return f"--set {key}={text}"
 
 
 def _broken_set(helm: Helm, inputs: Inputs, item: Found) -> str:

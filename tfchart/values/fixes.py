@@ -1,0 +1,310 @@
+"""Fixes that keep what the user meant, read from the chart's schema (type, enum, range, pattern) and the
+chart's rules' own `--set` fixes, never from a rule of tfchart's: the user's value where it is valid once
+typed as meant (`"3"` for an integer: 3), else the nearest allowed (the enum choice closest in meaning, a
+number brought into its range), else the chart default. Each is written where the value came from: the
+line of a values file rewritten (its indentation, key and comment kept), else a `--set` argument.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tfchart.errors import Problem
+from tfchart.values.origins import Origin, Origins
+
+Schema = Mapping[str, Any]
+SET_PIECE = re.compile(r"(--set(?:-string)?) ((?:[^\s=\\]|\\.)+)=(\S*)(?:\s+|$)")  # a rule's fix: --set KEY=VALUE
+YAML_BREAK = re.compile(r"\r\n|[\n\r\x85\u2028\u2029]")  # the line breaks PyYAML counts lines by
+
+
+@dataclass(frozen=True)
+class Edit:
+    """`key` = `value` as the argument `flag argument`; with `file`, as line `line` of it rewritten to `text`."""
+
+    key: str
+    value: Any
+    flag: str
+    argument: str
+    replaces: str | None = None  # the --set argument this one takes the place of (helm applies --set-string last)
+    file: str = ""
+    line: int | None = None
+    text: str = ""
+
+    def shown(self, why: str = "") -> str:
+        if self.file:
+            return f"{self.file} line {self.line}{', ' + why if why else ''}: {self.text.strip()}"
+        return f"{self.flag} {self.argument}" + ('""' if self.argument.endswith("=") else "")
+
+    def as_dict(self) -> dict[str, Any]:
+        where = {"file": self.file, "line": self.line, "text": self.text} if self.file else {"replaces": self.replaces}
+        return {"key": self.key, "value": self.value, "set": [self.flag, self.argument], **where}
+
+
+@dataclass(frozen=True)
+class Located(Problem):
+    """A problem of the values with its fix as edits a tool can apply."""
+
+    edits: tuple[Edit, ...] = ()
+
+
+class Fixes:
+    """The fixes of one validation. Fixes that rewrite one line (a flow map with two bad values) each carry every
+    change to it once `whole` has seen them all: applied in any order, one or all of them make every change."""
+
+    def __init__(self, origins: Origins, schema: Schema) -> None:
+        self.origins, self.schema = origins, schema
+        self.lines: dict[tuple[str, int], str] = {}  # (file, line number) as written
+        self.changes: dict[tuple[str, int], dict[tuple[int, int], str]] = {}  # the same: {columns: new text}
+
+    def whole(self, problem: Problem) -> Problem:
+        """`problem` with each line its fix rewrites carrying every change found to that line."""
+        if not isinstance(problem, Located):
+            return problem
+        edits, fix = [], problem.fix
+        for edit in problem.edits:
+            if edit.file and edit.line is not None:
+                line = self.lines[edit.file, edit.line]
+                for (begin, end), text in sorted(self.changes[edit.file, edit.line].items(), reverse=True):
+                    line = line[:begin] + text + line[end:]  # right to left: the columns stay true
+                fix, edit = fix.replace(edit.text.strip(), line.strip()), replace(edit, text=line)
+            edits.append(edit)
+        return replace(problem, fix=fix, edits=tuple(edits))
+
+    def of_value(self, path: str, origin: Origin | None, choices: tuple[str, ...]) -> tuple[str, tuple[Edit, ...]]:
+        """The fix of a value the schema refuses: kept as meant, the nearest allowed, or the chart default (`choices`:
+        the enum helm named, for a schema this module cannot walk)."""
+        node = schema_at(self.schema, path) or {}
+        node = {**node, "enum": list(choices)} if choices and "enum" not in node else node
+        kept = _kept(node, origin)
+        value, why = kept if kept is not None else (_nearest(node, origin, self.origins.default_text(path)), "")
+        if value is _NONE:
+            return "", ()
+        edit = self.edit_at(path, value, origin, node)
+        return edit.shown(why), (edit,)
+
+    def of_rule(self, fix: str) -> tuple[str, tuple[Edit, ...]]:
+        """A chart rule's own fix, its leading `--set KEY=VALUE` arguments written where each key was set."""
+        edits: list[Edit] = []
+        position = 0
+        while piece := SET_PIECE.match(fix, position):
+            flag, key, written = piece.groups()
+            if re.search(r"[<>{}\[\]'\\]", written):
+                break  # a placeholder or a list: the rule's words
+            path = key.replace("\\.", ".")
+            value = "" if written == '""' else written if flag == "--set-string" else _helm_typed(written)
+            edits.append(self.edit_at(path, value, self.origins.of(path)))
+            position = piece.end()
+        if not any(edit.file for edit in edits):
+            return fix, tuple(edits)
+        rest = f" {fix[position:]}" if fix[position:] else ""
+        return "; ".join(edit.shown() for edit in edits) + rest, tuple(edits)
+
+    def edit_at(self, path: str, value: Any, origin: Origin | None, node: Schema | None = None) -> Edit:
+        """`path` = `value`, written where `origin` set it: its line in a values file, else a --set argument
+        (--set reads 0.5 as a string: --set-json for a number, unless the schema `node` takes the string too)."""
+        origins = self.origins
+        flag, argument = set_argument(origins.set_path(path), value)
+        if flag == "--set-json" and isinstance(value, float) and node is not None and fits(node, yaml_text(value)):
+            flag = "--set"
+        sets = dict(origins.set_paths).get(origin.source, {}) if origin is not None else {}
+        replaces = origin.source if origin and sum(key.endswith(".#leaf") for key in sets) == 1 else None  # else kept
+        edit = Edit(path, value, flag, argument, replaces)
+        scalar = origin.node if origin is not None else None
+        file = next((file for file in origins.inputs.files if origin and file.name == origin.source), None)
+        if (origin is None or origin.line is None or file is None or file.name != file.path  # standard input, a pipe
+                or not isinstance(scalar, yaml.ScalarNode) or scalar.style in ("|", ">")
+                or not origin.line <= scalar.start_mark.line + 1 == scalar.end_mark.line + 1):  # an alias, many lines
+            return edit
+        start, end = scalar.start_mark, scalar.end_mark
+        try:
+            line = YAML_BREAK.split(Path(file.path).read_bytes().decode("utf-8-sig"))[start.line]
+        except (OSError, UnicodeError, IndexError):
+            return edit
+        written = line[start.column : end.column]
+        if written != scalar.value and written[:1] not in ("'", '"'):
+            return edit  # the marks do not point at the value: never rewrite another part of the line
+        self.lines[file.name, start.line + 1] = line
+        self.changes.setdefault((file.name, start.line + 1), {})[start.column, end.column] = yaml_text(value)
+        text = line[: start.column] + yaml_text(value) + line[end.column :]
+        return Edit(path, value, flag, argument, None, file.name, start.line + 1, text)
+
+
+def schema_at(schema: Schema, path: str) -> Schema | None:
+    """The schema of the value at the dotted `path` (a key may hold dots, as nvidia.com/gpu)."""
+    node, rest = schema, path
+    while rest:
+        properties = node.get("properties", {})
+        named = max((key for key in properties if rest == key or rest.startswith(key + ".")), key=len, default=None)
+        if named is not None:
+            node, rest = properties[named], rest[len(named) + 1 :]
+            continue
+        step, _, after = rest.partition(".")
+        if isinstance(node.get("items"), Mapping) and step.isdigit():
+            node, rest = node["items"], after
+        elif isinstance(node.get("additionalProperties"), Mapping):
+            node = node["additionalProperties"]
+            rest = "" if "properties" not in node and "additionalProperties" not in node else after
+        else:
+            return None
+    return node
+
+
+def fits(node: Schema, value: Any) -> bool:
+    """Whether the scalar `value` meets what `node` says of a scalar (type, enum, range, length, pattern)."""
+    if isinstance(value, (dict, list)):
+        return False
+    for word in ("oneOf", "anyOf"):
+        if word in node:
+            matched = sum(fits(branch, value) for branch in node[word])
+            if not matched or (word == "oneOf" and matched > 1):
+                return False
+    kinds = node.get("type", [])
+    if kinds and not any(_is(kind, value) for kind in ([kinds] if isinstance(kinds, str) else kinds)):
+        return False
+    if "enum" in node and not any(_is_same(value, choice) for choice in node["enum"]):
+        return False
+    if _is("number", value):
+        low, high = node.get("minimum", -math.inf), node.get("maximum", math.inf)
+        above, below = node.get("exclusiveMinimum", -math.inf), node.get("exclusiveMaximum", math.inf)
+        if not (low <= value <= high and above < value < below):
+            return False
+    if isinstance(value, str):
+        if not node.get("minLength", 0) <= len(value) <= node.get("maxLength", math.inf):
+            return False
+        try:
+            return "pattern" not in node or (re.search(node["pattern"], value) is not None and "\n" not in value)
+        except re.error:
+            return False
+    return True
+
+
+def nearest_choice(written: str, choices: list[str]) -> str | None:
+    """The choice closest in meaning to `written`: the same but for case and separators, then the only one it
+    begins or is the initials of, then the one it is spelled most like; None where none is close."""
+    if not (typed := _bare(written)) or len(written) > 256:
+        return None
+    choices = [choice for choice in choices if choice]
+    for found in ([choice for choice in choices if _bare(choice) == typed],
+                  [choice for choice in choices if _bare(choice).startswith(typed) or typed.startswith(_bare(choice))],
+                  [choice for choice in choices if typed in _bare(choice)],
+                  [choice for choice in choices if _initials(choice) == typed]):  # fmt: skip
+        if len(found) == 1:
+            return found[0]
+    close = difflib.get_close_matches(written.lower(), [choice.lower() for choice in choices], n=1, cutoff=0.6)
+    return next((choice for choice in choices if close and choice.lower() == close[0]), None)
+
+
+def yaml_text(value: Any) -> str:
+    """`value` as YAML that reads back as it, inside a flow map too: plain where that is safe, else in quotes."""
+    if isinstance(value, (bool, list)) or value is None:
+        return json.dumps(value)
+    if isinstance(value, float):
+        text = repr(value)  # YAML 1.1 (PyYAML, helm's go-yaml) reads 1e-05 as a string: 1.0e-05
+        return text if "e" not in text or "." in text else text.replace("e", ".0e")
+    if isinstance(value, int):
+        return str(value)
+    text = str(value)
+    try:
+        plain = yaml.safe_load(f"k: {text}") == {"k": text} and not re.search(r"[,\[\]{}#]", text)
+    except yaml.YAMLError:
+        plain = False
+    return text if plain and text == text.strip() else json.dumps(text)
+
+
+def set_argument(key: str, value: Any) -> tuple[str, str]:
+    """The --set family flag and argument that give helm `value` at `key` (as --set spells the key)."""
+    if isinstance(value, str):
+        if re.search(r"[,\\{}\[\]]", value) or value.startswith(("'", '"')):
+            return "--set-json", f"{key}={json.dumps(value)}"
+        return ("--set" if _helm_typed(value) == value else "--set-string"), f"{key}={value}"
+    if isinstance(value, list):
+        return "--set", f"{key}={{}}"  # helm's --set for an empty list
+    return ("--set-json" if isinstance(value, float) else "--set"), f"{key}={yaml_text(value)}"
+
+
+_NONE = object()
+
+
+def _kept(node: Schema, origin: Origin | None) -> tuple[Any, str] | None:
+    """The user's value, typed as meant, where the schema takes it: "3" as 3, 2 as "2", " 0.5" as 0.5 (a null
+    meant no value: never "null")."""
+    if origin is None or origin.text is None or origin.value is None:
+        return None
+    text, typed = origin.text.strip(), _as_meant(origin)
+    whole = int(typed) if isinstance(typed, float) and typed.is_integer() else _NONE
+    for candidate in (whole, typed, text):
+        if candidate is not _NONE and not _is_same(candidate, origin.value) and fits(node, candidate):
+            return candidate, "in quotes" if isinstance(candidate, str) else "without quotes"
+    return None
+
+
+def _nearest(node: Schema, origin: Origin | None, default: tuple[str, str] | None) -> Any:
+    """The allowed value nearest the user's (an enum's closest choice, a number at the end of its range);
+    else the chart default; _NONE where there is none of these."""
+    written = _as_meant(origin)
+    branches = [node, *node.get("oneOf", []), *node.get("anyOf", [])]
+    for branch in branches:
+        if origin is not None and origin.text is not None and "enum" in branch:
+            choice = nearest_choice(origin.text, [str(choice) for choice in branch["enum"]])
+            if choice is not None and fits(node, choice):
+                return choice
+        if _is("number", written) and math.isfinite(written) and (kinds := branch.get("type")) in ("integer", "number"):
+            number = math.floor(written + 0.5) if kinds == "integer" else written
+            step = 1 if kinds == "integer" else 0
+            low = max(branch.get("minimum", -math.inf), branch.get("exclusiveMinimum", -math.inf) + step)
+            high = min(branch.get("maximum", math.inf), branch.get("exclusiveMaximum", math.inf) - step)
+            if fits(node, clamped := min(max(number, low), high)):
+                return clamped
+    if default is None:
+        return _NONE
+    text, kind = default
+    return text if kind == "quoted" else [] if kind == "list" else yaml.safe_load(text)
+
+
+def _bare(text: str) -> str:
+    return re.sub(r"[\W_]+", "", text).lower()
+
+
+def _initials(choice: str) -> str:
+    return "".join(word[0] for word in re.findall(r"[A-Z]?[a-z0-9]+|[A-Z]+", choice)).lower()
+
+
+def _as_meant(origin: Origin | None) -> Any:
+    """The value as written, typed as YAML types it: "3" is 3, " 0.5" 0.5, "mirror" stays a string."""
+    text = origin.text.strip() if origin is not None and origin.text is not None else ""
+    if re.fullmatch(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?", text):  # PyYAML's floats need a dot
+        return float(text) if re.search(r"[.eE]", text) else int(text)
+    try:
+        return yaml.safe_load(text) if 0 < len(text) <= 256 else text
+    except yaml.YAMLError:
+        return text
+
+
+def _helm_typed(text: str) -> Any:
+    """A --set value as helm types it (strvals: true/false/null, an int64 without a leading 0, else a string)."""
+    if text.lower() in ("true", "false", "null"):
+        return {"true": True, "false": False, "null": None}[text.lower()]
+    if text == "0" or (re.fullmatch(r"[+-]?[1-9][0-9]*", text) and -(2**63) <= int(text) < 2**63):
+        return int(text)
+    return text
+
+
+def _is(kind: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return kind == "boolean"
+    return {"integer": isinstance(value, int) or (isinstance(value, float) and value.is_integer()),
+            "number": isinstance(value, (int, float)), "string": isinstance(value, str),
+            "null": value is None}.get(kind, False)  # fmt: skip
+
+
+def _is_same(value: Any, other: Any) -> bool:
+    return type(value) is type(other) and value == other
