@@ -98,7 +98,7 @@ def test_one_report_names_file_line_set_argument_and_chart_default(capsys: pytes
                               capsys)  # fmt: skip
     assert code == 1 and "Traceback" not in report
     assert f"{typo}:4  worker.replica: unknown key" in report and "did you mean worker.replicas?" in report
-    assert "--set ps.replicas=-1  ps.replicas:" in report and "fix: --set ps.replicas=0" in report  # the nearest allowed
+    assert "--set ps.replicas=-1  ps.replicas:" in report and "fix: --set ps.replicas=0" in report  # the bound
     assert "--set chief.gpu.count=x  chief.gpu.count:" in report
     assert "the chart's cross-field rules are checked once these problems are fixed" in report
     code, report, _ = run_cli(["validate", "--set", "worker.replicas=0"], capsys)  # a rule on a chart default
