@@ -21,8 +21,8 @@ from tests.tfchart.test_namespace import NS, RELEASE, add_release, cluster_calls
 from tfchart.cli.app import COMMANDS, main, main_group
 from tfchart.cli.formats import Duration
 
-REPORTING = {"validate": "text", "images": "text", "status": "table", "preflight": "table"}  # command: human format
-TIMEOUTS = {"install", "upgrade", "uninstall", "local"}  # every command with a --timeout
+REPORTING = {"validate": "text", "images": "text", "status": "table", "preflight": "table", "list": "table"}  # command: human format
+TIMEOUTS = {"install", "upgrade", "uninstall", "local", "wait"}  # every command with a --timeout
 
 
 def command(name: str) -> click.Command:
