@@ -211,6 +211,9 @@ INTERRUPTED = "Interrupted"
 STATES = (RUNNING, SUCCEEDED, FAILED, INTERRUPTED)
 STATUS_FILE = "status.json"
 STATUS_LINE_PREFIX = "tfd-status: "
+#: Beside status.json: a TensorFlow Serving REST predict request (`{"instances": [{"images": ...}]}`) of one
+#: held-out example, written by the chief with the export, so `curl -d @predict-request.json` works as printed.
+PREDICT_REQUEST_FILE = "predict-request.json"
 
 
 @dataclass(frozen=True)
@@ -234,6 +237,9 @@ class Status:
     #: The integer SavedModel versions under the model's export directory (ascending), every run's;
     #: None when the writer did not say (a document without the field), not "none exported".
     exported_versions: list[int] | None = None
+    #: Examples per second over the whole training so far (examples since training (re)started / its time);
+    #: ``examples_per_sec`` is the last log interval's. None from a writer that did not say.
+    average_examples_per_sec: float | None = None
 
     def as_json(self, indent: int | None = None) -> str:
         separators = None if indent else (",", ":")
@@ -255,7 +261,7 @@ def status_from_document(document: object) -> Status | None:
         status = Status(**{k: v for k, v in document.items() if k in known})
     except TypeError:
         return None
-    numbers = (status.loss, status.accuracy, status.examples_per_sec)
+    numbers = (status.loss, status.accuracy, status.examples_per_sec, status.average_examples_per_sec)
     if not isinstance(status.step, int) or any(n is not None and not _is_number(n) for n in numbers):
         return None
     versions = status.exported_versions

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from tfdcontract import CHECKPOINTS_DIR, EXPORT_DIR, LOGS_DIR, STRATEGIES, TASK_TYPES
+from tfdcontract import CHECKPOINTS_DIR, EXPORT_DIR, LOGS_DIR, PREDICT_REQUEST_FILE, STRATEGIES, TASK_TYPES
 from trainer.errors import ConfigError
 
 DATASETS = ("mnist", "mnist_tfrecord", "digits", "synthetic")
@@ -105,6 +105,11 @@ class StorageLayout:
     def eval_logs(self) -> Path:
         """TensorBoard event files of the evaluator."""
         return self.root / LOGS_DIR / "eval"
+
+    @property
+    def predict_request(self) -> Path:
+        """A Serving predict request of one held-out example, written with each export."""
+        return self.root / PREDICT_REQUEST_FILE
 
     @property
     def export_base(self) -> Path:

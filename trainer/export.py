@@ -10,6 +10,7 @@ outputs ``probabilities`` float32 ``[None, 10]`` and ``classes`` int64 ``[None]`
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -19,6 +20,7 @@ import tensorflow as tf
 
 from tfdcontract import SERVING
 
+INPUT_NAME = "images"  # the serving signature's one input
 
 class ServingModule(tf.Module):  # type: ignore[misc]
     """Wraps a Keras model with the serving signature."""
@@ -28,7 +30,7 @@ class ServingModule(tf.Module):  # type: ignore[misc]
         self.model = model
         self.serve = tf.function(
             self._serve,
-            input_signature=[tf.TensorSpec([None, *image_shape], tf.float32, name="images")],
+            input_signature=[tf.TensorSpec([None, *image_shape], tf.float32, name=INPUT_NAME)],
         )
 
     def _serve(self, images: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -59,3 +61,13 @@ def export_model(model: Any, image_shape: tuple[int, int, int], base: Path) -> P
     final = base / str(version)
     os.replace(tmp, final)
     return final
+
+
+def write_predict_request(path: Path, images: Any) -> None:
+    """A TensorFlow Serving REST predict request for ``images`` (held-out examples, ``[N, H, W, 1]``), in
+    the row format with the input named; written whole (temporary file, rename) as status.json is."""
+    instances = [{INPUT_NAME: [[[round(float(v), 4) for v in pixel] for pixel in row] for row in image]}
+                 for image in images]  # fmt: skip
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"signature_name": "serving_default", "instances": instances}) + "\n", encoding="utf-8")
+    os.replace(tmp, path)

@@ -153,7 +153,7 @@ class _PsRun:
                 log.warning("step %d: no step line, its loss was computed on a worker lost since", step)
                 return
             ex_s, s_b = self.meter.tick(step)
-            self.reporter.log_step(step, loss, ex_s, s_b)
+            self.reporter.log_step(step, loss, ex_s, s_b, self.meter.average(step))
 
     def save(self) -> tuple[int, str | None]:
         """Save the global step read from the ps; returns (step, path), path None when

@@ -92,7 +92,7 @@ class _SyncRun:
     def log_step(self, step: int, loss_t: tf.Tensor) -> None:
         ex_s, s_b = self.meter.tick(step)
         if self.reporter is not None:
-            self.reporter.log_step(step, float(loss_t), ex_s, s_b)
+            self.reporter.log_step(step, float(loss_t), ex_s, s_b, self.meter.average(step))
 
     def save(self, step: int) -> str:
         path: str = self.manager.save(checkpoint_number=step)

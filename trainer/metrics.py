@@ -16,7 +16,7 @@ import tensorflow as tf
 from tfdcontract import format_step_line
 from trainer.config import TrainConfig
 from trainer.data import DataSource
-from trainer.export import export_model, versions
+from trainer.export import export_model, versions, write_predict_request
 from trainer.model import evaluate, local_copy
 from trainer.monitoring import current as current_monitor
 from trainer.status import (
@@ -46,6 +46,7 @@ class ThroughputMeter:
         self.batch_size = batch_size
         self._step = step
         self._t = time.monotonic()
+        self._start = (step, self._t)
 
     def tick(self, step: int) -> tuple[float, float]:
         """(examples/sec, sec/batch) since the last tick."""
@@ -54,6 +55,12 @@ class ThroughputMeter:
         dt = max(now - self._t, 1e-9)
         self._step, self._t = step, now
         return steps * self.batch_size / dt, dt / steps
+
+
+    def average(self, step: int) -> float:
+        """Examples/sec since the meter started (training's start or a restarted chief's)."""
+        start_step, start_t = self._start
+        return (step - start_step) * self.batch_size / max(time.monotonic() - start_t, 1e-9)
 
 
 class ChiefReporter:
@@ -117,8 +124,8 @@ class ChiefReporter:
         self.monitor.server_up(True)
         self._write()
 
-    def log_step(self, step: int, loss: float, examples_per_sec: float,
-                 sec_per_batch: float) -> None:
+    def log_step(self, step: int, loss: float, examples_per_sec: float, sec_per_batch: float,
+                 average_examples_per_sec: float | None = None) -> None:
         """Print the step line, write scalars, refresh status.json."""
         print(step_line(step, loss, examples_per_sec, sec_per_batch), flush=True)
         with self.writer.as_default(step=step):
@@ -127,6 +134,7 @@ class ChiefReporter:
             tf.summary.scalar("examples_per_sec", examples_per_sec)
         self.status = with_updates(self.status,
             step=step, loss=round(loss, 6), examples_per_sec=round(examples_per_sec, 1),
+            average_examples_per_sec=None if average_examples_per_sec is None else round(average_examples_per_sec, 1),
             message="training",
         )
         self.monitor.training_step(step, loss, examples_per_sec)
@@ -168,6 +176,7 @@ class ChiefReporter:
                                        f"export threshold {gate:.4f}: not exported")
         else:
             path = export_model(model, self.data.image_shape, self.layout.export_base)
+            write_predict_request(self.layout.predict_request, self.data.eval_x[:1])
             log.info("exported SavedModel version %s (held-out accuracy %.4f)", path, acc)
             exported, message = str(path), f"training completed: {step} steps, held-out accuracy {acc:.4f}"
         self.writer.flush()

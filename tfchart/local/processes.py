@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -30,8 +31,10 @@ from typing import Any, Protocol, cast
 from tfchart.errors import TfchartError, UsageError
 from tfdcontract import (
     CHIEF,
+    LOGS_DIR,
     METRICS_ADDRESS_ENV,
     METRICS_PORT_ENV,
+    PREDICT_REQUEST_FILE,
     SERVING,
     TENSORBOARD,
     TF_ROLES,
@@ -348,23 +351,34 @@ class LocalPlan:
 
 
 def serving_notes(values: dict[str, Any], workdir: Path, trainer: bool = True) -> list[str]:
-    """How to serve the export: TensorFlow Serving runs under neither engine. The signature is the trainer's
-    (`trainer`: the chief runs `python -m trainer`); a program of one's own exports its own."""
+    """How to serve the export: TensorFlow Serving runs under neither engine. The trainer (`trainer`: the chief
+    runs `python -m trainer`) writes a predict request of one held-out example beside status.json; a program of
+    one's own exports its own signature."""
     if not values.get(SERVING, {}).get("enabled"):
         return []
     model = values["training"]["modelName"]
     image = values[SERVING]["image"]
     reference = f"{image.get('registry') + '/' if image.get('registry') else ''}{image['repository']}:{image['tag']}"
+    request = workdir / PREDICT_REQUEST_FILE
+    predict = [f"  curl -d @{shlex.quote(str(request))} http://127.0.0.1:8501/v1/models/{model}:predict",
+               "(one held-out example; signature serving_default: input `images`, outputs `probabilities`, "
+               "`classes`: docs/trainer.md)"] if trainer and request.is_file() else [
+               f"(the signature: saved_model_cli show --all --dir {workdir}/export/{model}/<N>)"]  # fmt: skip
     return [
         "TensorFlow Serving cannot run on this machine (no tensorflow_model_server binary); on a machine with Docker:",
         f"  docker run --rm -p 8501:8501 -v {workdir}/export/{model}:/models/{model}:ro "
         f"-e MODEL_NAME={model} {reference}",
         f"  curl http://127.0.0.1:8501/v1/models/{model}",
-        "  curl -d '{\"instances\": [" + ("<images as [H][W][1] floats in 0..1>" if trainer else "...") + "]}' "
-        f"http://127.0.0.1:8501/v1/models/{model}:predict",
-        "(signature serving_default: input `images`, outputs `probabilities` and `classes`; see docs/trainer.md)"
-        if trainer else f"(your program's signature: saved_model_cli show --all --dir {workdir}/export/{model}/<N>)",
-    ]  # fmt: skip
+        *predict,
+    ]
+
+
+def tensorboard_command(logdir: Path) -> str:
+    """`tensorboard --logdir` as it runs from any shell: this interpreter's own, by its full path."""
+    installed = Path(python_bin_dir()) / TENSORBOARD  # the console script is named as the role
+    if installed.is_file():
+        return shlex.join([str(installed), "--logdir", str(logdir)])
+    return shlex.join([sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir)])
 
 
 def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values: dict[str, Any], workdir: Path,
@@ -454,6 +468,9 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
 
     console.print(f"[bold]tfchart local[/]: {plan.headline}")
     console.print(f"  pod logs: {logs_dir}/<pod>.log" + ("" if follow_logs else " (--follow-logs shows them here)"))
+    if plan.tensorboard_url:
+        console.print(f"  TensorBoard: {plan.tensorboard_url}" + (" (kept after training)" if keep_tensorboard else
+                                                                 " (while the run lasts; --keep-tensorboard keeps it)"))
     if plan.metrics_ports.get(chief.name):
         console.print(f"  metrics: http://127.0.0.1:{plan.metrics_ports[chief.name]}/metrics")
     if follow_logs:
@@ -501,17 +518,21 @@ def _finish(plan: LocalPlan, cluster: Cluster, chief: str, code: int, elapsed: f
         console.print(f"[bold red]✗ training failed[/]: {chief} exited with {code} after {elapsed:.0f} s; "
                       f"{escape(str(result.get('message', '')))} (its log: {plan.workdir / 'pod-logs' / chief}.log)")
         return 1
+    average = result.get("average_examples_per_sec")
+    rate = (f"{average} examples/sec on average" if average is not None
+            else f"{result.get('examples_per_sec')} examples/sec (the last interval)")  # fmt: skip
     console.print(f"[bold green]✓ training {result.get('state', 'finished')}[/] in {elapsed:.0f} s: "
-                  f"step {result.get('step')}, accuracy {result.get('accuracy')}, "
-                  f"{result.get('examples_per_sec')} examples/sec")
+                  f"step {result.get('step')}, accuracy {result.get('accuracy')}, {rate}")
     console.print(f"  export: {plan.host_path(result.get('export_path'))}")
+    kept = keep_tensorboard and plan.tensorboard_url
     if plan.tensorboard_url:
-        console.print(f"  TensorBoard: {plan.tensorboard_url}  (later: tensorboard --logdir {plan.workdir / 'logs'})")
+        console.print(f"  TensorBoard: {plan.tensorboard_url} is kept running until Ctrl-C" if kept else
+                      "  TensorBoard: stopped with the run (--keep-tensorboard keeps it)")  # fmt: skip
+    console.print(f"  later: {tensorboard_command(plan.workdir / LOGS_DIR)}", soft_wrap=True)
     chief_pod = next(pod for pod in plan.pods if pod.is_chief)
     for note in serving_notes(plan.values, plan.workdir, trainer="trainer" in " ".join(chief_pod.argv)):
-        console.print(escape(note))
-    if keep_tensorboard and plan.tensorboard_url:
-        console.print("TensorBoard is running; Ctrl-C to stop")
+        console.print(escape(note), soft_wrap=True)
+    if kept:
         for name in [name for name, process in cluster.processes.items() if process.pod.role != TENSORBOARD]:
             cluster.kill(name, signal.SIGTERM)
         with suppress(KeyboardInterrupt):
