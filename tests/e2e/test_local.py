@@ -104,7 +104,7 @@ def test_on_a_terminal_one_live_progress_bar_and_a_line_per_pod(tmp_path: Path) 
     workdir = tmp_path / "run"
     command = " ".join([str(REPO / ".venv" / "bin" / "tfchart"), "local", *SHORT_RUN, "--workdir", str(workdir)])
     session = f"tfd-{os.getpid()}"
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "60",
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "100", "-y", "60",
                     f"cd {REPO} && {command}; echo EXIT=$?; sleep 300"], check=True)  # fmt: skip
     try:
         deadline, screen = time.monotonic() + 300, ""

@@ -6,6 +6,7 @@ SavedModel's serving signature as Serving would, through tf.saved_model.load."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import signal
 import subprocess
@@ -53,6 +54,9 @@ def test_the_closing_commands_work_as_printed(tmp_path: Path) -> None:
             if "curl -d @" in line or "✗" in line:
                 break
         text = "\n".join(shown)
+        # off a terminal, what the run waits for gets a line of its own: the silences before and after training
+        phases = [line.strip().split("  ")[0] for line in shown if re.match(r"^ {5}[a-z]|^100% ", line)]
+        assert phases[0] == "importing TensorFlow" and phases[-2:] == ["100% step 200/200", "shutting down"], text
         [summary] = [line for line in shown if line.startswith("✓ training Succeeded")]
         status = json.loads((workdir / "status.json").read_text())
         assert f"{status['average_examples_per_sec']} examples/sec on average" in summary, text

@@ -479,14 +479,14 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
         for name, port in plan.metrics_ports.items():
             console.print(f"  {name} metrics -> http://127.0.0.1:{port}/metrics")
     show_live = console.is_terminal and not follow_logs
-    live = Live(board.renderable(), console=console, refresh_per_second=4) if show_live else None
+    live = Live(board.renderable(console.width), console=console, refresh_per_second=4) if show_live else None
 
     def poll() -> None:
         with lock:
             for name, process in list(cluster.processes.items()):
                 board.exited(name, None if process.running else process.exit_code, process.restarts)
             if live is not None:
-                live.update(board.renderable())
+                live.update(board.renderable(console.width))
             elif not follow_logs and (line := board.plain_update()):
                 console.print(line)
 
