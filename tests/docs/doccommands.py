@@ -90,6 +90,7 @@ RULES = (
          "installs tools or runs the whole suite or the benchmarks; CI runs `make test`"),
     Rule(r"tfchart images .*\|.*skopeo copy", SKIP, "copies images into a registry (none is reachable here)"),
     Rule(r"tfchart (install|upgrade|uninstall|status|stop|logs|wait|list|preflight)\b", NO_CLUSTER, ASKS_CLUSTER),
+    Rule(r"tfchart local( \S+)* --clean\b", RUN, "removes old run directories, trains nothing"),
     Rule(r"tfchart local\b", SKIP, "trains for a minute; tests/e2e/test_local.py and test_containers.py run it"),
     Rule(r"tfchart build\b(?!.*--dry-run)", SKIP, "builds the trainer images (minutes); tests/images build them"),
     Rule(r"tfchart (validate|template|images|build|--help)\b", RUN, "renders the chart with helm, no cluster"),

@@ -63,6 +63,10 @@ def deprecated_source(value: Path | None) -> Path | None:
               help="Run directory standing in for the shared volume (default: runs/NAME-<time>).")
 @click.option("--timeout", type=DURATION, default=None,
               help="Give up if training takes longer: 90s, 10m, 1h30m or seconds.")
+@click.option("--clean", is_flag=True, help="Remove NAME's old run directories under runs/ (all but the newest "
+              "--keep-runs) and exit; nothing is run.")
+@click.option("--keep-runs", type=click.IntRange(min=0), default=1, show_default=True, metavar="N",
+              help="With --clean: how many of the newest runs/NAME-<time> directories to keep.")
 @click.option("--keep-tensorboard", is_flag=True, help="Leave TensorBoard running after training, until Ctrl-C.")
 @click.option("--follow-logs", is_flag=True,
               help="Stream every pod's output here, prefixed by its name (always kept in <run>/pod-logs/).")
@@ -73,8 +77,8 @@ def deprecated_source(value: Path | None) -> Path | None:
 @click.option("--host-network", is_flag=True,
               help="As processes, without a private network namespace (where user namespaces are unavailable, "
                    "e.g. macOS): TensorFlow's servers then listen on every interface. Trusted networks only.")
-def local(name: str, values: ValuesInputs, namespace: str, workdir: Path | None, timeout: float | None,
-          keep_tensorboard: bool, engine: str, follow_logs: bool, allow_privileged: bool,
+def local(name: str, values: ValuesInputs, namespace: str, workdir: Path | None, timeout: float | None, clean: bool,
+          keep_runs: int, keep_tensorboard: bool, engine: str, follow_logs: bool, allow_privileged: bool,
           host_network: bool) -> None:  # fmt: skip
     """Run the rendered release NAME (default local: pod names follow it) on this machine, one process (or
     container) per pod, no cluster needed.
@@ -83,22 +87,34 @@ def local(name: str, values: ValuesInputs, namespace: str, workdir: Path | None,
     cluster map (TFD_CLUSTER) is pointed at local ports. As containers (--engine podman|docker),
     each pod runs its image with its securityContext and volumes, on one network where the chart's
     DNS names resolve; the run directory is the shared volume. Pod logs go to <run>/pod-logs/;
-    everything is stopped and removed on success, failure and Ctrl-C.
+    everything is stopped and removed on success, failure and Ctrl-C. As processes, datasets are kept in
+    one cache per user ($XDG_CACHE_HOME/tf-distributed/datasets) unless training.dataDir is set.
     """
     from tfchart.console import console
     from tfchart.helm.render import manifests
-    from tfchart.local import containers, processes
+    from tfchart.local import containers, processes, rundirs
     from tfchart.values.validate import rendered
 
+    if clean:
+        removed = rundirs.clean(name, keep_runs)
+        for path, held in removed:
+            click.echo(f"removed {path} ({held / 1e6:.1f} MB)")
+        click.echo(f"{len(removed)} run directories removed ({sum(held for _, held in removed) / 1e6:.1f} MB), "
+                   f"the newest {keep_runs} of runs/{name}-<time> kept")
+        return
     if engine == "process":
         processes.require_tensorflow()  # before anything is written or started
     values.manifests(name, namespace)  # every problem of the user's values, as validate lists them
-    run_dir = (workdir or Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    run_dir = (workdir or rundirs.run_directory(name, time.strftime("%Y%m%d-%H%M%S"))).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     helm, chart, merged = values.settings.helm, values.chart, values.values()
 
+    shared: list[tuple[str, str]] = []
+    if engine == "process" and not merged.get("training", {}).get("dataDir"):  # a container sees the run only
+        shared = [("--set-string", f"training.dataDir={rundirs.dataset_cache()}")]
+
     def render_for_local(extra: list[tuple[str, str]]) -> list[dict[str, Any]]:
-        return manifests(rendered(helm, chart, values.inputs.with_sets(extra), name, namespace))
+        return manifests(rendered(helm, chart, values.inputs.with_sets([*shared, *extra]), name, namespace))
 
     if engine == "process":
         plan = processes.plan(render_for_local, merged, run_dir, namespace, host_network)
