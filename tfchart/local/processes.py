@@ -378,6 +378,10 @@ def tensorboard_command(logdir: Path) -> str:
     installed = Path(python_bin_dir()) / TENSORBOARD  # the console script is named as the role
     if installed.is_file():
         return shlex.join([str(installed), "--logdir", str(logdir)])
+    from importlib.util import find_spec
+
+    if find_spec(TENSORBOARD) is None:  # containers: TensorBoard is in the image, maybe not on this machine
+        return f"pip install tensorboard, then: tensorboard --logdir {shlex.quote(str(logdir))}"
     return shlex.join([sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir)])
 
 
