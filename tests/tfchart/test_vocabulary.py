@@ -21,7 +21,8 @@ from tests.tfchart.test_namespace import NS, RELEASE, add_release, cluster_calls
 from tfchart.cli.app import COMMANDS, main, main_group
 from tfchart.cli.formats import Duration
 
-REPORTING = {"validate": "text", "images": "text", "status": "table", "preflight": "table", "list": "table"}  # command: human format
+# command: its human format
+REPORTING = {"validate": "text", "images": "text", "status": "table", "preflight": "table", "list": "table"}
 TIMEOUTS = {"install", "upgrade", "uninstall", "local", "wait"}  # every command with a --timeout
 
 

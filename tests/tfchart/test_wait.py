@@ -109,7 +109,8 @@ def test_timeout_exits_124_and_says_the_run_still_goes(server: KubeServer) -> No
 
 def test_a_bad_duration_is_a_usage_error(server: KubeServer) -> None:
     code, _, err = finished(tfchart_wait(server, "--timeout", "ten minutes"))
-    assert code == 2 and "'ten minutes' is not a duration such as 90s, 10m or 1h30m (helm's), or plain seconds (90)" in err
+    assert code == 2
+    assert "'ten minutes' is not a duration such as 90s, 10m or 1h30m (helm's), or plain seconds (90)" in err
     assert server.calls == []
 
 
