@@ -49,8 +49,8 @@ app.kubernetes.io/part-of: tf-distributed
 {{- end -}}
 
 {{/*
-metadata block shared by every object, with the chart's own annotations of this object as the
-optional "annotations". Usage: include "tf-distributed.metadata" (dict "context" $ "role" "worker" "name" "<name>")
+metadata block shared by every object, with the chart's own labels and annotations of this object as the
+optional "labels" and "annotations". Usage: include "tf-distributed.metadata" (dict "context" $ "role" "worker" "name" "<name>")
 */}}
 {{- define "tf-distributed.metadata" -}}
 {{- $root := .context -}}
@@ -58,6 +58,9 @@ name: {{ .name | quote }}
 namespace: {{ include "tf-distributed.namespace" $root | quote }}
 labels:
   {{- include "tf-distributed.labels" (dict "context" $root "role" .role) | nindent 2 }}
+  {{- with .labels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
 {{- $own := dict -}}
 {{- if hasKey . "annotations" }}{{ $own = .annotations }}{{ end -}}
 {{- with merge (dict) $own ($root.Values.commonAnnotations | default dict) }}

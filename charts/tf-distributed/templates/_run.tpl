@@ -5,11 +5,12 @@ supervisor ends and its environment.
 
 {{/*
 The run supervisor (templates/supervisor/, trainer/supervisor.py) runs when it has something to do
-on an ending: StatefulSets to scale down, an evaluator to suspend or a start timeout to enforce.
+on an ending: StatefulSets to scale down, an evaluator to suspend or a start timeout to enforce. Not
+under a JobSet: the JobSet deletes its running Jobs itself when it finishes.
 */}}
 {{- define "tf-distributed.supervisorEnabled" -}}
 {{- $v := .Values -}}
-{{- if and $v.supervisor.enabled (or (include "tf-distributed.cleanupTargets" . | fromJsonArray) $v.evaluator.enabled (gt (int $v.scheduling.startTimeoutSeconds) 0)) -}}true{{- end -}}
+{{- if and $v.supervisor.enabled (not (include "tf-distributed.jobsetEnabled" .)) (or (include "tf-distributed.cleanupTargets" . | fromJsonArray) $v.evaluator.enabled (gt (int $v.scheduling.startTimeoutSeconds) 0)) -}}true{{- end -}}
 {{- end -}}
 
 {{/*

@@ -49,8 +49,10 @@ Usage: include "tf-distributed.gangPodMetadata" (dict "context" $ "role" "worker
 {{- else if eq $provider "coscheduling" -}}
 {{- $_ := set $labels "scheduling.x-k8s.io/pod-group" $name -}}
 {{- end -}}
+{{- $jobset := eq (include "tf-distributed.jobsetEnabled" $root) "true" -}}
 {{- with $root.Values.scheduling.kueue -}}
-{{- if .queueName -}}
+{{- /* Under a JobSet the queue label goes on the JobSet alone (tf-distributed.kueueJobSetLabels). */ -}}
+{{- if and .queueName (not $jobset) -}}
 {{- /* On the pods only, never on their StatefulSets / Jobs: an owner with a queue label would be
 admitted on its own (Kueue's statefulset / batch/job integration) instead of with the group. */ -}}
 {{- $_ := set $labels "kueue.x-k8s.io/queue-name" .queueName -}}
@@ -61,4 +63,21 @@ admitted on its own (Kueue's statefulset / batch/job integration) instead of wit
 {{- end -}}
 {{- end -}}
 {{- toJson (dict "labels" $labels "annotations" $annotations) -}}
+{{- end -}}
+
+{{/*
+Kueue's labels of the JobSet (workload.kind=jobset), as JSON: the queue and the priority class on the
+JobSet's own metadata and nowhere else. Kueue's jobset integration makes one Workload of it, a PodSet per
+replicatedJob, admits it as a whole by unsuspending it and releases the quota when it finishes; its child
+Jobs and pods, owned by a JobSet Kueue manages, are never admitted apart.
+*/}}
+{{- define "tf-distributed.kueueJobSetLabels" -}}
+{{- $labels := dict -}}
+{{- with .Values.scheduling.kueue -}}
+{{- if .queueName -}}
+{{- $_ := set $labels "kueue.x-k8s.io/queue-name" .queueName -}}
+{{- with .priorityClass }}{{ $_ := set $labels "kueue.x-k8s.io/priority-class" . }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $labels -}}
 {{- end -}}

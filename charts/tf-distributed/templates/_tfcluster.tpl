@@ -22,9 +22,26 @@ holds to Linux's limit), the shell prelude that writes TF_CONFIG and the trainer
 {{- if and (include "tf-distributed.workerEnabled" .) (not (include "tf-distributed.chiefEnabled" .)) -}}true{{- end -}}
 {{- end -}}
 
-{{/* The Job whose ending is the run's: the chief's, or the workers' when worker 0 is the chief. */}}
+{{/*
+workload.kind=jobset: one JobSet (templates/jobset/jobset.yaml) runs every TensorFlow pod, one Indexed
+Job per role, instead of the ps/worker StatefulSets and the chief/evaluator Jobs.
+*/}}
+{{- define "tf-distributed.jobsetEnabled" -}}
+{{- if eq .Values.workload.kind "jobset" -}}true{{- end -}}
+{{- end -}}
+
+{{/* The role whose Job's ending is the run's: the chief, or the workers when worker 0 is the chief. */}}
+{{- define "tf-distributed.runRole" -}}
+{{- ternary "worker" "chief" (eq (include "tf-distributed.workersAsJob" .) "true") -}}
+{{- end -}}
+
+{{/*
+That Job's name: <fullname>-chief (or -worker); under a JobSet, its Job of that role <fullname>-<role>-0
+(JobSet names a Job <jobset>-<replicatedJob>-<jobIndex>).
+*/}}
 {{- define "tf-distributed.runJobName" -}}
-{{- include "tf-distributed.componentName" (dict "context" . "role" (ternary "worker" "chief" (eq (include "tf-distributed.workersAsJob" .) "true"))) -}}
+{{- $name := include "tf-distributed.componentName" (dict "context" . "role" (include "tf-distributed.runRole" .)) -}}
+{{- if include "tf-distributed.jobsetEnabled" . }}{{ printf "%s-0" $name }}{{ else }}{{ $name }}{{ end -}}
 {{- end -}}
 
 {{- define "tf-distributed.tfRoles" -}}
@@ -37,25 +54,67 @@ holds to Linux's limit), the shell prelude that writes TF_CONFIG and the trainer
 {{- end -}}
 
 {{/*
-Address of one TensorFlow task: the stable DNS name of its pod through its headless Service.
+DNS name of one TensorFlow task's pod, <hostname>.<subdomain> (the namespace and cluster domain follow):
+  native  <fullname>-<role>-<i>.<fullname>-<role>   a StatefulSet pod (or an Indexed Job pod) under its
+                                                     role's headless Service
+          <fullname>-chief.<fullname>-chief          the chief Job's pod: hostname and subdomain set
+  jobset  <fullname>-<role>-0-<i>.<fullname>         the Job controller names an Indexed Job's pod
+                                                     <job>-<index>, JobSet names its Jobs
+                                                     <jobset>-<replicatedJob>-<jobIndex> and its
+                                                     headless Service (network.subdomain) <jobset>
+Usage: include "tf-distributed.taskHost" (dict "context" $ "role" "worker" "index" 3)
+*/}}
+{{- define "tf-distributed.taskHost" -}}
+{{- $root := .context -}}
+{{- $service := include "tf-distributed.componentName" (dict "context" $root "role" .role) -}}
+{{- if include "tf-distributed.jobsetEnabled" $root -}}
+{{- printf "%s-0-%d.%s" $service (int .index) (include "tf-distributed.fullname" $root) -}}
+{{- else if eq .role "chief" -}}
+{{- printf "%s.%s" $service $service -}}
+{{- else -}}
+{{- printf "%s-%d.%s" $service (int .index) $service -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The lengths of a task host's two labels (tf-distributed.taskHost), for the size rules below, as JSON
+{"<role>": [host, subdomain]}: the host label without its index digits (the chief's whole label: its
+index is always 0). tests/chart/test_cluster_limits.py and test_jobset.py hold them to rendered maps.
+*/}}
+{{- define "tf-distributed.taskHostShape" -}}
+{{- $prefix := len (include "tf-distributed.fullname" .) -}}
+{{- $jobset := eq (include "tf-distributed.jobsetEnabled" .) "true" -}}
+{{- $shape := dict -}}
+{{- range $role := list "chief" "ps" "worker" -}}
+{{- $own := add $prefix 1 (len $role) -}}
+{{- $chief := eq $role "chief" -}}
+{{- if $jobset -}}
+{{- $_ := set $shape $role (list (add $own (ternary 4 3 $chief)) $prefix) -}}
+{{- else -}}
+{{- $_ := set $shape $role (list (add $own (ternary 0 1 $chief)) $own) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $shape -}}
+{{- end -}}
+
+{{/*
+Address of one TensorFlow task: the stable DNS name of its pod (tf-distributed.taskHost) and its port.
 Usage: include "tf-distributed.taskAddress" (dict "context" $ "role" "worker" "index" 3 "port" 2222)
 */}}
 {{- define "tf-distributed.taskAddress" -}}
 {{- $root := .context -}}
-{{- $service := include "tf-distributed.componentName" (dict "context" $root "role" .role) -}}
-{{- printf "%s-%d.%s.%s.svc.%s:%d" $service (int .index) $service (include "tf-distributed.namespace" $root) $root.Values.clusterDomain (int .port) -}}
+{{- $host := include "tf-distributed.taskHost" (dict "context" $root "role" .role "index" .index) -}}
+{{- printf "%s.%s.svc.%s:%d" $host (include "tf-distributed.namespace" $root) $root.Values.clusterDomain (int .port) -}}
 {{- end -}}
 
 {{/*
-The cluster map (TF_CONFIG "cluster"), rendered once from the same helpers that name the Services:
-job name -> addresses ordered by StatefulSet ordinal. The chief is a Job pod whose hostname and
-subdomain are both <fullname>-chief, so its address has the same shape with ordinal-free hostname.
+The cluster map (TF_CONFIG "cluster"), rendered once from the same helper that names the pods:
+job name -> addresses ordered by task index (StatefulSet ordinal, Indexed Job completion index).
 */}}
 {{- define "tf-distributed.clusterSpec" -}}
-{{- $chiefService := include "tf-distributed.componentName" (dict "context" . "role" "chief") -}}
 {{- $cluster := dict -}}
 {{- if include "tf-distributed.chiefEnabled" . -}}
-{{- $_ := set $cluster "chief" (list (printf "%s.%s.%s.svc.%s:%d" $chiefService $chiefService (include "tf-distributed.namespace" .) .Values.clusterDomain (int .Values.chief.service.port))) -}}
+{{- $_ := set $cluster "chief" (list (include "tf-distributed.taskAddress" (dict "context" $ "role" "chief" "index" 0 "port" .Values.chief.service.port))) -}}
 {{- end -}}
 {{- if include "tf-distributed.psEnabled" . -}}
 {{- $ps := list -}}
@@ -73,10 +132,10 @@ subdomain are both <fullname>-chief, so its address has the same shape with ordi
 {{/*
 Size of the cluster map, computed without rendering it: validateValues compares it with Linux's
 limit on one environment variable. The map is {"chief":["<chief>"],"ps":[...],"worker":[...]}
-with addresses <service>-<i>.<service>.<namespace>.svc.<clusterDomain>:<port>, so each role adds
-count * (2 len(service) + len(namespace) + len(clusterDomain) + 11 + digits(port)) + digits of its
-ordinals + count - 1 (commas) + the key. tests/chart/test_cluster_limits.py holds it to len() of the
-rendered map.
+with addresses <host><i>.<subdomain>.<namespace>.svc.<clusterDomain>:<port> (tf-distributed.taskHostShape
+gives the lengths of <host> and <subdomain>), so each role adds count * (len(host) + len(subdomain) +
+len(namespace) + len(clusterDomain) + 10 + digits(port)) + digits of its indexes + count - 1 (commas) +
+the key. tests/chart/test_cluster_limits.py holds it to len() of the rendered map.
 */}}
 {{/* Characters of the ordinals 0 .. n-1 in decimal. Usage: include "tf-distributed.digitSum" 120 */}}
 {{- define "tf-distributed.digitSum" -}}
@@ -103,16 +162,17 @@ rendered map.
 {{- define "tf-distributed.clusterMapBytes" -}}
 {{- $root := .context -}}
 {{- $v := $root.Values -}}
-{{- $prefix := len (include "tf-distributed.fullname" $root) -}}
+{{- $shape := include "tf-distributed.taskHostShape" $root | fromJson -}}
 {{- $common := add (len (include "tf-distributed.namespace" $root)) (len $v.clusterDomain) -}}
-{{- $size := add 11 (mul 2 (add $prefix 6)) $common 8 (len (toString (int $v.chief.service.port))) 2 1 -}}
-{{- range $role := list (list "ps" 3 .ps 8) (list "worker" 7 .workers 12) -}}
-{{- $count := int (index $role 2) -}}
+{{- /* {"chief":[""]} is 12 characters; each address adds its two dots, ".svc.", ":" and its quotes (10) */ -}}
+{{- $size := add 12 (index $shape.chief 0) (index $shape.chief 1) $common 10 (len (toString (int $v.chief.service.port))) -}}
+{{- range $role := list (list "ps" .ps 8) (list "worker" .workers 12) -}}
+{{- $count := int (index $role 1) -}}
 {{- if gt $count 0 -}}
-{{- $service := add $prefix (index $role 1) -}}
+{{- $labels := index $shape (index $role 0) -}}
 {{- $port := len (toString (int (index $v (index $role 0)).service.port)) -}}
-{{- $element := add (mul 2 $service) $common 11 $port -}}
-{{- $size = add $size (index $role 3) (mul $count $element) (include "tf-distributed.digitSum" $count | int) $count -1 -}}
+{{- $element := add (index $labels 0) (index $labels 1) $common 10 $port -}}
+{{- $size = add $size (index $role 2) (mul $count $element) (include "tf-distributed.digitSum" $count | int) $count -1 -}}
 {{- end -}}
 {{- end -}}
 {{- $size -}}
@@ -136,16 +196,17 @@ Usage: include "tf-distributed.tfConfigBytes" (dict "context" $ "ps" P "workers"
 
 {{/* The longest task host name of the map, as JSON {"task": "worker 41", "length": N}. */}}
 {{- define "tf-distributed.longestTaskHost" -}}
-{{- $prefix := len (include "tf-distributed.fullname" .) -}}
+{{- $shape := include "tf-distributed.taskHostShape" . | fromJson -}}
 {{- $common := add (len (include "tf-distributed.namespace" .)) (len .Values.clusterDomain) 7 -}}
 {{- $tasks := include "tf-distributed.clusterTasks" . | fromJson -}}
 {{- $task := "chief" -}}
-{{- $length := add (mul 2 (add $prefix 6)) $common -}}
-{{- range $role := list (list "ps" 3) (list "worker" 7) -}}
-{{- $count := int (index $tasks (index $role 0)) -}}
+{{- $length := add (index $shape.chief 0) (index $shape.chief 1) $common -}}
+{{- range $role := list "ps" "worker" -}}
+{{- $count := int (index $tasks $role) -}}
 {{- if gt $count 0 -}}
-{{- $host := add (mul 2 (add $prefix (index $role 1))) 1 (len (toString (sub $count 1))) $common -}}
-{{- if gt $host $length }}{{ $task = printf "%s %d" (index $role 0) (sub $count 1) }}{{ $length = $host }}{{ end -}}
+{{- $labels := index $shape $role -}}
+{{- $host := add (index $labels 0) (len (toString (sub $count 1))) (index $labels 1) $common -}}
+{{- if gt $host $length }}{{ $task = printf "%s %d" $role (sub $count 1) }}{{ $length = $host }}{{ end -}}
 {{- end -}}
 {{- end -}}
 {{- toJson (dict "task" $task "length" $length) -}}
