@@ -74,6 +74,10 @@ _OBJECT_META: dict[str, Any] = {
 }
 
 
+# libyaml's safe loader where PyYAML has it (the same documents, ten times faster: JobSet's CRD is 824 KB).
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 class CrdNotFound(LookupError):
     """No vendored CRD serves the object's apiVersion and kind."""
 
@@ -87,7 +91,7 @@ def _crds(crd_dir: Path = CRD_DIR) -> dict[tuple[str, str], tuple[Path, dict[str
     found: dict[tuple[str, str], tuple[Path, dict[str, Any]]] = {}
     for path in sorted(crd_dir.rglob("*.yaml")):
         with path.open(encoding="utf-8") as fh:
-            for doc in yaml.safe_load_all(fh):
+            for doc in yaml.load_all(fh, Loader=_LOADER):
                 if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
                     continue
                 if doc.get("apiVersion") != "apiextensions.k8s.io/v1":

@@ -5,14 +5,15 @@ The chart's named templates ("tf-distributed.*"), one file per concern:
   _images.tpl      image, imagePullPolicy, projectImage (the supervisor's and the helm test pod's),
                    tensorboardImage, tensorboardImageWarning
   _podspec.tpl     podCommon, affinity, volumes, volumeMounts, resources, tfProbes, tfContainer
-  _tfcluster.tpl   psEnabled/workerEnabled/chiefEnabled, workersAsJob, runJobName, tfRoles, taskAddress,
-                   clusterSpec and its size (clusterMapBytes, tfConfigBytes, ...), prelude, trainerArgs,
-                   trainerRoles, tfArgv
+  _tfcluster.tpl   psEnabled/workerEnabled/chiefEnabled, workersAsJob, jobsetEnabled, runRole, runJobName,
+                   tfRoles, taskHost, taskAddress, clusterSpec and its size (taskHostShape, clusterMapBytes,
+                   tfConfigBytes, ...), prelude, trainerArgs, trainerRoles, tfArgv
   _storage.tpl     claimName, colocate, claimPods, storageNeed
   _run.tpl         supervisorEnabled, runSpec, finishedReplicas, runFinished, cleanupTargets, supervisorEnv
-  _scheduling.tpl  isTfComponent, tfPodCount, gangName, tfSchedulerName, gangPodMetadata
+  _scheduling.tpl  isTfComponent, tfPodCount, gangName, tfSchedulerName, gangPodMetadata, kueueJobSetLabels
   _quantities.tpl  quantityText, quantityKey
-  _tf_workloads.tpl  tfHeadlessService, tfStatefulSet, tfJob;  _ingress.tpl  ingress
+  _tf_workloads.tpl  tfHeadlessService, tfStatefulSet, tfJob, tfJobSpec (also the JobSet's Jobs);
+                   _ingress.tpl  ingress
   _metrics.tpl     serviceMonitorScrapesTf, servingMetricsEnabled, monitoredComponents, monitor, scraperRule
   _validate.tpl    validateValues
 Calling convention: a helper that needs only the root context takes it as is
