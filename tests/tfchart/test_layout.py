@@ -38,7 +38,8 @@ ALLOWED = {
 # (values/fixes.py: a value typed as meant, the nearest choice or bound, the edit of the values file's line) ~320;
 # its local run ~150: closing commands that work as printed, a board that fits the terminal and names each pod's
 # wait (terminal.py), the dataset cache and --clean (local/rundirs.py).
-MAX_LINES = 9375
+# issue 25's JobSet workload: manifests/workloads.py reads a JobSet's replicatedJobs as pod templates ~16.
+MAX_LINES = 9391
 
 
 def module_name(path: Path) -> str:

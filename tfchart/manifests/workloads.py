@@ -1,5 +1,6 @@
 """The pods a render creates: every pod template (and bare pod) of the manifests with its component,
-pod count and spec, read from `helm template`'s output; nothing is re-derived from the values."""
+pod count and spec, read from `helm template`'s output; nothing is re-derived from the values. A JobSet
+(workload.kind=jobset) holds one pod template per replicatedJob: replicas Jobs of parallelism pods each."""
 
 from __future__ import annotations
 
@@ -60,19 +61,34 @@ class Workload:
                 if isinstance(volume.get("persistentVolumeClaim"), dict)]  # fmt: skip
 
 
+def _pod_templates(doc: dict[str, Any]) -> list[tuple[str, str, dict[str, Any], int]]:
+    """(name, component, pod template, pods) of each pod template of one object; a Pod is its own template."""
+    kind, spec, meta = str(doc.get("kind")), doc.get("spec") or {}, doc.get("metadata") or {}
+    name, component = str(meta.get("name")), str((meta.get("labels") or {}).get(COMPONENT_LABEL, kind))
+    if kind == "Pod":
+        return [(name, component, doc, 1)]
+    if kind == "JobSet":  # a replicatedJob's Job template: its pods carry the role's component
+        found = []
+        for rjob in spec.get("replicatedJobs") or []:
+            job = (rjob.get("template") or {}).get("spec") or {}
+            labels = ((job.get("template") or {}).get("metadata") or {}).get("labels") or {}
+            pods = int(rjob.get("replicas", 1)) * int(job.get("parallelism", 1))
+            found.append((f"{name}-{rjob.get('name')}", str(labels.get(COMPONENT_LABEL, rjob.get("name"))),
+                          job.get("template") or {}, pods))  # fmt: skip
+        return found
+    count = spec.get("parallelism", 1) if kind == "Job" else spec.get("replicas", 1)
+    return [(name, component, spec.get("template") or {}, int(count))]
+
+
 def workloads(docs: list[dict[str, Any]]) -> list[Workload]:
     found = []
     for doc in docs:
-        kind, spec, meta = str(doc.get("kind")), doc.get("spec") or {}, doc.get("metadata") or {}
-        pod = spec if kind == "Pod" else (spec.get("template") or {}).get("spec")
-        if not isinstance(pod, dict):
-            continue
-        replicas = 1 if kind == "Pod" else int(spec.get("parallelism", 1) if kind == "Job" else spec.get("replicas", 1))
-        labels = meta.get("labels") or {}
-        pod_labels = labels if kind == "Pod" else ((spec.get("template") or {}).get("metadata") or {}).get("labels")
-        hook = HOOK in (meta.get("annotations") or {})
-        found.append(Workload(kind, str(meta.get("name")), str(labels.get(COMPONENT_LABEL, kind)), replicas, pod,
-                              hook, dict(pod_labels or {})))  # fmt: skip
+        hook = HOOK in ((doc.get("metadata") or {}).get("annotations") or {})
+        for name, component, template, replicas in _pod_templates(doc):
+            pod = template.get("spec")
+            if isinstance(pod, dict):
+                labels = (template.get("metadata") or {}).get("labels")
+                found.append(Workload(str(doc.get("kind")), name, component, replicas, pod, hook, dict(labels or {})))
     return found
 
 
