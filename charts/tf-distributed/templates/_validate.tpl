@@ -193,37 +193,20 @@ serving.command alone keeps them, and a flag in serving.command (a shell line) c
 {{- $problems = append $problems "scheduling.kueue.priorityClass: a Kueue WorkloadPriorityClass needs scheduling.kueue.queueName: without a queue Kueue ignores the pods. Fix: --set scheduling.kueue.queueName=<LocalQueue> (or --set scheduling.kueue.priorityClass=\"\")" -}}
 {{- end -}}
 
-{{- /* workload.kind: what cannot hold under a JobSet, and JobSet settings without one. */ -}}
+{{- /* workload.kind: what cannot hold under a JobSet (no supervisor, no StatefulSet, JobSet's pod names), and JobSet settings without one. */ -}}
 {{- $js := $v.workload.jobset -}}
+{{- $under := "under a JobSet (workload.kind=jobset)" -}}
 {{- if include "tf-distributed.jobsetEnabled" . -}}
-{{- range $when := list "onSuccess" "onFailure" -}}
-{{- if eq (index $v.training.cleanup $when) "keep" -}}
-{{- $problems = append $problems (printf "training.cleanup.%s: keep leaves the ps/worker pods running after the run, but under a JobSet (workload.kind=jobset) JobSet deletes the Jobs still running as soon as it completes or fails. Fix: --set training.cleanup.%s=scaleDown (or --set workload.kind=native)" $when $when) -}}
-{{- end -}}
-{{- end -}}
-{{- if not (kindIs "invalid" $v.chief.ttlSecondsAfterFinished) -}}
-{{- $problems = append $problems (printf "chief.ttlSecondsAfterFinished: under a JobSet (workload.kind=jobset) the chief's Job goes with its JobSet, whose own TTL is workload.jobset.ttlSecondsAfterFinished. Fix: --set workload.jobset.ttlSecondsAfterFinished=%d --set chief.ttlSecondsAfterFinished=null" (int $v.chief.ttlSecondsAfterFinished)) -}}
-{{- end -}}
-{{- range $role := list "ps" "worker" -}}
-{{- $renders := ternary (include "tf-distributed.psEnabled" $) (include "tf-distributed.cleanupTargets" $ | fromJsonArray | has (include "tf-distributed.componentName" (dict "context" $ "role" "worker"))) (eq $role "ps") -}}
-{{- if and (index $v $role).podDisruptionBudget.enabled $renders -}}
-{{- $problems = append $problems (printf "%s.podDisruptionBudget.enabled: the chart's budget (maxUnavailable 0) needs pods of a controller with a scale subresource, and the Jobs of a JobSet (workload.kind=jobset) have none, so Kubernetes could not compute it; under a JobSet a drained or preempted %s pod is replaced without counting against backoffLimit (its Job's podFailurePolicy). Fix: --set %s.podDisruptionBudget.enabled=false (or --set workload.kind=native)" $role $role $role) -}}
-{{- end -}}
-{{- end -}}
-{{- if gt (int $v.scheduling.startTimeoutSeconds) 0 -}}
-{{- $problems = append $problems "scheduling.startTimeoutSeconds: the run supervisor enforces it, and none runs under a JobSet (workload.kind=jobset); Kueue's waitForPodsReady or scheduling.gang.scheduleTimeoutSeconds (coscheduling) bound the wait for pods there. Fix: --set scheduling.startTimeoutSeconds=0 (or --set workload.kind=native)" -}}
-{{- end -}}
+{{- range $when := list "onSuccess" "onFailure" }}{{ if eq (index $v.training.cleanup $when) "keep" }}{{ $problems = append $problems (printf "training.cleanup.%s: keep leaves the ps/worker pods running after the run, but %s JobSet deletes the Jobs still running as soon as it completes or fails. Fix: --set training.cleanup.%s=scaleDown (or --set workload.kind=native)" $when $under $when) }}{{ end }}{{ end -}}
+{{- if not (kindIs "invalid" $v.chief.ttlSecondsAfterFinished) }}{{ $problems = append $problems (printf "chief.ttlSecondsAfterFinished: %s the chief's Job goes with its JobSet, whose own TTL is workload.jobset.ttlSecondsAfterFinished. Fix: --set workload.jobset.ttlSecondsAfterFinished=%d --set chief.ttlSecondsAfterFinished=null" $under (int $v.chief.ttlSecondsAfterFinished)) }}{{ end -}}
+{{- /* the budgets natively rendered: of the ps and worker StatefulSets (tf-distributed.cleanupTargets) */ -}}
+{{- range $role := list "ps" "worker" }}{{ if and (index $v $role).podDisruptionBudget.enabled (has (include "tf-distributed.componentName" (dict "context" $ "role" $role)) (include "tf-distributed.cleanupTargets" $ | fromJsonArray)) }}{{ $problems = append $problems (printf "%s.podDisruptionBudget.enabled: the chart's budget (maxUnavailable 0) needs pods of a controller with a scale subresource, and the Jobs of a JobSet (workload.kind=jobset) have none, so Kubernetes could not compute it; %s a drained or preempted %s pod is replaced without counting against backoffLimit (its Job's podFailurePolicy). Fix: --set %s.podDisruptionBudget.enabled=false (or --set workload.kind=native)" $role $under $role $role) }}{{ end }}{{ end -}}
+{{- if gt (int $v.scheduling.startTimeoutSeconds) 0 }}{{ $problems = append $problems (printf "scheduling.startTimeoutSeconds: the run supervisor enforces it, and none runs %s; Kueue's waitForPodsReady or scheduling.gang.scheduleTimeoutSeconds (coscheduling) bound the wait for pods there. Fix: --set scheduling.startTimeoutSeconds=0 (or --set workload.kind=native)" $under) }}{{ end -}}
 {{- $budget := include "tf-distributed.nameBudget" . | int -}}
-{{- if gt (len $v.fullnameOverride) $budget -}}
-{{- $problems = append $problems (printf "fullnameOverride: %d characters, but under a JobSet (workload.kind=jobset) at most %d: JobSet's admission webhook refuses a JobSet whose longest pod name (<fullname>-evaluator-0-0-<5 random characters>) would pass 63 characters. Fix: --set fullnameOverride=%s" (len $v.fullnameOverride) $budget ($v.fullnameOverride | trunc $budget | trimSuffix "-")) -}}
-{{- end -}}
+{{- if gt (len $v.fullnameOverride) $budget }}{{ $problems = append $problems (printf "fullnameOverride: %d characters, but %s at most %d: JobSet's admission webhook refuses a JobSet whose longest pod name (<fullname>-evaluator-0-0-<5 random characters>) would pass 63 characters. Fix: --set fullnameOverride=%s" (len $v.fullnameOverride) $under $budget ($v.fullnameOverride | trunc $budget | trimSuffix "-")) }}{{ end -}}
 {{- else -}}
-{{- if gt (int $js.maxRestarts) 0 -}}
-{{- $problems = append $problems "workload.jobset.maxRestarts: restarts a JobSet, but workload.kind=native runs no JobSet. Fix: --set workload.kind=jobset (or --set workload.jobset.maxRestarts=0)" -}}
-{{- end -}}
-{{- if not (kindIs "invalid" $js.ttlSecondsAfterFinished) -}}
-{{- $problems = append $problems "workload.jobset.ttlSecondsAfterFinished: deletes a finished JobSet, but workload.kind=native runs no JobSet (its run's Job has chief.ttlSecondsAfterFinished). Fix: --set workload.kind=jobset (or --set workload.jobset.ttlSecondsAfterFinished=null)" -}}
-{{- end -}}
+{{- if gt (int $js.maxRestarts) 0 }}{{ $problems = append $problems "workload.jobset.maxRestarts: restarts a JobSet, but workload.kind=native runs no JobSet. Fix: --set workload.kind=jobset (or --set workload.jobset.maxRestarts=0)" }}{{ end -}}
+{{- if not (kindIs "invalid" $js.ttlSecondsAfterFinished) }}{{ $problems = append $problems "workload.jobset.ttlSecondsAfterFinished: deletes a finished JobSet, but workload.kind=native runs no JobSet (its run's Job has chief.ttlSecondsAfterFinished). Fix: --set workload.kind=jobset (or --set workload.jobset.ttlSecondsAfterFinished=null)" }}{{ end -}}
 {{- end -}}
 
 {{- range $owner := list "commonLabels" "ps.podLabels" "worker.podLabels" "chief.podLabels" "evaluator.podLabels" "tensorboard.podLabels" "serving.podLabels" -}}
