@@ -698,7 +698,7 @@ GROUP_DESCRIPTIONS = {
     "scheduling": "How the TensorFlow pods are scheduled and admitted",
     "scheduling.gang": "Gang scheduling of the TensorFlow pods (one PodGroup for all of them)",
     "scheduling.kueue": "Kueue admission of the TensorFlow pods (one plain-pod group for all of them)",
-    "scheduling.topology": "Topology-aware placement of the ps, worker and chief pods (Kueue TAS or Volcano HyperNodes)",
+    "scheduling.topology": "Topology-aware placement of the ps, worker and chief pods (Kueue TAS, Volcano HyperNodes)",
     "scheduling.topology.ps": "The ps pods' own placement (empty: as scheduling.topology)",
     "scheduling.topology.worker": "The worker pods' own placement (empty: as scheduling.topology)",
     "scheduling.topology.chief": "The chief pod's own placement (empty: as scheduling.topology)",

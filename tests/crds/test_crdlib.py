@@ -85,7 +85,7 @@ for _version in ("v1beta1", "v1beta2"):
         "apiVersion": f"kueue.x-k8s.io/{_version}",
         "kind": "Topology",
         "metadata": {"name": "default"},
-        "spec": {"levels": [{"nodeLabel": "cloud.provider.com/topology-block"}, {"nodeLabel": "kubernetes.io/hostname"}]},
+        "spec": {"levels": [{"nodeLabel": "cloud.provider.com/rack"}, {"nodeLabel": "kubernetes.io/hostname"}]},
     }
     VALID[f"resourceflavor-{_version}"] = {
         "apiVersion": f"kueue.x-k8s.io/{_version}",
