@@ -10,7 +10,8 @@ The chart's named templates ("tf-distributed.*"), one file per concern:
                    trainerRoles, tfArgv
   _storage.tpl     claimName, colocate, claimPods, storageNeed
   _run.tpl         supervisorEnabled, runSpec, finishedReplicas, runFinished, cleanupTargets, supervisorEnv
-  _scheduling.tpl  isTfComponent, tfPodCount, gangName, tfSchedulerName, gangPodMetadata
+  _scheduling.tpl  isTfComponent, tfPodCount, gangName, tfSchedulerName, gangPodMetadata, topology,
+                   topologyPodAnnotations, volcanoTopology, volcanoNetworkTopology
   _quantities.tpl  quantityText, quantityKey
   _tf_workloads.tpl  tfHeadlessService, tfStatefulSet, tfJob;  _ingress.tpl  ingress
   _metrics.tpl     serviceMonitorScrapesTf, servingMetricsEnabled, monitoredComponents, monitor, scraperRule
