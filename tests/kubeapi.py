@@ -1193,3 +1193,44 @@ class JobController:
         until = time.monotonic() + min(360.0, self.backoff_seconds * 2 ** max(0, self.failed - 1))
         while time.monotonic() < until and self.server.get("Job", self.namespace, self.name) is not None:
             time.sleep(0.1)
+
+
+# -- topology-aware placement: Kueue's Topology and ResourceFlavor, Volcano's HyperNode (tfchart preflight) ----------
+
+CUSTOM.update({"ResourceFlavor": "resourceflavors", "Topology": "topologies", "HyperNode": "hypernodes"})
+RESOURCE_OF.update(CUSTOM)
+KIND_OF.update({resource: kind for kind, resource in CUSTOM.items()})
+KUEUE_TAS_CRDS = ("kueue/v0.19.2/kueue.x-k8s.io_resourceflavors.yaml", "kueue/v0.19.2/kueue.x-k8s.io_topologies.yaml")
+HYPERNODE_CRDS = ("volcano/v1.15.1/topology.volcano.sh_hypernodes.yaml",)
+
+
+def resource_flavor(name: str, topology: str | None = None, node_labels: dict[str, str] | None = None,
+                    version: str = "v1beta2") -> dict[str, Any]:  # fmt: skip
+    """A Kueue ResourceFlavor; with `topology`, a topology-aware one (spec.topologyName)."""
+    spec = {**({"nodeLabels": node_labels} if node_labels else {}), **({"topologyName": topology} if topology else {})}
+    return assert_served_valid({"apiVersion": f"{KUEUE}/{version}", "kind": "ResourceFlavor",
+                                "metadata": {"name": name, "generation": 1}, "spec": spec})  # fmt: skip
+
+
+def topology(name: str, *levels: str, version: str = "v1beta2") -> dict[str, Any]:
+    """A Kueue Topology with its levels (node labels), highest first."""
+    return assert_served_valid({"apiVersion": f"{KUEUE}/{version}", "kind": "Topology",
+                                "metadata": {"name": name, "generation": 1},
+                                "spec": {"levels": [{"nodeLabel": level} for level in levels]}})  # fmt: skip
+
+
+def hypernode(name: str, tier: int, *members: str, tier_name: str = "") -> dict[str, Any]:
+    """A Volcano HyperNode of `tier` whose members are nodes (tier 1) or HyperNodes, by exact name."""
+    kind = "Node" if tier == 1 else "HyperNode"
+    spec: dict[str, Any] = {"tier": tier, **({"tierName": tier_name} if tier_name else {}),
+                            "members": [{"type": kind, "selector": {"exactMatch": {"name": m}}} for m in members]}
+    return assert_served_valid({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+                                "metadata": {"name": name}, "spec": spec,
+                                "status": {"nodeCount": len(members)}})  # fmt: skip
+
+
+def labelled_node(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    """A schedulable node that also carries `labels` (its topology, its flavor's node labels)."""
+    document = node(name)
+    document["metadata"]["labels"].update(labels)
+    return document

@@ -122,6 +122,7 @@ def test_helpers_tpl_is_gone_or_an_index() -> None:
         ("_run.tpl", "runSpec"),
         ("_run.tpl", "supervisorEnv"),
         ("_scheduling.tpl", "gangPodMetadata"),
+        ("_scheduling.tpl", "topologyPodAnnotations"),
     ],
 )
 def test_helpers_live_in_the_file_of_their_concern(file: str, helper: str) -> None:

@@ -774,8 +774,9 @@ def reaches(case: Case, strings: list[str]) -> bool:
 
 
 # Choices the chart translates rather than renders: a PodGroup kind and scheduler (or none), a model
-# version policy block of TensorFlow Serving's config.
-TRANSLATED = ("scheduling.gang.provider", "serving.modelVersionPolicy.type")
+# version policy block of TensorFlow Serving's config, a topology mode (an annotation's key, hard or soft).
+TRANSLATED = ("scheduling.gang.provider", "serving.modelVersionPolicy.type", "scheduling.topology.mode",
+              *(f"scheduling.topology.{role}.mode" for role in ("ps", "worker", "chief")))
 
 
 def excluded_without_schema(case: Case) -> bool:

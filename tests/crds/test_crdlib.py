@@ -81,6 +81,42 @@ for _version in ("v1beta1", "v1beta2"):
             ],
         },
     }
+    VALID[f"topology-{_version}"] = {
+        "apiVersion": f"kueue.x-k8s.io/{_version}",
+        "kind": "Topology",
+        "metadata": {"name": "default"},
+        "spec": {"levels": [{"nodeLabel": "cloud.provider.com/rack"}, {"nodeLabel": "kubernetes.io/hostname"}]},
+    }
+    VALID[f"resourceflavor-{_version}"] = {
+        "apiVersion": f"kueue.x-k8s.io/{_version}",
+        "kind": "ResourceFlavor",
+        "metadata": {"name": "tas-flavor"},
+        "spec": {"nodeLabels": {"cloud.provider.com/node-group": "tas"}, "topologyName": "default"},
+    }
+VALID["hypernode"] = {
+    "apiVersion": "topology.volcano.sh/v1alpha1",
+    "kind": "HyperNode",
+    "metadata": {"name": "s0"},
+    "spec": {"tier": 1, "members": [{"type": "Node", "selector": {"exactMatch": {"name": "node-0"}}}]},
+}
+VALID["volcano-podgroup-topology"] = _obj(
+    "scheduling.volcano.sh/v1beta1",
+    "PodGroup",
+    {
+        "minMember": 4,
+        "networkTopology": {"mode": "hard", "highestTierAllowed": 2},
+        "subGroupPolicy": [
+            {
+                "name": "ps-worker",
+                "labelSelector": {"matchExpressions": [{"key": "app.kubernetes.io/component", "operator": "In",
+                                                         "values": ["ps", "worker"]}]},
+                "matchLabelKeys": ["app.kubernetes.io/instance"],
+                "subGroupSize": 3,
+                "networkTopology": {"mode": "soft"},
+            }
+        ],
+    },
+)
 
 
 def _with(name: str, path: str, value: Any) -> dict[str, Any]:

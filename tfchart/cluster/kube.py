@@ -224,6 +224,20 @@ class KubeApi:
         return self._call(operation, lambda: _json_or_none(
             getattr(self._api("CustomObjectsApi"), method), group, version, *where, plural, name, **RAW))
 
+    def list_custom_objects(self, group: str, version: str, plural: str, page_size: int = 500) -> list[dict[str, Any]]:
+        """Every object of a cluster-scoped custom resource (Volcano's HyperNodes) as JSON, read `page_size` at a
+        time; empty when the server does not serve it (404)."""
+        operation = Operation("list", f"{plural}.{group}")
+        method = self._api("CustomObjectsApi").list_cluster_custom_object
+        found: list[dict[str, Any]] = []
+        more: dict[str, Any] = {"limit": page_size}
+        while True:
+            listed = self._call(operation, lambda: _json_or_none(method, group, version, plural, **more, **RAW) or {})
+            found += listed.get("items") or []
+            if not (token := (listed.get("metadata") or {}).get("continue")):
+                return found
+            more["_continue"] = token
+
     # -- writes (tfchart stop, upgrade --recreate, uninstall --delete-data) -----------------------
     def patch(self, kind: str, name: str, namespace: str, body: dict[str, Any]) -> None:
         """A JSON merge patch (RFC 7386) of a StatefulSet, Deployment or Job: exactly the fields in body."""

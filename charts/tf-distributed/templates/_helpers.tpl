@@ -10,7 +10,8 @@ The chart's named templates ("tf-distributed.*"), one file per concern:
                    tfConfigBytes, ...), prelude, trainerArgs, trainerRoles, tfArgv
   _storage.tpl     claimName, colocate, claimPods, storageNeed
   _run.tpl         supervisorEnabled, runSpec, finishedReplicas, runFinished, cleanupTargets, supervisorEnv
-  _scheduling.tpl  isTfComponent, tfPodCount, gangName, tfSchedulerName, gangPodMetadata, kueueJobSetLabels
+  _scheduling.tpl  isTfComponent, tfPodCount, gangName, tfSchedulerName, gangPodMetadata, kueueJobSetLabels,
+                   topology, topologyPodAnnotations, volcanoTopology, volcanoNetworkTopology
   _quantities.tpl  quantityText, quantityKey
   _tf_workloads.tpl  tfHeadlessService, tfStatefulSet, tfJob, tfJobSpec (also the JobSet's Jobs);
                    _ingress.tpl  ingress

@@ -71,12 +71,16 @@ annotations:
 
 {{/*
 Pod template metadata (labels + annotations), with the chart's own annotations of this pod as the
-optional "annotations". Usage: include "tf-distributed.podMetadata" (dict "context" $ "role" "worker" "component" .Values.worker)
+optional "annotations". A TensorFlow pod's gang / queue labels and annotations and its topology-aware placement
+(tf-distributed.gangPodMetadata, tf-distributed.topologyPodAnnotations) come from here, so every workload whose
+pod templates use it carries them. Usage: include "tf-distributed.podMetadata" (dict "context" $ "role" "worker" "component" .Values.worker)
 */}}
 {{- define "tf-distributed.podMetadata" -}}
 {{- $root := .context -}}
 {{- $component := .component -}}
 {{- $gang := include "tf-distributed.gangPodMetadata" (dict "context" $root "role" .role) | fromJson -}}
+{{- $topology := include "tf-distributed.topologyPodAnnotations" (dict "context" $root "role" .role) | fromJson -}}
+{{- $_ := set $gang "annotations" (merge (dict) $gang.annotations $topology) -}}
 {{- if hasKey . "annotations" }}{{ $_ := set $gang "annotations" (merge (dict) .annotations $gang.annotations) }}{{ end -}}
 labels:
   {{- include "tf-distributed.podLabels" (dict "context" $root "role" .role) | nindent 2 }}

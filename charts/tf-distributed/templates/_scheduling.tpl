@@ -80,4 +80,114 @@ Jobs and pods, owned by a JobSet Kueue manages, are never admitted apart.
 {{- end -}}
 {{- end -}}
 {{- toJson $labels -}}
+Topology-aware placement (docs/scheduling.md "Topology-aware placement"), as JSON:
+  {"backend": "kueue" | "volcano" | "",
+   "roles": {role: {"mode": "required" | "preferred", "level": <Kueue node label>, "tier": <Volcano tier or null>,
+                    "keys": {"mode": .., "level": .., "tier": ..}}},    (the values key each setting came from)
+   "together": [] | ["ps", "worker"] | ["chief", "worker"]}
+for the rendered ps, worker and chief roles that are placed (mode other than none). The evaluator is never
+placed: it reads checkpoints from the claim and exchanges no tensors with the others.
+Usage: include "tf-distributed.topology" $
+*/}}
+{{- define "tf-distributed.topology" -}}
+{{- $t := .Values.scheduling.topology -}}
+{{- $backend := "" -}}
+{{- if .Values.scheduling.kueue.queueName }}{{ $backend = "kueue" }}{{ else if eq .Values.scheduling.gang.provider "volcano" }}{{ $backend = "volcano" }}{{ end -}}
+{{- $rendered := include "tf-distributed.tfRoles" . | fromJsonArray -}}
+{{- $roles := dict -}}
+{{- range $role := list "ps" "worker" "chief" -}}
+{{- $own := index $t $role -}}
+{{- $key := dict -}}
+{{- range $field := list "mode" "level" "tier" -}}
+{{- $set := ternary (not (kindIs "invalid" (index $own $field))) (ne (toString (index $own $field)) "") (eq $field "tier") -}}
+{{- $_ := set $key $field (printf "scheduling.topology.%s" (ternary (printf "%s.%s" $role $field) $field $set)) -}}
+{{- end -}}
+{{- $mode := $own.mode | default $t.mode -}}
+{{- if and (has $role $rendered) (ne $mode "none") -}}
+{{- $tier := ternary $t.tier $own.tier (kindIs "invalid" $own.tier) -}}
+{{- $_ := set $roles $role (dict "mode" $mode "level" ($own.level | default $t.level) "tier" $tier "keys" $key) -}}
+{{- end -}}
+{{- end -}}
+{{- $pair := list -}}
+{{- if and $t.together (has "worker" $rendered) -}}
+{{- if has "ps" $rendered }}{{ $pair = list "ps" "worker" }}{{ else if has "chief" $rendered }}{{ $pair = list "chief" "worker" }}{{ end -}}
+{{- end -}}
+{{- toJson (dict "backend" $backend "roles" $roles "together" $pair) -}}
+{{- end -}}
+
+{{/*
+Kueue's topology-aware scheduling (TAS, beta and on by default since Kueue v0.14) on a TensorFlow pod template,
+as JSON: kueue.x-k8s.io/podset-required-topology or podset-preferred-topology = the level, and
+kueue.x-k8s.io/podset-group-name on the two roles placed together. For Kueue's plain-pod group (not JobSet,
+whose PodSets are its replicatedJobs) every TensorFlow pod also names its PodSet, kueue.x-k8s.io/role-hash =
+its role: Kueue would otherwise make one PodSet of all pods of one shape (their requests, ports, affinity),
+ps and chief alike, and take that PodSet's topology request from whichever pod it read first.
+Usage: include "tf-distributed.topologyPodAnnotations" (dict "context" $ "role" "worker")
+*/}}
+{{- define "tf-distributed.topologyPodAnnotations" -}}
+{{- $root := .context -}}
+{{- $topology := include "tf-distributed.topology" $root | fromJson -}}
+{{- $annotations := dict -}}
+{{- if and (eq $topology.backend "kueue") $topology.roles (has .role (list "ps" "worker" "chief" "evaluator")) -}}
+{{- if ne (($root.Values.workload | default dict).kind | default "native") "jobset" -}}
+{{- $_ := set $annotations "kueue.x-k8s.io/role-hash" .role -}}
+{{- end -}}
+{{- with index $topology.roles .role -}}
+{{- $_ := set $annotations (printf "kueue.x-k8s.io/podset-%s-topology" .mode) .level -}}
+{{- end -}}
+{{- if has .role $topology.together }}{{ $_ := set $annotations "kueue.x-k8s.io/podset-group-name" "tensorflow" }}{{ end -}}
+{{- end -}}
+{{- toJson $annotations -}}
+{{- end -}}
+
+{{/*
+Volcano's network topology in the PodGroup spec (Volcano v1.12+; subGroupPolicy v1.14+): one placement unit per
+placed role, or one for the two roles placed together. A unit that is every pod of the gang is the PodGroup's own
+networkTopology; otherwise each unit is a subGroupPolicy entry selecting its roles' pods (one subgroup: all of
+them share app.kubernetes.io/instance) of subGroupSize = their count. required = mode hard with
+highestTierAllowed; preferred = mode soft (Volcano keeps the pods in the lowest tier that fits them).
+Usage: include "tf-distributed.volcanoTopology" $
+*/}}
+{{- define "tf-distributed.volcanoTopology" -}}
+{{- $topology := include "tf-distributed.topology" . | fromJson -}}
+{{- $units := list -}}
+{{- $pair := $topology.together -}}
+{{- if and $pair (hasKey $topology.roles (index $pair 0)) -}}
+{{- $units = append $units (dict "name" (join "-" $pair) "roles" $pair "placement" (index $topology.roles (index $pair 0))) -}}
+{{- end -}}
+{{- range $role := list "ps" "worker" "chief" -}}
+{{- if and (hasKey $topology.roles $role) (not (has $role $pair)) -}}
+{{- $units = append $units (dict "name" $role "roles" (list $role) "placement" (index $topology.roles $role)) -}}
+{{- end -}}
+{{- end -}}
+{{- $gang := include "tf-distributed.tfRoles" . | fromJsonArray -}}
+{{- if and (eq (len $units) 1) (eq (len (first $units).roles) (len $gang)) }}
+networkTopology:
+  {{- include "tf-distributed.volcanoNetworkTopology" (first $units).placement | nindent 2 }}
+{{- else if $units }}
+subGroupPolicy:
+{{- range $units }}
+  - name: {{ .name }}
+    labelSelector:
+      matchExpressions:
+        - key: app.kubernetes.io/component
+          operator: In
+          values: [{{ join ", " .roles }}]
+    matchLabelKeys:
+      - app.kubernetes.io/instance
+    {{- $pods := 0 }}
+    {{- range .roles }}{{ $pods = add $pods (ternary 1 (int (index $.Values .).replicas) (eq . "chief")) }}{{ end }}
+    subGroupSize: {{ $pods }}
+    networkTopology:
+      {{- include "tf-distributed.volcanoNetworkTopology" .placement | nindent 6 }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* One Volcano NetworkTopologySpec from a role's placement (tf-distributed.topology). */}}
+{{- define "tf-distributed.volcanoNetworkTopology" -}}
+mode: {{ ternary "hard" "soft" (eq .mode "required") }}
+{{- if eq .mode "required" }}
+highestTierAllowed: {{ int .tier }}
+{{- end }}
 {{- end -}}

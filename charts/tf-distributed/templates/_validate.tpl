@@ -192,6 +192,26 @@ serving.command alone keeps them, and a flag in serving.command (a shell line) c
 {{- if and $kueue.priorityClass (not $kueue.queueName) -}}
 {{- $problems = append $problems "scheduling.kueue.priorityClass: a Kueue WorkloadPriorityClass needs scheduling.kueue.queueName: without a queue Kueue ignores the pods. Fix: --set scheduling.kueue.queueName=<LocalQueue> (or --set scheduling.kueue.priorityClass=\"\")" -}}
 {{- end -}}
+{{- /* Topology-aware placement (tf-distributed.topology: the placed roles, and the values key of each setting). */ -}}
+{{- $topology := include "tf-distributed.topology" . | fromJson -}}{{- $placed := $topology.roles -}}{{- $backend := $topology.backend -}}{{- $topo := list -}}
+{{- range $role := keys $placed | sortAlpha -}}
+{{- $p := index $placed $role -}}{{- $k := $p.keys -}}{{- $tier := not (kindIs "invalid" $p.tier) -}}
+{{- if not $backend }}{{ $topo = append $topo (printf "%s: topology-aware placement needs Kueue (scheduling.kueue.queueName) or Volcano (scheduling.gang.provider=volcano, got %s): the default scheduler and coscheduling do not place by topology. Fix: --set %s=none (or --set scheduling.kueue.queueName=<LocalQueue>)" $k.mode $provider $k.mode) }}{{ end -}}
+{{- if and (eq $backend "kueue") (not $p.level) }}{{ $topo = append $topo (printf "%s: Kueue places the pods in one domain of a level of the Topology of the ClusterQueue's flavor, a node label such as cloud.provider.com/topology-rack (kubectl get topologies -o yaml), but none is set. Fix: --set %s=<node-label> (or --set %s=none)" $k.level $k.level $k.mode) }}{{ end -}}
+{{- if and (eq $backend "kueue") $tier }}{{ $topo = append $topo (printf "%s: a HyperNode tier is Volcano's; Kueue places by a node label (scheduling.topology.level). Fix: --set %s=null" $k.tier $k.tier) }}{{ end -}}
+{{- if and (eq $backend "volcano") $p.level }}{{ $topo = append $topo (printf "%s: Volcano places by HyperNode tier (scheduling.topology.tier), not by a Kueue Topology's node label. Fix: --set %s=\"\"" $k.level $k.level) }}{{ end -}}
+{{- if and (eq $backend "volcano") (eq $p.mode "required") (not $tier) }}{{ $topo = append $topo (printf "%s: Volcano's hard network topology needs the highest HyperNode tier the pods may spread across (1: one HyperNode of the lowest tier, such as a leaf switch). Fix: --set %s=1 (or --set %s=preferred)" $k.tier $k.tier $k.mode) }}{{ end -}}
+{{- if and (eq $backend "volcano") (eq $p.mode "preferred") $tier (eq $k.tier (replace ".mode" ".tier" $k.mode)) }}{{ $topo = append $topo (printf "%s: Volcano's soft network topology keeps the pods in the lowest HyperNode tier that fits them and takes no tier. Fix: --set %s=null (or --set %s=required)" $k.tier $k.tier $k.mode) }}{{ end -}}
+{{- end -}}
+{{- with $topology.together -}}{{- $where := list -}}
+{{- range $role := . }}{{ $p := index $placed $role | default dict }}{{ $where = append $where (ternary "not placed" (printf "%s %s" $p.mode (ternary (printf "tier %v" $p.tier) $p.level (eq $backend "volcano"))) (empty $p)) }}{{ end -}}
+{{- if and $backend (or (eq (first $where) "not placed") (ne (first $where) (last $where))) }}{{ $topo = append $topo (printf "scheduling.topology.together: the %s and %s pods share one domain, so they need one placement, but %s is %s and %s %s. Fix: --set scheduling.topology.together=false (or the same scheduling.topology.%s.* and scheduling.topology.%s.* settings)" (first .) (last .) (first .) (first $where) (last .) (last $where) (first .) (last .)) }}
+{{- else if and (eq $backend "kueue") (eq (first .) "ps") (gt (int $v.ps.replicas) 1) (gt (int $v.worker.replicas) 1) }}{{ $topo = append $topo (printf "scheduling.topology.together: Kueue puts two PodSets in one domain only when one of them is a single pod (a leader and its workers; Kueue v0.19: at least one pod set has only 1 replica), but ps.replicas=%d and worker.replicas=%d. Fix: --set scheduling.topology.together=false (or --set ps.replicas=1)" (int $v.ps.replicas) (int $v.worker.replicas)) }}{{ end -}}
+{{- end -}}
+{{- range $owner := ternary (list "commonAnnotations" "ps.podAnnotations" "worker.podAnnotations" "chief.podAnnotations" "evaluator.podAnnotations") list (and (not (empty $placed)) (eq $backend "kueue")) -}}
+{{- range $key := keys (ternary $v.commonAnnotations (index $v (first (splitList "." $owner))).podAnnotations (eq $owner "commonAnnotations") | default dict) | sortAlpha }}{{ if regexMatch "^kueue\\.x-k8s\\.io/(podset-|role-hash$)" $key }}{{ $topo = append $topo (printf "%s.%s: is set by the chart from scheduling.topology on the TensorFlow pods; set by hand too, Kueue would find two topology requests or split the pod group's PodSets. Fix: --set %s.%s=null" $owner $key $owner ($key | replace "." "\\.")) }}{{ end }}{{ end -}}
+{{- end -}}
+{{- $problems = concat $problems (uniq $topo) -}}
 
 {{- /* workload.kind: what cannot hold under a JobSet (no supervisor, no StatefulSet, JobSet's pod names), and JobSet settings without one. */ -}}
 {{- $js := $v.workload.jobset -}}
