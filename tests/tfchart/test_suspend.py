@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests import kubeapi as kf
-from tests.chartlib import REPO
+from tests.chartlib import REPO, render
 from tests.kubeapi import Call, KubeServer, kube_server
 from tfchart.cli.app import main
 from tfchart.cluster import releases, status
@@ -271,3 +271,24 @@ def test_status_list_and_wait_know_a_suspended_run(server: KubeServer, capsys: p
     [warning] = status.collect(server.api(), "mnist", NS, now=kf.NOW).warnings
     assert warning.startswith("the run is suspended but 1 pod(s) still run")
     assert warning.endswith(f"`tfchart suspend mnist -n {NS}` finishes it")
+
+
+def test_upgrading_a_suspended_release_keeps_its_pods_released(server: KubeServer) -> None:
+    """helm's `lookup` finds the suspension record with this run's run-spec: the StatefulSets keep their live 0
+    replicas (a helm upgrade of TensorBoard does not start the servers of a suspended run); the supervisor stays."""
+    sets = ["ps.replicas=1", "worker.replicas=2", "evaluator.enabled=true"]
+    suspended(server)
+    owned = {"meta.helm.sh/release-name": "mnist", "meta.helm.sh/release-namespace": NS}  # as helm install left them
+    for kind, name in [("StatefulSet", f"{PREFIX}-ps"), ("StatefulSet", f"{PREFIX}-worker"), ("Job", CHIEF),
+                       ("Job", f"{PREFIX}-evaluator")]:  # fmt: skip
+        server.update(kind, NS, name, {"metadata": {"annotations": owned}})
+    extra = ["--dry-run=server", "--kube-apiserver", server.url, "--kube-token", "test", "--disable-openapi-validation"]
+    docs = render(sets=[*sets, "tensorboard.podLabels.team=vision"], namespace=NS, extra=extra)
+    workloads = [d for d in docs if d["kind"] in ("StatefulSet", "Deployment")]
+    replicas = {d["metadata"]["name"]: d["spec"]["replicas"] for d in workloads}
+    assert replicas == {f"{PREFIX}-ps": 0, f"{PREFIX}-worker": 0, f"{PREFIX}-supervisor": 1,
+                        f"{PREFIX}-tensorboard": 1, f"{PREFIX}-serving": 1}  # fmt: skip
+    server.update("Job", NS, CHIEF, {"metadata": {"annotations": {SUSPENDED_ANNOTATION: None}}})  # resumed
+    resumed = render(sets=sets, namespace=NS, extra=extra)
+    assert {d["metadata"]["name"]: d["spec"]["replicas"] for d in resumed if d["kind"] == "StatefulSet"} == {
+        f"{PREFIX}-ps": 1, f"{PREFIX}-worker": 2}

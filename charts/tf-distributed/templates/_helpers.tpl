@@ -9,7 +9,8 @@ The chart's named templates ("tf-distributed.*"), one file per concern:
                    clusterSpec and its size (clusterMapBytes, tfConfigBytes, ...), prelude, trainerArgs,
                    trainerRoles, tfArgv
   _storage.tpl     claimName, colocate, claimPods, storageNeed
-  _run.tpl         supervisorEnabled, runSpec, finishedReplicas, runFinished, cleanupTargets, supervisorEnv
+  _run.tpl         supervisorEnabled, runSpec, finishedReplicas, runFinished, runSuspended, cleanupTargets,
+                   supervisorEnv
   _scheduling.tpl  isTfComponent, tfPodCount, gangName, tfSchedulerName, gangPodMetadata
   _quantities.tpl  quantityText, quantityKey
   _tf_workloads.tpl  tfHeadlessService, tfStatefulSet, tfJob;  _ingress.tpl  ingress
