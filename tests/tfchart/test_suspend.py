@@ -57,10 +57,10 @@ def finished(process: subprocess.Popen[str]) -> tuple[int, str, str]:
     return process.returncode, out, err
 
 
-def training(server: KubeServer, evaluator: bool = True) -> dict[str, Any]:
+def training(server: KubeServer, evaluator: bool = True, *more: str) -> dict[str, Any]:
     """A release training: ps 1 and workers 2 Ready, the chief Job running its pod, the evaluator's."""
-    docs = kf.rendered(sets=("ps.replicas=1", "worker.replicas=2", f"evaluator.enabled={str(evaluator).lower()}"),
-                       namespace=NS)  # fmt: skip
+    docs = kf.rendered(sets=("ps.replicas=1", "worker.replicas=2", f"evaluator.enabled={str(evaluator).lower()}",
+                             *more), namespace=NS)  # fmt: skip
     for doc in docs:
         if doc["kind"] == "StatefulSet":
             server.add(kf.stateful_set(doc))
@@ -147,10 +147,10 @@ def test_a_suspend_that_times_out_says_how_to_finish_it(server: KubeServer, caps
     assert replicas(server, "ps") == 1 and record(server)["suspend"] is True
 
 
-def suspended(server: KubeServer, evaluator: bool = True) -> str:
+def suspended(server: KubeServer, evaluator: bool = True, *more: str) -> str:
     """A release as `tfchart suspend` leaves it (tests above): the record on the suspended Job, ps/workers at 0,
     the evaluator suspended, no pod left; the time of the record."""
-    training(server, evaluator)
+    training(server, evaluator, *more)
     since = "2026-11-22T11:00:00Z"
     annotations = suspension_annotations(Suspension(since, {"ps": 1, "worker": 2}, evaluator))
     server.update("Job", NS, CHIEF, {"spec": {"suspend": True}, "metadata": {"annotations": annotations}})
@@ -206,6 +206,23 @@ def test_a_resume_killed_after_its_first_write_is_finished_by_the_next_one(
     assert [path for _, path, _ in server.writes()[2:]] == [f"{JOBS}/{CHIEF}"]
     assert f"  StatefulSet {PREFIX}-worker is already at 2 replicas" in out.splitlines()
     assert record(server) == {"suspend": False, "record": None}
+
+
+def test_a_gang_resumes_its_chief_with_its_servers(server: KubeServer) -> None:
+    """The gang (here coscheduling's PodGroup) admits no pod before all exist: the chief is let run with the
+    servers, their readiness is waited for after, and the record goes last."""
+    suspended(server, False, "scheduling.gang.provider=coscheduling")
+    resuming = tfchart(server, "resume", "mnist")
+    server.wait_for(Call("get", "statefulsets", NS, f"{PREFIX}-worker"))  # waiting for the servers ...
+    assert record(server)["suspend"] is False  # ... with the chief's Job running, so the gang can form
+    ready(server)
+    code, out, err = finished(resuming)
+    assert code == 0, err
+    assert server.writes()[2:] == [("PATCH", f"{JOBS}/{CHIEF}", {"spec": {"suspend": False}}),
+                                   ("PATCH", f"{JOBS}/{CHIEF}", {"metadata": {"annotations": {
+                                       SUSPENDED_ANNOTATION: None}}})]  # fmt: skip
+    assert "as one gang (scheduling.x-k8s.io/pod-group)" in out and record(server) == {"suspend": False,
+                                                                                       "record": None}
 
 
 def test_servers_that_do_not_come_up_keep_the_run_suspended_and_say_why(

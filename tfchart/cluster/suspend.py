@@ -8,8 +8,10 @@ checkpoint at its next step boundary. Once that pod is gone, the ps/worker State
 evaluator Job is suspended (as `tfchart stop` does), and the command waits for their pods too. Resume scales
 the StatefulSets back to the recorded replicas, waits until they are Ready (a chief started against missing
 servers would wait for them), lets the evaluator run again and, last, unsuspends the Job and drops the record
-in one PATCH. Each step reads the cluster first, so either command killed at any point and run again finishes
-what the first began. Waits poll the API every POLL_SECONDS within the --timeout.
+in one PATCH. Pods in a gang are admitted only all together: there the Job is unsuspended with the servers,
+their readiness waited for after, and the record dropped last. Each step reads the cluster first, so either
+command killed at any point and run again finishes what the first began. Waits poll the API every
+POLL_SECONDS within the --timeout.
 
 The kind of the run's object is the seam for `workload.kind=jobset` (one JobSet, `spec.suspend`): `Workloads`
 says what the run is, and only `suspend_native`/`resume_native` know the native objects.
@@ -45,6 +47,8 @@ GRACE_MARGIN_SECONDS = 60  # after the pods' terminationGracePeriodSeconds, for 
 RESUME_TIMEOUT_SECONDS = 600.0  # ps/workers scheduled, images pulled, servers listening
 TIMED_OUT_EXIT = 124  # as `tfchart wait` and timeout(1)
 TERMINAL = ("Succeeded", "Failed")
+# A pod template that joins a gang (Volcano, coscheduling, Kueue's plain-pod group): its pods are admitted together
+GANG_MARKERS = ("scheduling.k8s.io/group-name", "scheduling.x-k8s.io/pod-group", "kueue.x-k8s.io/pod-group-name")
 
 
 class TimedOut(TfchartError):
@@ -188,18 +192,36 @@ def resume_native(api: KubeApi, found: Workloads, release: str, namespace: str, 
             api.scale("StatefulSet", name, namespace, wanted[name])
             done.actions.append(f"scaled StatefulSet {name} from {now} to {wanted[name]} replicas")
     limit = RESUME_TIMEOUT_SECONDS if timeout is None else timeout
-    if wanted:
-        wait_ready(api, release, namespace, wanted, clock.now() + limit, clock, limit)
+    deadline = clock.now() + limit
+    gang = next((marker for s in found.stateful_sets for marker in GANG_MARKERS if marked(s, marker)), "")
+    if wanted and not gang:
+        wait_ready(api, release, namespace, wanted, deadline, clock, limit)
         done.actions.append(f"their pods are Ready ({', '.join(f'{n} {c}/{c}' for n, c in wanted.items())})")
     for evaluator in found.evaluators if record.evaluator else []:
         if evaluator.spec.suspend:
             api.patch("Job", name_of(evaluator), namespace, {"spec": {"suspend": False}})
             done.actions.append(f"let Job {name_of(evaluator)} run again: the evaluator follows the checkpoints")
+    again = f"a new {found.info.role} pod continues from the last checkpoint"
+    if gang:  # the gang admits no pod before all of them exist: the chief's too, so it cannot wait for Ready
+        if found.run.spec.suspend:
+            api.patch(found.kind, found.name, namespace, {"spec": {"suspend": False}})
+            done.actions.append(f"resumed {found.kind} {found.name} with its servers, as one gang ({gang}): {again}")
+        if wanted:
+            wait_ready(api, release, namespace, wanted, deadline, clock, limit)
+            done.actions.append(f"the servers' pods are Ready ({', '.join(f'{n} {c}/{c}' for n, c in wanted.items())})")
+        api.patch(found.kind, found.name, namespace, {"metadata": {"annotations": {SUSPENDED_ANNOTATION: None}}})
+        done.actions.append(f"dropped the suspension record from {found.kind} {found.name}")
+        return done
     api.patch(found.kind, found.name, namespace,
               {"metadata": {"annotations": {SUSPENDED_ANNOTATION: None}}, "spec": {"suspend": False}})
-    done.actions.append(f"resumed {found.kind} {found.name} and dropped the suspension record: a new {found.info.role} "
-                        "pod continues from the last checkpoint")
+    done.actions.append(f"resumed {found.kind} {found.name} and dropped the suspension record: {again}")
     return done
+
+
+def marked(workload: Any, marker: str) -> bool:
+    """Whether the workload's pod template carries this label or annotation."""
+    metadata = workload.spec.template.metadata
+    return marker in {**(metadata.labels or {}), **(metadata.annotations or {})}
 
 
 def replicas(stateful_set: Any) -> int:
