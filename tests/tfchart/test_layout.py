@@ -38,9 +38,9 @@ ALLOWED = {
 # (values/fixes.py: a value typed as meant, the nearest choice or bound, the edit of the values file's line) ~320;
 # its local run ~150: closing commands that work as printed, a board that fits the terminal and names each pod's
 # wait (terminal.py), the dataset cache and --clean (local/rundirs.py).
-# issue 25's suspend and resume ~676: cluster/suspend.py (native, gang-aware, restartable), local/runstate.py
+# issue 25's suspend and resume ~678: cluster/suspend.py (native, gang-aware, restartable), local/runstate.py
 # (the local run's record, --local by signal), the two commands, Suspended in status/list/wait.
-MAX_LINES = 10051
+MAX_LINES = 10053
 
 
 def module_name(path: Path) -> str:

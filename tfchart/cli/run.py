@@ -184,6 +184,8 @@ def resume(name: str, namespace: str | None, timeout: float | None, on_this_mach
     if on_this_machine:
         from tfchart.cli.local import resume_local
 
+        if output != "text":
+            raise click.UsageError("resume --local trains here, as tfchart local does: it has no -o report")
         resume_local(name, workdir, timeout)
     from tfchart.cluster import suspend as run_suspend
 
