@@ -21,8 +21,9 @@ and helm (`template --dry-run=server`, its `lookup`). The server
   when set (a proxy's login page in the way);
 - records every request with its `Call`, HTTP status and headers, before answering it.
 
-JobController, at the end, plays Kubernetes' Job controller for one rendered chief Job whose pod runs
-as a local process, for the supervisor tests.
+JobController and StatefulSetController, at the end, play Kubernetes' Job controller for one rendered
+chief Job and its StatefulSet controller for one rendered ps/worker StatefulSet, whose pods run as local
+processes, for the supervisor and suspend tests.
 """
 
 from __future__ import annotations
@@ -1109,10 +1110,14 @@ class JobController:
     DeadlineExceeded; a Job deleted from the server kills its pod. `backoff_seconds`: the delay
     before the replacement of a failed pod, doubling with each failure as the controller's pod
     failure back-off does (10 s in Kubernetes; 0, the default, replaces it at once).
+    `spec.suspend: true` ends the pod as a deletion does (SIGTERM, not counted as a failure) and
+    sets the Suspended condition; unsuspended, a new pod starts and the deadline counts anew.
+    With `pod_objects`, each pod is also an object in the API (Running, then Succeeded/Failed;
+    deleted with a deletionTimestamp first), as `tfchart suspend` and `status` read them.
     """
 
     def __init__(self, server: KubeServer, job: dict[str, Any], pod: LocalPod, cluster: LocalCluster,
-                 backoff_seconds: float = 0.0) -> None:  # fmt: skip
+                 backoff_seconds: float = 0.0, pod_objects: bool = False) -> None:  # fmt: skip
         self.server, self.pod, self.cluster = server, pod, cluster
         self.namespace, self.name = job["metadata"]["namespace"], job["metadata"]["name"]
         assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
@@ -1120,6 +1125,8 @@ class JobController:
         self.pods_started = 0
         self.exit_codes: list[int] = []  # of each pod that ended on its own, in order
         self.backoff_seconds = backoff_seconds
+        self.template = job if pod_objects else None
+        self.suspensions = 0  # pods ended by a suspension
         self.thread = threading.Thread(target=self._run, daemon=True, name=f"job-{self.name}")
 
     def start(self) -> JobController:
@@ -1138,17 +1145,55 @@ class JobController:
                             "lastTransitionTime": now_text()}],
         }})  # fmt: skip
 
+    @property
+    def pod_name(self) -> str:
+        return f"{self.name}-{self.pods_started:05d}"
+
+    def _pod_object(self, phase: str | None) -> None:
+        """The current pod's object: created (Running), marked for deletion (Terminating), moved to `phase`, or
+        gone (None)."""
+        if self.template is None:
+            return
+        if phase == "Running":
+            self.server.add(pod(self.template, self.pod_name, phase="Running", created=now_text()))
+        elif phase == "Terminating":
+            self.server.update("Pod", self.namespace, self.pod_name, {"metadata": {"deletionTimestamp": now_text()}})
+        elif phase is None:
+            self.server.delete("Pod", self.namespace, self.pod_name)
+        else:
+            self.server.update("Pod", self.namespace, self.pod_name, {"status": {"phase": phase}})
+
+    def _suspended(self) -> bool:
+        """Waits while the Job is suspended (its Suspended condition set); False when it was deleted meanwhile."""
+        suspended = {"type": "Suspended", "status": "True", "reason": "JobSuspended", "message": "Job suspended",
+                     "lastTransitionTime": now_text()}  # fmt: skip
+        self.server.update("Job", self.namespace, self.name, {"status": {"active": 0, "conditions": [suspended]}})
+        while (job := self.server.get("Job", self.namespace, self.name)) is not None and job["spec"].get("suspend"):
+            time.sleep(0.1)
+        if job is None:
+            return False
+        resumed = {**suspended, "status": "False", "reason": "JobResumed", "message": "Job resumed"}
+        self.server.update("Job", self.namespace, self.name, {"status": {"startTime": now_text(),
+                                                                         "conditions": [resumed]}})  # fmt: skip
+        return True
+
     def _run(self) -> None:
         started = time.monotonic()
         while True:
             job = self.server.get("Job", self.namespace, self.name)
             if job is None:
                 return
+            if job["spec"].get("suspend"):
+                if not self._suspended():
+                    return
+                started = time.monotonic()
+                continue
             self.pods_started += 1
             if self.pod.name in self.cluster.processes:
                 self.cluster.restart(self.pod.name)
             else:
                 self.cluster.start([self.pod])
+            self._pod_object("Running")
             self.server.update("Job", self.namespace, self.name, {"status": {"active": 1}})
             code = None
             while code is None:
@@ -1159,6 +1204,12 @@ class JobController:
                 if job is None:  # deleted: its pod goes too
                     self.cluster.kill(self.pod.name, signal.SIGTERM)
                     return
+                if job["spec"].get("suspend"):  # the controller deletes the pod; not a failure
+                    self._pod_object("Terminating")
+                    self.cluster.kill(self.pod.name, signal.SIGTERM)
+                    self._pod_object(None)
+                    self.suspensions += 1
+                    break
                 deadline = job["spec"].get("activeDeadlineSeconds")
                 if deadline is not None and time.monotonic() - started >= deadline:
                     self.cluster.kill(self.pod.name, signal.SIGTERM)
@@ -1166,8 +1217,11 @@ class JobController:
                     self._finish("Failed", "DeadlineExceeded", "Job was active longer than specified deadline")
                     return
                 time.sleep(0.1)
+            if code is None:  # suspended
+                continue
             self.cluster.processes[self.pod.name].reader.join(timeout=5)
             self.exit_codes.append(code)
+            self._pod_object("Succeeded" if code == 0 else "Failed")
             if code == 0:
                 self._finish("Complete", "", "")
                 return
@@ -1234,3 +1288,77 @@ def labelled_node(name: str, labels: dict[str, str]) -> dict[str, Any]:
     document = node(name)
     document["metadata"]["labels"].update(labels)
     return document
+
+
+class StatefulSetController:
+    """Kubernetes' StatefulSet controller (podManagementPolicy Parallel) for one rendered StatefulSet whose pods
+    run as local processes: the ordinals below `spec.replicas` (re-read every tick, so a /scale PATCH takes effect)
+    run, each started again when it exits (restartPolicy Always); one at or above it is ended as a deleted pod is
+    (SIGTERM, its object marked, then gone). Each running pod is an object in the API, Ready once its TensorFlow
+    port answers (the rendered readiness probe: a TCP check of that port, here at the pod's local address), and
+    `status` counts them (replicas, readyReplicas, observedGeneration) as the controller reports them."""
+
+    def __init__(self, server: KubeServer, stateful_set: dict[str, Any], pods: Sequence[LocalPod],
+                 cluster: LocalCluster) -> None:  # fmt: skip
+        self.server, self.doc, self.cluster = server, stateful_set, cluster
+        self.namespace, self.name = stateful_set["metadata"]["namespace"], stateful_set["metadata"]["name"]
+        self.pods = sorted(pods, key=lambda each: each.index)  # the rendered ordinals
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True, name=f"sts-{self.name}")
+
+    def start(self) -> StatefulSetController:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(30)
+
+    def running(self) -> list[str]:
+        """The names of this StatefulSet's pods whose process runs."""
+        processes = self.cluster.processes
+        return [each.name for each in self.pods if each.name in processes and processes[each.name].running]
+
+    def _address(self, each: LocalPod) -> tuple[str, int]:
+        host, port = json.loads(each.env["TFD_CLUSTER"])[each.role][each.index].rsplit(":", 1)
+        return host, int(port)
+
+    def _ready(self, each: LocalPod) -> bool:
+        with contextlib.suppress(OSError), socket.create_connection(self._address(each), timeout=0.5):
+            return True
+        return False
+
+    def _run(self) -> None:
+        reported: dict[str, Any] = {}
+        ready: set[str] = set()
+        while not self.stopping.is_set():
+            found = self.server.get("StatefulSet", self.namespace, self.name)
+            if found is None:
+                return
+            wanted = int(found["spec"].get("replicas", 1))
+            for each in self.pods:
+                alive = each.name in self.running()
+                if each.index < wanted and not alive:
+                    if each.name in self.cluster.processes:
+                        self.cluster.restart(each.name)
+                    else:
+                        self.cluster.start([each])
+                    ready.discard(each.name)
+                    self.server.add(pod(self.doc, index=each.index, ready=False, created=now_text()))
+                elif each.index < wanted and each.name not in ready and self._ready(each):
+                    ready.add(each.name)
+                    self.server.update("Pod", self.namespace, each.name, {"status": {"conditions": [
+                        {"type": "Ready", "status": "True", "lastTransitionTime": now_text()}]}})  # fmt: skip
+                elif each.index >= wanted and self.server.get("Pod", self.namespace, each.name) is not None:
+                    marked = {"metadata": {"deletionTimestamp": now_text()}}
+                    self.server.update("Pod", self.namespace, each.name, marked)
+                    if alive:
+                        self.cluster.kill(each.name, signal.SIGTERM)
+                    self.server.delete("Pod", self.namespace, each.name)
+                    ready.discard(each.name)
+            status = {"replicas": len(self.running()), "readyReplicas": len(ready), "availableReplicas": len(ready),
+                      "observedGeneration": found["metadata"].get("generation", 1)}  # fmt: skip
+            if status != reported:
+                self.server.update("StatefulSet", self.namespace, self.name, {"status": status})
+                reported = status
+            time.sleep(0.1)

@@ -101,6 +101,37 @@ def ending_annotations(ending: str, reason: str, ended_at: str) -> dict[str, str
     return {ENDING_ANNOTATION: ending, END_REASON_ANNOTATION: reason, ENDED_AT_ANNOTATION: ended_at}
 
 
+#: A suspended run (`tfchart suspend`), on its run object: when, and what `tfchart resume` brings back.
+SUSPENDED_ANNOTATION = ANNOTATION_PREFIX + "suspended"
+
+
+@dataclass(frozen=True)
+class Suspension:
+    """The record of a suspension: written with `spec.suspend: true` in one PATCH, dropped by the resume."""
+
+    since: str  # RFC 3339, UTC
+    replicas: Mapping[str, int]  # role (ps, worker) -> the StatefulSet's replicas to scale back to
+    evaluator: bool = False  # the evaluator Job was running: resume lets it run again
+
+
+def suspension_annotations(suspension: Suspension) -> dict[str, str]:
+    record = {"since": suspension.since, "replicas": dict(sorted(suspension.replicas.items())),
+              "evaluator": suspension.evaluator}  # fmt: skip
+    return {SUSPENDED_ANNOTATION: json.dumps(record, separators=(",", ":"))}
+
+
+def parse_suspension(annotations: Mapping[str, str] | None) -> Suspension | None:
+    """The suspension recorded in these annotations, else None (none, or not one: a hand-written value)."""
+    try:
+        record = json.loads((annotations or {}).get(SUSPENDED_ANNOTATION) or "null")
+        replicas = {str(role): int(count) for role, count in (record.get("replicas") or {}).items()}
+        if not isinstance(record.get("since"), str) or any(count < 0 for count in replicas.values()):
+            return None
+        return Suspension(record["since"], replicas, bool(record.get("evaluator")))
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
 def release_selector(release: str, component: str | None = None) -> str:
     """The label selector of a release's objects (of one component): its instance and the chart's part-of
     label, which no nameOverride or fullnameOverride changes (app.kubernetes.io/name follows nameOverride)."""

@@ -11,7 +11,7 @@ import pytest
 from tests.chartlib import REPO
 
 COMMANDS = ["validate", "template", "install", "upgrade", "uninstall", "status", "stop", "logs", "preflight", "build",
-            "local", "images", "list", "wait", "completion"]
+            "local", "images", "list", "wait", "completion", "suspend", "resume"]
 
 
 def tfchart(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

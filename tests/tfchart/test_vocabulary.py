@@ -22,8 +22,9 @@ from tfchart.cli.app import COMMANDS, main, main_group
 from tfchart.cli.formats import Duration
 
 # command: its human format
-REPORTING = {"validate": "text", "images": "text", "status": "table", "preflight": "table", "list": "table"}
-TIMEOUTS = {"install", "upgrade", "uninstall", "local", "wait"}  # every command with a --timeout
+REPORTING = {"validate": "text", "images": "text", "status": "table", "preflight": "table", "list": "table",
+             "suspend": "text", "resume": "text"}  # fmt: skip
+TIMEOUTS = {"install", "upgrade", "uninstall", "local", "wait", "suspend", "resume"}  # every command with a --timeout
 
 
 def command(name: str) -> click.Command:
@@ -39,7 +40,7 @@ def option(cmd: click.Command, flag: str) -> click.Option | None:
 
 def test_every_command_is_listed_for_this_table() -> None:
     assert set(COMMANDS) >= {"validate", "template", "images", "install", "upgrade", "uninstall", "preflight",
-                             "status", "stop", "logs", "local", "build"}  # fmt: skip
+                             "status", "stop", "logs", "local", "build", "suspend", "resume"}  # fmt: skip
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))

@@ -2,7 +2,7 @@
 codes (exit 1 for errors, 2 for usage; --debug shows tracebacks and the helm commands run).
 
 The commands live by family in tfchart.cli.values (validate, template, images), .release (install,
-upgrade, uninstall, preflight), .run (status, stop, logs, wait, list), .shell (completion) and .local
+upgrade, uninstall, preflight), .run (status, stop, logs, wait, list, suspend, resume), .shell (completion) and .local
 (local, build). A command's module is imported only when that command runs, and each imports what it
 needs when it runs, so
 `tfchart validate` costs little more than the `helm template` it runs.
@@ -22,7 +22,8 @@ COMMANDS = {  # each command, as <family>.<function> of tfchart.cli.<family>
     "validate": "values.validate", "template": "values.template", "images": "values.list_images",
     "install": "release.install", "upgrade": "release.upgrade", "uninstall": "release.uninstall",
     "preflight": "release.preflight", "status": "run.status", "stop": "run.stop", "logs": "run.logs",
-    "wait": "run.wait", "list": "run.list_releases", "completion": "shell.completion",
+    "wait": "run.wait", "list": "run.list_releases", "suspend": "run.suspend", "resume": "run.resume",
+    "completion": "shell.completion",
     "local": "local.local", "build": "local.build",
 }  # fmt: skip
 

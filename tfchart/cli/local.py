@@ -1,16 +1,25 @@
-"""Commands that run on this machine: local (the release as processes or containers), build (images)."""
+"""Commands that run on this machine: local (the release as processes or containers), build (images), and the
+--local side of suspend and resume."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from tfchart.cli.formats import DURATION
 from tfchart.cli.options import CONTEXT, ValuesInputs, values_inputs
+from tfchart.errors import TfchartError
+from tfdcontract import RUN_SPEC_ANNOTATION, read_status_file
+
+if TYPE_CHECKING:
+    from tfchart.local.runstate import LocalOutcome, LocalRun
 
 LOCAL_RELEASE = "local"  # runs/local-<time>, pods local-tf-distributed-*
 
@@ -90,10 +99,7 @@ def local(name: str, values: ValuesInputs, namespace: str, workdir: Path | None,
     everything is stopped and removed on success, failure and Ctrl-C. As processes, datasets are kept in
     one cache per user ($XDG_CACHE_HOME/tf-distributed/datasets) unless training.dataDir is set.
     """
-    from tfchart.console import console
-    from tfchart.helm.render import manifests
-    from tfchart.local import containers, processes, rundirs
-    from tfchart.values.validate import rendered
+    from tfchart.local import rundirs
 
     if clean:
         removed = rundirs.clean(name, keep_runs)
@@ -102,6 +108,21 @@ def local(name: str, values: ValuesInputs, namespace: str, workdir: Path | None,
         click.echo(f"{len(removed)} run directories removed ({sum(held for _, held in removed) / 1e6:.1f} MB), "
                    f"the newest {keep_runs} of runs/{name}-<time> kept")
         return
+    options = {"engine": engine, "keep_tensorboard": keep_tensorboard, "follow_logs": follow_logs,
+               "allow_privileged": allow_privileged, "host_network": host_network}
+    start(name, values, namespace, workdir, timeout, options)
+
+
+def start(name: str, values: ValuesInputs, namespace: str, workdir: Path | None, timeout: float | None,
+          options: dict[str, Any], resumed: LocalRun | None = None) -> NoReturn:  # fmt: skip
+    """Renders the release for this machine and runs it to its end, recording the run in its directory (a resumed
+    run: again, in the same directory, refused when it no longer renders the same run)."""
+    from tfchart.console import console
+    from tfchart.helm.render import manifests
+    from tfchart.local import containers, processes, rundirs, runstate
+    from tfchart.values.validate import rendered
+
+    engine = options["engine"]
     if engine == "process":
         processes.require_tensorflow()  # before anything is written or started
     values.manifests(name, namespace)  # every problem of the user's values, as validate lists them
@@ -112,12 +133,76 @@ def local(name: str, values: ValuesInputs, namespace: str, workdir: Path | None,
     shared: list[tuple[str, str]] = []
     if engine == "process" and not merged.get("training", {}).get("dataDir"):  # a container sees the run only
         shared = [("--set-string", f"training.dataDir={rundirs.dataset_cache()}")]
+    docs: list[dict[str, Any]] = []
 
     def render_for_local(extra: list[tuple[str, str]]) -> list[dict[str, Any]]:
-        return manifests(rendered(helm, chart, values.inputs.with_sets([*shared, *extra]), name, namespace))
+        docs[:] = manifests(rendered(helm, chart, values.inputs.with_sets([*shared, *extra]), name, namespace))
+        return docs
 
     if engine == "process":
-        plan = processes.plan(render_for_local, merged, run_dir, namespace, host_network)
+        plan = processes.plan(render_for_local, merged, run_dir, namespace, options["host_network"])
     else:
-        plan = containers.plan(render_for_local, merged, run_dir, namespace, engine, allow_privileged)
-    sys.exit(processes.run(plan, timeout, keep_tensorboard, follow_logs, console=console()))
+        plan = containers.plan(render_for_local, merged, run_dir, namespace, engine, options["allow_privileged"])
+    record = resumed or recorded(name, namespace, options, values, run_dir)
+    spec = next((str(d["metadata"]["annotations"][RUN_SPEC_ANNOTATION]) for d in docs
+                 if RUN_SPEC_ANNOTATION in (d["metadata"].get("annotations") or {})), "")  # fmt: skip
+    if resumed is not None and resumed.run_spec != spec:
+        raise TfchartError(f"the release no longer renders the run suspended in {run_dir} (its run-spec changed: "
+                           "the chart, or a file it was rendered from)",
+                           f"restore the chart it ran with, or start a new run: `tfchart local {name} ...`")
+    record = record.moved(runstate.RUNNING)
+    record.pid, record.run_spec = os.getpid(), spec
+    record.save(run_dir)
+    requested = threading.Event()
+    previous = signal.signal(runstate.SUSPEND_SIGNAL, lambda signum, frame: requested.set())
+    state, suspended = runstate.INTERRUPTED, False  # Ctrl-C, SIGTERM, --timeout: resumable from the last checkpoint
+    try:
+        code = processes.run(plan, timeout, options["keep_tensorboard"], options["follow_logs"], console=console(),
+                             suspend=requested)  # fmt: skip
+        suspended = code == runstate.SUSPENDED_EXIT
+        state = runstate.SUSPENDED if suspended else runstate.SUCCEEDED if code == 0 else runstate.FAILED
+    finally:
+        saved = read_status_file(run_dir)
+        step = saved.step if saved and state != runstate.SUCCEEDED else None
+        record.moved(state, step).save(run_dir)
+        signal.signal(runstate.SUSPEND_SIGNAL, previous)
+    if suspended:
+        console().print(f"[bold magenta]⏸ suspended[/] at step {step} (checkpoint saved); no process of the run is "
+                        f"left. Continue with: tfchart resume {name} --local --workdir {run_dir}", soft_wrap=True)
+    sys.exit(code)
+
+
+def recorded(name: str, namespace: str, options: dict[str, Any], values: ValuesInputs, run_dir: Path) -> LocalRun:
+    """The record of a new run: the inputs it is rendered from, copied into its run directory."""
+    from tfchart.local.runstate import LocalRun, keep_inputs
+
+    files, sets = keep_inputs(run_dir, [file.path for file in values.inputs.files], values.inputs.sets)
+    chart = values.chart_reference or os.environ.get("TFCHART_CHART") or None
+    if chart and Path(chart).exists():
+        chart = str(Path(chart).resolve())
+    return LocalRun(name, namespace, options, chart, values.chart_version, values.plain_http, files, sets)
+
+
+def suspend_local(name: str, workdir: Path | None, timeout: float | None) -> LocalOutcome:
+    """`tfchart suspend NAME --local`: the running local run asked to suspend, waited for."""
+    from tfchart.local import runstate
+
+    run_dir, run = runstate.find(name, workdir)
+    after, actions = runstate.request_suspend(run_dir, run, timeout)
+    outcome = runstate.LocalOutcome(name, str(run_dir), after.state, after.since, after.step, actions)
+    if not actions:
+        outcome.unchanged.append(f"the local run in {run_dir} is already {after.state.lower()} (since {after.since})")
+    return outcome
+
+
+def resume_local(name: str, workdir: Path | None, timeout: float | None) -> NoReturn:
+    """`tfchart resume NAME --local`: the suspended local run started again in its run directory, to its end."""
+    from tfchart.local import runstate
+
+    run_dir, run = runstate.find(name, workdir)
+    runstate.resumable(run_dir, run)
+    values = ValuesInputs(click.get_current_context().obj, tuple(str(run_dir / file) for file in run.files),
+                          list(run.sets), None, run.chart, run.chart_version, run.plain_http)  # fmt: skip
+    step = f" (step {run.step})" if run.step is not None else ""
+    click.echo(f"resuming the local run of {name} in {run_dir} from its last checkpoint{step}")
+    start(name, values, run.namespace, run_dir, timeout, run.options, resumed=run)

@@ -1,10 +1,12 @@
-"""Commands that watch or end a run on the cluster: status, stop, logs, wait."""
+"""Commands that watch, pause or end a run: status, stop, logs, wait, list, suspend, resume."""
 
 from __future__ import annotations
 
 import json
 import math
 import sys
+from pathlib import Path
+from typing import Any
 
 import click
 
@@ -91,7 +93,8 @@ def wait(name: str, namespace: str | None, timeout: float | None, kube: KubeInpu
     (never there, or deleted while waiting), 124 --timeout passed."""
     from tfchart.cluster import wait as run_wait
 
-    ended = run_wait.wait(kube.api(), name, kube.namespace(namespace), timeout)
+    ended = run_wait.wait(kube.api(), name, kube.namespace(namespace), timeout,
+                          notice=lambda line: click.secho(f"note: {line}", fg="yellow", err=True))
     click.echo(f"{name}: {ended.state}")
     if ended.state != "Succeeded":
         click.secho(f"error: release {name}'s run failed: {ended.reason}", fg="red", err=True)
@@ -129,3 +132,81 @@ def list_releases(namespace: str | None, all_namespaces: bool, output: str, kube
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     for row in rows:
         click.echo("   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+
+
+def local_flags(function: Any) -> Any:
+    """--local and --workdir: the command acts on a `tfchart local` run of NAME on this machine."""
+    function = click.option("--workdir", type=click.Path(path_type=Path, file_okay=False), default=None,
+                            help="With --local: the run directory (default: the newest runs/NAME-<time>).")(function)
+    return click.option("--local", "on_this_machine", is_flag=True,
+                        help="A `tfchart local` run of NAME on this machine, not a release.")(function)
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("name")
+@click.option("-n", "--namespace", default=None, help="Release namespace (default: the kubeconfig context's).")
+@click.option("--timeout", type=DURATION, default=None, metavar="DURATION",
+              help="How long to wait for the pods to stop (default: their terminationGracePeriodSeconds plus 60s).")
+@local_flags
+@output_option("text")
+@kube_inputs
+def suspend(name: str, namespace: str | None, timeout: float | None, on_this_machine: bool, workdir: Path | None,
+            output: str, kube: KubeInputs) -> None:  # fmt: skip
+    """Pause release NAME's run: the chief saves a checkpoint at its next step boundary, then every pod is
+    released (ps/workers scaled to 0, the evaluator suspended). `tfchart resume NAME` continues."""
+    if on_this_machine:
+        from tfchart.cli.local import suspend_local
+
+        outcome: Any = suspend_local(name, workdir, timeout)
+        resume = f"tfchart resume {name} --local --workdir {outcome.run_directory}"
+    else:
+        from tfchart.cluster import suspend as run_suspend
+
+        no_workdir(workdir)
+        where = kube.namespace(namespace)
+        outcome = run_suspend.suspend(kube.api(), name, where, timeout)
+        resume = f"tfchart resume {name} -n {where}"
+    report(outcome, output, f"{name} is suspended (since {outcome.since}): `{resume}` continues from the checkpoint")
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("name")
+@click.option("-n", "--namespace", default=None, help="Release namespace (default: the kubeconfig context's).")
+@click.option("--timeout", type=DURATION, default=None, metavar="DURATION",
+              help="How long to wait for the ps/worker pods to be Ready (default 10m); with --local, for training.")
+@local_flags
+@output_option("text")
+@kube_inputs
+def resume(name: str, namespace: str | None, timeout: float | None, on_this_machine: bool, workdir: Path | None,
+           output: str, kube: KubeInputs) -> None:  # fmt: skip
+    """Continue release NAME's suspended run from its checkpoint: ps/workers back to their replicas, then, once
+    they are Ready, the chief. With --local: the local run, again in its run directory, to its end."""
+    if on_this_machine:
+        from tfchart.cli.local import resume_local
+
+        if output != "text":
+            raise click.UsageError("resume --local trains here, as tfchart local does: it has no -o report")
+        resume_local(name, workdir, timeout)
+    from tfchart.cluster import suspend as run_suspend
+
+    no_workdir(workdir)
+    where = kube.namespace(namespace)
+    outcome = run_suspend.resume(kube.api(), name, where, timeout)
+    report(outcome, output, f"{name} runs again: follow it with `tfchart logs {name} -n {where} -f`")
+
+
+def no_workdir(workdir: Path | None) -> None:
+    if workdir is not None:
+        raise click.UsageError("--workdir names a local run's directory: give --local too")
+
+
+def report(outcome: Any, output: str, closing: str) -> None:
+    """One line per thing done (then per thing already done), and where the run stands; or the outcome as data."""
+    if output != "text":
+        emit(outcome.as_dict(), output)
+        return
+    for line in outcome.unchanged:
+        click.echo(f"  {line}")
+    for line in outcome.actions:
+        click.secho(f"✓ {line}", fg="green")
+    click.echo(closing)

@@ -20,6 +20,7 @@ from tfdcontract import (
     END_REASON_ANNOTATION,
     ENDING_ANNOTATION,
     WORKER,
+    parse_suspension,
 )
 
 # A Job condition that is True -> the state it means (SuccessCriteriaMet and FailureTarget are set
@@ -37,7 +38,7 @@ class GpuRequest:
 class JobInfo:
     role: str
     name: str | None
-    state: str  # Running | Succeeded | Failed | Pending | Missing
+    state: str  # Running | Succeeded | Failed | Pending | Suspended | Missing
     reason: str = ""
     message: str = ""
     active: int = 0
@@ -45,6 +46,7 @@ class JobInfo:
     failed: int = 0
     ending: str = ""  # the run record (tf-distributed.io/ending on the run's Job): supervisor or tfchart stop
     end_reason: str = ""
+    suspended_since: str = ""  # a suspended Job: since when (the run's suspension record, else its condition)
 
 
 def name_of(obj: Any) -> str:
@@ -147,8 +149,12 @@ def job_info(role: str, jobs: list[Any], pods: list[Any]) -> JobInfo:
         if kind in conditions:
             condition = conditions[kind]
             return JobInfo(role, name, state, condition.reason or kind, condition.message or "", **counts)
-    if "Suspended" in conditions:
-        return JobInfo(role, name, "Pending", "Suspended", conditions["Suspended"].message or "", **counts)
+    if "Suspended" in conditions or (job.spec and job.spec.suspend):
+        condition = conditions.get("Suspended")
+        record = parse_suspension(annotations)
+        since = record.since if record else stamp(condition.last_transition_time if condition else None)
+        message = (condition.message if condition else "") or "Job suspended"
+        return JobInfo(role, name, "Suspended", "Suspended", message, **counts, suspended_since=since)
     pod = newest(pods)
     if pod is None:
         return JobInfo(role, name, "Pending", "NoPod", "the Job controller has not created a pod yet", **counts)
@@ -156,6 +162,13 @@ def job_info(role: str, jobs: list[Any], pods: list[Any]) -> JobInfo:
         return JobInfo(role, name, "Running", "", "", **counts)
     reason, message = pod_reason(pod)
     return JobInfo(role, name, "Pending", reason or "Pending", message, **counts)
+
+
+def stamp(moment: datetime | str | None) -> str:
+    """A time as the API writes it (RFC 3339, UTC, whole seconds); "" for none."""
+    if isinstance(moment, datetime):
+        return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment or ""
 
 
 def main_container(pod: Any, role: str) -> str | None:

@@ -26,11 +26,12 @@ FINISHED = ("Succeeded", "Failed")
 class ReleaseRun:
     release: str
     namespace: str
-    state: str  # as `tfchart status`: Running | Succeeded | Failed | Pending | Unknown
+    state: str  # as `tfchart status`: Running | Succeeded | Failed | Pending | Suspended | Unknown
     step: int | None
     train_steps: int | None
     gpus: dict[str, int]  # requested by its pods that are scheduled and not finished, per resource
     age_seconds: int | None
+    suspended_since: str | None = None  # a Suspended run: since when
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -100,4 +101,5 @@ def run_of(api: KubeApi, release: str, namespace: str, each: Found, now: datetim
     age = int((now - each.created).total_seconds()) if each.created else None
     step = progress.step if progress else None
     total = progress.train_steps if progress else None
-    return ReleaseRun(release, namespace, training.state, step, total, dict(sorted(each.gpus.items())), age)
+    since = chief.suspended_since if training.state == "Suspended" else None
+    return ReleaseRun(release, namespace, training.state, step, total, dict(sorted(each.gpus.items())), age, since)

@@ -101,7 +101,7 @@ class Progress:
 
 @dataclass(frozen=True)
 class Training:
-    state: str  # Running | Succeeded | Failed | Pending | Unknown
+    state: str  # Running | Succeeded | Failed | Pending | Suspended | Unknown
     detail: str
     progress: Progress | None
 
@@ -208,7 +208,8 @@ def held_after_the_end(
     release: str, namespace: str, chief: JobInfo, stateful_sets: list[StatefulSetInfo], pods: list[PodInfo]
 ) -> list[str]:
     """A warning when the chief Job ended but ps/worker/evaluator pods still run (and hold their GPUs)."""
-    if chief.state not in ("Succeeded", "Failed", "Missing") or chief.role != CHIEF:
+    suspended = chief.state == "Suspended" and not chief.ending
+    if (chief.state not in ("Succeeded", "Failed", "Missing") and not suspended) or chief.role != CHIEF:
         return []
     holding = [p for p in pods if p.role in HOLDING_ROLES and p.phase not in ("Succeeded", "Failed", "Terminating")]
     up = [s for s in stateful_sets if s.desired > 0]
@@ -220,13 +221,16 @@ def held_after_the_end(
     held = ", ".join(f"{count} {resource}" for resource, count in sorted(gpus.items()))
     what = f"{len(holding)} pod(s) still run" + (f" and hold {held}" if held else "")
     names = ", ".join(p.name for p in holding[:4]) + (", ..." if len(holding) > 4 else "")
+    listed = f" ({names})" if names else ""
+    if suspended:
+        return [f"the run is suspended but {what}{listed}: the suspension is under way or was interrupted; "
+                f"`tfchart suspend {release} -n {namespace}` finishes it"]
     if chief.ending:
         policy = "onSuccess" if chief.state == "Succeeded" else "onFailure"
         why = f"kept by the cleanup policy (training.cleanup.{policy}=keep)"
     else:
         why = "nothing freed them (supervisor.enabled=false, or the supervisor is not running)"
     ended = "is gone" if chief.state == "Missing" else f"ended ({chief.state})"
-    listed = f" ({names})" if names else ""
     return [f"the chief Job {ended} but {what}{listed}: {why}; free them with `tfchart stop {release} -n {namespace}`"]
 
 
@@ -313,6 +317,12 @@ def training_state(chief: JobInfo, progress: Progress | None) -> Training:
             retried = f"the last attempt failed ({reported}); the Job retries from the checkpoint"
             return Training("Running", retried, progress)
         return Training("Running", reported or ("training in progress" if progress else NO_PROGRESS), progress)
+    if chief.state == "Suspended" and chief.ending:  # `tfchart stop --end-run`: suspended to end it
+        return Training("Failed", f"the run ended ({chief.ending}): {chief.end_reason}", progress)
+    if chief.state == "Suspended":
+        saved = f" at step {progress.step}" if progress and progress.step is not None else ""
+        return Training("Suspended", f"suspended since {chief.suspended_since or '(unknown)'}: its pods are "
+                        f"released; resuming continues from the checkpoint{saved}", progress)
     if chief.state == "Pending":
         why = f"{chief.reason}: {chief.message}" if chief.message else chief.reason
         return Training("Pending", f"the chief pod has not started: {why}", progress)

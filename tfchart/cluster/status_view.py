@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 # Interrupted: the chief saved on SIGTERM (preemption, drain) and will resume.
 STATE_STYLE = {"Running": "cyan", "Succeeded": "green", "Failed": "red", "Interrupted": "yellow", "Pending": "yellow",
-               "Unknown": "yellow", "Missing": "yellow"}
+               "Unknown": "yellow", "Missing": "yellow", "Suspended": "magenta"}
 
 
 def render(status: ReleaseStatus, console: Console) -> None:
@@ -49,6 +49,9 @@ def summary_lines(status: ReleaseStatus) -> Any:
     grid.add_row(label, f"[{STATE_STYLE.get(chief.state, 'white')}]{escape(job_text(chief))}[/]")
     if chief.ending:
         grid.add_row("Run ended", escape(f"{chief.ending}: {chief.end_reason}" if chief.end_reason else chief.ending))
+    if chief.state == "Suspended" and not chief.ending:
+        resume = f"tfchart resume {status.release} -n {status.namespace}"
+        grid.add_row("Suspended", escape(f"since {chief.suspended_since}; `{resume}` continues"))
     if status.evaluator:
         grid.add_row("Evaluator Job", escape(job_text(status.evaluator)))
     if status.stateful_sets:

@@ -51,7 +51,7 @@ def stop(api: KubeApi, release: str, namespace: str, *, end_run: bool, now: date
                               f"check the release name and namespace: `helm list -n {namespace}` (or `helm list -A`)")
     done = Stopped()
     chief = job_info(run_role(jobs), jobs, [])
-    running = chief.state not in ("Succeeded", "Failed", "Missing") and chief.reason != "Suspended"
+    running = chief.state not in ("Succeeded", "Failed", "Missing", "Suspended")
     if running and not end_run:
         raise TfchartError(
             f"the {JOB_OF[chief.role]} {chief.name} of release {release} has not ended: stopping now ends its training",
@@ -86,11 +86,12 @@ def scale_to_zero(api: KubeApi, kind: str, obj: Any, namespace: str, done: Stopp
     done.actions.append(f"scaled {kind} {name} from {1 if replicas is None else replicas} to 0 replicas")
 
 
-def suspend_evaluator(api: KubeApi, job: Any, namespace: str, done: Stopped) -> None:
+def suspend_evaluator(api: KubeApi, job: Any, namespace: str, done: Stopped,
+                      why: str = "the evaluator ends with the run") -> None:  # fmt: skip
     name = name_of(job)
     state = job_info(EVALUATOR, [job], [])
     if state.state in ("Succeeded", "Failed") or (job.spec and job.spec.suspend):
         done.unchanged.append(f"Job {name} has already ended or is suspended")
         return
     api.patch("Job", name, namespace, {"spec": {"suspend": True}})
-    done.actions.append(f"suspended Job {name}: the evaluator ends with the run")
+    done.actions.append(f"suspended Job {name}: {why}")

@@ -1,7 +1,8 @@
 """`tfchart wait`: block until a release's run ends, and say how. The run's fate is read from the cluster
 only (the run's Job: its Complete/Failed conditions, else the ending recorded on it by the supervisor or
 `tfchart stop`), polled at a bounded interval, so a wait started after the run ended answers at once. Once
-the run was seen, a few failed polls in a row (an API server restarting) are waited out.
+the run was seen, a few failed polls in a row (an API server restarting) are waited out. A suspended run
+has not ended: the wait goes on (and says so once each time the run is seen suspended).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tfchart.cluster.kube import AccessDenied
-from tfchart.cluster.objects import job_info, run_role
+from tfchart.cluster.objects import JobInfo, job_info, run_role
 from tfchart.errors import KubernetesError, TfchartError
 from tfdcontract import release_selector
 
@@ -42,14 +43,21 @@ class Ended:
 def wait(
     api: KubeApi, release: str, namespace: str, timeout: float | None, *,
     clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+    notice: Callable[[str], None] = lambda line: None,
 ) -> Ended:  # fmt: skip
-    """The run's ending, once it has one; raises WaitTimedOut after `timeout` seconds (None: never)."""
+    """The run's ending, once it has one; raises WaitTimedOut after `timeout` seconds (None: never). `notice`
+    gets a line when the run is found suspended (once per suspension)."""
     deadline = None if timeout is None else clock() + timeout
-    seen, failed_polls = False, 0
+    seen, failed_polls, suspended = False, 0, False
     while True:
         try:
-            ended = ending(api, release, namespace, seen)
+            run = run_job(api, release, namespace, seen)
+            ended = ending_of(run)
             failed_polls = 0
+            if run.state == "Suspended" and ended is None and not suspended:
+                notice(f"release {release}'s run is suspended (since {run.suspended_since}): it has not ended, "
+                       f"waiting until it is resumed (`tfchart resume {release} -n {namespace}`) and ends")
+            suspended = run.state == "Suspended"
         except (NoRun, AccessDenied):
             raise
         except KubernetesError:  # an API server restarting or a proxy's hiccup must not end an hours-long wait
@@ -62,14 +70,20 @@ def wait(
         seen = True
         left = None if deadline is None else deadline - clock()
         if left is not None and left <= 0:
-            raise WaitTimedOut(f"release {release}'s run has not ended after {describe(timeout or 0)}: it still runs",
+            still = "is suspended" if suspended else "still runs"
+            raise WaitTimedOut(f"release {release}'s run has not ended after {describe(timeout or 0)}: it {still}",
                                f"see where it is: `tfchart status {release} -n {namespace}`; wait longer with "
                                "--timeout, or leave it out to wait until the run ends")
         sleep(POLL_SECONDS if left is None else min(POLL_SECONDS, left))
 
 
 def ending(api: KubeApi, release: str, namespace: str, seen: bool) -> Ended | None:
-    """The run's ending, or None while it runs (or waits to start)."""
+    """The run's ending, or None while it runs (or waits to start, or is suspended)."""
+    return ending_of(run_job(api, release, namespace, seen))
+
+
+def run_job(api: KubeApi, release: str, namespace: str, seen: bool) -> JobInfo:
+    """The run's Job; NoRun when there is none."""
     jobs = api.list_objects("Job", namespace, release_selector(release))
     run = job_info(run_role(jobs), jobs, [])
     if run.state == "Missing":
@@ -77,6 +91,10 @@ def ending(api: KubeApi, release: str, namespace: str, seen: bool) -> Ended | No
         raise NoRun(f"release {release} {gone}: no chief (or workers') Job carries its labels",
                     "check the release name and namespace (`tfchart list -A`); a finished run's Job may have been "
                     "removed by ttlSecondsAfterFinished: its result is in <storage>/status.json")
+    return run
+
+
+def ending_of(run: JobInfo) -> Ended | None:
     if run.state in ("Succeeded", "Failed"):
         detail = f"{run.reason}: {run.message}" if run.message else run.reason
         return Ended(run.state, "; ".join(part for part in (detail, run.end_reason) if part))

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from tfchart.errors import TfchartError, UsageError
+from tfchart.local.runstate import SUSPENDED_EXIT
 from tfdcontract import (
     CHIEF,
     LOGS_DIR,
@@ -443,10 +444,12 @@ def python_bin_dir() -> str:
 
 
 def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_logs: bool = False,
-        console: Any = None) -> int:  # fmt: skip
+        console: Any = None, suspend: threading.Event | None = None) -> int:  # fmt: skip
     """Runs a plan (processes or containers) to the end; the exit code. Every pod's output goes to <run
     directory>/pod-logs/<pod>.log; the terminal gets a progress bar and a line per pod (on a TTY), plain progress
-    lines at most once per tenth of the run (elsewhere), or every pod's output prefixed by its name (follow_logs)."""
+    lines at most once per tenth of the run (elsewhere), or every pod's output prefixed by its name (follow_logs).
+    Once `suspend` is set, the chief is stopped first (SIGTERM: the trainer saves a checkpoint), then every other
+    pod, and SUSPENDED_EXIT is returned (`tfchart suspend --local`)."""
     from rich.console import Console
     from rich.live import Live
     from rich.markup import escape
@@ -485,7 +488,13 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
     show_live = console.is_terminal and not follow_logs
     live = Live(board.renderable(console.width), console=console, refresh_per_second=4) if show_live else None
 
+    suspending: list[str] = []
+
     def poll() -> None:
+        if suspend is not None and suspend.is_set() and not suspending:
+            suspending.append(chief.name)
+            console.print("suspending: the chief saves a checkpoint at its next step boundary, then every pod stops")
+            cluster.kill(chief.name, signal.SIGTERM)  # the servers stay up for the save; running() stops them after
         with lock:
             for name, process in list(cluster.processes.items()):
                 board.exited(name, None if process.running else process.exit_code, process.restarts)
@@ -506,6 +515,8 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
                     workers = [pod for pod in plan.pods if pod.role == WORKER]
                     code = max((cluster.wait_for(pod.name, 120, poll=poll) for pod in workers), default=0)
                 poll()
+                if suspending and code != 0:
+                    return SUSPENDED_EXIT
             return _finish(plan, cluster, chief.name, code, time.monotonic() - started, keep_tensorboard, console)
     finally:
         for handle in files.values():

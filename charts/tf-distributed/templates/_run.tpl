@@ -43,13 +43,24 @@ kubectl delete) is a new run, so its ps, workers and supervisor start again. hel
 {{- end -}}
 
 {{/*
-The live replicas of a ps/worker StatefulSet whose run has ended (what the supervisor or `keep` left),
-else nothing (so the values' replicas apply).
+"true" when this run is suspended (`tfchart suspend`): the live run Job carries the suspension record
+(tf-distributed.io/suspended) and this render's run-spec. `tfchart resume` brings its pods back.
+*/}}
+{{- define "tf-distributed.runSuspended" -}}
+{{- $job := lookup "batch/v1" "Job" (include "tf-distributed.namespace" .) (include "tf-distributed.runJobName" .) | default dict -}}
+{{- $record := dig "metadata" "annotations" "tf-distributed.io/suspended" "" $job -}}
+{{- $spec := dig "spec" "template" "metadata" "annotations" "tf-distributed.io/run-spec" "" $job -}}
+{{- if and $record (eq $spec (include "tf-distributed.runSpec" .)) }}true{{ end -}}
+{{- end -}}
+
+{{/*
+The live replicas of a ps/worker StatefulSet whose run has ended (what the supervisor or `keep` left)
+or is suspended (0 until `tfchart resume`), else nothing (so the values' replicas apply).
 Usage: include "tf-distributed.finishedReplicas" (dict "context" $ "role" "worker")
 */}}
 {{- define "tf-distributed.finishedReplicas" -}}
 {{- $root := .context -}}
-{{- if include "tf-distributed.runFinished" $root -}}
+{{- if or (include "tf-distributed.runFinished" $root) (include "tf-distributed.runSuspended" $root) -}}
 {{- $live := lookup "apps/v1" "StatefulSet" (include "tf-distributed.namespace" $root) (include "tf-distributed.componentName" (dict "context" $root "role" .role)) | default dict -}}
 {{- dig "spec" "replicas" 0 $live | int -}}
 {{- end -}}
