@@ -49,6 +49,7 @@ from schema_formats import (  # noqa: E402  (scripts/ is on sys.path: this scrip
     LABEL_VALUE,
     MODEL_NAME,
     PROMETHEUS_LABEL_NAME,
+    PROMETHEUS_METRIC_NAME,
     QUANTITY,
     REGISTRY,
     REPOSITORY,
@@ -282,6 +283,26 @@ MONITOR_NAMESPACE_SELECTOR: Schema = {
             "items": {"type": "string", "pattern": DNS_LABEL, "maxLength": 63},
             "description": "Names of the namespaces",
         },
+    },
+}
+
+# Labels of a Prometheus alert: Prometheus label names, any string values.
+ALERT_LABELS: Schema = string_map(None, PROMETHEUS_LABEL_NAME)
+# The Prometheus Operator's Rule (PrometheusRule spec.groups[].rules[]), as its CRD declares it.
+PROMETHEUS_RULE: Schema = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["expr"],
+    "oneOf": [{"required": ["alert"]}, {"required": ["record"]}],
+    "description": "A Prometheus alerting or recording rule",
+    "properties": {
+        "alert": {"type": "string", "minLength": 1, "description": "Name of the alert"},
+        "record": {"type": "string", "pattern": PROMETHEUS_METRIC_NAME, "description": "Name of the recorded series"},
+        "expr": {"type": ["string", "integer"], "minLength": 1, "description": "PromQL expression"},
+        "for": {"type": "string", "pattern": DURATION, "description": "How long the condition must hold"},
+        "keep_firing_for": {"type": "string", "pattern": DURATION, "description": "How long an alert keeps firing"},
+        "labels": {**ALERT_LABELS, "description": "Labels of the alert or series"},
+        "annotations": {**string_map(), "description": "Annotations of the alert"},
     },
 }
 
@@ -669,6 +690,15 @@ RULES: list[tuple[str, Schema]] = [
     ("metrics.*Monitor.namespaceSelector", MONITOR_NAMESPACE_SELECTOR),
     ("metrics.*Monitor.relabelings", {"type": "array", "items": RELABEL_CONFIG}),
     ("metrics.*Monitor.metricRelabelings", {"type": "array", "items": RELABEL_CONFIG}),
+    ("metrics.prometheusRule.namespace", {"type": "string", "pattern": either_empty(DNS_LABEL), "maxLength": 63}),
+    ("metrics.prometheusRule.labels", string_map(LABEL_VALUE, LABEL_KEY)),
+    ("metrics.prometheusRule.annotations", string_map(None, LABEL_KEY)),
+    ("metrics.prometheusRule.interval", {"type": "string", "pattern": DURATION}),
+    ("metrics.prometheusRule.alertLabels", ALERT_LABELS),
+    ("metrics.prometheusRule.*.labels", ALERT_LABELS),
+    ("metrics.prometheusRule.*.for", {"type": "string", "pattern": DURATION}),
+    ("metrics.prometheusRule.*Seconds", {"type": "integer", "minimum": 0, "maximum": 31536000}),
+    ("metrics.prometheusRule.additionalRules", {"type": "array", "items": PROMETHEUS_RULE}),
     ("serving.metrics.path", {"type": "string", "pattern": URL_PATH, "maxLength": 256}),
 ]
 
@@ -698,6 +728,10 @@ GROUP_DESCRIPTIONS = {
     "metrics.scraper": "The Prometheus admitted by the NetworkPolicies to the metrics ports",
     "metrics.serviceMonitor": "A Prometheus Operator ServiceMonitor (through the TensorFlow roles' headless Services)",
     "metrics.podMonitor": "A Prometheus Operator PodMonitor (selects the TensorFlow and Serving pods directly)",
+    "metrics.prometheusRule": "A Prometheus Operator PrometheusRule: this release's alerts",
+    "metrics.prometheusRule.runStalled": "Alert TFDistributedRunStalled: the chief's step stopped rising while Running",
+    "metrics.prometheusRule.gpusHeldAfterRunEnded": "Alert TFDistributedGPUsHeldAfterRunEnded (kube-state-metrics)",
+    "metrics.prometheusRule.checkpointsStopped": "Alert TFDistributedCheckpointsStopped: no checkpoint while Running",
     "serving.metrics": "TensorFlow Serving's Prometheus metrics, on its REST port (its monitoring config file)",
     "scheduling": "How the TensorFlow pods are scheduled and admitted",
     "workload": "Which Kubernetes objects run the TensorFlow pods: native StatefulSets and Jobs, or one JobSet",

@@ -73,6 +73,8 @@ DURATION = _format(r"^(|0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9
                    "a Prometheus duration such as 30s, 1m30s or 2h (empty: the Prometheus's own)")
 PROMETHEUS_LABEL_NAME = _format(r"^[a-zA-Z_][a-zA-Z0-9_]*$",
                                 "a Prometheus label name: letters, digits and '_', not starting with a digit")
+PROMETHEUS_METRIC_NAME = _format(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$",
+                                 "a Prometheus metric name: letters, digits, '_' and ':', not starting with a digit")
 # A resource name of requests/limits: cpu, memory, or <domain>/<name> such as nvidia.com/gpu.
 RESOURCE_NAME = _format(r"^([a-z0-9.-]+/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$",
                         "a resource name such as cpu, memory or nvidia.com/gpu")

@@ -189,6 +189,17 @@ BASE: dict[str, Any] = {
         # both monitors at once are refused (every target scraped twice): the PodMonitor's slots get
         # their turn through masks()
         "podMonitor": {**monitor_base(), "enabled": False},
+        "prometheusRule": {
+            "enabled": True, "namespace": "monitoring", "labels": {"release": "kps"}, "annotations": {"note": "r"},
+            "interval": "1m", "alertLabels": {"team": "ml-team"},
+            **{alert: {"for": "7m", "labels": {"severity": "page"}}
+               for alert in ("runStalled", "gpusHeldAfterRunEnded", "checkpointsStopped")},
+            "additionalRules": [
+                {"alert": "Slow", "expr": "tfd_examples_per_second < 1", "for": "9m", "keep_firing_for": "2m",
+                 "labels": {"route": "ml"}, "annotations": {"summary": "slow"}},
+                {"record": "tfd:step:max", "expr": "max(tfd_training_step)"},
+            ],
+        },
     },
     "networkPolicy": {
         "clientPodSelector": SELECTOR,

@@ -27,6 +27,19 @@ Usage: include "tf-distributed.monitoredComponents" $ (a JSON list)
 {{- end -}}
 
 {{/*
+Name of a monitoring object (monitor, PrometheusRule) placed in namespace: <fullname>, or
+<release namespace>-<fullname> in another namespace, so that two releases of one name in two
+namespaces stay apart in a shared one.
+Usage: include "tf-distributed.monitoringName" (dict "context" $ "namespace" "monitoring")
+*/}}
+{{- define "tf-distributed.monitoringName" -}}
+{{- $namespace := include "tf-distributed.namespace" .context -}}
+{{- $name := include "tf-distributed.fullname" .context -}}
+{{- if ne .namespace $namespace }}{{ $name = printf "%s-%s" $namespace $name }}{{ end -}}
+{{- $name -}}
+{{- end -}}
+
+{{/*
 A monitoring.coreos.com/v1 ServiceMonitor or PodMonitor (kind). Its namespaceSelector defaults to
 the release namespace, so a monitor placed in another namespace (its .namespace) still finds the
 targets. Every endpoint goes to every selected Service / pod; one whose port a target lacks yields
@@ -48,12 +61,9 @@ Usage: include "tf-distributed.monitor" (dict "context" $ "kind" "ServiceMonitor
 {{- end -}}
 apiVersion: monitoring.coreos.com/v1
 kind: {{ $kind }}
-{{- $home := $m.namespace | default $namespace -}}
-{{- /* In a shared namespace (metrics.*.namespace) the release namespace keeps two releases' monitors apart. */ -}}
-{{- $name := include "tf-distributed.fullname" $root -}}
-{{- if ne $home $namespace }}{{ $name = printf "%s-%s" $namespace $name }}{{ end }}
+{{- $home := $m.namespace | default $namespace }}
 metadata:
-  name: {{ $name | quote }}
+  name: {{ include "tf-distributed.monitoringName" (dict "context" $root "namespace" $home) | quote }}
   namespace: {{ $home | quote }}
   labels:
     {{- /* the chart's own labels win over metrics.*.labels */}}
@@ -79,8 +89,10 @@ spec:
     matchNames:
       - {{ $namespace | quote }}
     {{- end }}
-  # The task's role and ordinal as target labels (app_kubernetes_io_component, apps_kubernetes_io_pod_index).
+  # The release, the task's role and ordinal as target labels (app_kubernetes_io_instance, which the
+  # PrometheusRule's alerts select on, app_kubernetes_io_component, apps_kubernetes_io_pod_index).
   podTargetLabels:
+    - app.kubernetes.io/instance
     - app.kubernetes.io/component
     - apps.kubernetes.io/pod-index
   {{ ternary "endpoints" "podMetricsEndpoints" (eq $kind "ServiceMonitor") }}:

@@ -149,6 +149,19 @@ target is scraped once, and custom serving.args keep the monitoring config. */ -
 {{- if and $v.metrics.serviceMonitor.enabled $v.metrics.podMonitor.enabled (or $v.metrics.enabled $v.serving.metrics.enabled) -}}
 {{- $problems = append $problems "metrics.podMonitor.enabled: metrics.serviceMonitor.enabled is on too, and both monitors scrape the same targets (the ServiceMonitor through the pods' Services, the PodMonitor the pods directly), so Prometheus would scrape every target twice: each series twice under two job labels, and sums doubled. Fix: --set metrics.podMonitor.enabled=false (or --set metrics.serviceMonitor.enabled=false)" -}}
 {{- end -}}
+{{- /* The PrometheusRule: the alerts on the trainer's metrics select the labels the chart's monitors give
+(namespace, app_kubernetes_io_instance), and a rule with no alert at all alerts nothing. */ -}}
+{{- $pr := $v.metrics.prometheusRule -}}
+{{- if $pr.enabled -}}
+{{- range $alert := list "runStalled" "checkpointsStopped" -}}
+{{- if and (index $pr $alert).enabled (not (and $v.metrics.enabled (or $v.metrics.serviceMonitor.enabled $v.metrics.podMonitor.enabled))) -}}
+{{- $problems = append $problems (printf "metrics.prometheusRule.%s.enabled: the alert reads the trainer's tfd_ metrics as the chart's ServiceMonitor or PodMonitor scrapes them (labelled with the release), but metrics.enabled=%v, metrics.serviceMonitor.enabled=%v, metrics.podMonitor.enabled=%v. Fix: --set metrics.enabled=true --set metrics.serviceMonitor.enabled=true (or --set metrics.prometheusRule.%s.enabled=false)" $alert $v.metrics.enabled $v.metrics.serviceMonitor.enabled $v.metrics.podMonitor.enabled $alert) -}}
+{{- end -}}
+{{- end -}}
+{{- if not (or $pr.runStalled.enabled $pr.gpusHeldAfterRunEnded.enabled $pr.checkpointsStopped.enabled $pr.additionalRules) -}}
+{{- $problems = append $problems "metrics.prometheusRule.enabled: every alert is off and metrics.prometheusRule.additionalRules is empty, so the PrometheusRule would hold no rule. Fix: --set metrics.prometheusRule.gpusHeldAfterRunEnded.enabled=true (or --set metrics.prometheusRule.enabled=false)" -}}
+{{- end -}}
+{{- end -}}
 {{- /* The chart adds --monitoring_config_file only to its own arguments (serving/deployment.yaml); serving.args replaces them.
 serving.command alone keeps them, and a flag in serving.command (a shell line) counts. */ -}}
 {{- if and $v.serving.enabled $v.serving.metrics.enabled $v.serving.args -}}
