@@ -130,11 +130,10 @@ def test_without_chief_the_run_is_the_workers_job_and_without_anything_to_free_n
     assert tuple(alone) == (ALERTS[0], ALERTS[2])
 
 
-def test_under_a_jobset_the_other_roles_jobs_are_watched_whatever_the_cleanup_policy() -> None:
-    """workload.kind=jobset (I25-DESIGN: Jobs <fullname>-<role>-0, which JobSet ends with the run). Rendered
-    without the schema where the chart does not know workload.kind yet; the run Job's name is runJobName's."""
-    sets = [*ON, "workload.kind=jobset", "training.cleanup.onSuccess=keep"]
-    docs = render(sets=sets, extra=["--skip-schema-validation"])
+def test_under_a_jobset_the_other_roles_jobs_are_watched() -> None:
+    """workload.kind=jobset: the other roles run in the Jobs <fullname>-<role>-0, which JobSet ends with the run
+    (no cleanup policy can keep them); the run Job's name is runJobName's."""
+    docs = render(sets=[*ON, "workload.kind=jobset"])
     gpus = rules_of(by_kind(docs, "PrometheusRule")[0])["TFDistributedGPUsHeldAfterRunEnded"]["expr"]
     complete, failed = gpus.split("\nor\n")
     owners = f'owner_name=~"{FULL}-ps-0|{FULL}-worker-0|{FULL}-evaluator-0"'

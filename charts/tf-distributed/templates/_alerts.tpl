@@ -52,7 +52,7 @@ with the run whatever the policy.
 */}}
 {{- define "tf-distributed.freedOnEnding" -}}
 {{- $v := .Values -}}
-{{- if eq (dig "workload" "kind" "native" $v.AsMap) "jobset" -}}
+{{- if include "tf-distributed.jobsetEnabled" . -}}
 {{- $jobs := list -}}
 {{- $run := include "tf-distributed.runJobName" . -}}
 {{- range $role := include "tf-distributed.tfRoles" . | fromJsonArray -}}

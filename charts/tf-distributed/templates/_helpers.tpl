@@ -17,7 +17,8 @@ The chart's named templates ("tf-distributed.*"), one file per concern:
   _tf_workloads.tpl  tfHeadlessService, tfStatefulSet, tfJob, tfJobSpec (also the JobSet's Jobs);
                    _ingress.tpl  ingress
   _metrics.tpl     serviceMonitorScrapesTf, servingMetricsEnabled, monitoredComponents, monitor, scraperRule
-  _validate.tpl    validateValues
+  _validate.tpl    validateValues;  _validate_scheduling.tpl  schedulingProblems (its gang, queue, topology
+                   and workload.kind rules)
 Calling convention: a helper that needs only the root context takes it as is
   include "tf-distributed.fullname" .
 and one that needs more takes a dict with the root context under "context", as Bitnami's common

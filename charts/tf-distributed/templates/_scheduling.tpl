@@ -80,6 +80,9 @@ Jobs and pods, owned by a JobSet Kueue manages, are never admitted apart.
 {{- end -}}
 {{- end -}}
 {{- toJson $labels -}}
+{{- end -}}
+
+{{/*
 Topology-aware placement (docs/scheduling.md "Topology-aware placement"), as JSON:
   {"backend": "kueue" | "volcano" | "",
    "roles": {role: {"mode": "required" | "preferred", "level": <Kueue node label>, "tier": <Volcano tier or null>,
