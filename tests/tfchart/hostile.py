@@ -452,12 +452,12 @@ def helm_env() -> dict[str, str]:
     return {**os.environ, "HELM_CACHE_HOME": str(tools / "helm-cache"), "HELM_CONFIG_HOME": str(tools / "helm-config")}
 
 
-def quietest(measure: Callable[[], Measured], wall_limit: float = TIME_LIMIT_S) -> Measured:
-    """One run, or two when the first is over a time limit: CPU seconds inflate by half and more
-    when other jobs share the 2 cores (helm 3 alone spends ~1 s on the deepest documents), so a time
+def quietest(measure: Callable[[], Measured]) -> Measured:
+    """One run, or two when the first is over the time limit: CPU seconds inflate by half and more
+    when other jobs share the 2 cores (helm 3 alone spends ~1 s on the deepest documents), so the time
     limit counts the quieter of two readings. Memory and correctness count on every run."""
     first = measure()
-    if first.timed_out or (first.cpu_seconds <= TIME_LIMIT_S and first.seconds <= wall_limit):
+    if first.timed_out or first.cpu_seconds <= TIME_LIMIT_S:
         return first
     second = measure()
     assert second.returncode == first.returncode and second.stdout == first.stdout, "a rerun answered differently"
@@ -465,16 +465,17 @@ def quietest(measure: Callable[[], Measured], wall_limit: float = TIME_LIMIT_S) 
 
 
 def within_limits(run: Measured, what: str, helm: Measured | None = None) -> None:
-    """Within 2 s and 500 MB, tracebacks none. Where helm itself is slow on the input (helm 3 spends
-    0.5-1.6 s on the deepest documents and longest lists), the limit is what helm took twice plus 0.5 s:
-    a problem set by --set costs tfchart two helm runs (the render, and asking helm what the argument
-    sets), measured in the same run under the same load."""
-    assert not run.timed_out, f"{what} did not finish"
-    helm_cpu, helm_wall = (helm.cpu_seconds, helm.seconds) if helm else (0.0, 0.0)
+    """Within 2 s and 500 MB, tracebacks none. The 2 s are CPU seconds of tfchart and every process it
+    starts (helm included): what the command costs, which other work on the machine does not change,
+    while its wall time does (a CI run beside other jobs, load 20 on 2 cores, once took 4.5 s of wall
+    time for 0.9 s of CPU). A hang still fails: `measured` kills the command after 5 times the limit.
+    Where helm itself is slow on the input (helm 3 spends 0.5-1.6 s on the deepest documents and
+    longest lists), the limit is what helm took twice plus 0.5 s: a problem set by --set costs tfchart
+    two helm runs (the render, and asking helm what the argument sets)."""
+    assert not run.timed_out, f"{what} did not finish within {TIME_LIMIT_S * 5:.0f} s"
+    helm_cpu = helm.cpu_seconds if helm else 0.0
     cpu_limit = max(TIME_LIMIT_S, 2 * helm_cpu + TIME_LIMIT_S / 4)
-    wall_limit = max(TIME_LIMIT_S, 2 * helm_wall + TIME_LIMIT_S / 4)
     assert run.cpu_seconds <= cpu_limit, f"{what} used {run.cpu_seconds:.2f} s of CPU (limit {cpu_limit:.2f} s)"
-    assert run.seconds <= wall_limit, f"{what} took {run.seconds:.2f} s (limit {wall_limit:.2f} s)"
     assert run.max_rss_mb <= MEMORY_LIMIT / 2**20, f"{what} used {run.max_rss_mb:.0f} MB"
     stderr = run.stderr.decode(errors="replace")
     assert "Traceback" not in stderr and "MemoryError" not in stderr, f"{what}:\n{stderr}"
