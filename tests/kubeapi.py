@@ -22,7 +22,7 @@ and helm (`template --dry-run=server`, its `lookup`). The server
 - records every request with its `Call`, HTTP status and headers, before answering it.
 
 JobController, at the end, plays Kubernetes' Job controller for one rendered chief Job whose pod runs
-as a local process, for the supervisor tests.
+as a local process, for the supervisor tests: it keeps that pod's Pod object and log in the server.
 """
 
 from __future__ import annotations
@@ -225,6 +225,12 @@ class KubeServer:
         log = PodLog("".join(line + "\n" for line in lines), **stream)
         self.logs[(namespace, pod)] = log
         return log
+
+    def append_log(self, namespace: str, pod: str, line: str) -> None:
+        """One more line in a pod's log (the kubelet writing what its container printed)."""
+        with self.lock:
+            log = self.logs.setdefault((namespace, pod), PodLog(""))
+            log.text += line + "\n"
 
     def fail(self, verb: str, resource: str, status: int, message: str, namespace: str | None = None) -> None:
         """Answer `verb resource` (in `namespace`, or anywhere when None) with an error Status."""
@@ -1109,6 +1115,11 @@ class JobController:
     DeadlineExceeded; a Job deleted from the server kills its pod. `backoff_seconds`: the delay
     before the replacement of a failed pod, doubling with each failure as the controller's pod
     failure back-off does (10 s in Kubernetes; 0, the default, replaces it at once).
+
+    Each pod it starts is a Pod object `<job>-<attempt>` in the server (the template's labels and
+    annotations, and the controller's `batch.kubernetes.io/job-name` label), Running until its process
+    ends (then Succeeded or Failed), whose log is what the process printed: hand `log_line` to the
+    LocalCluster's line callback.
     """
 
     def __init__(self, server: KubeServer, job: dict[str, Any], pod: LocalPod, cluster: LocalCluster,
@@ -1120,7 +1131,29 @@ class JobController:
         self.pods_started = 0
         self.exit_codes: list[int] = []  # of each pod that ended on its own, in order
         self.backoff_seconds = backoff_seconds
+        self.template = job["spec"]["template"]
+        self.pod_name: str | None = None  # the Pod object of the process running now
         self.thread = threading.Thread(target=self._run, daemon=True, name=f"job-{self.name}")
+
+    def log_line(self, pod: LocalPod, line: str) -> None:
+        """A line the Job's pod printed: into its Pod object's log."""
+        if pod.name == self.pod.name and self.pod_name:
+            self.server.append_log(self.namespace, self.pod_name, line)
+
+    def _pod_object(self, phase: str) -> None:
+        assert self.pod_name is not None
+        container = self.template["spec"]["containers"][0]["name"]
+        state = {"running": {"startedAt": now_text()}} if phase == "Running" else {
+            "terminated": {"exitCode": 0 if phase == "Succeeded" else 1, "finishedAt": now_text()}}
+        metadata = self.template.get("metadata") or {}
+        labels = {**(metadata.get("labels") or {}), "batch.kubernetes.io/job-name": self.name, "job-name": self.name}
+        self.server.add({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": self.pod_name, "namespace": self.namespace, "labels": labels,
+                         "annotations": dict(metadata.get("annotations") or {}), "creationTimestamp": now_text()},
+            "spec": {"containers": [{"name": container}]},
+            "status": {"phase": phase, "containerStatuses": [{"name": container, "state": state, "restartCount": 0}]},
+        })  # fmt: skip
 
     def start(self) -> JobController:
         self.server.update("Job", self.namespace, self.name, {"status": {"startTime": now_text(), "active": 0}})
@@ -1145,6 +1178,9 @@ class JobController:
             if job is None:
                 return
             self.pods_started += 1
+            self.pod_name = f"{self.name}-{self.pods_started:05d}"
+            self.server.set_log(self.namespace, self.pod_name, [])
+            self._pod_object("Running")
             if self.pod.name in self.cluster.processes:
                 self.cluster.restart(self.pod.name)
             else:
@@ -1167,6 +1203,7 @@ class JobController:
                     return
                 time.sleep(0.1)
             self.cluster.processes[self.pod.name].reader.join(timeout=5)
+            self._pod_object("Succeeded" if code == 0 else "Failed")
             self.exit_codes.append(code)
             if code == 0:
                 self._finish("Complete", "", "")
