@@ -82,9 +82,11 @@ def time_of(text: str | None) -> float | None:
 
 
 def next_progress(stored: JobProgress | None, seen: Report | None, now: float, *, suspended: bool = False,
-                  job_state: str = RUNNING) -> JobProgress | None:
+                  job_state: str = RUNNING, first_seen: float | None = None) -> JobProgress | None:
     """The record to hold now. `stored`: the record on the Job; `seen`: this poll's report (None: nothing
-    new read); `job_state`: the state to show for a chief that prints step lines only (the Job's ending)."""
+    new read); `job_state`: the state to show for a chief that prints step lines only (the Job's ending);
+    `first_seen`: when this supervisor first saw `seen.step`, if it remembers (a step seen while the
+    writes were throttled), else now."""
     stamp = time_text(now)
     if suspended:  # the clock stops; it restarts at the resume
         base = stored or JobProgress(SUSPENDED, step_changed_at=stamp)
@@ -95,7 +97,12 @@ def next_progress(stored: JobProgress | None, seen: Report | None, now: float, *
             assert stored is not None
             return replace(stored, state=RUNNING, updated_at=stamp, step_changed_at=stamp)
         return stored
-    moved = stored is None or stored.step != seen.step
+    if resumed:  # the clock restarts
+        changed = stamp
+    elif stored is None or stored.step != seen.step:
+        changed = stamp if first_seen is None else time_text(first_seen)
+    else:
+        changed = stored.step_changed_at
     state = seen.state or job_state
     if stored is not None:  # what a report does not say (step lines only) stays as last known
         seen = replace(seen, **{name: getattr(stored, name) for name in ("target", "accuracy", "checkpoint_step")
@@ -103,7 +110,7 @@ def next_progress(stored: JobProgress | None, seen: Report | None, now: float, *
     return JobProgress(
         state=state, step=seen.step, target=seen.target, eta=eta(stored, seen, state, now), loss=seen.loss,
         accuracy=seen.accuracy, checkpoint_step=seen.checkpoint_step, updated_at=stamp,
-        step_changed_at=stamp if moved or resumed or stored is None else stored.step_changed_at,
+        step_changed_at=changed,
     )
 
 

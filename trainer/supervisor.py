@@ -286,6 +286,9 @@ class Supervisor:
     missing_since: float | None = None
     stopping: bool = False
     heartbeat: float = field(default_factory=time.monotonic)
+    # The chief's step and when this supervisor first saw it: a change seen while the record's writes were
+    # throttled keeps its time (the stored record stays the clock a restarted supervisor continues).
+    step_seen: tuple[int, float] | None = None
     # Re-reads the service-account token before each request: the chart projects a short-lived
     # token that the kubelet rotates in place.
     fresh_target: Callable[[], KubeTarget | None] | None = None
@@ -425,8 +428,11 @@ class Supervisor:
             stored = parse_job_progress(((job.get("metadata") or {}).get("annotations") or {}).get(
                 PROGRESS_ANNOTATION))
             seen, answered = (None, True) if suspended else self.read_report()
+            if seen is not None and (self.step_seen is None or self.step_seen[0] != seen.step):
+                self.step_seen = (seen.step, now)
             state = RUNNING if ending is None else SUCCEEDED if ending.succeeded else FAILED
-            new = next_progress(stored, seen, now, suspended=suspended, job_state=state)
+            new = next_progress(stored, seen, now, suspended=suspended, job_state=state,
+                                first_seen=self.step_seen[1] if self.step_seen and seen else None)
             if new is not None and worth_writing(stored, new, now, 0.0 if ending else s.progress_interval_seconds):
                 self.annotate_job({PROGRESS_ANNOTATION: format_job_progress(new)}, s.chief_own_job)
         except urllib.error.HTTPError as error:

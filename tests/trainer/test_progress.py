@@ -108,10 +108,10 @@ def test_progress_is_read_from_the_chiefs_log_and_written_on_its_job_throttled()
         server.set_log(NAMESPACE, "r-chief-abcde", [step_line(50, 0.4), step_line(50, 0.4)])  # a status line lost
         now[0] = T0 + 14
         assert sup.observe() is None and len(server.writes()) == 1
-        now[0] = T0 + 15
+        now[0] = T0 + 15  # and the step changed when it was first seen, at T0 + 14
         assert sup.observe() is None and len(server.writes()) == 2
         assert progress_of(server) == JobProgress(
-            RUNNING, 50, 100, "2026-11-22T12:00:20Z", 0.4, 0.9, 30, "2026-11-22T12:00:15Z", "2026-11-22T12:00:15Z")
+            RUNNING, 50, 100, "2026-11-22T12:00:20Z", 0.4, 0.9, 30, "2026-11-22T12:00:15Z", "2026-11-22T12:00:14Z")
         # nothing changed: nothing written; a change of state: written at once
         now[0] = T0 + 40
         assert sup.observe() is None and len(server.writes()) == 2
@@ -119,7 +119,7 @@ def test_progress_is_read_from_the_chiefs_log_and_written_on_its_job_throttled()
         now[0] = T0 + 41
         assert sup.observe() is None and len(server.writes()) == 3
         assert progress_of(server) == JobProgress(
-            "Interrupted", 50, 100, None, 0.4, 0.9, 50, "2026-11-22T12:00:41Z", "2026-11-22T12:00:15Z")
+            "Interrupted", 50, 100, None, 0.4, 0.9, 50, "2026-11-22T12:00:41Z", "2026-11-22T12:00:14Z")
 
 
 def test_the_last_progress_is_written_at_the_ending_before_the_record() -> None:
