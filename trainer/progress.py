@@ -82,11 +82,12 @@ def time_of(text: str | None) -> float | None:
 
 
 def next_progress(stored: JobProgress | None, seen: Report | None, now: float, *, suspended: bool = False,
-                  job_state: str = RUNNING, first_seen: float | None = None) -> JobProgress | None:
+                  job_state: str = RUNNING, step_since: float | None = None) -> JobProgress | None:
     """The record to hold now. `stored`: the record on the Job; `seen`: this poll's report (None: nothing
     new read); `job_state`: the state to show for a chief that prints step lines only (the Job's ending);
-    `first_seen`: when this supervisor first saw `seen.step`, if it remembers (a step seen while the
-    writes were throttled), else now."""
+    `step_since`: when this supervisor saw the step change to `seen.step` (None: it has not seen it change,
+    e.g. on its first look). It keeps the time of a change seen while the writes were throttled, and
+    catches a step that went and came back (a retry resuming from the checkpoint) between two records."""
     stamp = time_text(now)
     if suspended:  # the clock stops; it restarts at the resume
         base = stored or JobProgress(SUSPENDED, step_changed_at=stamp)
@@ -97,10 +98,11 @@ def next_progress(stored: JobProgress | None, seen: Report | None, now: float, *
             assert stored is not None
             return replace(stored, state=RUNNING, updated_at=stamp, step_changed_at=stamp)
         return stored
+    recorded = time_of(stored.step_changed_at) if stored is not None else None
     if resumed:  # the clock restarts
         changed = stamp
-    elif stored is None or stored.step != seen.step:
-        changed = stamp if first_seen is None else time_text(first_seen)
+    elif stored is None or stored.step != seen.step or (step_since and recorded and step_since > recorded):
+        changed = stamp if step_since is None else time_text(step_since)
     else:
         changed = stored.step_changed_at
     state = seen.state or job_state

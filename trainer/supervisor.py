@@ -286,9 +286,10 @@ class Supervisor:
     missing_since: float | None = None
     stopping: bool = False
     heartbeat: float = field(default_factory=time.monotonic)
-    # The chief's step and when this supervisor first saw it: a change seen while the record's writes were
-    # throttled keeps its time (the stored record stays the clock a restarted supervisor continues).
-    step_seen: tuple[int, float] | None = None
+    # The chief's step at the last look, and when this supervisor saw it change to that (None: not seen
+    # changing); trainer.progress.next_progress refines the stored clock with it, which stays the clock a
+    # restarted supervisor continues.
+    step_seen: tuple[int, float | None] | None = None
     # Re-reads the service-account token before each request: the chart projects a short-lived
     # token that the kubelet rotates in place.
     fresh_target: Callable[[], KubeTarget | None] | None = None
@@ -338,6 +339,7 @@ class Supervisor:
                           else f"chief Job {name} not found for {waited:.0f} s")
         if self.job_uid is not None and metadata.get("uid") != self.job_uid:
             log.info("Job %s was created again: a new run", name)
+            self.step_seen = None
         self.job_uid, self.missing_since = metadata.get("uid"), None
         annotations = metadata.get("annotations") or {}
         if run_ended(annotations):
@@ -429,10 +431,10 @@ class Supervisor:
                 PROGRESS_ANNOTATION))
             seen, answered = (None, True) if suspended else self.read_report()
             if seen is not None and (self.step_seen is None or self.step_seen[0] != seen.step):
-                self.step_seen = (seen.step, now)
+                self.step_seen = (seen.step, None if self.step_seen is None else now)
             state = RUNNING if ending is None else SUCCEEDED if ending.succeeded else FAILED
             new = next_progress(stored, seen, now, suspended=suspended, job_state=state,
-                                first_seen=self.step_seen[1] if self.step_seen and seen else None)
+                                step_since=self.step_seen[1] if self.step_seen and seen else None)
             if new is not None and worth_writing(stored, new, now, 0.0 if ending else s.progress_interval_seconds):
                 self.annotate_job({PROGRESS_ANNOTATION: format_job_progress(new)}, s.chief_own_job)
         except urllib.error.HTTPError as error:

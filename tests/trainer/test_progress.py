@@ -244,6 +244,27 @@ def test_the_clock_starts_with_the_run_and_a_rising_step_resets_it() -> None:
         assert ending is not None and ending.reason == "Stalled: no step reported for 600 s"
 
 
+def test_a_step_that_went_and_came_back_between_two_records_restarts_the_clock() -> None:
+    """Step 40 recorded, 50 seen while the writes are throttled, then 40 again (a retried chief resuming from
+    its checkpoint): the step did change, so the clock runs from the return to 40."""
+    with kube_server() as server:
+        server.add(*objects())
+        started(server)
+        chief_pod(server, "r-chief-abcde", [step_line(40)])
+        now = [T0]
+        sup = clocked(server, now, **STALL)
+        assert sup.observe() is None
+        for at, step in ((5, 50), (10, 40)):
+            server.set_log(NAMESPACE, "r-chief-abcde", [step_line(step)])
+            now[0] = T0 + at
+            assert sup.observe() is None
+        now[0] = T0 + 609
+        assert sup.observe() is None  # not stalled since T0
+        assert progress_of(server).step_changed_at == time_text(T0 + 10)  # type: ignore[union-attr]
+        now[0] = T0 + 610
+        assert sup.observe() is not None
+
+
 def test_a_suspended_run_is_no_ending_no_start_timeout_and_no_stall() -> None:
     with kube_server() as server:
         server.add(*objects())
