@@ -19,7 +19,7 @@ and helm (`template --dry-run=server`, its `lookup`). The server
   one without goes at once and a Status is answered;
 - answers an injected failure (`fail`) with its metav1.Status, and every request with `proxy_answer`
   when set (a proxy's login page in the way);
-- records every request with its `Call`, HTTP status and headers, before answering it.
+- records every request with its `Call`, HTTP status, headers and time, before answering it.
 
 JobController, at the end, plays Kubernetes' Job controller for one rendered chief Job whose pod runs
 as a local process, for the supervisor tests: it keeps that pod's Pod object and log in the server.
@@ -114,6 +114,7 @@ class Request:
     call: Call
     status: int
     headers: Mapping[str, str] = field(default_factory=dict, hash=False)  # names in lower case
+    at: float = field(default_factory=time.monotonic, compare=False)  # when it was answered
 
     @property
     def writes(self) -> bool:

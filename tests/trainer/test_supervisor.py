@@ -15,6 +15,7 @@ request; a real API server cannot run here):
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -520,8 +521,11 @@ def test_a_run_whose_step_stops_rising_is_ended_as_stalled(release: Any) -> None
     assert run.replicas("ps") == 0 and run.replicas("worker") == 0
     assert run.controller.exit_codes == [] and run.server.get("Job", NAMESPACE, f"{PREFIX}-chief")["status"][
         "conditions"][0]["reason"] == "DeadlineExceeded"  # type: ignore[index]
-    # seen at most one poll (1 s) after it was printed, ended at most one poll after the timeout (+2 s: 2 cores)
-    assert stall <= ended - last_time <= stall + 2 * 1 + 2, (ended - last_time, steps[-5:])
+    # Seen at the supervisor's next poll after it was printed, ended at its first poll after the timeout: a
+    # poll is pollSeconds (1 s) plus its requests, which a machine shared with other work stretches; measured.
+    polls = [r.at for r in run.server.requests if (r.method, r.path) == ("GET", f"{JOBS}/{PREFIX}-chief")]
+    poll = max(b - a for a, b in itertools.pairwise(polls) if last_time - 2 < a < ended)
+    assert stall <= ended - last_time <= stall + 2 * poll + 0.5, (ended - last_time, poll, steps[-5:])
     assert f"run ended (stalled): {reason}" in run.supervisor_log
 
 
