@@ -361,9 +361,10 @@ def test_upgrading_a_finished_release_does_not_start_its_pods_again(release: Any
     assert run.replicas("ps") == 0 and run.replicas("worker") == 0
     before = len(run.server.requests)
     # values that do not start a new run: TensorBoard, Serving, the labels of their pods and of the
-    # (stopped) worker pods
+    # (stopped) worker pods, the stall timeout
     same_run = render_against(run, major, "tensorboard.enabled=true", "serving.enabled=true",
-                              "tensorboard.podLabels.team=vision", "worker.podLabels.team=vision")
+                              "tensorboard.podLabels.team=vision", "worker.podLabels.team=vision",
+                              "training.stallTimeoutSeconds=600")  # the supervisor's setting, not the run's
     assert spec_replicas(same_run) == {
         f"{PREFIX}-ps": 0, f"{PREFIX}-worker": 0, f"{PREFIX}-supervisor": 0,
         f"{PREFIX}-tensorboard": 1, f"{PREFIX}-serving": 1,

@@ -26,7 +26,8 @@ template, so a changed spec is a new Job (tfchart upgrade --recreate).
 */}}
 {{- define "tf-distributed.runSpec" -}}
 {{- $v := .Values -}}
-{{- $spec := dict "training" $v.training "image" $v.image "storage" (pick $v.storage "mountPath" "subPath" "existingClaim") -}}
+{{- /* the stall timeout is the supervisor's: changing it on a running release is no new run */ -}}
+{{- $spec := dict "training" (omit $v.training "stallTimeoutSeconds") "image" $v.image "storage" (pick $v.storage "mountPath" "subPath" "existingClaim") -}}
 {{- range $role := include "tf-distributed.tfRoles" . | fromJsonArray -}}
 {{- $_ := set $spec $role (pick (index $v $role) "replicas" "image" "command" "args" "extraEnv" "resources" "gpu" "workingDir" "home") -}}
 {{- end -}}
