@@ -647,6 +647,7 @@ RULES: list[tuple[str, Schema]] = [
     ("chief.terminationGracePeriodSeconds", {"type": "integer", "minimum": 6, "maximum": 86400}),
     ("supervisor.pollSeconds", {"type": "integer", "minimum": 1, "maximum": 3600}),
     ("supervisor.chiefMissingSeconds", {"type": "integer", "minimum": 0, "maximum": 86400}),
+    ("training.stallTimeoutSeconds", {"type": "integer", "minimum": 0, "maximum": 604800}),
     ("chief.ttlSecondsAfterFinished", {"type": ["integer", "null"], "minimum": 0}),
     ("*.ingress.className", {"type": "string", "pattern": either_empty(DNS_SUBDOMAIN)}),
     (
@@ -713,6 +714,7 @@ GROUP_DESCRIPTIONS = {
     "serviceAccount": "ServiceAccount of the release's pods",
     "rbac": "RBAC of the run supervisor",
     SUPERVISOR: "The run supervisor: frees the ps/worker pods on every ending of the chief Job",
+    "supervisor.progress": "The chief's progress on its Job (tf-distributed.io/progress), written by the supervisor",
     "training.cleanup": "What the supervisor does with the ps/worker StatefulSets when the run ends",
     "serving.modelVersionPolicy": "Which exported model versions TensorFlow Serving loads (its model config file)",
     "networkPolicy": "NetworkPolicies isolating the release's pods",

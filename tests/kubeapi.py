@@ -19,11 +19,12 @@ and helm (`template --dry-run=server`, its `lookup`). The server
   one without goes at once and a Status is answered;
 - answers an injected failure (`fail`) with its metav1.Status, and every request with `proxy_answer`
   when set (a proxy's login page in the way);
-- records every request with its `Call`, HTTP status and headers, before answering it.
+- records every request with its `Call`, HTTP status, headers and time, before answering it.
 
 JobController and StatefulSetController, at the end, play Kubernetes' Job controller for one rendered
 chief Job and its StatefulSet controller for one rendered ps/worker StatefulSet, whose pods run as local
-processes, for the supervisor and suspend tests.
+processes, for the supervisor and suspend tests; the Job's pods are Pod objects whose log is what the
+process printed.
 """
 
 from __future__ import annotations
@@ -115,6 +116,7 @@ class Request:
     call: Call
     status: int
     headers: Mapping[str, str] = field(default_factory=dict, hash=False)  # names in lower case
+    at: float = field(default_factory=time.monotonic, compare=False)  # when it was answered
 
     @property
     def writes(self) -> bool:
@@ -226,6 +228,12 @@ class KubeServer:
         log = PodLog("".join(line + "\n" for line in lines), **stream)
         self.logs[(namespace, pod)] = log
         return log
+
+    def append_log(self, namespace: str, pod: str, line: str) -> None:
+        """One more line in a pod's log (the kubelet writing what its container printed)."""
+        with self.lock:
+            log = self.logs.setdefault((namespace, pod), PodLog(""))
+            log.text += line + "\n"
 
     def fail(self, verb: str, resource: str, status: int, message: str, namespace: str | None = None) -> None:
         """Answer `verb resource` (in `namespace`, or anywhere when None) with an error Status."""
@@ -1112,12 +1120,15 @@ class JobController:
     failure back-off does (10 s in Kubernetes; 0, the default, replaces it at once).
     `spec.suspend: true` ends the pod as a deletion does (SIGTERM, not counted as a failure) and
     sets the Suspended condition; unsuspended, a new pod starts and the deadline counts anew.
-    With `pod_objects`, each pod is also an object in the API (Running, then Succeeded/Failed;
-    deleted with a deletionTimestamp first), as `tfchart suspend` and `status` read them.
+
+    Each pod it starts is a Pod object `<job>-<attempt>` in the server (the template's labels and
+    annotations, and the controller's `batch.kubernetes.io/job-name` label), Running until its process
+    ends (then Succeeded or Failed; a suspension deletes it, with a deletionTimestamp first), whose log
+    is what the process printed: hand `log_line` to the LocalCluster's line callback.
     """
 
     def __init__(self, server: KubeServer, job: dict[str, Any], pod: LocalPod, cluster: LocalCluster,
-                 backoff_seconds: float = 0.0, pod_objects: bool = False) -> None:  # fmt: skip
+                 backoff_seconds: float = 0.0) -> None:  # fmt: skip
         self.server, self.pod, self.cluster = server, pod, cluster
         self.namespace, self.name = job["metadata"]["namespace"], job["metadata"]["name"]
         assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
@@ -1125,9 +1136,19 @@ class JobController:
         self.pods_started = 0
         self.exit_codes: list[int] = []  # of each pod that ended on its own, in order
         self.backoff_seconds = backoff_seconds
-        self.template = job if pod_objects else None
+        self.job = job
         self.suspensions = 0  # pods ended by a suspension
         self.thread = threading.Thread(target=self._run, daemon=True, name=f"job-{self.name}")
+
+    @property
+    def pod_name(self) -> str:
+        """The Pod object of the current (or last) attempt."""
+        return f"{self.name}-{self.pods_started:05d}"
+
+    def log_line(self, pod: LocalPod, line: str) -> None:
+        """A line the Job's pod printed: into its Pod object's log."""
+        if pod.name == self.pod.name and self.pods_started:
+            self.server.append_log(self.namespace, self.pod_name, line)
 
     def start(self) -> JobController:
         self.server.update("Job", self.namespace, self.name, {"status": {"startTime": now_text(), "active": 0}})
@@ -1145,23 +1166,25 @@ class JobController:
                             "lastTransitionTime": now_text()}],
         }})  # fmt: skip
 
-    @property
-    def pod_name(self) -> str:
-        return f"{self.name}-{self.pods_started:05d}"
-
-    def _pod_object(self, phase: str | None) -> None:
-        """The current pod's object: created (Running), marked for deletion (Terminating), moved to `phase`, or
-        gone (None)."""
-        if self.template is None:
-            return
+    def _pod_object(self, phase: str | None, code: int = 0) -> None:
+        """The current pod's object: created (Running), marked for deletion (Terminating), ended (Succeeded or
+        Failed, with its container's exit code), or gone (None)."""
         if phase == "Running":
-            self.server.add(pod(self.template, self.pod_name, phase="Running", created=now_text()))
+            self.server.set_log(self.namespace, self.pod_name, [])
+            document = pod(self.job, self.pod_name, phase="Running", created=now_text())
+            document["metadata"]["labels"]["batch.kubernetes.io/job-name"] = self.name
+            self.server.add(document)
         elif phase == "Terminating":
             self.server.update("Pod", self.namespace, self.pod_name, {"metadata": {"deletionTimestamp": now_text()}})
         elif phase is None:
             self.server.delete("Pod", self.namespace, self.pod_name)
         else:
-            self.server.update("Pod", self.namespace, self.pod_name, {"status": {"phase": phase}})
+            container = self.job["spec"]["template"]["spec"]["containers"][0]["name"]
+            ended = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                                    "finishedAt": now_text()}}  # fmt: skip
+            self.server.update("Pod", self.namespace, self.pod_name, {"status": {
+                "phase": phase, "containerStatuses": [{"name": container, "state": ended, "restartCount": 0,
+                                                       "ready": False}]}})  # fmt: skip
 
     def _suspended(self) -> bool:
         """Waits while the Job is suspended (its Suspended condition set); False when it was deleted meanwhile."""
@@ -1189,11 +1212,11 @@ class JobController:
                 started = time.monotonic()
                 continue
             self.pods_started += 1
+            self._pod_object("Running")
             if self.pod.name in self.cluster.processes:
                 self.cluster.restart(self.pod.name)
             else:
                 self.cluster.start([self.pod])
-            self._pod_object("Running")
             self.server.update("Job", self.namespace, self.name, {"status": {"active": 1}})
             code = None
             while code is None:
@@ -1220,8 +1243,8 @@ class JobController:
             if code is None:  # suspended
                 continue
             self.cluster.processes[self.pod.name].reader.join(timeout=5)
+            self._pod_object("Succeeded" if code == 0 else "Failed", code)
             self.exit_codes.append(code)
-            self._pod_object("Succeeded" if code == 0 else "Failed")
             if code == 0:
                 self._finish("Complete", "", "")
                 return

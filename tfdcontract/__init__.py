@@ -11,6 +11,8 @@ other.
 - The progress line the chief prints (`step N, loss = L (X examples/sec; Y sec/batch)`) and the
   status document (`<storage>/status.json`, also printed as a `tfd-status: {json}` log line): one
   writer and one parser each.
+- The progress record the run supervisor writes on the chief's Job (`tf-distributed.io/progress`,
+  compact JSON read from those lines, with the stall clock): one writer and one parser.
 
 docs/architecture.md, section 2, describes the contract in prose; tests/test_contract.py fails when
 a role name or one of these formats is spelled anywhere else in tfchart/, trainer/, scripts/ or bench/.
@@ -88,6 +90,13 @@ END_REASON_ANNOTATION = ANNOTATION_PREFIX + "end-reason"
 ENDED_AT_ANNOTATION = ANNOTATION_PREFIX + "ended-at"
 #: When the supervisor first saw every TensorFlow pod of the run up: the start timeout is over.
 STARTED_AT_ANNOTATION = ANNOTATION_PREFIX + "started-at"
+#: The chief's progress on the chief's own Job (JobProgress, written by the run supervisor).
+PROGRESS_ANNOTATION = ANNOTATION_PREFIX + "progress"
+#: The label Kubernetes' Job controller puts on each pod of a Job: the Job's name.
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+#: The ending of a run whose step stopped rising for training.stallTimeoutSeconds (reason STALLED_REASON...).
+STALLED = "stalled"
+STALLED_REASON_PREFIX = "Stalled: "
 
 
 def run_ended(job_annotations: Mapping[str, str]) -> bool:
@@ -271,6 +280,9 @@ class Status:
     #: Examples per second over the whole training so far (examples since training (re)started / its time);
     #: ``examples_per_sec`` is the last log interval's. None from a writer that did not say.
     average_examples_per_sec: float | None = None
+    #: The step of the latest checkpoint saved (the one a restart resumes from); None before the first one,
+    #: and from a writer that did not say.
+    checkpoint_step: int | None = None
 
     def as_json(self, indent: int | None = None) -> str:
         separators = None if indent else (",", ":")
@@ -294,6 +306,8 @@ def status_from_document(document: object) -> Status | None:
         return None
     numbers = (status.loss, status.accuracy, status.examples_per_sec, status.average_examples_per_sec)
     if not isinstance(status.step, int) or any(n is not None and not _is_number(n) for n in numbers):
+        return None
+    if status.checkpoint_step is not None and not _is_int(status.checkpoint_step):
         return None
     versions = status.exported_versions
     if versions is not None and (
@@ -326,3 +340,68 @@ def read_status_file(path: Path) -> Status | None:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+# -- the progress record on the chief's Job ---------------------------------------------------------
+
+#: The progress state while the chief's Job is suspended (besides the trainer's STATES).
+SUSPENDED = "Suspended"
+
+
+@dataclass(frozen=True)
+class JobProgress:
+    """`tf-distributed.io/progress` on the chief's Job: what the chief last reported (its `tfd-status:` line,
+    else its step line), as the run supervisor read it from the chief's log, and the stall clock.
+
+    Times are ISO 8601 UTC (`Z`). ``step_changed_at`` is when the supervisor saw ``step`` change (or the
+    run resume): the stall clock runs from it, so a restarted supervisor continues the same clock."""
+
+    state: str  # one of STATES, or SUSPENDED
+    step: int | None = None
+    target: int | None = None  # train steps, when the chief said
+    eta: str | None = None  # when the target is expected to be reached, at the latest rate
+    loss: float | None = None
+    accuracy: float | None = None  # held-out, of the latest checkpoint
+    checkpoint_step: int | None = None  # the latest checkpoint's step
+    updated_at: str = ""  # when this record was written
+    step_changed_at: str = ""
+
+
+#: JobProgress field -> its JSON key (kubectl users read these).
+_PROGRESS_KEYS = {"state": "state", "step": "step", "target": "target", "eta": "eta", "loss": "loss",
+                  "accuracy": "accuracy", "checkpoint_step": "checkpointStep", "updated_at": "updatedAt",
+                  "step_changed_at": "stepChangedAt"}
+
+
+def format_job_progress(progress: JobProgress) -> str:
+    """The annotation's value: compact JSON, unknown fields left out."""
+    document = {key: getattr(progress, name) for name, key in _PROGRESS_KEYS.items()}
+    return json.dumps({k: v for k, v in document.items() if v is not None and v != ""}, separators=(",", ":"))
+
+
+def parse_job_progress(text: object) -> JobProgress | None:
+    """The record in an annotation's value; None when absent or not one (keys it does not know are ignored)."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(document, dict) or not isinstance(document.get("state"), str) or not document["state"]:
+        return None
+    values: dict[str, Any] = {name: document.get(key) for name, key in _PROGRESS_KEYS.items()}
+    kinds = {"step": _is_int, "target": _is_int, "checkpoint_step": _is_int, "loss": _is_number,
+             "accuracy": _is_number, "eta": _is_text, "updated_at": _is_text, "step_changed_at": _is_text}
+    if any(values[name] is not None and not valid(values[name]) for name, valid in kinds.items()):
+        return None
+    values["updated_at"] = values["updated_at"] or ""
+    values["step_changed_at"] = values["step_changed_at"] or ""
+    return JobProgress(**values)

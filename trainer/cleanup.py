@@ -87,11 +87,26 @@ def call(
 ) -> tuple[int, dict[str, object]]:
     """One API request; returns (HTTP status, JSON body). Raises urllib.error.HTTPError (4xx/5xx,
     including 404) and URLError/OSError/SSLError (no answer)."""
+    status, raw = request(target, method, path, body, timeout, content_type)
+    document = json.loads(raw) if raw.strip() else {}
+    return status, document if isinstance(document, dict) else {}
+
+
+def read_text(target: KubeTarget, path: str, timeout: float = 10.0, limit: int = 1 << 20) -> str:
+    """A GET answered with text (a pod's log), at most `limit` bytes of it; raises as :func:`call`."""
+    return request(target, "GET", path, None, timeout, accept="text/plain", limit=limit)[1].decode(errors="replace")
+
+
+def request(
+    target: KubeTarget, method: str, path: str, body: Mapping[str, object] | None = None, timeout: float = 10.0,
+    content_type: str = "application/merge-patch+json", accept: str = "application/json", limit: int = -1,
+) -> tuple[int, bytes]:
+    """One API request; returns (HTTP status, the answer's bytes, at most `limit` of them)."""
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(f"{target.base_url}{path}", data=data, method=method)
     if data is not None:
         req.add_header("Content-Type", content_type)
-    req.add_header("Accept", "application/json")
+    req.add_header("Accept", accept)
     if target.token:
         req.add_header("Authorization", f"Bearer {target.token}")
     context: ssl.SSLContext | None = None
@@ -100,9 +115,7 @@ def call(
             cafile=str(target.ca_file) if target.ca_file else None
         )
     with urllib.request.urlopen(req, timeout=timeout, context=context) as resp:
-        raw = resp.read()
-        document = json.loads(raw) if raw.strip() else {}
-        return int(resp.status), document if isinstance(document, dict) else {}
+        return int(resp.status), resp.read(limit)
 
 
 def scale_path(namespace: str, resource: str, name: str) -> str:

@@ -73,15 +73,16 @@ class ChiefReporter:
         self.monitor = current_monitor()
         self._writer: Any = None
         prev = read_status(self.layout.status)
-        started, step = utc_now(), 0
+        started, step, saved = utc_now(), 0, None
         if prev is not None and prev.run_id == cfg.run_id and prev.state != SUCCEEDED:
-            started, step = prev.started_at, prev.step  # a restarted chief continues the run
+            # a restarted chief continues the run
+            started, step, saved = prev.started_at, prev.step, prev.checkpoint_step
         self.status = Status(
             state=RUNNING, strategy=cfg.strategy, step=step, train_steps=cfg.train_steps,
             loss=None, accuracy=None, examples_per_sec=None, export_path=None,
             started_at=started, updated_at=utc_now(), message="starting",
             run_id=cfg.run_id, model_name=cfg.model_name, dataset=cfg.dataset,
-            exported_versions=versions(self.layout.export_base),
+            exported_versions=versions(self.layout.export_base), checkpoint_step=saved,
         )
         self._last_eval: tuple[int, Any, float] | None = None
         # One writer at a time, and an ending (Succeeded, Interrupted) is the last word: the shutdown
@@ -119,7 +120,8 @@ class ChiefReporter:
     def started(self, step: int) -> None:
         """Training (re)starts at ``step``."""
         msg = f"resumed at step {step}" if step else "training"
-        self.status = with_updates(self.status, step=step, message=msg)
+        saved = step if step else self.status.checkpoint_step  # resumed from the checkpoint at `step`
+        self.status = with_updates(self.status, step=step, message=msg, checkpoint_step=saved)
         self.monitor.training_started(step, self.cfg.train_steps, self._checkpoint_time(step))
         self.monitor.server_up(True)
         self._write()
@@ -160,6 +162,7 @@ class ChiefReporter:
         """A checkpoint was saved: log it and evaluate it."""
         log.info("saved checkpoint for step %d: %s", step, path)
         self.monitor.checkpointed()
+        self.status = with_updates(self.status, checkpoint_step=step)  # written with the accuracy below
         self.held_out(step, weights)
 
     def finish(self, step: int, weights: list[Any]) -> None:
@@ -191,7 +194,7 @@ class ChiefReporter:
         """Record a stop on SIGTERM/SIGINT (``step``: the checkpoint saved, if any)."""
         changes: dict[str, Any] = {"state": INTERRUPTED, "message": message}
         if step is not None:
-            changes["step"] = step
+            changes["step"] = changes["checkpoint_step"] = step
             self.monitor.checkpointed()
         self.status = with_updates(self.status, **changes)
         self.monitor.server_up(False)

@@ -17,10 +17,21 @@ status, the way the Job controller writes it:
 * the Job gone for ``TFD_CHIEF_MISSING_SECONDS`` (deleted by hand and not created again): ``deleted``
   (a Job still being deleted, its pods terminating, is waited for: it may be re-created);
 * with ``TFD_START_TIMEOUT_SECONDS``: TensorFlow pods not all running that long after the Job was
-  created: ``start-timeout``, naming the pod and its reason (waiting reason, unschedulable condition
-  or latest warning event); the Job is then ended too (``activeDeadlineSeconds: 1``). Once every
-  pod was up, the run has started: ``tf-distributed.io/started-at`` on the Job says so, and no
-  start timeout applies to that run again.
+  created (or resumed): ``start-timeout``, naming the pod and its reason (waiting reason,
+  unschedulable condition or latest warning event); the Job is then ended too
+  (``activeDeadlineSeconds: 1``). Once every pod was up, the run has started:
+  ``tf-distributed.io/started-at`` on the Job says so, and no start timeout applies to that run again;
+* with ``TFD_STALL_TIMEOUT_SECONDS``: a started run whose chief's step has not changed for that long:
+  ``stalled`` (``Stalled: step N has not risen for S s``), the Job ended as for a start timeout.
+
+A suspended Job (``spec.suspend``) is none of these: it is waited for, and the stall clock restarts
+when it resumes.
+
+With ``TFD_PROGRESS=true`` it also reads the tail of the chief container's log each poll (its
+``tfd-status:`` line, else its step line; trainer/progress.py) and writes what it says on the chief's
+own Job (``tf-distributed.io/progress``, tfdcontract.JobProgress), at most once per 15 s besides every
+change of state and the last one at the ending. The stall clock lives in that record, so a restarted
+supervisor continues it.
 
 On an ending it scales the ps/worker StatefulSets to 0 unless the policy for that ending is ``keep``
 (``TFD_ON_SUCCESS`` / ``TFD_ON_FAILURE``), suspends the evaluator Job, records the ending on the
@@ -54,13 +65,32 @@ from typing import Any
 
 from tfdcontract import (
     CHIEF,
+    COMPLETION_INDEX_ANNOTATION,
     END_REASON_ANNOTATION,
     ENDING_ANNOTATION,
+    FAILED,
+    JOB_NAME_LABEL,
+    PROGRESS_ANNOTATION,
+    RUNNING,
+    STALLED,
+    STALLED_REASON_PREFIX,
     STARTED_AT_ANNOTATION,
+    SUCCEEDED,
     ending_annotations,
+    format_job_progress,
+    parse_job_progress,
     run_ended,
 )
-from trainer.cleanup import KubeTarget, call, scale_path, target_from_env
+from trainer.cleanup import KubeTarget, call, read_text, scale_path, target_from_env
+from trainer.progress import (
+    LOG_TAIL_LINES,
+    WRITE_INTERVAL_SECONDS,
+    Report,
+    next_progress,
+    report,
+    stalled,
+    worth_writing,
+)
 
 log = logging.getLogger("trainer.supervisor")
 
@@ -87,6 +117,22 @@ class Settings:
     expected_pods: int = 0
     poll_seconds: float = 10.0
     chief_missing_seconds: float = 60.0
+    progress: bool = False  # read the chief's log and write its progress on its Job
+    stall_timeout_seconds: float = 0.0
+    # The chief's own Job and container, whose pods' log says the progress and whose deadline ends the
+    # run (native: the run's Job itself, the chief Job or the workers' Job).
+    progress_job: str = ""
+    progress_container: str = CHIEF
+    progress_interval_seconds: float = WRITE_INTERVAL_SECONDS
+
+    @property
+    def chief_own_job(self) -> str:
+        return self.progress_job or self.chief_job
+
+    @property
+    def watches_start(self) -> bool:
+        """Whether the run's start (every TensorFlow pod up) is looked for: a start timeout or stalls."""
+        return bool(self.start_timeout_seconds or self.stall_timeout_seconds)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -114,12 +160,20 @@ class Settings:
             if policies[name] not in POLICIES:
                 raise SupervisorConfigError(f"{name}={policies[name]!r}: expected one of {', '.join(POLICIES)}")
         timeout = number("TFD_START_TIMEOUT_SECONDS", 0.0)
+        stall = number("TFD_STALL_TIMEOUT_SECONDS", 0.0)
         selector = text("TFD_POD_SELECTOR")
         expected = int(number("TFD_EXPECTED_PODS", 0.0))
-        if timeout and (not selector or expected < 1):
-            raise SupervisorConfigError(
-                "TFD_START_TIMEOUT_SECONDS needs TFD_POD_SELECTOR and TFD_EXPECTED_PODS (the TensorFlow pods)"
-            )
+        for name, value in (("TFD_START_TIMEOUT_SECONDS", timeout), ("TFD_STALL_TIMEOUT_SECONDS", stall)):
+            if value and (not selector or expected < 1):
+                raise SupervisorConfigError(
+                    f"{name} needs TFD_POD_SELECTOR and TFD_EXPECTED_PODS (the TensorFlow pods)"
+                )
+        progress = text("TFD_PROGRESS").lower() or "false"
+        if progress not in ("true", "false"):
+            raise SupervisorConfigError(f"TFD_PROGRESS={progress!r}: expected true or false")
+        if stall and progress != "true":
+            raise SupervisorConfigError("TFD_STALL_TIMEOUT_SECONDS needs TFD_PROGRESS=true (the stall clock is kept "
+                                        "in the progress record)")
         return cls(
             chief_job=chief,
             statefulsets=tuple(n.strip() for n in text("TFD_STATEFULSETS").split(",") if n.strip()),
@@ -132,12 +186,16 @@ class Settings:
             expected_pods=expected,
             poll_seconds=max(0.1, number("TFD_POLL_SECONDS", 10.0)),
             chief_missing_seconds=number("TFD_CHIEF_MISSING_SECONDS", 60.0),
+            progress=progress == "true",
+            stall_timeout_seconds=stall,
+            progress_job=text("TFD_PROGRESS_JOB"),
+            progress_container=text("TFD_PROGRESS_CONTAINER") or CHIEF,
         )
 
 
 @dataclass(frozen=True)
 class Ending:
-    """How the run ended: kind is succeeded | failed | deleted | start-timeout."""
+    """How the run ended: kind is succeeded | failed | deleted | start-timeout | stalled."""
 
     kind: str
     reason: str
@@ -183,6 +241,11 @@ def now_text(now: float) -> str:
     return datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def pending_ending(reason: str) -> Ending:
+    """The ending the supervisor began (its reason on the Job, the record not yet written)."""
+    return Ending(STALLED if reason.startswith(STALLED_REASON_PREFIX) else "start-timeout", reason)
+
+
 def pod_is_up(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Running", "Succeeded")
 
@@ -223,6 +286,10 @@ class Supervisor:
     missing_since: float | None = None
     stopping: bool = False
     heartbeat: float = field(default_factory=time.monotonic)
+    # The chief's step at the last look, and when this supervisor saw it change to that (None: not seen
+    # changing); trainer.progress.next_progress refines the stored clock with it, which stays the clock a
+    # restarted supervisor continues.
+    step_seen: tuple[int, float | None] | None = None
     # Re-reads the service-account token before each request: the chart projects a short-lived
     # token that the kubelet rotates in place.
     fresh_target: Callable[[], KubeTarget | None] | None = None
@@ -249,6 +316,9 @@ class Supervisor:
         base = "/api/v1" if group == "" else f"/apis/{group}"
         return f"{base}/namespaces/{self.namespace}/{resource}" + (f"/{name}" if name else "")
 
+    def job_path(self, name: str) -> str:
+        return self.path("batch/v1", "jobs", name)
+
     # -- watching --------------------------------------------------------------------------------
 
     def observe(self) -> Ending | None:
@@ -269,19 +339,29 @@ class Supervisor:
                           else f"chief Job {name} not found for {waited:.0f} s")
         if self.job_uid is not None and metadata.get("uid") != self.job_uid:
             log.info("Job %s was created again: a new run", name)
+            self.step_seen = None
         self.job_uid, self.missing_since = metadata.get("uid"), None
         annotations = metadata.get("annotations") or {}
         if run_ended(annotations):
             return Ending(str(annotations[ENDING_ANNOTATION]), str(annotations.get(END_REASON_ANNOTATION, "")),
                           recorded=True)
-        if annotations.get(END_REASON_ANNOTATION):  # a start timeout is ending it
-            return Ending("start-timeout", str(annotations[END_REASON_ANNOTATION]))
+        if annotations.get(END_REASON_ANNOTATION):  # a start timeout or a stall is ending it
+            return pending_ending(str(annotations[END_REASON_ANNOTATION]))
         ending = job_ending(job)
-        if ending is None and self.settings.start_timeout_seconds and not annotations.get(STARTED_AT_ANNOTATION):
-            ending = self.check_start(job, now)
+        # A suspended run is waited for: no start timeout, no stall (tfchart suspend, Kueue).
+        suspended = ending is None and bool((job.get("spec") or {}).get("suspend"))
+        started = parse_time(annotations.get(STARTED_AT_ANNOTATION))
+        if ending is None and not suspended and started is None and self.settings.watches_start:
+            ending, started = self.check_start(job, now)
+        if self.settings.progress:
+            stall = self.follow_progress(job, now, ending, suspended, started)
+            if stall:
+                self.end_chief(stall)
+                return Ending(STALLED, stall)
         return ending
 
-    def check_start(self, job: Mapping[str, Any], now: float) -> Ending | None:
+    def check_start(self, job: Mapping[str, Any], now: float) -> tuple[Ending | None, float | None]:
+        """A start timeout's ending, else None; and when the run started (now, once every pod is up)."""
         pods = (self.api("GET", self.path("", "pods") + "?labelSelector="
                          + urllib.parse.quote(self.settings.pod_selector)) or {}).get("items") or []
         up = [p for p in pods if pod_is_up(p)]
@@ -289,11 +369,14 @@ class Supervisor:
             self.annotate_job({STARTED_AT_ANNOTATION: now_text(now)})
             log.info("all %d TensorFlow pods are running: the run started, the start timeout no longer applies",
                      len(up))
-            return None
-        created = parse_time((job.get("metadata") or {}).get("creationTimestamp")) or self.started_at
+            return None, now
+        # From the Job's creation, or its (re)start: the Job controller sets startTime again at a resume.
+        created = max((t for t in (parse_time((job.get("metadata") or {}).get("creationTimestamp")),
+                                   parse_time((job.get("status") or {}).get("startTime"))) if t is not None),
+                      default=self.started_at)
         waited = now - created
-        if waited < self.settings.start_timeout_seconds:
-            return None
+        if not self.settings.start_timeout_seconds or waited < self.settings.start_timeout_seconds:
+            return None, None
         stuck = sorted((p for p in pods if not pod_is_up(p)), key=lambda p: str(p["metadata"]["name"]))
         limit = f"{self.settings.start_timeout_seconds:.0f} s"
         if not stuck:
@@ -314,7 +397,7 @@ class Supervisor:
             if len(stuck) > 1:
                 reason += f" (and {len(stuck) - 1} more pod{'s' if len(stuck) > 2 else ''} not running)"
         self.end_chief(reason)
-        return Ending("start-timeout", reason)
+        return Ending("start-timeout", reason), None
 
     def pod_events(self, pod: str) -> list[Mapping[str, Any]]:
         selector = urllib.parse.quote(f"involvedObject.kind=Pod,involvedObject.name={pod}")
@@ -322,14 +405,79 @@ class Supervisor:
         return list(listing.get("items") or [])
 
     def end_chief(self, reason: str) -> None:
-        """Ends a chief Job that cannot start: a 1 s deadline makes the Job controller fail it."""
+        """Ends a chief Job that cannot start or stalled: a 1 s deadline makes the Job controller fail it."""
         body = {"metadata": {"annotations": {END_REASON_ANNOTATION: reason}}, "spec": {"activeDeadlineSeconds": 1}}
-        self.api("PATCH", self.path("batch/v1", "jobs", self.settings.chief_job), body)
+        self.api("PATCH", self.job_path(self.settings.chief_job), body)
         log.warning("%s; ending the chief Job %s", reason, self.settings.chief_job)
 
-    def annotate_job(self, annotations: Mapping[str, str]) -> None:
-        self.api("PATCH", self.path("batch/v1", "jobs", self.settings.chief_job),
+    def annotate_job(self, annotations: Mapping[str, str], name: str | None = None) -> None:
+        """Annotates the run's Job (or the Job `name`)."""
+        self.api("PATCH", self.job_path(name or self.settings.chief_job),
                  {"metadata": {"annotations": dict(annotations)}})
+
+    # -- progress and stalls ---------------------------------------------------------------------
+
+    def follow_progress(self, run_job: Mapping[str, Any], now: float, ending: Ending | None, suspended: bool,
+                        started: float | None) -> str | None:
+        """Reads the chief's report and writes its progress on the chief's Job (throttled; at once on a
+        change of state, and the last one at the ending); returns a stall's reason. A failure to read or
+        write is a warning: it never holds up an ending, and a log that cannot be read ends nothing."""
+        s = self.settings
+        try:
+            job = run_job if s.chief_own_job == s.chief_job else self.api("GET", self.job_path(s.chief_own_job))
+            if job is None:
+                return None
+            stored = parse_job_progress(((job.get("metadata") or {}).get("annotations") or {}).get(
+                PROGRESS_ANNOTATION))
+            seen, answered = (None, True) if suspended else self.read_report()
+            if seen is not None and (self.step_seen is None or self.step_seen[0] != seen.step):
+                self.step_seen = (seen.step, None if self.step_seen is None else now)
+            state = RUNNING if ending is None else SUCCEEDED if ending.succeeded else FAILED
+            new = next_progress(stored, seen, now, suspended=suspended, job_state=state,
+                                step_since=self.step_seen[1] if self.step_seen and seen else None)
+            if new is not None and worth_writing(stored, new, now, 0.0 if ending else s.progress_interval_seconds):
+                self.annotate_job({PROGRESS_ANNOTATION: format_job_progress(new)}, s.chief_own_job)
+        except urllib.error.HTTPError as error:
+            log.warning("cannot follow the chief's progress: HTTP %s %s (does the supervisor's Role allow it?)",
+                        error.code, error.reason)
+            return None
+        except REQUEST_ERRORS as error:
+            log.warning("cannot follow the chief's progress: %s", error)
+            return None
+        if ending is not None or suspended or not s.stall_timeout_seconds or started is None or not answered:
+            return None
+        return stalled(new, started, now, s.stall_timeout_seconds)
+
+    def chief_pod(self) -> Mapping[str, Any] | None:
+        """The chief's newest pod: of the chief's Job, its task 0 when the Job is Indexed."""
+        selector = urllib.parse.quote(f"{JOB_NAME_LABEL}={self.settings.chief_own_job}")
+        pods = (self.api("GET", self.path("", "pods") + f"?labelSelector={selector}") or {}).get("items") or []
+        chiefs = [p for p in pods if str(((p.get("metadata") or {}).get("annotations") or {}).get(
+            COMPLETION_INDEX_ANNOTATION, "0")) == "0"]
+        return max(chiefs, key=lambda p: (parse_time(p["metadata"].get("creationTimestamp")) or 0.0,
+                                          str(p["metadata"].get("name"))), default=None)
+
+    def read_report(self) -> tuple[Report | None, bool]:
+        """The chief's report in its log tail, and whether the API answered (a pod not started yet, or gone,
+        is an answer: nothing to read; a refusal or no answer is not)."""
+        try:
+            pod = self.chief_pod()
+            if pod is None:
+                return None, True
+            query = urllib.parse.urlencode({"container": self.settings.progress_container,
+                                            "tailLines": LOG_TAIL_LINES})
+            target = (self.fresh_target() if self.fresh_target else None) or self.target
+            text = read_text(target, self.path("", "pods", str(pod["metadata"]["name"])) + f"/log?{query}")
+        except urllib.error.HTTPError as error:
+            if error.code in (400, 404):  # waiting to start, or deleted meanwhile
+                return None, True
+            log.warning("cannot read the chief's log: HTTP %s %s (does the supervisor's Role allow pods/log?)",
+                        error.code, error.reason)
+            return None, False
+        except REQUEST_ERRORS as error:
+            log.warning("cannot read the chief's log: %s", error)
+            return None, False
+        return report(text), True
 
     # -- ending ----------------------------------------------------------------------------------
 
@@ -377,9 +525,11 @@ class Supervisor:
     def run(self) -> int:
         self.started_at = self.clock()
         s = self.settings
-        log.info("supervising Job %s in %s: statefulsets %s, on success %s, on failure %s, start timeout %s",
-                 s.chief_job, self.namespace, ", ".join(s.statefulsets) or "(none)", s.on_success,
-                 s.on_failure, f"{s.start_timeout_seconds:.0f} s" if s.start_timeout_seconds else "off")
+        log.info("supervising Job %s in %s: statefulsets %s, on success %s, on failure %s, start timeout %s, "
+                 "progress %s, stall timeout %s", s.chief_job, self.namespace, ", ".join(s.statefulsets) or "(none)",
+                 s.on_success, s.on_failure, f"{s.start_timeout_seconds:.0f} s" if s.start_timeout_seconds else "off",
+                 f"on Job {s.chief_own_job}" if s.progress else "off",
+                 f"{s.stall_timeout_seconds:.0f} s" if s.stall_timeout_seconds else "off")
         while not self.stopping:
             self.heartbeat = time.monotonic()
             try:

@@ -356,6 +356,9 @@ def test_supervisor_role_names_exactly_the_objects_it_touches_and_only_their_sca
             "resourceNames": [f"{PREFIX}-supervisor"],
             "verbs": ["patch"],
         },
+        # the chief's progress (supervisor.progress.enabled): its pod, found by its Job's label, and its log
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
     ]
     binding = named(docs, "RoleBinding", f"{PREFIX}-supervisor")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": f"{PREFIX}-supervisor", "namespace": NAMESPACE}]
@@ -372,12 +375,21 @@ def test_supervisor_role_names_exactly_the_objects_it_touches_and_only_their_sca
             assert "kube-api-access" not in {v["name"] for v in pod_spec(doc)["volumes"]}
     assert pod_spec(named(docs, "Job", f"{PREFIX}-chief"))["serviceAccountName"] == PREFIX
 
-    timed = render(sets=["scheduling.startTimeoutSeconds=600", "evaluator.enabled=true"])
+    timed = render(sets=["scheduling.startTimeoutSeconds=600", "evaluator.enabled=true",
+                         "supervisor.progress.enabled=false"])
     rules = named(timed, "Role", f"{PREFIX}-supervisor")["rules"]
     assert rules[0]["resourceNames"] == [f"{PREFIX}-chief", f"{PREFIX}-evaluator"]
     assert rules[-1] == {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["list"]}
-    # single_device without evaluator or start timeout: nothing for a supervisor to do
+    assert env_of(pod_spec(named(timed, "Deployment", f"{PREFIX}-supervisor"))["containers"][0])["TFD_PROGRESS"] == (
+        "false")
+    # without progress, the scale of the StatefulSets and the Job only: no pod, no log
+    quiet = render(sets=["supervisor.progress.enabled=false"])
+    assert named(quiet, "Role", f"{PREFIX}-supervisor")["rules"] == role["rules"][:3]
+    # single_device: the supervisor only writes the chief's progress; without it, nothing for one to do
     alone = render(sets=["training.strategy=single_device"])
+    assert [r["resources"] for r in named(alone, "Role", f"{PREFIX}-supervisor")["rules"]] == [
+        ["jobs"], ["deployments/scale"], ["pods"], ["pods/log"]]
+    alone = render(sets=["training.strategy=single_device", "supervisor.progress.enabled=false"])
     assert not by_kind(alone, "Role") and not by_kind(alone, "RoleBinding")
     assert f"{PREFIX}-supervisor" not in {d["metadata"]["name"] for d in alone}
     off = render(sets=["supervisor.enabled=false"])
@@ -582,8 +594,9 @@ def test_without_a_chief_the_workers_are_an_indexed_job_with_statefulset_dns_nam
         assert result.returncode == 0, result.stderr
         tf_config = json.loads(result.stdout)
         assert tf_config == {"cluster": cluster, "task": {"type": "worker", "index": int(hostname[-1])}}
-    # nothing to scale down: no supervisor unless it has an evaluator to end, and no worker PDB
-    with_pdb = render(sets=[*WORKERS_ONLY, "worker.podDisruptionBudget.enabled=true"])
+    # nothing to scale down: no supervisor unless it has an evaluator to end or progress to write, and no worker PDB
+    with_pdb = render(sets=[*WORKERS_ONLY, "worker.podDisruptionBudget.enabled=true",
+                            "supervisor.progress.enabled=false"])
     assert not [d for d in with_pdb if d["metadata"]["name"] == f"{PREFIX}-supervisor"]
     assert by_kind(with_pdb, "PodDisruptionBudget") == []
 
@@ -593,6 +606,8 @@ def test_without_a_chief_the_supervisor_watches_the_workers_job() -> None:
     supervisor = pod_spec(named(docs, "Deployment", f"{PREFIX}-supervisor"))["containers"][0]
     env = env_of(supervisor)
     assert env["TFD_CHIEF_JOB"] == f"{PREFIX}-worker" and env["TFD_STATEFULSETS"] == ""
+    # progress: worker 0's container in the workers' Job
+    assert (env["TFD_PROGRESS_JOB"], env["TFD_PROGRESS_CONTAINER"]) == (f"{PREFIX}-worker", "worker")
     assert env["TFD_EXPECTED_PODS"] == "4"  # 3 workers + the evaluator
     role = named(docs, "Role", f"{PREFIX}-supervisor")
     jobs = next(rule for rule in role["rules"] if "jobs" in rule["resources"])

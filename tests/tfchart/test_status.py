@@ -580,3 +580,31 @@ def test_forbidden_configmaps_still_show_the_release(cluster: KubeServer) -> Non
     assert report.training.state == "Succeeded" and report.serving is None
     assert any(note.startswith("cannot read Serving's model config") for note in report.notes)
     assert re.search(r"Exported +v1 +│", render_text(report))
+
+
+def test_the_progress_record_on_the_job_gives_the_eta_and_last_checkpoint(cluster: KubeServer) -> None:
+    """The run supervisor's record (tf-distributed.io/progress): its ETA and last checkpoint are shown; when
+    the chief's log is gone it is the progress; a run it ended as stalled is Failed before its Job is."""
+    docs = base_release(cluster)
+    chief = kf.manifest(docs, "Job", "chief")
+    record = ('{"state":"Running","step":1200,"target":2000,"eta":"2026-11-22T12:40:00Z","loss":0.2345,'
+              '"checkpointStep":1100,"updatedAt":"2026-11-22T11:59:50Z","stepChangedAt":"2026-11-22T11:59:50Z"}')
+    cluster.update("Job", NS, "mnist-tf-distributed-chief", {"metadata": {"annotations": {
+        "tf-distributed.io/progress": record}}})
+    cluster.add(kf.pod(chief))
+    cluster.set_log(NS, CHIEF_POD, [tfd_status()])
+    text = render_text(collect(cluster))
+    assert re.search(r"ETA\s+2026-11-22T12:40:00Z", text) and re.search(r"Checkpoint\s+step 1100", text), text
+    # the pod gone (evicted, or the log unreadable): the record is the progress
+    cluster.delete("Pod", NS, CHIEF_POD)
+    report = collect(cluster)
+    assert report.training.progress is not None and report.training.progress.source == "job-record"
+    assert "step 1200/2000 (60%), loss 0.2345, updated 2026-11-22T11:59:50Z" in render_text(report)
+    assert report.as_dict()["job_progress"]["checkpoint_step"] == 1100
+    # stalled: the supervisor recorded the ending while the Job controller has not failed the Job yet
+    reason = "Stalled: step 1200 has not risen for 1800 s"
+    cluster.update("Job", NS, "mnist-tf-distributed-chief", {"metadata": {"annotations": {
+        "tf-distributed.io/ending": "stalled", "tf-distributed.io/end-reason": reason}}})
+    report = collect(cluster)
+    assert (report.training.state, report.training.detail) == ("Failed", f"the run ended (stalled): {reason}")
+    assert re.search(rf"Run ended\s+stalled: {reason}", render_text(report))

@@ -144,3 +144,20 @@ def test_a_failed_poll_once_the_run_was_seen_is_waited_out(server: KubeServer) -
     code, out, err = finished(waiting)
     assert (code, out) == (0, "mnist: Succeeded\n"), err
     assert 503 in server.answered(LIST_JOBS)
+
+
+def test_a_stalled_run_is_a_failure_before_and_after_its_job_fails(server: KubeServer) -> None:
+    """The supervisor ends a stalled run by a 1 s deadline: its record comes with the Job's Failed condition
+    (or just before it); either way the wait says Failed with the stall's reason."""
+    job = run_job(server, "running")
+    reason = "Stalled: step 1200 has not risen for 1800 s"
+    record = {"tf-distributed.io/ending": "stalled", "tf-distributed.io/end-reason": reason}
+    server.update("Job", NS, job["metadata"]["name"], {"metadata": {"annotations": record}})
+    code, _, err = finished(tfchart_wait(server))
+    assert code == 1 and err == f"error: release mnist's run failed: {reason}\n"
+    failed = kf.job(kf.manifest(kf.rendered(namespace=NS), "Job", "chief"), "failed", reason="DeadlineExceeded",
+                    message="Job was active longer than specified deadline")
+    server.update("Job", NS, CHIEF, {"status": failed["status"]})
+    code, _, err = finished(tfchart_wait(server))
+    assert code == 1 and err == ("error: release mnist's run failed: DeadlineExceeded: Job was active longer than "
+                                 f"specified deadline; {reason}\n")

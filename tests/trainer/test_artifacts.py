@@ -68,6 +68,7 @@ def test_status_json_fields(ps_run: PsRun) -> None:
     assert st["started_at"].endswith("Z") and st["updated_at"].endswith("Z")
     assert st["started_at"] <= st["updated_at"]
     assert st["examples_per_sec"] > 0 and st["loss"] >= 0
+    assert st["checkpoint_step"] == st["step"]  # the last checkpoint is the final step's
     assert not list(ps_run.root.glob(".status-*"))  # no temporary file left behind
 
 

@@ -78,7 +78,7 @@ def _assert_stopped(proc: Proc, rc: int, root: Path, cause: str = "SIGTERM") -> 
     assert _latest_checkpoint_step(root) == step
     assert (root / "checkpoints" / f"ckpt-{step}.index").is_file()
     st = read_status(root)
-    assert st["state"] == "Interrupted" and st["step"] == step, st
+    assert st["state"] == "Interrupted" and st["step"] == step and st["checkpoint_step"] == step, st
     assert f"{cause} at step {step}: checkpoint saved" in st["message"], st
     assert "Traceback" not in out and "trainer: error:" not in out
     return step

@@ -14,6 +14,8 @@ request; a real API server cannot run here):
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
 import re
@@ -39,7 +41,8 @@ from tests.trainer.conftest import service_account_dir
 from tfchart.cluster.upgrade import immutable_changes
 from tfchart.local.processes import LocalCluster, LocalPod, localise_cluster, pods_from_manifests, python_bin_dir
 from tfdcontract import ENDED_AT_ANNOTATION as ENDED_AT
-from tfdcontract import parse_step_line
+from tfdcontract import PROGRESS_ANNOTATION as PROGRESS
+from tfdcontract import JobProgress, parse_job_progress, parse_step_line
 from trainer.cleanup import KubeTarget
 from trainer.supervisor import Settings, Supervisor, main, serve_health
 
@@ -69,10 +72,13 @@ class Run:
         return str(sts["metadata"]["annotations"]["tf-distributed.io/run-spec"])
 
     def writes(self) -> list[tuple[str, str, Any]]:
-        """The requests that changed something, with the ended-at time (a clock reading) blanked."""
+        """The requests that changed something, with the ended-at time (a clock reading) blanked; the
+        progress records (the chief's log as it went, see progress_written) left out."""
         out = []
         for method, path, body in self.server.writes():
             annotations = ((body or {}).get("metadata") or {}).get("annotations") or {}
+            if set(annotations) == {PROGRESS} and set(body) == {"metadata"}:
+                continue
             if ENDED_AT in annotations:
                 assert time.time() - 120 < time_of(annotations[ENDED_AT]) <= time.time() + 1
                 annotations[ENDED_AT] = "<now>"
@@ -83,6 +89,12 @@ class Run:
         sts = self.server.get("StatefulSet", NAMESPACE, f"{PREFIX}-{role}")
         assert sts is not None
         return int(sts["spec"]["replicas"])
+
+    def progress_written(self) -> list[JobProgress | None]:
+        """Each progress record the supervisor wrote on the chief Job, in order."""
+        return [parse_job_progress(body["metadata"]["annotations"][PROGRESS]) for method, path, body
+                in self.server.writes() if path == f"{JOBS}/{PREFIX}-chief"
+                and PROGRESS in ((body or {}).get("metadata") or {}).get("annotations", {})]
 
 
 def time_of(text: str) -> float:
@@ -154,6 +166,7 @@ class Release:
     lines: list[str] = field(default_factory=list)
     hooks: list[Callable[[LocalPod, str], None]] = field(default_factory=list)  # called on each line of a pod
     supervisors: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    docs: list[dict[str, Any]] = field(default_factory=list)  # the release as rendered
 
     def heard(self, pod: LocalPod, line: str) -> None:
         self.lines.append(f"{pod.name}: {line}")
@@ -168,7 +181,9 @@ class Release:
         self.cluster.start([p for p in self.pods if p.role in ("ps", "worker")])
 
     def start_chief(self, docs: list[dict[str, Any]]) -> JobController:
-        return JobController(self.server, named(docs, "Job", f"{PREFIX}-chief"), self.chief, self.cluster).start()
+        controller = JobController(self.server, named(docs, "Job", f"{PREFIX}-chief"), self.chief, self.cluster)
+        self.hooks.append(controller.log_line)  # what the chief prints is its Pod's log in the API
+        return controller.start()
 
     def supervise(self, docs: list[dict[str, Any]], during: Any = None, timeout: float = 150) -> str:
         """Runs the rendered supervisor until it scaled its Deployment to 0; its log."""
@@ -228,7 +243,7 @@ def release(tmp_path: Path) -> Iterator[Any]:
         localise_cluster(pods)
         sa = service_account_dir(tmp_path / f"sa{len(releases)}", NAMESPACE)
         stage = Release(server, LocalCluster(lambda pod, line: stage.heard(pod, line), extra_path=[python_bin_dir()]),
-                        sa, pods, sets)
+                        sa, pods, sets, docs=docs)
         releases.append(stage)
         if start_servers:
             stage.start_servers()
@@ -307,6 +322,17 @@ def test_deleted_chief_frees_everything(release: Any) -> None:
     assert f"run ended (deleted): chief Job {PREFIX}-chief was deleted before it finished" in run.supervisor_log
 
 
+def test_a_bring_your_own_chief_reports_its_progress_with_one_line(release: Any) -> None:
+    """docs/images.md: a chief that only prints the step line gets the progress record on its Job."""
+    line = "step 40, loss = 0.2500 (640.0 examples/sec; 0.100 sec/batch)"
+    escaped = line.replace(",", "\\,")  # --set reads a comma as the list's separator
+    run = release([f"chief.command={{sh,-c,echo starting; echo '{escaped}'; exit 0}}"])
+    assert run.writes() == scale_down("succeeded", f"Succeeded: Job {PREFIX}-chief completed")
+    last = run.progress_written()[-1]  # written before the run's record, from the pod's log in the API
+    assert last is not None and (last.state, last.step, last.loss, last.target, last.eta) == (
+        "Succeeded", 40, 0.25, None, None)
+
+
 def test_evaluator_is_suspended_when_training_ends(release: Any) -> None:
     run = release(["chief.command={sh,-c,exit 0}", "evaluator.enabled=true"])
     assert run.writes() == [scaled("ps"), scaled("worker"),
@@ -335,9 +361,10 @@ def test_upgrading_a_finished_release_does_not_start_its_pods_again(release: Any
     assert run.replicas("ps") == 0 and run.replicas("worker") == 0
     before = len(run.server.requests)
     # values that do not start a new run: TensorBoard, Serving, the labels of their pods and of the
-    # (stopped) worker pods
+    # (stopped) worker pods, the stall timeout
     same_run = render_against(run, major, "tensorboard.enabled=true", "serving.enabled=true",
-                              "tensorboard.podLabels.team=vision", "worker.podLabels.team=vision")
+                              "tensorboard.podLabels.team=vision", "worker.podLabels.team=vision",
+                              "training.stallTimeoutSeconds=600")  # the supervisor's setting, not the run's
     assert spec_replicas(same_run) == {
         f"{PREFIX}-ps": 0, f"{PREFIX}-worker": 0, f"{PREFIX}-supervisor": 0,
         f"{PREFIX}-tensorboard": 1, f"{PREFIX}-serving": 1,
@@ -438,6 +465,69 @@ def test_recreating_a_running_chief_goes_on_with_the_same_servers_to_the_end(rel
     saved = re.search(r"SIGTERM at step (\d+): checkpoint saved", chief)
     resumed = re.search(r"resumed from checkpoint at step (\d+)", chief)
     assert saved and resumed and saved.group(1) == resumed.group(1), chief[-3000:]
+
+
+# -- a stalled run ---------------------------------------------------------------------------------
+
+
+def test_a_run_whose_step_stops_rising_is_ended_as_stalled(release: Any) -> None:
+    """The worker frozen (SIGSTOP) once training runs: the chief's closures wait for it and its step stops
+    rising, no process fails. The supervisor ends the run as Stalled within stallTimeoutSeconds plus one
+    poll of the last step it saw, ps and workers at 0. The API's ps and worker pods are the harness's: they
+    are Running from the chief's first step, so the run starts then and the short timeout never races
+    TensorFlow's start-up on a busy machine."""
+    stall, lines, frozen = 10, [], []
+    first_step = threading.Event()
+
+    def note_steps(pod: LocalPod, line: str) -> None:
+        step = parse_step_line(line) if pod.role == "chief" else None
+        if step is not None:
+            lines.append((time.monotonic(), step.step))
+            first_step.set()
+
+    def freeze_a_worker(stage: Release) -> None:
+        stage.hooks.append(note_steps)
+        assert first_step.wait(240), stage.lines[-20:]
+        for role in ("ps", "worker"):  # every TensorFlow pod runs: the run started
+            template = named(stage.docs, "StatefulSet", f"{PREFIX}-{role}")["spec"]["template"]
+            stage.server.add({"kind": "Pod", "metadata": {"name": f"{PREFIX}-{role}-0", "namespace": NAMESPACE,
+                                                          "labels": template["metadata"]["labels"]},
+                              "spec": {}, "status": {"phase": "Running"}})
+        worker = stage.cluster.processes[f"{PREFIX}-worker-0"].popen
+        os.kill(worker.pid, signal.SIGSTOP)
+        frozen.append(worker.pid)
+        with stage.server.answered_one:  # the supervisor ends the chief Job
+            assert stage.server.answered_one.wait_for(lambda: any(
+                (w[2] or {}).get("spec", {}).get("activeDeadlineSeconds") == 1 for w in stage.server.writes()), 120)
+        lines.append((time.monotonic(), -1))
+
+    try:
+        # the chief gets SIGTERM at the 1 s deadline: it waits for the frozen worker's steps as long as its grace
+        run = release([f"training.stallTimeoutSeconds={stall}", "training.trainSteps=1000000",
+                       "training.checkpointEverySteps=1000000", "training.logEverySteps=10",
+                       "chief.terminationGracePeriodSeconds=6"],
+                      start_servers=True, during=freeze_a_worker, timeout=300)
+    finally:
+        for pid in frozen:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)  # so the cleanup's SIGTERM reaches it
+    (ended, _), steps = lines[-1], [entry for entry in lines if entry[1] >= 0]
+    last_time, last_step = next(entry for entry in reversed(steps) if entry[0] < ended)
+    reason = f"Stalled: step {last_step} has not risen for {stall} s"
+    started, *rest = run.writes()
+    assert started[:2] == ("PATCH", f"{JOBS}/{PREFIX}-chief") and "tf-distributed.io/started-at" in str(started[2])
+    assert rest == [("PATCH", f"{JOBS}/{PREFIX}-chief", {"metadata": {"annotations": {
+        "tf-distributed.io/end-reason": reason}}, "spec": {"activeDeadlineSeconds": 1}}),
+        *scale_down("stalled", reason)]
+    assert run.replicas("ps") == 0 and run.replicas("worker") == 0
+    assert run.controller.exit_codes == [] and run.server.get("Job", NAMESPACE, f"{PREFIX}-chief")["status"][
+        "conditions"][0]["reason"] == "DeadlineExceeded"  # type: ignore[index]
+    # Seen at the supervisor's next poll after it was printed, ended at its first poll after the timeout: a
+    # poll is pollSeconds (1 s) plus its requests, which a machine shared with other work stretches; measured.
+    polls = [r.at for r in run.server.requests if (r.method, r.path) == ("GET", f"{JOBS}/{PREFIX}-chief")]
+    poll = max(b - a for a, b in itertools.pairwise(polls) if last_time - 2 < a < ended)
+    assert stall <= ended - last_time <= stall + 2 * poll + 0.5, (ended - last_time, poll, steps[-5:])
+    assert f"run ended (stalled): {reason}" in run.supervisor_log
 
 
 # -- Supervisor in-process: restarts, start timeout, configuration --------------------------------
@@ -709,7 +799,8 @@ def test_health_answers_503_once_the_loop_is_stuck() -> None:
 
 def test_rendered_supervisor_env_is_what_settings_read() -> None:
     docs = render(sets=["scheduling.startTimeoutSeconds=900", "training.cleanup.onSuccess=keep",
-                        "evaluator.enabled=true", "worker.replicas=3"], namespace=NAMESPACE)
+                        "evaluator.enabled=true", "worker.replicas=3", "training.stallTimeoutSeconds=1800"],
+                  namespace=NAMESPACE)
     container = named(docs, "Deployment", f"{PREFIX}-supervisor")["spec"]["template"]["spec"]["containers"][0]
     settings = Settings.from_env(container_env(container))
     assert settings == Settings(
@@ -719,4 +810,5 @@ def test_rendered_supervisor_env_is_what_settings_read() -> None:
         pod_selector=("app.kubernetes.io/name=tf-distributed,app.kubernetes.io/instance=mnist,"
                       "app.kubernetes.io/component in (ps,worker,chief,evaluator)"),
         expected_pods=6, poll_seconds=10.0, chief_missing_seconds=120.0,
+        progress=True, stall_timeout_seconds=1800.0, progress_job=f"{PREFIX}-chief", progress_container="chief",
     )

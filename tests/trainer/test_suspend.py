@@ -85,7 +85,7 @@ def test_a_suspended_release_frees_every_pod_and_resumes_at_its_checkpoint(tmp_p
     servers = [StatefulSetController(server, named(docs, "StatefulSet", f"{PREFIX}-{role}"),
                                      [p for p in pods if p.role == role], stage.cluster).start()
                for role in (PS, WORKER)]  # fmt: skip
-    job = JobController(server, named(docs, "Job", f"{PREFIX}-chief"), stage.chief, stage.cluster, pod_objects=True)
+    job = JobController(server, named(docs, "Job", f"{PREFIX}-chief"), stage.chief, stage.cluster)
     kubeconfig = ["--kubeconfig", str(server.kubeconfig(NAMESPACE))]
     chief: dict[str, list[str]] = {"before": [], "after": []}
     stepped, saved = threading.Event(), []

@@ -19,6 +19,7 @@ from tfdcontract import (
     COMPONENT_LABEL,
     END_REASON_ANNOTATION,
     ENDING_ANNOTATION,
+    PROGRESS_ANNOTATION,
     WORKER,
     parse_suspension,
 )
@@ -47,6 +48,7 @@ class JobInfo:
     ending: str = ""  # the run record (tf-distributed.io/ending on the run's Job): supervisor or tfchart stop
     end_reason: str = ""
     suspended_since: str = ""  # a suspended Job: since when (the run's suspension record, else its condition)
+    progress: str = ""  # the chief's progress record (tf-distributed.io/progress, written by the supervisor)
 
 
 def name_of(obj: Any) -> str:
@@ -143,7 +145,8 @@ def job_info(role: str, jobs: list[Any], pods: list[Any]) -> JobInfo:
     status, name, annotations = job.status, name_of(job), job.metadata.annotations or {}
     counts: dict[str, Any] = {key: (getattr(status, key) if status else None) or 0
                               for key in ("active", "succeeded", "failed")}  # fmt: skip
-    counts.update(ending=annotations.get(ENDING_ANNOTATION, ""), end_reason=annotations.get(END_REASON_ANNOTATION, ""))
+    counts.update(ending=annotations.get(ENDING_ANNOTATION, ""), end_reason=annotations.get(END_REASON_ANNOTATION, ""),
+                  progress=annotations.get(PROGRESS_ANNOTATION, ""))
     conditions = {c.type: c for c in ((status.conditions if status else None) or []) if c.status == "True"}
     for kind, state in ENDED.items():
         if kind in conditions:

@@ -1,7 +1,9 @@
 """`tfchart status`: what a release is doing, from its objects (found by the chart's labels) and the
 chief's log. The chief Job owns completion (Complete = Succeeded, Failed condition = Failed); training
 progress comes from the last `tfd-status: {json}` line of the chief pod's log (the same document as
-<storage>/status.json), else from the last `step N, loss = L (X examples/sec; Y sec/batch)` line.
+<storage>/status.json), else from the last `step N, loss = L (X examples/sec; Y sec/batch)` line, else
+from the record the run supervisor wrote on the chief's Job (tf-distributed.io/progress), which also
+gives the ETA and the last checkpoint.
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ from tfdcontract import (
     HOLDING_ROLES,
     SERVING,
     TENSORBOARD,
+    JobProgress,
     Status,
+    parse_job_progress,
     parse_status_line,
     parse_step_line,
     release_selector,
@@ -127,6 +131,7 @@ class ReleaseStatus:
     pods: list[PodInfo] = field(default_factory=list)
     endpoints: list[Endpoint] = field(default_factory=list)
     serving: ServingVersions | None = None  # the versions exported and those Serving is configured to load
+    job_progress: JobProgress | None = None  # the record on the chief's Job: ETA, last checkpoint
     notes: list[str] = field(default_factory=list)  # what could not be read
     warnings: list[str] = field(default_factory=list)  # what needs the user: GPUs held after the run ended
 
@@ -159,6 +164,8 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
     evaluator_jobs = [job for job in jobs if role_of(job) == EVALUATOR]
     evaluator_pods = [pod for pod in pods if role_of(pod) == EVALUATOR]
     progress, log_note = read_progress(api, namespace, newest([pod for pod in chief_pods if has_started(pod)]))
+    recorded = parse_job_progress(chief.progress)
+    progress = progress or (progress_from_record(recorded) if recorded else None)
     moment = now or datetime.now(timezone.utc)
     pod_infos = sorted((pod_info(pod, moment) for pod in pods), key=pod_sort_key)
     set_infos = sorted((stateful_set_info(s) for s in stateful_sets), key=lambda s: role_rank(s.role))
@@ -172,7 +179,7 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
         stateful_sets=set_infos, pods=pod_infos, serving=versions,
         notes=[note for note in (log_note, config_note) if note],
         warnings=[*held, *pinned_but_missing(release, versions)],
-        endpoints=[endpoint(service, namespace, pods) for service in client_services],
+        endpoints=[endpoint(service, namespace, pods) for service in client_services], job_progress=recorded,
     )
 
 
@@ -304,9 +311,18 @@ def progress_from_status(status: Status) -> Progress:
     )
 
 
+def progress_from_record(record: JobProgress) -> Progress:
+    """The chief's report as the supervisor last wrote it on the Job (its pod's log gone or unreadable)."""
+    return Progress(source="job-record", state=record.state, step=record.step, train_steps=record.target,
+                    loss=record.loss, accuracy=record.accuracy, updated_at=record.updated_at or None)
+
+
 def training_state(chief: JobInfo, progress: Progress | None) -> Training:
     """The chief Job decides completion; the trainer's report adds the numbers and its message."""
     reported = progress.message if progress and progress.message else ""
+    if chief.state in ("Running", "Pending") and chief.ending and chief.ending != "succeeded":
+        # ended by the supervisor (start timeout, stall) or `tfchart stop`, the Job not failed yet
+        return Training("Failed", f"the run ended ({chief.ending}): {chief.end_reason or reported}", progress)
     if chief.state == "Succeeded":
         return Training("Succeeded", reported or "the chief Job completed", progress)
     if chief.state == "Failed":

@@ -42,6 +42,11 @@ def summary_lines(status: ReleaseStatus) -> Any:
     grid.add_row("Training", f"[{style}]{training.state}[/]  {escape(training.detail)}")
     progress = training.progress
     grid.add_row("Progress", escape(progress_text(progress)) if progress else NO_PROGRESS)
+    record = status.job_progress
+    if record and record.eta:
+        grid.add_row("ETA", escape(record.eta))
+    if record and record.checkpoint_step is not None:
+        grid.add_row("Checkpoint", f"step {record.checkpoint_step}")
     if progress and progress.export_path:
         grid.add_row("Export", escape(progress.export_path))
     chief = status.chief

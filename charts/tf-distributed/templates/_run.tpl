@@ -4,13 +4,19 @@ supervisor ends and its environment.
 */}}
 
 {{/*
-The run supervisor (templates/supervisor/, trainer/supervisor.py) runs when it has something to do
-on an ending: StatefulSets to scale down, an evaluator to suspend or a start timeout to enforce. Not
-under a JobSet: the JobSet deletes its running Jobs itself when it finishes.
+The run supervisor (templates/supervisor/, trainer/supervisor.py) runs when it has something to do:
+StatefulSets to scale down or an evaluator to suspend on an ending, a start timeout or a stall to
+enforce, the chief's progress to write on its Job. Not under a JobSet (yet): the JobSet deletes its
+running Jobs itself when it finishes.
 */}}
 {{- define "tf-distributed.supervisorEnabled" -}}
 {{- $v := .Values -}}
-{{- if and $v.supervisor.enabled (not (include "tf-distributed.jobsetEnabled" .)) (or (include "tf-distributed.cleanupTargets" . | fromJsonArray) $v.evaluator.enabled (gt (int $v.scheduling.startTimeoutSeconds) 0)) -}}true{{- end -}}
+{{- if and $v.supervisor.enabled (not (include "tf-distributed.jobsetEnabled" .)) (or (include "tf-distributed.cleanupTargets" . | fromJsonArray) $v.evaluator.enabled (gt (int $v.scheduling.startTimeoutSeconds) 0) (include "tf-distributed.progressEnabled" .)) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The supervisor follows the chief's progress (and so may end a stall): it reads the chief's log. */}}
+{{- define "tf-distributed.progressEnabled" -}}
+{{- if and .Values.supervisor.enabled (not (include "tf-distributed.jobsetEnabled" .)) (or .Values.supervisor.progress.enabled (gt (int .Values.training.stallTimeoutSeconds) 0)) -}}true{{- end -}}
 {{- end -}}
 
 {{/*
@@ -21,7 +27,8 @@ template, so a changed spec is a new Job (tfchart upgrade --recreate).
 */}}
 {{- define "tf-distributed.runSpec" -}}
 {{- $v := .Values -}}
-{{- $spec := dict "training" $v.training "image" $v.image "storage" (pick $v.storage "mountPath" "subPath" "existingClaim") -}}
+{{- /* the stall timeout is the supervisor's: changing it on a running release is no new run */ -}}
+{{- $spec := dict "training" (omit $v.training "stallTimeoutSeconds") "image" $v.image "storage" (pick $v.storage "mountPath" "subPath" "existingClaim") -}}
 {{- range $role := include "tf-distributed.tfRoles" . | fromJsonArray -}}
 {{- $_ := set $spec $role (pick (index $v $role) "replicas" "image" "command" "args" "extraEnv" "resources" "gpu" "workingDir" "home") -}}
 {{- end -}}
@@ -104,6 +111,14 @@ Usage: include "tf-distributed.finishedReplicas" (dict "context" $ "role" "worke
   value: {{ int $v.supervisor.pollSeconds | quote }}
 - name: TFD_CHIEF_MISSING_SECONDS
   value: {{ int $v.supervisor.chiefMissingSeconds | quote }}
+- name: TFD_PROGRESS
+  value: {{ ternary "true" "false" (eq (include "tf-distributed.progressEnabled" .) "true") | quote }}
+- name: TFD_PROGRESS_JOB
+  value: {{ include "tf-distributed.runJobName" . | quote }}
+- name: TFD_PROGRESS_CONTAINER
+  value: {{ ternary "worker" "chief" (eq (include "tf-distributed.workersAsJob" .) "true") | quote }}
+- name: TFD_STALL_TIMEOUT_SECONDS
+  value: {{ int $v.training.stallTimeoutSeconds | quote }}
 - name: TFD_HEALTH_PORT
   value: "8080"
 - name: PYTHONDONTWRITEBYTECODE

@@ -99,6 +99,13 @@ of their own: a bring-your-own program never sees training.batchSize or training
 {{- if and (gt (int $v.scheduling.startTimeoutSeconds) 0) (not $v.supervisor.enabled) -}}
 {{- $problems = append $problems "scheduling.startTimeoutSeconds: the run supervisor enforces it, but supervisor.enabled=false. Fix: --set supervisor.enabled=true (or --set scheduling.startTimeoutSeconds=0)" -}}
 {{- end -}}
+{{- if gt (int $v.training.stallTimeoutSeconds) 0 -}}
+{{- if not $v.supervisor.enabled -}}
+{{- $problems = append $problems "training.stallTimeoutSeconds: the run supervisor ends a stalled run, but supervisor.enabled=false. Fix: --set supervisor.enabled=true (or --set training.stallTimeoutSeconds=0)" -}}
+{{- else if not $v.supervisor.progress.enabled -}}
+{{- $problems = append $problems "training.stallTimeoutSeconds: the stall clock is kept in the chief's progress record, but supervisor.progress.enabled=false. Fix: --set supervisor.progress.enabled=true (or --set training.stallTimeoutSeconds=0)" -}}
+{{- end -}}
+{{- end -}}
 
 {{- if $trainerRoles -}}
 {{- $exportGate := float64 ($v.training.exportMinAccuracy | default 0) -}}
