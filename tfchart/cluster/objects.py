@@ -47,6 +47,8 @@ class JobInfo:
     ending: str = ""  # the run record (tf-distributed.io/ending on the run's Job): supervisor or tfchart stop
     end_reason: str = ""
     suspended_since: str = ""  # a suspended Job: since when (the run's suspension record, else its condition)
+    kind: str = "Job"  # the run's object: Job, or JobSet (workload.kind=jobset; tfchart.cluster.runs)
+    restarts: int = 0  # a JobSet's restarts (its failure policy's RestartJobSet)
 
 
 def name_of(obj: Any) -> str:
