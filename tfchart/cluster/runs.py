@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 JOBSET = CUSTOM["JobSet"]
 #: The labels JobSet puts on its child Jobs and their pods (jobset.x-k8s.io/v1alpha2).
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 #: Kueue's queue label: on a JobSet, the chart puts it on the JobSet only (Kueue makes one Workload of it).
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 #: A JobSet condition that is True -> the state it means.
