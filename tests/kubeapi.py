@@ -1385,3 +1385,193 @@ class StatefulSetController:
                 self.server.update("StatefulSet", self.namespace, self.name, {"status": status})
                 reported = status
             time.sleep(0.1)
+
+
+# -- workload.kind=jobset: JobSet's CRD, its child Jobs and pods, and a tiny JobSet controller ---------------------
+
+JOBSET_GROUP = "jobset.x-k8s.io"
+JOBSET_CRDS = ("jobset/v0.12.0/jobset.x-k8s.io_jobsets.yaml",)
+WORKLOAD_CRDS = ("kueue.x-k8s.io Workload workloads Namespaced v1beta2",)
+CUSTOM.update({"JobSet": "jobsets", "Workload": "workloads"})
+RESOURCE_OF.update(CUSTOM)
+KIND_OF.update({resource: kind for kind, resource in CUSTOM.items()})
+# what preflight reads of JobSet's controller: its validating webhook and the endpoints of the Service it calls
+WEBHOOKS = {"validatingwebhookconfigurations": "ValidatingWebhookConfiguration"}
+SLICES = {"endpointslices": "EndpointSlice"}
+BUILT_IN.update({"admissionregistration.k8s.io/v1": WEBHOOKS, "discovery.k8s.io/v1": SLICES})
+CLUSTER_SCOPED.add("validatingwebhookconfigurations")
+KIND_OF.update({**WEBHOOKS, **SLICES})
+RESOURCE_OF.update({kind: resource for resource, kind in {**WEBHOOKS, **SLICES}.items()})
+DISCOVERY["/apis"]["groups"] += [group_entry("admissionregistration.k8s.io/v1"), group_entry("discovery.k8s.io/v1")]
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+RJOB_NAME = "jobset.sigs.k8s.io/replicatedjob-name"
+
+
+def jobset(doc: dict[str, Any], state: str = "running", restarts: int = 0) -> dict[str, Any]:
+    """The rendered JobSet as JobSet's controller leaves it: running, suspended, completed or failed."""
+    obj = copy.deepcopy(doc)
+    obj["metadata"]["generation"] = 1
+    status: dict[str, Any] = {"restarts": restarts, "replicatedJobsStatus": []}
+    reasons = {"completed": ("Completed", "AllJobsCompleted", "jobset completed successfully"),
+               "failed": ("Failed", "FailJobSetFailurePolicyAction", "applying FailJobSet failure policy action "
+                          f"(first failed job: {obj['metadata']['name']}-chief-0)"),
+               "suspended": ("Suspended", "SuspendedJobs", "jobset is suspended")}  # fmt: skip
+    if state in reasons:
+        kind, reason, message = reasons[state]
+        status["conditions"] = [condition(kind, reason, message)]
+        if state != "suspended":
+            status["terminalState"] = kind
+        else:
+            obj["spec"]["suspend"] = True
+    obj["status"] = status
+    return obj
+
+
+def jobset_jobs(jobset_doc: dict[str, Any], *roles: str) -> list[dict[str, Any]]:
+    """The child Jobs JobSet creates (of `roles`, else every replicatedJob): `<jobset>-<rjob>-0`, each with the
+    replicatedJob's Job template and JobSet's labels on it and on its pod template."""
+    name = jobset_doc["metadata"]["name"]
+    found = []
+    for rjob in jobset_doc["spec"]["replicatedJobs"]:
+        if roles and rjob["name"] not in roles:
+            continue
+        marks = {JOBSET_NAME: name, RJOB_NAME: rjob["name"], "jobset.sigs.k8s.io/job-index": "0"}
+        spec = copy.deepcopy(rjob["template"]["spec"])
+        spec["template"]["metadata"]["labels"] = {**spec["template"]["metadata"].get("labels", {}), **marks}
+        owner = {"apiVersion": f"{JOBSET_GROUP}/v1alpha2", "kind": "JobSet", "name": name, "uid": uid_of(jobset_doc),
+                 "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+        metadata = {"name": f"{name}-{rjob['name']}-0", "namespace": jobset_doc["metadata"]["namespace"],
+                    "labels": {**rjob["template"]["metadata"].get("labels", {}), **marks},
+                    "ownerReferences": [owner]}  # fmt: skip
+        found.append({"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": spec})
+    return found
+
+
+def jobset_pods(child: dict[str, Any], **state: Any) -> list[dict[str, Any]]:
+    """The pods of an Indexed child Job: `<job>-<index>-<suffix>`, with the completion index annotation."""
+    found = []
+    for index in range(int(child["spec"].get("parallelism", 1))):
+        each = pod(child, f"{child['metadata']['name']}-{index}-q8z4w", **state)
+        each["metadata"]["annotations"] = {**each["metadata"]["annotations"],
+                                           "batch.kubernetes.io/job-completion-index": str(index)}  # fmt: skip
+        found.append(each)
+    return found
+
+
+def jobset_webhook(namespace: str = "jobset-system", ready: int = 1) -> list[dict[str, Any]]:
+    """What JobSet v0.12.0's manifests install for its controller, as preflight reads it: the validating webhook
+    configuration of jobsets and the EndpointSlice of its Service (`ready` Ready endpoints)."""
+    service = {"namespace": namespace, "name": "jobset-webhook-service",
+               "path": "/validate-jobset-x-k8s-io-v1alpha2-jobset"}
+    rule = {"apiGroups": [JOBSET_GROUP], "apiVersions": ["v1alpha2"], "operations": ["CREATE", "UPDATE"],
+            "resources": ["jobsets"]}  # fmt: skip
+    hook = {"name": "vjobset.kb.io", "admissionReviewVersions": ["v1"], "clientConfig": {"service": service},
+            "failurePolicy": "Fail", "sideEffects": "None", "rules": [rule]}  # fmt: skip
+    config = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+              "metadata": {"name": "jobset-validating-webhook-configuration"}, "webhooks": [hook]}  # fmt: skip
+    points = [{"addresses": [f"10.244.0.{i + 10}"], "conditions": {"ready": i < ready}} for i in range(max(ready, 1))]
+    slices = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+              "metadata": {"name": "jobset-webhook-service-x1", "namespace": namespace,
+                           "labels": {"kubernetes.io/service-name": "jobset-webhook-service"}},
+              "endpoints": points, "ports": [{"port": 9443, "protocol": "TCP"}]}  # fmt: skip
+    return [config, slices]
+
+
+class JobSetController:
+    """JobSet's controller, for one JobSet on the server whose child Jobs and pods are objects (no processes), as
+    tfchart's commands see it: `spec.suspend` suspends every child Job and deletes its pods (Suspended condition),
+    and unsuspended resumes them with new pods; a child Job whose activeDeadlineSeconds is set (`tfchart stop
+    --end-run`) fails with DeadlineExceeded, which the DeadlineEndsTheRun rule turns into the JobSet's Failed
+    condition, and JobSet deletes the other Jobs and their pods. With a Kueue Workload owned by the JobSet,
+    Kueue's part too: `spec.active: false` suspends the JobSet, `true` lets it run."""
+
+    def __init__(self, server: KubeServer, jobset_doc: dict[str, Any]) -> None:
+        self.server, self.namespace, self.name = server, jobset_doc["metadata"]["namespace"], jobset_doc["metadata"][
+            "name"]
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True, name=f"jobset-{self.name}")
+
+    def __enter__(self) -> JobSetController:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
+        self.thread.join(10)
+
+    def children(self) -> list[dict[str, Any]]:
+        with self.server.lock:
+            return [copy.deepcopy(d) for (resource, ns, _), d in self.server.objects.items() if resource == "jobs"
+                    and ns == self.namespace and d["metadata"].get("labels", {}).get(JOBSET_NAME) == self.name]
+
+    def pods_of(self, job_name: str) -> list[str]:
+        with self.server.lock:
+            return [name for (resource, ns, name), d in self.server.objects.items() if resource == "pods"
+                    and ns == self.namespace and d["metadata"].get("labels", {}).get("job-name") == job_name]
+
+    def _kueue(self, found: dict[str, Any]) -> None:
+        with self.server.lock:
+            workloads = [d for (resource, ns, _), d in self.server.objects.items() if resource == "workloads"
+                         and ns == self.namespace and any(o.get("uid") == found["metadata"]["uid"]
+                                                          for o in d["metadata"].get("ownerReferences", []))]
+        for workload in workloads:
+            held = not workload.get("spec", {}).get("active", True)
+            if held != bool(found["spec"].get("suspend")):
+                self.server.update("JobSet", self.namespace, self.name, {"spec": {"suspend": held}})
+
+    def _run(self) -> None:
+        while not self.stopping.is_set():
+            found = self.server.get("JobSet", self.namespace, self.name)
+            if found is None:
+                return
+            conditions = {c["type"]: c for c in found.get("status", {}).get("conditions", []) if c["status"] == "True"}
+            if "Completed" in conditions or "Failed" in conditions:
+                time.sleep(0.05)
+                continue
+            self._kueue(found)
+            suspend = bool(found["spec"].get("suspend"))
+            for child in self.children():
+                name = child["metadata"]["name"]
+                if child["spec"].get("activeDeadlineSeconds") is not None:
+                    self._fail(name)
+                    break
+                if bool(child["spec"].get("suspend")) != suspend:
+                    self.server.update("Job", self.namespace, name, {"spec": {"suspend": suspend}})
+                    if suspend:
+                        for each in self.pods_of(name):
+                            self.server.delete("Pod", self.namespace, each)
+                    else:
+                        self.server.add(*jobset_pods(child, created=now_text()))
+            if suspend != ("Suspended" in conditions):
+                kind = ("Suspended", "SuspendedJobs", "jobset is suspended") if suspend else None
+                self.server.update("JobSet", self.namespace, self.name, {"status": {"conditions": [
+                    condition(*kind) if kind else {**condition("Suspended", "ResumeJobs", "jobset is resumed"),
+                                                   "status": "False"}]}})  # fmt: skip
+            time.sleep(0.05)
+
+    def _fail(self, failed: str) -> None:
+        why = ("DeadlineExceeded", "Job was active longer than specified deadline")
+        self.server.update("Job", self.namespace, failed, {"status": {"active": 0, "conditions": [
+            condition("FailureTarget", *why), condition("Failed", *why)]}})  # fmt: skip
+        for each in self.pods_of(failed):
+            self.server.delete("Pod", self.namespace, each)
+        for child in self.children():
+            if child["metadata"]["name"] != failed:
+                for each in self.pods_of(child["metadata"]["name"]):
+                    self.server.delete("Pod", self.namespace, each)
+                self.server.delete("Job", self.namespace, child["metadata"]["name"])
+        message = f"applying FailJobSet failure policy action (first failed job: {failed})"
+        self.server.update("JobSet", self.namespace, self.name, {"status": {
+            "terminalState": "Failed", "conditions": [condition("Failed", "FailJobSetFailurePolicyAction", message)]}})
+
+
+@contextlib.contextmanager
+def discovered(*group_versions: str) -> Iterator[None]:
+    """The groups of custom resources in /apis while inside (helm's lookup maps a kind through it); their resources
+    are still served only where a CRD on the server serves them."""
+    added = [group_entry(group_version) for group_version in group_versions]
+    DISCOVERY["/apis"]["groups"] += added
+    try:
+        yield
+    finally:
+        DISCOVERY["/apis"]["groups"] = [g for g in DISCOVERY["/apis"]["groups"] if g not in added]

@@ -18,7 +18,9 @@ SIGTERM/SIGINT (trainer.shutdown): a training task stops at the next step bounda
 that step and exits 128 + the signal number (143 for SIGTERM), the chief writing
 Interrupted to status.json; ps/worker servers and idle tasks exit 0 (a server first keeps
 serving while status.json says Running, so a chief stopped at the same moment can finish
-its in-flight steps and save); anything else (start-up, evaluator) exits 143 at once.
+its in-flight steps and save: a JobSet's suspension stops every pod at once); a server in a
+Job's pod (JobSet) exits 143 instead, so that its Job does not count it as a completion;
+anything else (start-up, evaluator) exits 143 at once.
 
 With TFD_METRICS_PORT set, every role serves Prometheus metrics (trainer.monitoring) from the start
 of :func:`dispatch`; a chief that Succeeded keeps serving them for TFD_METRICS_LINGER_SECONDS (a
@@ -48,6 +50,9 @@ from trainer.status import RUNNING, SUCCEEDED, is_completed, read_status
 
 log = logging.getLogger("trainer.roles")
 
+#: Set only in an Indexed Job's pod (the chart's downward-API copy of its completion index): the chart's JobSet
+#: (workload.kind=jobset) runs ps and worker servers so; natively they are StatefulSet pods.
+JOB_INDEX_ENV = "TFD_TASK_INDEX"
 #: How often a stopping server looks at status.json, and how long before its grace ends it exits.
 LINGER_POLL_SECS = 0.25
 LINGER_MARGIN_SECS = 1.0
@@ -125,8 +130,10 @@ def check_data(cfg: TrainConfig, may_download: bool) -> None:
         )
 
 
-def run_server(cfg: TrainConfig, task: Task, shutdown: Shutdown) -> int:
-    """A ps or worker server of the parameter_server strategy: exit 0 on SIGTERM."""
+def run_server(cfg: TrainConfig, task: Task, shutdown: Shutdown, in_job: bool = False) -> int:
+    """A ps or worker server of the parameter_server strategy: exit 0 on SIGTERM, or 128 + the signal
+    number (143) in a Job's pod (`in_job`): a Job counts a pod that exits 0 as a completion, and a
+    server's Job completed while its JobSet is suspended (or its node drained) starts no server again."""
     address = task.cluster[task.task_type][task.task_index]
     with shutdown.deferred():
         if is_completed(cfg.layout.status, cfg.run_id):
@@ -149,6 +156,10 @@ def run_server(cfg: TrainConfig, task: Task, shutdown: Shutdown) -> int:
         shutdown.wait()
         serve_until_chief_stops(cfg, shutdown)
         current_monitor().server_up(False)
+    if in_job:
+        log.info("received %s, exiting %d: a Job's server stops, it never completes", shutdown.signal_name,
+                 shutdown.exit_code)
+        return shutdown.exit_code
     log.info("received %s, exiting", shutdown.signal_name)
     return 0
 
@@ -265,7 +276,7 @@ def _run_role(cfg: TrainConfig, task: Task, env: Mapping[str, str], shutdown: Sh
     if task.task_type == EVALUATOR:
         return run_evaluator_role(cfg, shutdown)
     if cfg.strategy == "parameter_server" and task.task_type in (PS, WORKER):
-        return run_server(cfg, task, shutdown)
+        return run_server(cfg, task, shutdown, in_job=bool(env.get(JOB_INDEX_ENV)))
     if task.is_chief:
         return run_chief(cfg, task, env, shutdown)
     return run_sync_worker(cfg, task, shutdown)

@@ -210,6 +210,26 @@ def test_parameter_server_sigterm_chief_then_whole_workload(procs: Procs, tmp_pa
           f"workload SIGTERM at step {second}: both resumed exactly, 0 steps lost")
 
 
+def test_jobset_suspension_stops_every_task_at_once_and_no_server_completes(procs: Procs,
+                                                                           tmp_path: Path) -> None:
+    """Under a JobSet (workload.kind=jobset) the ps and workers are pods of Indexed Jobs (TFD_TASK_INDEX, the
+    chart's copy of the completion index), and a suspension SIGTERMs every pod at once: the servers serve the
+    chief's in-flight steps and save, so its checkpoint is the step it reached, then exit 143, never 0 (a Job
+    counts a pod that exits 0 as a completion: a completed ps Job would start no server on resume)."""
+    root = tmp_path / "data"
+    cluster = ps_cluster(1)
+    args = _ps_args(root, 2000)
+    servers = [procs.trainer("ps0", args, tf_config(cluster, "ps", 0), TFD_TASK_INDEX="0"),
+               procs.trainer("worker0", args, tf_config(cluster, "worker", 0), TFD_TASK_INDEX="0")]
+    chief = procs.trainer("chief", args, tf_config(cluster, "chief", 0), TFD_TASK_INDEX="0")
+    chief.wait_for(r"^step 60,", 180)
+    for p in [chief, *servers]:
+        p.signal(signal.SIGTERM)
+    _assert_stopped(chief, chief.wait(GRACE + 10), root)
+    assert [p.wait(GRACE + 60) for p in servers] == [EXIT_SIGTERM] * 2, [p.tail() for p in servers]
+    assert all("a Job's server stops, it never completes" in p.output() for p in servers)
+
+
 def test_multi_worker_mirrored_sigterm_stops_every_task_at_one_step(procs: Procs,
                                                                     tmp_path: Path) -> None:
     """SIGTERM to the chief, later to the worker: the stop travels to the other task

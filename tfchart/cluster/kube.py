@@ -62,8 +62,26 @@ RESOURCES = {
     "DaemonSet": Resource("AppsV1Api", "daemon_set", "daemonsets.apps"),
     "Job": Resource("BatchV1Api", "job", "jobs.batch"),
     "StorageClass": Resource("StorageV1Api", "storage_class", "storageclasses.storage.k8s.io"),
+    "EndpointSlice": Resource("DiscoveryV1Api", "endpoint_slice", "endpointslices.discovery.k8s.io"),
+    "ValidatingWebhookConfiguration": Resource("AdmissionregistrationV1Api", "validating_webhook_configuration",
+                                               "validatingwebhookconfigurations.admissionregistration.k8s.io"),
 }
-CLUSTER_SCOPED = ("Node", "StorageClass")
+CLUSTER_SCOPED = ("Node", "StorageClass", "ValidatingWebhookConfiguration")
+
+
+class Custom(NamedTuple):
+    """A custom resource tfchart reads and writes as JSON (no client model): workload.kind=jobset's JobSet."""
+
+    group: str
+    version: str
+    plural: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.plural}.{self.group}"
+
+
+CUSTOM = {"JobSet": Custom("jobset.x-k8s.io", "v1alpha2", "jobsets")}
 
 
 class AccessDenied(KubernetesError):
@@ -173,6 +191,9 @@ class KubeApi:
         """An object of a RESOURCES kind (cluster-scoped: namespace None) as the API server sent it (JSON),
         or None (404). Read raw: the upgrade guard compares the server's own fields (deletionTimestamp,
         finalizers, status.phase), not a client model that may drop what it does not know."""
+        if kind in CUSTOM:
+            group, version, plural = CUSTOM[kind]
+            return self.read_custom_object(group, version, plural, name, namespace)
         method, args = ("read_namespaced_{kind}", (name, namespace)) if namespace else ("read_{kind}", (name,))
         operation = Operation("get", RESOURCES[kind].name, namespace, name)
         return self._call(operation, lambda: _json_or_none(self._method(kind, method), *args, **RAW))
@@ -238,9 +259,31 @@ class KubeApi:
                 return found
             more["_continue"] = token
 
+    def list_namespaced_custom(self, group: str, version: str, plural: str, namespace: str | None,
+                               label_selector: str = "") -> list[dict[str, Any]] | None:  # fmt: skip
+        """The custom objects of a namespaced resource (a JobSet, a Kueue Workload) in `namespace` (None: every
+        namespace) as JSON, or None when the server does not serve the resource (404: its CRD is not installed)."""
+        operation = Operation("list", f"{plural}.{group}", namespace)
+        api = self._api("CustomObjectsApi")
+        call, where = ((api.list_namespaced_custom_object, (namespace,)) if namespace
+                       else (api.list_cluster_custom_object, ()))  # fmt: skip
+        selector = {"label_selector": label_selector} if label_selector else {}
+        listed = self._call(operation, lambda: _json_or_none(call, group, version, *where, plural, **selector, **RAW))
+        return None if listed is None else list(listed.get("items") or [])
+
     # -- writes (tfchart stop, upgrade --recreate, uninstall --delete-data) -----------------------
+    def patch_custom(self, group: str, version: str, plural: str, name: str, namespace: str,
+                     body: dict[str, Any]) -> None:  # fmt: skip
+        """A JSON merge patch of a namespaced custom object (a JobSet, a Kueue Workload)."""
+        operation = Operation("patch", f"{plural}.{group}", namespace, name)
+        self._call(operation, lambda: self._api("CustomObjectsApi").patch_namespaced_custom_object(
+            group, version, namespace, plural, name, body, _content_type=MERGE_PATCH, **RAW))
+
     def patch(self, kind: str, name: str, namespace: str, body: dict[str, Any]) -> None:
-        """A JSON merge patch (RFC 7386) of a StatefulSet, Deployment or Job: exactly the fields in body."""
+        """A JSON merge patch (RFC 7386) of a StatefulSet, Deployment, Job or JobSet: exactly the fields in body."""
+        if kind in CUSTOM:
+            self.patch_custom(*CUSTOM[kind], name, namespace, body)
+            return
         operation = Operation("patch", RESOURCES[kind].name, namespace, name)
         self._call(operation, lambda: self._method(kind, "patch_namespaced_{kind}")(
             name, namespace, body, _content_type=MERGE_PATCH, **RAW))
@@ -256,11 +299,17 @@ class KubeApi:
         """Deletes an object, its dependents as `propagation` says (Orphan, Foreground; None: the kind's
         default). Read raw: the server answers a Status when the object is gone, else the object itself
         (finalizers pending), which the client's V1Status model cannot hold; 404: nothing to delete."""
-        operation = Operation("delete", RESOURCES[kind].plural, namespace, name)
+        custom = CUSTOM.get(kind)
+        operation = Operation("delete", custom.name if custom else RESOURCES[kind].plural, namespace, name)
 
         def delete() -> Deletion:
-            document = _json_or_none(self._method(kind, "delete_namespaced_{kind}"), name, namespace,
-                                     propagation_policy=propagation, _preload_content=False)
+            if custom:
+                document = _json_or_none(self._api("CustomObjectsApi").delete_namespaced_custom_object, *custom[:2],
+                                         namespace, custom.plural, name, propagation_policy=propagation,
+                                         _preload_content=False)  # fmt: skip
+            else:
+                document = _json_or_none(self._method(kind, "delete_namespaced_{kind}"), name, namespace,
+                                         propagation_policy=propagation, _preload_content=False)
             if document is None:
                 return "absent"
             return "deleted" if document.get("kind") == "Status" else "terminating"

@@ -25,8 +25,18 @@ from tfchart.cluster.objects import (
     role_of,
     run_role,
 )
+from tfchart.cluster.runs import find_run, in_jobset
 from tfchart.errors import KubernetesError, UsageError
-from tfdcontract import CHIEF, CLIENT_ROLES, DISPLAY_ORDER, JOB_ROLES, POD_INDEX_LABEL, STATEFUL_ROLES, release_selector
+from tfdcontract import (
+    CHIEF,
+    CLIENT_ROLES,
+    COMPLETION_INDEX_ANNOTATION,
+    DISPLAY_ORDER,
+    JOB_ROLES,
+    POD_INDEX_LABEL,
+    STATEFUL_ROLES,
+    release_selector,
+)
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
@@ -75,8 +85,10 @@ def write(lines: Generator[str, None, None], follow: bool, out: TextIO, prefix: 
 
 
 def chief_pod(api: KubeApi, release: str, namespace: str) -> tuple[Any, str]:
-    """The chief's newest pod and its role: the chief Job's, or worker 0's of the workers' Job."""
-    role = run_role(api.list_objects("Job", namespace, release_selector(release)))
+    """The chief's newest pod and its role: the chief Job's, or worker 0's of the workers' Job (under a JobSet, of
+    Job `<jobset>-chief-0`, or worker 0 of `<jobset>-worker-0`: the role its success policy targets)."""
+    jobs = api.list_objects("Job", namespace, release_selector(release))
+    role = find_run(api, release, namespace, jobs).info.role if any(map(in_jobset, jobs)) else run_role(jobs)
     pods = [pod for pod in api.list_objects("Pod", namespace, release_selector(release, role)) if is_chief_pod(pod)]
     return pick_pod(pods, release, namespace, CHIEF, 0), role
 
@@ -172,8 +184,10 @@ def pick_pod(pods: list[Any], release: str, namespace: str, role: str, index: in
 
 
 def ordinal(pod: Any) -> int | None:
-    """The StatefulSet ordinal: the pod-index label (Kubernetes 1.28+), else the name suffix."""
+    """The StatefulSet ordinal: the pod-index label (Kubernetes 1.28+), an Indexed Job pod's completion index (a
+    JobSet's `<jobset>-worker-0-<index>-<suffix>`), else the name suffix."""
     label = (pod.metadata.labels or {}).get(POD_INDEX_LABEL)
+    label = (pod.metadata.annotations or {}).get(COMPLETION_INDEX_ANNOTATION) if label is None else label
     if label is not None and str(label).isdigit():
         return int(label)
     match = re.search(r"-(\d+)$", name_of(pod))

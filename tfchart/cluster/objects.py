@@ -49,6 +49,8 @@ class JobInfo:
     end_reason: str = ""
     suspended_since: str = ""  # a suspended Job: since when (the run's suspension record, else its condition)
     progress: str = ""  # the chief's progress record (tf-distributed.io/progress, written by the supervisor)
+    kind: str = "Job"  # the run's object: Job, or JobSet (workload.kind=jobset; tfchart.cluster.runs)
+    restarts: int = 0  # a JobSet's restarts (its failure policy's RestartJobSet)
 
 
 def name_of(obj: Any) -> str:

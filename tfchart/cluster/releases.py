@@ -12,7 +12,8 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.kube import as_model
-from tfchart.cluster.objects import gpu_requests, has_started, is_chief_pod, job_info, newest, role_of, run_role
+from tfchart.cluster.objects import gpu_requests, has_started, is_chief_pod, newest, role_of, run_role
+from tfchart.cluster.runs import jobsets, may_be_jobset, newest_document, run_of
 from tfchart.cluster.status import read_progress, training_state
 from tfdcontract import CHART_NAME, CHIEF, COMPONENT_LABEL, INSTANCE_LABEL, PART_OF_LABEL, WORKER
 
@@ -32,6 +33,7 @@ class ReleaseRun:
     gpus: dict[str, int]  # requested by its pods that are scheduled and not finished, per resource
     age_seconds: int | None
     suspended_since: str | None = None  # a Suspended run: since when
+    kind: str = "Job"  # the run's object: Job, or JobSet (workload.kind=jobset)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -42,6 +44,7 @@ class Found:
     """What the pages said of one release."""
 
     jobs: list[Any] = field(default_factory=list)
+    jobsets: list[dict[str, Any]] = field(default_factory=list)
     chief_pods: list[Any] = field(default_factory=list)
     gpus: Counter[str] = field(default_factory=Counter)
     created: datetime | None = None
@@ -79,8 +82,14 @@ def list_runs(api: KubeApi, namespace: str | None, *, now: datetime | None = Non
             each = release_of(metadata.get("namespace"), metadata.get("labels"))
             if each is not None:
                 count_pod(each, pod)
+    if any(may_be_jobset(each.jobs) for each in found.values()):  # JobSet releases (workload.kind=jobset)
+        for jobset in jobsets(api, namespace, selector):
+            each = release_of(jobset["metadata"].get("namespace"), jobset["metadata"].get("labels"))
+            if each is not None:
+                each.jobsets.append(jobset)
+                each.saw(jobset["metadata"].get("creationTimestamp"))
     moment = now or datetime.now(timezone.utc)
-    return [run_of(api, release, ns, each, moment) for (ns, release), each in sorted(found.items())]
+    return [release_run(api, release, ns, each, moment) for (ns, release), each in sorted(found.items())]
 
 
 def count_pod(each: Found, pod: dict[str, Any]) -> None:
@@ -94,12 +103,14 @@ def count_pod(each: Found, pod: dict[str, Any]) -> None:
             each.chief_pods.append(model)
 
 
-def run_of(api: KubeApi, release: str, namespace: str, each: Found, now: datetime) -> ReleaseRun:
-    chief = job_info(run_role(each.jobs), each.jobs, each.chief_pods)
-    progress, _ = read_progress(api, namespace, newest([pod for pod in each.chief_pods if has_started(pod)]))
+def release_run(api: KubeApi, release: str, namespace: str, each: Found, now: datetime) -> ReleaseRun:
+    chief = run_of(newest_document(each.jobsets), each.jobs, each.chief_pods).info
+    started = [pod for pod in each.chief_pods if has_started(pod) and role_of(pod) == chief.role]
+    progress, _ = read_progress(api, namespace, newest(started))
     training = training_state(chief, progress)
     age = int((now - each.created).total_seconds()) if each.created else None
     step = progress.step if progress else None
     total = progress.train_steps if progress else None
     since = chief.suspended_since if training.state == "Suspended" else None
-    return ReleaseRun(release, namespace, training.state, step, total, dict(sorted(each.gpus.items())), age, since)
+    return ReleaseRun(release, namespace, training.state, step, total, dict(sorted(each.gpus.items())), age, since,
+                      chief.kind)

@@ -28,8 +28,8 @@ from tfchart.cluster.objects import (
     pod_gpus,
     pod_reason,
     role_of,
-    run_role,
 )
+from tfchart.cluster.runs import find_run, in_jobset
 from tfchart.cluster.servingconfig import MODELS_CONFIG_KEY, ServingVersions, serving_versions
 from tfchart.errors import KubernetesError
 from tfdcontract import (
@@ -158,9 +158,9 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
                               "Services carry its labels",
                               f"check the release name and namespace: `helm list -n {namespace}` (or `helm list -A`)")
     serving_maps, config_note = serving_config_maps(api, release, namespace, services)
-    role = run_role(jobs)
-    chief_pods = [pod for pod in pods if role_of(pod) == role and is_chief_pod(pod)]
-    chief = job_info(role, jobs, chief_pods)
+    run = find_run(api, release, namespace, jobs, [pod for pod in pods if is_chief_pod(pod)])
+    chief, role = run.info, run.info.role
+    chief_pods = [pod for pod in pods if role_of(pod) == role and is_chief_pod(pod) and in_jobset(pod) == run.jobset]
     evaluator_jobs = [job for job in jobs if role_of(job) == EVALUATOR]
     evaluator_pods = [pod for pod in pods if role_of(pod) == EVALUATOR]
     progress, log_note = read_progress(api, namespace, newest([pod for pod in chief_pods if has_started(pod)]))
@@ -217,6 +217,8 @@ def held_after_the_end(
     """A warning when the chief Job ended but ps/worker/evaluator pods still run (and hold their GPUs)."""
     suspended = chief.state == "Suspended" and not chief.ending
     if (chief.state not in ("Succeeded", "Failed", "Missing") and not suspended) or chief.role != CHIEF:
+        return []
+    if chief.kind == "JobSet" and not suspended:  # JobSet deletes its running Jobs when it ends: nothing to free
         return []
     holding = [p for p in pods if p.role in HOLDING_ROLES and p.phase not in ("Succeeded", "Failed", "Terminating")]
     up = [s for s in stateful_sets if s.desired > 0]
@@ -320,17 +322,18 @@ def progress_from_record(record: JobProgress) -> Progress:
 def training_state(chief: JobInfo, progress: Progress | None) -> Training:
     """The chief Job decides completion; the trainer's report adds the numbers and its message."""
     reported = progress.message if progress and progress.message else ""
+    what = "JobSet" if chief.kind == "JobSet" else "chief Job"
     if chief.state in ("Running", "Pending") and chief.ending and chief.ending != "succeeded":
         # ended by the supervisor (start timeout, stall) or `tfchart stop`, the Job not failed yet
         return Training("Failed", f"the run ended ({chief.ending}): {chief.end_reason or reported}", progress)
     if chief.state == "Succeeded":
-        return Training("Succeeded", reported or "the chief Job completed", progress)
+        return Training("Succeeded", reported or f"the {what} completed", progress)
     if chief.state == "Failed":
-        job = f"chief Job failed: {chief.reason}" + (f" ({chief.message})" if chief.message else "")
+        job = f"{what} failed: {chief.reason}" + (f" ({chief.message})" if chief.message else "")
         return Training("Failed", f"{job}; trainer: {reported}" if reported else job, progress)
     if chief.state == "Running":
         if progress and progress.state == "Failed":
-            retried = f"the last attempt failed ({reported}); the Job retries from the checkpoint"
+            retried = f"the last attempt failed ({reported}); the {chief.kind} retries from the checkpoint"
             return Training("Running", retried, progress)
         return Training("Running", reported or ("training in progress" if progress else NO_PROGRESS), progress)
     if chief.state == "Suspended" and chief.ending:  # `tfchart stop --end-run`: suspended to end it

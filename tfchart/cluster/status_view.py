@@ -51,6 +51,8 @@ def summary_lines(status: ReleaseStatus) -> Any:
         grid.add_row("Export", escape(progress.export_path))
     chief = status.chief
     label = "Chief Job" if chief.role == CHIEF else "Workers' Job"  # worker 0 is the chief
+    if chief.kind == "JobSet":
+        label = "JobSet"
     grid.add_row(label, f"[{STATE_STYLE.get(chief.state, 'white')}]{escape(job_text(chief))}[/]")
     if chief.ending:
         grid.add_row("Run ended", escape(f"{chief.ending}: {chief.end_reason}" if chief.end_reason else chief.ending))
@@ -92,7 +94,10 @@ def versions_rows(status: ReleaseStatus) -> list[tuple[str, str]]:
 
 
 def job_text(job: JobInfo) -> str:
-    return job.state + (f" ({job.reason})" if job.reason else "")
+    text = job.state + (f" ({job.reason})" if job.reason else "")
+    if job.kind == "JobSet":  # the JobSet's name and how often its failure policy restarted every Job
+        text = f"{job.name} {text}" + (f", restarted {job.restarts} time(s)" if job.restarts else "")
+    return text
 
 
 def progress_text(progress: Progress) -> str:

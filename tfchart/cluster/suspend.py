@@ -13,8 +13,9 @@ their readiness waited for after, and the record dropped last. Each step reads t
 command killed at any point and run again finishes what the first began. Waits poll the API every
 POLL_SECONDS within the --timeout.
 
-The kind of the run's object is the seam for `workload.kind=jobset` (one JobSet, `spec.suspend`): `Workloads`
-says what the run is, and only `suspend_native`/`resume_native` know the native objects.
+The kind of the run's object (tfchart.cluster.runs) decides the steps: `Workloads` says what the run is; only
+`suspend_native`/`resume_native` know the native objects, and `suspend_jobset`/`resume_jobset` the JobSet (and Kueue's
+Workload of it; see their section below).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from tfchart.cluster.objects import JobInfo, job_info, name_of, pod_reason, role_of, run_role, stamp
+from tfchart.cluster.objects import JobInfo, job_info, name_of, pod_reason, role_of, stamp
+from tfchart.cluster.runs import QUEUE_LABEL, Run, find_run
 from tfchart.cluster.stop import Stopped, scale_to_zero, suspend_evaluator
 from tfchart.errors import KubernetesError, TfchartError
 from tfdcontract import (
@@ -33,6 +35,7 @@ from tfdcontract import (
     HOLDING_ROLES,
     STATEFUL_ROLES,
     SUSPENDED_ANNOTATION,
+    TF_ROLES,
     Suspension,
     parse_suspension,
     release_selector,
@@ -75,19 +78,25 @@ class Outcome:
 class Workloads:
     """A release's run and the workloads that serve it, found by the chart's labels."""
 
-    kind: str  # the run's object: Job (native)
-    run: Any  # its client model
+    kind: str  # the run's object: Job (native) or JobSet
+    run: Any  # its client model (a JobSet: its JSON)
     info: JobInfo
     stateful_sets: list[Any]
     evaluators: list[Any]
+    found: Run | None = None
 
     @property
     def name(self) -> str:
-        return name_of(self.run)
+        return str(self.info.name)
+
+    @property
+    def spec_suspend(self) -> bool:
+        """The run object's spec.suspend."""
+        return self.found.suspend if self.found else bool(self.run.spec.suspend)
 
     @property
     def suspension(self) -> Suspension | None:
-        return parse_suspension(self.run.metadata.annotations)
+        return parse_suspension(self.found.annotations if self.found else self.run.metadata.annotations)
 
 
 @dataclass
@@ -107,8 +116,8 @@ def find(api: KubeApi, release: str, namespace: str, verb: str) -> Workloads:
         raise KubernetesError(f"no release {release} in namespace {namespace}: no StatefulSets or Jobs carry its "
                               "labels",
                               f"check the release name and namespace: `helm list -n {namespace}` (or `helm list -A`)")
-    role = run_role(jobs)
-    info = job_info(role, jobs, [])
+    run = find_run(api, release, namespace, jobs)
+    info = run.info
     if info.name is None:
         raise TfchartError(f"release {release} has no run to {verb}: its run's Job is gone ({info.message})",
                            f"start a new run: `tfchart upgrade {release} -n {namespace} ...` creates it again")
@@ -117,17 +126,24 @@ def find(api: KubeApi, release: str, namespace: str, verb: str) -> Workloads:
         raise TfchartError(f"release {release}'s run has ended ({ended}): there is nothing to {verb}",
                            f"free what it holds with `tfchart stop {release} -n {namespace}`; train again with "
                            f"`tfchart upgrade {release} -n {namespace} ... --recreate`")
-    run = next(job for job in jobs if name_of(job) == info.name)
-    return Workloads("Job", run, info, [s for s in stateful_sets if role_of(s) in STATEFUL_ROLES],
-                     [job for job in jobs if role_of(job) == EVALUATOR])
+    if run.jobset:
+        return Workloads("JobSet", run.document, info, [], [], run)
+    return Workloads("Job", run.document, info, [s for s in stateful_sets if role_of(s) in STATEFUL_ROLES],
+                     [job for job in jobs if role_of(job) == EVALUATOR], run)
 
 
 def suspend(api: KubeApi, release: str, namespace: str, timeout: float | None, clock: Clock | None = None) -> Outcome:
-    return suspend_native(api, find(api, release, namespace, "suspend"), release, namespace, timeout, clock or Clock())
+    found = find(api, release, namespace, "suspend")
+    if found.kind == "JobSet":
+        return suspend_jobset(api, found, release, namespace, timeout, clock or Clock())
+    return suspend_native(api, found, release, namespace, timeout, clock or Clock())
 
 
 def resume(api: KubeApi, release: str, namespace: str, timeout: float | None, clock: Clock | None = None) -> Outcome:
-    return resume_native(api, find(api, release, namespace, "resume"), release, namespace, timeout, clock or Clock())
+    found = find(api, release, namespace, "resume")
+    if found.kind == "JobSet":
+        return resume_jobset(api, found, release, namespace, timeout, clock or Clock())
+    return resume_native(api, found, release, namespace, timeout, clock or Clock())
 
 
 # -- native: the run's Job, the ps/worker StatefulSets, the evaluator Job ----------------------------------
@@ -280,3 +296,125 @@ def why_not_ready(api: KubeApi, release: str, namespace: str) -> str:
         if role_of(pod) in STATEFUL_ROLES and reason:
             return f": pod {name_of(pod)}: {reason}" + (f": {message}" if message else "")
     return ""
+
+
+# -- jobset: the JobSet, or Kueue's Workload of it -----------------------------------------------------------------
+# The JobSet is the run's object: the suspension record (tfdcontract.Suspension, no replicas to restore) goes on it
+# together with `spec.suspend: true` in one PATCH. JobSet then suspends every child Job, whose pods all get SIGTERM
+# at once: the chief saves a checkpoint at its next step boundary while the ps and worker servers keep serving
+# until it has (trainer.roles.serve_until_chief_stops). The command waits until no TensorFlow pod of the release
+# runs. Resume drops the record with `spec.suspend: false` in one PATCH; JobSet resumes the Jobs, and its dependsOn
+# order starts ps, workers and chief again.
+#
+# A JobSet that Kueue manages (its kueue.x-k8s.io/queue-name label) is stopped Kueue's way instead: its Workload
+# (found by its owner reference to the JobSet) gets `spec.active: false`, and Kueue evicts it, suspends the JobSet
+# and releases the quota; `spec.active: true` queues it again, and Kueue unsuspends the JobSet once admitted (Kueue
+# would undo a `spec.suspend` written on an admitted JobSet). The record is written first on suspend and dropped
+# last on resume, so either command killed in between finishes the work when run again.
+KUEUE = "kueue.x-k8s.io"
+KUEUE_VERSIONS = ("v1beta2", "v1beta1")
+
+
+def suspend_jobset(api: KubeApi, found: Workloads, release: str, namespace: str, timeout: float | None,
+                   clock: Clock) -> Outcome:  # fmt: skip
+    done = Outcome(release, namespace, "Suspended")
+    queue = queue_of(found.run)
+    workload = kueue_workload(api, found, release, namespace) if queue else None
+    record = found.suspension
+    if record is None:
+        record = Suspension(stamp(clock.wall()), {}, False)
+        body: dict[str, Any] = {"metadata": {"annotations": suspension_annotations(record)}}
+        if workload is None:
+            body["spec"] = {"suspend": True}
+        api.patch("JobSet", found.name, namespace, body)
+        done.actions.append(f"suspended JobSet {found.name}" if workload is None
+                            else f"recorded the suspension on JobSet {found.name}")  # fmt: skip
+    elif workload is None and not found.spec_suspend:
+        api.patch("JobSet", found.name, namespace, {"spec": {"suspend": True}})
+        done.actions.append(f"suspended JobSet {found.name} again (its record says since {record.since})")
+    elif workload is None:
+        done.unchanged.append(f"JobSet {found.name} is already suspended (since {record.since})")
+    if workload is not None:
+        version, document = workload
+        name = str(document["metadata"]["name"])
+        if (document.get("spec") or {}).get("active", True):
+            api.patch_custom(KUEUE, version, "workloads", name, namespace, {"spec": {"active": False}})
+            done.actions.append(f"deactivated Kueue Workload {name} (spec.active: false): Kueue evicts it, suspends "
+                                f"JobSet {found.name} and releases its quota in ClusterQueue of queue {queue}")
+        else:
+            done.unchanged.append(f"Kueue Workload {name} is already deactivated (since {record.since})")
+    done.since = record.since
+    limit = jobset_grace(found.run) + GRACE_MARGIN_SECONDS if timeout is None else timeout
+    gone = wait_gone(api, release, namespace, TF_ROLES, clock.now() + limit, clock, limit)
+    if gone:
+        done.actions.append(f"every pod of JobSet {found.name} stopped ({', '.join(gone)}): the project's trainer "
+                            "saved a checkpoint at its step boundary, its servers serving until it had")
+    done.actions.append("every pod of the run is released, with its GPUs and quota; the checkpoints stay on the "
+                        "shared volume")
+    return done
+
+
+def resume_jobset(api: KubeApi, found: Workloads, release: str, namespace: str, timeout: float | None,
+                  clock: Clock) -> Outcome:  # fmt: skip
+    queue = queue_of(found.run)
+    workload = kueue_workload(api, found, release, namespace) if queue else None
+    record = found.suspension
+    if record is None:
+        held = found.spec_suspend or (workload is not None and not (workload[1].get("spec") or {}).get("active", True))
+        how = (f"its JobSet {found.name} is suspended, but not by `tfchart suspend` (no {SUSPENDED_ANNOTATION} record)"
+               if held else f"its JobSet {found.name} runs")  # fmt: skip
+        target, field = ((f"workload {workload[1]['metadata']['name']}", '"active":true') if workload is not None
+                         else (f"jobset {found.name}", '"suspend":false'))  # fmt: skip
+        let_run = f"`kubectl -n {namespace} patch {target} --type merge -p '{{\"spec\":{{{field}}}}}'`"
+        raise TfchartError(f"release {release}'s run is not suspended: {how}",
+                           f"let it run: {let_run}" if held else f"suspend it with `tfchart suspend {release} -n "
+                           f"{namespace}`")  # fmt: skip
+    done = Outcome(release, namespace, "Running")
+    again = "a new chief pod continues from the last checkpoint"
+    if workload is None:
+        api.patch("JobSet", found.name, namespace,
+                  {"metadata": {"annotations": {SUSPENDED_ANNOTATION: None}}, "spec": {"suspend": False}})
+        done.actions.append(f"resumed JobSet {found.name} and dropped the suspension record: JobSet starts its Jobs "
+                            f"again in their dependsOn order; {again}")
+        return done
+    version, document = workload
+    name = str(document["metadata"]["name"])
+    if not (document.get("spec") or {}).get("active", True):
+        api.patch_custom(KUEUE, version, "workloads", name, namespace, {"spec": {"active": True}})
+        done.actions.append(f"activated Kueue Workload {name} (spec.active: true): it queues in {queue} again, and "
+                            f"Kueue resumes JobSet {found.name} once admitted; {again}")
+    api.patch("JobSet", found.name, namespace, {"metadata": {"annotations": {SUSPENDED_ANNOTATION: None}}})
+    done.actions.append(f"dropped the suspension record from JobSet {found.name}")
+    return done
+
+
+def queue_of(jobset: dict[str, Any]) -> str:
+    """The Kueue queue that manages the JobSet (the chart puts the label on the JobSet only), else ""."""
+    return str(((jobset.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL) or "")
+
+
+def kueue_workload(api: KubeApi, found: Workloads, release: str, namespace: str) -> tuple[str, dict[str, Any]]:
+    """Kueue's Workload of the JobSet (API version, JSON): the one whose owner reference is the JobSet."""
+    uid = found.run["metadata"].get("uid")
+    for version in KUEUE_VERSIONS:
+        listed = api.list_namespaced_custom(KUEUE, version, "workloads", namespace)
+        if listed is None:
+            continue
+        for workload in listed:
+            owners = (workload.get("metadata") or {}).get("ownerReferences") or []
+            if any(owner.get("kind") == "JobSet" and owner.get("uid") == uid for owner in owners):
+                return version, workload
+        break
+    raise TfchartError(f"JobSet {found.name} of release {release} is managed by Kueue (queue {queue_of(found.run)}), "
+                       f"but no Kueue Workload in namespace {namespace} is owned by it: Kueue has not admitted it to "
+                       "a queue yet, or is not running",
+                       f"see `kubectl -n {namespace} get workloads` and `kubectl -n {namespace} describe jobset "
+                       f"{found.name}`; suspending needs the Workload (Kueue undoes a spec.suspend it did not write)")
+
+
+def jobset_grace(jobset: dict[str, Any]) -> float:
+    """The longest terminationGracePeriodSeconds of the JobSet's pod templates (Kubernetes' default 30)."""
+    periods = [(((rjob.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec", {})
+               .get("terminationGracePeriodSeconds", 30) for rjob in (jobset.get("spec") or {}).get("replicatedJobs")
+               or []]  # fmt: skip
+    return float(max(periods, default=30))

@@ -1,10 +1,11 @@
 """`tfchart upgrade`: helm upgrade made safer than raw helm.
 
 Kubernetes forbids changing most StatefulSet spec fields, a Job's pod template, a Deployment's
-selector and a claim's spec (its size may only grow, where its StorageClass allows expansion), and
-helm would fail half-way. So the deployed release is compared with the new render first, and tfchart
-refuses, naming each field with its deployed and new value, unless the caller asks to recreate those
-objects (--recreate: deleted, and waited for until each reads 404, before helm runs; never a claim).
+selector, a JobSet's replicatedJobs and policies (JobSet's webhook and CEL rules) and a claim's spec
+(its size may only grow, where its StorageClass allows expansion), and helm would fail half-way. So
+the deployed release is compared with the new render first, and tfchart refuses, naming each field
+with its deployed and new value, unless the caller asks to recreate those objects (--recreate:
+deleted, and waited for until each reads 404, before helm runs; never a claim).
 The guard looks at what is live, not only at helm's stored manifest: an object no longer in the
 cluster (a finished chief Job removed by ttlSecondsAfterFinished) is no conflict, because helm's
 upgrade creates an object of the new manifest that it does not find (helm 3.17 and 4.1 pkg/kube
@@ -40,6 +41,16 @@ STATEFULSET_MUTABLE = {
 JOB_IMMUTABLE = ("template", "completions", "completionMode", "podReplacementPolicy")
 # apps/v1: "field is immutable" for spec.selector.
 DEPLOYMENT_IMMUTABLE = ("selector",)
+# JobSet v0.12.0: its CRD's CEL rules (self == oldSelf) keep the policies, the network, managedBy and the claim
+# policies, and its webhook's ValidateUpdate the replicatedJobs (pkg/webhooks/jobset_webhook.go); suspend and
+# ttlSecondsAfterFinished may change. While the JobSet is suspended (Kueue's case) its pod templates' labels,
+# annotations, nodeSelector, tolerations and schedulingGates may change too.
+JOBSET_IMMUTABLE = ("replicatedJobs", "successPolicy", "failurePolicy", "startupPolicy", "network", "managedBy",
+                    "volumeClaimPolicies")  # fmt: skip
+JOBSET_SUSPENDED_MUTABLE = re.compile(r"spec\.replicatedJobs\[name=[^]]*\]\.template\.spec\.template\."
+                                      r"(metadata\.(labels|annotations)|spec\.(nodeSelector|tolerations|schedulingGates))"
+                                      r"([.\[]|$)")  # fmt: skip
+RUN_SPEC = "tf-distributed.io/run-spec"
 # "spec is immutable after creation except resources.requests and volumeAttributesClassName for
 # bound claims"; resources.requests.storage may only grow (checked separately).
 CLAIM_IMMUTABLE = ("accessModes", "storageClassName", "volumeMode", "selector", "dataSource", "dataSourceRef")
@@ -49,6 +60,7 @@ RECREATE = {
     "StatefulSet": "its pods are kept and adopted by the new StatefulSet",
     "Job": "its pod is stopped first; the chief resumes from its last checkpoint",
     "Deployment": "its pods are replaced",
+    "JobSet": "its Jobs and pods are stopped first; the new JobSet's chief resumes from the last checkpoint",
 }
 # A StatefulSet whose new selector does not match its pods cannot adopt them: orphaned, they would
 # keep the pod names the new StatefulSet needs. It is deleted with its pods instead.
@@ -221,7 +233,7 @@ def _spec_changes(kind: str, name: str, old_spec: dict[str, Any], new_spec: dict
     if kind == "StatefulSet":
         fields = sorted((old_spec.keys() | new_spec.keys()) - STATEFULSET_MUTABLE)
     else:
-        fields = list(JOB_IMMUTABLE if kind == "Job" else DEPLOYMENT_IMMUTABLE)
+        fields = list({"Job": JOB_IMMUTABLE, "JobSet": JOBSET_IMMUTABLE}.get(kind, DEPLOYMENT_IMMUTABLE))
     return [
         ImmutableChange(kind, name, path, old, new)
         for field_name in fields
@@ -277,10 +289,32 @@ class GuardRun:
             if kind == CLAIM:
                 found += self.claim_changes(name, old_spec, new_spec, live)
                 continue
+            if kind == "JobSet":
+                found += self.jobset_changes(name, old_spec, new_objects[key], live)
+                continue
             found += _spec_changes(kind, name, old_spec, new_spec)
             if kind == "StatefulSet" and not _adoptable(old_spec, new_spec):
                 self.not_adoptable.add(key)
         return found
+
+    def jobset_changes(self, name: str, old_spec: dict[str, Any], new: dict[str, Any],
+                       live: dict[str, Any] | None) -> list[ImmutableChange]:  # fmt: skip
+        """A JobSet's forbidden changes. One that finished this very run (Completed or Failed, and carrying the new
+        render's run-spec) is kept as it is by the chart (templates/_run.tpl, runFinished): nothing changes. While
+        it is suspended, what JobSet lets Kueue change of its pod templates may change."""
+        status, live_spec = (live or {}).get("status") or {}, (live or {}).get("spec") or {}
+        finished = status.get("terminalState") or next(
+            (c["type"] for c in status.get("conditions") or [] if c.get("type") in ("Completed", "Failed")
+             and c.get("status") == "True"), "")  # fmt: skip
+        run_spec = ((live or {}).get("metadata") or {}).get("annotations", {}).get(RUN_SPEC)
+        if finished and run_spec and run_spec == (new.get("metadata") or {}).get("annotations", {}).get(RUN_SPEC):
+            self.notes.append(f"JobSet {name} finished this run ({finished}): the chart keeps it as it is, so the "
+                              "upgrade does not start it again")
+            return []
+        changes = _spec_changes("JobSet", name, old_spec, new.get("spec") or {})
+        if live_spec.get("suspend"):
+            changes = [c for c in changes if not JOBSET_SUSPENDED_MUTABLE.match(c.field)]
+        return changes
 
     # -- the claim ---------------------------------------------------------------------------------
     def claim_changes(
@@ -374,6 +408,10 @@ def _absent_note(kind: str, name: str) -> str:
     if kind == "Job":
         return (f"Job {name} is not in the cluster (a finished Job removed by ttlSecondsAfterFinished, or deleted by "
                 "hand): helm creates it again from the new values, so it runs again (a chief resumes from its last "
+                "checkpoint)")
+    if kind == "JobSet":
+        return (f"JobSet {name} is not in the cluster (removed by ttlSecondsAfterFinished, or deleted by hand): helm "
+                "creates it again from the new values, so the run starts again (its chief resumes from the last "
                 "checkpoint)")
     if kind == CLAIM:
         return f"{CLAIM} {name} is not in the cluster: helm creates it again, empty"

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tfchart.cluster.kube import AccessDenied
-from tfchart.cluster.objects import JobInfo, job_info, run_role
+from tfchart.cluster.objects import JobInfo
+from tfchart.cluster.runs import find_run
 from tfchart.errors import KubernetesError, TfchartError
 from tfdcontract import release_selector
 
@@ -83,14 +84,13 @@ def ending(api: KubeApi, release: str, namespace: str, seen: bool) -> Ended | No
 
 
 def run_job(api: KubeApi, release: str, namespace: str, seen: bool) -> JobInfo:
-    """The run's Job; NoRun when there is none."""
-    jobs = api.list_objects("Job", namespace, release_selector(release))
-    run = job_info(run_role(jobs), jobs, [])
+    """The run's object (its Job, or its JobSet); NoRun when there is none."""
+    run = find_run(api, release, namespace, api.list_objects("Job", namespace, release_selector(release))).info
     if run.state == "Missing":
         gone = "was deleted while waiting" if seen else f"has no run in namespace {namespace}"
-        raise NoRun(f"release {release} {gone}: no chief (or workers') Job carries its labels",
-                    "check the release name and namespace (`tfchart list -A`); a finished run's Job may have been "
-                    "removed by ttlSecondsAfterFinished: its result is in <storage>/status.json")
+        raise NoRun(f"release {release} {gone}: no chief (or workers') Job carries its labels, nor a JobSet",
+                    "check the release name and namespace (`tfchart list -A`); a finished run's Job (or JobSet) may "
+                    "have been removed by ttlSecondsAfterFinished: its result is in <storage>/status.json")
     return run
 
 
@@ -99,7 +99,7 @@ def ending_of(run: JobInfo) -> Ended | None:
         detail = f"{run.reason}: {run.message}" if run.message else run.reason
         return Ended(run.state, "; ".join(part for part in (detail, run.end_reason) if part))
     if run.ending:  # stopped (`tfchart stop --end-run`) or ended by the supervisor before a Job condition
-        return Ended("Failed", run.end_reason or f"the run ended ({run.ending}) before its Job completed")
+        return Ended("Failed", run.end_reason or f"the run ended ({run.ending}) before its {run.kind} completed")
     return None
 
 

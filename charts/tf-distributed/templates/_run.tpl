@@ -36,28 +36,52 @@ template, so a changed spec is a new Job (tfchart upgrade --recreate).
 {{- end -}}
 
 {{/*
-"true" when this run has ended: the live run Job (the chief Job, or the workers' Job) carries the
-ending the supervisor or `tfchart stop` recorded (tf-distributed.io/ending) and this render's
-run-spec. A run is one Job object: a Job deleted and created again (tfchart upgrade --recreate,
-kubectl delete) is a new run, so its ps, workers and supervisor start again. helm template and
---dry-run=client see no cluster: never ended.
+The live run object as JSON ({} when there is none, and always under helm template or --dry-run=client,
+which see no cluster): the run's Job (the chief Job, or the workers' Job), or under workload.kind=jobset
+the release's JobSet, which carries the run's records itself and outlives its child Jobs.
 */}}
-{{- define "tf-distributed.runFinished" -}}
-{{- $job := lookup "batch/v1" "Job" (include "tf-distributed.namespace" .) (include "tf-distributed.runJobName" .) | default dict -}}
-{{- $ending := dig "metadata" "annotations" "tf-distributed.io/ending" "" $job -}}
-{{- $spec := dig "spec" "template" "metadata" "annotations" "tf-distributed.io/run-spec" "" $job -}}
-{{- if and $ending (eq $spec (include "tf-distributed.runSpec" .)) }}true{{ end -}}
+{{- define "tf-distributed.liveRun" -}}
+{{- $namespace := include "tf-distributed.namespace" . -}}
+{{- if include "tf-distributed.jobsetEnabled" . -}}
+{{- lookup "jobset.x-k8s.io/v1alpha2" "JobSet" $namespace (include "tf-distributed.fullname" .) | default dict | toJson -}}
+{{- else -}}
+{{- lookup "batch/v1" "Job" $namespace (include "tf-distributed.runJobName" .) | default dict | toJson -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The run-spec the live run object carries: in the Job's pod template, on the JobSet itself. */}}
+{{- define "tf-distributed.liveRunSpec" -}}
+{{- $run := include "tf-distributed.liveRun" . | fromJson -}}
+{{- if include "tf-distributed.jobsetEnabled" . -}}
+{{- dig "metadata" "annotations" "tf-distributed.io/run-spec" "" $run -}}
+{{- else -}}
+{{- dig "spec" "template" "metadata" "annotations" "tf-distributed.io/run-spec" "" $run -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
-"true" when this run is suspended (`tfchart suspend`): the live run Job carries the suspension record
+"true" when this run has ended: the live run object carries this render's run-spec and the ending the
+supervisor or `tfchart stop` recorded (tf-distributed.io/ending); a JobSet also when it finished on its own
+(its Completed or Failed condition). A run is one object: one deleted and created again (tfchart upgrade
+--recreate, kubectl delete) is a new run, so its ps, workers and supervisor start again.
+*/}}
+{{- define "tf-distributed.runFinished" -}}
+{{- $run := include "tf-distributed.liveRun" . | fromJson -}}
+{{- $ending := dig "metadata" "annotations" "tf-distributed.io/ending" "" $run -}}
+{{- if include "tf-distributed.jobsetEnabled" . -}}
+{{- range (dig "status" "conditions" (list) $run) }}{{ if and (has .type (list "Completed" "Failed")) (eq .status "True") }}{{ $ending = .type }}{{ end }}{{ end -}}
+{{- end -}}
+{{- if and $ending (eq (include "tf-distributed.liveRunSpec" .) (include "tf-distributed.runSpec" .)) }}true{{ end -}}
+{{- end -}}
+
+{{/*
+"true" when this run is suspended (`tfchart suspend`): the live run object carries the suspension record
 (tf-distributed.io/suspended) and this render's run-spec. `tfchart resume` brings its pods back.
 */}}
 {{- define "tf-distributed.runSuspended" -}}
-{{- $job := lookup "batch/v1" "Job" (include "tf-distributed.namespace" .) (include "tf-distributed.runJobName" .) | default dict -}}
-{{- $record := dig "metadata" "annotations" "tf-distributed.io/suspended" "" $job -}}
-{{- $spec := dig "spec" "template" "metadata" "annotations" "tf-distributed.io/run-spec" "" $job -}}
-{{- if and $record (eq $spec (include "tf-distributed.runSpec" .)) }}true{{ end -}}
+{{- $run := include "tf-distributed.liveRun" . | fromJson -}}
+{{- $record := dig "metadata" "annotations" "tf-distributed.io/suspended" "" $run -}}
+{{- if and $record (eq (include "tf-distributed.liveRunSpec" .) (include "tf-distributed.runSpec" .)) }}true{{ end -}}
 {{- end -}}
 
 {{/*

@@ -1,7 +1,7 @@
 """`tfchart preflight`: will this release fit the cluster? Checked before `helm install`, from the render
 of the release (what it would create), one module per check, each a list of Findings (ok | warn |
-fail, with a hint): gpus, storage (and co-location), quota, network, gang, kueue, topology, and images (each
-image resolves in its registry; no cluster needed). A read that RBAC forbids turns only its own part
+fail, with a hint): gpus, storage (and co-location), quota, network, jobset, gang, kueue, topology, and images
+(each image resolves in its registry; no cluster needed). A read that RBAC forbids turns only its own part
 into a `could not check` warning."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tfchart.cluster.preflight import gang, gpus, images, kueue, network, quota, storage, topology
+from tfchart.cluster.preflight import gang, gpus, images, jobset, kueue, network, quota, storage, topology
 from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Finding, guarded, schedulable_nodes
 from tfchart.cluster.preflight.plan import QUEUE_LABEL, Plan, plan
 from tfchart.errors import TfchartError
@@ -27,8 +27,8 @@ __all__ = ["FAIL", "OK", "WARN", "Finding", "Plan", "enforce", "plan", "refusal"
 def run(api: KubeApi | None, docs: list[dict[str, Any]], release: str, namespace: str,
         registries: Access | None = None) -> list[Finding]:  # fmt: skip
     """Every check's findings, in order: GPUs, storage, co-location (co-located releases only), quota,
-    network policy, gang scheduling, Kueue and topology when the render asks for them (all only with an api), then
-    the images (only with `registries`)."""
+    network policy, JobSet, gang scheduling, Kueue and topology when the render asks for them (all only with an
+    api), then the images (only with `registries`)."""
     checks = cluster_checks(api, docs, release, namespace) if api is not None else []
     if registries is not None:
         checks.append((images.CHECK, lambda: images.check_images(docs, registries)))
@@ -50,6 +50,8 @@ def cluster_checks(api: KubeApi, docs: list[dict[str, Any]], release: str,
         ("quota", lambda: quota.check_quota(api, planned, namespace)),
         ("network-policy", lambda: network.check_network_policy(api, planned)),
     ]
+    if planned.jobset is not None:
+        checks.append((jobset.CHECK, lambda: jobset.check_jobset(api)))
     if planned.pod_group is not None:
         checks.append(("gang-scheduling", lambda: gang.check_gang(api, planned)))
     if planned.label(QUEUE_LABEL):

@@ -1,4 +1,5 @@
-"""kueue (pods labelled with a Kueue queue): Kueue serves LocalQueues (v1beta2, else v1beta1); the
+"""kueue (pods, or a JobSet, labelled with a Kueue queue): Kueue serves LocalQueues (v1beta2, else v1beta1); under a
+JobSet, Kueue's configuration enables its jobset integration; the
 LocalQueue exists in the namespace and is not stopped; its ClusterQueue exists, is active and has the
 nominal quota (summed over flavors) for what the TensorFlow pods request, covering every resource they
 request; the WorkloadPriorityClass the pods name exists."""
@@ -8,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
+
+import yaml
 
 from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Finding, guarded
 from tfchart.cluster.preflight.plan import GANG_ROLES, PRIORITY_LABEL, QUEUE_LABEL, Plan
@@ -19,6 +22,10 @@ if TYPE_CHECKING:
 
 KUEUE = "kueue.x-k8s.io"
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")  # v1beta2 since Kueue v0.15, v1beta1 (deprecated) before and beside it
+# Kueue's configuration (config/components/manager, namePrefix kueue-, namespace kueue-system; its chart alike)
+CONFIG_NAMESPACE, CONFIG_MAP, CONFIG_KEY = "kueue-system", "kueue-manager-config", "controller_manager_config.yaml"
+DEFAULT_FRAMEWORKS = ("batch/job",)  # Kueue v0.19 apis/config/v1beta2/defaults.go, when the list is left out
+JOBSET_FRAMEWORK = "jobset.x-k8s.io/jobset"
 
 
 def check_kueue(api: KubeApi, planned: Plan, namespace: str) -> list[Finding]:
@@ -31,10 +38,36 @@ def check_kueue(api: KubeApi, planned: Plan, namespace: str) -> list[Finding]:
                         "install Kueue (`kubectl apply --server-side -f "
                         "https://github.com/kubernetes-sigs/kueue/releases/download/v0.19.2/manifests.yaml`), "
                         'or --set scheduling.kueue.queueName=""')]
-    findings = guarded("kueue", lambda: check_local_queue(api, version, queue, namespace, planned))
+    findings = guarded("kueue", lambda: [check_integration(api, JOBSET_FRAMEWORK)]) if planned.jobset else []
+    findings += guarded("kueue", lambda: check_local_queue(api, version, queue, namespace, planned))
     if priority:
         findings += guarded("kueue", lambda: [check_priority_class(api, version, priority)])
     return findings
+
+
+def check_integration(api: KubeApi, framework: str) -> Finding:
+    """Kueue queues a kind only when its configuration enables that integration (integrations.frameworks of
+    ConfigMap kueue-system/kueue-manager-config, as Kueue's manifests and chart install it; without the list, only
+    batch/job): else it ignores the queue label, and the workload starts unqueued."""
+    where = f"{CONFIG_NAMESPACE}/{CONFIG_MAP}"
+    found = api.read_object("ConfigMap", CONFIG_MAP, CONFIG_NAMESPACE)
+    if found is None:
+        return Finding("kueue", WARN, f"could not check that Kueue queues JobSets: its configuration is not in "
+                       f"ConfigMap {where} (Kueue installed elsewhere?)",
+                       f"check that Kueue's integrations.frameworks lists {framework}")
+    try:
+        config = yaml.safe_load((found.get("data") or {}).get(CONFIG_KEY) or "") or {}
+        frameworks = [str(each) for each in (config.get("integrations") or {}).get("frameworks") or DEFAULT_FRAMEWORKS]
+    except (yaml.YAMLError, AttributeError):
+        return Finding("kueue", WARN, f"could not read Kueue's configuration in ConfigMap {where} ({CONFIG_KEY})",
+                       f"check that Kueue's integrations.frameworks lists {framework}")
+    if framework not in frameworks:
+        return Finding("kueue", FAIL, f"Kueue's configuration (ConfigMap {where}) does not enable the {framework} "
+                       f"integration (integrations.frameworks: {', '.join(frameworks)}): Kueue would ignore the "
+                       "JobSet's queue label, and it would start unqueued",
+                       f"ask the Kueue admin to add {framework} to integrations.frameworks (and restart "
+                       "kueue-controller-manager), or --set scheduling.kueue.queueName=\"\"")
+    return Finding("kueue", OK, f"Kueue's configuration enables the {framework} integration")
 
 
 def kueue_version(api: KubeApi) -> str | None:

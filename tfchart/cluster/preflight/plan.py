@@ -10,14 +10,15 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from tfchart.cluster.runs import QUEUE_LABEL as QUEUE_LABEL
 from tfchart.manifests import quantity
 from tfchart.manifests.workloads import Workload, is_gpu_resource, running
 from tfchart.values.storage import StorageNeed, need
 from tfdcontract import CHIEF, EVALUATOR, PS, WORKER
 
-WORKLOAD_QUOTA = {"StatefulSet": "statefulsets.apps", "Deployment": "deployments.apps", "Job": "jobs.batch"}
+WORKLOAD_QUOTA = {"StatefulSet": "statefulsets.apps", "Deployment": "deployments.apps", "Job": "jobs.batch",
+                  "JobSet": "jobsets.jobset.x-k8s.io"}
 GANG_ROLES = (PS, WORKER, CHIEF, EVALUATOR)  # the pods of the PodGroup / Kueue pod group
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 
 
@@ -44,16 +45,21 @@ class Plan:
     storage: StorageNeed | None = None
     network_policies: int = 0
     pod_group: dict[str, Any] | None = None  # the gang scheduler's PodGroup
+    jobset: dict[str, Any] | None = None  # workload.kind=jobset: the JobSet that runs every TensorFlow pod
 
     def label(self, key: str) -> str:
-        """A label the TensorFlow pods carry (Kueue's queue and priority class)."""
+        """A label of the run (Kueue's queue and priority class): the JobSet's (the chart puts Kueue's labels on the
+        JobSet only), else one the TensorFlow pods carry."""
+        if self.jobset is not None:
+            return str(((self.jobset.get("metadata") or {}).get("labels") or {}).get(key) or "")
         return next((role.labels[key] for role in self.roles if role.role in GANG_ROLES and role.labels.get(key)), "")
 
 
 def plan(docs: list[dict[str, Any]]) -> Plan:
     result = Plan(storage=need(docs))
     for workload in running(docs):
-        result.objects[f"count/{WORKLOAD_QUOTA.get(workload.kind, workload.kind.lower())}"] += 1
+        if workload.kind != "JobSet":  # a JobSet counts once, with one Job per replicatedJob (below)
+            result.objects[f"count/{WORKLOAD_QUOTA.get(workload.kind, workload.kind.lower())}"] += 1
         result.roles.append(rendered_role(workload))
         result.objects["pods"] += workload.replicas
     for doc in docs:
@@ -72,6 +78,11 @@ def plan(docs: list[dict[str, Any]]) -> Plan:
             result.network_policies += 1
         elif kind == "PodGroup":
             result.pod_group = doc
+        elif kind == "JobSet":
+            result.jobset = doc
+            result.objects[f"count/{WORKLOAD_QUOTA[kind]}"] += 1
+            rjobs = spec.get("replicatedJobs") or []
+            result.objects["count/jobs.batch"] += sum(int(rjob.get("replicas", 1)) for rjob in rjobs)
     result.objects["secrets"] += 1  # helm's release record (sh.helm.release.v1.<release>.v1)
     for plain in ("pods", "services", "persistentvolumeclaims", "secrets"):
         result.objects[f"count/{plain}"] = result.objects[plain]
