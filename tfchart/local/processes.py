@@ -1,5 +1,5 @@
 """`tfchart local`: the rendered cluster as local processes, one per pod (`--engine podman|docker`: as
-containers, containers.py); `run` drives either to the end. The chart is rendered with the same inputs
+containers, containers.py); session.py runs either to its end. The chart is rendered with the same inputs
 as `tfchart install`, plus two of its own values that place the run on this machine (storage.mountPath
 -> a local run directory, the TensorBoard port -> a free local port). Every pod's command, args and env
 come from the rendered manifests unchanged, including the /bin/sh prelude that writes TF_CONFIG; only
@@ -23,16 +23,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext, suppress
-from dataclasses import asdict, dataclass, field
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
 
 from tfchart.errors import TfchartError, UsageError
-from tfchart.local.runstate import SUSPENDED_EXIT
 from tfdcontract import (
     CHIEF,
-    LOGS_DIR,
     METRICS_ADDRESS_ENV,
     METRICS_PORT_ENV,
     PREDICT_REQUEST_FILE,
@@ -40,7 +38,6 @@ from tfdcontract import (
     TENSORBOARD,
     TF_ROLES,
     WORKER,
-    read_status_file,
 )
 
 PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_cyan", "bright_magenta", "bright_green")
@@ -441,116 +438,3 @@ def on_loopback(pods: list[LocalPod]) -> None:
 
 def python_bin_dir() -> str:
     return str(Path(sys.executable).parent)
-
-
-def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_logs: bool = False,
-        console: Any = None, suspend: threading.Event | None = None) -> int:  # fmt: skip
-    """Runs a plan (processes or containers) to the end; the exit code. Every pod's output goes to <run
-    directory>/pod-logs/<pod>.log; the terminal gets a progress bar and a line per pod (on a TTY), plain progress
-    lines at most once per tenth of the run (elsewhere), or every pod's output prefixed by its name (follow_logs).
-    Once `suspend` is set, the chief is stopped first (SIGTERM: the trainer saves a checkpoint), then every other
-    pod, and SUSPENDED_EXIT is returned (`tfchart suspend --local`)."""
-    from rich.console import Console
-    from rich.live import Live
-    from rich.markup import escape
-
-    from tfchart.local.terminal import Board, PodState
-
-    console = console or Console(highlight=False)
-    width = max(len(pod.name) for pod in plan.pods)
-    chief = next(pod for pod in plan.pods if pod.is_chief)
-    logs_dir = plan.workdir / "pod-logs"
-    logs_dir.mkdir(parents=True, exist_ok=True)
-    files = {pod.name: (logs_dir / f"{pod.name}.log").open("a", encoding="utf-8", buffering=1) for pod in plan.pods}
-    board = Board(int(plan.values["training"]["trainSteps"]), {p.name: PodState(p.name, p.role) for p in plan.pods})
-    lock = threading.Lock()
-
-    def on_line(pod: LocalPod, line: str) -> None:
-        with lock:
-            files[pod.name].write(line + "\n")
-            board.observe(pod.name, pod.is_chief, line)
-        if follow_logs:
-            colour = PALETTE[sum(map(ord, pod.name)) % len(PALETTE)]
-            console.print(f"[{colour}]{escape(pod.name):<{width}}[/] | {escape(line)}", soft_wrap=True)
-
-    console.print(f"[bold]tfchart local[/]: {plan.headline}")
-    console.print(f"  pod logs: {logs_dir}/<pod>.log" + ("" if follow_logs else " (--follow-logs shows them here)"))
-    if plan.tensorboard_url:
-        console.print(f"  TensorBoard: {plan.tensorboard_url}" + (" (kept after training)" if keep_tensorboard else
-                                                                 " (while the run lasts; --keep-tensorboard keeps it)"))
-    if plan.metrics_ports.get(chief.name):
-        console.print(f"  metrics: http://127.0.0.1:{plan.metrics_ports[chief.name]}/metrics")
-    if follow_logs:
-        for address, local_address in plan.addresses.items():
-            console.print(f"  {address} -> {local_address}")
-        for name, port in plan.metrics_ports.items():
-            console.print(f"  {name} metrics -> http://127.0.0.1:{port}/metrics")
-    show_live = console.is_terminal and not follow_logs
-    live = Live(board.renderable(console.width), console=console, refresh_per_second=4) if show_live else None
-
-    suspending: list[str] = []
-
-    def poll() -> None:
-        if suspend is not None and suspend.is_set() and not suspending:
-            suspending.append(chief.name)
-            console.print("suspending: the chief saves a checkpoint at its next step boundary, then every pod stops")
-            cluster.kill(chief.name, signal.SIGTERM)  # the servers stay up for the save; running() stops them after
-        with lock:
-            for name, process in list(cluster.processes.items()):
-                board.exited(name, None if process.running else process.exit_code, process.restarts)
-            if live is not None:
-                live.update(board.renderable(console.width))
-            elif not follow_logs and (line := board.plain_update()):
-                console.print(line)
-
-    cluster = plan.cluster(on_line)
-    started = time.monotonic()
-    try:
-        with running(cluster):
-            with live if live is not None else nullcontext():
-                cluster.start(plan.pods)
-                code = cluster.wait_for(chief.name, timeout, poll=poll)
-                if code == 0 and chief.role == WORKER:
-                    # worker 0 is the chief: the workers' Job completes when every worker has exited 0
-                    workers = [pod for pod in plan.pods if pod.role == WORKER]
-                    code = max((cluster.wait_for(pod.name, 120, poll=poll) for pod in workers), default=0)
-                poll()
-                if suspending and code != 0:
-                    return SUSPENDED_EXIT
-            return _finish(plan, cluster, chief.name, code, time.monotonic() - started, keep_tensorboard, console)
-    finally:
-        for handle in files.values():
-            handle.close()
-
-
-def _finish(plan: LocalPlan, cluster: Cluster, chief: str, code: int, elapsed: float, keep_tensorboard: bool,
-            console: Any) -> int:  # fmt: skip
-    """The final summary (and TensorBoard kept on request, until Ctrl-C)."""
-    from rich.markup import escape
-
-    result = asdict(status) if (status := read_status_file(plan.workdir)) else {}
-    if code != 0:
-        console.print(f"[bold red]✗ training failed[/]: {chief} exited with {code} after {elapsed:.0f} s; "
-                      f"{escape(str(result.get('message', '')))} (its log: {plan.workdir / 'pod-logs' / chief}.log)")
-        return 1
-    average = result.get("average_examples_per_sec")
-    rate = (f"{average} examples/sec on average" if average is not None
-            else f"{result.get('examples_per_sec')} examples/sec (the last interval)")  # fmt: skip
-    console.print(f"[bold green]✓ training {result.get('state', 'finished')}[/] in {elapsed:.0f} s: "
-                  f"step {result.get('step')}, accuracy {result.get('accuracy')}, {rate}")
-    console.print(f"  export: {plan.host_path(result.get('export_path'))}")
-    kept = keep_tensorboard and plan.tensorboard_url
-    if plan.tensorboard_url:
-        console.print(f"  TensorBoard: {plan.tensorboard_url} is kept running until Ctrl-C" if kept else
-                      "  TensorBoard: stopped with the run (--keep-tensorboard keeps it)")  # fmt: skip
-    console.print(f"  later: {tensorboard_command(plan.workdir / LOGS_DIR)}", soft_wrap=True)
-    chief_pod = next(pod for pod in plan.pods if pod.is_chief)
-    for note in serving_notes(plan.values, plan.workdir, trainer="trainer" in " ".join(chief_pod.argv)):
-        console.print(escape(note), soft_wrap=True)
-    if kept:
-        for name in [name for name, process in cluster.processes.items() if process.pod.role != TENSORBOARD]:
-            cluster.kill(name, signal.SIGTERM)
-        with suppress(KeyboardInterrupt):
-            while True:
-                time.sleep(1)
-    return 0

@@ -1,6 +1,6 @@
 """What `tfchart local` shows while a run goes: one progress bar for the chief and one status line per
 pod on a terminal; on anything else (CI, a pipe) a plain progress line at most once per tenth of the
-run. Pod output never reaches the screen here: processes.run writes it to one file per pod. Each pod's line
+run. Pod output never reaches the screen here: session.run writes it to one file per pod. Each pod's line
 says what it waits for, read from the trainer's own log lines (PHASES); every line fits the terminal's width."""
 
 from __future__ import annotations
