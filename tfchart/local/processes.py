@@ -29,8 +29,10 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from tfchart.errors import TfchartError, UsageError
+from tfchart.local import jobset
 from tfdcontract import (
     CHIEF,
+    COMPONENT_LABEL,
     METRICS_ADDRESS_ENV,
     METRICS_PORT_ENV,
     PREDICT_REQUEST_FILE,
@@ -52,6 +54,7 @@ class LocalPod:
     index: int
     argv: list[str]
     env: dict[str, str]
+    probe_port: int | None = None  # where its readiness probe connects, in the pod's network (None: no probe)
 
     @property
     def is_chief(self) -> bool:
@@ -117,17 +120,33 @@ class RenderedPod:
                 env[item["name"]] = keyed.get(field_path[field_path.index("[") + 2 : -2], "")
         return env
 
+    @property
+    def readiness_port(self) -> int | None:
+        """The port the container's readiness probe connects to (tcpSocket, grpc, httpGet; a named port looked up
+        in its ports), or None without one."""
+        probe = self.container.get("readinessProbe") or {}
+        port = next((probe[kind].get("port") for kind in ("tcpSocket", "grpc", "httpGet") if kind in probe), None)
+        if isinstance(port, str) and not port.isdigit():
+            port = next((p.get("containerPort") for p in self.container.get("ports") or [] if p.get("name") == port),
+                        None)  # fmt: skip
+        return None if port is None else int(port)
 
-def rendered_pods(docs: Sequence[dict[str, Any]]) -> list[RenderedPod]:
-    """The TensorFlow pods (ps, workers, chief, evaluator) and TensorBoard of a rendered release."""
+
+def rendered_pods(docs: Sequence[dict[str, Any]], namespace: str = "default") -> list[RenderedPod]:
+    """The TensorFlow pods (ps, workers, chief, evaluator) and TensorBoard of a rendered release; a JobSet's as
+    JobSet and the Job controller create them (jobset.py)."""
     pods: list[RenderedPod] = []
     for doc in docs:
         hook = "helm.sh/hook" in (doc.get("metadata", {}).get("annotations") or {})
-        if (kind := doc.get("kind")) not in ("StatefulSet", "Job", "Deployment") or hook:
+        if (kind := doc.get("kind")) == "JobSet" and not hook:
+            pods += [RenderedPod(hostname, labels.get(COMPONENT_LABEL, ""), index, job, labels, annotations)
+                     for hostname, index, job, labels, annotations in jobset.pod_templates(doc, namespace)
+                     if labels.get(COMPONENT_LABEL) in TF_ROLES]  # fmt: skip
+        if kind not in ("StatefulSet", "Job", "Deployment") or hook:
             continue
         template = doc["spec"]["template"]
         labels: dict[str, str] = template["metadata"]["labels"]
-        role = labels.get("app.kubernetes.io/component", "")
+        role = labels.get(COMPONENT_LABEL, "")
         if role not in (*TF_ROLES, TENSORBOARD):
             continue
         name = doc["metadata"]["name"]
@@ -148,7 +167,24 @@ def rendered_pods(docs: Sequence[dict[str, Any]]) -> list[RenderedPod]:
 
 
 def pods_from_manifests(docs: Sequence[dict[str, Any]], namespace: str) -> list[LocalPod]:
-    return [LocalPod(pod.name, pod.role, pod.index, pod.argv, pod.env(namespace)) for pod in rendered_pods(docs)]
+    return [LocalPod(pod.name, pod.role, pod.index, pod.argv, pod.env(namespace), pod.readiness_port)
+            for pod in rendered_pods(docs, namespace)]  # fmt: skip
+
+
+def localise_probes(pods: list[LocalPod], mapping: Mapping[str, str]) -> None:
+    """A probe of the pod's TensorFlow port connects to the local port its cluster-map address now names."""
+    for pod in pods:
+        own = {address.rsplit(":", 1)[1]: local for address, local in mapping.items()
+               if address.split(".", 1)[0].rsplit(":", 1)[0] == pod.name}  # fmt: skip
+        if pod.probe_port is not None and str(pod.probe_port) in own:
+            pod.probe_port = int(own[str(pod.probe_port)].rsplit(":", 1)[1])
+
+
+def listening(table: str, port: int) -> bool:
+    """Whether /proc/net/tcp or tcp6 text lists a socket listening on `port` (state 0A): what a connection to it
+    needs, as the kubelet's tcpSocket probe makes one."""
+    rows = (line.split() for line in table.splitlines()[1:])
+    return any(len(row) > 3 and row[3] == "0A" and int(row[1].rsplit(":", 1)[1], 16) == port for row in rows)
 
 
 def localise_cluster(pods: list[LocalPod], host: str = "127.0.0.1") -> dict[str, str]:
@@ -255,13 +291,35 @@ class LocalCluster:
         process.reader.join(timeout=5)
         return process.popen.wait()
 
-    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
-        """Signals a pod's whole process group (the /bin/sh prelude execs, so this is the program)."""
+    def kill(self, name: str, sig: int = signal.SIGKILL, grace: float | None = None) -> None:
+        """Signals a pod's whole process group (the /bin/sh prelude execs, so this is the program) and waits for it;
+        after `grace` seconds (if given) SIGKILL."""
         process = self.processes[name]
         with suppress(ProcessLookupError):
             os.killpg(process.popen.pid, sig)
-        process.popen.wait()
+        try:
+            process.popen.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            with suppress(ProcessLookupError):
+                os.killpg(process.popen.pid, signal.SIGKILL)
+            process.popen.wait()
         process.reader.join(timeout=5)
+
+    def probe(self, name: str) -> bool:
+        """The pod's readiness probe: something listens on its probe port in the pod's network (its process's
+        /proc/<pid>/net; where there is no /proc, a connection to 127.0.0.1); without a probe, it runs."""
+        process = self.processes.get(name)
+        if process is None or not process.running or process.pod.probe_port is None:
+            return process is not None and process.running
+        port = process.pod.probe_port
+        tables = [Path(f"/proc/{process.popen.pid}/net/{table}") for table in ("tcp", "tcp6")]
+        if tables[0].exists():
+            with suppress(OSError):
+                return any(listening(table.read_text(), port) for table in tables if table.exists())
+            return False
+        with suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+        return False
 
     def restart(self, name: str) -> None:
         """Starts a pod again under the same name and address, as a StatefulSet or Job would."""
@@ -297,7 +355,8 @@ class Cluster(Protocol):
     def processes(self) -> Mapping[str, Any]: ...  # pod name -> .pod, .running, .exit_code, .restarts
     def start(self, pods: Sequence[LocalPod]) -> None: ...
     def wait_for(self, name: str, timeout: float | None = None, poll: Callable[[], None] | None = None) -> int: ...
-    def kill(self, name: str, sig: int = signal.SIGKILL) -> None: ...
+    def kill(self, name: str, sig: int = signal.SIGKILL, grace: float | None = None) -> None: ...
+    def probe(self, name: str) -> bool: ...  # its readiness probe passes (a pod without one: it runs)
     def stop(self, grace: float = 10.0) -> None: ...
 
 
@@ -329,6 +388,8 @@ class LocalPlan:
     metrics_ports: dict[str, int] = field(default_factory=dict)
     #: --host-network: the TensorFlow processes share this machine's network (no user namespaces, e.g. macOS)
     host_network: bool = False
+    #: workload.kind=jobset: the rendered JobSet, whose pods start as its controllers would start them (jobsetrun.py)
+    jobset: jobset.JobSetSpec | None = None
 
     @property
     def headline(self) -> str:
@@ -397,10 +458,19 @@ def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values
         raise UsageError("the rendered release has no chief",
                          "every topology renders a chief Job, or workers whose worker 0 is the chief: check --chart")
     addresses = localise_cluster(pods)
+    localise_probes(pods, addresses)
     metrics_ports = localise_metrics(pods, [*addresses.values(), f"127.0.0.1:{tensorboard_port}"])
     on_loopback(pods)
     url = f"http://127.0.0.1:{tensorboard_port}/" if any(pod.role == TENSORBOARD for pod in pods) else None
-    return LocalPlan(workdir, pods, addresses, url, values, metrics_ports, host_network)
+    return LocalPlan(workdir, pods, addresses, url, values, metrics_ports, host_network, jobset_of(docs, namespace))
+
+
+def jobset_of(docs: Sequence[dict[str, Any]], namespace: str) -> jobset.JobSetSpec | None:
+    """The render's JobSet (workload.kind=jobset), read as its controller reads it; None without one."""
+    found = [doc for doc in docs if doc.get("kind") == "JobSet"]
+    if len(found) > 1:
+        raise UsageError(f"the release renders {len(found)} JobSets: tfchart local runs one")
+    return jobset.JobSetSpec.read(found[0], namespace) if found else None
 
 
 def require_tensorflow() -> None:
