@@ -53,6 +53,7 @@ class Board:
     chief: str = ""  # the chief pod's name, known from its first line
     phases: list[tuple[bool, str]] = field(default_factory=list)  # the chief's, not yet shown: (after a step?, it)
     phase_since: float = field(default_factory=time.monotonic)  # when the chief's state last changed
+    workload: str = ""  # a JobSet's state, under the bar (workload.kind=jobset)
 
     def add(self, name: str, role: str) -> None:
         self.pods[name] = PodState(name, role)
@@ -164,5 +165,8 @@ class Board:
             line.append(pod.state + restarted, style=style)
             line.truncate(width, overflow="ellipsis")
             lines.append(line)
-        return Group(bar, *lines)
+        workload = [Text(self.workload, no_wrap=True, overflow="ellipsis")] if self.workload else []
+        for line in workload:
+            line.truncate(width, overflow="ellipsis")
+        return Group(bar, *workload, *lines)
 
