@@ -148,10 +148,6 @@ class JobSetSpec:
     def jobs(self) -> list[JobTemplate]:
         return [job for rjob in self.replicated_jobs for job in rjob.jobs]
 
-    def job_of(self, pod: str) -> tuple[JobTemplate, int] | None:
-        """The Job a pod belongs to and its completion index."""
-        return next(((job, i) for job in self.jobs for i, name in enumerate(job.pods) if name == pod), None)
-
 
 def job_template(jobset: str, rjob: str, index: int, template: dict[str, Any]) -> JobTemplate:
     spec = template.get("spec") or {}
