@@ -363,10 +363,11 @@ class JobSetRun:
             targets = ", ".join(self.spec.success_targets) or "every replicatedJob"
             return f"JobSet {self.spec.name} Completed: successPolicy {self.spec.success_operator} of {targets}"
         first = self.first_failed
-        by = (f"failure policy rule {self.rule.name} ({self.rule.action})" if self.rule else
-              f"no failure policy rule matched (RestartJobSet, maxRestarts {self.spec.max_restarts})")  # fmt: skip
+        by = (f" by failure policy rule {self.rule.name} ({self.rule.action})" if self.rule else
+              f": no failure policy rule matched, and JobSet's default, RestartJobSet, had used up maxRestarts "
+              f"{self.spec.max_restarts}")  # fmt: skip
         job = f"; Job {first.template.name} failed: {first.reason}: {first.message}" if first else ""
-        return f"JobSet {self.spec.name} {self.state} ({self.reason}) by {by}{job}"
+        return f"JobSet {self.spec.name} {self.state} ({self.reason}){by}{job}"
 
 
 def plural(count: int, noun: str) -> str:

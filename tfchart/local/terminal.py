@@ -82,8 +82,8 @@ class Board:
                     self.phases.append((self.progress is not None, waiting))
         elif "replica(s) in sync" in line:
             pod.state = "training"  # a synchronous worker
-        elif pod.state == "starting" and any(marker in line for marker in LISTENING):
-            pod.state = "listening"  # a ps/worker server, TensorBoard
+        elif pod.state in ("starting", "importing TensorFlow") and any(marker in line for marker in LISTENING):
+            pod.state = "listening"  # a ps/worker server (its first line said it imports TensorFlow), TensorBoard
 
     def exited(self, name: str, code: int | None, restarts: int = 0) -> None:
         pod = self.pods[name]
