@@ -80,7 +80,10 @@ def test_each_pod_says_what_it_waits_for() -> None:
         phases.append((run.pods["chief"].state, run.summary().split(" (")[0]))
     assert phases == [("importing TensorFlow", "importing TensorFlow"), ("waiting for peers", "waiting for peers"),
                       ("training", "training")]  # fmt: skip
+    run.observe("ps-0", False, "INFO trainer ps:0: role ps:0, strategy parameter_server (cluster from TF_CONFIG)")
+    assert run.pods["ps-0"].state == "importing TensorFlow"
     run.observe("ps-0", False, "INFO trainer ps:0: ps:0 server listening on 127.0.0.1:2222")
+    assert run.pods["ps-0"].state == "listening"
     run.observe("ps-0", False, "WARNING trainer ps:0: SIGTERM received: stopping within 55s (--shutdown-grace-seconds)")
     assert run.pods["ps-0"].state == "shutting down"
     run.observe("chief", True, format_step_line(2000, 0.1, 900.0, 0.1))

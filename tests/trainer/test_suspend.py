@@ -176,8 +176,10 @@ def processes_of(run_dir: Path, pod: str = "") -> dict[int, str]:
     return found
 
 
-def test_a_suspended_local_run_leaves_no_process_and_resumes_at_its_checkpoint(tmp_path: Path) -> None:
-    sets = [arg for value in TRAINING for arg in ("--set", value)]
+@pytest.mark.parametrize("kind, chief_pod", [("native", CHIEF), ("jobset", f"{CHIEF}-0-0")])
+def test_a_suspended_local_run_leaves_no_process_and_resumes_at_its_checkpoint(tmp_path: Path, kind: str,
+                                                                              chief_pod: str) -> None:  # fmt: skip
+    sets = [arg for value in [*TRAINING, f"workload.kind={kind}"] for arg in ("--set", value)]
     running = subprocess.Popen([sys.executable, "-m", "tfchart", "local", "susp", "-f", str(E2E_VALUES), *sets],
                                cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
     printed: list[str] = []
@@ -191,7 +193,7 @@ def test_a_suspended_local_run_leaves_no_process_and_resumes_at_its_checkpoint(t
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    chief = f"susp-tf-distributed-{CHIEF}"
+    chief = f"susp-tf-distributed-{chief_pod}"  # a JobSet's: <jobset>-chief-<jobIndex>-<completionIndex>
     try:
         chief_log = None
         deadline = time.monotonic() + 300

@@ -119,7 +119,7 @@ def start(name: str, values: ValuesInputs, namespace: str, workdir: Path | None,
     run: again, in the same directory, refused when it no longer renders the same run)."""
     from tfchart.console import console
     from tfchart.helm.render import manifests
-    from tfchart.local import containers, processes, rundirs, runstate
+    from tfchart.local import containers, processes, rundirs, runstate, session
     from tfchart.values.validate import rendered
 
     engine = options["engine"]
@@ -157,7 +157,7 @@ def start(name: str, values: ValuesInputs, namespace: str, workdir: Path | None,
     previous = signal.signal(runstate.SUSPEND_SIGNAL, lambda signum, frame: requested.set())
     state, suspended = runstate.INTERRUPTED, False  # Ctrl-C, SIGTERM, --timeout: resumable from the last checkpoint
     try:
-        code = processes.run(plan, timeout, options["keep_tensorboard"], options["follow_logs"], console=console(),
+        code = session.run(plan, timeout, options["keep_tensorboard"], options["follow_logs"], console=console(),
                              suspend=requested)  # fmt: skip
         suspended = code == runstate.SUSPENDED_EXIT
         state = runstate.SUSPENDED if suspended else runstate.SUCCEEDED if code == 0 else runstate.FAILED

@@ -42,11 +42,23 @@ from typing import Any
 
 from tfchart.errors import EngineNotFound, TfchartError, UsageError
 from tfchart.images.engines import answer, check_engine_reachable, detect_engine
-from tfchart.local.processes import LocalPlan, LocalPod, RenderedPod, await_end, free_port, relay, rendered_pods
+from tfchart.local.jobset import JOBSET_NAME, headless_service
+from tfchart.local.processes import (
+    LocalPlan,
+    LocalPod,
+    RenderedPod,
+    await_end,
+    free_port,
+    jobset_of,
+    listening,
+    relay,
+    rendered_pods,
+)
 from tfchart.manifests.quantity import parse_or_none
-from tfdcontract import CHIEF, TENSORBOARD
+from tfdcontract import TENSORBOARD
 
 CONTAINER_ENGINES = ("podman", "docker")
+JOBSET = "JobSet"  # Restart.policy of a JobSet's pods
 RUN_LABEL = "tfchart.run"
 POD_LABEL = "tfchart.pod"
 SANDBOX_LABEL = "tfchart.sandbox"
@@ -109,13 +121,16 @@ class Security:
 class Restart:
     """When a pod's controller starts its container again: a StatefulSet's or Deployment's whenever it exits (a
     killed worker comes back under the same name and alias), a Job's after a failure at most backoffLimit times.
-    Restarts back off 1, 2, 4, 8, then 10 s (the kubelet's back-off is longer)."""
+    Restarts back off 1, 2, 4, 8, then 10 s (the kubelet's back-off is longer). A JobSet's pods are never started
+    again here: its Jobs' controller (jobsetrun.py) starts their new pods."""
 
-    policy: str  # Always (StatefulSet, Deployment), OnFailure or Never (Job)
+    policy: str  # Always (StatefulSet, Deployment), OnFailure or Never (Job), JobSet (a JobSet's Job)
     backoff_limit: int = 0  # Jobs: failures retried before the Job has failed
 
     def again(self, code: int, failures: int) -> bool:
         """Start the container again after it exited with `code`, `failures` failures so far?"""
+        if self.policy == JOBSET:
+            return False
         return self.policy == "Always" or (code != 0 and failures <= self.backoff_limit)
 
     def describe(self, failures: int) -> str:
@@ -322,6 +337,8 @@ def container_pod(pod: RenderedPod, run_id: str, namespace: str, domain: str, se
     published = [int(p["containerPort"]) for p in pod.container.get("ports") or []] if pod.role == TENSORBOARD else []
     policy, backoff_limit = pod.spec.get("restartPolicy", "Never"), pod.controller["spec"].get("backoffLimit", 6)
     restart = Restart(str(policy), int(backoff_limit)) if pod.kind == "Job" else Restart("Always")
+    if JOBSET_NAME in pod.labels:
+        restart = Restart(JOBSET)
     return ContainerPod(
         pod.name, pod.role, pod.index, pod.argv, pod.env(namespace), container_name=f"{run_id}-{pod.name}",
         kind=pod.kind, image=str(pod.container["image"]), pull=pull_policy(pod.container),
@@ -330,7 +347,7 @@ def container_pod(pod: RenderedPod, run_id: str, namespace: str, domain: str, se
         aliases=dns_names(pod, services, namespace, domain),
         dns_search=[f"{namespace}.svc.{domain}", f"svc.{domain}", domain],  # as in a pod's resolv.conf
         ports=[(free_port(), port) for port in published], restart=restart,
-        labels={RUN_LABEL: run_id, POD_LABEL: pod.name, "tfchart.role": pod.role},
+        labels={RUN_LABEL: run_id, POD_LABEL: pod.name, "tfchart.role": pod.role}, probe_port=pod.readiness_port,
     )  # fmt: skip
 
 
@@ -421,15 +438,18 @@ def plan_from_manifests(docs: Sequence[dict[str, Any]], values: dict[str, Any], 
                         allow_privileged: bool = False) -> ContainerPlan:  # fmt: skip
     """The rendered release as containers (pure: no engine is asked anything)."""
     run_id = run_id or f"tfd-{secrets.token_hex(3)}"
-    rendered = rendered_pods(docs)
-    if not any(pod.role == CHIEF for pod in rendered):
-        raise UsageError("the rendered release has no chief", "every topology renders a chief Job: check --chart")
+    rendered = rendered_pods(docs, namespace)
     services = [doc for doc in docs if doc.get("kind") == "Service"]
+    services += [service for doc in docs if doc.get("kind") == "JobSet"
+                 if (service := headless_service(doc, namespace)) is not None]  # fmt: skip
     domain = str(values.get("clusterDomain") or "cluster.local")
     claims = [str(volume["persistentVolumeClaim"].get("claimName")) for pod in rendered
               for volume in pod.spec.get("volumes") or [] if "persistentVolumeClaim" in volume]  # fmt: skip
     storage = Storage(volume_dir, Path(tempfile.gettempdir()) / f"tfchart-{run_id}", next(iter(claims), None))
     pods = [container_pod(pod, run_id, namespace, domain, services, storage, allow_privileged) for pod in rendered]
+    if not any(pod.is_chief for pod in pods):
+        raise UsageError("the rendered release has no chief",
+                         "every topology renders a chief Job, or workers whose worker 0 is the chief: check --chart")
     storage_values = values.get("storage") or {}
     tensorboard = next((pod for pod in pods if pod.role == TENSORBOARD and pod.ports), None)
     return ContainerPlan(
@@ -438,7 +458,7 @@ def plan_from_manifests(docs: Sequence[dict[str, Any]], values: dict[str, Any], 
         tensorboard_url=f"http://127.0.0.1:{tensorboard.ports[0][0]}/" if tensorboard else None,
         values=values, engine=engine, run_id=run_id, storage=storage,
         mount_path=str(storage_values.get("mountPath") or "/data").rstrip("/") or "/",
-        config_files=config_map_files(docs, rendered), host_owner=host_owner,
+        config_files=config_map_files(docs, rendered), host_owner=host_owner, jobset=jobset_of(docs, namespace),
     )  # fmt: skip
 
 
@@ -618,7 +638,7 @@ class ContainerCluster:
             if self._stopping or process.held:
                 return
             if not pod.restart.again(code, failures):
-                if code != 0:
+                if code != 0 and pod.restart.policy != JOBSET:
                     limit = pod.restart.backoff_limit
                     self.on_line(pod, f"[tfchart] exited with {code}: backoffLimit {limit} reached, the Job failed")
                 return
@@ -655,16 +675,28 @@ class ContainerCluster:
         await_end(name, lambda: not process.running, timeout, poll)
         return process.exit_code if process.exit_code is not None else 1
 
-    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
-        """Signals the pod's container and keeps it stopped, as scaling it down would."""
+    def kill(self, name: str, sig: int = signal.SIGKILL, grace: float | None = None) -> None:
+        """Signals the pod's container and keeps it stopped, as scaling it down would; SIGKILL after `grace` seconds
+        (default 10)."""
         process = self.processes[name]
         process.held = True
-        started = time.monotonic()
+        started, grace = time.monotonic(), 10.0 if grace is None else grace
         while process.running:
-            signal_name = "KILL" if time.monotonic() - started > 10 else signal.Signals(sig).name.removeprefix("SIG")
+            signal_name = "KILL" if time.monotonic() - started > grace else signal.Signals(sig).name.removeprefix("SIG")
             self._engine("kill", "--signal", signal_name, process.pod.container_name)
             if process.thread is not None:
                 process.thread.join(timeout=1)
+
+    def probe(self, name: str) -> bool:
+        """The pod's readiness probe: something listens on its probe port in the pod's network (its sandbox's
+        /proc/net/tcp and tcp6, read with the shell's builtins); without a probe, it runs."""
+        process = self.processes.get(name)
+        if process is None or not process.running or process.pod.probe_port is None:
+            return process is not None and process.running
+        read = ('for f in /proc/net/tcp /proc/net/tcp6; do [ -r "$f" ] || continue; '
+                'while IFS= read -r l; do echo "$l"; done < "$f"; done')
+        tables = self._engine("exec", process.pod.sandbox_name, "/bin/sh", "-c", read)
+        return tables.returncode == 0 and listening(tables.stdout, process.pod.probe_port)
 
     def stop(self, grace: float = 10.0) -> None:
         """Stops every container (SIGTERM, then SIGKILL after `grace`), gives the volume back, removes all labelled."""

@@ -1,5 +1,5 @@
 """`tfchart local`: the rendered cluster as local processes, one per pod (`--engine podman|docker`: as
-containers, containers.py); `run` drives either to the end. The chart is rendered with the same inputs
+containers, containers.py); session.py runs either to its end. The chart is rendered with the same inputs
 as `tfchart install`, plus two of its own values that place the run on this machine (storage.mountPath
 -> a local run directory, the TensorBoard port -> a free local port). Every pod's command, args and env
 come from the rendered manifests unchanged, including the /bin/sh prelude that writes TF_CONFIG; only
@@ -23,16 +23,16 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext, suppress
-from dataclasses import asdict, dataclass, field
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
 
 from tfchart.errors import TfchartError, UsageError
-from tfchart.local.runstate import SUSPENDED_EXIT
+from tfchart.local import jobset
 from tfdcontract import (
     CHIEF,
-    LOGS_DIR,
+    COMPONENT_LABEL,
     METRICS_ADDRESS_ENV,
     METRICS_PORT_ENV,
     PREDICT_REQUEST_FILE,
@@ -40,7 +40,6 @@ from tfdcontract import (
     TENSORBOARD,
     TF_ROLES,
     WORKER,
-    read_status_file,
 )
 
 PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_cyan", "bright_magenta", "bright_green")
@@ -55,6 +54,7 @@ class LocalPod:
     index: int
     argv: list[str]
     env: dict[str, str]
+    probe_port: int | None = None  # where its readiness probe connects, in the pod's network (None: no probe)
 
     @property
     def is_chief(self) -> bool:
@@ -120,17 +120,33 @@ class RenderedPod:
                 env[item["name"]] = keyed.get(field_path[field_path.index("[") + 2 : -2], "")
         return env
 
+    @property
+    def readiness_port(self) -> int | None:
+        """The port the container's readiness probe connects to (tcpSocket, grpc, httpGet; a named port looked up
+        in its ports), or None without one."""
+        probe = self.container.get("readinessProbe") or {}
+        port = next((probe[kind].get("port") for kind in ("tcpSocket", "grpc", "httpGet") if kind in probe), None)
+        if isinstance(port, str) and not port.isdigit():
+            port = next((p.get("containerPort") for p in self.container.get("ports") or [] if p.get("name") == port),
+                        None)  # fmt: skip
+        return None if port is None else int(port)
 
-def rendered_pods(docs: Sequence[dict[str, Any]]) -> list[RenderedPod]:
-    """The TensorFlow pods (ps, workers, chief, evaluator) and TensorBoard of a rendered release."""
+
+def rendered_pods(docs: Sequence[dict[str, Any]], namespace: str = "default") -> list[RenderedPod]:
+    """The TensorFlow pods (ps, workers, chief, evaluator) and TensorBoard of a rendered release; a JobSet's as
+    JobSet and the Job controller create them (jobset.py)."""
     pods: list[RenderedPod] = []
     for doc in docs:
         hook = "helm.sh/hook" in (doc.get("metadata", {}).get("annotations") or {})
-        if (kind := doc.get("kind")) not in ("StatefulSet", "Job", "Deployment") or hook:
+        if (kind := doc.get("kind")) == "JobSet" and not hook:
+            pods += [RenderedPod(hostname, labels.get(COMPONENT_LABEL, ""), index, job, labels, annotations)
+                     for hostname, index, job, labels, annotations in jobset.pod_templates(doc, namespace)
+                     if labels.get(COMPONENT_LABEL) in TF_ROLES]  # fmt: skip
+        if kind not in ("StatefulSet", "Job", "Deployment") or hook:
             continue
         template = doc["spec"]["template"]
         labels: dict[str, str] = template["metadata"]["labels"]
-        role = labels.get("app.kubernetes.io/component", "")
+        role = labels.get(COMPONENT_LABEL, "")
         if role not in (*TF_ROLES, TENSORBOARD):
             continue
         name = doc["metadata"]["name"]
@@ -151,7 +167,24 @@ def rendered_pods(docs: Sequence[dict[str, Any]]) -> list[RenderedPod]:
 
 
 def pods_from_manifests(docs: Sequence[dict[str, Any]], namespace: str) -> list[LocalPod]:
-    return [LocalPod(pod.name, pod.role, pod.index, pod.argv, pod.env(namespace)) for pod in rendered_pods(docs)]
+    return [LocalPod(pod.name, pod.role, pod.index, pod.argv, pod.env(namespace), pod.readiness_port)
+            for pod in rendered_pods(docs, namespace)]  # fmt: skip
+
+
+def localise_probes(pods: list[LocalPod], mapping: Mapping[str, str]) -> None:
+    """A probe of the pod's TensorFlow port connects to the local port its cluster-map address now names."""
+    for pod in pods:
+        own = {address.rsplit(":", 1)[1]: local for address, local in mapping.items()
+               if address.split(".", 1)[0].rsplit(":", 1)[0] == pod.name}  # fmt: skip
+        if pod.probe_port is not None and str(pod.probe_port) in own:
+            pod.probe_port = int(own[str(pod.probe_port)].rsplit(":", 1)[1])
+
+
+def listening(table: str, port: int) -> bool:
+    """Whether /proc/net/tcp or tcp6 text lists a socket listening on `port` (state 0A): what a connection to it
+    needs, as the kubelet's tcpSocket probe makes one."""
+    rows = (line.split() for line in table.splitlines()[1:])
+    return any(len(row) > 3 and row[3] == "0A" and int(row[1].rsplit(":", 1)[1], 16) == port for row in rows)
 
 
 def localise_cluster(pods: list[LocalPod], host: str = "127.0.0.1") -> dict[str, str]:
@@ -258,13 +291,35 @@ class LocalCluster:
         process.reader.join(timeout=5)
         return process.popen.wait()
 
-    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
-        """Signals a pod's whole process group (the /bin/sh prelude execs, so this is the program)."""
+    def kill(self, name: str, sig: int = signal.SIGKILL, grace: float | None = None) -> None:
+        """Signals a pod's whole process group (the /bin/sh prelude execs, so this is the program) and waits for it;
+        after `grace` seconds (if given) SIGKILL."""
         process = self.processes[name]
         with suppress(ProcessLookupError):
             os.killpg(process.popen.pid, sig)
-        process.popen.wait()
+        try:
+            process.popen.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            with suppress(ProcessLookupError):
+                os.killpg(process.popen.pid, signal.SIGKILL)
+            process.popen.wait()
         process.reader.join(timeout=5)
+
+    def probe(self, name: str) -> bool:
+        """The pod's readiness probe: something listens on its probe port in the pod's network (its process's
+        /proc/<pid>/net; where there is no /proc, a connection to 127.0.0.1); without a probe, it runs."""
+        process = self.processes.get(name)
+        if process is None or not process.running or process.pod.probe_port is None:
+            return process is not None and process.running
+        port = process.pod.probe_port
+        tables = [Path(f"/proc/{process.popen.pid}/net/{table}") for table in ("tcp", "tcp6")]
+        if tables[0].exists():
+            with suppress(OSError):
+                return any(listening(table.read_text(), port) for table in tables if table.exists())
+            return False
+        with suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+        return False
 
     def restart(self, name: str) -> None:
         """Starts a pod again under the same name and address, as a StatefulSet or Job would."""
@@ -300,7 +355,8 @@ class Cluster(Protocol):
     def processes(self) -> Mapping[str, Any]: ...  # pod name -> .pod, .running, .exit_code, .restarts
     def start(self, pods: Sequence[LocalPod]) -> None: ...
     def wait_for(self, name: str, timeout: float | None = None, poll: Callable[[], None] | None = None) -> int: ...
-    def kill(self, name: str, sig: int = signal.SIGKILL) -> None: ...
+    def kill(self, name: str, sig: int = signal.SIGKILL, grace: float | None = None) -> None: ...
+    def probe(self, name: str) -> bool: ...  # its readiness probe passes (a pod without one: it runs)
     def stop(self, grace: float = 10.0) -> None: ...
 
 
@@ -332,6 +388,8 @@ class LocalPlan:
     metrics_ports: dict[str, int] = field(default_factory=dict)
     #: --host-network: the TensorFlow processes share this machine's network (no user namespaces, e.g. macOS)
     host_network: bool = False
+    #: workload.kind=jobset: the rendered JobSet, whose pods start as its controllers would start them (jobsetrun.py)
+    jobset: jobset.JobSetSpec | None = None
 
     @property
     def headline(self) -> str:
@@ -400,10 +458,19 @@ def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values
         raise UsageError("the rendered release has no chief",
                          "every topology renders a chief Job, or workers whose worker 0 is the chief: check --chart")
     addresses = localise_cluster(pods)
+    localise_probes(pods, addresses)
     metrics_ports = localise_metrics(pods, [*addresses.values(), f"127.0.0.1:{tensorboard_port}"])
     on_loopback(pods)
     url = f"http://127.0.0.1:{tensorboard_port}/" if any(pod.role == TENSORBOARD for pod in pods) else None
-    return LocalPlan(workdir, pods, addresses, url, values, metrics_ports, host_network)
+    return LocalPlan(workdir, pods, addresses, url, values, metrics_ports, host_network, jobset_of(docs, namespace))
+
+
+def jobset_of(docs: Sequence[dict[str, Any]], namespace: str) -> jobset.JobSetSpec | None:
+    """The render's JobSet (workload.kind=jobset), read as its controller reads it; None without one."""
+    found = [doc for doc in docs if doc.get("kind") == "JobSet"]
+    if len(found) > 1:
+        raise UsageError(f"the release renders {len(found)} JobSets: tfchart local runs one")
+    return jobset.JobSetSpec.read(found[0], namespace) if found else None
 
 
 def require_tensorflow() -> None:
@@ -441,116 +508,3 @@ def on_loopback(pods: list[LocalPod]) -> None:
 
 def python_bin_dir() -> str:
     return str(Path(sys.executable).parent)
-
-
-def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_logs: bool = False,
-        console: Any = None, suspend: threading.Event | None = None) -> int:  # fmt: skip
-    """Runs a plan (processes or containers) to the end; the exit code. Every pod's output goes to <run
-    directory>/pod-logs/<pod>.log; the terminal gets a progress bar and a line per pod (on a TTY), plain progress
-    lines at most once per tenth of the run (elsewhere), or every pod's output prefixed by its name (follow_logs).
-    Once `suspend` is set, the chief is stopped first (SIGTERM: the trainer saves a checkpoint), then every other
-    pod, and SUSPENDED_EXIT is returned (`tfchart suspend --local`)."""
-    from rich.console import Console
-    from rich.live import Live
-    from rich.markup import escape
-
-    from tfchart.local.terminal import Board, PodState
-
-    console = console or Console(highlight=False)
-    width = max(len(pod.name) for pod in plan.pods)
-    chief = next(pod for pod in plan.pods if pod.is_chief)
-    logs_dir = plan.workdir / "pod-logs"
-    logs_dir.mkdir(parents=True, exist_ok=True)
-    files = {pod.name: (logs_dir / f"{pod.name}.log").open("a", encoding="utf-8", buffering=1) for pod in plan.pods}
-    board = Board(int(plan.values["training"]["trainSteps"]), {p.name: PodState(p.name, p.role) for p in plan.pods})
-    lock = threading.Lock()
-
-    def on_line(pod: LocalPod, line: str) -> None:
-        with lock:
-            files[pod.name].write(line + "\n")
-            board.observe(pod.name, pod.is_chief, line)
-        if follow_logs:
-            colour = PALETTE[sum(map(ord, pod.name)) % len(PALETTE)]
-            console.print(f"[{colour}]{escape(pod.name):<{width}}[/] | {escape(line)}", soft_wrap=True)
-
-    console.print(f"[bold]tfchart local[/]: {plan.headline}")
-    console.print(f"  pod logs: {logs_dir}/<pod>.log" + ("" if follow_logs else " (--follow-logs shows them here)"))
-    if plan.tensorboard_url:
-        console.print(f"  TensorBoard: {plan.tensorboard_url}" + (" (kept after training)" if keep_tensorboard else
-                                                                 " (while the run lasts; --keep-tensorboard keeps it)"))
-    if plan.metrics_ports.get(chief.name):
-        console.print(f"  metrics: http://127.0.0.1:{plan.metrics_ports[chief.name]}/metrics")
-    if follow_logs:
-        for address, local_address in plan.addresses.items():
-            console.print(f"  {address} -> {local_address}")
-        for name, port in plan.metrics_ports.items():
-            console.print(f"  {name} metrics -> http://127.0.0.1:{port}/metrics")
-    show_live = console.is_terminal and not follow_logs
-    live = Live(board.renderable(console.width), console=console, refresh_per_second=4) if show_live else None
-
-    suspending: list[str] = []
-
-    def poll() -> None:
-        if suspend is not None and suspend.is_set() and not suspending:
-            suspending.append(chief.name)
-            console.print("suspending: the chief saves a checkpoint at its next step boundary, then every pod stops")
-            cluster.kill(chief.name, signal.SIGTERM)  # the servers stay up for the save; running() stops them after
-        with lock:
-            for name, process in list(cluster.processes.items()):
-                board.exited(name, None if process.running else process.exit_code, process.restarts)
-            if live is not None:
-                live.update(board.renderable(console.width))
-            elif not follow_logs and (line := board.plain_update()):
-                console.print(line)
-
-    cluster = plan.cluster(on_line)
-    started = time.monotonic()
-    try:
-        with running(cluster):
-            with live if live is not None else nullcontext():
-                cluster.start(plan.pods)
-                code = cluster.wait_for(chief.name, timeout, poll=poll)
-                if code == 0 and chief.role == WORKER:
-                    # worker 0 is the chief: the workers' Job completes when every worker has exited 0
-                    workers = [pod for pod in plan.pods if pod.role == WORKER]
-                    code = max((cluster.wait_for(pod.name, 120, poll=poll) for pod in workers), default=0)
-                poll()
-                if suspending and code != 0:
-                    return SUSPENDED_EXIT
-            return _finish(plan, cluster, chief.name, code, time.monotonic() - started, keep_tensorboard, console)
-    finally:
-        for handle in files.values():
-            handle.close()
-
-
-def _finish(plan: LocalPlan, cluster: Cluster, chief: str, code: int, elapsed: float, keep_tensorboard: bool,
-            console: Any) -> int:  # fmt: skip
-    """The final summary (and TensorBoard kept on request, until Ctrl-C)."""
-    from rich.markup import escape
-
-    result = asdict(status) if (status := read_status_file(plan.workdir)) else {}
-    if code != 0:
-        console.print(f"[bold red]✗ training failed[/]: {chief} exited with {code} after {elapsed:.0f} s; "
-                      f"{escape(str(result.get('message', '')))} (its log: {plan.workdir / 'pod-logs' / chief}.log)")
-        return 1
-    average = result.get("average_examples_per_sec")
-    rate = (f"{average} examples/sec on average" if average is not None
-            else f"{result.get('examples_per_sec')} examples/sec (the last interval)")  # fmt: skip
-    console.print(f"[bold green]✓ training {result.get('state', 'finished')}[/] in {elapsed:.0f} s: "
-                  f"step {result.get('step')}, accuracy {result.get('accuracy')}, {rate}")
-    console.print(f"  export: {plan.host_path(result.get('export_path'))}")
-    kept = keep_tensorboard and plan.tensorboard_url
-    if plan.tensorboard_url:
-        console.print(f"  TensorBoard: {plan.tensorboard_url} is kept running until Ctrl-C" if kept else
-                      "  TensorBoard: stopped with the run (--keep-tensorboard keeps it)")  # fmt: skip
-    console.print(f"  later: {tensorboard_command(plan.workdir / LOGS_DIR)}", soft_wrap=True)
-    chief_pod = next(pod for pod in plan.pods if pod.is_chief)
-    for note in serving_notes(plan.values, plan.workdir, trainer="trainer" in " ".join(chief_pod.argv)):
-        console.print(escape(note), soft_wrap=True)
-    if kept:
-        for name in [name for name, process in cluster.processes.items() if process.pod.role != TENSORBOARD]:
-            cluster.kill(name, signal.SIGTERM)
-        with suppress(KeyboardInterrupt):
-            while True:
-                time.sleep(1)
-    return 0

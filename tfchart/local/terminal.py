@@ -1,6 +1,6 @@
 """What `tfchart local` shows while a run goes: one progress bar for the chief and one status line per
 pod on a terminal; on anything else (CI, a pipe) a plain progress line at most once per tenth of the
-run. Pod output never reaches the screen here: processes.run writes it to one file per pod. Each pod's line
+run. Pod output never reaches the screen here: session.run writes it to one file per pod. Each pod's line
 says what it waits for, read from the trainer's own log lines (PHASES); every line fits the terminal's width."""
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ class Board:
     chief: str = ""  # the chief pod's name, known from its first line
     phases: list[tuple[bool, str]] = field(default_factory=list)  # the chief's, not yet shown: (after a step?, it)
     phase_since: float = field(default_factory=time.monotonic)  # when the chief's state last changed
+    workload: str = ""  # a JobSet's state, under the bar (workload.kind=jobset)
 
     def add(self, name: str, role: str) -> None:
         self.pods[name] = PodState(name, role)
@@ -81,8 +82,8 @@ class Board:
                     self.phases.append((self.progress is not None, waiting))
         elif "replica(s) in sync" in line:
             pod.state = "training"  # a synchronous worker
-        elif pod.state == "starting" and any(marker in line for marker in LISTENING):
-            pod.state = "listening"  # a ps/worker server, TensorBoard
+        elif pod.state in ("starting", "importing TensorFlow") and any(marker in line for marker in LISTENING):
+            pod.state = "listening"  # a ps/worker server (its first line said it imports TensorFlow), TensorBoard
 
     def exited(self, name: str, code: int | None, restarts: int = 0) -> None:
         pod = self.pods[name]
@@ -164,5 +165,8 @@ class Board:
             line.append(pod.state + restarted, style=style)
             line.truncate(width, overflow="ellipsis")
             lines.append(line)
-        return Group(bar, *lines)
+        workload = [Text(self.workload, no_wrap=True, overflow="ellipsis")] if self.workload else []
+        for line in workload:
+            line.truncate(width, overflow="ellipsis")
+        return Group(bar, *workload, *lines)
 

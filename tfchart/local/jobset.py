@@ -1,0 +1,261 @@
+"""A rendered JobSet (jobset.x-k8s.io/v1alpha2) as JobSet v0.12.0 and the Job controller turn it into pods, for
+`tfchart local` (docs/architecture.md, section 8). `JobSetSpec.read` takes everything that decides the run from the
+rendered object (never from the values): each replicatedJob's Jobs <jobset>-<rjob>-<jobIndex> with their
+completions, parallelism, backoffLimit, podFailurePolicy and activeDeadlineSeconds, the dependsOn order (or the
+deprecated startupPolicy InOrder), the successPolicy and the failurePolicy's rules and maxRestarts, with JobSet's
+webhook defaults. `pod_templates` names the pods as Kubernetes does (hostname <job>-<completionIndex> under the
+subdomain network.subdomain, else the JobSet's name) and labels and annotates them as JobSet and the Job
+controller do, so the downward API resolves as the kubelet would; `headless_service` is the Service JobSet creates
+for their DNS names. jobsetrun.py runs them.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from tfchart.errors import UsageError
+
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_UID = "jobset.sigs.k8s.io/jobset-uid"
+REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
+RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"  # what the Job controller adds to every container of an Indexed Job
+FAIL_JOBSET, RESTART_JOBSET, RESTART_UNCOUNTED = "FailJobSet", "RestartJobSet", "RestartJobSetAndIgnoreMaxRestarts"
+ACTIONS = (FAIL_JOBSET, RESTART_JOBSET, RESTART_UNCOUNTED)  # RestartJob*: behind JobSet's RestartJob gate (off)
+FAIL_JOB, IGNORE, COUNT = "FailJob", "Ignore", "Count"
+READY, COMPLETE = "Ready", "Complete"
+DEFAULT_GRACE_SECONDS = 30.0  # a pod's terminationGracePeriodSeconds when its template sets none
+
+
+@dataclass(frozen=True)
+class PodFailureRule:
+    """One rule of a Job's podFailurePolicy. onPodConditions rules (DisruptionTarget: preemption, eviction, a node
+    drain) never match here: nothing disrupts a local pod."""
+
+    action: str  # FailJob, Ignore or Count
+    container: str | None
+    operator: str | None  # In or NotIn (onExitCodes); None: an onPodConditions rule
+    values: tuple[int, ...] = ()
+
+    def matches(self, container: str, code: int) -> bool:
+        if self.operator is None or (self.container and self.container != container):
+            return False
+        return code in self.values if self.operator == "In" else code != 0 and code not in self.values
+
+
+@dataclass(frozen=True)
+class JobTemplate:
+    """One Job JobSet creates for a replicatedJob, and what its Job controller needs of it."""
+
+    rjob: str
+    name: str  # <jobset>-<rjob>-<jobIndex>
+    completions: int
+    parallelism: int
+    backoff_limit: int
+    deadline: float | None  # activeDeadlineSeconds
+    grace: float  # the pods' terminationGracePeriodSeconds
+    container: str  # the pods' (first) container, as podFailurePolicy names it
+    rules: tuple[PodFailureRule, ...]
+    attempt_env: tuple[str, ...] = ()  # its env set from the restart-attempt label or annotation (downward API)
+
+    @property
+    def pods(self) -> list[str]:
+        """The pods' hostnames (and, here, names) by completion index."""
+        return [f"{self.name}-{index}" for index in range(self.completions)]
+
+    def first_rule(self, code: int) -> tuple[int, PodFailureRule] | None:
+        return next(((i, rule) for i, rule in enumerate(self.rules) if rule.matches(self.container, code)), None)
+
+
+@dataclass(frozen=True)
+class FailureRule:
+    """One rule of the JobSet's failurePolicy."""
+
+    name: str
+    action: str
+    reasons: tuple[str, ...]  # onJobFailureReasons (empty: any)
+    targets: tuple[str, ...]  # targetReplicatedJobs (empty: any)
+    patterns: tuple[str, ...]  # onJobFailureMessagePatterns (empty: any)
+
+    def applies(self, rjob: str, reason: str, message: str) -> bool:
+        import re
+
+        return ((not self.reasons or reason in self.reasons) and (not self.targets or rjob in self.targets)
+                and (not self.patterns or any(re.search(p, message) for p in self.patterns)))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ReplicatedJob:
+    name: str
+    replicas: int
+    depends_on: tuple[tuple[str, str], ...]  # (replicatedJob, Ready|Complete)
+    jobs: tuple[JobTemplate, ...]
+
+
+@dataclass(frozen=True)
+class JobSetSpec:
+    name: str
+    namespace: str
+    replicated_jobs: tuple[ReplicatedJob, ...]
+    success_operator: str  # All or Any
+    success_targets: tuple[str, ...]  # empty: every replicatedJob
+    max_restarts: int
+    rules: tuple[FailureRule, ...]
+
+    @classmethod
+    def read(cls, doc: dict[str, Any], namespace: str) -> JobSetSpec:
+        spec, name = doc.get("spec") or {}, str(doc["metadata"]["name"])
+        if spec.get("suspend"):
+            raise UsageError(f"JobSet {name} is rendered suspended (spec.suspend): tfchart local would never start it",
+                             "render it unsuspended; `tfchart suspend NAME --local` suspends a local run")
+        failure = spec.get("failurePolicy") or {}
+        if failure.get("restartStrategy", "Recreate") not in ("Recreate", "BlockingRecreate"):
+            raise UsageError(f"JobSet {name}: failurePolicy.restartStrategy {failure['restartStrategy']} (alpha, "
+                             "behind a JobSet feature gate) is not emulated", "leave it unset (Recreate)")
+        rules = []
+        for index, rule in enumerate(failure.get("rules") or []):
+            if rule.get("action") not in ACTIONS:
+                raise UsageError(f"JobSet {name}: failure policy action {rule.get('action')} is not one JobSet v0.12.0 "
+                                 "runs by default (RestartJob needs its alpha RestartJob feature gate)",
+                                 f"use one of {', '.join(ACTIONS)}")  # fmt: skip
+            rules.append(FailureRule(str(rule.get("name") or f"failurePolicyRule{index}"), str(rule["action"]),
+                                     tuple(rule.get("onJobFailureReasons") or ()),
+                                     tuple(rule.get("targetReplicatedJobs") or ()),
+                                     tuple(rule.get("onJobFailureMessagePatterns") or ())))  # fmt: skip
+        in_order = (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder"  # deprecated: dependsOn
+        rjobs: list[ReplicatedJob] = []
+        for rjob in spec.get("replicatedJobs") or []:
+            depends = tuple((str(d["name"]), str(d["status"])) for d in rjob.get("dependsOn") or [])
+            if unknown := [d for d, _ in depends if d not in {r.name for r in rjobs}]:
+                raise UsageError(f"JobSet {name}: replicatedJob {rjob['name']} depends on {unknown[0]}, which is "
+                                 "not an earlier replicatedJob (JobSet's webhook refuses it)")  # fmt: skip
+            if in_order and rjobs and not depends:
+                depends = ((rjobs[-1].name, READY),)
+            replicas = int(rjob.get("replicas", 1))
+            jobs = tuple(job_template(name, str(rjob["name"]), i, rjob.get("template") or {}) for i in range(replicas))
+            rjobs.append(ReplicatedJob(str(rjob["name"]), replicas, depends, jobs))
+        success = spec.get("successPolicy") or {}
+        return cls(name, namespace, tuple(rjobs), str(success.get("operator", "All")),
+                   tuple(success.get("targetReplicatedJobs") or ()), int(failure.get("maxRestarts", 0)),
+                   tuple(rules))  # fmt: skip
+
+    @property
+    def jobs(self) -> list[JobTemplate]:
+        return [job for rjob in self.replicated_jobs for job in rjob.jobs]
+
+
+def job_template(jobset: str, rjob: str, index: int, template: dict[str, Any]) -> JobTemplate:
+    spec = template.get("spec") or {}
+    pod = (spec.get("template") or {}).get("spec") or {}
+    if spec.get("completionMode", "Indexed") != "Indexed" or spec.get("backoffLimitPerIndex") is not None:
+        raise UsageError(f"JobSet {jobset}: replicatedJob {rjob} is not a plain Indexed Job (completionMode NonIndexed "
+                         "or backoffLimitPerIndex): tfchart local emulates Indexed Jobs only")  # fmt: skip
+    completions = int(spec.get("completions", spec.get("parallelism", 1)))
+    rules = []
+    for rule in (spec.get("podFailurePolicy") or {}).get("rules") or []:
+        codes = rule.get("onExitCodes")
+        rules.append(PodFailureRule(str(rule["action"]), codes.get("containerName") if codes else None,
+                                    codes.get("operator") if codes else None,
+                                    tuple(int(v) for v in (codes or {}).get("values") or ())))  # fmt: skip
+    deadline = spec.get("activeDeadlineSeconds")
+    container = (pod.get("containers") or [{}])[0]
+    fields = {str(item["name"]): ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+              for item in container.get("env") or []}  # fmt: skip
+    attempt_env = tuple(name for name, path in fields.items() if RESTART_ATTEMPT in str(path))
+    return JobTemplate(rjob, f"{jobset}-{rjob}-{index}", completions, int(spec.get("parallelism", 1)),
+                       int(spec.get("backoffLimit", 6)), None if deadline is None else float(deadline),
+                       float(pod.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)),
+                       str(container.get("name", "")), tuple(rules), attempt_env)  # fmt: skip
+
+
+def subdomain(doc: dict[str, Any]) -> str | None:
+    """The pods' subdomain: network.subdomain, else the JobSet's name; None when enableDNSHostnames is false."""
+    network = (doc.get("spec") or {}).get("network") or {}
+    if network.get("enableDNSHostnames") is False:
+        return None
+    return str(network.get("subdomain") or doc["metadata"]["name"])
+
+
+def headless_service(doc: dict[str, Any], namespace: str) -> dict[str, Any] | None:
+    """The headless Service JobSet creates for its pods' DNS names (none without DNS hostnames)."""
+    name = subdomain(doc)
+    if name is None:
+        return None
+    network = (doc.get("spec") or {}).get("network") or {}
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"clusterIP": "None", "selector": {JOBSET_NAME: doc["metadata"]["name"]},
+                     "publishNotReadyAddresses": network.get("publishNotReadyAddresses", True)}}  # fmt: skip
+
+
+PodTemplate = tuple[str, int, dict[str, Any], dict[str, str], dict[str, str]]
+
+
+def pod_templates(doc: dict[str, Any], namespace: str) -> list[PodTemplate]:
+    """Every pod of the JobSet: (hostname, completion index, its Job as JobSet creates it, the pod's labels, the
+    annotations JobSet and the Job controller give it), in the replicatedJobs' order, as its first attempt (restart
+    attempt 0: jobsetrun.py sets the env its restarts change)."""
+    name, spec = str(doc["metadata"]["name"]), doc.get("spec") or {}
+    rjobs = spec.get("replicatedJobs") or []
+    total = sum(int(r.get("replicas", 1)) for r in rjobs)
+    uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"jobset/{namespace}/{name}"))  # no API server: a stable stand-in
+    pods = []
+    groups = [str(r.get("groupName") or "default") for r in rjobs]  # the CRD's default group
+    for position, rjob in enumerate(rjobs):
+        replicas, group = int(rjob.get("replicas", 1)), groups[position]
+        before = sum(int(r.get("replicas", 1)) for r in rjobs[:position])
+        in_group = [int(r.get("replicas", 1)) for r, g in zip(rjobs, groups, strict=True) if g == group]
+        before_in_group = sum(int(r.get("replicas", 1)) for r, g in zip(rjobs[:position], groups, strict=False)
+                              if g == group)  # fmt: skip
+        for job_index in range(replicas):
+            job_name = f"{name}-{rjob['name']}-{job_index}"
+            marks = {JOBSET_NAME: name, JOBSET_UID: uid, REPLICATED_JOB: str(rjob["name"]),
+                     RESTART_ATTEMPT: "0", "jobset.sigs.k8s.io/replicatedjob-replicas": str(replicas),
+                     "jobset.sigs.k8s.io/global-replicas": str(total),
+                     "jobset.sigs.k8s.io/job-index": str(job_index),
+                     "jobset.sigs.k8s.io/job-key": hashlib.sha1(f"{namespace}/{job_name}".encode()).hexdigest(),
+                     "jobset.sigs.k8s.io/job-global-index": str(before + job_index),
+                     "jobset.sigs.k8s.io/group-name": group, "jobset.sigs.k8s.io/group-replicas": str(sum(in_group)),
+                     "jobset.sigs.k8s.io/job-group-index": str(before_in_group + job_index)}  # fmt: skip
+            job = job_document(doc, rjob, job_name, marks)
+            template = job["spec"]["template"]
+            owner = str(uuid.uuid5(uuid.NAMESPACE_URL, f"job/{namespace}/{job_name}"))
+            for index in range(int(job["spec"].get("completions", job["spec"].get("parallelism", 1)))):
+                hostname = f"{job_name}-{index}"  # the Job controller sets it on every pod of an Indexed Job
+                labels = {**template["metadata"]["labels"], "batch.kubernetes.io/controller-uid": owner,
+                          "batch.kubernetes.io/job-name": job_name, "controller-uid": owner, "job-name": job_name,
+                          COMPLETION_INDEX: str(index)}  # fmt: skip
+                annotations = {**template["metadata"]["annotations"], COMPLETION_INDEX: str(index)}
+                pods.append((hostname, index, job, labels, annotations))
+    return pods
+
+
+def job_document(doc: dict[str, Any], rjob: dict[str, Any], job_name: str, marks: dict[str, str]) -> dict[str, Any]:
+    """The Job JobSet creates (constructJob): the replicatedJob's template, its Job and pod template labelled and
+    annotated with the JobSet's marks, the pods' subdomain set; and, as the Job controller adds it to an Indexed
+    Job's containers, JOB_COMPLETION_INDEX from the completion-index annotation."""
+    template = copy.deepcopy(rjob.get("template") or {})
+    metadata = template.get("metadata") or {}
+    spec = template.get("spec") or {}
+    pod = spec.setdefault("template", {})
+    pod_metadata = pod.setdefault("metadata", {})
+    pod_metadata["labels"] = {**(pod_metadata.get("labels") or {}), **marks}
+    pod_metadata["annotations"] = {**(pod_metadata.get("annotations") or {}), **marks}
+    pod_spec = pod.setdefault("spec", {})
+    pod_spec.pop("hostname", None)  # the Job controller names each pod's host <job>-<index> (pod_templates)
+    if (domain := subdomain(doc)) is not None:
+        pod_spec["subdomain"] = domain
+    index_env = {"name": COMPLETION_INDEX_ENV,
+                 "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX}']"}}}
+    for container in [*(pod_spec.get("initContainers") or []), *(pod_spec.get("containers") or [])]:
+        if not any(item.get("name") == COMPLETION_INDEX_ENV for item in container.get("env") or []):
+            container["env"] = [*(container.get("env") or []), index_env]
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": job_name, "namespace": (doc.get("metadata") or {}).get("namespace"),
+                         "labels": {**(metadata.get("labels") or {}), **marks},
+                         "annotations": {**(metadata.get("annotations") or {}), **marks}},
+            "spec": spec}  # fmt: skip

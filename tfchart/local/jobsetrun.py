@@ -1,0 +1,374 @@
+"""A JobSet's run on this machine: JobSet v0.12.0's controller and Kubernetes' Job controller over the pods the
+engine runs (processes or containers), one reconcile pass at a time (`JobSetRun.reconcile`, from the wait loop).
+
+- Jobs are created in the replicatedJobs' order, each once its dependsOn is reached: Ready when every Job of the
+  replicatedJob it names has all its pods Ready (a pod is Ready once its rendered readiness probe passes, here
+  checked every second: its port accepts connections; a pod without one while it runs) or has completed or
+  failed; Complete when every one of them completed.
+- A Job starts up to parallelism pods of its completion indexes. A pod that exits 0 completes its index. A pod
+  that fails goes through the Job's podFailurePolicy: FailJob fails the Job (reason PodFailurePolicy), Ignore
+  starts a new pod without counting, anything else counts: past backoffLimit the Job fails
+  (BackoffLimitExceeded), else a new pod starts after a back-off of 1, 2, 4, 8, then 10 s (the Job controller's
+  is 10 s doubling, up to 6 min). activeDeadlineSeconds fails the Job (DeadlineExceeded).
+- Failed Jobs first: the failurePolicy's first rule matching one (its earliest failed Job) acts, else
+  RestartJobSet. FailJobSet ends the run Failed; RestartJobSet stops every pod and creates every Job again, in
+  order, at most maxRestarts times (then Failed, ReachedMaxRestarts); RestartJobSetAndIgnoreMaxRestarts does so
+  without counting. Then the successPolicy: its target replicatedJobs' Jobs complete (All, or Any one) -> the run
+  Completed. A finished run stops every pod it still has (JobSet deletes its active Jobs).
+- `suspend()`: nothing is started or counted any more (the caller stops the chief first, then everything);
+  a pod that exits 0 meanwhile still completes its index.
+Every step is an `Event`, as Kubernetes' events name them.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from tfchart.local.jobset import (
+    COMPLETE,
+    COUNT,
+    FAIL_JOB,
+    FAIL_JOBSET,
+    IGNORE,
+    READY,
+    RESTART_JOBSET,
+    FailureRule,
+    JobSetSpec,
+    JobTemplate,
+)
+
+MAX_BACKOFF_S = 10.0
+PROBE_EVERY_S = 1.0
+RUNNING, COMPLETED, FAILED, SUSPENDED = "Running", "Completed", "Failed", "Suspended"
+
+
+class Engine(Protocol):
+    """What the run drives: processes.LocalCluster or containers.ContainerCluster."""
+
+    @property
+    def processes(self) -> Mapping[str, Any]: ...  # pod name -> .running, .exit_code
+    def start(self, pods: Sequence[Any]) -> None: ...
+    def kill(self, name: str, sig: int = signal.SIGKILL, grace: float | None = None) -> None: ...
+    def probe(self, name: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Event:
+    at: float  # time.time()
+    kind: str  # JobSet, Job or Pod
+    name: str
+    reason: str
+    message: str
+    job_level: bool = True  # what a terminal off the live board shows (pod events go to the events file)
+
+    def line(self) -> str:
+        return f"{self.kind} {self.name} {self.reason}: {self.message}"
+
+
+@dataclass
+class PodRun:
+    name: str
+    index: int
+    alive: bool = False
+    ready: bool = False
+    succeeded: bool = False
+    due: float | None = None  # when its (next) pod starts
+    probed: float = -math.inf
+
+
+@dataclass
+class JobRun:
+    template: JobTemplate
+    pods: list[PodRun]
+    created: float | None = None
+    failures: int = 0
+    condition: str | None = None  # Complete or Failed
+    reason: str = ""
+    message: str = ""
+    ended: float = 0.0
+    culprit: str | None = None  # the pod whose exit failed it
+
+    @property
+    def ready(self) -> bool:
+        """Counted Ready in its replicatedJob's status: active, with succeeded + ready pods >= its pods."""
+        pods = min(self.template.parallelism, self.template.completions)
+        return self.condition is None and sum(p.succeeded or p.ready for p in self.pods) >= pods
+
+
+@dataclass
+class JobSetRun:
+    spec: JobSetSpec
+    engine: Engine
+    pods: Mapping[str, Any]  # pod name -> the pod to start (processes.LocalPod)
+    on_event: Callable[[Event], None]
+    clock: Callable[[], float] = time.monotonic
+    state: str = RUNNING
+    reason: str = ""
+    message: str = ""
+    rule: FailureRule | None = None  # the failure policy rule that ended the run
+    first_failed: JobRun | None = None
+    restarts: int = 0
+    counted: int = 0  # restarts counted against maxRestarts
+    suspended: bool = False
+    jobs: dict[str, JobRun] = field(default_factory=dict)
+    starts: dict[str, int] = field(default_factory=dict)  # pod name -> pods started under it
+
+    def __post_init__(self) -> None:
+        missing = [name for job in self.spec.jobs for name in job.pods if name not in self.pods]
+        assert not missing, f"pods of JobSet {self.spec.name} not rendered: {missing}"
+        self.jobs = self._fresh()
+
+    def _fresh(self) -> dict[str, JobRun]:
+        return {t.name: JobRun(t, [PodRun(name, i) for i, name in enumerate(t.pods)]) for t in self.spec.jobs}
+
+    @property
+    def finished(self) -> bool:
+        return self.state in (COMPLETED, FAILED)
+
+    def manages(self, pod: str) -> bool:
+        return any(pod in job.pods for job in self.spec.jobs)
+
+    def restarts_of(self, pod: str) -> int:
+        return max(0, self.starts.get(pod, 0) - 1)
+
+    def suspend(self) -> None:
+        self.suspended = True
+        self._event("JobSet", self.spec.name, "SuspendedJobs", "jobset is suspended: no pod starts any more")
+
+    def reconcile(self) -> None:
+        """One pass of both controllers (see the module's docstring)."""
+        if self.finished:
+            return
+        now = self.clock()
+        for job in self.jobs.values():
+            if job.created is not None:
+                self._sync(job, now)
+        if failed := [job for job in self.jobs.values() if job.condition == "Failed"]:
+            if not self.suspended:
+                self._failure_policy(failed)
+            return
+        if self._succeeded():
+            self._finish(COMPLETED, "AllJobsCompleted", "jobset completed successfully")
+        elif not self.suspended:
+            self._probe(now)
+            self._create(now)
+
+    # the Job controller
+
+    def _sync(self, job: JobRun, now: float) -> None:
+        for pod in job.pods:
+            process = self.engine.processes.get(pod.name)
+            if pod.alive and (process is None or not process.running):
+                pod.alive = pod.ready = False
+                code = process.exit_code if process is not None else None
+                self._ended(job, pod, 1 if code is None else int(code), now)
+        template = job.template
+        if job.condition is not None:
+            return
+        if all(pod.succeeded for pod in job.pods):
+            job.condition, job.reason, job.ended = COMPLETE, "CompletionsReached", now
+            self._event("Job", template.name, "Completed", f"{plural(template.completions, 'pod')} succeeded")
+            return
+        if self.suspended:
+            return
+        if template.deadline is not None and job.created is not None and now - job.created >= template.deadline:
+            self._fail(job, "DeadlineExceeded", "Job was active longer than specified deadline", now)
+            return
+        active = sum(pod.alive for pod in job.pods)
+        for pod in job.pods:
+            due = pod.due is not None and pod.due <= now
+            if active < template.parallelism and not (pod.alive or pod.succeeded) and due:
+                self._start(job, pod)
+                active += 1
+
+    def _start(self, job: JobRun, pod: PodRun) -> None:
+        local = self.pods[pod.name]
+        for name in job.template.attempt_env:  # the restart-attempt label, as the downward API gives it
+            local.env[name] = str(self.restarts)
+        self.engine.start([local])
+        pod.alive, pod.due, pod.probed = True, None, -math.inf
+        self.starts[pod.name] = self.starts.get(pod.name, 0) + 1
+        again = f" (pod {self.starts[pod.name]} of index {pod.index})" if self.starts[pod.name] > 1 else ""
+        self._event("Pod", pod.name, "Started", f"Job {job.template.name} started it{again}", job_level=False)
+
+    def _ended(self, job: JobRun, pod: PodRun, code: int, now: float) -> None:
+        if code == 0:
+            pod.succeeded = True
+            self._event("Pod", pod.name, "Succeeded", "exited 0: its completion index is done", job_level=False)
+            return
+        if self.suspended or job.condition is not None or self.finished:
+            return  # stopped on purpose: its Job has ended, or the run is suspended
+        template = job.template
+        matched = template.first_rule(code)
+        action = matched[1].action if matched else COUNT
+        if matched and action == FAIL_JOB:
+            job.culprit = pod.name
+            self._fail(job, "PodFailurePolicy", f"Container {template.container} for pod {self.spec.namespace}/"
+                       f"{pod.name} failed with exit code {code} matching FailJob rule at index {matched[0]}", now)
+        elif matched and action == IGNORE:
+            pod.due = now
+            self._event("Pod", pod.name, "Failed", f"exited with {code}: Ignore rule at index {matched[0]}, a new pod "
+                        "starts without counting against backoffLimit")  # fmt: skip
+        else:
+            job.failures += 1
+            if job.failures > template.backoff_limit:
+                job.culprit = pod.name
+                self._fail(job, "BackoffLimitExceeded", "Job has reached the specified backoff limit", now)
+                return
+            delay = min(MAX_BACKOFF_S, 2.0 ** (job.failures - 1))
+            pod.due = now + delay
+            self._event("Pod", pod.name, "Failed", f"exited with {code}: a new pod in {delay:.0f} s (failure "
+                        f"{job.failures} of backoffLimit {template.backoff_limit})")  # fmt: skip
+
+    def _fail(self, job: JobRun, reason: str, message: str, now: float) -> None:
+        job.condition, job.reason, job.message, job.ended = "Failed", reason, message, now
+        self._event("Job", job.template.name, "Failed", f"{reason}: {message}")
+
+    def _probe(self, now: float) -> None:
+        """Readiness, probed only where a Job still to be created waits for it (dependsOn ... Ready)."""
+        waited = {dep for rjob in self.spec.replicated_jobs if not self._created(rjob.name)
+                  for dep, status in rjob.depends_on if status == READY}  # fmt: skip
+        for job in self.jobs.values():
+            if job.template.rjob not in waited or job.condition is not None:
+                continue
+            for pod in job.pods:
+                if pod.alive and not pod.ready and now - pod.probed >= PROBE_EVERY_S:
+                    pod.probed = now
+                    if self.engine.probe(pod.name):
+                        pod.ready = True
+                        self._event("Pod", pod.name, "Ready", "its readiness probe passed", job_level=False)
+                        if job.ready:
+                            self._event("Job", job.template.name, "Ready", f"{plural(len(job.pods), 'pod')} Ready")
+
+    # the JobSet controller
+
+    def _created(self, rjob: str) -> bool:
+        return any(job.created is not None for job in self.jobs.values() if job.template.rjob == rjob)
+
+    def _reached(self, rjob: str, status: str) -> bool:
+        replicas = next(r.replicas for r in self.spec.replicated_jobs if r.name == rjob)
+        jobs = [job for job in self.jobs.values() if job.template.rjob == rjob and job.created is not None]
+        done = sum(job.condition == COMPLETE for job in jobs)
+        if status == COMPLETE:
+            return done == replicas
+        return sum(job.ready for job in jobs) + done + sum(job.condition == "Failed" for job in jobs) == replicas
+
+    def _create(self, now: float) -> None:
+        for rjob in self.spec.replicated_jobs:
+            if self._created(rjob.name) or not all(self._reached(dep, status) for dep, status in rjob.depends_on):
+                continue
+            after = f" (dependsOn {', '.join(f'{d} {s}' for d, s in rjob.depends_on)})" if rjob.depends_on else ""
+            for template in rjob.jobs:
+                job = self.jobs[template.name]
+                job.created = now
+                for pod in job.pods:
+                    pod.due = now
+                self._event("Job", template.name, "Created", f"{plural(template.completions, 'pod')}{after}")
+                self._sync(job, now)
+
+    def _succeeded(self) -> bool:
+        targets = self.spec.success_targets or tuple(r.name for r in self.spec.replicated_jobs)
+        done = sum(job.condition == COMPLETE and job.template.rjob in targets for job in self.jobs.values())
+        expected = 1 if self.spec.success_operator == "Any" else sum(
+            r.replicas for r in self.spec.replicated_jobs if r.name in targets)  # fmt: skip
+        return done > 0 and done >= expected
+
+    def _failure_policy(self, failed: list[JobRun]) -> None:
+        rule: FailureRule | None = None
+        first = min(failed, key=lambda job: job.ended)
+        for candidate in self.spec.rules:  # the first rule that matches a failed Job, and its earliest such Job
+            if matching := [job for job in failed if candidate.applies(job.template.rjob, job.reason, job.message)]:
+                rule, first = candidate, min(matching, key=lambda job: job.ended)
+                break
+        action = rule.action if rule else RESTART_JOBSET
+        self.rule, self.first_failed = rule, first
+        why = f"(first failed job: {first.template.name})"
+        if action == FAIL_JOBSET:
+            self._finish(FAILED, "FailJobSetFailurePolicyAction", f"applying FailJobSet failure policy action {why}")
+        elif action == RESTART_JOBSET and self.counted >= self.spec.max_restarts:
+            self._finish(FAILED, "ReachedMaxRestarts", f"jobset failed due to reaching max number of restarts {why}")
+        else:
+            self.restarts += 1
+            self.counted += action == RESTART_JOBSET
+            reason = f"FailurePolicy_{rule.name}" if rule else "DefaultFailurePolicy"
+            limit = f", {self.counted} of maxRestarts {self.spec.max_restarts}" if action == RESTART_JOBSET else ""
+            self._event("JobSet", self.spec.name, "Restarting", f"{reason}: applying {action} failure policy action "
+                        f"{why}: every pod stops, then every Job is created again (restart {self.restarts}{limit})")
+            self._stop_all()
+            self.jobs = self._fresh()
+
+    def _finish(self, state: str, reason: str, message: str) -> None:
+        self.state, self.reason, self.message = state, reason, message
+        alive = sum(pod.alive for job in self.jobs.values() for pod in job.pods)
+        stopping = f" (its active Jobs deleted: {plural(alive, 'pod')} stopping)" if alive else ""
+        self._event("JobSet", self.spec.name, state, f"{reason}: {message}{stopping}")
+        self._stop_all()
+
+    def _stop_all(self) -> None:
+        """SIGTERM to every pod still running, all at once; each gets its pod's grace period, then SIGKILL."""
+        alive = [(pod.name, job.template.grace) for job in self.jobs.values() for pod in job.pods if pod.alive]
+        threads = [threading.Thread(target=self.engine.kill, args=(name, signal.SIGTERM, grace), daemon=True)
+                   for name, grace in alive]  # fmt: skip
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def _event(self, kind: str, name: str, reason: str, message: str, job_level: bool = True) -> None:
+        self.on_event(Event(time.time(), kind, name, reason, message, job_level))
+
+    # what the board and the summary show
+
+    def describe(self) -> str:
+        """The JobSet's state and each replicatedJob's, in one line."""
+        parts = []
+        for rjob in self.spec.replicated_jobs:
+            jobs = [self.jobs[t.name] for t in rjob.jobs]
+            if not any(job.created is not None for job in jobs):
+                parts.append(f"{rjob.name} waits for " + ", ".join(f"{d} {s}" for d, s in rjob.depends_on))
+            elif failed := next((job for job in jobs if job.condition == "Failed"), None):
+                parts.append(f"{rjob.name} Failed ({failed.reason})")
+            elif all(job.condition == COMPLETE for job in jobs):
+                parts.append(f"{rjob.name} Complete")
+            else:
+                alive = any(pod.alive for job in jobs for pod in job.pods)
+                state = "Ready" if all(job.ready for job in jobs) else "Active" if alive else "starting"
+                parts.append(f"{rjob.name} {state}")
+        state = SUSPENDED if self.suspended and not self.finished else self.state
+        restarts = f" (restart {self.restarts})" if self.restarts else ""
+        return f"JobSet {self.spec.name} {state}{restarts}: {', '.join(parts)}"
+
+    def pending(self, pod: str) -> str | None:
+        """Why a pod has no process yet (its Job waits for its dependsOn, or its next pod for its back-off)."""
+        for job in self.jobs.values():
+            for run in job.pods:
+                if run.name != pod or run.alive:
+                    continue
+                if job.created is None:
+                    deps = next(r.depends_on for r in self.spec.replicated_jobs if r.name == job.template.rjob)
+                    return "pending: Job waits for " + ", ".join(f"{d} {s}" for d, s in deps)
+                if run.due is not None and job.condition is None:
+                    return f"pending: new pod in {max(0.0, run.due - self.clock()):.0f} s"
+        return None
+
+    def outcome(self) -> str:
+        """How the run ended, for the closing summary: the state, its reason, and on failure the rule and Job."""
+        if self.state == COMPLETED:
+            targets = ", ".join(self.spec.success_targets) or "every replicatedJob"
+            return f"JobSet {self.spec.name} Completed: successPolicy {self.spec.success_operator} of {targets}"
+        first = self.first_failed
+        by = (f" by failure policy rule {self.rule.name} ({self.rule.action})" if self.rule else
+              f": no failure policy rule matched, and JobSet's default, RestartJobSet, had used up maxRestarts "
+              f"{self.spec.max_restarts}")  # fmt: skip
+        job = f"; Job {first.template.name} failed: {first.reason}: {first.message}" if first else ""
+        return f"JobSet {self.spec.name} {self.state} ({self.reason}){by}{job}"
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
