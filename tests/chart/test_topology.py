@@ -187,3 +187,28 @@ def test_volcano_together_is_one_subgroup_or_the_whole_podgroup() -> None:
 @pytest.mark.parametrize("case", [case for case in RENDERS if case.startswith("volcano")])
 def test_volcano_renders_no_kueue_annotation(case: str) -> None:
     assert {role: kueue_keys(notes) for role, notes in annotations(renders()[case]).items() if kueue_keys(notes)} == {}
+
+
+@cache
+def jobset_renders() -> dict[str, dict[str, Any]]:
+    """The JobSet of a Kueue TAS render (workload.kind=jobset): one per case, its replicatedJobs by name."""
+    cases = {"required": RENDERS["kueue-required"], "together": RENDERS["kueue-together"]}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        done = pool.map(lambda sets: render(sets=[*sets, "workload.kind=jobset"], namespace=NS), cases.values())
+        return {case: next(iter(by_kind(docs, "JobSet"))) for case, docs in zip(cases, done, strict=True)}
+
+
+def test_under_a_jobset_the_topology_is_on_the_tensorflow_pod_templates_of_its_replicated_jobs() -> None:
+    """Kueue makes one PodSet per replicatedJob of a JobSet and reads each PodSet's topology request from its pod
+    template: the same annotations as the native workloads, on ps, worker and chief, never on the evaluator, and
+    no role hash (that names PodSets of a plain-pod group only)."""
+    for case, jobset in jobset_renders().items():
+        found = {rjob["name"]: kueue_keys(rjob["template"]["spec"]["template"]["metadata"].get("annotations") or {})
+                 for rjob in jobset["spec"]["replicatedJobs"]}  # fmt: skip
+        assert found["evaluator"] == {}, case
+        if case == "required":
+            assert {role: found[role] for role in PLACED} == {role: {REQUIRED: RACK} for role in PLACED}
+        else:
+            assert found["ps"] == found["worker"] == {PREFERRED: BLOCK, GROUP: "tensorflow"}
+            assert found["chief"] == {PREFERRED: BLOCK}
+        assert jobset["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
