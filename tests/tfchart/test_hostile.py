@@ -87,7 +87,7 @@ def test_tfchart_validate_gives_helms_verdict_and_names_the_key(case: Case, majo
             *prepared.args]  # fmt: skip
     # a hang is 5 times the limit, helm's own time counted as the limit does: helm 3 spends 1.3 s on 10,000
     # --set list items, tfchart runs it twice, and on a loaded machine both take longer alike
-    hang = 5 * max(TIME_LIMIT_S, 2 * helm.seconds + TIME_LIMIT_S / 4)
+    hang = 5 * max(TIME_LIMIT_S, 2 * helm.seconds + TIME_LIMIT_S / 2)
     validate = quietest(lambda: measured(argv, prepared.stdin, prepared.pipes, env=helm_env(), kill_after=hang))
     within_limits(validate, f"tfchart validate ({case.name}, helm {major})", helm)
     said = (f"helm rc={helm.returncode}: {helm.stderr.decode(errors='replace')[-600:]}\n"
