@@ -811,4 +811,5 @@ def test_rendered_supervisor_env_is_what_settings_read() -> None:
                       "app.kubernetes.io/component in (ps,worker,chief,evaluator)"),
         expected_pods=6, poll_seconds=10.0, chief_missing_seconds=120.0,
         progress=True, stall_timeout_seconds=1800.0, progress_job=f"{PREFIX}-chief", progress_container="chief",
+        run_kind="Job", run_name=f"{PREFIX}-chief",
     )
