@@ -157,7 +157,8 @@ def test_a_stall_ends_the_jobset_run_through_its_chief_job_s_deadline_and_record
                   "component in (ps,worker,chief)"  # fmt: skip
         # every TensorFlow pod runs: the run started (on the JobSet); the progress on the chief's own Job
         assert [(r.method, r.path, r.query) for r in server.requests] == [
-            ("GET", JOBSET, ""), ("GET", PODS, f"labelSelector={urllib.parse.quote(tf_pods)}"), ("PATCH", JOBSET, ""), ("GET", CHIEF_JOB, ""),
+            ("GET", JOBSET, ""), ("GET", PODS, f"labelSelector={urllib.parse.quote(tf_pods)}"), ("PATCH", JOBSET, ""),
+            ("GET", CHIEF_JOB, ""),
             ("GET", PODS, f"labelSelector=batch.kubernetes.io/job-name%3D{PREFIX}-chief-0"),
             ("GET", f"{PODS}/{CHIEF_POD}/log", "container=chief&tailLines=200"), ("PATCH", CHIEF_JOB, "")]
         record = JobProgress(RUNNING, 40, None, None, 0.5, None, None, time_text(T0), time_text(T0))
@@ -301,7 +302,8 @@ def test_a_completed_jobset_gets_the_last_progress_then_its_record() -> None:
         now = [T0]
         assert supervisor(server, now).run() == 0
         writes = server.writes()
-        assert [(method, path) for method, path, _ in writes] == [("PATCH", CHIEF_JOB), ("PATCH", JOBSET), SELF_DOWN[:2]]
+        assert [(method, path) for method, path, _ in writes] == [("PATCH", CHIEF_JOB), ("PATCH", JOBSET),
+                                                                  SELF_DOWN[:2]]
         last = progress_on_chief(server)
         assert last is not None and (last.state, last.step) == ("Succeeded", 100)
         assert writes[1][2]["metadata"]["annotations"][END_REASON_ANNOTATION] == f"Succeeded: JobSet {PREFIX} completed"
@@ -366,7 +368,8 @@ def test_a_supervisor_killed_at_any_write_decides_as_the_uninterrupted_one(phase
         phase_cluster(server, phase)
         assert supervisor(server, [T0]).run() == 0
         expected, writes = final_state(server), len(server.writes())
-        assert expected["supervisor"] == {"replicas": 0} and expected["jobset"][ENDING_ANNOTATION] == phase.split(",")[0]
+        assert expected["supervisor"] == {"replicas": 0}
+        assert expected["jobset"][ENDING_ANNOTATION] == phase.split(",")[0]
         if phase == "stalled":
             assert (expected["deadline"], expected["jobset"][END_REASON_ANNOTATION]) == (1, STALLED)
         for killed_at in range(writes):
