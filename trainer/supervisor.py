@@ -41,6 +41,18 @@ Deployment to 0. Its decisions rest only on what the cluster stores (the Job's s
 annotations), and the record is written last: a supervisor restarted at any point decides as the
 first one would have, and one restarted after the record only scales itself down.
 
+Under ``workload.kind=jobset`` (``TFD_RUN_KIND=JobSet``) the run's object is the JobSet ``TFD_RUN_NAME``
+(``jobset.x-k8s.io/v1alpha2``), which JobSet's controller ends and cleans up itself: its ending is read from its
+``Completed`` / ``Failed`` conditions (the latter with JobSet's reason and message), its deletion and
+``spec.suspend`` as a Job's, and the records go on it; the progress record goes on the chief's own Job
+``TFD_CHIEF_JOB`` (``<jobset>-chief-0``). A start timeout does not apply there. A stall writes its reason on the
+JobSet, then sets the chief Job's ``activeDeadlineSeconds`` to 1: the Job controller fails it with
+DeadlineExceeded, JobSet's ``DeadlineEndsTheRun`` rule fails the run and JobSet deletes the other Jobs, which
+frees their GPUs; the supervisor scales nothing but itself. JobSet deletes the chief's Job when another Job
+fails the run, and re-creates it on a restart (its failure policy's RestartJobSet): the run is the same, and
+the stall clock starts over with the new Job (from its creation, and its own progress record). Everything kind
+specific is in :class:`JobRun` and :class:`JobSetRun`.
+
 A real API server cannot run on the development machine: the tests point ``TFD_KUBE_API`` at a
 loopback server that keeps objects and records every request (tests/kubeapi.py).
 """
@@ -95,6 +107,8 @@ from trainer.progress import (
 log = logging.getLogger("trainer.supervisor")
 
 POLICIES = ("scaleDown", "keep")
+RUN_KINDS = ("Job", "JobSet")  # the run's object: native, its Job; workload.kind=jobset, the JobSet
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 REQUEST_ERRORS = (urllib.error.URLError, OSError, ssl.SSLError, ValueError)
 
 
@@ -124,10 +138,19 @@ class Settings:
     progress_job: str = ""
     progress_container: str = CHIEF
     progress_interval_seconds: float = WRITE_INTERVAL_SECONDS
+    # The run's object: native, the Job chief_job; workload.kind=jobset, the JobSet run_name, whose chief's Job
+    # (chief_job, <jobset>-chief-0) gets the deadline that ends the run.
+    run_kind: str = "Job"
+    run_name: str = ""
 
     @property
     def chief_own_job(self) -> str:
         return self.progress_job or self.chief_job
+
+    @property
+    def run_object(self) -> str:
+        """The name of the run's object (its Job, or its JobSet)."""
+        return self.run_name or self.chief_job
 
     @property
     def watches_start(self) -> bool:
@@ -174,6 +197,14 @@ class Settings:
         if stall and progress != "true":
             raise SupervisorConfigError("TFD_STALL_TIMEOUT_SECONDS needs TFD_PROGRESS=true (the stall clock is kept "
                                         "in the progress record)")
+        kind, run_name = text("TFD_RUN_KIND") or "Job", text("TFD_RUN_NAME")
+        if kind not in RUN_KINDS:
+            raise SupervisorConfigError(f"TFD_RUN_KIND={kind!r}: expected one of {', '.join(RUN_KINDS)}")
+        if kind == "JobSet" and not run_name:
+            raise SupervisorConfigError("TFD_RUN_KIND=JobSet needs TFD_RUN_NAME (the JobSet's name)")
+        if kind == "JobSet" and timeout:
+            raise SupervisorConfigError("TFD_START_TIMEOUT_SECONDS does not apply to a JobSet: it creates the chief's "
+                                        "Job, whose deadline ends the run, only once the roles before it are Ready")
         return cls(
             chief_job=chief,
             statefulsets=tuple(n.strip() for n in text("TFD_STATEFULSETS").split(",") if n.strip()),
@@ -190,6 +221,8 @@ class Settings:
             stall_timeout_seconds=stall,
             progress_job=text("TFD_PROGRESS_JOB"),
             progress_container=text("TFD_PROGRESS_CONTAINER") or CHIEF,
+            run_kind=kind,
+            run_name=run_name,
         )
 
 
@@ -225,6 +258,22 @@ def job_ending(job: Mapping[str, Any]) -> Ending | None:
             reason = str(cond.get("reason") or "Failed")
             message = str(cond.get("message") or "").strip()
             return Ending("failed", f"Failed: {reason}" + (f": {message}" if message else ""))
+    return None
+
+
+def jobset_ending(jobset: Mapping[str, Any]) -> Ending | None:
+    """The ending JobSet's controller wrote into a JobSet's status, or None while it runs: Completed (its success
+    policy: the chief's Job completed), Failed with JobSet's reason and message (a failure policy rule's FailJobSet,
+    ReachedMaxRestarts), else its terminalState."""
+    name = (jobset.get("metadata") or {}).get("name", "")
+    terminal = (jobset.get("status") or {}).get("terminalState")
+    if condition(jobset, "Completed") or terminal == "Completed":
+        return Ending("succeeded", f"Succeeded: JobSet {name} completed")
+    cond = condition(jobset, "Failed")
+    if cond or terminal == "Failed":
+        reason = str((cond or {}).get("reason") or "Failed")
+        message = str((cond or {}).get("message") or "").strip()
+        return Ending("failed", f"Failed: {reason}" + (f": {message}" if message else ""))
     return None
 
 
@@ -273,6 +322,87 @@ def why_not_running(pod: Mapping[str, Any], events: list[Mapping[str, Any]]) -> 
     return f"{status.get('phase') or 'Pending'}"
 
 
+class JobRun:
+    """workload.kind=native: the run's object is its Job (the chief Job, or the workers' Job without a chief), which
+    is also the chief's own Job, and which a 1 s deadline ends (the Job controller fails it)."""
+
+    noun = "chief Job"
+
+    def path(self, sup: Supervisor) -> str:
+        return sup.job_path(sup.settings.run_object)
+
+    def ending(self, run: Mapping[str, Any]) -> Ending | None:
+        return job_ending(run)
+
+    def suspended(self, run: Mapping[str, Any]) -> bool:
+        return bool((run.get("spec") or {}).get("suspend"))
+
+    def end(self, sup: Supervisor, reason: str) -> None:
+        """Ends a run that cannot start or stalled: its reason and the deadline, in one PATCH of its Job."""
+        body = {"metadata": {"annotations": {END_REASON_ANNOTATION: reason}}, "spec": {"activeDeadlineSeconds": 1}}
+        sup.api("PATCH", self.path(sup), body)
+        log.warning("%s; ending the chief Job %s", reason, sup.settings.run_object)
+
+    def carry_out(self, sup: Supervisor, reason: str) -> None:
+        """An ending begun by a supervisor killed since (its reason on the run's object): the deadline went with it."""
+
+    def own_job(self, sup: Supervisor, run: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The chief's own Job (whose pods' log says the progress, which carries the record)."""
+        s = sup.settings
+        return run if s.chief_own_job == s.run_object else sup.api("GET", sup.job_path(s.chief_own_job))
+
+    def clock_start(self, started: float, own_job: Mapping[str, Any]) -> float:
+        """When the stall clock may start at the earliest: the run's start."""
+        return started
+
+
+class JobSetRun(JobRun):
+    """workload.kind=jobset: the run's object is the JobSet, which outlives its child Jobs; the chief's own Job
+    `<jobset>-chief-0` (settings.chief_job) carries the progress, and its deadline ends the run through JobSet's
+    DeadlineEndsTheRun rule (FailJobSet), JobSet then deleting the other Jobs. JobSet deletes that Job when another
+    Job fails the run, and creates it again on a RestartJobSet: the stall clock starts over with it."""
+
+    noun = "JobSet"
+
+    def path(self, sup: Supervisor) -> str:
+        return sup.path(JOBSET_API, "jobsets", sup.settings.run_object)
+
+    def ending(self, run: Mapping[str, Any]) -> Ending | None:
+        return jobset_ending(run)
+
+    def suspended(self, run: Mapping[str, Any]) -> bool:
+        return super().suspended(run) or condition(run, "Suspended") is not None
+
+    def end(self, sup: Supervisor, reason: str) -> None:
+        """The reason on the JobSet first (a restarted supervisor reads it back and carries the ending out), then
+        the chief Job's deadline."""
+        sup.api("PATCH", self.path(sup), {"metadata": {"annotations": {END_REASON_ANNOTATION: reason}}})
+        sup.api("PATCH", sup.job_path(sup.settings.chief_job), {"spec": {"activeDeadlineSeconds": 1}})
+        log.warning("%s; ending the JobSet %s through its chief Job %s's deadline", reason, sup.settings.run_object,
+                    sup.settings.chief_job)
+
+    def carry_out(self, sup: Supervisor, reason: str) -> None:
+        """The chief Job's deadline, unless it is set, the Job ended or is gone (the JobSet failed meanwhile)."""
+        job = sup.api("GET", sup.job_path(sup.settings.chief_job))
+        if job is None or (job.get("metadata") or {}).get("deletionTimestamp") or job_ending(job) or \
+                (job.get("spec") or {}).get("activeDeadlineSeconds") == 1:
+            return
+        sup.api("PATCH", sup.job_path(sup.settings.chief_job), {"spec": {"activeDeadlineSeconds": 1}})
+        log.warning("%s; ending the JobSet %s through its chief Job %s's deadline", reason, sup.settings.run_object,
+                    sup.settings.chief_job)
+
+    def own_job(self, sup: Supervisor, run: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        return sup.api("GET", sup.job_path(sup.settings.chief_own_job))
+
+    def clock_start(self, started: float, own_job: Mapping[str, Any]) -> float:
+        """The later of the run's start and the chief Job's creation: a RestartJobSet makes it again."""
+        created = parse_time((own_job.get("metadata") or {}).get("creationTimestamp"))
+        return max(started, created or started)
+
+
+JOB_RUN, JOBSET_RUN = JobRun(), JobSetRun()
+
+
 @dataclass
 class Supervisor:
     """One supervised run. ``clock`` and ``sleep`` are injectable for tests."""
@@ -282,7 +412,8 @@ class Supervisor:
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
     started_at: float = field(default=0.0)
-    job_uid: str | None = None  # the run (its Job object) last seen
+    job_uid: str | None = None  # the run (its Job or JobSet object) last seen
+    own_uid: str | None = None  # the chief's own Job last seen (a JobSet creates it again on a restart)
     missing_since: float | None = None
     stopping: bool = False
     heartbeat: float = field(default_factory=time.monotonic)
@@ -301,6 +432,11 @@ class Supervisor:
     @property
     def namespace(self) -> str:
         return self.target.namespace
+
+    @property
+    def kind(self) -> JobRun:
+        """What differs between the kinds of the run's object (JobRun, JobSetRun)."""
+        return JOBSET_RUN if self.settings.run_kind == "JobSet" else JOB_RUN
 
     def api(self, method: str, path: str, body: Mapping[str, object] | None = None) -> dict[str, Any] | None:
         """A request; None for 404. Other HTTP errors propagate."""
@@ -322,9 +458,9 @@ class Supervisor:
     # -- watching --------------------------------------------------------------------------------
 
     def observe(self) -> Ending | None:
-        """One look at the run's Job (and, until the run started, its TensorFlow pods)."""
-        name = self.settings.chief_job
-        job = self.api("GET", self.path("batch/v1", "jobs", name))
+        """One look at the run's object, its Job or JobSet (and, until the run started, its TensorFlow pods)."""
+        name, kind = self.settings.run_object, self.kind
+        job = self.api("GET", kind.path(self))
         now = self.clock()
         metadata = (job or {}).get("metadata") or {}
         if job is None or metadata.get("deletionTimestamp"):
@@ -335,21 +471,22 @@ class Supervisor:
             waited = now - self.missing_since
             if waited < self.settings.chief_missing_seconds:
                 return None
-            return Ending("deleted", f"chief Job {name} was deleted before it finished" if self.job_uid
-                          else f"chief Job {name} not found for {waited:.0f} s")
+            return Ending("deleted", f"{kind.noun} {name} was deleted before it finished" if self.job_uid
+                          else f"{kind.noun} {name} not found for {waited:.0f} s")
         if self.job_uid is not None and metadata.get("uid") != self.job_uid:
-            log.info("Job %s was created again: a new run", name)
-            self.step_seen = None
+            log.info("%s %s was created again: a new run", kind.noun, name)
+            self.step_seen, self.own_uid = None, None
         self.job_uid, self.missing_since = metadata.get("uid"), None
         annotations = metadata.get("annotations") or {}
         if run_ended(annotations):
             return Ending(str(annotations[ENDING_ANNOTATION]), str(annotations.get(END_REASON_ANNOTATION, "")),
                           recorded=True)
         if annotations.get(END_REASON_ANNOTATION):  # a start timeout or a stall is ending it
+            kind.carry_out(self, str(annotations[END_REASON_ANNOTATION]))
             return pending_ending(str(annotations[END_REASON_ANNOTATION]))
-        ending = job_ending(job)
+        ending = kind.ending(job)
         # A suspended run is waited for: no start timeout, no stall (tfchart suspend, Kueue).
-        suspended = ending is None and bool((job.get("spec") or {}).get("suspend"))
+        suspended = ending is None and kind.suspended(job)
         started = parse_time(annotations.get(STARTED_AT_ANNOTATION))
         if ending is None and not suspended and started is None and self.settings.watches_start:
             ending, started = self.check_start(job, now)
@@ -366,7 +503,7 @@ class Supervisor:
                          + urllib.parse.quote(self.settings.pod_selector)) or {}).get("items") or []
         up = [p for p in pods if pod_is_up(p)]
         if len(up) >= self.settings.expected_pods:
-            self.annotate_job({STARTED_AT_ANNOTATION: now_text(now)})
+            self.annotate_run({STARTED_AT_ANNOTATION: now_text(now)})
             log.info("all %d TensorFlow pods are running: the run started, the start timeout no longer applies",
                      len(up))
             return None, now
@@ -405,28 +542,35 @@ class Supervisor:
         return list(listing.get("items") or [])
 
     def end_chief(self, reason: str) -> None:
-        """Ends a chief Job that cannot start or stalled: a 1 s deadline makes the Job controller fail it."""
-        body = {"metadata": {"annotations": {END_REASON_ANNOTATION: reason}}, "spec": {"activeDeadlineSeconds": 1}}
-        self.api("PATCH", self.job_path(self.settings.chief_job), body)
-        log.warning("%s; ending the chief Job %s", reason, self.settings.chief_job)
+        """Ends a run that cannot start or stalled: a 1 s deadline makes the Job controller fail the chief Job
+        (under a JobSet, its DeadlineEndsTheRun rule then fails the run)."""
+        self.kind.end(self, reason)
 
-    def annotate_job(self, annotations: Mapping[str, str], name: str | None = None) -> None:
-        """Annotates the run's Job (or the Job `name`)."""
-        self.api("PATCH", self.job_path(name or self.settings.chief_job),
-                 {"metadata": {"annotations": dict(annotations)}})
+    def annotate_run(self, annotations: Mapping[str, str]) -> None:
+        """Annotates the run's object (its Job, or its JobSet)."""
+        self.api("PATCH", self.kind.path(self), {"metadata": {"annotations": dict(annotations)}})
+
+    def annotate_job(self, annotations: Mapping[str, str], name: str) -> None:
+        """Annotates the Job `name`."""
+        self.api("PATCH", self.job_path(name), {"metadata": {"annotations": dict(annotations)}})
 
     # -- progress and stalls ---------------------------------------------------------------------
 
-    def follow_progress(self, run_job: Mapping[str, Any], now: float, ending: Ending | None, suspended: bool,
+    def follow_progress(self, run: Mapping[str, Any], now: float, ending: Ending | None, suspended: bool,
                         started: float | None) -> str | None:
         """Reads the chief's report and writes its progress on the chief's Job (throttled; at once on a
         change of state, and the last one at the ending); returns a stall's reason. A failure to read or
         write is a warning: it never holds up an ending, and a log that cannot be read ends nothing."""
         s = self.settings
         try:
-            job = run_job if s.chief_own_job == s.chief_job else self.api("GET", self.job_path(s.chief_own_job))
-            if job is None:
-                return None
+            job = self.kind.own_job(self, run)
+            if job is None or (job.get("metadata") or {}).get("deletionTimestamp"):
+                return None  # not created yet (a JobSet's dependsOn), or deleted with its run
+            uid = (job.get("metadata") or {}).get("uid")
+            if self.own_uid is not None and uid != self.own_uid:
+                log.info("the chief's Job %s was created again: its stall clock starts over", s.chief_own_job)
+                self.step_seen = None
+            self.own_uid = uid
             stored = parse_job_progress(((job.get("metadata") or {}).get("annotations") or {}).get(
                 PROGRESS_ANNOTATION))
             seen, answered = (None, True) if suspended else self.read_report()
@@ -446,7 +590,7 @@ class Supervisor:
             return None
         if ending is not None or suspended or not s.stall_timeout_seconds or started is None or not answered:
             return None
-        return stalled(new, started, now, s.stall_timeout_seconds)
+        return stalled(new, self.kind.clock_start(started, job), now, s.stall_timeout_seconds)
 
     def chief_pod(self) -> Mapping[str, Any] | None:
         """The chief's newest pod: of the chief's Job, its task 0 when the Job is Indexed."""
@@ -492,7 +636,7 @@ class Supervisor:
         if self.settings.evaluator_job:
             self.suspend_evaluator(self.settings.evaluator_job)
         if ending.kind != "deleted":
-            self.annotate_job(ending_annotations(ending.kind, ending.reason, now_text(self.clock())))
+            self.annotate_run(ending_annotations(ending.kind, ending.reason, now_text(self.clock())))
 
     def end_statefulset(self, name: str, policy: str) -> None:
         path = scale_path(self.namespace, "statefulsets", name)
@@ -525,8 +669,9 @@ class Supervisor:
     def run(self) -> int:
         self.started_at = self.clock()
         s = self.settings
-        log.info("supervising Job %s in %s: statefulsets %s, on success %s, on failure %s, start timeout %s, "
-                 "progress %s, stall timeout %s", s.chief_job, self.namespace, ", ".join(s.statefulsets) or "(none)",
+        log.info("supervising %s %s in %s: statefulsets %s, on success %s, on failure %s, start timeout %s, "
+                 "progress %s, stall timeout %s", s.run_kind, s.run_object, self.namespace,
+                 ", ".join(s.statefulsets) or "(none)",
                  s.on_success, s.on_failure, f"{s.start_timeout_seconds:.0f} s" if s.start_timeout_seconds else "off",
                  f"on Job {s.chief_own_job}" if s.progress else "off",
                  f"{s.stall_timeout_seconds:.0f} s" if s.stall_timeout_seconds else "off")

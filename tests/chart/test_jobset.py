@@ -358,11 +358,29 @@ def test_policies_order_names_and_pods_are_the_native_runs(case: str) -> None:
     text = json.dumps([doc for doc in docs if doc is not jobset] + [spec])
     assert "kueue.x-k8s.io/" not in text
 
-    # nothing native is left: no StatefulSet, PDB, supervisor, no Job but the helm test hook
+    # nothing native is left: no StatefulSet, PDB, no Job but the helm test hook
     kinds = {doc["kind"] for doc in docs}
-    assert not kinds & {"StatefulSet", "PodDisruptionBudget", "Role", "RoleBinding"}
+    assert not kinds & {"StatefulSet", "PodDisruptionBudget"}
     assert [doc["metadata"]["name"] for doc in by_kind(docs, "Job")] == [f"{PREFIX}-test"]
-    assert not any(doc["metadata"]["name"].endswith("-supervisor") for doc in docs)
+    # the supervisor (the chief's progress, by default) follows the JobSet and the chief's Job JobSet creates, by
+    # name; it may scale nothing but itself, and touch no StatefulSet and no other Job
+    chief_job = f"{jobset['metadata']['name']}-{run_role}-0"
+    assert named(docs, "Role", f"{PREFIX}-supervisor")["rules"] == [
+        {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "resourceNames": [PREFIX],
+         "verbs": ["get", "patch"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": [chief_job], "verbs": ["get", "patch"]},
+        {"apiGroups": ["apps"], "resources": ["deployments/scale"], "resourceNames": [f"{PREFIX}-supervisor"],
+         "verbs": ["patch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+    ]  # fmt: skip
+    env = env_of(pod_spec(named(docs, "Deployment", f"{PREFIX}-supervisor"))["containers"][0])
+    assert (env["TFD_RUN_KIND"], env["TFD_RUN_NAME"], env["TFD_CHIEF_JOB"], env["TFD_PROGRESS_JOB"],
+            env["TFD_PROGRESS_CONTAINER"], env["TFD_STATEFULSETS"], env["TFD_EVALUATOR_JOB"]) == (
+        "JobSet", PREFIX, chief_job, chief_job, run_role, "", "")  # fmt: skip
+    assert env["TFD_EXPECTED_PODS"] == str(sum(rjob["template"]["spec"]["parallelism"] for rjob in rjobs.values()))
+    assert {named(docs, kind, f"{PREFIX}-supervisor")["kind"] for kind in ("ServiceAccount", "RoleBinding",
+                                                                           "NetworkPolicy")}  # fmt: skip
     # JobSet creates the Service <fullname> and the Jobs <fullname>-<role>-0: the chart names nothing so
     names = {(doc["kind"], doc["metadata"]["name"]) for doc in docs}
     assert ("Service", PREFIX) not in names
@@ -480,3 +498,19 @@ def test_the_charts_size_helpers_match_the_jobset_map(seed: int, probe_chart: Pa
     longest = json.loads(computed["longestTaskHost"])
     role, _, index = longest["task"].partition(" ")
     assert longest["length"] == len(cluster[role][int(index or 0)].rsplit(":", 1)[0]) == max(map(len, hosts(cluster)))
+
+
+def test_the_supervisor_runs_under_a_jobset_for_the_chief_s_progress_and_stalls_only() -> None:
+    """JobSet frees the pods itself: without the chief's progress (nor so a stall timeout) the supervisor has
+    nothing to do and nothing of it renders; with a stall timeout it ends a stalled run through the chief's Job,
+    never the evaluator's (JobSet deletes it)."""
+    quiet = render(sets=[*JOBSET_SETS, "supervisor.progress.enabled=false"], namespace=NS)
+    assert not [doc for doc in quiet if doc["metadata"]["name"] == f"{PREFIX}-supervisor"]
+    assert not by_kind(quiet, "Role") and not by_kind(quiet, "RoleBinding")
+    stalls = render(sets=[*JOBSET_SETS, "training.stallTimeoutSeconds=1800", "evaluator.enabled=true"], namespace=NS)
+    env = env_of(pod_spec(named(stalls, "Deployment", f"{PREFIX}-supervisor"))["containers"][0])
+    # the run starts once its 5 pods run: 1 ps, 2 workers, the chief, the evaluator
+    assert (env["TFD_STALL_TIMEOUT_SECONDS"], env["TFD_START_TIMEOUT_SECONDS"], env["TFD_EVALUATOR_JOB"],
+            env["TFD_EXPECTED_PODS"]) == ("1800", "0", "", "5")  # fmt: skip
+    jobs = next(rule for rule in named(stalls, "Role", f"{PREFIX}-supervisor")["rules"] if "jobs" in rule["resources"])
+    assert jobs["resourceNames"] == [f"{PREFIX}-chief-0"]

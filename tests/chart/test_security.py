@@ -268,6 +268,14 @@ def test_tensorflow_pods_reach_only_dns_their_release_and_what_the_chief_needs(v
 
 def test_only_the_supervisor_reaches_the_api_server_and_only_the_chief_the_download() -> None:
     docs = render()
+    # under a JobSet the same supervisor pod (but for what its environment names) under the same policy
+    jobset = render(sets=["workload.kind=jobset"])
+    for kind in ("NetworkPolicy", "ServiceAccount"):
+        assert named(jobset, kind, f"{PREFIX}-supervisor") == named(docs, kind, f"{PREFIX}-supervisor")
+    pods = [pod_spec(named(each, "Deployment", f"{PREFIX}-supervisor")) for each in (jobset, docs)]
+    for pod in pods:
+        pod["containers"][0].pop("env")
+    assert pods[0] == pods[1]
     chief = tf_pods(docs)["chief"]
     addressed = [rule for rule in egress_rules(docs, chief) or [] if "ipBlock" in rule["to"][0]]
     assert addressed == [{"ports": [{"port": 443, "protocol": "TCP"}], "to": EVERYWHERE}]

@@ -26,7 +26,15 @@ from tfchart.cli.app import main
 from tfchart.cluster import preflight
 from tfchart.cluster.preflight.kueue import check_kueue
 from tfchart.cluster.preflight.plan import QUEUE_LABEL
-from tfdcontract import ENDING_ANNOTATION, SUSPENDED_ANNOTATION, parse_suspension
+from tfdcontract import (
+    ENDING_ANNOTATION,
+    PROGRESS_ANNOTATION,
+    SUSPENDED_ANNOTATION,
+    JobProgress,
+    ending_annotations,
+    format_job_progress,
+    parse_suspension,
+)
 
 NS = "ml-jobs"
 PREFIX = "mnist-tf-distributed"
@@ -121,6 +129,38 @@ def test_wait_answers_the_jobset_s_end(server: KubeServer, capsys: pytest.Captur
     release(server, state=state, roles=("chief",))
     ended = "Succeeded" if code == 0 else "Failed"
     assert cli(server, capsys, "wait", "mnist", "-n", NS) == (code, f"mnist: {ended}\n", said)
+
+
+def test_a_stalled_jobset_reads_failed_with_its_reason_and_shows_its_chief_job_s_progress(
+    server: KubeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The supervisor's records under a JobSet (tests/trainer/test_supervisor_jobset.py): the progress on the chief's
+    Job, a stall's ending on the JobSet, read before and after JobSet fails the run through the chief Job's deadline."""
+    jobset = release(server)
+    record = JobProgress("Running", 1200, 5000, "2026-11-22T13:05:40Z", 0.25, None, 1000, "2026-11-22T12:41:10Z",
+                         "2026-11-22T12:11:10Z")  # fmt: skip
+    server.update("Job", NS, f"{PREFIX}-chief-0", {"metadata": {"annotations": {
+        PROGRESS_ANNOTATION: format_job_progress(record)}}})  # fmt: skip
+    reason = "Stalled: step 1200 has not risen for 1800 s"
+    server.update("JobSet", NS, PREFIX, {"metadata": {"annotations": ending_annotations(
+        "stalled", reason, "2026-11-22T12:41:10Z")}})  # fmt: skip
+    code, out, err = cli(server, capsys, "status", "mnist", "-n", NS, "-o", "json")
+    report = json.loads(out)
+    assert code == 0 and (report["job_progress"]["eta"], report["job_progress"]["checkpoint_step"]) == (
+        "2026-11-22T13:05:40Z", 1000), err  # fmt: skip
+    assert report["training"]["state"] == "Failed" and reason in report["training"]["detail"]
+    code, out, _ = cli(server, capsys, "status", "mnist")
+    assert re.search(r"Checkpoint +step 1000", out) and re.search(rf"Run ended +stalled: {reason}", out), out
+    assert cli(server, capsys, "wait", "mnist")[:2] == (1, "mnist: Failed\n")
+    code, out, _ = cli(server, capsys, "list", "-o", "json")
+    assert [(run["state"], run["step"]) for run in json.loads(out)] == [("Failed", 1200)]
+    with kf.JobSetController(server, jobset):  # the deadline the supervisor set: DeadlineEndsTheRun fails the run
+        server.update("Job", NS, f"{PREFIX}-chief-0", {"spec": {"activeDeadlineSeconds": 1}})
+        assert eventually(lambda: "terminalState" in (server.get("JobSet", NS, PREFIX) or {}).get("status", {}))
+    code, out, err = cli(server, capsys, "wait", "mnist")
+    assert (code, out) == (1, "mnist: Failed\n") and "FailJobSetFailurePolicyAction" in err and reason in err, err
+    report = json.loads(cli(server, capsys, "status", "mnist", "-o", "json")[1])
+    assert report["job_progress"]["step"] == 1200 and report["warnings"] == []  # JobSet deleted the other Jobs
 
 
 def test_wait_goes_on_while_suspended_and_answers_3_once_the_jobset_is_deleted(

@@ -24,7 +24,7 @@ NS = "ml-training"
 GPU_VALUES = REPO / "values" / "gpu.yaml"
 JOBSET = ("workload.kind=jobset",)
 TF_ROLES = {"ps", "worker", "chief", "evaluator"}
-SUPERVISOR = "supervisor"  # native only: under a JobSet, JobSet frees the pods
+SUPERVISOR = "supervisor"  # both kinds: under a JobSet (which frees the pods) for the chief's progress and stalls
 
 
 @cache
@@ -66,8 +66,9 @@ def test_every_replicated_job_is_a_pod_template_of_its_role_with_replicas_times_
 def test_the_pods_of_both_kinds_are_the_same_pod_templates() -> None:
     """Role, pods, images and resources of every pod template, and its labels: what the readers count."""
     assert shape("jobset") == shape("native")
-    assert SUPERVISOR in {w.component for w in workloads(docs("native"))}
-    assert SUPERVISOR not in {w.component for w in workloads(docs("jobset"))}
+    supervisors = [[w for w in workloads(docs(kind)) if w.component == SUPERVISOR] for kind in ("native", "jobset")]
+    assert [[(w.kind, w.replicas, w.containers[0]["image"]) for w in each] for each in supervisors] == [
+        [("Deployment", 1, "ghcr.io/tf-distributed/trainer:0.1.0")]] * 2  # the CPU image: it needs no GPU
 
 
 def test_tfchart_images_lists_the_same_images_with_the_same_pullers() -> None:
@@ -78,16 +79,15 @@ def test_tfchart_images_lists_the_same_images_with_the_same_pullers() -> None:
         env={**os.environ, "TFCHART_HELM": str(helm_path("4"))},
     )  # fmt: skip
     assert listed.returncode == 0, listed.stderr
-    native = {image.image: sorted(set(image.components) - {SUPERVISOR}) for image in pulled_images(docs("native"))}
+    native = {image.image: sorted(image.components) for image in pulled_images(docs("native"))}
     assert {entry["image"]: sorted(entry["components"]) for entry in json.loads(listed.stdout)} == native
     assert {"ps", "worker", "chief", "evaluator"} <= set(native["ghcr.io/tf-distributed/trainer:0.1.0-gpu"])
 
 
 def test_preflight_plans_and_counts_the_same_gpus() -> None:
     native, jobset = preflight.plan(docs("native")), preflight.plan(docs("jobset"))
-    native.roles = [role for role in native.roles if role.role != SUPERVISOR]
     assert sorted(jobset.roles, key=repr) == sorted(native.roles, key=repr)
-    assert jobset.objects["pods"] == 2 + 4 + 1 + 1 + 1 + 1  # ps, workers, chief, evaluator, TensorBoard, Serving
+    assert jobset.objects["pods"] == 2 + 4 + 1 + 1 + 1 + 1 + 1  # ps, workers, chief, evaluator, TB, Serving, supervisor
     with kube_server(read_only=True) as cluster:
         cluster.add(*[kf.node(f"gpu-{i}", gpus={"nvidia.com/gpu": 2}) for i in range(2)])
         findings = [check_gpus(cluster.api(), plan, "mnist", NS) for plan in (native, jobset)]

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.kube import CUSTOM, AccessDenied
 from tfchart.cluster.objects import JobInfo, job_info, name_of, newest, pod_reason, role_of, run_role, stamp
-from tfdcontract import CHIEF, END_REASON_ANNOTATION, ENDING_ANNOTATION, parse_suspension, release_selector
+from tfdcontract import (
+    CHIEF,
+    END_REASON_ANNOTATION,
+    ENDING_ANNOTATION,
+    PROGRESS_ANNOTATION,
+    parse_suspension,
+    release_selector,
+)
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
@@ -112,14 +119,16 @@ def jobset_role(jobset: dict[str, Any]) -> str:
 
 
 def jobset_info(jobset: dict[str, Any], role: str, jobs: list[Any], pods: list[Any]) -> JobInfo:
-    """The state of a JobSet run: its Completed/Failed/Suspended conditions, then its `role` Job's newest pod."""
+    """The state of a JobSet run: its Completed/Failed/Suspended conditions, then its `role` Job's newest pod; the
+    records are the JobSet's, the progress record its `role` Job's (the supervisor writes it on the chief's Job)."""
     metadata, status = jobset["metadata"], jobset.get("status") or {}
     annotations = metadata.get("annotations") or {}
     job = newest([job for job in jobs if role_of(job) == role])
     counts: dict[str, Any] = {key: (getattr(job.status, key) if job is not None and job.status else None) or 0
                               for key in ("active", "succeeded", "failed")}  # fmt: skip
     counts.update(ending=annotations.get(ENDING_ANNOTATION, ""), end_reason=annotations.get(END_REASON_ANNOTATION, ""),
-                  kind="JobSet", restarts=int(status.get("restarts") or 0))  # fmt: skip
+                  kind="JobSet", restarts=int(status.get("restarts") or 0),
+                  progress=((job.metadata.annotations or {}) if job is not None else {}).get(PROGRESS_ANNOTATION, ""))
     name = str(metadata["name"])
     conditions = {c.get("type"): c for c in status.get("conditions") or [] if c.get("status") == "True"}
     for kind, state in JOBSET_ENDED.items():

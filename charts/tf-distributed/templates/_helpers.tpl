@@ -9,8 +9,9 @@ The chart's named templates ("tf-distributed.*"), one file per concern:
                    tfRoles, taskHost, taskAddress, clusterSpec and its size (taskHostShape, clusterMapBytes,
                    tfConfigBytes, ...), prelude, trainerArgs, trainerRoles, tfArgv
   _storage.tpl     claimName, colocate, claimPods, storageNeed
-  _run.tpl         supervisorEnabled, runSpec, liveRun, liveRunSpec, runFinished, runSuspended,
-                   finishedReplicas, cleanupTargets, supervisorEnv
+  _run.tpl         supervisorEnabled, progressEnabled, supervisorScales, supervisorEvaluator, runSpec,
+                   liveRun, liveRunSpec, runFinished, runSuspended, finishedReplicas, cleanupTargets,
+                   supervisorEnv
   _scheduling.tpl  isTfComponent, tfPodCount, gangName, tfSchedulerName, gangPodMetadata, kueueJobSetLabels,
                    topology, topologyPodAnnotations, volcanoTopology, volcanoNetworkTopology
   _quantities.tpl  quantityText, quantityKey

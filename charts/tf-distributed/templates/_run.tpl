@@ -6,17 +6,30 @@ supervisor ends and its environment.
 {{/*
 The run supervisor (templates/supervisor/, trainer/supervisor.py) runs when it has something to do:
 StatefulSets to scale down or an evaluator to suspend on an ending, a start timeout or a stall to
-enforce, the chief's progress to write on its Job. Not under a JobSet (yet): the JobSet deletes its
-running Jobs itself when it finishes.
+enforce, the chief's progress to write on its Job. Under a JobSet, which deletes its running Jobs itself
+when it finishes, only the chief's progress and a stall (the run's JobSet ended through its chief Job's
+deadline, its ending recorded on the JobSet).
 */}}
 {{- define "tf-distributed.supervisorEnabled" -}}
 {{- $v := .Values -}}
-{{- if and $v.supervisor.enabled (not (include "tf-distributed.jobsetEnabled" .)) (or (include "tf-distributed.cleanupTargets" . | fromJsonArray) $v.evaluator.enabled (gt (int $v.scheduling.startTimeoutSeconds) 0) (include "tf-distributed.progressEnabled" .)) -}}true{{- end -}}
+{{- if include "tf-distributed.jobsetEnabled" . -}}
+{{- include "tf-distributed.progressEnabled" . -}}
+{{- else if and $v.supervisor.enabled (or (include "tf-distributed.cleanupTargets" . | fromJsonArray) $v.evaluator.enabled (gt (int $v.scheduling.startTimeoutSeconds) 0) (include "tf-distributed.progressEnabled" .)) -}}true{{- end -}}
 {{- end -}}
 
 {{/* The supervisor follows the chief's progress (and so may end a stall): it reads the chief's log. */}}
 {{- define "tf-distributed.progressEnabled" -}}
-{{- if and .Values.supervisor.enabled (not (include "tf-distributed.jobsetEnabled" .)) (or .Values.supervisor.progress.enabled (gt (int .Values.training.stallTimeoutSeconds) 0)) -}}true{{- end -}}
+{{- if and .Values.supervisor.enabled (or .Values.supervisor.progress.enabled (gt (int .Values.training.stallTimeoutSeconds) 0)) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The ps/worker StatefulSets the supervisor scales to 0 on an ending, as a JSON list: none under a JobSet. */}}
+{{- define "tf-distributed.supervisorScales" -}}
+{{- if include "tf-distributed.jobsetEnabled" . }}[]{{ else }}{{ include "tf-distributed.cleanupTargets" . }}{{ end -}}
+{{- end -}}
+
+{{/* The evaluator Job the supervisor suspends on an ending: none under a JobSet, which deletes it. */}}
+{{- define "tf-distributed.supervisorEvaluator" -}}
+{{- if and .Values.evaluator.enabled (not (include "tf-distributed.jobsetEnabled" .)) }}{{ include "tf-distributed.componentName" (dict "context" . "role" "evaluator") }}{{ end -}}
 {{- end -}}
 
 {{/*
@@ -105,20 +118,29 @@ Usage: include "tf-distributed.finishedReplicas" (dict "context" $ "role" "worke
 {{- toJson $targets -}}
 {{- end -}}
 
-{{/* The supervisor's environment: its whole configuration (trainer/supervisor.py Settings). */}}
+{{/*
+The supervisor's environment: its whole configuration (trainer/supervisor.py Settings). The run's object
+(TFD_RUN_KIND, TFD_RUN_NAME): the run's Job, or the JobSet; TFD_CHIEF_JOB: the Job whose deadline ends the
+run (native: the run's Job itself; under a JobSet, the chief's Job <fullname>-chief-0).
+*/}}
 {{- define "tf-distributed.supervisorEnv" -}}
 {{- $v := .Values -}}
 {{- $roles := include "tf-distributed.tfRoles" . | fromJsonArray -}}
+{{- $jobset := include "tf-distributed.jobsetEnabled" . -}}
 - name: POD_NAMESPACE
   valueFrom:
     fieldRef:
       fieldPath: metadata.namespace
+- name: TFD_RUN_KIND
+  value: {{ ternary "JobSet" "Job" (eq $jobset "true") | quote }}
+- name: TFD_RUN_NAME
+  value: {{ ternary (include "tf-distributed.fullname" .) (include "tf-distributed.runJobName" .) (eq $jobset "true") | quote }}
 - name: TFD_CHIEF_JOB
   value: {{ include "tf-distributed.runJobName" . | quote }}
 - name: TFD_EVALUATOR_JOB
-  value: {{ ternary (include "tf-distributed.componentName" (dict "context" . "role" "evaluator")) "" $v.evaluator.enabled | quote }}
+  value: {{ include "tf-distributed.supervisorEvaluator" . | quote }}
 - name: TFD_STATEFULSETS
-  value: {{ include "tf-distributed.cleanupTargets" . | fromJsonArray | join "," | quote }}
+  value: {{ include "tf-distributed.supervisorScales" . | fromJsonArray | join "," | quote }}
 - name: TFD_SUPERVISOR_DEPLOYMENT
   value: {{ include "tf-distributed.componentName" (dict "context" . "role" "supervisor") | quote }}
 - name: TFD_ON_SUCCESS

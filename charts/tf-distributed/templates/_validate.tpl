@@ -94,7 +94,11 @@ of their own: a bring-your-own program never sees training.batchSize or training
 {{- end -}}
 
 {{- if and (include "tf-distributed.supervisorEnabled" .) (not $v.rbac.create) -}}
+{{- if include "tf-distributed.jobsetEnabled" . -}}
+{{- $problems = append $problems "supervisor.enabled: the run supervisor (under a JobSet: the chief's progress on its Job, training.stallTimeoutSeconds) needs its ServiceAccount and Role, but rbac.create=false. Fix: --set rbac.create=true (or --set supervisor.enabled=false: no progress record, no stall timeout; JobSet still frees the pods when the run ends)" -}}
+{{- else -}}
 {{- $problems = append $problems "supervisor.enabled: the run supervisor needs its ServiceAccount and Role, but rbac.create=false. Fix: --set rbac.create=true (or --set supervisor.enabled=false and free the GPUs by hand: tfchart stop RELEASE)" -}}
+{{- end -}}
 {{- end -}}
 {{- if and (gt (int $v.scheduling.startTimeoutSeconds) 0) (not $v.supervisor.enabled) -}}
 {{- $problems = append $problems "scheduling.startTimeoutSeconds: the run supervisor enforces it, but supervisor.enabled=false. Fix: --set supervisor.enabled=true (or --set scheduling.startTimeoutSeconds=0)" -}}

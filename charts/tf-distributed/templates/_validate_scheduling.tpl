@@ -53,7 +53,7 @@ Usage: include "tf-distributed.schedulingProblems" $ | fromJsonArray
 {{- end -}}
 {{- $problems = concat $problems (uniq $topo) -}}
 
-{{- /* workload.kind: what cannot hold under a JobSet (no supervisor, no StatefulSet, JobSet's pod names), and JobSet settings without one. */ -}}
+{{- /* workload.kind: what cannot hold under a JobSet (no StatefulSet, no chief Job before its turn, JobSet's pod names), and JobSet settings without one. */ -}}
 {{- $js := $v.workload.jobset -}}
 {{- $under := "under a JobSet (workload.kind=jobset)" -}}
 {{- if include "tf-distributed.jobsetEnabled" . -}}
@@ -61,7 +61,7 @@ Usage: include "tf-distributed.schedulingProblems" $ | fromJsonArray
 {{- if not (kindIs "invalid" $v.chief.ttlSecondsAfterFinished) }}{{ $problems = append $problems (printf "chief.ttlSecondsAfterFinished: %s the chief's Job goes with its JobSet, whose own TTL is workload.jobset.ttlSecondsAfterFinished. Fix: --set workload.jobset.ttlSecondsAfterFinished=%d --set chief.ttlSecondsAfterFinished=null" $under (int $v.chief.ttlSecondsAfterFinished)) }}{{ end -}}
 {{- /* the budgets natively rendered: of the ps and worker StatefulSets (tf-distributed.cleanupTargets) */ -}}
 {{- range $role := list "ps" "worker" }}{{ if and (index $v $role).podDisruptionBudget.enabled (has (include "tf-distributed.componentName" (dict "context" $ "role" $role)) (include "tf-distributed.cleanupTargets" $ | fromJsonArray)) }}{{ $problems = append $problems (printf "%s.podDisruptionBudget.enabled: the chart's budget (maxUnavailable 0) needs pods of a controller with a scale subresource, and the Jobs of a JobSet (workload.kind=jobset) have none, so Kubernetes could not compute it; %s a drained or preempted %s pod is replaced without counting against backoffLimit (its Job's podFailurePolicy). Fix: --set %s.podDisruptionBudget.enabled=false (or --set workload.kind=native)" $role $under $role $role) }}{{ end }}{{ end -}}
-{{- if gt (int $v.scheduling.startTimeoutSeconds) 0 }}{{ $problems = append $problems (printf "scheduling.startTimeoutSeconds: the run supervisor enforces it, and none runs %s; Kueue's waitForPodsReady or scheduling.gang.scheduleTimeoutSeconds (coscheduling) bound the wait for pods there. Fix: --set scheduling.startTimeoutSeconds=0 (or --set workload.kind=native)" $under) }}{{ end -}}
+{{- if gt (int $v.scheduling.startTimeoutSeconds) 0 }}{{ $problems = append $problems (printf "scheduling.startTimeoutSeconds: the run supervisor ends a run through its chief's Job, which %s exists only once the ps and workers are Ready (dependsOn), so a run held up before that could not be ended; Kueue's waitForPodsReady or scheduling.gang.scheduleTimeoutSeconds (coscheduling) bound the wait for pods there. Fix: --set scheduling.startTimeoutSeconds=0 (or --set workload.kind=native)" $under) }}{{ end -}}
 {{- $budget := include "tf-distributed.nameBudget" . | int -}}
 {{- if gt (len $v.fullnameOverride) $budget }}{{ $problems = append $problems (printf "fullnameOverride: %d characters, but %s at most %d: JobSet's admission webhook refuses a JobSet whose longest pod name (<fullname>-evaluator-0-0-<5 random characters>) would pass 63 characters. Fix: --set fullnameOverride=%s" (len $v.fullnameOverride) $under $budget ($v.fullnameOverride | trunc $budget | trimSuffix "-")) }}{{ end -}}
 {{- else -}}
