@@ -135,9 +135,12 @@ def major_version(runner: Runner) -> int:
     return int(match.group(1))
 
 
+LOG_LINE = re.compile(r"(\S+\.go:\d+: |level=)")
+
+
 def error_text(stderr: str) -> str:
     """helm's error, without its log lines (helm 3's coalesce warnings, helm 4's level=...)."""
-    lines = [line for line in stderr.splitlines() if line.strip() and not re.match(r"(\S+\.go:\d+: |level=)", line)]
+    lines = [line for line in stderr.splitlines() if line.strip() and not LOG_LINE.match(line)]
     return re.sub(r"^Error: ", "", "\n".join(lines)).strip()
 
 

@@ -26,6 +26,10 @@ HELM3_BAD_KEY = re.compile(r'Property name of "(.*)" does not match$')
 HELM3_EXTRA = re.compile(r"Additional property (.*) is not allowed$")
 HELM3_ENUM = re.compile(r".* must be one of the following: (.*)$")
 HELM3_REQUIRED = re.compile(r"(.*) is required$")
+HELM4_FORMS = re.compile(r"'(oneOf|anyOf)' failed")
+HELM4_EXTRA = re.compile(r"additional propert(y|ies) ")
+HELM4_MISSING = re.compile(r"missing propert(y|ies) ")
+ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|.)", re.DOTALL)
 
 
 @dataclass
@@ -75,7 +79,7 @@ def _unquote(text: str) -> str:
         escape = match[1]
         return chr(int(escape[1:], 16)) if escape[0] in "xuU" else GO_ESCAPES.get(escape, escape)
 
-    return re.sub(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|.)", decoded, text, flags=re.DOTALL)
+    return ESCAPE.sub(decoded, text) if "\\" in text else text
 
 
 def _under(path: str, key: str) -> str:
@@ -132,7 +136,8 @@ def _helm4(lines: list[str], meanings: Mapping[str, str]) -> list[Found]:
     top = _Node(-1, "", "", [])
     stack = [top]
     for match in filter(None, map(HELM4_LINE.match, lines)):
-        keys = [key.replace("~1", "/").replace("~0", "~") for key in _unquote(match["pointer"]).split("/")[1:]]
+        keys = [key.replace("~1", "/").replace("~0", "~") if "~" in key else key
+                for key in _unquote(match["pointer"]).split("/")[1:]]  # fmt: skip
         node = _Node(len(match["indent"]), ".".join(keys) or "(root)", match["message"], [])
         while stack[-1].indent >= node.indent:
             stack.pop()
@@ -143,18 +148,18 @@ def _helm4(lines: list[str], meanings: Mapping[str, str]) -> list[Found]:
 
 def _explain(node: _Node, meanings: Mapping[str, str]) -> list[Found]:
     message = node.message
-    names = [_unquote(name) for name in QUOTED.findall(message)]
+    names = [_unquote(name) for name in QUOTED.findall(message)] if "'" in message else []
     if message.endswith("validation failed") and node.children:
         return [problem for child in node.children for problem in _explain(child, meanings)]
     if message.startswith("invalid propertyName") and names:  # helm 4 loses the map's path: found by name later
         why = "; ".join(_message(child.message, True, meanings) for child in node.children) or message
         return [Found("", f"key {why}" if why.startswith("'") else f"key {names[0]!r}: {why}", key=names[0])]
-    if re.match(r"'(oneOf|anyOf)' failed", message) and node.children:
+    if HELM4_FORMS.match(message) and node.children:
         forms = "; ".join(_message(child.message, True, meanings) for child in node.children)
         return [Found(node.path, f"matches none of its allowed forms: {forms}")]
-    if re.match(r"additional propert(y|ies) ", message):
+    if HELM4_EXTRA.match(message):
         return [Found(_under(node.path, name), UNKNOWN, key=name) for name in names]
-    if re.match(r"missing propert(y|ies) ", message):
+    if HELM4_MISSING.match(message):
         return [Found(_under(node.path, name), REQUIRED, kind="required") for name in names]
     if message.startswith("value must be one of "):
         return [Found(node.path, f"must be one of: {', '.join(names)}", choices=tuple(names))]
