@@ -538,6 +538,20 @@ def kube_server(read_only: bool = False) -> Iterator[KubeServer]:
         assert server.writes() == [], "a read command must only GET"
 
 
+def tfchart_in_process(server: KubeServer, capsys: Any, namespace: str, *args: str) -> tuple[int, str, str]:
+    """tfchart's CLI in this process (no interpreter to start) against `server`, with a kubeconfig whose
+    context's namespace is `namespace`: exit code, stdout, stderr (`capsys`: pytest's fixture)."""
+    from tfchart.cli.app import main
+
+    try:
+        main([*args, "--kubeconfig", str(server.kubeconfig(namespace))])
+        code = 0
+    except SystemExit as exit_info:
+        code = int(exit_info.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
 # -- answers --------------------------------------------------------------------------------------------
 
 

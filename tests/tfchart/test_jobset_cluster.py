@@ -22,7 +22,6 @@ from tests.chartlib import REPO, render
 from tests.kubeapi import Call, KubeServer, kube_server
 from tests.tfchart.test_release import RecordingHelm
 from tests.tfchart.test_upgrade_guard import as_args, live_cluster, planned, refused, run_upgrade
-from tfchart.cli.app import main
 from tfchart.cluster import preflight
 from tfchart.cluster.preflight.kueue import check_kueue
 from tfchart.cluster.preflight.plan import QUEUE_LABEL
@@ -55,13 +54,7 @@ def server() -> Iterator[KubeServer]:
 
 def cli(server: KubeServer, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     """The CLI in this process, with a kubeconfig whose context's namespace is NS."""
-    try:
-        main([*args, "--kubeconfig", str(server.kubeconfig(NS))])
-        code = 0
-    except SystemExit as exit_info:
-        code = int(exit_info.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    return kf.tfchart_in_process(server, capsys, NS, *args)
 
 
 def release(server: KubeServer, *sets: str, state: str = "running", roles: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -17,7 +17,6 @@ import pytest
 from tests import kubeapi as kf
 from tests.chartlib import REPO, render
 from tests.kubeapi import Call, KubeServer, kube_server
-from tfchart.cli.app import main
 from tfchart.cluster import releases, status
 from tfdcontract import SUSPENDED_ANNOTATION, Suspension, parse_suspension, suspension_annotations
 
@@ -42,14 +41,8 @@ def tfchart(server: KubeServer, *args: str) -> subprocess.Popen[str]:
 
 
 def in_process(server: KubeServer, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """The CLI in this process (no interpreter to start): exit code, stdout, stderr."""
-    try:
-        main([*args, "--kubeconfig", str(server.kubeconfig(NS))])
-        code = 0
-    except SystemExit as exit_info:
-        code = int(exit_info.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    """The CLI in this process, with a kubeconfig whose context's namespace is NS."""
+    return kf.tfchart_in_process(server, capsys, NS, *args)
 
 
 def finished(process: subprocess.Popen[str]) -> tuple[int, str, str]:
