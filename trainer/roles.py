@@ -50,9 +50,10 @@ from trainer.status import RUNNING, SUCCEEDED, is_completed, read_status
 
 log = logging.getLogger("trainer.roles")
 
-#: Set only in an Indexed Job's pod (the chart's downward-API copy of its completion index): the chart's JobSet
-#: (workload.kind=jobset) runs ps and worker servers so; natively they are StatefulSet pods.
-JOB_INDEX_ENV = "TFD_TASK_INDEX"
+#: Set only in an Indexed Job's pod, by the Job controller: the chart's JobSet (workload.kind=jobset) runs ps and
+#: worker servers so; natively they are StatefulSet pods. (Not the chart's TFD_TASK_INDEX: a StatefulSet pod has
+#: that too, from its pod-index label.)
+JOB_INDEX_ENV = "JOB_COMPLETION_INDEX"
 #: How often a stopping server looks at status.json, and how long before its grace ends it exits.
 LINGER_POLL_SECS = 0.25
 LINGER_MARGIN_SECS = 1.0

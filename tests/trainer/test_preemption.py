@@ -212,16 +212,18 @@ def test_parameter_server_sigterm_chief_then_whole_workload(procs: Procs, tmp_pa
 
 def test_jobset_suspension_stops_every_task_at_once_and_no_server_completes(procs: Procs,
                                                                            tmp_path: Path) -> None:
-    """Under a JobSet (workload.kind=jobset) the ps and workers are pods of Indexed Jobs (TFD_TASK_INDEX, the
-    chart's copy of the completion index), and a suspension SIGTERMs every pod at once: the servers serve the
-    chief's in-flight steps and save, so its checkpoint is the step it reached, then exit 143, never 0 (a Job
-    counts a pod that exits 0 as a completion: a completed ps Job would start no server on resume)."""
+    """Under a JobSet (workload.kind=jobset) the ps and workers are pods of Indexed Jobs (JOB_COMPLETION_INDEX,
+    which the Job controller adds; the chart's TFD_TASK_INDEX beside it, as a StatefulSet pod has it too), and a
+    suspension SIGTERMs every pod at once: the servers serve the chief's in-flight steps and save, so its
+    checkpoint is the step it reached, then exit 143, never 0 (a Job counts a pod that exits 0 as a completion:
+    a completed ps Job would start no server on resume)."""
     root = tmp_path / "data"
     cluster = ps_cluster(1)
     args = _ps_args(root, 2000)
-    servers = [procs.trainer("ps0", args, tf_config(cluster, "ps", 0), TFD_TASK_INDEX="0"),
-               procs.trainer("worker0", args, tf_config(cluster, "worker", 0), TFD_TASK_INDEX="0")]
-    chief = procs.trainer("chief", args, tf_config(cluster, "chief", 0), TFD_TASK_INDEX="0")
+    indexed = {"TFD_TASK_INDEX": "0", "JOB_COMPLETION_INDEX": "0"}
+    servers = [procs.trainer("ps0", args, tf_config(cluster, "ps", 0), **indexed),
+               procs.trainer("worker0", args, tf_config(cluster, "worker", 0), **indexed)]
+    chief = procs.trainer("chief", args, tf_config(cluster, "chief", 0), **indexed)
     chief.wait_for(r"^step 60,", 180)
     for p in [chief, *servers]:
         p.signal(signal.SIGTERM)
