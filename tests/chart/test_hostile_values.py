@@ -785,9 +785,10 @@ def reaches(case: Case, strings: list[str]) -> bool:
 
 
 # Choices the chart translates rather than renders: a PodGroup kind and scheduler (or none), a model
-# version policy block of TensorFlow Serving's config, a topology mode (an annotation's key, hard or soft).
+# version policy block of TensorFlow Serving's config, a topology mode (an annotation's key, hard or soft),
+# the workload's kind (StatefulSets and Jobs, or a JobSet).
 TRANSLATED = ("scheduling.gang.provider", "serving.modelVersionPolicy.type", "scheduling.topology.mode",
-              *(f"scheduling.topology.{role}.mode" for role in ("ps", "worker", "chief")))
+              "workload.kind", *(f"scheduling.topology.{role}.mode" for role in ("ps", "worker", "chief")))
 
 
 def excluded_without_schema(case: Case) -> bool:
