@@ -295,13 +295,17 @@ data:
 """
 
 
-@pytest.fixture(scope="module")
-def probe_chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def size_probe_chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The chart with one more template: a ConfigMap of what validateValues computes of the cluster map."""
     chart = tmp_path_factory.mktemp("size-probe") / "tf-distributed"
     shutil.copytree(CHART, chart)
     (chart / "templates" / "zz-size-probe.yaml").write_text(SIZE_PROBE)
     return chart
+
+
+@pytest.fixture(scope="module")
+def probe_chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return size_probe_chart(tmp_path_factory)
 
 
 @pytest.mark.parametrize("seed", range(12))

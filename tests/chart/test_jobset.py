@@ -15,7 +15,6 @@ import copy
 import json
 import random
 import re
-import shutil
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
@@ -25,7 +24,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.chart.test_cluster_limits import SIZE_PROBE, domain_of_length, hosts, map_sets
+from tests.chart.test_cluster_limits import domain_of_length, hosts, map_sets, size_probe_chart
 from tests.chart.test_render import run_prelude
 from tests.chartlib import (
     CHART,
@@ -471,10 +470,7 @@ def test_the_longest_names_pass_the_webhook_and_stay_dns_labels() -> None:
 
 @pytest.fixture(scope="module")
 def probe_chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    chart = tmp_path_factory.mktemp("size-probe") / "tf-distributed"
-    shutil.copytree(CHART, chart)
-    (chart / "templates" / "zz-size-probe.yaml").write_text(SIZE_PROBE)
-    return chart
+    return size_probe_chart(tmp_path_factory)
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -632,9 +632,12 @@ class Killed(Exception):
 
 def killed_after(server: KubeServer, writes: int, **settings: Any) -> Supervisor:
     """A supervisor whose pod is killed just before its `writes`+1-th change to the cluster."""
-    sup = supervisor(server, **settings)
-    done = [0]
-    api = sup.api
+    return dies_before_write(supervisor(server, **settings), writes)
+
+
+def dies_before_write(sup: Supervisor, writes: int) -> Supervisor:
+    """`sup`, its pod killed (Killed raised) just before its `writes`+1-th change to the cluster."""
+    done, api = [0], sup.api
 
     def dying_api(method: str, path: str, body: Any = None) -> Any:
         if method != "GET":

@@ -23,7 +23,7 @@ import pytest
 from tests import kubeapi as kf
 from tests.chartlib import named
 from tests.kubeapi import KubeServer, kube_server
-from tests.trainer.test_supervisor import Killed, container_env
+from tests.trainer.test_supervisor import Killed, container_env, dies_before_write
 from tfdcontract import (
     END_REASON_ANNOTATION,
     ENDED_AT_ANNOTATION,
@@ -348,18 +348,7 @@ def final_state(server: KubeServer) -> dict[str, Any]:
 
 def dying(server: KubeServer, writes: int) -> Supervisor:
     """A supervisor whose pod is killed just before its `writes`+1-th change to the cluster."""
-    sup = supervisor(server, [T0])
-    done, api = [0], sup.api
-
-    def dying_api(method: str, path: str, body: Any = None) -> Any:
-        if method != "GET":
-            if done[0] == writes:
-                raise Killed
-            done[0] += 1
-        return api(method, path, body)
-
-    sup.api = dying_api  # type: ignore[method-assign]
-    return sup
+    return dies_before_write(supervisor(server, [T0]), writes)
 
 
 @pytest.mark.parametrize("phase", PHASES)
