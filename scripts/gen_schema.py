@@ -373,6 +373,7 @@ RULES: list[tuple[str, Schema]] = [
     ("training.checkpointEverySteps", {"type": "integer", "minimum": 1}),
     ("training.logEverySteps", {"type": "integer", "minimum": 1}),
     ("training.stepsPerExecution", {"type": "integer", "minimum": 1}),
+    ("training.precision", {"type": "string", "enum": ["auto", "float32", "mixed_bfloat16"]}),
     ("training.cleanup.onSuccess", {"type": "string", "enum": ["scaleDown", "keep"]}),
     ("training.cleanup.onFailure", {"type": "string", "enum": ["scaleDown", "keep"]}),
     ("training.checkpointEverySeconds", {"type": "integer", "minimum": 0, "maximum": 31536000}),

@@ -21,6 +21,7 @@ from trainer.errors import ConfigError
 
 DATASETS = ("mnist", "mnist_tfrecord", "digits", "synthetic")
 CLEANUP_POLICIES = ("scale-down", "keep")
+PRECISIONS = ("auto", "float32", "mixed_bfloat16")
 JOB_NAMES = TASK_TYPES
 
 
@@ -76,6 +77,7 @@ class TrainConfig:
     shutdown_grace_seconds: float
     intra_op_threads: int
     inter_op_threads: int
+    precision: str
     classic: ClassicFlags
 
     @property
@@ -195,6 +197,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--keep-checkpoints", type=int, default=5, help="checkpoints kept on disk")
     g.add_argument("--log-every-steps", type=int, default=20,
                    help="print the step line and write TensorBoard scalars every N steps")
+    g.add_argument("--precision", choices=PRECISIONS, default="auto",
+                   help="float32, or mixed_bfloat16 (variables float32, layers compute in bfloat16; the "
+                        "logits, the loss, evaluation and the exported SavedModel stay float32); auto: "
+                        "mixed_bfloat16 on a CPU with bfloat16 instructions (AMX-BF16 or AVX512-BF16) and "
+                        "no GPU, else float32")
     g.add_argument("--steps-per-execution", type=int, default=10,
                    help="training steps run inside one TensorFlow function call (one remote "
                         "closure under parameter_server); chunks end at log and checkpoint steps")
@@ -346,6 +353,7 @@ def parse_config(argv: Sequence[str]) -> TrainConfig:
         shutdown_grace_seconds=ns.shutdown_grace_seconds,
         intra_op_threads=ns.intra_op_threads,
         inter_op_threads=ns.inter_op_threads,
+        precision=ns.precision,
         classic=ClassicFlags(
             job_name=ns.job_name,
             task_index=ns.task_index,

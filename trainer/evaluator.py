@@ -17,7 +17,7 @@ from trainer.checkpoint import all_checkpoints, restore_model, step_of
 from trainer.config import TrainConfig
 from trainer.data import DataSource
 from trainer.errors import TrainingFailure
-from trainer.model import build_model, evaluate
+from trainer.model import evaluate, float32_model
 from trainer.status import SUCCEEDED, read_status
 
 log = logging.getLogger("trainer.evaluator")
@@ -26,7 +26,7 @@ log = logging.getLogger("trainer.evaluator")
 def run_evaluator(cfg: TrainConfig, data: DataSource) -> int:
     """Evaluate checkpoints until training Succeeded; returns the last evaluated step."""
     layout = cfg.layout
-    model = build_model(data.image_shape)
+    model = float32_model(data.image_shape)
     writer = tf.summary.create_file_writer(str(layout.eval_logs))
     evaluated = -1
     started = time.monotonic()

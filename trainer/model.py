@@ -29,7 +29,8 @@ def build_model(image_shape: tuple[int, int, int]) -> Any:
             layers.Flatten(name="flatten"),
             layers.Dense(1024, activation="relu", name="fc1"),
             layers.Dropout(0.5, name="dropout"),
-            layers.Dense(NUM_CLASSES, name="logits"),
+            # float32 logits under any precision policy: the loss, evaluation and serving read them
+            layers.Dense(NUM_CLASSES, name="logits", dtype="float32"),
         ],
         name="lenet",
     )
@@ -57,8 +58,20 @@ def evaluate(
     return total_loss / n, correct / n
 
 
+def float32_model(image_shape: tuple[int, int, int]) -> Any:
+    """:func:`build_model` computing in float32 whatever the global policy (--precision): evaluation and
+    the exported SavedModel compute in float32 however the weights (float32 under every policy) were
+    trained."""
+    policy = tf.keras.mixed_precision.global_policy()
+    tf.keras.mixed_precision.set_global_policy("float32")
+    try:
+        return build_model(image_shape)
+    finally:
+        tf.keras.mixed_precision.set_global_policy(policy)
+
+
 def local_copy(image_shape: tuple[int, int, int], weights: list[np.ndarray]) -> Any:
-    """A model outside any distribution strategy holding ``weights``."""
-    m = build_model(image_shape)
+    """A float32 model outside any distribution strategy holding ``weights``."""
+    m = float32_model(image_shape)
     m.set_weights(weights)
     return m

@@ -51,7 +51,7 @@ def make_replica_step(state: TrainState) -> Any:
 
     def replica_step(images: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
         with tf.GradientTape() as tape:
-            logits = model(images, training=True)
+            logits = tf.cast(model(images, training=True), tf.float32)  # bfloat16 under mixed precision
             per_example = tf.keras.losses.sparse_categorical_crossentropy(
                 labels, logits, from_logits=True
             )

@@ -252,6 +252,7 @@ exec "$@"
 -}}
 {{- if $t.download }}{{ $args = append $args "--download" }}{{ end -}}
 {{- if $t.logDevicePlacement }}{{ $args = append $args "--log-device-placement" }}{{ end -}}
+{{- if ne ($t.precision | default "auto") "auto" }}{{ $args = append $args (printf "--precision=%s" $t.precision) }}{{ end -}}
 {{- if gt (float64 ($t.exportMinAccuracy | default 0)) 0.0 }}{{ $args = append $args (printf "--export-min-accuracy=%v" $t.exportMinAccuracy) }}{{ end -}}
 {{- if include "tf-distributed.workersAsJob" . }}{{ $args = append $args "--exit-when-done" }}{{ end -}}
 {{- toJson (concat $args $t.extraArgs) -}}
