@@ -22,6 +22,7 @@ import argparse
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -35,9 +36,9 @@ CONFIGS = {
 }
 
 
-def plain_keras(batch_size: int, examples: int) -> dict[str, float]:
+def plain_keras(batch_size: int, examples: int, extra: Sequence[str] = ()) -> dict[str, float]:
     script = str(REPO / "bench" / "plain_keras.py")
-    command = [sys.executable, script, f"--batch-size={batch_size}", f"--examples={examples}"]
+    command = [sys.executable, script, f"--batch-size={batch_size}", f"--examples={examples}", *extra]
     result = subprocess.run(command, capture_output=True, text=True, env=bench_env(), cwd=REPO)
     if result.returncode != 0:
         raise RuntimeError(f"plain_keras.py failed:\n{result.stderr[-2000:]}")
@@ -45,7 +46,7 @@ def plain_keras(batch_size: int, examples: int) -> dict[str, float]:
     return figures
 
 
-def _cpu(runs: list[TrainingRun], warmup: int) -> str:
+def cpu_by_role(runs: list[TrainingRun], warmup: int) -> str:
     roles: dict[str, list[float]] = {}
     for run in runs:
         for role, used in run.cpu_per_step(warmup).items():
@@ -64,7 +65,7 @@ def measure(repeat: int, steps: int, batch_size: int, warmup: int, large_batch: 
     speed = {name: median([run.examples_per_sec(warmup) for run in done]) for name, done in runs.items()}
     keras_speed = median([k["examples_per_sec"] for k in keras])
     keras_cpu = median([k["cpu_ms_per_step"] for k in keras])
-    cpu = {name: _cpu(done, warmup) for name, done in runs.items()}
+    cpu = {name: cpu_by_role(done, warmup) for name, done in runs.items()}
     setting = f"digits, batch {batch_size}, steps {warmup}..{steps}, {repeat} runs each"
     b1 = speed["single process"] / keras_speed
     b2 = speed["ps 1 + 1 worker"] / speed["single process"]
@@ -114,7 +115,8 @@ def _large_batch(batch_size: int, steps: int, warmup: int) -> Result:
         ratio,
         "(evidence)",
         None,
-        [f"1 run each; CPU-ms per step by role: {_cpu([ps], warmup)} (1 process: {_cpu([single], warmup)})"],
+        [f"1 run each; CPU-ms per step by role: {cpu_by_role([ps], warmup)} "
+         f"(1 process: {cpu_by_role([single], warmup)})"],
     )
 
 
