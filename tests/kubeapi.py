@@ -263,6 +263,7 @@ class KubeServer:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.closing = False
         self.revision = 1000  # the last write's resourceVersion
+        self.compacted = 0  # a watch from before this resourceVersion is answered 410 Expired
         self.history: collections.deque[Event] = collections.deque(maxlen=1000)
         self.cuts = 0  # cut_watches calls: a watch that started before one ends mid-stream
         self.changed = threading.Condition(self.lock)  # notified on each write and each cut
@@ -347,12 +348,15 @@ class KubeServer:
             self.cuts += 1
             if expire:
                 self.history.clear()
+                self.revision += 1
+                self.compacted = self.revision
             self.changed.notify_all()
 
     def events_after(self, revision: int, watched: Watched) -> list[dict[str, Any]] | None:
         """The events a watch of `watched` sees after `revision`, or None when the history no longer reaches back
         that far (410)."""
-        if revision < self.revision and (not self.history or self.history[0].revision > revision + 1):
+        kept_from = self.history[0].revision - 1 if self.history else self.revision
+        if revision < max(kept_from, self.compacted):
             return None
         found = []
         for event in self.history:

@@ -36,7 +36,7 @@ from typing import Any
 import pytest
 
 from tests.chartlib import REPO, named, render
-from tests.kubeapi import JobController, KubeServer, kube_server
+from tests.kubeapi import JobController, KubeServer, Request, kube_server
 from tests.trainer.conftest import service_account_dir
 from tfchart.cluster.upgrade import immutable_changes
 from tfchart.local.processes import LocalCluster, LocalPod, localise_cluster, pods_from_manifests, python_bin_dir
@@ -338,6 +338,52 @@ def test_evaluator_is_suspended_when_training_ends(release: Any) -> None:
     assert run.writes() == [scaled("ps"), scaled("worker"),
                             ("PATCH", f"{JOBS}/{PREFIX}-evaluator", {"spec": {"suspend": True}}),
                             recorded("succeeded", f"Succeeded: Job {PREFIX}-chief completed"), SELF_DOWN]
+
+
+# -- endings as they happen: the supervisor's watch ---------------------------------------------------------
+
+
+def wait_until(server: KubeServer, reached: Callable[[], bool], timeout: float = 60) -> None:
+    """Blocks until `reached` holds, looked at after each write to the API's objects."""
+    with server.changed:
+        assert server.changed.wait_for(reached, timeout), "not reached"
+
+
+def watched_jobs(server: KubeServer) -> list[Request]:
+    return [r for r in server.requests if r.call.verb == "watch" and r.call.resource == "jobs"]
+
+
+@pytest.mark.parametrize("cut", ["none", "cut", "expired"])
+def test_an_ending_is_acted_on_at_once_not_at_the_next_poll(release: Any, tmp_path: Path, cut: str) -> None:
+    """The poll is 60 s and the whole run must be over in 30: the chief fails once the supervisor watches its Job,
+    and the ps/workers go to 0 from the watch's event. `cut`: the watch is cut and refused while the chief fails, so
+    the failure happens with no watch open; the watch made again from the last resourceVersion gets it from the
+    API's history. `expired`: that history is gone too (410 Expired): the supervisor lists the Job again and acts."""
+    go = tmp_path / "go"
+
+    def fail_the_chief_while_watched(stage: Release) -> None:
+        server = stage.server
+        with server.answered_one:
+            assert server.answered_one.wait_for(lambda: watched_jobs(server), 30)
+        if cut != "none":
+            server.fail("watch", "jobs", 500, "the API server restarts")
+            server.cut_watches(expire=cut == "expired")
+        go.touch()
+        if cut != "none":
+            wait_until(server, lambda: record(server)[1] == "Failed")  # the ending, while no watch is open
+            server.failures.clear()
+
+    run = release([f"chief.command={{sh,-c,while [ ! -e {go} ]; do sleep 0.1; done; exit 1}}", "chief.backoffLimit=0",
+                   "supervisor.pollSeconds=60"], during=fail_the_chief_while_watched, timeout=30)
+    reason = "Failed: BackoffLimitExceeded: Job has reached the specified backoff limit"
+    assert run.writes() == scale_down("failed", reason)
+    watches = watched_jobs(run.server)
+    assert all(r.call.field_selector == f"metadata.name={PREFIX}-chief" for r in watches)  # what the Role allows
+    lists = [r for r in run.server.requests if r.call.verb == "list" and r.call.resource == "jobs"]
+    assert len(lists) == {"none": 1, "cut": 1, "expired": 2}[cut]  # the first list, and one after a 410
+    if cut != "none":
+        resumed = [dict(r.call.params)["resourceVersion"] for r in watches if r.status == 200]
+        assert len(resumed) >= 2 and "0" not in resumed, resumed  # each from the last resourceVersion seen
 
 
 # -- upgrading a finished release --------------------------------------------------------------
