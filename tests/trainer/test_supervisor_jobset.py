@@ -23,7 +23,7 @@ import pytest
 from tests import kubeapi as kf
 from tests.chartlib import named
 from tests.kubeapi import KubeServer, kube_server
-from tests.trainer.test_supervisor import Killed, container_env, dies_before_write
+from tests.trainer.test_supervisor import Killed, allowed, container_env, dies_before_write
 from tfdcontract import (
     END_REASON_ANNOTATION,
     ENDED_AT_ANNOTATION,
@@ -112,19 +112,8 @@ def jobset_annotations(server: KubeServer) -> dict[str, str]:
     return dict(((server.get("JobSet", NS, PREFIX) or {}).get("metadata") or {}).get("annotations") or {})
 
 
-def allowed(rules: list[dict[str, Any]], method: str, path: str) -> bool:
-    """Whether the Role's rules allow this request (RBAC: group, resource/subresource, verb, resourceNames)."""
-    match = re.fullmatch(r"/(?:api/v1|apis/(?P<group>[^/]+)/[^/]+)/namespaces/[^/]+/(?P<resource>[^/]+)"
-                         r"(?:/(?P<name>[^/]+)(?:/(?P<sub>[^/]+))?)?", path)
-    assert match is not None, path
-    resource = match["resource"] + (f"/{match['sub']}" if match["sub"] else "")
-    verb = {"GET": "get" if match["name"] else "list", "PATCH": "patch"}[method]
-    return any((match["group"] or "") in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"]
-               and (not rule.get("resourceNames") or match["name"] in rule["resourceNames"]) for rule in rules)
-
-
 def assert_allowed(server: KubeServer) -> None:
-    refused = {(r.method, r.path) for r in server.requests if not allowed(rendered()[2], r.method, r.path)}
+    refused = {(r.method, r.path) for r in server.requests if not allowed(rendered()[2], r)}
     assert refused == set()
 
 
