@@ -85,6 +85,7 @@ from tfdcontract import (
     FAILED,
     JOB_NAME_LABEL,
     PROGRESS_ANNOTATION,
+    RECREATING_ANNOTATION,
     RUNNING,
     STALLED,
     STALLED_REASON_PREFIX,
@@ -526,6 +527,9 @@ class Supervisor:
     run_watch: Watcher | None = None
     pod_watch: Watcher | None = None  # while the run has not started (a start timeout, stalls)
     started_seen: bool = False  # the last look found the run started
+    # The run's object's last state, from its watch's DELETED event: its uid, and whether `tfchart upgrade
+    # --recreate` marked it (it is then created again).
+    gone: tuple[str, bool] | None = None
     # When the last look's time-based check is due (the chief missing long enough, a start timeout): the loop
     # looks then rather than at the next poll.
     due: float | None = None
@@ -571,16 +575,18 @@ class Supervisor:
         now = self.clock()
         metadata = (job or {}).get("metadata") or {}
         if job is None or metadata.get("deletionTimestamp"):
-            if job is not None:  # being deleted, its pods terminating: it may be created again
+            deleted = Ending("deleted", f"{kind.noun} {name} was deleted before it finished")
+            if job is not None:  # being deleted, its pods terminating: by --recreate (marked), created again
                 self.missing_since = None
-                return None
+                return None if RECREATING_ANNOTATION in (metadata.get("annotations") or {}) else deleted
+            if self.gone is not None and self.job_uid is not None and self.gone == (self.job_uid, False):
+                return deleted  # its deletion seen by the watch, not one --recreate made
             self.missing_since = now if self.missing_since is None else self.missing_since
             waited = now - self.missing_since
             if waited < self.settings.chief_missing_seconds:
                 self.due = self.missing_since + self.settings.chief_missing_seconds
                 return None
-            return Ending("deleted", f"{kind.noun} {name} was deleted before it finished" if self.job_uid
-                          else f"{kind.noun} {name} not found for {waited:.0f} s")
+            return deleted if self.job_uid else Ending("deleted", f"{kind.noun} {name} not found for {waited:.0f} s")
         if self.job_uid is not None and metadata.get("uid") != self.job_uid:
             log.info("%s %s was created again: a new run", kind.noun, name)
             self.step_seen, self.own_uid = None, None
@@ -821,6 +827,9 @@ class Supervisor:
         return Watcher(name, path, query, self.current_target, self.heard, self.settings.poll_seconds)
 
     def heard(self, kind: str, obj: Mapping[str, Any]) -> None:
+        metadata = obj.get("metadata") or {}
+        if kind == "DELETED" and metadata.get("name") == self.settings.run_object:
+            self.gone = (str(metadata.get("uid")), RECREATING_ANNOTATION in (metadata.get("annotations") or {}))
         self.woken.set()
 
     def follow_pods(self) -> None:

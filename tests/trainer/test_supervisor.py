@@ -38,10 +38,11 @@ import pytest
 from tests.chartlib import REPO, named, render
 from tests.kubeapi import JobController, KubeServer, Request, kube_server
 from tests.trainer.conftest import service_account_dir
-from tfchart.cluster.upgrade import immutable_changes
+from tfchart.cluster.upgrade import delete_to_recreate, immutable_changes
 from tfchart.local.processes import LocalCluster, LocalPod, localise_cluster, pods_from_manifests, python_bin_dir
 from tfdcontract import ENDED_AT_ANNOTATION as ENDED_AT
 from tfdcontract import PROGRESS_ANNOTATION as PROGRESS
+from tfdcontract import RECREATING_ANNOTATION as RECREATING
 from tfdcontract import JobProgress, parse_job_progress, parse_step_line
 from trainer.cleanup import KubeTarget
 from trainer.supervisor import Settings, Supervisor, main, serve_health
@@ -445,14 +446,18 @@ def test_upgrading_a_finished_release_does_not_start_its_pods_again(release: Any
 
 
 def delete_as_recreate_does(server: KubeServer) -> None:
-    """`tfchart upgrade --recreate`'s deletion of the chief Job: Foreground (its pod goes first), then
-    read until the API answers 404, through tfchart's own Kubernetes client."""
+    """`tfchart upgrade --recreate`'s deletion of the chief Job: marked for re-creation, deleted Foreground (its
+    pod goes first), then read until the API answers 404, through tfchart's own Kubernetes client."""
     api = server.api()
-    assert api.delete("Job", f"{PREFIX}-chief", NAMESPACE, "Foreground") in ("deleted", "terminating")
+    assert delete_to_recreate(api, "Job", f"{PREFIX}-chief", NAMESPACE, "Foreground") in ("deleted", "terminating")
     deadline = time.monotonic() + 30
     while api.read_object("Job", f"{PREFIX}-chief", NAMESPACE) is not None:
         assert time.monotonic() < deadline
         time.sleep(0.1)
+
+
+RECREATED = [("PATCH", f"{JOBS}/{PREFIX}-chief", {"metadata": {"annotations": {RECREATING: "true"}}}),
+             ("DELETE", f"{JOBS}/{PREFIX}-chief", None)]  # what --recreate writes
 
 
 def record(server: KubeServer) -> tuple[str, str, str]:
@@ -511,16 +516,14 @@ def test_recreating_a_running_chief_goes_on_with_the_same_servers_to_the_end(rel
         docs = render_against(stage, "4", "chief.podAnnotations.x=y")
         assert spec_replicas(docs) == {f"{PREFIX}-ps": 1, f"{PREFIX}-worker": 1, f"{PREFIX}-supervisor": 1}
         stage.apply(docs, uid="uid-the-recreated-chief")
-        deleted = ("DELETE", f"{JOBS}/{PREFIX}-chief", None)
-        assert stage.server.writes()[writes:] == [deleted]  # the supervisor changed nothing meanwhile
+        assert stage.server.writes()[writes:] == RECREATED  # the supervisor changed nothing meanwhile
         controllers.append(stage.start_chief(docs))
 
     run = release(["supervisor.chiefMissingSeconds=120", "training.trainSteps=120"], start_servers=True,
                   during=recreate, timeout=300)
     controllers[0].join(30)
     assert record(run.server) == ("uid-the-recreated-chief", "Complete", "succeeded"), run.pod_lines[-20:]
-    assert run.writes() == [("DELETE", f"{JOBS}/{PREFIX}-chief", None),
-                            *scale_down("succeeded", f"Succeeded: Job {PREFIX}-chief completed")]
+    assert run.writes() == [*RECREATED, *scale_down("succeeded", f"Succeeded: Job {PREFIX}-chief completed")]
     assert "was created again: a new run" in run.supervisor_log
     chief = "\n".join(line for line in run.pod_lines if line.startswith(f"{PREFIX}-chief"))
     saved = re.search(r"SIGTERM at step (\d+): checkpoint saved", chief)
@@ -653,8 +656,9 @@ def test_a_job_created_again_is_a_new_run() -> None:
         server.add(*objects())
         sup = supervisor(server, chief_missing_seconds=3600)
         assert sup.observe() is None
-        server.update("Job", NAMESPACE, "r-chief", {"metadata": {"deletionTimestamp": "2020-01-01T00:00:00Z"}})
-        assert sup.observe() is None  # being deleted: waited for
+        marked = {"deletionTimestamp": "2020-01-01T00:00:00Z", "annotations": {RECREATING: "true"}}
+        server.update("Job", NAMESPACE, "r-chief", {"metadata": marked})
+        assert sup.observe() is None  # being deleted by --recreate: waited for
         server.delete("Job", NAMESPACE, "r-chief")
         assert sup.observe() is None  # gone, for less than chief_missing_seconds
         job = objects(conditions=[{"type": "Complete", "status": "True"}])[0]
@@ -667,7 +671,28 @@ def test_a_job_created_again_is_a_new_run() -> None:
         assert server.get("StatefulSet", NAMESPACE, "r-worker")["spec"]["replicas"] == 0  # type: ignore[index]
 
 
+@pytest.mark.parametrize("how", ["foreground", "background"])
+def test_a_job_deleted_by_hand_ends_the_run_at_once(how: str) -> None:
+    """Deleted without --recreate's mark: being deleted (Foreground, its pods terminating) is seen on the Job itself;
+    a deletion that removes it at once (kubectl's default) by the watch's DELETED event, the Job's last state."""
+    with kube_server() as server:
+        server.add(*objects())
+        sup = supervisor(server, chief_missing_seconds=3600)
+        assert sup.observe() is None
+        job = server.get("Job", NAMESPACE, "r-chief")
+        assert job is not None
+        if how == "foreground":
+            server.update("Job", NAMESPACE, "r-chief", {"metadata": {"deletionTimestamp": "2020-01-01T00:00:00Z"}})
+        else:
+            server.delete("Job", NAMESPACE, "r-chief")
+            sup.heard("DELETED", job)
+        ending = sup.observe()
+        assert ending is not None and (ending.kind, ending.reason) == (
+            "deleted", "chief Job r-chief was deleted before it finished")
+
+
 def test_a_job_gone_for_good_frees_the_pods_once_the_grace_has_passed() -> None:
+    """A supervisor that did not see the deletion (restarted since) waits the grace: it may be created again."""
     with kube_server() as server:
         server.add(*objects())
         now = [1000.0]
