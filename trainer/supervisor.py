@@ -7,17 +7,24 @@ the same way as the project's trainer.
 
 A run is one Job object (the chief Job, or the workers' Job without a chief): the supervisor
 follows that Job by name, and a Job deleted and created again (``tfchart upgrade --recreate``) is a
-new run that it supervises from the start. It polls the Job and reads its ending from the Job's
-status, the way the Job controller writes it:
+new run that it supervises from the start. It watches the Job (Kubernetes' list+watch by name,
+``fieldSelector=metadata.name=<job>``: :class:`Watcher`) and, on each event, reads the Job again and its ending
+from its status, the way the Job controller writes it, so an ending is acted on within a second of being written.
+The event only wakes it: every decision rests on a fresh read, so a watch resumed from its last resourceVersion
+after a cut, or listed again after a 410, misses no ending, and a restarted supervisor decides the same. A look
+every TFD_POLL_SECONDS stays the backstop (the watch refused or failing) and keeps the time-based work (the chief's
+progress, the stall clock); a start timeout and the wait for a deleted Job are looked at when due. The endings:
 
 * ``Complete`` (or ``SuccessCriteriaMet``): ``succeeded``;
 * ``Failed`` (or ``FailureTarget``): ``failed``, with the controller's reason (BackoffLimitExceeded
   after the last retry, DeadlineExceeded for ``activeDeadlineSeconds``, PodFailurePolicy for exit
   code 2);
-* the Job gone for ``TFD_CHIEF_MISSING_SECONDS`` (deleted by hand and not created again): ``deleted``
-  (a Job still being deleted, its pods terminating, is waited for: it may be re-created);
-* with ``TFD_START_TIMEOUT_SECONDS``: TensorFlow pods not all running that long after the Job was
-  created (or resumed): ``start-timeout``, naming the pod and its reason (waiting reason,
+* the Job deleted by hand: ``deleted``, at once: seen being deleted (Foreground, its pods terminating), or in
+  the watch's DELETED event (its last state). ``tfchart upgrade --recreate`` marks a Job it deletes
+  (``tf-distributed.io/recreating``): that one is waited for, up to ``TFD_CHIEF_MISSING_SECONDS``, since it is created
+  again; so is one whose deletion this supervisor did not see (restarted meanwhile, or a watch history expired);
+* with ``TFD_START_TIMEOUT_SECONDS``: TensorFlow pods (watched until the run started) not all running that long
+  after the Job was created (or resumed): ``start-timeout``, naming the pod and its reason (waiting reason,
   unschedulable condition or latest warning event); the Job is then ended too
   (``activeDeadlineSeconds: 1``). Once every pod was up, the run has started:
   ``tf-distributed.io/started-at`` on the Job says so, and no start timeout applies to that run again;
@@ -44,11 +51,11 @@ first one would have, and one restarted after the record only scales itself down
 Under ``workload.kind=jobset`` (``TFD_RUN_KIND=JobSet``) the run's object is the JobSet ``TFD_RUN_NAME``
 (``jobset.x-k8s.io/v1alpha2``), which JobSet's controller ends and cleans up itself: its ending is read from its
 ``Completed`` / ``Failed`` conditions (the latter with JobSet's reason and message), its deletion and
-``spec.suspend`` as a Job's, and the records go on it; the progress record goes on the chief's own Job
-``TFD_CHIEF_JOB`` (``<jobset>-chief-0``). A start timeout does not apply there. A stall writes its reason on the
-JobSet, then sets the chief Job's ``activeDeadlineSeconds`` to 1: the Job controller fails it with
-DeadlineExceeded, JobSet's ``DeadlineEndsTheRun`` rule fails the run and JobSet deletes the other Jobs, which
-frees their GPUs; the supervisor scales nothing but itself. JobSet deletes the chief's Job when another Job
+``spec.suspend`` as a Job's (it is watched by name as the Job is), and the records go on it; the progress record
+goes on the chief's own Job ``TFD_CHIEF_JOB`` (``<jobset>-chief-0``). A start timeout does not apply there. A
+stall writes its reason on the JobSet, then sets the chief Job's ``activeDeadlineSeconds`` to 1: the Job controller
+fails it with DeadlineExceeded, JobSet's ``DeadlineEndsTheRun`` rule fails the run and JobSet deletes the other
+Jobs, which frees their GPUs; the supervisor scales nothing but itself. JobSet deletes the chief's Job when another Job
 fails the run, and re-creates it on a restart (its failure policy's RestartJobSet): the run is the same, and
 the stall clock starts over with the new Job (from its creation, and its own progress record). Everything kind
 specific is in :class:`JobRun` and :class:`JobSetRun`.
