@@ -11,6 +11,7 @@ one the rendered Role allows. No TensorFlow here: the native end-to-end stall is
 from __future__ import annotations
 
 import re
+import threading
 import time
 import urllib.parse
 from dataclasses import replace
@@ -310,6 +311,28 @@ def test_a_jobset_deleted_for_good_ends_the_run_without_a_record() -> None:
         ending = sup.observe()
         assert ending is not None and (ending.kind, ending.reason) == (
             "deleted", f"JobSet {PREFIX} was deleted before it finished")
+
+
+def test_the_jobset_is_watched_by_name_and_its_ending_acted_on_at_once() -> None:
+    """A poll of 60 s and the run over within 30: the JobSet's Completed condition reaches the supervisor by its
+    watch (by name, as the Role allows), and every request is one the Role allows."""
+    with kube_server() as server:
+        cluster(server)
+        configured = replace(Settings.from_env(rendered()[1]), poll_seconds=60)
+        sup = Supervisor(configured, KubeTarget(server.url, NS, "token", None))
+        outcome: list[int] = []
+        thread = threading.Thread(target=lambda: outcome.append(sup.run()), daemon=True)
+        thread.start()
+        watched = lambda: [r for r in server.requests if r.call.verb == "watch" and r.call.resource == "jobsets"]  # noqa: E731
+        with server.answered_one:
+            assert server.answered_one.wait_for(watched, 30)
+        server.update("JobSet", NS, PREFIX, {"status": {"terminalState": "Completed", "conditions": [
+            kf.condition("Completed", "AllJobsCompleted", "jobset completed successfully")]}})
+        thread.join(30)
+        assert outcome == [0]
+        assert watched()[0].call.field_selector == f"metadata.name={PREFIX}"
+        assert jobset_annotations(server)[ENDING_ANNOTATION] == "succeeded"
+        assert_allowed(server)
 
 
 # -- a supervisor killed at any write --------------------------------------------------------------------------
