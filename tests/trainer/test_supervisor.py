@@ -45,7 +45,7 @@ from tfdcontract import PROGRESS_ANNOTATION as PROGRESS
 from tfdcontract import RECREATING_ANNOTATION as RECREATING
 from tfdcontract import JobProgress, parse_job_progress, parse_step_line
 from trainer.cleanup import KubeTarget
-from trainer.supervisor import Settings, Supervisor, main, serve_health
+from trainer.supervisor import Settings, Supervisor, main, now_text, serve_health
 
 NAMESPACE = "ml-team"
 PREFIX = "mnist-tf-distributed"
@@ -796,6 +796,25 @@ def test_start_timeout_names_the_pod_and_its_reason_and_ends_the_chief() -> None
         assert job["metadata"]["annotations"]["tf-distributed.io/ending"] == "start-timeout"
         ps = server.get("StatefulSet", NAMESPACE, "r-ps")
         assert ps is not None and ps["spec"]["replicas"] == 0
+
+
+def test_a_start_timeout_is_looked_at_when_due_with_the_pods_watched_until_then() -> None:
+    """Watching (no injected sleep), with a poll of 60 s: the TensorFlow pods are watched while the run has not
+    started, and the start timeout is looked at the moment it is due, not at the next poll."""
+    with kube_server() as server:
+        server.add(*objects(), pod("r-ps-0", "Pending"))
+        server.update("Job", NAMESPACE, "r-chief", {"metadata": {"creationTimestamp": now_text(time.time())}})
+        settings = Settings("r-chief", ("r-ps", "r-worker"), deployment="r-sup", poll_seconds=60,
+                            start_timeout_seconds=2, pod_selector="tf=yes", expected_pods=2)
+        outcome: list[int] = []
+        thread = threading.Thread(target=lambda: outcome.append(
+            Supervisor(settings, KubeTarget(server.url, NAMESPACE, "token", None)).run()), daemon=True)
+        thread.start()
+        thread.join(30)
+        assert outcome == [0]
+        assert job_annotations(server)["tf-distributed.io/ending"] == "start-timeout"
+        pods = [r.call for r in server.requests if r.call.verb == "watch" and r.call.resource == "pods"]
+        assert pods and pods[0].label_selector == "tf=yes"
 
 
 def test_start_timeout_reasons_come_from_the_pod_then_its_events() -> None:
