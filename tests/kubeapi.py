@@ -19,7 +19,15 @@ and helm (`template --dry-run=server`, its `lookup`). The server
   one without goes at once and a Status is answered;
 - answers an injected failure (`fail`) with its metav1.Status, and every request with `proxy_answer`
   when set (a proxy's login page in the way);
-- records every request with its `Call`, HTTP status, headers and time, before answering it.
+- records every request with its `Call`, HTTP status, headers and time, before answering it;
+- serves list+watch as the API server does: a resourceVersion counter rises on every write (a client's create,
+  patch or delete, and a test's or controller's `add`, `update`, `delete`), each stored object carries the one of
+  its last write and a list the current one; `?watch=1` streams newline-delimited JSON events (ADDED, MODIFIED,
+  DELETED; BOOKMARK with allowWatchBookmarks) after `resourceVersion` (none or "0": ADDED for what exists first),
+  through the same label and field selectors, an object that leaves or enters them seen as DELETED or ADDED,
+  until `timeoutSeconds`. Only the last `history` events are kept: a watch from an older resourceVersion gets an
+  ERROR event with a 410 Expired Status, as the API server's watch cache answers it. `cut_watches` breaks every
+  open watch mid-stream (a dropped connection, an API server restart), and with `expire` forgets the history too.
 
 JobController and StatefulSetController, at the end, play Kubernetes' Job controller for one rendered
 chief Job and its StatefulSet controller for one rendered ps/worker StatefulSet, whose pods run as local
@@ -29,6 +37,7 @@ process printed.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import functools
@@ -60,6 +69,7 @@ if TYPE_CHECKING:
 
 NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=timezone.utc)
 MERGE_PATCH = "application/merge-patch+json"
+BOOKMARK_SECONDS = 1.0  # a watch that asked for bookmarks gets one after this long without an event
 
 # group version -> {resource: kind}: what the API server serves without any CRD (every kind the chart renders)
 BUILT_IN: dict[str, dict[str, str]] = {
@@ -89,7 +99,7 @@ FIELDS = {"pods": {"spec.nodeName", "spec.restartPolicy", "status.phase"},
 NO_RESOURCE = "the server could not find the requested resource"
 QUANTITY_KEYS = {"limits", "requests", "capacity", "allocatable", "hard", "used"}
 REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
-           415: "UnsupportedMediaType", 500: "InternalError"}  # fmt: skip
+           410: "Expired", 415: "UnsupportedMediaType", 500: "InternalError"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -163,6 +173,78 @@ class LogStream:
     follow: bool
 
 
+@dataclass(frozen=True)
+class Event:
+    """One write: its resourceVersion, the object's key, ADDED | MODIFIED | DELETED, the object after it (its
+    last state for DELETED) and before it."""
+
+    revision: int
+    key: tuple[str, str | None, str]
+    kind: str
+    document: dict[str, Any]
+    before: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Watched:
+    """What a watch asked for: a resource, in a namespace (None: all), through label and field selectors."""
+
+    resource: str
+    namespace: str | None
+    labels: str
+    fields: str
+
+    def covers(self, key: tuple[str, str | None, str]) -> bool:
+        return key[0] == self.resource and self.namespace in (None, key[1])
+
+    def matches(self, document: dict[str, Any]) -> bool:
+        return labels_match(document["metadata"].get("labels") or {}, self.labels) and fields_match(
+            document, self.fields)
+
+
+@dataclass
+class WatchStream:
+    """An open watch: the events after `since` as they come (`first` before them), until its timeout, a cut or
+    the server closing; a BOOKMARK every BOOKMARK_SECONDS of quiet when asked for."""
+
+    server: KubeServer
+    watched: Watched
+    since: int
+    first: list[dict[str, Any]]
+    timeout: float | None
+    bookmarks: bool
+    cuts: int  # the server's cut count when it opened
+    cut: bool = False
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        yield from self.first
+        server, ends = self.server, time.monotonic() + (self.timeout if self.timeout is not None else 3600.0)
+        quiet_since = time.monotonic()
+        while True:
+            with server.changed:
+                server.changed.wait_for(lambda: server.revision > self.since or server.cuts != self.cuts
+                                        or server.closing or time.monotonic() >= ends,
+                                        timeout=max(0.0, min(BOOKMARK_SECONDS, ends - time.monotonic())))
+                if server.cuts != self.cuts or server.closing:
+                    self.cut = True
+                    return
+                found = server.events_after(self.since, self.watched)
+                revision = server.revision
+            if found is None:
+                yield {"type": "ERROR", "object": failure(410, f"too old resource version: {self.since} ({revision})")}
+                return
+            self.since = revision
+            yield from found
+            if found:
+                quiet_since = time.monotonic()
+            elif self.bookmarks and time.monotonic() - quiet_since >= BOOKMARK_SECONDS:
+                quiet_since = time.monotonic()
+                yield {"type": "BOOKMARK", "object": {"kind": KIND_OF.get(self.watched.resource, ""),
+                                                      "metadata": {"resourceVersion": str(revision)}}}
+            if time.monotonic() >= ends:
+                return
+
+
 class KubeServer:
     """The fake API server (see the module docstring), listening on 127.0.0.1 until `close`."""
 
@@ -180,6 +262,11 @@ class KubeServer:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler(self))
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.closing = False
+        self.revision = 1000  # the last write's resourceVersion
+        self.compacted = 0  # a watch from before this resourceVersion is answered 410 Expired
+        self.history: collections.deque[Event] = collections.deque(maxlen=1000)
+        self.cuts = 0  # cut_watches calls: a watch that started before one ends mid-stream
+        self.changed = threading.Condition(self.lock)  # notified on each write and each cut
         self.thread = threading.Thread(target=self.serve, daemon=True, name="kubeapi")
         self.thread.start()
 
@@ -190,6 +277,8 @@ class KubeServer:
     def close(self) -> None:
         """Stops listening now (serve_forever's shutdown would wait for its next poll)."""
         self.closing = True
+        with self.changed:
+            self.changed.notify_all()  # open watches end
         for log in self.logs.values():
             log.resume.set()
         with contextlib.suppress(OSError):  # wakes the loop up
@@ -205,7 +294,7 @@ class KubeServer:
             for document in documents:
                 document = served(document)
                 meta = document["metadata"]
-                self.objects[(RESOURCE_OF[document["kind"]], meta.get("namespace"), meta["name"])] = document
+                self.store((RESOURCE_OF[document["kind"]], meta.get("namespace"), meta["name"]), document)
         return self
 
     def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
@@ -217,12 +306,68 @@ class KubeServer:
         """A JSON merge patch (a null removes the key), as a controller or kubectl would write it."""
         with self.lock:
             key = (RESOURCE_OF[kind], namespace, name)
-            self.objects[key] = merge_patch(self.objects[key], patch)
+            self.store(key, merge_patch(self.objects[key], patch))
 
     def delete(self, kind: str, namespace: str | None, name: str) -> None:
         """Removes the object at once (a controller's or the garbage collector's doing)."""
         with self.lock:
-            self.objects.pop((RESOURCE_OF[kind], namespace, name), None)
+            self.remove((RESOURCE_OF[kind], namespace, name))
+
+    # -- writes, each at the next resourceVersion, and the watches that see them ----------------------------
+
+    def store(self, key: tuple[str, str | None, str], document: dict[str, Any]) -> dict[str, Any]:
+        """Creates or replaces an object at the next resourceVersion (ADDED or MODIFIED). The stored document is
+        never changed in place afterwards (each write stores a new one), so the history can hold it as it is."""
+        with self.changed:
+            self.revision += 1
+            stamped = {**document, "metadata": {**document["metadata"], "resourceVersion": str(self.revision)}}
+            before = self.objects.get(key)
+            self.objects[key] = stamped
+            self.history.append(Event(self.revision, key, "MODIFIED" if before else "ADDED", stamped, before))
+            self.changed.notify_all()
+            return stamped
+
+    def remove(self, key: tuple[str, str | None, str]) -> dict[str, Any] | None:
+        """Deletes an object (DELETED, its last state at the next resourceVersion); None when there was none."""
+        with self.changed:
+            self.terminating.pop(key, None)
+            before = self.objects.pop(key, None)
+            if before is None:
+                return None
+            self.revision += 1
+            gone = {**before, "metadata": {**before["metadata"], "resourceVersion": str(self.revision)}}
+            self.history.append(Event(self.revision, key, "DELETED", gone, before))
+            self.changed.notify_all()
+            return before
+
+    def cut_watches(self, expire: bool = False) -> None:
+        """Breaks every open watch mid-stream (no closing chunk), as a dropped connection or an API server restart
+        does; `expire`: the event history is forgotten too, so a watch resumed from a resourceVersion seen before
+        gets 410 Expired and must list again."""
+        with self.changed:
+            self.cuts += 1
+            if expire:
+                self.history.clear()
+                self.revision += 1
+                self.compacted = self.revision
+            self.changed.notify_all()
+
+    def events_after(self, revision: int, watched: Watched) -> list[dict[str, Any]] | None:
+        """The events a watch of `watched` sees after `revision`, or None when the history no longer reaches back
+        that far (410)."""
+        kept_from = self.history[0].revision - 1 if self.history else self.revision
+        if revision < max(kept_from, self.compacted):
+            return None
+        found = []
+        for event in self.history:
+            if event.revision <= revision or not watched.covers(event.key):
+                continue
+            now = event.kind != "DELETED" and watched.matches(event.document)
+            was = event.before is not None and watched.matches(event.before)
+            if now or was:
+                kind = event.kind if now == was else "ADDED" if now else "DELETED"
+                found.append({"type": kind, "object": event.document})
+        return found
 
     def set_log(self, namespace: str, pod: str, lines: Sequence[str], **stream: Any) -> PodLog:
         log = PodLog("".join(line + "\n" for line in lines), **stream)
@@ -242,7 +387,8 @@ class KubeServer:
     def reset(self) -> None:
         """An empty cluster again (a test's next case)."""
         with self.lock:
-            for store in (self.objects, self.logs, self.failures, self.linger, self.terminating, self.requests):
+            for store in (self.objects, self.logs, self.failures, self.linger, self.terminating, self.requests,
+                          self.history):
                 store.clear()
             self.proxy_answer = None
 
@@ -316,7 +462,9 @@ class KubeServer:
             call = Call("discover", group_version)
             return call, *(self.injected(call) or self.discovery(group_version))
         labels, fields = query.pop("labelSelector", None), query.pop("fieldSelector", None)
-        verb = {"GET": "log" if sub == "log" else "get" if name else "list"}.get(method, method.lower())
+        watching = not name and query.get("watch") in ("1", "true")
+        verb = {"GET": "log" if sub == "log" else "get" if name else "watch" if watching else "list"}.get(
+            method, method.lower())
         shown = resource if sub in (None, "log") else f"{resource}/{sub}"
         call = Call(verb, shown, namespace, name, labels, fields, tuple(sorted(query.items())))
         injected = self.injected(call)
@@ -324,6 +472,8 @@ class KubeServer:
             return call, *injected
         if not self.serves(group_version, resource):
             return call, 404, failure(404, NO_RESOURCE)
+        if verb == "watch":
+            return call, 200, self.watch_of(group_version, resource, namespace, labels or "", fields or "", query)
         if verb == "list":
             page = (int(query.get("limit") or 0), int(query.get("continue") or 0))
             return call, *self.listing(group_version, resource, namespace, labels or "", fields or "", page)
@@ -394,19 +544,33 @@ class KubeServer:
         items = [document for _, document in kept
                  if labels_match(document["metadata"].get("labels") or {}, labels) and fields_match(document, fields)]
         kind = KIND_OF.get(resource, "")
-        metadata: dict[str, Any] = {"resourceVersion": "1000"}
+        metadata: dict[str, Any] = {"resourceVersion": str(self.revision)}
         limit, offset = page
         if limit:
             items, rest = items[offset:offset + limit], items[offset + limit:]
             metadata |= {"continue": str(offset + limit), "remainingItemCount": len(rest)} if rest else {}
         return 200, {"apiVersion": group_version, "kind": f"{kind}List", "metadata": metadata, "items": items}
 
+    def watch_of(self, group_version: str, resource: str, namespace: str | None, labels: str, fields: str,
+                 query: dict[str, str]) -> WatchStream:
+        """A watch from `resourceVersion` (none or "0": the objects there are now, as ADDED, first)."""
+        watched = Watched(resource, namespace, labels, fields)
+        since = query.get("resourceVersion") or "0"
+        first = []
+        if since == "0":
+            _, listing = self.listing(group_version, resource, namespace, labels, fields)
+            first = [{"type": "ADDED", "object": item} for item in listing["items"]]
+            since = str(self.revision)
+        timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds") else None
+        return WatchStream(self, watched, int(since), first, timeout, query.get("allowWatchBookmarks") == "true",
+                           self.cuts)
+
     def count_down(self, key: tuple[str, str | None, str]) -> None:
         """A GET of a terminating object: it goes once its `linger` reads are used up."""
         if key in self.terminating:
             remaining = self.terminating[key]
             if remaining is not None and remaining <= 0:
-                del self.terminating[key], self.objects[key]
+                self.remove(key)
             elif remaining is not None:
                 self.terminating[key] = remaining - 1
 
@@ -418,13 +582,12 @@ class KubeServer:
         policy = {"Orphan": ["orphan"], "Foreground": ["foregroundDeletion"]}.get(propagation, [])
         finalizers = sorted({*metadata.get("finalizers", []), *policy})
         if not finalizers:
-            del self.objects[key]
-            self.terminating.pop(key, None)
+            self.remove(key)
             details = {"name": name, "kind": resource, "uid": document["metadata"]["uid"]}
             return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
-        metadata.setdefault("deletionTimestamp", timestamp(NOW))
-        metadata.setdefault("deletionGracePeriodSeconds", 0)
-        metadata["finalizers"] = finalizers
+        marks = {"deletionTimestamp": metadata.get("deletionTimestamp") or timestamp(NOW),
+                 "deletionGracePeriodSeconds": metadata.get("deletionGracePeriodSeconds", 0), "finalizers": finalizers}
+        document = self.store(key, {**document, "metadata": {**metadata, **marks}})
         self.terminating.setdefault(key, self.linger.get(key, 0))
         return 200, document
 
@@ -436,10 +599,9 @@ class KubeServer:
         if not isinstance(body, dict):
             return 400, failure(400, "a merge patch is a JSON object")
         if sub == "scale":
-            self.objects[key]["spec"]["replicas"] = (body.get("spec") or {}).get("replicas")
-            return 200, scale_of(self.objects[key])
-        self.objects[key] = merge_patch(self.objects[key], body)
-        return 200, self.objects[key]
+            replicas = (body.get("spec") or {}).get("replicas")
+            return 200, scale_of(self.store(key, merge_patch(self.objects[key], {"spec": {"replicas": replicas}})))
+        return 200, self.store(key, merge_patch(self.objects[key], body))
 
     def log_of(self, pod: dict[str, Any], query: dict[str, str]) -> tuple[int, dict[str, Any] | LogStream]:
         waiting = never_started_reason(pod)
@@ -473,6 +635,8 @@ def handler(server: KubeServer) -> type[BaseHTTPRequestHandler]:
             status, answer = server.answer(self.command, self.path, body, content_type, headers)
             if isinstance(answer, LogStream):
                 self.stream(answer)
+            elif isinstance(answer, WatchStream):
+                self.watch(answer)
             elif isinstance(answer, tuple):  # a proxy's
                 self.reply(status, answer[1], answer[2])
             else:
@@ -515,6 +679,25 @@ def handler(server: KubeServer) -> type[BaseHTTPRequestHandler]:
                 pass
             except OSError:  # written to a connection the client closed
                 log.hung_up.set()
+
+        def watch(self, answer: WatchStream) -> None:
+            """Events, one JSON document a line in chunks, until timeoutSeconds (then a clean end), a cut (the
+            connection dropped without the closing chunk) or the server closing."""
+            self.protocol_version = "HTTP/1.1"
+            self.send_response(200)
+            for name, value in (("Content-Type", "application/json"), ("Transfer-Encoding", "chunked"),
+                                ("Connection", "close")):  # fmt: skip
+                self.send_header(name, value)
+            self.end_headers()
+            try:
+                for event in answer.events():
+                    self.chunk(json.dumps(event).encode() + b"\n")
+                if answer.cut:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                self.chunk(b"")
+            except OSError:  # the client hung up
+                pass
 
         def chunk(self, data: bytes) -> None:
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")

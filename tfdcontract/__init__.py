@@ -90,6 +90,9 @@ END_REASON_ANNOTATION = ANNOTATION_PREFIX + "end-reason"
 ENDED_AT_ANNOTATION = ANNOTATION_PREFIX + "ended-at"
 #: When the supervisor first saw every TensorFlow pod of the run up: the start timeout is over.
 STARTED_AT_ANNOTATION = ANNOTATION_PREFIX + "started-at"
+#: On a Job or JobSet that `tfchart upgrade --recreate` is deleting to create it again: the supervisor waits for the
+#: new one (supervisor.chiefMissingSeconds), where a run's object deleted without it ends the run at once.
+RECREATING_ANNOTATION = ANNOTATION_PREFIX + "recreating"
 #: The chief's progress on the chief's own Job (JobProgress, written by the run supervisor).
 PROGRESS_ANNOTATION = ANNOTATION_PREFIX + "progress"
 #: The label Kubernetes' Job controller puts on each pod of a Job: the Job's name.

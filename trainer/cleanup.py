@@ -16,6 +16,7 @@ a loopback HTTP server and assert the exact requests; the in-cluster path (HTTPS
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import ssl
@@ -102,6 +103,15 @@ def request(
     content_type: str = "application/merge-patch+json", accept: str = "application/json", limit: int = -1,
 ) -> tuple[int, bytes]:
     """One API request; returns (HTTP status, the answer's bytes, at most `limit` of them)."""
+    with open_request(target, method, path, body, timeout, content_type, accept) as resp:
+        return int(resp.status), resp.read(limit)
+
+
+def open_request(
+    target: KubeTarget, method: str, path: str, body: Mapping[str, object] | None = None, timeout: float = 10.0,
+    content_type: str = "application/merge-patch+json", accept: str = "application/json",
+) -> http.client.HTTPResponse:
+    """One API request, its answer left open to be read as it comes (a watch's stream); raises as :func:`call`."""
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(f"{target.base_url}{path}", data=data, method=method)
     if data is not None:
@@ -114,8 +124,8 @@ def request(
         context = ssl.create_default_context(
             cafile=str(target.ca_file) if target.ca_file else None
         )
-    with urllib.request.urlopen(req, timeout=timeout, context=context) as resp:
-        return int(resp.status), resp.read(limit)
+    response: http.client.HTTPResponse = urllib.request.urlopen(req, timeout=timeout, context=context)
+    return response
 
 
 def scale_path(namespace: str, resource: str, name: str) -> str:

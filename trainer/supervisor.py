@@ -7,17 +7,24 @@ the same way as the project's trainer.
 
 A run is one Job object (the chief Job, or the workers' Job without a chief): the supervisor
 follows that Job by name, and a Job deleted and created again (``tfchart upgrade --recreate``) is a
-new run that it supervises from the start. It polls the Job and reads its ending from the Job's
-status, the way the Job controller writes it:
+new run that it supervises from the start. It watches the Job (Kubernetes' list+watch by name,
+``fieldSelector=metadata.name=<job>``: :class:`Watcher`) and, on each event, reads the Job again and its ending
+from its status, the way the Job controller writes it, so an ending is acted on within a second of being written.
+The event only wakes it: every decision rests on a fresh read, so a watch resumed from its last resourceVersion
+after a cut, or listed again after a 410, misses no ending, and a restarted supervisor decides the same. A look
+every TFD_POLL_SECONDS stays the backstop (the watch refused or failing) and keeps the time-based work (the chief's
+progress, the stall clock); a start timeout and the wait for a deleted Job are looked at when due. The endings:
 
 * ``Complete`` (or ``SuccessCriteriaMet``): ``succeeded``;
 * ``Failed`` (or ``FailureTarget``): ``failed``, with the controller's reason (BackoffLimitExceeded
   after the last retry, DeadlineExceeded for ``activeDeadlineSeconds``, PodFailurePolicy for exit
   code 2);
-* the Job gone for ``TFD_CHIEF_MISSING_SECONDS`` (deleted by hand and not created again): ``deleted``
-  (a Job still being deleted, its pods terminating, is waited for: it may be re-created);
-* with ``TFD_START_TIMEOUT_SECONDS``: TensorFlow pods not all running that long after the Job was
-  created (or resumed): ``start-timeout``, naming the pod and its reason (waiting reason,
+* the Job deleted by hand: ``deleted``, at once: seen being deleted (Foreground, its pods terminating), or in
+  the watch's DELETED event (its last state). ``tfchart upgrade --recreate`` marks a Job it deletes
+  (``tf-distributed.io/recreating``): that one is waited for, up to ``TFD_CHIEF_MISSING_SECONDS``, since it is created
+  again; so is one whose deletion this supervisor did not see (restarted meanwhile, or a watch history expired);
+* with ``TFD_START_TIMEOUT_SECONDS``: TensorFlow pods (watched until the run started) not all running that long
+  after the Job was created (or resumed): ``start-timeout``, naming the pod and its reason (waiting reason,
   unschedulable condition or latest warning event); the Job is then ended too
   (``activeDeadlineSeconds: 1``). Once every pod was up, the run has started:
   ``tf-distributed.io/started-at`` on the Job says so, and no start timeout applies to that run again;
@@ -44,11 +51,11 @@ first one would have, and one restarted after the record only scales itself down
 Under ``workload.kind=jobset`` (``TFD_RUN_KIND=JobSet``) the run's object is the JobSet ``TFD_RUN_NAME``
 (``jobset.x-k8s.io/v1alpha2``), which JobSet's controller ends and cleans up itself: its ending is read from its
 ``Completed`` / ``Failed`` conditions (the latter with JobSet's reason and message), its deletion and
-``spec.suspend`` as a Job's, and the records go on it; the progress record goes on the chief's own Job
-``TFD_CHIEF_JOB`` (``<jobset>-chief-0``). A start timeout does not apply there. A stall writes its reason on the
-JobSet, then sets the chief Job's ``activeDeadlineSeconds`` to 1: the Job controller fails it with
-DeadlineExceeded, JobSet's ``DeadlineEndsTheRun`` rule fails the run and JobSet deletes the other Jobs, which
-frees their GPUs; the supervisor scales nothing but itself. JobSet deletes the chief's Job when another Job
+``spec.suspend`` as a Job's (it is watched by name as the Job is), and the records go on it; the progress record
+goes on the chief's own Job ``TFD_CHIEF_JOB`` (``<jobset>-chief-0``). A start timeout does not apply there. A
+stall writes its reason on the JobSet, then sets the chief Job's ``activeDeadlineSeconds`` to 1: the Job controller
+fails it with DeadlineExceeded, JobSet's ``DeadlineEndsTheRun`` rule fails the run and JobSet deletes the other
+Jobs, which frees their GPUs; the supervisor scales nothing but itself. JobSet deletes the chief's Job when another Job
 fails the run, and re-creates it on a restart (its failure policy's RestartJobSet): the run is the same, and
 the stall clock starts over with the new Job (from its creation, and its own progress record). Everything kind
 specific is in :class:`JobRun` and :class:`JobSetRun`.
@@ -59,6 +66,8 @@ loopback server that keeps objects and records every request (tests/kubeapi.py).
 
 from __future__ import annotations
 
+import http.client
+import json
 import logging
 import os
 import signal
@@ -83,6 +92,7 @@ from tfdcontract import (
     FAILED,
     JOB_NAME_LABEL,
     PROGRESS_ANNOTATION,
+    RECREATING_ANNOTATION,
     RUNNING,
     STALLED,
     STALLED_REASON_PREFIX,
@@ -93,7 +103,7 @@ from tfdcontract import (
     parse_job_progress,
     run_ended,
 )
-from trainer.cleanup import KubeTarget, call, read_text, scale_path, target_from_env
+from trainer.cleanup import KubeTarget, call, open_request, read_text, scale_path, target_from_env
 from trainer.progress import (
     LOG_TAIL_LINES,
     WRITE_INTERVAL_SECONDS,
@@ -110,6 +120,12 @@ POLICIES = ("scaleDown", "keep")
 RUN_KINDS = ("Job", "JobSet")  # the run's object: native, its Job; workload.kind=jobset, the JobSet
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 REQUEST_ERRORS = (urllib.error.URLError, OSError, ssl.SSLError, ValueError)
+# One watch request lasts this long (timeoutSeconds; the API server ends it, and it is made again from the last
+# resourceVersion); its socket waits a little longer for the server's clean end.
+WATCH_SECONDS = 300
+WATCH_READ_MARGIN_SECONDS = 30
+# A watch that cannot be made (the API away, a refusal) is tried again after this long, doubling up to the poll.
+WATCH_RETRY_SECONDS = 0.1
 
 
 class SupervisorConfigError(Exception):
@@ -322,6 +338,88 @@ def why_not_running(pod: Mapping[str, Any], events: list[Mapping[str, Any]]) -> 
     return f"{status.get('phase') or 'Pending'}"
 
 
+class Watcher:
+    """Kubernetes' list+watch of the objects of one list URL (`path`, `query`: its selectors), in a thread: each
+    event (and each list) calls `heard`, which only wakes the supervisor's loop; what to do is then decided from a
+    fresh read of the cluster, never from the event. A watch ended by the server (timeoutSeconds) or cut is made
+    again from the last resourceVersion seen (the events' and the bookmarks'), so none is missed; a resourceVersion
+    too old for the API server (410 Gone, as an HTTP status or an ERROR event) is listed again, and that list too
+    wakes the loop. A refusal (403: the Role does not allow watch) or an API away is tried again, doubling the
+    wait up to `retry_max`: meanwhile the loop's periodic look does the work, as before."""
+
+    def __init__(self, name: str, path: str, query: Mapping[str, str], target: Callable[[], KubeTarget],
+                 heard: Callable[[str, Mapping[str, Any]], None], retry_max: float) -> None:
+        self.name, self.path, self.query, self.target, self.heard = name, path, dict(query), target, heard
+        self.retry_max = retry_max
+        self.version: str | None = None  # the last resourceVersion seen; None: list first
+        self.lists = self.watches = 0
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True, name=f"watch-{name}")
+
+    def start(self) -> Watcher:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def url(self, **more: str) -> str:
+        return f"{self.path}?{urllib.parse.urlencode({**self.query, **more})}"
+
+    def run(self) -> None:
+        retry = WATCH_RETRY_SECONDS
+        while not self.stopping.is_set():
+            try:
+                if self.version is None:
+                    self.relist()
+                if self.follow():
+                    retry = WATCH_RETRY_SECONDS
+                    continue
+            except urllib.error.HTTPError as error:
+                if error.code == 410:  # too old: list again
+                    log.info("watch of %s: resourceVersion %s expired; listing again", self.name, self.version)
+                    self.version = None
+                    continue
+                log.warning("cannot watch %s: HTTP %s %s (does the supervisor's Role allow list and watch?); "
+                            "looking every poll meanwhile", self.name, error.code, error.reason)
+            except (*REQUEST_ERRORS, http.client.HTTPException) as error:
+                log.info("watch of %s cut (%s); resuming from resourceVersion %s", self.name, error, self.version)
+            self.stopping.wait(retry)
+            retry = min(2 * retry, self.retry_max)
+
+    def relist(self) -> None:
+        listing = call(self.target(), "GET", self.url())[1]
+        self.lists += 1
+        metadata = listing.get("metadata")
+        self.version = str(metadata.get("resourceVersion") or "") or None if isinstance(metadata, dict) else None
+        self.heard("LISTED", listing)
+
+    def follow(self) -> bool:
+        """One watch request, read to its end; True when it ended as the server ends it (or expired)."""
+        query = {"watch": "1", "resourceVersion": self.version or "0", "allowWatchBookmarks": "true",
+                 "timeoutSeconds": str(WATCH_SECONDS)}
+        with open_request(self.target(), "GET", self.url(**query),
+                          timeout=WATCH_SECONDS + WATCH_READ_MARGIN_SECONDS) as stream:
+            self.watches += 1
+            for line in stream:
+                if self.stopping.is_set():
+                    return True
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                kind, obj = str(event.get("type")), event.get("object") or {}
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        log.info("watch of %s: resourceVersion %s expired; listing again", self.name, self.version)
+                        self.version = None
+                        return True
+                    raise ValueError(f"watch of {self.name}: {obj.get('code')} {obj.get('message')}")
+                self.version = str((obj.get("metadata") or {}).get("resourceVersion") or self.version)
+                if kind != "BOOKMARK":
+                    self.heard(kind, obj)
+        return True
+
+
 class JobRun:
     """workload.kind=native: the run's object is its Job (the chief Job, or the workers' Job without a chief), which
     is also the chief's own Job, and which a 1 s deadline ends (the Job controller fails it)."""
@@ -330,6 +428,10 @@ class JobRun:
 
     def path(self, sup: Supervisor) -> str:
         return sup.job_path(sup.settings.run_object)
+
+    def list_path(self, sup: Supervisor) -> str:
+        """The list (and watch) URL of the run's object's kind; the Role allows it with its name's field selector."""
+        return sup.job_path("")
 
     def ending(self, run: Mapping[str, Any]) -> Ending | None:
         return job_ending(run)
@@ -366,6 +468,9 @@ class JobSetRun(JobRun):
 
     def path(self, sup: Supervisor) -> str:
         return sup.path(JOBSET_API, "jobsets", sup.settings.run_object)
+
+    def list_path(self, sup: Supervisor) -> str:
+        return sup.path(JOBSET_API, "jobsets")
 
     def ending(self, run: Mapping[str, Any]) -> Ending | None:
         return jobset_ending(run)
@@ -405,12 +510,13 @@ JOB_RUN, JOBSET_RUN = JobRun(), JobSetRun()
 
 @dataclass
 class Supervisor:
-    """One supervised run. ``clock`` and ``sleep`` are injectable for tests."""
+    """One supervised run. ``clock`` and ``sleep`` are injectable for tests: with ``sleep``, the loop sleeps the
+    poll between two looks and watches nothing; without, it waits for a watch event or the poll."""
 
     settings: Settings
     target: KubeTarget
     clock: Callable[[], float] = time.time
-    sleep: Callable[[float], None] = time.sleep
+    sleep: Callable[[float], None] | None = None
     started_at: float = field(default=0.0)
     job_uid: str | None = None  # the run (its Job or JobSet object) last seen
     own_uid: str | None = None  # the chief's own Job last seen (a JobSet creates it again on a restart)
@@ -424,6 +530,16 @@ class Supervisor:
     # Re-reads the service-account token before each request: the chart projects a short-lived
     # token that the kubelet rotates in place.
     fresh_target: Callable[[], KubeTarget | None] | None = None
+    woken: threading.Event = field(default_factory=threading.Event)  # a watch saw something: look now
+    run_watch: Watcher | None = None
+    pod_watch: Watcher | None = None  # while the run has not started (a start timeout, stalls)
+    started_seen: bool = False  # the last look found the run started
+    # The run's object's last state, from its watch's DELETED event: its uid, and whether `tfchart upgrade
+    # --recreate` marked it (it is then created again).
+    gone: tuple[str, bool] | None = None
+    # When the last look's time-based check is due (the chief missing long enough, a start timeout): the loop
+    # looks then rather than at the next poll.
+    due: float | None = None
 
     def alive(self) -> bool:
         """The poll loop (or, once done, the idle loop) went round recently: the liveness probe."""
@@ -438,11 +554,13 @@ class Supervisor:
         """What differs between the kinds of the run's object (JobRun, JobSetRun)."""
         return JOBSET_RUN if self.settings.run_kind == "JobSet" else JOB_RUN
 
+    def current_target(self) -> KubeTarget:
+        return (self.fresh_target() if self.fresh_target else None) or self.target
+
     def api(self, method: str, path: str, body: Mapping[str, object] | None = None) -> dict[str, Any] | None:
         """A request; None for 404. Other HTTP errors propagate."""
         try:
-            target = (self.fresh_target() if self.fresh_target else None) or self.target
-            return call(target, method, path, body)[1]
+            return call(self.current_target(), method, path, body)[1]
         except urllib.error.HTTPError as error:
             if error.code == 404:
                 return None
@@ -464,15 +582,18 @@ class Supervisor:
         now = self.clock()
         metadata = (job or {}).get("metadata") or {}
         if job is None or metadata.get("deletionTimestamp"):
-            if job is not None:  # being deleted, its pods terminating: it may be created again
+            deleted = Ending("deleted", f"{kind.noun} {name} was deleted before it finished")
+            if job is not None:  # being deleted, its pods terminating: by --recreate (marked), created again
                 self.missing_since = None
-                return None
+                return None if RECREATING_ANNOTATION in (metadata.get("annotations") or {}) else deleted
+            if self.gone is not None and self.job_uid is not None and self.gone == (self.job_uid, False):
+                return deleted  # its deletion seen by the watch, not one --recreate made
             self.missing_since = now if self.missing_since is None else self.missing_since
             waited = now - self.missing_since
             if waited < self.settings.chief_missing_seconds:
+                self.due = self.missing_since + self.settings.chief_missing_seconds
                 return None
-            return Ending("deleted", f"{kind.noun} {name} was deleted before it finished" if self.job_uid
-                          else f"{kind.noun} {name} not found for {waited:.0f} s")
+            return deleted if self.job_uid else Ending("deleted", f"{kind.noun} {name} not found for {waited:.0f} s")
         if self.job_uid is not None and metadata.get("uid") != self.job_uid:
             log.info("%s %s was created again: a new run", kind.noun, name)
             self.step_seen, self.own_uid = None, None
@@ -490,6 +611,7 @@ class Supervisor:
         started = parse_time(annotations.get(STARTED_AT_ANNOTATION))
         if ending is None and not suspended and started is None and self.settings.watches_start:
             ending, started = self.check_start(job, now)
+        self.started_seen = started is not None
         if self.settings.progress:
             stall = self.follow_progress(job, now, ending, suspended, started)
             if stall:
@@ -513,6 +635,8 @@ class Supervisor:
                       default=self.started_at)
         waited = now - created
         if not self.settings.start_timeout_seconds or waited < self.settings.start_timeout_seconds:
+            if self.settings.start_timeout_seconds:
+                self.due = created + self.settings.start_timeout_seconds
             return None, None
         stuck = sorted((p for p in pods if not pod_is_up(p)), key=lambda p: str(p["metadata"]["name"]))
         limit = f"{self.settings.start_timeout_seconds:.0f} s"
@@ -610,8 +734,8 @@ class Supervisor:
                 return None, True
             query = urllib.parse.urlencode({"container": self.settings.progress_container,
                                             "tailLines": LOG_TAIL_LINES})
-            target = (self.fresh_target() if self.fresh_target else None) or self.target
-            text = read_text(target, self.path("", "pods", str(pod["metadata"]["name"])) + f"/log?{query}")
+            text = read_text(self.current_target(),
+                             self.path("", "pods", str(pod["metadata"]["name"])) + f"/log?{query}")
         except urllib.error.HTTPError as error:
             if error.code in (400, 404):  # waiting to start, or deleted meanwhile
                 return None, True
@@ -675,22 +799,66 @@ class Supervisor:
                  s.on_success, s.on_failure, f"{s.start_timeout_seconds:.0f} s" if s.start_timeout_seconds else "off",
                  f"on Job {s.chief_own_job}" if s.progress else "off",
                  f"{s.stall_timeout_seconds:.0f} s" if s.stall_timeout_seconds else "off")
-        while not self.stopping:
-            self.heartbeat = time.monotonic()
-            try:
-                ending = self.observe()
-                if ending is not None:
-                    self.finish(ending)
-                    self.scale_self_down()
-                    return 0
-            except urllib.error.HTTPError as error:
-                log.warning("API request failed: HTTP %s %s (does the supervisor's Role allow it?); retrying",
-                            error.code, error.reason)
-            except REQUEST_ERRORS as error:
-                log.warning("API server not reachable: %s; retrying", error)
-            self.sleep(s.poll_seconds)
+        if self.sleep is None:
+            self.run_watch = self.watcher(self.kind.noun, self.kind.list_path(self),
+                                          {"fieldSelector": f"metadata.name={s.run_object}"}).start()
+        try:
+            while not self.stopping:
+                self.heartbeat = time.monotonic()
+                self.woken.clear()  # an event from now on makes the next look
+                self.due = None
+                try:
+                    ending = self.observe()
+                    if ending is not None:
+                        self.finish(ending)
+                        self.scale_self_down()
+                        return 0
+                except urllib.error.HTTPError as error:
+                    log.warning("API request failed: HTTP %s %s (does the supervisor's Role allow it?); retrying",
+                                error.code, error.reason)
+                except REQUEST_ERRORS as error:
+                    log.warning("API server not reachable: %s; retrying", error)
+                if self.sleep is not None:
+                    self.sleep(s.poll_seconds)
+                else:
+                    self.follow_pods()
+                    self.wait_for_change()
+        finally:
+            for watch in (self.run_watch, self.pod_watch):
+                if watch is not None:
+                    watch.stop()
         log.info("stopped before the run ended")
         return 0
+
+    def watcher(self, name: str, path: str, query: Mapping[str, str]) -> Watcher:
+        return Watcher(name, path, query, self.current_target, self.heard, self.settings.poll_seconds)
+
+    def heard(self, kind: str, obj: Mapping[str, Any]) -> None:
+        metadata = obj.get("metadata") or {}
+        if kind == "DELETED" and metadata.get("name") == self.settings.run_object:
+            self.gone = (str(metadata.get("uid")), RECREATING_ANNOTATION in (metadata.get("annotations") or {}))
+        self.woken.set()
+
+    def follow_pods(self) -> None:
+        """The TensorFlow pods are watched while the run has not started (and a start timeout or stalls are
+        looked for): the look that finds them all up comes with the last one's event."""
+        wanted = self.settings.watches_start and not self.started_seen
+        if wanted and self.pod_watch is None:
+            self.pod_watch = self.watcher("TensorFlow pods", self.path("", "pods"),
+                                          {"labelSelector": self.settings.pod_selector}).start()
+        elif not wanted and self.pod_watch is not None:
+            self.pod_watch.stop()
+            self.pod_watch = None
+
+    def wait_for_change(self) -> None:
+        """Until a watch event, the poll interval (the periodic look: progress, the stall clock) or a time-based
+        check's moment, whichever comes first; in slices of at most a second, so that SIGTERM is heard."""
+        until = time.monotonic() + self.settings.poll_seconds
+        if self.due is not None:
+            until = min(until, time.monotonic() + max(0.0, self.due - self.clock()))
+        while not self.stopping and time.monotonic() < until:
+            if self.woken.wait(min(1.0, max(0.0, until - time.monotonic()))):
+                return
 
 
 def serve_health(supervisor: Supervisor, port: int) -> ThreadingHTTPServer:

@@ -364,16 +364,18 @@ def test_policies_order_names_and_pods_are_the_native_runs(case: str) -> None:
     # the supervisor (the chief's progress, by default) follows the JobSet and the chief's Job JobSet creates, by
     # name; it may scale nothing but itself, and touch no StatefulSet and no other Job
     chief_job = f"{jobset['metadata']['name']}-{run_role}-0"
+    env = env_of(pod_spec(named(docs, "Deployment", f"{PREFIX}-supervisor"))["containers"][0])
+    # the TensorFlow pods are watched until the run started where the stall clock waits for that start
+    pod_verbs = ["list", "watch"] if int(env["TFD_STALL_TIMEOUT_SECONDS"]) else ["list"]
     assert named(docs, "Role", f"{PREFIX}-supervisor")["rules"] == [
         {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "resourceNames": [PREFIX],
-         "verbs": ["get", "patch"]},
+         "verbs": ["get", "list", "patch", "watch"]},  # watched by name (a metadata.name field selector)
         {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": [chief_job], "verbs": ["get", "patch"]},
         {"apiGroups": ["apps"], "resources": ["deployments/scale"], "resourceNames": [f"{PREFIX}-supervisor"],
          "verbs": ["patch"]},
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": pod_verbs},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
     ]  # fmt: skip
-    env = env_of(pod_spec(named(docs, "Deployment", f"{PREFIX}-supervisor"))["containers"][0])
     assert (env["TFD_RUN_KIND"], env["TFD_RUN_NAME"], env["TFD_CHIEF_JOB"], env["TFD_PROGRESS_JOB"],
             env["TFD_PROGRESS_CONTAINER"], env["TFD_STATEFULSETS"], env["TFD_EVALUATOR_JOB"]) == (
         "JobSet", PREFIX, chief_job, chief_job, run_role, "", "")  # fmt: skip

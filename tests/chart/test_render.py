@@ -344,6 +344,9 @@ def test_supervisor_role_names_exactly_the_objects_it_touches_and_only_their_sca
     role = named(docs, "Role", f"{PREFIX}-supervisor")
     assert role["rules"] == [
         {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": [f"{PREFIX}-chief"], "verbs": ["get", "patch"]},  # noqa: E501
+        # the run's Job watched (its endings as they happen): by name, which RBAC allows with a metadata.name
+        # field selector only, and the evaluator's Job is not watched
+        {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": [f"{PREFIX}-chief"], "verbs": ["list", "watch"]},  # noqa: E501
         {
             "apiGroups": ["apps"],
             "resources": ["statefulsets/scale"],  # the scale only: never a StatefulSet's pod template
@@ -379,16 +382,19 @@ def test_supervisor_role_names_exactly_the_objects_it_touches_and_only_their_sca
                          "supervisor.progress.enabled=false"])
     rules = named(timed, "Role", f"{PREFIX}-supervisor")["rules"]
     assert rules[0]["resourceNames"] == [f"{PREFIX}-chief", f"{PREFIX}-evaluator"]
-    assert rules[-1] == {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["list"]}
+    # the TensorFlow pods watched until the run started (the start timeout's and the stall clock's start)
+    assert rules[-1] == {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["list", "watch"]}
+    stalls = named(render(sets=["training.stallTimeoutSeconds=600"]), "Role", f"{PREFIX}-supervisor")["rules"]
+    assert {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]} in stalls
     assert env_of(pod_spec(named(timed, "Deployment", f"{PREFIX}-supervisor"))["containers"][0])["TFD_PROGRESS"] == (
         "false")
     # without progress, the scale of the StatefulSets and the Job only: no pod, no log
     quiet = render(sets=["supervisor.progress.enabled=false"])
-    assert named(quiet, "Role", f"{PREFIX}-supervisor")["rules"] == role["rules"][:3]
+    assert named(quiet, "Role", f"{PREFIX}-supervisor")["rules"] == role["rules"][:4]
     # single_device: the supervisor only writes the chief's progress; without it, nothing for one to do
     alone = render(sets=["training.strategy=single_device"])
     assert [r["resources"] for r in named(alone, "Role", f"{PREFIX}-supervisor")["rules"]] == [
-        ["jobs"], ["deployments/scale"], ["pods"], ["pods/log"]]
+        ["jobs"], ["jobs"], ["deployments/scale"], ["pods"], ["pods/log"]]
     alone = render(sets=["training.strategy=single_device", "supervisor.progress.enabled=false"])
     assert not by_kind(alone, "Role") and not by_kind(alone, "RoleBinding")
     assert f"{PREFIX}-supervisor" not in {d["metadata"]["name"] for d in alone}
@@ -610,8 +616,9 @@ def test_without_a_chief_the_supervisor_watches_the_workers_job() -> None:
     assert (env["TFD_PROGRESS_JOB"], env["TFD_PROGRESS_CONTAINER"]) == (f"{PREFIX}-worker", "worker")
     assert env["TFD_EXPECTED_PODS"] == "4"  # 3 workers + the evaluator
     role = named(docs, "Role", f"{PREFIX}-supervisor")
-    jobs = next(rule for rule in role["rules"] if "jobs" in rule["resources"])
-    assert set(jobs["resourceNames"]) == {f"{PREFIX}-worker", f"{PREFIX}-evaluator"}
+    jobs = [rule for rule in role["rules"] if "jobs" in rule["resources"]]
+    assert set(jobs[0]["resourceNames"]) == {f"{PREFIX}-worker", f"{PREFIX}-evaluator"}
+    assert (jobs[1]["resourceNames"], jobs[1]["verbs"]) == ([f"{PREFIX}-worker"], ["list", "watch"])
 
 
 def test_chief_replicas_zero_is_refused_outside_synchronous_training() -> None:

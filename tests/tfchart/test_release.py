@@ -92,6 +92,9 @@ class RecordingDeleter:
         self.calls.append((kind, name, namespace, propagation))
         return "deleted"
 
+    def patch(self, kind: str, name: str, namespace: str, body: dict[str, Any]) -> None:
+        raise AssertionError("nothing to mark: every object reads as gone")
+
     def delete_pvc(self, name: str, namespace: str) -> None:
         self.calls.append(("PersistentVolumeClaim", name, namespace, None))
 

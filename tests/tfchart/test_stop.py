@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -20,6 +22,8 @@ from tests import kubeapi as kf
 from tests.chartlib import REPO
 from tests.kubeapi import KubeServer, kube_server
 from tfchart.cluster import status, status_view
+from trainer.cleanup import KubeTarget
+from trainer.supervisor import Settings, Supervisor
 
 NS = "team-a"
 PREFIX = "mnist-tf-distributed"
@@ -113,6 +117,31 @@ def test_a_chief_still_training_is_only_ended_with_end_run(server: KubeServer) -
     assert replicas(server, "StatefulSet", f"{PREFIX}-ps") == replicas(server, "StatefulSet", f"{PREFIX}-worker") == 0
     annotations = server.get("Job", NS, f"{PREFIX}-chief")["metadata"]["annotations"]  # type: ignore[index]
     assert annotations["tf-distributed.io/end-reason"] == "stopped by tfchart stop (training ended early)"
+
+
+def test_the_watching_supervisor_hears_stop_at_once_and_adds_nothing(server: KubeServer) -> None:
+    """`tfchart stop` acts itself (scales, suspends, records); the rendered supervisor, watching the chief Job with a
+    poll of 60 s, hears the suspension and then the record at once and leaves: no change of its own but the chief's
+    progress record and its own scale (already 0)."""
+    docs = deploy(server, "running")
+    container = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == f"{PREFIX}-supervisor"
+                     )["spec"]["template"]["spec"]["containers"][0]
+    env = {item["name"]: item.get("value", NS) for item in container["env"]}
+    settings = replace(Settings.from_env(env), poll_seconds=60)
+    outcome: list[int] = []
+    watching = threading.Thread(target=lambda: outcome.append(
+        Supervisor(settings, KubeTarget(server.url, NS, "sa", None)).run()), daemon=True)
+    watching.start()
+    with server.answered_one:
+        assert server.answered_one.wait_for(lambda: any(r.call.verb == "watch" for r in server.requests), 30)
+    assert tfchart(server, "stop", "mnist", "--end-run").returncode == 0
+    watching.join(30)
+    assert outcome == [0]
+    own = [(r.path, r.body) for r in server.requests if r.writes and r.headers.get("authorization") == "Bearer sa"]
+    progress = [(f"/apis/batch/v1/namespaces/{NS}/jobs/{PREFIX}-chief", ["tf-distributed.io/progress"])]
+    assert [(path, list(body["metadata"]["annotations"]) if "metadata" in body else body) for path, body in own] == [
+        *progress * (len(own) - 1),  # the chief's progress record (Suspended once stop suspended the Job)
+        (f"/apis/apps/v1/namespaces/{NS}/deployments/{PREFIX}-supervisor/scale", {"spec": {"replicas": 0}})]
 
 
 def test_an_unknown_release_is_one_line_with_the_fix(server: KubeServer) -> None:

@@ -36,15 +36,16 @@ from typing import Any
 import pytest
 
 from tests.chartlib import REPO, named, render
-from tests.kubeapi import JobController, KubeServer, kube_server
+from tests.kubeapi import JobController, KubeServer, Request, kube_server
 from tests.trainer.conftest import service_account_dir
-from tfchart.cluster.upgrade import immutable_changes
+from tfchart.cluster.upgrade import delete_to_recreate, immutable_changes
 from tfchart.local.processes import LocalCluster, LocalPod, localise_cluster, pods_from_manifests, python_bin_dir
 from tfdcontract import ENDED_AT_ANNOTATION as ENDED_AT
 from tfdcontract import PROGRESS_ANNOTATION as PROGRESS
+from tfdcontract import RECREATING_ANNOTATION as RECREATING
 from tfdcontract import JobProgress, parse_job_progress, parse_step_line
 from trainer.cleanup import KubeTarget
-from trainer.supervisor import Settings, Supervisor, main, serve_health
+from trainer.supervisor import Settings, Supervisor, main, now_text, serve_health
 
 NAMESPACE = "ml-team"
 PREFIX = "mnist-tf-distributed"
@@ -340,6 +341,67 @@ def test_evaluator_is_suspended_when_training_ends(release: Any) -> None:
                             recorded("succeeded", f"Succeeded: Job {PREFIX}-chief completed"), SELF_DOWN]
 
 
+# -- endings as they happen: the supervisor's watch ---------------------------------------------------------
+
+
+def allowed(rules: list[dict[str, Any]], request: Request) -> bool:
+    """Whether the Role's rules allow this request (RBAC: group, resource/subresource, verb, resourceNames; a list
+    or watch is restricted by resourceNames only through its metadata.name field selector)."""
+    match = re.fullmatch(r"/(?:api/v1|apis/(?P<group>[^/]+)/[^/]+)/namespaces/[^/]+/(?P<resource>[^/]+)"
+                         r"(?:/(?P<name>[^/]+)(?:/(?P<sub>[^/]+))?)?", request.path)
+    assert match is not None, request.path
+    resource = match["resource"] + (f"/{match['sub']}" if match["sub"] else "")
+    verb = {"GET": "get" if match["name"] else request.call.verb, "PATCH": "patch"}[request.method]
+    named = re.fullmatch(r"metadata\.name=(.+)", request.call.field_selector or "")
+    name = match["name"] or (named.group(1) if named else None)
+    return any((match["group"] or "") in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"]
+               and (not rule.get("resourceNames") or name in rule["resourceNames"]) for rule in rules)
+
+
+def wait_until(server: KubeServer, reached: Callable[[], bool], timeout: float = 60) -> None:
+    """Blocks until `reached` holds, looked at after each write to the API's objects."""
+    with server.changed:
+        assert server.changed.wait_for(reached, timeout), "not reached"
+
+
+def watched_jobs(server: KubeServer) -> list[Request]:
+    return [r for r in server.requests if r.call.verb == "watch" and r.call.resource == "jobs"]
+
+
+@pytest.mark.parametrize("cut", ["none", "cut", "expired"])
+def test_an_ending_is_acted_on_at_once_not_at_the_next_poll(release: Any, tmp_path: Path, cut: str) -> None:
+    """The poll is 60 s and the whole run must be over in 30: the chief fails once the supervisor watches its Job,
+    and the ps/workers go to 0 from the watch's event. `cut`: the watch is cut and refused while the chief fails, so
+    the failure happens with no watch open; the watch made again from the last resourceVersion gets it from the
+    API's history. `expired`: that history is gone too (410 Expired): the supervisor lists the Job again and acts."""
+    go = tmp_path / "go"
+
+    def fail_the_chief_while_watched(stage: Release) -> None:
+        server = stage.server
+        with server.answered_one:
+            assert server.answered_one.wait_for(lambda: watched_jobs(server), 30)
+        if cut != "none":
+            server.fail("watch", "jobs", 500, "the API server restarts")
+            server.cut_watches(expire=cut == "expired")
+        go.touch()
+        if cut != "none":
+            wait_until(server, lambda: record(server)[1] == "Failed")  # the ending, while no watch is open
+            server.failures.clear()
+
+    run = release([f"chief.command={{sh,-c,while [ ! -e {go} ]; do sleep 0.1; done; exit 1}}", "chief.backoffLimit=0",
+                   "supervisor.pollSeconds=60"], during=fail_the_chief_while_watched, timeout=30)
+    reason = "Failed: BackoffLimitExceeded: Job has reached the specified backoff limit"
+    assert run.writes() == scale_down("failed", reason)
+    watches = watched_jobs(run.server)
+    rules = named(run.docs, "Role", f"{PREFIX}-supervisor")["rules"]
+    assert watches and all(allowed(rules, r) for r in run.server.requests)  # the Role allows every request
+    lists = [r for r in run.server.requests if r.call.verb == "list" and r.call.resource == "jobs"]
+    assert len(lists) == {"none": 1, "cut": 1, "expired": 2}[cut]  # the first list, and one after a 410
+    if cut != "none":
+        resumed = [dict(r.call.params)["resourceVersion"] for r in watches if r.status == 200]
+        assert len(resumed) >= 2 and "0" not in resumed, resumed  # each from the last resourceVersion seen
+
+
 # -- upgrading a finished release --------------------------------------------------------------
 
 
@@ -384,14 +446,18 @@ def test_upgrading_a_finished_release_does_not_start_its_pods_again(release: Any
 
 
 def delete_as_recreate_does(server: KubeServer) -> None:
-    """`tfchart upgrade --recreate`'s deletion of the chief Job: Foreground (its pod goes first), then
-    read until the API answers 404, through tfchart's own Kubernetes client."""
+    """`tfchart upgrade --recreate`'s deletion of the chief Job: marked for re-creation, deleted Foreground (its
+    pod goes first), then read until the API answers 404, through tfchart's own Kubernetes client."""
     api = server.api()
-    assert api.delete("Job", f"{PREFIX}-chief", NAMESPACE, "Foreground") in ("deleted", "terminating")
+    assert delete_to_recreate(api, "Job", f"{PREFIX}-chief", NAMESPACE, "Foreground") in ("deleted", "terminating")
     deadline = time.monotonic() + 30
     while api.read_object("Job", f"{PREFIX}-chief", NAMESPACE) is not None:
         assert time.monotonic() < deadline
         time.sleep(0.1)
+
+
+RECREATED = [("PATCH", f"{JOBS}/{PREFIX}-chief", {"metadata": {"annotations": {RECREATING: "true"}}}),
+             ("DELETE", f"{JOBS}/{PREFIX}-chief", None)]  # what --recreate writes
 
 
 def record(server: KubeServer) -> tuple[str, str, str]:
@@ -450,16 +516,14 @@ def test_recreating_a_running_chief_goes_on_with_the_same_servers_to_the_end(rel
         docs = render_against(stage, "4", "chief.podAnnotations.x=y")
         assert spec_replicas(docs) == {f"{PREFIX}-ps": 1, f"{PREFIX}-worker": 1, f"{PREFIX}-supervisor": 1}
         stage.apply(docs, uid="uid-the-recreated-chief")
-        deleted = ("DELETE", f"{JOBS}/{PREFIX}-chief", None)
-        assert stage.server.writes()[writes:] == [deleted]  # the supervisor changed nothing meanwhile
+        assert stage.server.writes()[writes:] == RECREATED  # the supervisor changed nothing meanwhile
         controllers.append(stage.start_chief(docs))
 
     run = release(["supervisor.chiefMissingSeconds=120", "training.trainSteps=120"], start_servers=True,
                   during=recreate, timeout=300)
     controllers[0].join(30)
     assert record(run.server) == ("uid-the-recreated-chief", "Complete", "succeeded"), run.pod_lines[-20:]
-    assert run.writes() == [("DELETE", f"{JOBS}/{PREFIX}-chief", None),
-                            *scale_down("succeeded", f"Succeeded: Job {PREFIX}-chief completed")]
+    assert run.writes() == [*RECREATED, *scale_down("succeeded", f"Succeeded: Job {PREFIX}-chief completed")]
     assert "was created again: a new run" in run.supervisor_log
     chief = "\n".join(line for line in run.pod_lines if line.startswith(f"{PREFIX}-chief"))
     saved = re.search(r"SIGTERM at step (\d+): checkpoint saved", chief)
@@ -592,8 +656,9 @@ def test_a_job_created_again_is_a_new_run() -> None:
         server.add(*objects())
         sup = supervisor(server, chief_missing_seconds=3600)
         assert sup.observe() is None
-        server.update("Job", NAMESPACE, "r-chief", {"metadata": {"deletionTimestamp": "2020-01-01T00:00:00Z"}})
-        assert sup.observe() is None  # being deleted: waited for
+        marked = {"deletionTimestamp": "2020-01-01T00:00:00Z", "annotations": {RECREATING: "true"}}
+        server.update("Job", NAMESPACE, "r-chief", {"metadata": marked})
+        assert sup.observe() is None  # being deleted by --recreate: waited for
         server.delete("Job", NAMESPACE, "r-chief")
         assert sup.observe() is None  # gone, for less than chief_missing_seconds
         job = objects(conditions=[{"type": "Complete", "status": "True"}])[0]
@@ -606,7 +671,28 @@ def test_a_job_created_again_is_a_new_run() -> None:
         assert server.get("StatefulSet", NAMESPACE, "r-worker")["spec"]["replicas"] == 0  # type: ignore[index]
 
 
+@pytest.mark.parametrize("how", ["foreground", "background"])
+def test_a_job_deleted_by_hand_ends_the_run_at_once(how: str) -> None:
+    """Deleted without --recreate's mark: being deleted (Foreground, its pods terminating) is seen on the Job itself;
+    a deletion that removes it at once (kubectl's default) by the watch's DELETED event, the Job's last state."""
+    with kube_server() as server:
+        server.add(*objects())
+        sup = supervisor(server, chief_missing_seconds=3600)
+        assert sup.observe() is None
+        job = server.get("Job", NAMESPACE, "r-chief")
+        assert job is not None
+        if how == "foreground":
+            server.update("Job", NAMESPACE, "r-chief", {"metadata": {"deletionTimestamp": "2020-01-01T00:00:00Z"}})
+        else:
+            server.delete("Job", NAMESPACE, "r-chief")
+            sup.heard("DELETED", job)
+        ending = sup.observe()
+        assert ending is not None and (ending.kind, ending.reason) == (
+            "deleted", "chief Job r-chief was deleted before it finished")
+
+
 def test_a_job_gone_for_good_frees_the_pods_once_the_grace_has_passed() -> None:
+    """A supervisor that did not see the deletion (restarted since) waits the grace: it may be created again."""
     with kube_server() as server:
         server.add(*objects())
         now = [1000.0]
@@ -710,6 +796,25 @@ def test_start_timeout_names_the_pod_and_its_reason_and_ends_the_chief() -> None
         assert job["metadata"]["annotations"]["tf-distributed.io/ending"] == "start-timeout"
         ps = server.get("StatefulSet", NAMESPACE, "r-ps")
         assert ps is not None and ps["spec"]["replicas"] == 0
+
+
+def test_a_start_timeout_is_looked_at_when_due_with_the_pods_watched_until_then() -> None:
+    """Watching (no injected sleep), with a poll of 60 s: the TensorFlow pods are watched while the run has not
+    started, and the start timeout is looked at the moment it is due, not at the next poll."""
+    with kube_server() as server:
+        server.add(*objects(), pod("r-ps-0", "Pending"))
+        server.update("Job", NAMESPACE, "r-chief", {"metadata": {"creationTimestamp": now_text(time.time())}})
+        settings = Settings("r-chief", ("r-ps", "r-worker"), deployment="r-sup", poll_seconds=60,
+                            start_timeout_seconds=2, pod_selector="tf=yes", expected_pods=2)
+        outcome: list[int] = []
+        thread = threading.Thread(target=lambda: outcome.append(
+            Supervisor(settings, KubeTarget(server.url, NAMESPACE, "token", None)).run()), daemon=True)
+        thread.start()
+        thread.join(30)
+        assert outcome == [0]
+        assert job_annotations(server)["tf-distributed.io/ending"] == "start-timeout"
+        pods = [r.call for r in server.requests if r.call.verb == "watch" and r.call.resource == "pods"]
+        assert pods and pods[0].label_selector == "tf=yes"
 
 
 def test_start_timeout_reasons_come_from_the_pod_then_its_events() -> None:

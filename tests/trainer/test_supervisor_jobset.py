@@ -11,6 +11,7 @@ one the rendered Role allows. No TensorFlow here: the native end-to-end stall is
 from __future__ import annotations
 
 import re
+import threading
 import time
 import urllib.parse
 from dataclasses import replace
@@ -23,7 +24,7 @@ import pytest
 from tests import kubeapi as kf
 from tests.chartlib import named
 from tests.kubeapi import KubeServer, kube_server
-from tests.trainer.test_supervisor import Killed, container_env, dies_before_write
+from tests.trainer.test_supervisor import Killed, allowed, container_env, dies_before_write
 from tfdcontract import (
     END_REASON_ANNOTATION,
     ENDED_AT_ANNOTATION,
@@ -112,19 +113,8 @@ def jobset_annotations(server: KubeServer) -> dict[str, str]:
     return dict(((server.get("JobSet", NS, PREFIX) or {}).get("metadata") or {}).get("annotations") or {})
 
 
-def allowed(rules: list[dict[str, Any]], method: str, path: str) -> bool:
-    """Whether the Role's rules allow this request (RBAC: group, resource/subresource, verb, resourceNames)."""
-    match = re.fullmatch(r"/(?:api/v1|apis/(?P<group>[^/]+)/[^/]+)/namespaces/[^/]+/(?P<resource>[^/]+)"
-                         r"(?:/(?P<name>[^/]+)(?:/(?P<sub>[^/]+))?)?", path)
-    assert match is not None, path
-    resource = match["resource"] + (f"/{match['sub']}" if match["sub"] else "")
-    verb = {"GET": "get" if match["name"] else "list", "PATCH": "patch"}[method]
-    return any((match["group"] or "") in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"]
-               and (not rule.get("resourceNames") or match["name"] in rule["resourceNames"]) for rule in rules)
-
-
 def assert_allowed(server: KubeServer) -> None:
-    refused = {(r.method, r.path) for r in server.requests if not allowed(rendered()[2], r.method, r.path)}
+    refused = {(r.method, r.path) for r in server.requests if not allowed(rendered()[2], r)}
     assert refused == set()
 
 
@@ -321,6 +311,28 @@ def test_a_jobset_deleted_for_good_ends_the_run_without_a_record() -> None:
         ending = sup.observe()
         assert ending is not None and (ending.kind, ending.reason) == (
             "deleted", f"JobSet {PREFIX} was deleted before it finished")
+
+
+def test_the_jobset_is_watched_by_name_and_its_ending_acted_on_at_once() -> None:
+    """A poll of 60 s and the run over within 30: the JobSet's Completed condition reaches the supervisor by its
+    watch (by name, as the Role allows), and every request is one the Role allows."""
+    with kube_server() as server:
+        cluster(server)
+        configured = replace(Settings.from_env(rendered()[1]), poll_seconds=60)
+        sup = Supervisor(configured, KubeTarget(server.url, NS, "token", None))
+        outcome: list[int] = []
+        thread = threading.Thread(target=lambda: outcome.append(sup.run()), daemon=True)
+        thread.start()
+        watched = lambda: [r for r in server.requests if r.call.verb == "watch" and r.call.resource == "jobsets"]  # noqa: E731
+        with server.answered_one:
+            assert server.answered_one.wait_for(watched, 30)
+        server.update("JobSet", NS, PREFIX, {"status": {"terminalState": "Completed", "conditions": [
+            kf.condition("Completed", "AllJobsCompleted", "jobset completed successfully")]}})
+        thread.join(30)
+        assert outcome == [0]
+        assert watched()[0].call.field_selector == f"metadata.name={PREFIX}"
+        assert jobset_annotations(server)[ENDING_ANNOTATION] == "succeeded"
+        assert_allowed(server)
 
 
 # -- a supervisor killed at any write --------------------------------------------------------------------------

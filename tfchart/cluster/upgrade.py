@@ -30,6 +30,7 @@ from tfchart.helm.release import Options, format_duration, release_args
 from tfchart.helm.render import manifests
 from tfchart.helm.runner import Runner, major_version
 from tfchart.manifests.quantity import parse_or_none
+from tfdcontract import RECREATING_ANNOTATION
 
 # Kubernetes: "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template',
 # 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden".
@@ -108,7 +109,9 @@ class LiveView(Protocol):
 
 
 class Recreator(LiveView, Protocol):
-    """Deletes objects for --recreate, and reads them until they are gone."""
+    """Deletes objects for --recreate (a Job or JobSet marked first), and reads them until they are gone."""
+
+    def patch(self, kind: str, name: str, namespace: str, body: dict[str, Any]) -> None: ...
 
     def delete(self, kind: str, name: str, namespace: str, propagation: str | None = None) -> Deletion: ...
 
@@ -557,13 +560,21 @@ def propagation(plan: UpgradePlan, kind: str, name: str) -> str:
     return "Orphan" if kind == "StatefulSet" and (kind, name) not in plan.not_adoptable else "Foreground"
 
 
+def delete_to_recreate(deleter: Recreator, kind: str, name: str, namespace: str, propagation: str) -> Deletion:
+    """Deletes one object for --recreate. A Job or JobSet is marked first (RECREATING_ANNOTATION): the run
+    supervisor then waits for the new one, where a run's object deleted unmarked ends the run at once."""
+    if kind in ("Job", "JobSet") and deleter.read_object(kind, name, namespace) is not None:
+        deleter.patch(kind, name, namespace, {"metadata": {"annotations": {RECREATING_ANNOTATION: "true"}}})
+    return deleter.delete(kind, name, namespace, propagation)
+
+
 def recreate_objects(
     plan: UpgradePlan, deleter: Recreator, namespace: str, waiting: Waiting, say: Callable[[str], None]
 ) -> None:
     """Deletes the objects with forbidden changes and returns once every one of them is gone."""
     terminating: list[tuple[str, str]] = []
     for kind, name in plan.objects(recreatable=True):
-        outcome = deleter.delete(kind, name, namespace, propagation(plan, kind, name))
+        outcome = delete_to_recreate(deleter, kind, name, namespace, propagation(plan, kind, name))
         if outcome == "absent":
             say(f"{kind} {name} is already gone (nothing to delete): helm creates it from the new values")
             plan.already_gone.append((kind, name))
