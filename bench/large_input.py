@@ -38,14 +38,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, Result, bench_env, local_training, median, print_rows
 from throughput import cpu_by_role, plain_keras
 
-from trainer.data import MNIST_SHA256
-
 MATMUL_SIZE = 2048
 MNIST_TRAIN, MNIST_TEST = 60_000, 10_000
 
 
 def real_mnist(given: str | None) -> Path | None:
     """The real mnist.npz, if one is present and its sha256 is MNIST's."""
+    from trainer.data import MNIST_SHA256  # imports TensorFlow: only when B1L runs
+
     candidates = [given, os.environ.get("TFD_MNIST_NPZ"), str(Path.home() / ".keras" / "datasets" / "mnist.npz")]
     for candidate in candidates:
         if candidate and Path(candidate).is_file() and \

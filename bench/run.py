@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Every benchmark this machine can run, side by side in one run: B1-B7 (see bench/RESULTS.md).
+"""Every benchmark this machine can run, side by side in one run: B1-B8 (see bench/RESULTS.md).
 
 Prints one table (each row's ratio last) and rewrites the "Latest run" section of
 bench/RESULTS.md (date, machine facts, this command, the table) and adds a line to its history.
@@ -29,8 +29,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import container_startup
+import ending_latency
 import gpu
 import image_builds
+import large_input
 import local_startup
 import scale_render
 import throughput
@@ -41,7 +43,8 @@ RESULTS = REPO / "bench" / "RESULTS.md"
 BEGIN, END = "<!-- bench/run.py: latest run -->", "<!-- /bench/run.py: latest run -->"
 HISTORY = "<!-- bench/run.py: history -->"
 #: Rows that another benchmark measures: asking for one runs that benchmark.
-MEASURED_BY = {"B2": "B1", "B2L": "B1", "B2w": "B1", "B4v": "B4", "B7s": "B7", "B7b": "B7", "B7c": "B7"}
+MEASURED_BY = {"B2": "B1", "B2L": "B1", "B2w": "B1", "B4v": "B4", "B7s": "B7", "B7b": "B7", "B7c": "B7",
+               "B1Lm": "B1L"}
 
 
 def benchmarks(quick: bool) -> dict[str, Callable[[], list[Result]]]:
@@ -50,9 +53,11 @@ def benchmarks(quick: bool) -> dict[str, Callable[[], list[Result]]]:
         "B3": lambda: [validate_vs_lint.result(repeat=5 if quick else 15)],
         "B4": lambda: scale_render.results(repeat=1 if quick else 3),
         "B1": lambda: throughput.measure(repeat, 600, 100, 100, large_batch=0 if quick else 400),
+        "B1L": lambda: large_input.results(repeat=repeat),
         "B5": lambda: [local_startup.result(repeat=repeat)],
         "B6": lambda: gpu.results(),
         "B7": lambda: [*image_builds.results(), container_startup.result(repeat=1 if quick else 2)],
+        "B8": lambda: ending_latency.results(repeat=3 if quick else 10),
     }
 
 
@@ -155,7 +160,7 @@ def main() -> int:
     asked = {name.strip().upper() for name in options.only.split(",") if name.strip()}
     unknown = asked - set(plan) - set(aliases)
     if unknown:
-        print(f"bench: unknown benchmark(s) {', '.join(sorted(unknown))}: choose from B1-B7", file=sys.stderr)
+        print(f"bench: unknown benchmark(s) {', '.join(sorted(unknown))}: choose from B1-B8", file=sys.stderr)
         return 2
     chosen = {aliases.get(name, name) for name in asked}
     started = time.perf_counter()

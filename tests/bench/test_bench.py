@@ -116,7 +116,7 @@ def test_the_benchmark_command_prints_the_fast_rows_with_ratios_last() -> None:
 def test_the_benchmark_command_rejects_unknown_names() -> None:
     result = subprocess.run([sys.executable, "bench/run.py", "--only", "B9"], capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 2
-    assert result.stderr.strip() == "bench: unknown benchmark(s) B9: choose from B1-B7"
+    assert result.stderr.strip() == "bench: unknown benchmark(s) B9: choose from B1-B8"
 
 
 @pytest.mark.slow
@@ -162,3 +162,27 @@ def test_container_startup_harness_times_both_engines_of_the_real_cli() -> None:
     assert row.ratio is not None, row.figures
     assert row.figures.startswith("podman ") and "processes " in row.figures
     assert 0.2 < row.ratio < 10, row.figures
+
+
+def test_the_mnist_shaped_set_has_mnists_shape_and_size(tmp_path: Path) -> None:
+    """B1L's offline stand-in for MNIST: what the trainer's mnist loader reads, of MNIST's shape and size."""
+    import numpy as np
+    from large_input import generate_mnist_shaped, real_mnist
+
+    path = tmp_path / "mnist.npz"
+    generate_mnist_shaped(path)
+    with np.load(path) as f:
+        shapes = {key: f[key].shape for key in f.files}
+        assert {f[key].dtype for key in f.files} == {np.dtype(np.uint8)}
+        assert set(np.unique(f["y_train"])) == set(range(10)) and 0 < f["x_train"].mean() < 128
+    assert shapes == {"x_train": (60000, 28, 28), "y_train": (60000,), "x_test": (10000, 28, 28), "y_test": (10000,)}
+    assert real_mnist(str(path)) is None  # not MNIST's sha256: never labelled as the real set
+
+
+@pytest.mark.slow
+def test_training_flops_count_the_models_convolutions_and_dense_layers() -> None:
+    from large_input import training_flops_per_example
+
+    conv1, conv2 = 28 * 28 * 32 * 5 * 5 * 1 * 2, 14 * 14 * 64 * 5 * 5 * 32 * 2
+    dense = (7 * 7 * 64 * 1024 + 1024 * 10) * 2
+    assert training_flops_per_example((28, 28, 1)) == 3 * (conv1 + conv2 + dense)
