@@ -12,7 +12,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,10 +81,16 @@ def median(values: Sequence[float]) -> float:
 
 
 def render_pods(
-    sets: Sequence[str], root: Path, helm: str = HELM, values_file: str = "values/cpu.yaml"
+    sets: Sequence[str], root: Path, helm: str = HELM, values_file: str = "values/cpu.yaml",
+    env: Mapping[str, str] | None = None,
 ) -> list[LocalPod]:
-    """The rendered release's pods with local addresses; storage under `root`."""
+    """The rendered release's pods with local addresses; storage under `root`; `env` in every TensorFlow
+    container (each role's extraEnv)."""
     pairs = [("--set", s) for s in sets] + [("--set-string", f"storage.mountPath={root}")]
+    for role in (PS, WORKER, CHIEF):
+        for index, (name, value) in enumerate((env or {}).items()):
+            pairs += [("--set-string", f"{role}.extraEnv[{index}].name={name}"),
+                      ("--set-string", f"{role}.extraEnv[{index}].value={value}")]
     given = inputs.read([str(REPO / values_file)], pairs)
     text = render.template(Helm(helm), Chart(CHART, str(CHART)), "bench", given, "default")
     pods = pods_from_manifests(render.manifests(text), "default")
@@ -170,8 +176,10 @@ def train_locally(pods: Sequence[LocalPod], batch_size: int, timeout: float = 60
     return TrainingRun(samples, batch_size, {pod.name: pod.role for pod in tf_pods})
 
 
-def local_training(strategy: str, workers: int, steps: int, batch_size: int, extra: Sequence[str] = ()) -> TrainingRun:
-    """The chart's default CPU values with `strategy` and `workers`, trained on the offline set."""
+def local_training(strategy: str, workers: int, steps: int, batch_size: int, extra: Sequence[str] = (),
+                   env: Mapping[str, str] | None = None) -> TrainingRun:
+    """The chart's default CPU values with `strategy` and `workers`, trained on the offline set (`env`: more
+    environment for every TensorFlow container)."""
     sets = [
         f"training.strategy={strategy}",
         f"worker.replicas={workers}",
@@ -187,7 +195,7 @@ def local_training(strategy: str, workers: int, steps: int, batch_size: int, ext
         *extra,
     ]
     with tempfile.TemporaryDirectory(prefix="tfd-bench-") as root:
-        return train_locally(render_pods(sets, Path(root)), batch_size)
+        return train_locally(render_pods(sets, Path(root), env=env), batch_size)
 
 
 def cores() -> int:

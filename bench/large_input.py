@@ -58,10 +58,11 @@ def generate_mnist_shaped(path: Path, seed: int = 0) -> None:
     """An mnist.npz of MNIST's shape and size from the offline digits (see the module docstring)."""
     import numpy as np
     from scipy.ndimage import zoom
-    from sklearn.datasets import load_digits
 
-    digits = load_digits()
-    small = np.asarray(digits.images, dtype=np.float32) / 16.0
+    from trainer.data import digits_arrays
+
+    images_8x8, digit_labels = digits_arrays()
+    small = images_8x8.astype(np.float32) / 16.0
     glyphs = np.clip(zoom(small, (1, 20 / 8, 20 / 8), order=1), 0.0, 1.0)
     rng = np.random.default_rng(seed)
     total = MNIST_TRAIN + MNIST_TEST
@@ -74,7 +75,7 @@ def generate_mnist_shaped(path: Path, seed: int = 0) -> None:
         images[i, top:top + 20, left:left + 20] = glyphs[pick[i]] * contrast[i]
     images += rng.normal(0.0, 0.05, size=images.shape).astype(np.float32)
     pixels = np.clip(images * 255.0, 0, 255).astype(np.uint8)
-    labels = np.asarray(digits.target, dtype=np.uint8)[pick]
+    labels = digit_labels.astype(np.uint8)[pick]
     np.savez(path, x_train=pixels[:MNIST_TRAIN], y_train=labels[:MNIST_TRAIN],
              x_test=pixels[MNIST_TRAIN:], y_test=labels[MNIST_TRAIN:])
 

@@ -22,7 +22,7 @@ import argparse
 import json
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -36,10 +36,11 @@ CONFIGS = {
 }
 
 
-def plain_keras(batch_size: int, examples: int, extra: Sequence[str] = ()) -> dict[str, float]:
+def plain_keras(batch_size: int, examples: int, extra: Sequence[str] = (),
+                env: Mapping[str, str] | None = None) -> dict[str, float]:
     script = str(REPO / "bench" / "plain_keras.py")
     command = [sys.executable, script, f"--batch-size={batch_size}", f"--examples={examples}", *extra]
-    result = subprocess.run(command, capture_output=True, text=True, env=bench_env(), cwd=REPO)
+    result = subprocess.run(command, capture_output=True, text=True, env=bench_env() | dict(env or {}), cwd=REPO)
     if result.returncode != 0:
         raise RuntimeError(f"plain_keras.py failed:\n{result.stderr[-2000:]}")
     figures: dict[str, float] = json.loads(result.stdout.strip().splitlines()[-1])

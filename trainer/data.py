@@ -110,11 +110,18 @@ def _from_arrays(name: str, x: np.ndarray, y: np.ndarray, max_value: float,
     )
 
 
-def _load_digits(cfg: TrainConfig) -> DataSource:
-    from sklearn.datasets import load_digits
+DIGITS_FILE = Path(__file__).with_name("datasets") / "digits.csv.gz"  # see datasets/NOTICE
 
-    d = load_digits()
-    return _from_arrays("digits", np.asarray(d.images), np.asarray(d.target), 16.0, cfg)
+
+def digits_arrays() -> tuple[np.ndarray, np.ndarray]:
+    """The 1797 8x8 digits (pixel values 0-16, float64) and their labels, as scikit-learn's load_digits()."""
+    data = np.loadtxt(DIGITS_FILE, delimiter=",")
+    return data[:, :-1].reshape(-1, 8, 8), data[:, -1].astype(np.int64)
+
+
+def _load_digits(cfg: TrainConfig) -> DataSource:
+    images, labels = digits_arrays()
+    return _from_arrays("digits", images, labels, 16.0, cfg)
 
 
 def _download_mnist(path: Path) -> None:

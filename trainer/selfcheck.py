@@ -55,11 +55,11 @@ def _summaries() -> str:
 
 
 def _digits() -> str:
-    from sklearn.datasets import load_digits
+    from trainer.data import digits_arrays
 
-    digits = load_digits()
-    if digits.images.shape != (1797, 8, 8):
-        raise RuntimeError(f"digits has shape {digits.images.shape}, expected (1797, 8, 8)")
+    images, _ = digits_arrays()
+    if images.shape != (1797, 8, 8):
+        raise RuntimeError(f"digits has shape {images.shape}, expected (1797, 8, 8)")
     return "digits data set (1797 images)"
 
 

@@ -11,10 +11,23 @@ from tests.trainer.conftest import Procs, read_status
 
 
 def _digits_uint8() -> tuple[np.ndarray, np.ndarray]:
+    from trainer.data import digits_arrays
+
+    images, labels = digits_arrays()
+    return (images * 255.0 / 16.0).round().astype(np.uint8), labels
+
+
+def test_the_vendored_digits_are_scikit_learns() -> None:
+    """trainer/datasets/digits.csv.gz (the trainer image carries no scikit-learn) loads exactly as
+    sklearn.datasets.load_digits() of the pinned scikit-learn (a dev dependency for this comparison)."""
     from sklearn.datasets import load_digits
 
-    d = load_digits()
-    return (d.images * 255.0 / 16.0).round().astype(np.uint8), d.target.astype(np.int64)
+    from trainer.data import digits_arrays
+
+    images, labels = digits_arrays()
+    reference = load_digits()
+    assert images.shape == (1797, 8, 8) and np.array_equal(images, reference.images)
+    assert np.array_equal(labels, reference.target)
 
 
 def _write_npz(directory: Path) -> None:
