@@ -29,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import container_startup
+import cpu_vendors
 import ending_latency
 import gpu
 import image_builds
@@ -42,6 +43,7 @@ from common import HELM, REPO, Result, cores
 RESULTS = REPO / "bench" / "RESULTS.md"
 BEGIN, END = "<!-- bench/run.py: latest run -->", "<!-- /bench/run.py: latest run -->"
 HISTORY = "<!-- bench/run.py: history -->"
+BY_VENDOR, BY_VENDOR_END = "<!-- bench/run.py: B1 by CPU vendor -->", "<!-- /bench/run.py: B1 by CPU vendor -->"
 #: Rows that another benchmark measures: asking for one runs that benchmark.
 MEASURED_BY = {"B2": "B1", "B2L": "B1", "B2w": "B1", "B4v": "B4", "B7s": "B7", "B7b": "B7", "B7c": "B7",
                "B1Lm": "B1L"}
@@ -54,11 +56,34 @@ def benchmarks(quick: bool) -> dict[str, Callable[[], list[Result]]]:
         "B4": lambda: scale_render.results(repeat=1 if quick else 3),
         "B1": lambda: throughput.measure(repeat, 600, 100, 100, large_batch=0 if quick else 400),
         "B1L": lambda: large_input.results(repeat=repeat),
+        "B1a": lambda: cpu_vendors.results(repeat=1),
         "B5": lambda: [local_startup.result(repeat=repeat)],
         "B6": lambda: gpu.results(),
         "B7": lambda: [*image_builds.results(), container_startup.result(repeat=1 if quick else 2)],
         "B8": lambda: ending_latency.results(repeat=3 if quick else 10),
     }
+
+
+def cpu_vendor() -> str:
+    """/proc/cpuinfo's vendor_id (GenuineIntel, AuthenticAMD, ...), else the platform's machine name."""
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("vendor_id"):
+            return line.split(":", 1)[1].strip()
+    return platform.machine() or "unknown"
+
+
+def vendor_table(text: str, rows: list[Result], facts: dict[str, str], date: str, command: str) -> str:
+    """The "B1 by CPU vendor" table with this run's B1 rows in its vendor's line (other vendors' lines kept)."""
+    b1 = [r for r in rows if r.key in ("B1", "B1L", "B1a") and r.ratio is not None]
+    if not b1 or BY_VENDOR not in text or BY_VENDOR_END not in text:
+        return text
+    vendor = cpu_vendor()
+    begin, end = text.index(BY_VENDOR) + len(BY_VENDOR), text.index(BY_VENDOR_END)
+    lines = [line for line in text[begin:end].strip("\n").splitlines() if line.strip()]
+    header, kept = lines[:2], [line for line in lines[2:] if not line.startswith(f"| {vendor} |")]
+    ratios = ", ".join(f"{r.key} {r.ratio:.2f}" for r in b1)
+    kept.append(f"| {vendor} | {facts['CPU']} | {date} | {ratios} | `{command}` |")
+    return text[:begin] + "\n" + "\n".join(header + sorted(kept)) + "\n" + text[end:]
 
 
 def machine() -> dict[str, str]:
@@ -133,8 +158,9 @@ def history_line(rows: list[Result], facts: dict[str, str], date: str) -> str:
     return f"- {date}, {facts['CPU']}, GPU {facts['GPU']}: {ratios}"
 
 
-def write_results(section: str, history: str) -> None:
+def write_results(section: str, history: str, by_vendor: Callable[[str], str] = lambda text: text) -> None:
     text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
+    text = by_vendor(text)
     if BEGIN in text and END in text:
         text = re.sub(re.escape(BEGIN) + r".*?" + re.escape(END), lambda _: section, text, flags=re.S)
     else:
@@ -183,7 +209,8 @@ def main() -> int:
         facts = machine()
         date = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
         command = shlex.join([".venv/bin/python", "bench/run.py", *sys.argv[1:]])
-        write_results(markdown(rows, facts, command, seconds, date), history_line(rows, facts, date))
+        write_results(markdown(rows, facts, command, seconds, date), history_line(rows, facts, date),
+                      lambda text: vendor_table(text, rows, facts, date, command))
         print(f"updated {RESULTS.relative_to(REPO)}")
     return 0
 

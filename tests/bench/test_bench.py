@@ -186,3 +186,16 @@ def test_training_flops_count_the_models_convolutions_and_dense_layers() -> None
     conv1, conv2 = 28 * 28 * 32 * 5 * 5 * 1 * 2, 14 * 14 * 64 * 5 * 5 * 32 * 2
     dense = (7 * 7 * 64 * 1024 + 1024 * 10) * 2
     assert training_flops_per_example((28, 28, 1)) == 3 * (conv1 + conv2 + dense)
+
+
+def test_b1_keeps_one_line_per_cpu_vendor(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = ("# Benchmark results\n\n" + run.BY_VENDOR + "\n| vendor | CPU | date | ratios | command |\n"
+            "| --- | --- | --- | --- | --- |\n| AuthenticAMD | AMD EPYC, 2 cores | 2026-11-26 | B1 0.90 | `x` |\n"
+            "| GenuineIntel | Intel Xeon, 2 cores | 2026-11-25 | B1 2.10 | `y` |\n" + run.BY_VENDOR_END + "\n")
+    rows = [Result("B1", "t", "f", 2.4, ">= 2.0", True), Result("B3", "t", "f", 1.1, "<= 1.2", True)]
+    monkeypatch.setattr(run, "cpu_vendor", lambda: "GenuineIntel")
+    updated = run.vendor_table(text, rows, {"CPU": "Intel Xeon, 2 cores"}, "2026-11-27", "bench/run.py")
+    lines = [line for line in updated.splitlines() if line.startswith("| Genuine") or line.startswith("| Authentic")]
+    assert lines == ["| AuthenticAMD | AMD EPYC, 2 cores | 2026-11-26 | B1 0.90 | `x` |",
+                     "| GenuineIntel | Intel Xeon, 2 cores | 2026-11-27 | B1 2.40 | `bench/run.py` |"]
+    assert run.vendor_table(text, rows[1:], {"CPU": "c"}, "d", "e") == text  # no B1 row: nothing to keep
