@@ -5,8 +5,9 @@ Measured side by side in one run:
 - the trainer as the chart runs it (the single_device chief from the rendered manifest, a local
   process), `--dataset=mnist`, examples/s from step `--warmup` to the last step;
 - bench/plain_keras.py (`model.compile` + `model.fit`) on the same model, examples, batch and optimizer;
-- the machine's matmul limit: a 2048x2048 fp32 `tf.matmul` repeated in one TensorFlow process with
-  its default threads, in GFLOP/s.
+- the machine's matmul limit: a 2048x2048 `tf.matmul` repeated in one TensorFlow process with its default
+  threads, in GFLOP/s, in the trainer's arithmetic on this CPU (bfloat16 where --precision=auto picks
+  mixed_bfloat16, else float32; the float32 limit is reported too).
 The trainer's FLOP/s are its examples/s times the model's training FLOPs per example, counted from
 the model's layers (multiply-adds x 2 of every convolution and dense layer; a training step is
 counted as 3 forward passes: the forward pass, and the backward pass's input and weight gradients,
@@ -37,6 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import REPO, Result, bench_env, local_training, median, print_rows
 from throughput import cpu_by_role, plain_keras
+
+from trainer.runtime import cpu_flags, resolve_precision
 
 MATMUL_SIZE = 2048
 MNIST_TRAIN, MNIST_TEST = 60_000, 10_000
@@ -80,13 +83,14 @@ def generate_mnist_shaped(path: Path, seed: int = 0) -> None:
              x_test=pixels[MNIST_TRAIN:], y_test=labels[MNIST_TRAIN:])
 
 
-def matmul_limit(seconds: float = 3.0) -> float:
-    """GFLOP/s of a repeated 2048x2048 fp32 matmul in a fresh TensorFlow process (default threads)."""
+def matmul_limit(dtype: str = "float32", seconds: float = 3.0) -> float:
+    """GFLOP/s of a repeated 2048x2048 matmul of `dtype` in a fresh TensorFlow process (default threads; oneDNN
+    on, as the trainer runs)."""
     script = f"""
 import json, time
 import tensorflow as tf
 n = {MATMUL_SIZE}
-a = tf.random.normal([n, n]); b = tf.random.normal([n, n])
+a = tf.cast(tf.random.normal([n, n]), tf.{dtype}); b = tf.cast(tf.random.normal([n, n]), tf.{dtype})
 mm = tf.function(lambda a, b: tf.matmul(a, b))
 for _ in range(3):
     mm(a, b).numpy()
@@ -97,7 +101,8 @@ while time.perf_counter() - began < {seconds}:
 c.numpy()
 print(json.dumps({{"gflops": 2 * n ** 3 * runs / (time.perf_counter() - began) / 1e9}}))
 """
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=bench_env(), cwd=REPO)
+    env = bench_env() | {"TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1")}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=REPO)
     if done.returncode != 0:
         raise RuntimeError(f"the matmul measurement failed:\n{done.stderr[-2000:]}")
     return float(json.loads(done.stdout.strip().splitlines()[-1])["gflops"])
@@ -134,19 +139,23 @@ def results(repeat: int = 2, steps: int = 400, warmup: int = 100, batch_size: in
             generate_mnist_shaped(target)
             source = "generated MNIST-shaped set (no mnist.npz here: digits scaled to 28x28)"
         sets = ["training.dataset=mnist", f"training.dataDir={data_dir}"]
-        keras, runs, limits = [], [], []
+        precision = resolve_precision("auto", cpu_flags(), has_gpu=False)  # what the trainer picks on this CPU
+        dtype = "bfloat16" if precision == "mixed_bfloat16" else "float32"
+        keras, runs, limits, fp32_limits = [], [], [], []
         for _ in range(repeat):
-            limits.append(matmul_limit())
+            fp32_limits.append(matmul_limit("float32"))
+            limits.append(matmul_limit(dtype) if dtype != "float32" else fp32_limits[-1])
             keras.append(plain_keras(batch_size, (steps - warmup) * batch_size,
                                      ["--dataset=mnist", f"--data-dir={data_dir}"]))
             runs.append(local_training("single_device", 1, steps, batch_size, sets))
     speed = median([run.examples_per_sec(warmup) for run in runs])
     keras_speed = median([k["examples_per_sec"] for k in keras])
-    limit = median(limits)
+    limit, fp32_limit = median(limits), median(fp32_limits)
     flops = training_flops_per_example((28, 28, 1))
     achieved = speed * flops / 1e9
     vs_keras, vs_limit = speed / keras_speed, achieved / limit
-    setting = f"{source}, batch {batch_size}, steps {warmup}..{steps}, {repeat} runs each"
+    setting = (f"{source}, batch {batch_size}, steps {warmup}..{steps}, {repeat} runs each; the trainer's "
+               f"precision here {precision} (--precision=auto), Keras fit float32")
     cpu = cpu_by_role(runs, warmup)
     return [
         Result("B1L", "trainer (1 process) / plain Keras fit, 28x28",
@@ -155,8 +164,10 @@ def results(repeat: int = 2, steps: int = 400, warmup: int = 100, batch_size: in
                 f"Keras fit {median([k['cpu_ms_per_step'] for k in keras]):.1f}"]),
         Result("B1Lm", "trainer FLOP/s / matmul limit, 28x28",
                f"{achieved:.0f} vs {limit:.0f} GFLOP/s", vs_limit, ">= 0.5", vs_limit >= 0.5,
-               [f"{flops / 1e6:.1f} MFLOP per training example (3 x forward); matmul {MATMUL_SIZE}x{MATMUL_SIZE} fp32, "
-                f"default threads, median of {repeat}"]),
+               [f"{flops / 1e6:.1f} MFLOP per training example (3 x forward); the limit: matmul "
+                f"{MATMUL_SIZE}x{MATMUL_SIZE} in the trainer's arithmetic ({dtype}), default threads, median of "
+                f"{repeat}; float32 matmul {fp32_limit:.0f} GFLOP/s "
+                f"(the trainer at {achieved / fp32_limit:.2f} of it)"]),
     ]
 
 
