@@ -74,8 +74,8 @@ build_python_base() {
     cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
   fi
   # The official images let `pip install` write to the system Python; bookworm marks it externally
-  # managed, so the pip.conf below says what the official images do by default (and, like them, it
-  # leaves pip's cache on: Dockerfile.cpu keeps it in a cache mount, out of the image).
+  # managed, so the pip.conf below says what the official images do by default (like them, it leaves
+  # pip's cache on: the Dockerfiles turn it off with PIP_NO_CACHE_DIR).
   cat >"$root/etc/pip.conf" <<'EOF'
 [global]
 cert = /etc/ssl/certs/ca-certificates.crt
