@@ -8,9 +8,12 @@ export PATH := $(CURDIR)/.tools/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 # podman settings for sandboxed machines such as CI's (scripts/install_containers.sh writes them)
 export CONTAINERS_CONF := $(CURDIR)/.tools/containers.conf
 export BUILDAH_ISOLATION := chroot
-# the TensorFlow base the trainer images are built on when no registry is reachable (CI)
-BASE_IMAGE ?= localhost/tf-distributed/tensorflow-base:2.21.0
+# the stand-ins for the official bases, for machines that reach no registry (CI): python:3.11-slim-bookworm
+# (the CPU image's) and tensorflow/tensorflow:2.21.0 (the GPU image's less CUDA, and the BYO example's)
+BASE_IMAGE ?= localhost/tf-distributed/python-base:3.11-slim-bookworm
+TENSORFLOW_BASE_IMAGE ?= localhost/tf-distributed/tensorflow-base:2.21.0
 export TFD_TEST_BASE_IMAGE := $(BASE_IMAGE)
+export TFD_TEST_TENSORFLOW_BASE_IMAGE := $(TENSORFLOW_BASE_IMAGE)
 
 .PHONY: setup setup-run test lint docs schema run bench clean base-image
 
@@ -31,10 +34,11 @@ lint: setup
 	MYPYPATH=bench $(VENV)/bin/mypy bench/*.py
 	$(PY) scripts/gen_schema.py --check
 
-## base-image: a local stand-in for tensorflow/tensorflow:2.21.0 (debootstrap + pip), for machines
-## that reach no container registry; the image tests build both Dockerfiles on it
+## base-image: local stand-ins for python:3.11-slim-bookworm (debootstrap) and tensorflow/tensorflow:2.21.0
+## (+ pip install tensorflow), for machines that reach no container registry; the image tests build
+## Dockerfile.cpu on the first, Dockerfile.gpu and the bring-your-own example on the second
 base-image: setup
-	BASE_IMAGE=$(BASE_IMAGE) bash scripts/build_base_image.sh
+	BASE_IMAGE=$(BASE_IMAGE) TENSORFLOW_BASE_IMAGE=$(TENSORFLOW_BASE_IMAGE) bash scripts/build_base_image.sh python tensorflow
 
 ## test: everything CI runs (the README's test command; .ci/run calls exactly this)
 test: lint base-image

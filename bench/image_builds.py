@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
 """B7: the trainer images: size, cold and warm build time (podman, the engine CI has).
 
-Builds Dockerfile.cpu three times in one run on the same base (BASE_IMAGE, default the local
-stand-in that `make base-image` assembles, else the official image), and reports:
-  B7s  image sizes: CPU and GPU trainer images against their base (ratio = trainer / base; what
-       the project adds on top of TensorFlow: TensorBoard, scikit-learn, the trainer);
-  B7b  cold build (`--no-cache`) against a warm rebuild after a change to the trainer code only
-       (ratio = warm / cold: what a developer waits for in the edit-build loop).
-Usage: python bench/image_builds.py   (needs podman; `make bench` runs it with the others)
+Builds, side by side in one run, on the local stand-ins `make base-image` assembles (or the bases
+TFD_TEST_BASE_IMAGE / TFD_TEST_TENSORFLOW_BASE_IMAGE name):
+  * Dockerfile.cpu on the python:3.11-slim-bookworm stand-in, cold (`--no-cache`), then warm after a
+    one-line change to the trainer code;
+  * the recipe before issue 26 (bench/baseline: Dockerfile.cpu and its requirements from commit
+    1a4457c) on the tensorflow/tensorflow:2.21.0 stand-in, with the same trainer code;
+  * Dockerfile.gpu on the tensorflow/tensorflow:2.21.0 stand-in (what CI builds: the official GPU base
+    adds CUDA libraries, which no machine here can have).
+and reports:
+  B7s  CPU image size, slim recipe / the recipe before (goal <= 0.5), with the GPU image's size;
+  B7b  warm rebuild after a trainer change / cold build (what a developer waits for in the edit-build loop).
+Usage: python bench/image_builds.py   (needs podman and both stand-ins; `make bench` runs it with the others)
 """
 
 from __future__ import annotations
@@ -28,8 +33,11 @@ sys.path.insert(0, str(REPO / "bench"))
 from common import Result, print_rows  # noqa: E402
 
 ENGINE = "podman"
-DEFAULT_BASE = "localhost/tf-distributed/tensorflow-base:2.21.0"
+DEFAULT_BASE = "localhost/tf-distributed/python-base:3.11-slim-bookworm"
+DEFAULT_TENSORFLOW_BASE = "localhost/tf-distributed/tensorflow-base:2.21.0"
+BASELINE = REPO / "bench" / "baseline"
 BENCH_TAG = "localhost/tfd-bench/trainer"
+SIZE_GOAL = 0.5
 
 
 def engine_missing() -> str | None:
@@ -44,6 +52,10 @@ def base_image() -> str:
     return os.environ.get("TFD_TEST_BASE_IMAGE") or DEFAULT_BASE
 
 
+def tensorflow_base_image() -> str:
+    return os.environ.get("TFD_TEST_TENSORFLOW_BASE_IMAGE") or DEFAULT_TENSORFLOW_BASE
+
+
 def size_mb(image: str) -> float | None:
     answer = subprocess.run([ENGINE, "image", "inspect", image], capture_output=True, text=True, check=False)
     if answer.returncode != 0:
@@ -51,48 +63,62 @@ def size_mb(image: str) -> float | None:
     return float(json.loads(answer.stdout)[0]["Size"]) / 1e6
 
 
-def _context(tmp: Path) -> Path:
-    """A copy of what the Dockerfile sees, so the warm build can change the trainer code only."""
-    context = tmp / "context"
-    shutil.copytree(REPO / "trainer", context / "trainer", ignore=shutil.ignore_patterns("__pycache__"))
+def _context(tmp: Path, name: str, requirements: Path, dockerignore: Path) -> Path:
+    """A copy of what a Dockerfile sees (the same trainer code for every recipe), so the warm build can
+    change the trainer code only."""
+    context = tmp / name
+    for package in ("trainer", "tfdcontract"):
+        shutil.copytree(REPO / package, context / package, ignore=shutil.ignore_patterns("__pycache__"))
     (context / "images").mkdir()
-    shutil.copy(REPO / "images" / "requirements.txt", context / "images" / "requirements.txt")
-    shutil.copy(REPO / ".dockerignore", context / ".dockerignore")
+    shutil.copy(requirements, context / "images" / requirements.name)
+    shutil.copy(dockerignore, context / ".dockerignore")
     return context
 
 
-def timed_build(context: Path, tag: str, *extra: str) -> float:
-    argv = [ENGINE, "build", "-q", "-f", str(REPO / "Dockerfile.cpu"), "--build-arg", f"BASE_IMAGE={base_image()}"]
+def timed_build(dockerfile: Path, base: str, context: Path, tag: str, *extra: str) -> float:
+    argv = [ENGINE, "build", "-q", "--format", "docker", "-f", str(dockerfile), "--build-arg", f"BASE_IMAGE={base}"]
     started = time.perf_counter()
     answer = subprocess.run([*argv, *extra, "-t", tag, str(context)], capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - started
     if answer.returncode != 0:
-        raise SystemExit(f"B7: podman build failed:\n{answer.stderr[-3000:]}")
+        raise SystemExit(f"B7: podman build -f {dockerfile} failed:\n{answer.stderr[-3000:]}")
     return elapsed
 
 
-def results(cpu_image: str = "ghcr.io/tf-distributed/trainer:0.1.0") -> list[Result]:
-    missing_base = None if size_mb(base_image()) else f"base image {base_image()} is missing (make base-image)"
-    reason = engine_missing() or missing_base
+def results() -> list[Result]:
+    missing = [f"{base} is missing (make base-image)" for base in (base_image(), tensorflow_base_image())
+               if size_mb(base) is None]  # fmt: skip
+    reason = engine_missing() or "; ".join(missing)
     if reason:
         return [Result("B7", "trainer images", reason, None, "-", None)]
-    with tempfile.TemporaryDirectory(prefix="tfd-bench-images-") as tmp:
-        context = _context(Path(tmp))
-        cold = timed_build(context, f"{BENCH_TAG}:cold", "--no-cache")
-        with (context / "trainer" / "__init__.py").open("a") as init:
-            init.write("\n# bench: a one-line change to the trainer code\n")
-        warm = timed_build(context, f"{BENCH_TAG}:warm")
-        sizes = {name: size_mb(ref) for name, ref in (("base", base_image()), ("trainer", f"{BENCH_TAG}:cold"))}
-        cleanup = [ENGINE, "rmi", "-f", f"{BENCH_TAG}:cold", f"{BENCH_TAG}:warm"]
-        subprocess.run(cleanup, capture_output=True, check=False)
-    gpu = size_mb(cpu_image + "-gpu")
-    base, trainer = sizes["base"] or 0.0, sizes["trainer"] or 0.0
+    tags = [f"{BENCH_TAG}:{name}" for name in ("cold", "warm", "before", "gpu")]
+    try:
+        with tempfile.TemporaryDirectory(prefix="tfd-bench-images-") as tmp:
+            slim = _context(Path(tmp), "slim", REPO / "images" / "requirements-cpu.txt", REPO / ".dockerignore")
+            gpu = _context(Path(tmp), "gpu", REPO / "images" / "requirements.txt", REPO / ".dockerignore")
+            before = _context(Path(tmp), "before", BASELINE / "images" / "requirements.txt",
+                              BASELINE / ".dockerignore")  # fmt: skip
+            before_s = timed_build(BASELINE / "Dockerfile.cpu", tensorflow_base_image(), before, tags[2], "--no-cache")
+            cold = timed_build(REPO / "Dockerfile.cpu", base_image(), slim, tags[0], "--no-cache")
+            with (slim / "trainer" / "__init__.py").open("a") as init:
+                init.write("\n# bench: a one-line change to the trainer code\n")
+            warm = timed_build(REPO / "Dockerfile.cpu", base_image(), slim, tags[1])
+            gpu_s = timed_build(REPO / "Dockerfile.gpu", tensorflow_base_image(), gpu, tags[3], "--no-cache")
+        size = {tag.rsplit(":", 1)[1]: size_mb(tag) or 0.0 for tag in tags}
+        bases = {name: size_mb(image) or 0.0 for name, image in (("slim", base_image()),
+                                                                 ("tensorflow", tensorflow_base_image()))}  # fmt: skip
+    finally:
+        subprocess.run([ENGINE, "rmi", "-f", *tags], capture_output=True, check=False)
+    ratio = size["cold"] / size["before"]
     size_row = Result(
-        "B7s", "image size vs its TensorFlow base",
-        f"CPU trainer {trainer:.0f} MB"
-        + (f", GPU trainer {gpu:.0f} MB" if gpu else "")
-        + f" on a {base:.0f} MB base (+{trainer - base:.0f} MB: TensorBoard, scikit-learn/SciPy, the trainer)",
-        trainer / base, "-", None,
+        "B7s", "CPU image size: slim Python + tensorflow-cpu vs the TensorFlow-image recipe",
+        f"CPU trainer {size['cold']:.0f} MB on the {bases['slim']:.0f} MB python:3.11-slim-bookworm stand-in, "
+        f"before {size['before']:.0f} MB on the {bases['tensorflow']:.0f} MB tensorflow/tensorflow:2.21.0 stand-in; "
+        f"GPU trainer {size['gpu']:.0f} MB on that stand-in (the official GPU base adds CUDA)",
+        ratio, f"<= {SIZE_GOAL}", ratio <= SIZE_GOAL,
+        details=[f"cold builds: before {before_s:.1f} s, slim {cold:.1f} s (tensorflow-cpu now installs in the "
+                 f"build, not in the base), GPU {gpu_s:.1f} s",
+                 "before = bench/baseline (Dockerfile.cpu and requirements of commit 1a4457c), same trainer code"],
     )  # fmt: skip
     build_row = Result(
         "B7b", "warm rebuild after a trainer change vs cold build",

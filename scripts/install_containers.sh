@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The container tools the image tests need, from Debian's packages (CI reaches no other source):
 #   podman + runc     build and run the trainer images (tfchart build, tfchart local --engine podman)
-#   debootstrap       assemble the local TensorFlow base image (scripts/build_base_image.sh)
+#   debootstrap       assemble the local stand-in base images (scripts/build_base_image.sh)
 #   docker-registry   a real OCI registry for the push/pull round trip (distribution 2.8)
 #   netavark, aardvark-dns  podman's network backend with DNS, so pods find each other by name
 # and .tools/containers.conf, the podman settings that work inside this kind of sandbox (a

@@ -1,9 +1,11 @@
 """The trainer images, built for real from the repository's Dockerfiles, for the tests that run them.
 
 `built_images()` builds both images once per test session with `tfchart build --engine podman`
-(the command users run), on `TFD_TEST_BASE_IMAGE` when set (CI reaches no container registry, so
-`make base-image` assembles a stand-in for tensorflow/tensorflow:2.21.0 with debootstrap + pip and
-the Makefile names it here), else on the Dockerfiles' default, the official TensorFlow image.
+(the command users run), the CPU one on `TFD_TEST_BASE_IMAGE` and the GPU one on
+`TFD_TEST_TENSORFLOW_BASE_IMAGE` when set (CI reaches no container registry, so `make base-image`
+assembles stand-ins for python:3.11-slim-bookworm with debootstrap and for tensorflow/tensorflow:2.21.0
+with pip on top, and the Makefile names them here), else on the Dockerfiles' defaults, the official
+images.
 The images are tagged exactly as the chart references them by default
 (`ghcr.io/tf-distributed/trainer:<appVersion>` and `...-gpu`), so the rendered release runs them
 without any image override. Nothing is skipped: without a working podman the tests fail.
@@ -32,7 +34,8 @@ ENGINE = "podman"
 class BuiltImages:
     cpu: str
     gpu: str
-    base: str | None
+    base: str | None  # the CPU image's
+    gpu_base: str | None
     seconds: float  # wall time of the build that made them (0 when both were already built)
 
     def all(self) -> list[str]:
@@ -60,6 +63,16 @@ def image_exists(reference: str) -> bool:
     return subprocess.run([ENGINE, "image", "exists", reference], check=False).returncode == 0
 
 
+def stand_in_base(tensorflow: bool = False) -> str | None:
+    """The stand-in base the Makefile names (python:3.11-slim-bookworm's, or with tensorflow
+    tensorflow/tensorflow:2.21.0's), None when unset; fails the test when it is set but not built."""
+    variable = "TFD_TEST_TENSORFLOW_BASE_IMAGE" if tensorflow else "TFD_TEST_BASE_IMAGE"
+    base = os.environ.get(variable) or None
+    if base and not image_exists(base):
+        pytest.fail(f"{variable}={base} is not in podman's store: run `make base-image` first")
+    return base
+
+
 @cache
 def built_images() -> BuiltImages:
     """Both trainer images, built by `tfchart build` once per session."""
@@ -67,17 +80,15 @@ def built_images() -> BuiltImages:
     version = project_version(REPO)
     cpu = image_reference(DEFAULT_REGISTRY, DEFAULT_REPOSITORY, version)
     gpu = image_reference(DEFAULT_REGISTRY, DEFAULT_REPOSITORY, f"{version}-gpu")
-    base = os.environ.get("TFD_TEST_BASE_IMAGE") or None
-    if base and not image_exists(base):
-        pytest.fail(f"TFD_TEST_BASE_IMAGE={base} is not in podman's store: run `make base-image` first")
+    base, gpu_base = stand_in_base(), stand_in_base(tensorflow=True)
     argv = [sys.executable, "-m", "tfchart", "build", "--all", "--engine", ENGINE]
-    if base:
-        argv += ["--base-image", base]
+    argv += ["--base-image", base] if base else []
+    argv += ["--gpu-base-image", gpu_base] if gpu_base else []
     started = time.monotonic()
     result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         pytest.fail(f"tfchart build failed ({result.returncode}):\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
-    return BuiltImages(cpu, gpu, base, time.monotonic() - started)
+    return BuiltImages(cpu, gpu, base, gpu_base, time.monotonic() - started)
 
 
 def run_in_image(

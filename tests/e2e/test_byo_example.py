@@ -1,5 +1,5 @@
 """examples/byo-keras, the bring-your-own quick start, as a user follows it: its image built from its
-Dockerfile (on TFD_TEST_BASE_IMAGE, CI's stand-in for the tensorflow image), its values run through
+Dockerfile (on TFD_TEST_TENSORFLOW_BASE_IMAGE, CI's stand-in for the tensorflow image), its values run through
 `tfchart local --engine podman` to a SavedModel on the run's shared volume, with the script's status
 line read back by the code `tfchart status` reads the chief's log with. The first tests are static.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.chartlib import REPO, env_of, pod_spec, render, workloads
-from tests.containerlib import ENGINE, image_exists, require_engine
+from tests.containerlib import ENGINE, require_engine, stand_in_base
 from tfchart.cluster.status import parse_progress
 from tfdcontract import SUCCEEDED, parse_status_line, read_status_file, storage_env
 
@@ -72,9 +72,7 @@ def example_image() -> Iterator[str]:
     """The example's image, built as its README says (on the test base where CI names one); removed after."""
     require_engine()
     tag = f"test-{secrets.token_hex(3)}"
-    base = os.environ.get("TFD_TEST_BASE_IMAGE")
-    if base and not image_exists(base):
-        pytest.fail(f"TFD_TEST_BASE_IMAGE={base} is not in podman's store: run `make base-image` first")
+    base = stand_in_base(tensorflow=True)
     argv = [ENGINE, "build", "-t", f"{IMAGE}:{tag}", *(["--build-arg", f"BASE_IMAGE={base}"] if base else []),
             str(EXAMPLE)]  # fmt: skip
     built = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)

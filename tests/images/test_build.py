@@ -1,10 +1,12 @@
 """The trainer images as users get them: built from the repository's Dockerfiles, run as the chart runs pods.
 
 Both images are built once per session by `tfchart build --engine podman` (tests/containerlib.py).
-In CI they are built on a locally assembled stand-in for tensorflow/tensorflow:2.21.0 (Debian
-bookworm + `pip install tensorflow==2.21.0`, `make base-image`) because no container registry is
-reachable there; everything the trainer and TensorBoard import comes from images/requirements.txt
-either way. The GPU image is built the same way and checked up to the GPU boundary (no GPU here).
+In CI, which reaches no container registry, they are built on locally assembled stand-ins (`make
+base-image`): the CPU image on one for python:3.11-slim-bookworm (Debian bookworm minbase with
+python3 and pip) and the GPU image on one for tensorflow/tensorflow:2.21.0 (the same + `pip install
+tensorflow==2.21.0`; the official GPU base adds CUDA). Everything the trainer and TensorBoard import
+comes from images/requirements-cpu.txt (CPU, tensorflow-cpu included) and images/requirements.txt
+(GPU) either way. The GPU image is checked up to the GPU boundary (no GPU here).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from tfchart.images.build import project_version
 
 pytestmark = pytest.mark.slow
 
-REQUIREMENTS = REPO / "images" / "requirements.txt"
+REQUIREMENTS = {"cpu": REPO / "images" / "requirements-cpu.txt", "gpu": REPO / "images" / "requirements.txt"}
 
 
 def inspect(image: str) -> dict[str, Any]:
@@ -39,9 +41,9 @@ def inspect(image: str) -> dict[str, Any]:
     return config
 
 
-def pinned() -> dict[str, str]:
+def pinned(variant: str) -> dict[str, str]:
     pins: dict[str, str] = {}
-    for line in REQUIREMENTS.read_text().splitlines():
+    for line in REQUIREMENTS[variant].read_text().splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
             name, version = line.split("==")
@@ -71,18 +73,22 @@ def test_image_is_tagged_as_the_chart_references_it_and_runs_as_non_root(variant
     assert config["User"] == "10001:10001"
     assert config["Entrypoint"] == ["python", "-m", "trainer"]
     assert config["Labels"]["org.opencontainers.image.version"] == version
-    if images.base:
-        assert config["Labels"]["org.opencontainers.image.base.name"] == images.base
+    base = images.base if variant == "cpu" else images.gpu_base
+    if base:
+        assert config["Labels"]["org.opencontainers.image.base.name"] == base
 
 
 @pytest.mark.parametrize("variant", ["cpu", "gpu"])
 def test_every_pinned_requirement_is_installed_at_its_pin(variant: str) -> None:
     images = built_images()
     have = installed(images.cpu if variant == "cpu" else images.gpu)
-    wrong = {name: (version, have.get(name)) for name, version in pinned().items() if have.get(name) != version}
+    wrong = {name: (version, have.get(name)) for name, version in pinned(variant).items() if have.get(name) != version}
     assert not wrong, f"pinned vs installed: {wrong}"
-    for needed in ("tensorboard", "tensorboard-data-server", "cloudpickle", "scikit-learn", "tensorflow", "keras"):
+    tensorflow = "tensorflow-cpu" if variant == "cpu" else "tensorflow"
+    for needed in ("tensorboard", "tensorboard-data-server", "cloudpickle", "scikit-learn", tensorflow, "keras"):
         assert needed in have
+    if variant == "cpu":  # the slim base carries no TensorFlow: only the CPU build, nothing beside it
+        assert "tensorflow" not in have, have
 
 
 def test_cpu_image_runs_as_uid_10001_with_a_read_only_root() -> None:
@@ -197,8 +203,8 @@ def test_a_missing_dependency_fails_the_build_not_the_first_run(tmp_path: Path) 
     for package in ("trainer", "tfdcontract"):
         shutil.copytree(REPO / package, context / package, ignore=shutil.ignore_patterns("__pycache__"))
     (context / "images").mkdir()
-    lines = [line for line in REQUIREMENTS.read_text().splitlines() if not line.startswith("cloudpickle==")]
-    (context / "images" / "requirements.txt").write_text("\n".join(lines) + "\n")
+    lines = [line for line in REQUIREMENTS["cpu"].read_text().splitlines() if not line.startswith("cloudpickle==")]
+    (context / "images" / "requirements-cpu.txt").write_text("\n".join(lines) + "\n")
     shutil.copy(REPO / ".dockerignore", context / ".dockerignore")
     base = built_images().base
     build_args = ["--build-arg", f"BASE_IMAGE={base}"] if base else []

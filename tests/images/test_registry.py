@@ -142,8 +142,8 @@ def pushed(registry: Registry) -> Iterator[PushedImages]:
         sys.executable, "-m", "tfchart", "build", "--all", "--push", "--engine", ENGINE,
         "--registry", registry.address, "--no-tls-verify",
     ]  # fmt: skip
-    if session.base:
-        argv += ["--base-image", session.base]
+    argv += ["--base-image", session.base] if session.base else []
+    argv += ["--gpu-base-image", session.gpu_base] if session.gpu_base else []
     started = time.monotonic()
     try:
         result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=900, check=False)

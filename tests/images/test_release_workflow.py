@@ -364,7 +364,7 @@ def test_build_step_builds_and_pushes_both_images_with_docker_buildx(tmp_path: P
         assert line[line.index("-t") + 1] == f"ghcr.io/{OWNER}/trainer:{tag}"
         assert line[line.index("--platform") + 1] == "linux/amd64"
         assert "--push" in line and "--load" not in line
-        assert "--build-arg" not in line, "a release builds on the official TensorFlow base images"
+        assert "--build-arg" not in line, "a release builds on the official base images"
 
 
 def test_chart_step_lints_and_packages_the_chart_it_pushes(tmp_path: Path) -> None:

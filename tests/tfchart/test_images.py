@@ -493,6 +493,19 @@ def test_buildah_is_found_after_podman_and_builds_and_pushes_over_plain_http(eng
     assert progress[-1].startswith("[4/4] done in ") and progress[-1].endswith("127.0.0.1:5000/ml/trainer:t1-gpu")
 
 
+def test_the_gpu_image_may_have_its_own_base(repo: Path) -> None:
+    """CPU and GPU default to different official bases (slim Python, the TensorFlow GPU image)."""
+    steps = images.plan(["all"], None, "ghcr.io", "ml/trainer", False, None, "podman", repo,
+                        base_image="localhost/python-base:3.11", gpu_base_image="localhost/tf-base:2.21.0")  # fmt: skip
+    bases = [step.argv[step.argv.index("--build-arg") + 1] for step in steps]
+    assert bases == ["BASE_IMAGE=localhost/python-base:3.11", "BASE_IMAGE=localhost/tf-base:2.21.0"]
+    only_gpu = images.plan(["all"], None, "ghcr.io", "ml/trainer", False, None, "podman", repo,
+                           gpu_base_image="localhost/tf-base:2.21.0")  # fmt: skip
+    assert ["--build-arg" in step.argv for step in only_gpu] == [False, True]
+    with pytest.raises(UsageError, match="--gpu-base-image is empty"):
+        images.plan(["gpu"], None, "ghcr.io", "ml/trainer", False, None, "podman", repo, gpu_base_image="")
+
+
 def test_plain_http_push_is_refused_for_docker_with_the_fix(repo: Path) -> None:
     with pytest.raises(UsageError) as raised:
         images.plan(["cpu"], None, "127.0.0.1:5000", "ml/trainer", True, None, "docker", repo, tls_verify=False)

@@ -12,8 +12,9 @@ import pytest
 
 from tests.trainer.conftest import REPO
 
-DOCKERFILES = {"Dockerfile.cpu": "tensorflow/tensorflow:2.21.0",
-               "Dockerfile.gpu": "tensorflow/tensorflow:2.21.0-gpu"}
+# default base, the requirements file it installs, and the TensorFlow distribution that file pins
+DOCKERFILES = {"Dockerfile.cpu": ("python:3.11-slim-bookworm", "requirements-cpu.txt", "tensorflow-cpu"),
+               "Dockerfile.gpu": ("tensorflow/tensorflow:2.21.0-gpu", "requirements.txt", "tensorflow")}
 
 
 def _pyproject_tf_pin() -> str:
@@ -27,12 +28,18 @@ def _pyproject_tf_pin() -> str:
 def test_dockerfile_contract(name: str) -> None:
     text = (REPO / name).read_text()
     assert re.findall(r"^FROM\s+(\S+)", text, re.M) == ["${BASE_IMAGE}"]
+    base, requirements, tensorflow = DOCKERFILES[name]
     defaults = re.findall(r"^ARG BASE_IMAGE=(\S+)$", text, re.M)
-    assert defaults and set(defaults) == {DOCKERFILES[name]}  # the official image, also after FROM
-    assert defaults[0].split(":")[1].startswith(_pyproject_tf_pin())  # base matches the pin
+    assert defaults and set(defaults) == {base}  # the official image, also after FROM
+    if base.startswith("tensorflow/"):
+        assert defaults[0].split(":")[1].startswith(_pyproject_tf_pin())  # base matches the pin
+    else:  # the Python the trainer venv is made for (tensorflow-cpu's wheel is cp311 in requirements-cpu.txt)
+        assert defaults[0].split(":")[1].startswith("3.11-")
+    pins = _pins(requirements)
+    assert pins[tensorflow] == _pyproject_tf_pin() and not {"tensorflow", "tensorflow-cpu"} - {tensorflow} & set(pins)
     installs = " ".join(re.findall(r"pip install[^&]*", text))
     assert "--no-deps" in installs and "-r /opt/tf-distributed/requirements.txt" in installs
-    assert "pip check" in text and "COPY images/requirements.txt /opt/tf-distributed/requirements.txt" in text
+    assert "pip check" in text and f"COPY images/{requirements} /opt/tf-distributed/requirements.txt" in text
     users = re.findall(r"^USER\s+(\d+)", text, re.M)
     assert users and int(users[-1]) >= 10000
     assert re.search(r"^ENV[\s\S]*PYTHONUNBUFFERED=1", text, re.M)
@@ -43,14 +50,23 @@ def test_dockerfile_contract(name: str) -> None:
     assert not re.search(r"^(ADD|EXPOSE 22)\b", text, re.M)
 
 
+def _pins(requirements: str) -> dict[str, str]:
+    lines = [line.strip() for line in (REPO / "images" / requirements).read_text().splitlines()]
+    return dict(line.split("==") for line in lines if line and not line.startswith("#"))
+
+
 def test_image_requirements_are_one_pinned_closure_matching_the_project_pins() -> None:
-    lines = [line.strip() for line in (REPO / "images" / "requirements.txt").read_text().splitlines()]
-    pins = dict(line.split("==") for line in lines if line and not line.startswith("#"))
-    assert all(re.fullmatch(r"\d[\w.]*", version) for version in pins.values()), pins
-    assert pins["tensorflow"] == _pyproject_tf_pin()
+    gpu, cpu = _pins("requirements.txt"), _pins("requirements-cpu.txt")
+    for pins in (gpu, cpu):
+        assert all(re.fullmatch(r"\d[\w.]*", version) for version in pins.values()), pins
+    assert gpu["tensorflow"] == cpu["tensorflow-cpu"] == _pyproject_tf_pin()
+    # the same closure: tensorflow and tensorflow-cpu declare the same dependencies
+    gpu.pop("tensorflow")
+    cpu.pop("tensorflow-cpu")
+    assert gpu == cpu
     project = (REPO / "pyproject.toml").read_text()
     for name in ("tensorboard", "scikit-learn", "prometheus_client"):
-        assert f'"{name}=={pins[name]}"' in project, f"{name}: image and pyproject.toml pins differ"
+        assert f'"{name}=={cpu[name]}"' in project, f"{name}: image and pyproject.toml pins differ"
 
 
 def _checkov() -> str | None:

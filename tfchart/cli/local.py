@@ -36,7 +36,9 @@ LOCAL_RELEASE = "local"  # runs/local-<time>, pods local-tf-distributed-*
 @click.option("--engine", type=click.Choice(["docker", "buildx", "podman", "buildah"]), default=None,
               help="Container engine (default: the first of docker buildx, docker, podman, buildah found).")
 @click.option("--base-image", default=None, metavar="IMAGE", help="Build on IMAGE instead of the official "
-              "tensorflow/tensorflow:2.21.0[-gpu] (BASE_IMAGE build argument).")
+              "python:3.11-slim-bookworm (CPU) and tensorflow/tensorflow:2.21.0-gpu (GPU) (BASE_IMAGE build argument).")
+@click.option("--gpu-base-image", default=None, metavar="IMAGE",
+              help="Build the GPU image on IMAGE (default: --base-image when given, else the official one).")
 @click.option("--tls-verify/--no-tls-verify", default=True, show_default=True,
               help="Push over HTTPS (--no-tls-verify: a plain-HTTP registry; podman and buildah only).")
 @click.option("--source", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",

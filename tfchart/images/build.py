@@ -165,8 +165,8 @@ def _check_reference(registry: str, repository: str, tag: str) -> None:
 
 
 def plan(variants: list[str], tag: str | None, registry: str, repository: str, push: bool, platform: str | None,
-         engine: str | None, repo_root: Path, *, base_image: str | None = None, tls_verify: bool = True,
-         ) -> list[BuildStep]:  # fmt: skip
+         engine: str | None, repo_root: Path, *, base_image: str | None = None, gpu_base_image: str | None = None,
+         tls_verify: bool = True) -> list[BuildStep]:  # fmt: skip
     """The commands that build (and with push, publish) the trainer images, in the order to run them.
 
     variants: "cpu", "gpu" (or "all"); tag: replaces the project version in the tags; registry may be ""
@@ -192,7 +192,9 @@ def plan(variants: list[str], tag: str | None, registry: str, repository: str, p
             'add the registry to "insecure-registries" in the Docker daemon configuration, or use --engine podman',
         )
     if base_image is not None and not base_image.strip():
-        raise UsageError("--base-image is empty", "name an image, e.g. tensorflow/tensorflow:2.21.0")
+        raise UsageError("--base-image is empty", "name an image, e.g. python:3.11-slim-bookworm")
+    if gpu_base_image is not None and not gpu_base_image.strip():
+        raise UsageError("--gpu-base-image is empty", "name an image, e.g. tensorflow/tensorflow:2.21.0-gpu")
     revision = git_revision(root)
     builds: list[BuildStep] = []
     pushes: list[BuildStep] = []
@@ -203,7 +205,8 @@ def plan(variants: list[str], tag: str | None, registry: str, repository: str, p
         image = image_reference(registry, repository, version_part if variant == "cpu" else f"{version_part}-gpu")
         argv = [*builder.build_command, "-f", str(dockerfile), "-t", image, "--label", f"{VERSION_LABEL}={version}"]
         argv += ["--label", f"{REVISION_LABEL}={revision}"] if revision else []
-        argv += ["--build-arg", f"BASE_IMAGE={base_image.strip()}"] if base_image else []
+        base = gpu_base_image if variant == "gpu" and gpu_base_image else base_image
+        argv += ["--build-arg", f"BASE_IMAGE={base.strip()}"] if base else []
         argv += ["--platform", platform] if platform else []
         if builder.daemonless:
             argv += ["--format", "docker"]  # OCI format would drop the Dockerfiles' HEALTHCHECK
