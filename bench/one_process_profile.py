@@ -11,7 +11,11 @@ warm-up, timed over `--steps` steps by the process's CPU time and the wall clock
   AVX512-VNNI/BF16, AVX-VNNI or AMX: AMD EPYC before Zen 4), oneDNN limited to AVX2 (what such CPUs have);
 - the precision: float32, or mixed_bfloat16 where this CPU has bfloat16 instructions.
 
-Usage: python bench/one_process_profile.py [--steps 600] [--repeat 2]
+With `--large`, the same on B1L's 28x28 MNIST-shaped set (bench/large_input.py), crossing the batch (100, 400),
+the threads (TensorFlow's default, or one intra-op and one inter-op thread) and the precision: where B1L's
+share of the matmul limit goes (`--steps 100` is enough there).
+
+Usage: python bench/one_process_profile.py [--steps 600] [--repeat 2] [--large]
        python bench/one_process_profile.py --variant 'iterator=own onednn=avx2 precision=float32'  (one, as JSON)
 """
 
@@ -23,10 +27,12 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 ONEDNN = {"on": {"TF_ENABLE_ONEDNN_OPTS": "1"}, "off": {"TF_ENABLE_ONEDNN_OPTS": "0"},
           "avx2": {"TF_ENABLE_ONEDNN_OPTS": "1", "ONEDNN_MAX_CPU_ISA": "AVX2"}}
 VARIANTS = [
@@ -38,6 +44,8 @@ VARIANTS = [
     "iterator=own onednn=on precision=float32",
     "iterator=own onednn=on precision=mixed_bfloat16",
 ]
+LARGE = [f"iterator=own onednn=on precision={precision} batch={batch} threads={threads} dataset=mnist"
+         for precision in ("float32", "mixed_bfloat16") for batch in (100, 400) for threads in ("default", "1")]
 
 
 def measure(variant: dict[str, str], steps: int, batch_size: int, per_call: int) -> dict[str, float]:
@@ -49,9 +57,14 @@ def measure(variant: dict[str, str], steps: int, batch_size: int, per_call: int)
     from trainer.data import load_data
     from trainer.steps import create_state, make_multi_step, make_replica_step
 
+    if variant.get("threads") == "1":
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
     if variant["precision"] != "float32":
         tf.keras.mixed_precision.set_global_policy(variant["precision"])
-    cfg = parse_config(["--dataset=digits", f"--batch-size={batch_size}"])
+    batch_size = int(variant.get("batch", batch_size))
+    given = [f"--dataset={variant.get('dataset', 'digits')}", f"--batch-size={batch_size}"]
+    cfg = parse_config(given + ([f"--data-dir={variant['data_dir']}"] if "data_dir" in variant else []))
     data = load_data(cfg)
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     state = create_state(strategy, cfg, data.image_shape)
@@ -87,23 +100,31 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--variant", help="measure one variant in this process and print it as JSON")
+    parser.add_argument("--large", action="store_true", help="B1L's profile: 28x28 input, batch, threads, precision")
     options = parser.parse_args()
     if options.variant:
         variant = dict(part.split("=", 1) for part in options.variant.split())
         print(json.dumps(measure(variant, options.steps, 100, 10)))
         return 0
-    runs: dict[str, list[dict[str, float]]] = {text: [] for text in VARIANTS}
-    for _ in range(options.repeat):  # interleaved: the machine's noise falls on every variant alike
-        for text in VARIANTS:
-            runs[text].append(run_variant(text, options.steps))
-    print(f"digits, batch 100, 10 steps per call, {options.steps} steps timed, median of {options.repeat} "
-          f"interleaved runs")
+    variants = VARIANTS
+    with tempfile.TemporaryDirectory(prefix="tfd-profile-") as data_dir:
+        if options.large:
+            from large_input import generate_mnist_shaped
+
+            generate_mnist_shaped(Path(data_dir) / "mnist.npz")
+            variants = [f"{text} data_dir={data_dir}" for text in LARGE]
+        runs: dict[str, list[dict[str, float]]] = {text: [] for text in variants}
+        for _ in range(options.repeat):  # interleaved: the machine's noise falls on every variant alike
+            for text in variants:
+                runs[text].append(run_variant(text, options.steps))
+    print(f"{'28x28 MNIST-shaped' if options.large else 'digits, batch 100'}, 10 steps per call, {options.steps} "
+          f"steps timed, median of {options.repeat} interleaved runs")
     print(f"{'variant':52s} {'CPU-ms/step':>12s} {'wall-ms/step':>13s} {'examples/s':>11s}")
     for text, figures in runs.items():
         cpu = statistics.median(f["cpu_ms_per_step"] for f in figures)
         wall = statistics.median(f["wall_ms_per_step"] for f in figures)
         speed = statistics.median(f["examples_per_sec"] for f in figures)
-        print(f"{text:52s} {cpu:12.1f} {wall:13.1f} {speed:11.0f}")
+        print(f"{text.split(' data_dir=')[0]:52s} {cpu:12.1f} {wall:13.1f} {speed:11.0f}")
     return 0
 
 

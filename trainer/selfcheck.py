@@ -6,7 +6,7 @@ first training run. It checks, in this order and with one line each:
 * TensorFlow imports and is the pinned version;
 * ``tf.summary`` writes an event file (it needs the ``tensorboard`` package since TF 2.21's wheel
   no longer depends on it) and TensorBoard's own reader loads the scalar back;
-* the offline ``digits`` data set loads (scikit-learn and its dependencies, joblib's cloudpickle);
+* the offline ``digits`` data set loads (trainer/datasets/digits.csv.gz);
 * prometheus_client renders the trainer's metrics (TFD_METRICS_PORT, trainer.monitoring);
 * every trainer module imports;
 * the GPU boundary: CUDA support compiled in and the GPUs TensorFlow sees (``--require-gpu`` fails
