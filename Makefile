@@ -58,6 +58,6 @@ clean:
 run: setup-run
 	$(VENV)/bin/tfchart local -f values/cpu.yaml --set training.dataset=digits --set training.download=false $(ARGS)
 
-## bench: every benchmark this machine can run (B1-B7), side by side; updates bench/RESULTS.md
+## bench: every benchmark this machine can run (B1-B8), side by side; updates bench/RESULTS.md
 bench: setup
 	$(PY) bench/run.py $(ARGS)
