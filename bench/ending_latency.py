@@ -47,6 +47,7 @@ from tests.kubeapi import (
     rendered,
     stateful_set,
 )
+from tfdcontract import CHIEF, PS, SUPERVISOR, WORKER
 
 NAMESPACE = "ml-team"
 RELEASE = "mnist"
@@ -68,9 +69,9 @@ class Release:
 
     def __init__(self) -> None:
         self.docs = rendered(sets=SETS, release=RELEASE, namespace=NAMESPACE)
-        self.sets = [manifest(self.docs, "StatefulSet", role) for role in ("ps", "worker")]
-        self.chief = manifest(self.docs, "Job", "chief")
-        self.deployment = manifest(self.docs, "Deployment", "supervisor")
+        self.sets = [manifest(self.docs, "StatefulSet", role) for role in (PS, WORKER)]
+        self.chief = manifest(self.docs, "Job", CHIEF)
+        self.deployment = manifest(self.docs, "Deployment", SUPERVISOR)
         container = self.deployment["spec"]["template"]["spec"]["containers"][0]
         assert container["command"] == ["python", "-m", "trainer.supervisor"], container["command"]
         self.env = container_env(container)
@@ -104,7 +105,7 @@ def end(server: KubeServer, kind: str) -> None:
 
 def scaled_to_zero(server: KubeServer) -> bool:
     return all(server.objects[("statefulsets", NAMESPACE, f"{PREFIX}-{role}")]["spec"]["replicas"] == 0
-               for role in ("ps", "worker"))
+               for role in (PS, WORKER))
 
 
 def looked(server: KubeServer, watching: bool) -> Callable[[], bool]:
