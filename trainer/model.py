@@ -15,20 +15,21 @@ import tensorflow as tf
 NUM_CLASSES = 10
 
 
-def build_model(image_shape: tuple[int, int, int]) -> Any:
-    """A new, unbuilt-optimizer Keras model producing logits ``[None, 10]``."""
+def build_model(image_shape: tuple[int, int, int], dtype: str | None = None) -> Any:
+    """A new, unbuilt-optimizer Keras model producing logits ``[None, 10]``. ``dtype``: the layers' precision
+    policy (None: Keras' global policy, which --precision sets)."""
     keras = tf.keras
     layers = keras.layers
     return keras.Sequential(
         [
             keras.Input(shape=image_shape, name="images"),
-            layers.Conv2D(32, 5, padding="same", activation="relu", name="conv1"),
-            layers.MaxPooling2D(2, padding="same", name="pool1"),
-            layers.Conv2D(64, 5, padding="same", activation="relu", name="conv2"),
-            layers.MaxPooling2D(2, padding="same", name="pool2"),
-            layers.Flatten(name="flatten"),
-            layers.Dense(1024, activation="relu", name="fc1"),
-            layers.Dropout(0.5, name="dropout"),
+            layers.Conv2D(32, 5, padding="same", activation="relu", name="conv1", dtype=dtype),
+            layers.MaxPooling2D(2, padding="same", name="pool1", dtype=dtype),
+            layers.Conv2D(64, 5, padding="same", activation="relu", name="conv2", dtype=dtype),
+            layers.MaxPooling2D(2, padding="same", name="pool2", dtype=dtype),
+            layers.Flatten(name="flatten", dtype=dtype),
+            layers.Dense(1024, activation="relu", name="fc1", dtype=dtype),
+            layers.Dropout(0.5, name="dropout", dtype=dtype),
             # float32 logits under any precision policy: the loss, evaluation and serving read them
             layers.Dense(NUM_CLASSES, name="logits", dtype="float32"),
         ],
@@ -62,12 +63,7 @@ def float32_model(image_shape: tuple[int, int, int]) -> Any:
     """:func:`build_model` computing in float32 whatever the global policy (--precision): evaluation and
     the exported SavedModel compute in float32 however the weights (float32 under every policy) were
     trained."""
-    policy = tf.keras.mixed_precision.global_policy()
-    tf.keras.mixed_precision.set_global_policy("float32")
-    try:
-        return build_model(image_shape)
-    finally:
-        tf.keras.mixed_precision.set_global_policy(policy)
+    return build_model(image_shape, dtype="float32")
 
 
 def local_copy(image_shape: tuple[int, int, int], weights: list[np.ndarray]) -> Any:
