@@ -150,19 +150,26 @@ def test_a_docker_credential_helper_answers(private_registry: Registry, home: di
 def test_a_bearer_token_is_fetched_from_the_challenge_realm_with_the_credentials(
     token_registry: tuple[Registry, tokenserver.TokenService], home: dict[str, str], tmp_path: Path
 ) -> None:
+    """The token service speaks plain HTTP: it too must be named by --insecure-registry to get credentials."""
     registry, service = token_registry
     scope = f"repository:{PROJECT}:pull"
-    anonymous = resolve(registry.address, PROJECT, VERSION, access(registry, home))
+    both = Access(frozenset({registry.address, service.address}), environ=home)
+    anonymous = resolve(registry.address, PROJECT, VERSION, both)
     assert (anonymous.state, anonymous.detail) == (UNAUTHORISED, "HTTP 401 with no credentials")
     assert service.requests[-1] == (scope, "")  # an anonymous token, which grants nothing
     auth_file = tmp_path / "auth.json"
     home["REGISTRY_AUTH_FILE"] = str(auth_file)
     auth_file.write_text(json.dumps(auth_json(registry, PASSWORD)))
-    assert resolve(registry.address, PROJECT, VERSION, access(registry, home)).state == PRESENT
+    asked = len(service.requests)
+    unnamed = resolve(registry.address, PROJECT, VERSION, access(registry, home))
+    assert (unnamed.state, unnamed.detail) == (UNAUTHORISED, "HTTP 401; no credentials sent to its token realm "
+                                               f"{service.realm}: not https, nor --insecure-registry")  # fmt: skip
+    assert len(service.requests) == asked
+    assert resolve(registry.address, PROJECT, VERSION, both).state == PRESENT
     assert service.requests[-1] == (scope, USER)
-    assert resolve(registry.address, PROJECT, "9.9.9", access(registry, home)).state == MISSING
+    assert resolve(registry.address, PROJECT, "9.9.9", both).state == MISSING
     auth_file.write_text(json.dumps(auth_json(registry, "wrong")))
-    refused = resolve(registry.address, PROJECT, VERSION, access(registry, home))
+    refused = resolve(registry.address, PROJECT, VERSION, both)
     assert (refused.state, refused.detail) == (UNAUTHORISED, f"HTTP 401 with the credentials from {auth_file}")
 
 

@@ -48,8 +48,12 @@ class TokenService:
         return self.workdir / "token.crt"
 
     @property
+    def address(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    @property
     def realm(self) -> str:
-        return f"http://{HOST}:{self.port}/token"
+        return f"http://{self.address}/token"
 
     def make_key(self) -> None:
         subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",

@@ -36,13 +36,11 @@ class Lookup:
 
 
 def auth_files(environ: Mapping[str, str]) -> list[Path]:
-    home = Path(environ.get("HOME") or Path.home())
-    files = [Path(environ["REGISTRY_AUTH_FILE"])] if environ.get("REGISTRY_AUTH_FILE") else []
-    if environ.get("XDG_RUNTIME_DIR"):
-        files.append(Path(environ["XDG_RUNTIME_DIR"]) / "containers" / "auth.json")
-    files.append(home / ".config" / "containers" / "auth.json")
-    files.append(Path(environ.get("DOCKER_CONFIG") or home / ".docker") / "config.json")
-    return files
+    home, runtime = Path(environ.get("HOME") or Path.home()), environ.get("XDG_RUNTIME_DIR")
+    places = (environ.get("REGISTRY_AUTH_FILE"), runtime and f"{runtime}/containers/auth.json",
+              home / ".config" / "containers" / "auth.json",
+              Path(environ.get("DOCKER_CONFIG") or home / ".docker") / "config.json")  # fmt: skip
+    return [Path(place) for place in places if place]
 
 
 def host_of(key: str) -> str:
@@ -75,8 +73,7 @@ def find(registry: str, repository: str, environ: Mapping[str, str] | None = Non
         except (OSError, ValueError) as error:
             found.problems.append(f"cannot read {path}: {error}")
             continue
-        if not isinstance(config, dict):
-            continue
+        config = config if isinstance(config, dict) else {}
         helper = matching(config.get("credHelpers") or {}, registry, repository)
         entry = matching(config.get("auths") or {}, registry, repository)
         if isinstance(helper, str) and helper:
@@ -107,14 +104,13 @@ def from_helper(helper: str, registry: str, problems: list[str]) -> Credentials 
     try:
         answer = subprocess.run([program, "get"], input=server, capture_output=True, text=True,
                                 timeout=HELPER_TIMEOUT_S, check=False)  # fmt: skip
+        secret = json.loads(answer.stdout) if answer.returncode == 0 else None
     except FileNotFoundError:
         problems.append(f"{program} (the credential helper your configuration names) is not on PATH")
         return None
     except subprocess.TimeoutExpired:
         problems.append(f"{program} get did not answer in {HELPER_TIMEOUT_S:.0f} s")
         return None
-    try:
-        secret = json.loads(answer.stdout) if answer.returncode == 0 else None
     except ValueError:
         secret = None
     if not isinstance(secret, dict) or not secret.get("Secret"):
