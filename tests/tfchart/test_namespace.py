@@ -89,6 +89,7 @@ def tfchart(tmp_path: Path, config: Path, *args: str, deployed: list[str] | None
         "NO_PROXY": "127.0.0.1",
         "no_proxy": "127.0.0.1",
         "DEPLOYED_SETS": json.dumps(deployed or []),
+        **({"HISTORY": json.dumps([{"revision": 1, "status": "deployed"}])} if deployed is not None else {}),
         **(helm_env or {}),
     }
     for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "HELM_NAMESPACE"):
@@ -182,7 +183,8 @@ def test_upgrade_recreate_deletes_the_chief_job_in_the_context_namespace(tmp_pat
     assert Call("delete", "jobs", NS, "mnist-tf-distributed-chief", params=foreground) in deletes(server)
     assert all(call.namespace == NS for call in deletes(server)), deletes(server)
     calls = cluster_calls(run)
-    assert calls[0] == ["get", "manifest", RELEASE, "--namespace", NS]
+    assert calls[:2] == [["history", RELEASE, "--namespace", NS, "--output", "json"],
+                         ["get", "manifest", RELEASE, "--namespace", NS, "--revision", "1"]]
     assert calls[-1][:5] == ["upgrade", RELEASE, str(CHART), "--namespace", NS]
     rendered = [call for call in run.helm_calls if call[0] == "template"]
     assert rendered and all(call[call.index("--namespace") + 1] == NS for call in rendered)

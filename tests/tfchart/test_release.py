@@ -35,11 +35,13 @@ GPU = REPO / "values" / "gpu.yaml"
 class RecordingHelm:
     """Runs `version` and `template` with the real helm; records and answers the cluster calls."""
 
-    def __init__(self, major: str, deployed: Sequence[str] = (), deployed_chart: Path = CHART) -> None:
+    def __init__(self, major: str, deployed: Sequence[str] = (), deployed_chart: Path = CHART,
+                 failed: Sequence[str] | None = None) -> None:  # fmt: skip
         self.binary = str(helm_path(major))
         self.calls: list[list[str]] = []
         self.deployed = list(deployed)
         self.deployed_chart = deployed_chart
+        self.failed = failed  # the values of a failed upgrade: revision 2, after `deployed` (revision 1)
 
     def real(self, args: list[str]) -> bytes:
         return subprocess.run([self.binary, *args], capture_output=True, check=True).stdout
@@ -49,11 +51,16 @@ class RecordingHelm:
         self.calls.append(args)
         if args[0] in ("version", "template"):
             return self.real(args)
+        if args[0] == "history":
+            failed = [{"revision": 2, "status": "failed"}] if self.failed is not None else []
+            return json.dumps([{"revision": 1, "status": "deployed"}, *failed]).encode()
         if args[:2] == ["get", "manifest"]:
             namespace = args[args.index("--namespace") + 1] if "--namespace" in args else "default"
+            revision = args[args.index("--revision") + 1] if "--revision" in args else "newest"
+            values = self.deployed if self.failed is None or revision == "1" else list(self.failed)
             # `helm get manifest` holds the release's objects without its hooks.
             return self.real(
-                ["template", args[2], str(self.deployed_chart), "--namespace", namespace, "--no-hooks", *self.deployed]
+                ["template", args[2], str(self.deployed_chart), "--namespace", namespace, "--no-hooks", *values]
             )
         return b""
 
@@ -146,7 +153,8 @@ def test_upgrade_with_an_allowed_change() -> None:
     plan = upgrade(helm, inputs([GPU], sets), release.Options(namespace="ml-training"))
     assert plan.changes == []
     assert helm.cluster_calls() == [
-        ["get", "manifest", "mnist", "--namespace", "ml-training"],
+        ["history", "mnist", "--namespace", "ml-training", "--output", "json"],
+        ["get", "manifest", "mnist", "--namespace", "ml-training", "--revision", "1"],
         [
             "upgrade",
             "mnist",

@@ -62,8 +62,8 @@ class Clock:
 class Helm(RecordingHelm):
     """RecordingHelm that also notes what the cluster looked like when `helm upgrade` ran."""
 
-    def __init__(self, cluster: KubeServer, deployed: Sequence[str]) -> None:
-        super().__init__("4", deployed)
+    def __init__(self, cluster: KubeServer, deployed: Sequence[str], failed: Sequence[str] | None = None) -> None:
+        super().__init__("4", deployed, failed=failed)
         self.cluster = cluster
         self.at_upgrade: tuple[int, set[tuple[str, str | None, str]]] | None = None
 
@@ -138,13 +138,14 @@ def run_upgrade(
     recreate: bool = False,
     clock: Clock | None = None,
     timeout: float = 300.0,
+    failed: Sequence[str] | None = None,
     **live: Any,
 ) -> tuple[Helm, list[str], guard.UpgradePlan | Exception]:
     """tfchart's upgrade of `deployed` to `sets` against the cluster (the deployed release as `live_cluster`
     leaves it, unless the test put objects there already): (helm, what it said, plan or error)."""
     if not cluster.objects:
         live_cluster(cluster, RecordingHelm("4", as_args(deployed)), **live)
-    helm = Helm(cluster, as_args(deployed))
+    helm = Helm(cluster, as_args(deployed), None if failed is None else as_args(failed))
     api = cluster.api()
     clock = clock or Clock()
     said: list[str] = []
@@ -226,6 +227,23 @@ def test_recreate_skips_a_job_that_went_away_meanwhile_and_says_so(cluster: Kube
 # -- 2. the claim --------------------------------------------------------------------------------------
 
 CLAIM_LINE = f"PersistentVolumeClaim {CLAIM}: "
+
+
+@pytest.mark.parametrize("recreate", [False, True], ids=["plain", "recreate"])
+def test_a_failed_upgrade_is_judged_from_the_last_deployed_revision(recreate: bool, cluster: KubeServer) -> None:
+    """A plain `helm upgrade` to RETRAIN failed half-way: it changed the StatefulSets, the API server refused the
+    chief Job's new template, and helm's newest revision (failed) holds RETRAIN's manifest. The Job still runs TTL's
+    template, so the guard compares with revision 1 (deployed), and --recreate deletes the Job."""
+    live_cluster(cluster, RecordingHelm("4", as_args(TTL)))
+    cluster.add(*(kf.stateful_set(doc) for doc in deployed_docs(RecordingHelm("4", as_args(RETRAIN)))
+                  if doc["kind"] == "StatefulSet"))  # fmt: skip
+    helm, _, outcome = run_upgrade(cluster, TTL, RETRAIN, recreate=recreate, failed=RETRAIN)
+    if recreate:
+        assert {(c.kind, c.name) for c in planned(outcome).changes} == {("Job", CHIEF)}
+        assert [(call.resource, call.name) for call in deletes(cluster)] == [("jobs", CHIEF)] and helm.upgraded()
+    else:
+        assert f"Job {CHIEF}: spec.template" in str(refused(outcome)) and not helm.upgraded()
+    assert ["get", "manifest", "mnist", "--namespace", NS, "--revision", "1"] in helm.calls
 
 
 def claim_lines(message: str) -> list[str]:

@@ -251,12 +251,13 @@ def test_upgrade_reuse_values_checks_the_deployed_values_under_the_new_ones(tmp_
                       helm_env={"HISTORY": history, "DEPLOYED_VALUES": json.dumps(deployed)})  # fmt: skip
     assert run.returncode == 0, run.stderr
     calls = cluster_calls(run)
-    assert calls[:3] == [
+    assert calls[:4] == [
         ["history", RELEASE, "--namespace", NS, "--max", "1", "--output", "json"],
         ["get", "values", RELEASE, "--namespace", NS, "--all", "--output", "yaml"],
-        ["get", "manifest", RELEASE, "--namespace", NS],
+        ["history", RELEASE, "--namespace", NS, "--output", "json"],
+        ["get", "manifest", RELEASE, "--namespace", NS, "--revision", "1"],
     ]
-    assert calls[3] == ["upgrade", RELEASE, str(CHART), "--namespace", NS, "--install", "--reuse-values",
+    assert calls[4] == ["upgrade", RELEASE, str(CHART), "--namespace", NS, "--install", "--reuse-values",
                         "--set", "serving.replicas=2"]  # fmt: skip
 
 

@@ -2,10 +2,10 @@
 
 Kubernetes forbids changing most StatefulSet spec fields, a Job's pod template, a Deployment's
 selector, a JobSet's replicatedJobs and policies (JobSet's webhook and CEL rules) and a claim's spec
-(its size may only grow, where its StorageClass allows expansion), and helm would fail half-way. So
-the deployed release is compared with the new render first, and tfchart refuses, naming each field
-with its deployed and new value, unless the caller asks to recreate those objects (--recreate:
-deleted, and waited for until each reads 404, before helm runs; never a claim).
+(its size may only grow, where its StorageClass allows expansion), and helm would fail half-way. So the
+deployed release (its last deployed revision: a failed upgrade's is not what runs) is compared with the new
+render first, and tfchart refuses, naming each field with its deployed and new value, unless the caller asks
+to recreate those objects (--recreate: deleted, and waited for until each reads 404, before helm runs).
 The guard looks at what is live, not only at helm's stored manifest: an object no longer in the
 cluster (a finished chief Job removed by ttlSecondsAfterFinished) is no conflict, because helm's
 upgrade creates an object of the new manifest that it does not find (helm 3.17 and 4.1 pkg/kube
@@ -26,7 +26,7 @@ from tfchart.cluster.kube import AccessDenied, Deletion
 from tfchart.errors import ImmutableFieldChange, KubernetesError, UsageError
 from tfchart.helm.chart import Chart
 from tfchart.helm.inputs import Inputs
-from tfchart.helm.release import Options, format_duration, release_args
+from tfchart.helm.release import Options, base_revision, format_duration, release_args
 from tfchart.helm.render import manifests
 from tfchart.helm.runner import Runner, major_version
 from tfchart.manifests.quantity import parse_or_none
@@ -408,14 +408,9 @@ def _adoptable(old_spec: dict[str, Any], new_spec: dict[str, Any]) -> bool:
 
 
 def _absent_note(kind: str, name: str) -> str:
-    if kind == "Job":
-        return (f"Job {name} is not in the cluster (a finished Job removed by ttlSecondsAfterFinished, or deleted by "
-                "hand): helm creates it again from the new values, so it runs again (a chief resumes from its last "
-                "checkpoint)")
-    if kind == "JobSet":
-        return (f"JobSet {name} is not in the cluster (removed by ttlSecondsAfterFinished, or deleted by hand): helm "
-                "creates it again from the new values, so the run starts again (its chief resumes from the last "
-                "checkpoint)")
+    if kind in ("Job", "JobSet"):
+        return (f"{kind} {name} is not in the cluster (removed by ttlSecondsAfterFinished, or deleted by hand): helm "
+                "creates it again from the new values, so it runs again (a chief resumes from its last checkpoint)")
     if kind == CLAIM:
         return f"{CLAIM} {name} is not in the cluster: helm creates it again, empty"
     return f"{kind} {name} is not in the cluster: helm creates it from the new values"
@@ -481,10 +476,8 @@ def plan_upgrade(
     """The helm upgrade command and the forbidden changes it would hit. With `live`, each object is read
     from the cluster: one that is gone is no conflict (helm creates it), and a claim is judged against its
     live size, class and StorageClass."""
-    get = ["get", "manifest", release]
-    if options.namespace:
-        get += ["--namespace", options.namespace]
-    deployed = manifests(runner(get).decode())
+    where = ["--namespace", options.namespace] if options.namespace else []
+    deployed = manifests(runner(["get", "manifest", release, *where, *base_revision(runner, release, where)]).decode())
     if live is not None and not options.namespace:
         raise UsageError("checking the release against the cluster needs its namespace",
                          "pass -n NAMESPACE (tfchart resolves it from the kubeconfig context otherwise)")

@@ -82,6 +82,14 @@ def deployed(runner: Runner, release: str, namespace: str) -> bool:
     return bool(history) and history[-1].get("status") != "uninstalled"
 
 
+def base_revision(runner: Runner, release: str, where: list[str]) -> list[str]:
+    """`--revision N` of the revision an upgrade starts from, as helm's upgrade picks it: the newest deployed one. A
+    failed upgrade's revision holds the new manifest, not what the cluster runs (helm applied it half-way at most)."""
+    history = json.loads(runner(["history", release, *where, "--output", "json"]))
+    deployed = [entry for entry in history if entry.get("status") == "deployed"] or history
+    return ["--revision", str(deployed[-1]["revision"])] if deployed else []
+
+
 def deployed_values(runner: Runner, release: str, namespace: str, reuse: str) -> bytes:
     """The values helm starts from with --reuse-values (the last release's, its chart defaults included) or
     --reset-then-reuse-values (the ones the user gave it), as YAML."""
