@@ -82,7 +82,8 @@ def serving(host: str = HOSTS[0], context: ssl.SSLContext | None = None) -> Iter
     if context:
         httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
     server.port = httpd.server_address[1]
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    # shutdown() waits for the serving loop to see its flag: a short poll keeps that wait short
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     try:
         yield server
