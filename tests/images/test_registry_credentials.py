@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import ssl
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -68,7 +69,7 @@ def asks_token(realm: str) -> loopback.Answer:
 
 
 @pytest.fixture(scope="module")
-def certificate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[loopback.ssl.SSLContext]:
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ssl.SSLContext]:
     """The servers' TLS context; this process trusts its certificate (and nothing else) while the module runs."""
     workdir = tmp_path_factory.mktemp("tls")
     context = loopback.tls(workdir)
@@ -79,7 +80,7 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[loopback.s
 
 @pytest.fixture
 def environ(tmp_path: Path) -> dict[str, str]:
-    """An environment whose only credentials are REGISTRY_AUTH_FILE's (written by `login`)."""
+    """An environment whose only credentials are REGISTRY_AUTH_FILE's (written by `check`)."""
     kept = {key: value for key, value in os.environ.items() if key not in ("DOCKER_CONFIG", "XDG_RUNTIME_DIR")}
     return kept | {"HOME": str(tmp_path / "home"), "REGISTRY_AUTH_FILE": str(tmp_path / "auth.json")}
 
@@ -107,7 +108,7 @@ def no_secret(verdict: Verdict) -> None:
 @pytest.mark.parametrize("host, scheme", [("127.0.0.2", "http"), ("127.0.0.2", "https"), ("127.0.0.1", "http"),
                                           ("127.0.0.1", "https")])  # fmt: skip
 def test_a_redirect_off_the_registry_is_followed_without_the_credentials(
-    host: str, scheme: str, certificate: loopback.ssl.SSLContext, environ: dict[str, str]
+    host: str, scheme: str, certificate: ssl.SSLContext, environ: dict[str, str]
 ) -> None:
     """An HTTPS registry's authorised HEAD redirected to another host, to plain HTTP, or to another port."""
     with loopback.serving(context=certificate) as registry, \
@@ -121,26 +122,26 @@ def test_a_redirect_off_the_registry_is_followed_without_the_credentials(
 
 
 def test_a_redirect_within_the_registry_is_followed_without_them_too(
-    certificate: loopback.ssl.SSLContext, environ: dict[str, str]
+    certificate: ssl.SSLContext, environ: dict[str, str]
 ) -> None:
-    """Stricter than docker (which keeps them within a host): no redirect gets them, as none needs them."""
+    """Stricter than docker, which keeps them within a host: no redirect gets them (docs/cli.md says so)."""
     with loopback.serving(context=certificate) as registry:
         asking = asks_basic(lambda method, path, _: redirect(f"{path}-moved"))
-        registry.answer = lambda *asked: found() if asked[1].endswith("-moved") else asking(*asked)
+        registry.answer = lambda *request: found() if request[1].endswith("-moved") else asking(*request)
         verdict = check(registry, environ)
     assert verdict.state == PRESENT, verdict
     assert asked(registry) == [(MANIFEST, ""), (MANIFEST, BASIC), (f"{MANIFEST}-moved", "")]
 
 
 def test_a_401_from_where_the_registry_redirected_is_not_answered(
-    certificate: loopback.ssl.SSLContext, environ: dict[str, str]
+    certificate: ssl.SSLContext, environ: dict[str, str]
 ) -> None:
     """The 401 names an HTTPS realm (one the registry itself could name): but the registry did not ask."""
     with loopback.serving(context=certificate) as registry, \
             loopback.serving(loopback.HOSTS[1], certificate) as elsewhere:  # fmt: skip
         registry.answer = lambda method, path, _: redirect(elsewhere.url(path))
         asking = asks_token(elsewhere.url("/token"))
-        elsewhere.answer = lambda *asked: token() if asked[1].startswith("/token") else asking(*asked)
+        elsewhere.answer = lambda *request: token() if request[1].startswith("/token") else asking(*request)
         verdict = check(registry, environ)
     assert elsewhere.authorizations() == []
     assert [path for _, path, _ in elsewhere.seen] == [MANIFEST]
@@ -174,7 +175,7 @@ def test_a_token_realm_neither_https_nor_named_insecure_gets_nothing(
 
 @pytest.mark.parametrize("where", ["https on another host", "http named by --insecure-registry"])
 def test_a_token_realm_over_https_or_named_insecure_gets_the_credentials(
-    where: str, certificate: loopback.ssl.SSLContext, environ: dict[str, str]
+    where: str, certificate: ssl.SSLContext, environ: dict[str, str]
 ) -> None:
     """Docker Hub's way: registry-1.docker.io names the realm https://auth.docker.io/token."""
     named = where.startswith("http named")
@@ -189,7 +190,7 @@ def test_a_token_realm_over_https_or_named_insecure_gets_the_credentials(
 
 
 def test_a_token_realm_redirect_off_its_host_gets_no_credentials(
-    certificate: loopback.ssl.SSLContext, environ: dict[str, str]
+    certificate: ssl.SSLContext, environ: dict[str, str]
 ) -> None:
     with loopback.serving() as registry, loopback.serving(loopback.HOSTS[1], certificate) as service, \
             loopback.serving(loopback.HOSTS[1], certificate) as elsewhere:  # fmt: skip
@@ -202,7 +203,7 @@ def test_a_token_realm_redirect_off_its_host_gets_no_credentials(
     assert verdict.state == PRESENT, verdict
 
 
-def test_a_token_answer_over_a_mib_is_refused(certificate: loopback.ssl.SSLContext, environ: dict[str, str]) -> None:
+def test_a_token_answer_over_a_mib_is_refused(certificate: ssl.SSLContext, environ: dict[str, str]) -> None:
     huge = json.dumps({"token": "x" * TOKEN_LIMIT}).encode()
     with loopback.serving() as registry, loopback.serving(loopback.HOSTS[1], certificate) as service:
         service.answer = lambda *_: (200, {"Content-Type": "application/json"}, huge)
