@@ -92,6 +92,23 @@ def test_a_release_deleted_while_waiting(server: KubeServer) -> None:
     assert "Traceback" not in err
 
 
+def test_a_run_recreated_by_upgrade_is_waited_for_not_reported_deleted(server: KubeServer) -> None:
+    """`tfchart upgrade --recreate` marks the run's Job, deletes it, and helm creates the new run: the wait sees the
+    marked Job, then none, then the new one, and answers with the new run's ending."""
+    run_job(server, "running")
+    waiting = tfchart_wait(server)
+    server.wait_for(LIST_JOBS)
+    server.update("Job", NS, CHIEF, {"metadata": {"annotations": {"tf-distributed.io/recreating": "true"}}})
+    server.wait_for(LIST_JOBS, 2)  # saw the marked Job
+    server.delete("Job", NS, CHIEF)
+    server.wait_for(LIST_JOBS, 4)  # saw no Job at least once (the poll after the deletion may have been under way)
+    run_job(server, "complete")  # helm upgrade created the new run, which succeeded
+    code, out, err = finished(waiting)
+    assert (code, out) == (0, "mnist: Succeeded\n"), err
+    assert err == ("note: release mnist's run is being re-created (`tfchart upgrade --recreate` deletes its Job): "
+                   "waiting for the new run to end\n")
+
+
 def test_a_release_that_never_existed(server: KubeServer) -> None:
     code, _, err = finished(tfchart_wait(server, "-n", "elsewhere"))
     assert code == NO_RUN_EXIT

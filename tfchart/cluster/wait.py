@@ -2,7 +2,8 @@
 only (the run's Job: its Complete/Failed conditions, else the ending recorded on it by the supervisor or
 `tfchart stop`), polled at a bounded interval, so a wait started after the run ended answers at once. Once
 the run was seen, a few failed polls in a row (an API server restarting) are waited out. A suspended run
-has not ended: the wait goes on (and says so once each time the run is seen suspended).
+has not ended: the wait goes on (and says so once each time the run is seen suspended). Nor has a run whose object
+`tfchart upgrade --recreate` deletes (it marks it first, RECREATING_ANNOTATION): the wait goes on for the new one.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from typing import TYPE_CHECKING
 
 from tfchart.cluster.kube import AccessDenied
 from tfchart.cluster.objects import JobInfo
-from tfchart.cluster.runs import find_run
+from tfchart.cluster.runs import Run, find_run
 from tfchart.errors import KubernetesError, TfchartError
-from tfdcontract import release_selector
+from tfdcontract import RECREATING_ANNOTATION, release_selector
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
@@ -49,17 +50,21 @@ def wait(
     """The run's ending, once it has one; raises WaitTimedOut after `timeout` seconds (None: never). `notice`
     gets a line when the run is found suspended (once per suspension)."""
     deadline = None if timeout is None else clock() + timeout
-    seen, failed_polls, suspended = False, 0, False
+    seen, failed_polls, suspended, recreating = False, 0, False, False
     last_look = False  # the look taken once the deadline passed: a run that ended meanwhile is an answer, not a timeout
     while True:
         try:
-            run = run_job(api, release, namespace, seen)
-            ended = ending_of(run)
-            failed_polls = 0
-            if run.state == "Suspended" and ended is None and not suspended:
+            found = run_job(api, release, namespace, seen, recreating)
+            marked = found is None or RECREATING_ANNOTATION in found.annotations
+            if marked and not recreating:
+                notice(f"release {release}'s run is being re-created (`tfchart upgrade --recreate` deletes its "
+                       f"{found.kind if found else 'run object'}): waiting for the new run to end")
+            run, recreating, failed_polls = None if found is None else found.info, marked, 0
+            ended = None if run is None or marked else ending_of(run)
+            if run and run.state == "Suspended" and ended is None and not suspended:
                 notice(f"release {release}'s run is suspended (since {run.suspended_since}): it has not ended, "
                        f"waiting until it is resumed (`tfchart resume {release} -n {namespace}`) and ends")
-            suspended = run.state == "Suspended"
+            suspended = run is not None and run.state == "Suspended"
         except (NoRun, AccessDenied):
             raise
         except KubernetesError:  # an API server restarting or a proxy's hiccup must not end an hours-long wait
@@ -82,15 +87,12 @@ def wait(
         sleep(POLL_SECONDS if left is None else min(POLL_SECONDS, left))
 
 
-def ending(api: KubeApi, release: str, namespace: str, seen: bool) -> Ended | None:
-    """The run's ending, or None while it runs (or waits to start, or is suspended)."""
-    return ending_of(run_job(api, release, namespace, seen))
-
-
-def run_job(api: KubeApi, release: str, namespace: str, seen: bool) -> JobInfo:
-    """The run's object (its Job, or its JobSet); NoRun when there is none."""
-    run = find_run(api, release, namespace, api.list_objects("Job", namespace, release_selector(release))).info
-    if run.state == "Missing":
+def run_job(api: KubeApi, release: str, namespace: str, seen: bool, recreating: bool = False) -> Run | None:
+    """The run (its Job, or its JobSet); None while one deleted by `upgrade --recreate` is gone; else NoRun if none."""
+    run = find_run(api, release, namespace, api.list_objects("Job", namespace, release_selector(release)))
+    if run.info.state == "Missing" and recreating:
+        return None
+    if run.info.state == "Missing":
         gone = "was deleted while waiting" if seen else f"has no run in namespace {namespace}"
         raise NoRun(f"release {release} {gone}: no chief (or workers') Job carries its labels, nor a JobSet",
                     "check the release name and namespace (`tfchart list -A`); a finished run's Job (or JobSet) may "
