@@ -49,6 +49,7 @@ test: lint base-image
 docs: setup
 	$(PY) scripts/gen_schema.py
 	.tools/node/node_modules/.bin/readme-generator --values charts/tf-distributed/values.yaml --readme charts/tf-distributed/README.md
+	$(PY) scripts/compact_tables.py charts/tf-distributed/README.md
 
 clean:
 	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache

@@ -145,7 +145,16 @@ def test_chart_readme_parameter_table_is_generated_and_up_to_date(tmp_path: Path
     # The generator fails on any value without metadata and on metadata without a value.
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Metadata is correct" in result.stdout
+    subprocess.run([sys.executable, str(REPO / "scripts" / "compact_tables.py"), str(copy)], check=True)
     assert copy.read_text() == readme.read_text(), f"{readme.name} is out of date: run `make docs`"
+
+
+def test_chart_readme_reads_in_helm_show_readme() -> None:
+    """`helm show readme` prints the file as it is, outside any repository: no relative link, no padded table."""
+    text = CHART_README.read_text()
+    outside = [link for link in relative_links(CHART_README) if not link.startswith("#")]
+    assert not outside, outside
+    assert not [line for line in text.splitlines() if line.startswith("|") and "  |" in line]
 
 
 def test_defaults_stated_in_param_modifiers_are_the_values() -> None:
