@@ -1,6 +1,19 @@
-"""Validate rendered custom resources against the CRDs vendored under ``tests/crds``.
+"""Validate rendered custom resources against upstream CRDs (JobSet, Kueue, Volcano, scheduler-plugins,
+prometheus-operator), which this repository does not carry.
 
-``validate(obj)`` finds the vendored ``CustomResourceDefinition`` for the object's
+Where the CRDs come from (``crd_dir()``; ``CRD_DIR`` is the same folder, resolved when first read):
+
+* ``TFD_TEST_CRDS``: a folder laid out ``<project>/<tag>/<file>`` holding every file of ``MANIFEST``
+  (``.ci/run`` sets it where CI provides one); each file must have the manifest's sha256;
+* else each file is downloaded from its upstream repository by release tag
+  (``https://raw.githubusercontent.com/<repo>/<tag>/<path>``; ``TFD_TEST_CRDS_BASE_URL`` replaces the
+  ``https://raw.githubusercontent.com`` part, for a mirror), checked against its sha256 and kept in
+  ``${XDG_CACHE_HOME:-~/.cache}/tf-distributed/crds``, outside the checkout;
+* where neither works, every test that needs a CRD fails (never skips) with one line that names
+  ``TFD_TEST_CRDS`` and the file or download that failed. The failure is remembered: the download is
+  tried once per test process.
+
+``validate(obj)`` finds the ``CustomResourceDefinition`` for the object's
 ``apiVersion`` + ``kind``, takes the ``openAPIV3Schema`` of that (served) version and
 checks the object with ``jsonschema`` (Draft 7, which is what OpenAPI v3.0 schemas are
 closest to), after translating the Kubernetes structural-schema extensions:
@@ -33,17 +46,161 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
+import os
+import urllib.request
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.error import HTTPError
 
+import pytest
 import yaml
 from jsonschema import Draft7Validator, FormatChecker, validators
 from jsonschema.exceptions import ValidationError
 
-__all__ = ["CRD_DIR", "CrdNotFound", "crd_for", "schema_for", "validate"]
+# CRD_DIR (module __getattr__ below) is public too, read as crdlib.CRD_DIR.
+__all__ = ["MANIFEST", "CrdNotFound", "CrdsUnavailable", "crd_dir", "crd_for", "resolve", "schema_for", "validate"]
 
-CRD_DIR = Path(__file__).resolve().parent
+ENV = "TFD_TEST_CRDS"
+BASE_URL_ENV = "TFD_TEST_CRDS_BASE_URL"
+BASE_URL = "https://raw.githubusercontent.com"
+DOWNLOAD_TIMEOUT_S = 30
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """One CRD file: where it lies under a CRD folder and where it comes from upstream."""
+
+    rel: str  # <project>/<tag>/<file>
+    repo: str  # GitHub owner/name
+    path: str  # the file in the repository at the tag
+    sha256: str
+
+    @property
+    def tag(self) -> str:
+        return self.rel.split("/")[1]
+
+    def url(self, base: str) -> str:
+        return f"{base.rstrip('/')}/{self.repo}/{self.tag}/{self.path}"
+
+
+_KUEUE = "config/components/crd/bases/kueue.x-k8s.io_"
+_PROM = "example/prometheus-operator-crd/monitoring.coreos.com_"
+_VOLCANO = "config/crd/volcano/bases/"
+# Why each one is needed and why this tag: README.md beside this file. scheduler-plugins'
+# manifests/crds/scheduling.x-k8s.io_podgroups.yaml is a symlink to manifests/coscheduling/crd.yaml,
+# which the raw download must name (it would serve the link's text).
+MANIFEST: tuple[Upstream, ...] = (
+    Upstream("jobset/v0.12.0/jobset.x-k8s.io_jobsets.yaml", "kubernetes-sigs/jobset",
+             "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml",
+             "d022b87624512cf0b6741b31b24a2bea9945b5a838b50713af29332c878bb6fe"),
+    Upstream("kueue/v0.19.2/kueue.x-k8s.io_clusterqueues.yaml", "kubernetes-sigs/kueue", f"{_KUEUE}clusterqueues.yaml",
+             "e0a5fc9b370c70f3d993d4f599865817338ecf94187b30b15b12ff33c579bd55"),
+    Upstream("kueue/v0.19.2/kueue.x-k8s.io_localqueues.yaml", "kubernetes-sigs/kueue", f"{_KUEUE}localqueues.yaml",
+             "dd10ef8d3578e7212fa52763549e7b6be0949793a5b924495fcd293330109fed"),
+    Upstream("kueue/v0.19.2/kueue.x-k8s.io_resourceflavors.yaml", "kubernetes-sigs/kueue",
+             f"{_KUEUE}resourceflavors.yaml", "19e339c47e9ca3fa2c9eeddd27715a512f765c4794ed859733408a9715720173"),
+    Upstream("kueue/v0.19.2/kueue.x-k8s.io_topologies.yaml", "kubernetes-sigs/kueue", f"{_KUEUE}topologies.yaml",
+             "f703575d3bb64d26f6e839f831e01646367ed41a89b3abf163f8e842ca1c4d2b"),
+    Upstream("prometheus-operator/v0.93.0/monitoring.coreos.com_podmonitors.yaml",
+             "prometheus-operator/prometheus-operator", f"{_PROM}podmonitors.yaml",
+             "45a93443daa687d3654f7e9631909ff7edcdf3ec09c5e60251b74aa2722aee5d"),
+    Upstream("prometheus-operator/v0.93.0/monitoring.coreos.com_prometheusrules.yaml",
+             "prometheus-operator/prometheus-operator", f"{_PROM}prometheusrules.yaml",
+             "78be98554b9c8506ab2b4f4feb91c5f3a56e536a0a510f3a8e876a459970d56d"),
+    Upstream("prometheus-operator/v0.93.0/monitoring.coreos.com_servicemonitors.yaml",
+             "prometheus-operator/prometheus-operator", f"{_PROM}servicemonitors.yaml",
+             "a99047972c9dd7679ce2050b9968e8a08773492e671b3e17abd476d42aa78a32"),
+    Upstream("scheduler-plugins/v0.34.7/scheduling.x-k8s.io_podgroups.yaml", "kubernetes-sigs/scheduler-plugins",
+             "manifests/coscheduling/crd.yaml", "acf75c3eef75e1273f0d1ed53a4b230b558d8066a92acdddc10c9bc8c91ab42c"),
+    Upstream("volcano/v1.15.1/scheduling.volcano.sh_podgroups.yaml", "volcano-sh/volcano",
+             f"{_VOLCANO}scheduling.volcano.sh_podgroups.yaml",
+             "c297c0fdcf00cea6a35daa2b6153a8590b56df0e22a96dbfa44f773814685017"),
+    Upstream("volcano/v1.15.1/topology.volcano.sh_hypernodes.yaml", "volcano-sh/volcano",
+             f"{_VOLCANO}topology.volcano.sh_hypernodes.yaml",
+             "77ae7304543e37f218b428fc972dbd71bd6a88cc3004c4222172a63e2bd78fa4"),
+)  # fmt: skip
+
+
+class CrdsUnavailable(RuntimeError):
+    """The CRD files could be had neither from TFD_TEST_CRDS nor by download (a one-line message)."""
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def cache_dir(environ: Mapping[str, str]) -> Path:
+    """Where downloaded CRDs are kept: outside any checkout, shared by every clone on the machine."""
+    base = environ.get("XDG_CACHE_HOME") or str(Path(environ.get("HOME") or Path.home()) / ".cache")
+    return Path(base) / "tf-distributed" / "crds"
+
+
+def _download(entry: Upstream, url: str, target: Path) -> None:
+    try:
+        with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as response:
+            data = response.read()
+    except (OSError, ValueError) as exc:
+        reason = exc if isinstance(exc, HTTPError) else getattr(exc, "reason", exc)
+        raise CrdsUnavailable(
+            f"{ENV} is not set (a folder of the CRDs laid out <project>/<tag>/<file>) and downloading {url} failed: "
+            f"{' '.join(str(reason).split())}"
+        ) from None
+    if _sha256(data) != entry.sha256:
+        raise CrdsUnavailable(
+            f"{ENV} is not set and {url} has sha256 {_sha256(data)}, not the expected {entry.sha256}: refused "
+            f"(set {ENV} to a folder of the CRDs)"
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.{os.getpid()}.part")
+    partial.write_bytes(data)
+    partial.replace(target)
+
+
+def resolve(environ: Mapping[str, str]) -> Path:
+    """The folder holding every MANIFEST file (checked against its sha256), or CrdsUnavailable in one line."""
+    given = environ.get(ENV)
+    if given:
+        folder = Path(given).resolve()
+        for entry in MANIFEST:
+            path = folder / entry.rel
+            if not path.is_file():
+                raise CrdsUnavailable(f"{ENV}={given}: {entry.rel} is missing (laid out <project>/<tag>/<file>)")
+            if _sha256(path.read_bytes()) != entry.sha256:
+                raise CrdsUnavailable(f"{ENV}={given}: {entry.rel} does not have the sha256 {entry.sha256}")
+        return folder
+    folder = cache_dir(environ)
+    base = environ.get(BASE_URL_ENV) or BASE_URL
+    for entry in MANIFEST:
+        path = folder / entry.rel
+        if not (path.is_file() and _sha256(path.read_bytes()) == entry.sha256):
+            _download(entry, entry.url(base), path)
+    return folder
+
+
+_resolved: list[Path | str] = []  # the folder, or the failure's message: resolved once per process
+
+
+def crd_dir() -> Path:
+    """The CRD folder; a test that needs it fails with one line (no traceback) when there is none."""
+    if not _resolved:
+        try:
+            _resolved.append(resolve(os.environ))
+        except CrdsUnavailable as exc:
+            _resolved.append(f"the tests' CRDs: {exc}")
+    found = _resolved[0]
+    if isinstance(found, str):
+        pytest.fail(found, pytrace=False)
+    return found
+
+
+def __getattr__(name: str) -> Any:
+    if name == "CRD_DIR":  # resolved on first use, so that importing crdlib needs neither the folder nor a network
+        return crd_dir()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 
@@ -79,17 +236,18 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class CrdNotFound(LookupError):
-    """No vendored CRD serves the object's apiVersion and kind."""
+    """No known CRD serves the object's apiVersion and kind."""
 
 
 # --------------------------------------------------------------------------- loading
 
 
 @functools.cache
-def _crds(crd_dir: Path = CRD_DIR) -> dict[tuple[str, str], tuple[Path, dict[str, Any]]]:
-    """(group, kind) -> (file, CRD) for every CRD under ``crd_dir``."""
+def _crds() -> dict[tuple[str, str], tuple[Path, dict[str, Any]]]:
+    """(group, kind) -> (file, CRD) for every CRD of the MANIFEST."""
     found: dict[tuple[str, str], tuple[Path, dict[str, Any]]] = {}
-    for path in sorted(crd_dir.rglob("*.yaml")):
+    folder = crd_dir()
+    for path in sorted(folder / entry.rel for entry in MANIFEST):
         with path.open(encoding="utf-8") as fh:
             for doc in yaml.load_all(fh, Loader=_LOADER):
                 if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
@@ -98,7 +256,7 @@ def _crds(crd_dir: Path = CRD_DIR) -> dict[tuple[str, str], tuple[Path, dict[str
                     raise ValueError(f"{path}: only apiextensions.k8s.io/v1 CRDs are supported")
                 key = (str(doc["spec"]["group"]), str(doc["spec"]["names"]["kind"]))
                 if key in found:
-                    raise ValueError(f"{path}: {key[1]}.{key[0]} is also vendored in {found[key][0]}")
+                    raise ValueError(f"{path}: {key[1]}.{key[0]} is also defined in {found[key][0]}")
                 found[key] = (path, doc)
     return found
 
@@ -111,19 +269,19 @@ def _split_api_version(api_version: str) -> tuple[str, str]:
 
 
 def crd_for(api_version: str, kind: str) -> tuple[Path, dict[str, Any]]:
-    """The vendored CRD file and document for ``apiVersion`` + ``kind``.
+    """The CRD file and document for ``apiVersion`` + ``kind``.
 
-    Raises ``CrdNotFound`` when no vendored CRD has the group and kind, or when it does not
+    Raises ``CrdNotFound`` when no known CRD has the group and kind, or when it does not
     serve that version.
     """
     group, version = _split_api_version(api_version)
     try:
         path, crd = _crds()[(group, kind)]
     except KeyError:
-        raise CrdNotFound(f"no vendored CRD for kind {kind!r} in group {group!r}") from None
+        raise CrdNotFound(f"no known CRD for kind {kind!r} in group {group!r}") from None
     served = [v["name"] for v in crd["spec"]["versions"] if v.get("served")]
     if version not in served:
-        raise CrdNotFound(f"{path.relative_to(CRD_DIR)}: {kind} is not served as {version!r} (served: {served})")
+        raise CrdNotFound(f"{path.relative_to(crd_dir())}: {kind} is not served as {version!r} (served: {served})")
     return path, crd
 
 
@@ -272,9 +430,9 @@ def _messages(error: ValidationError) -> list[str]:
 
 
 def validate(obj: dict[str, Any]) -> list[str]:
-    """Errors of ``obj`` against its vendored CRD, as ``"<path>: <message>"``; empty when valid.
+    """Errors of ``obj`` against its CRD, as ``"<path>: <message>"``; empty when valid.
 
-    An object whose apiVersion/kind no vendored CRD serves gives one error at ``.apiVersion``.
+    An object whose apiVersion/kind no known CRD serves gives one error at ``.apiVersion``.
     """
     if not isinstance(obj, dict):
         return [f".: expected an object, got {type(obj).__name__}"]

@@ -1,10 +1,18 @@
-"""tests/crds/crdlib.py against the vendored CRDs: valid objects pass, each kind of mistake is named by path."""
+"""tests/crds/crdlib.py against the upstream CRDs (from TFD_TEST_CRDS or downloaded): valid objects pass, each
+kind of mistake is named by path; where the CRDs come from, and the one line when they cannot be had."""
 
 from __future__ import annotations
 
 import copy
 import hashlib
-import re
+import http.server
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -288,9 +296,9 @@ def test_api_version_and_kind_must_match_a_served_crd() -> None:
     _assert_error(
         validate(_with("volcano-podgroup", "apiVersion", "scheduling.volcano.sh/v1alpha1")), ".apiVersion", ""
     )
-    _assert_error(validate(_with("servicemonitor", "kind", "ServiceMonitors")), ".apiVersion", "no vendored CRD")
+    _assert_error(validate(_with("servicemonitor", "kind", "ServiceMonitors")), ".apiVersion", "no known CRD")
     _assert_error(
-        validate({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}), ".apiVersion", "no vendored"
+        validate({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}), ".apiVersion", "no known CRD"
     )
     _assert_error(validate({"apiVersion": "monitoring.coreos.com/v1"}), ".kind", "required field missing")
 
@@ -311,14 +319,139 @@ def test_schema_for_returns_a_copy() -> None:
     assert validate(VALID["localqueue-v1beta2"]) == []
 
 
-# ------------------------------------------------------------ vendored files intact
+# ------------------------------------------------------------------ where the CRDs come from
+
+REPO = Path(__file__).resolve().parents[2]
+SERVICEMONITOR = "tests/crds/test_crdlib.py::test_minimal_valid_object_passes[servicemonitor]"
 
 
-def test_vendored_files_match_the_readme_checksums() -> None:
-    """Every vendored YAML is listed in README.md with its sha256, and is unchanged."""
-    readme = (crdlib.CRD_DIR / "README.md").read_text(encoding="utf-8")
-    listed = dict(re.findall(r"`([\w./-]+\.yaml)`[^\n]*?`([0-9a-f]{64})`", readme))
-    on_disk = {str(p.relative_to(crdlib.CRD_DIR)): p for p in crdlib.CRD_DIR.rglob("*.yaml")}
-    assert sorted(listed) == sorted(on_disk)
-    for rel, path in on_disk.items():
-        assert hashlib.sha256(path.read_bytes()).hexdigest() == listed[rel], rel
+def test_the_repository_carries_no_crd_file() -> None:
+    """Upstream files are not committed here: the CRDs come from TFD_TEST_CRDS or a download."""
+    assert sorted(p.name for p in Path(crdlib.__file__).parent.rglob("*.y*ml")) == []
+    outside = {".git", ".venv", ".tools", "node_modules", "build", "dist", "runs"}
+    found = []
+    for folder, dirs, files in os.walk(REPO):
+        dirs[:] = [d for d in dirs if d not in outside]
+        for name in files:
+            path = Path(folder, name)
+            if path.suffix in (".yaml", ".yml", ".json") and b"openAPIV3Schema" in path.read_bytes():
+                found.append(str(path.relative_to(REPO)))
+    assert found == []
+
+
+def test_the_crd_folder_holds_every_manifest_file_unchanged() -> None:
+    for entry in crdlib.MANIFEST:
+        assert hashlib.sha256((crdlib.CRD_DIR / entry.rel).read_bytes()).hexdigest() == entry.sha256, entry.rel
+    assert crdlib.crd_dir() == crdlib.CRD_DIR
+
+
+@pytest.fixture
+def mirror() -> Iterator[tuple[str, dict[str, bytes]]]:
+    """A local HTTP server laid out as raw.githubusercontent.com (<repo>/<tag>/<path>), serving the CRD files."""
+    files = {f"/{entry.repo}/{entry.tag}/{entry.path}": (crdlib.CRD_DIR / entry.rel).read_bytes()
+             for entry in crdlib.MANIFEST}  # fmt: skip
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = files.get(self.path)
+            self.send_response(200 if body is not None else 404)
+            self.send_header("Content-Length", str(len(body or b"")))
+            self.end_headers()
+            self.wfile.write(body or b"")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", files
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()
+
+
+def _refused_base() -> str:
+    """An http:// base on a local port nothing listens on: a refused connection, as with no network."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def test_without_the_variable_each_file_is_downloaded_by_tag_checked_and_cached(
+    mirror: tuple[str, dict[str, bytes]], tmp_path: Path
+) -> None:
+    base, _ = mirror
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), crdlib.BASE_URL_ENV: base}
+    folder = crdlib.resolve(env)
+    assert folder == tmp_path / "cache" / "tf-distributed" / "crds"
+    for entry in crdlib.MANIFEST:
+        assert (folder / entry.rel).read_bytes() == (crdlib.CRD_DIR / entry.rel).read_bytes()
+    # The cache serves the next run: no download (the base refuses every connection now).
+    assert crdlib.resolve({**env, crdlib.BASE_URL_ENV: _refused_base()}) == folder
+
+
+def test_a_download_with_another_sha256_is_refused_in_one_line(
+    mirror: tuple[str, dict[str, bytes]], tmp_path: Path
+) -> None:
+    base, files = mirror
+    jobset = crdlib.MANIFEST[0]
+    url_path = f"/{jobset.repo}/{jobset.tag}/{jobset.path}"
+    files[url_path] = files[url_path].replace(b"JobSet", b"JobSat", 1)
+    with pytest.raises(crdlib.CrdsUnavailable) as caught:
+        crdlib.resolve({"XDG_CACHE_HOME": str(tmp_path), crdlib.BASE_URL_ENV: base})
+    message = str(caught.value)
+    assert "\n" not in message
+    assert f"{base}{url_path} has sha256 " in message and f"not the expected {jobset.sha256}: refused" in message
+    assert crdlib.ENV in message
+    assert not (tmp_path / "tf-distributed" / "crds" / jobset.rel).exists()
+
+
+def test_a_failed_download_names_the_variable_and_the_url(
+    mirror: tuple[str, dict[str, bytes]], tmp_path: Path
+) -> None:
+    base, files = mirror
+    del files[next(iter(files))]
+    with pytest.raises(crdlib.CrdsUnavailable, match=r"TFD_TEST_CRDS is not set .* downloading http://127\.0\.0\.1:\d+/"
+                       r"kubernetes-sigs/jobset/v0\.12\.0/config/components/crd/bases/jobset\.x-k8s\.io_jobsets\.yaml "
+                       r"failed: HTTP Error 404: Not Found$"):  # fmt: skip
+        crdlib.resolve({"XDG_CACHE_HOME": str(tmp_path), crdlib.BASE_URL_ENV: base})
+
+
+def test_a_folder_without_a_file_or_with_a_changed_one_is_named(tmp_path: Path) -> None:
+    for entry in crdlib.MANIFEST:
+        (tmp_path / entry.rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / entry.rel).write_bytes((crdlib.CRD_DIR / entry.rel).read_bytes())
+    assert crdlib.resolve({crdlib.ENV: str(tmp_path)}) == tmp_path
+    last = crdlib.MANIFEST[-1]
+    (tmp_path / last.rel).write_bytes(b"kind: CustomResourceDefinition\n")
+    with pytest.raises(crdlib.CrdsUnavailable, match=f"^TFD_TEST_CRDS={tmp_path}: {last.rel} does not have the sha256"):
+        crdlib.resolve({crdlib.ENV: str(tmp_path)})
+    (tmp_path / last.rel).unlink()
+    with pytest.raises(crdlib.CrdsUnavailable, match=f"^TFD_TEST_CRDS={tmp_path}: {last.rel} is missing"):
+        crdlib.resolve({crdlib.ENV: str(tmp_path), crdlib.BASE_URL_ENV: _refused_base()})
+
+
+def test_with_neither_the_variable_nor_a_network_a_crd_test_fails_in_one_line(tmp_path: Path) -> None:
+    """A real pytest run of a test that needs a CRD: failed (not skipped, not errored), one line, no traceback."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_") and k != crdlib.ENV}
+    base = _refused_base()
+    env.update({"XDG_CACHE_HOME": str(tmp_path), crdlib.BASE_URL_ENV: base})
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", SERVICEMONITOR],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    out = run.stdout + run.stderr
+    assert run.returncode == 1, out
+    assert run.stdout.strip().splitlines()[-1].startswith("1 failed in "), out  # not skipped, not an error
+    jobset = crdlib.MANIFEST[0]
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("_") and "[servicemonitor] _" in line)
+    body = lines[start + 1 : next(i for i in range(start + 1, len(lines)) if lines[i].startswith("==="))]
+    assert len(body) == 1, out  # the failure's whole report: one line, no traceback
+    assert body[0].startswith("the tests' CRDs: TFD_TEST_CRDS is not set"), out
+    assert body[0].endswith(f"downloading {base}/{jobset.repo}/{jobset.tag}/{jobset.path} failed: "
+                            "[Errno 111] Connection refused"), out  # fmt: skip
