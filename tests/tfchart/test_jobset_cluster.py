@@ -236,6 +236,20 @@ def test_suspend_and_resume_a_jobset(server: KubeServer, capsys: pytest.CaptureF
     assert code == 1 and f"its JobSet {PREFIX} runs" in err
 
 
+def test_suspend_and_resume_a_jobset_before_its_controller_made_the_jobs(
+    server: KubeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The release's only object with its labels is the JobSet (no child Job yet): found through it, as status does."""
+    doc = next(d for d in kf.rendered(sets=JOBSET, namespace=NS) if d["kind"] == "JobSet")
+    server.add(*kf.crds(*kf.JOBSET_CRDS), kf.jobset(doc, "running"))
+    code, out, err = cli(server, capsys, "suspend", "mnist", "--timeout", "60s")
+    assert code == 0 and f"suspended JobSet {PREFIX}" in out, err
+    assert server.get("JobSet", NS, PREFIX)["spec"]["suspend"] is True  # type: ignore[index]
+    code, out, err = cli(server, capsys, "resume", "mnist")
+    assert code == 0 and f"resumed JobSet {PREFIX}" in out, err
+    assert server.get("JobSet", NS, PREFIX)["spec"]["suspend"] is False  # type: ignore[index]
+
+
 def test_suspend_and_resume_through_kueue_s_workload(server: KubeServer, capsys: pytest.CaptureFixture[str]) -> None:
     jobset = release(server, "scheduling.kueue.queueName=team-q")
     uid = server.get("JobSet", NS, PREFIX)["metadata"]["uid"]  # type: ignore[index]

@@ -112,11 +112,11 @@ def find(api: KubeApi, release: str, namespace: str, verb: str) -> Workloads:
     """The release's run, refused when there is none or it has ended."""
     selector = release_selector(release)
     stateful_sets, jobs = (api.list_objects(kind, namespace, selector) for kind in ("StatefulSet", "Job"))
-    if not (stateful_sets or jobs):
-        raise KubernetesError(f"no release {release} in namespace {namespace}: no StatefulSets or Jobs carry its "
-                              "labels",
+    run = find_run(api, release, namespace, jobs)  # a JobSet release: its JobSet, also before it made its Jobs
+    if not (stateful_sets or jobs or run.jobset):
+        raise KubernetesError(f"no release {release} in namespace {namespace}: no StatefulSets, Jobs or JobSet carry "
+                              "its labels",
                               f"check the release name and namespace: `helm list -n {namespace}` (or `helm list -A`)")
-    run = find_run(api, release, namespace, jobs)
     info = run.info
     if info.name is None:
         raise TfchartError(f"release {release} has no run to {verb}: its run's Job is gone ({info.message})",
