@@ -35,6 +35,11 @@ if ! stamp_ok .venv/.stamp "$py_stamp"; then
   echo "$py_stamp" > .venv/.stamp
 fi
 
+# scikit-learn's digits set (the offline --dataset=digits of `make run`) is not in the repository: taken from the
+# pinned scikit-learn wheel on PyPI into trainer/datasets/ (once; trainer/datasets/fetch_digits.py).
+digits="$(.venv/bin/python trainer/datasets/fetch_digits.py)"
+log "$digits"
+
 # TensorFlow Serving's protos, to check the rendered model config as the model server parses it. The
 # package names `tensorflow` (the venv has the same release as tensorflow-cpu): installed without deps.
 SERVING_API_VERSION=2.21.0

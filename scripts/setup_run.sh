@@ -30,6 +30,11 @@ if ! stamp_ok .venv/.stamp-run "$py_stamp" && ! stamp_ok .venv/.stamp "$py_stamp
   echo "$py_stamp" > .venv/.stamp-run
 fi
 
+# scikit-learn's digits set (the offline --dataset=digits of `make run`) is not in the repository: taken from the
+# pinned scikit-learn wheel on PyPI into trainer/datasets/ (once; trainer/datasets/fetch_digits.py).
+digits="$(.venv/bin/python trainer/datasets/fetch_digits.py)"
+log "$digits"
+
 helm_ok() {  # a helm tfchart accepts: 3.17+ or 4.x
   local version
   version="$("$1" version --template '{{.Version}}' 2>/dev/null | sed 's/^v//')" || return 1

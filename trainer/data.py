@@ -4,7 +4,8 @@ Every data set yields images as float32 ``[H, W, 1]`` in ``[0, 1]`` and int64 la
 The held-out split is a pure function of (data set, ``--eval-split``, ``--seed``), so
 the chief, the workers and the evaluator agree on it without talking to each other.
 
-* ``digits``: scikit-learn's 1,797 8x8 handwritten digits (ships with scikit-learn).
+* ``digits``: scikit-learn's 1,797 8x8 handwritten digits (``datasets/digits.csv.gz``, taken from the
+  scikit-learn wheel at set-up and image build: ``datasets/fetch_digits.py``).
 * ``mnist``: ``mnist.npz`` (keys x_train/y_train/x_test/y_test) in ``--data-dir``; the
   train and test parts are pooled and split by ``--eval-split``.
 * ``mnist_tfrecord``: ``train*.tfrecord`` and ``test*.tfrecord`` in ``--data-dir`` with
@@ -110,11 +111,18 @@ def _from_arrays(name: str, x: np.ndarray, y: np.ndarray, max_value: float,
     )
 
 
-DIGITS_FILE = Path(__file__).with_name("datasets") / "digits.csv.gz"  # see datasets/NOTICE
+# scikit-learn's file, not committed: put there from the pinned scikit-learn wheel by the set-up scripts and the
+# Dockerfiles (trainer/datasets/fetch_digits.py).
+DIGITS_FILE = Path(__file__).with_name("datasets") / "digits.csv.gz"
 
 
 def digits_arrays() -> tuple[np.ndarray, np.ndarray]:
     """The 1797 8x8 digits (pixel values 0-16, float64) and their labels, as scikit-learn's load_digits()."""
+    if not DIGITS_FILE.is_file():
+        raise DataError(
+            f"data set digits: {DIGITS_FILE} does not exist: run `python3 trainer/datasets/fetch_digits.py` "
+            f"(or `make setup-run`; it takes the file from the scikit-learn wheel on PyPI)"
+        )
     data = np.loadtxt(DIGITS_FILE, delimiter=",")
     return data[:, :-1].reshape(-1, 8, 8), data[:, -1].astype(np.int64)
 

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.trainer.conftest import Procs, read_status
+from tests.trainer.conftest import REPO, Procs, read_status
+from trainer.datasets import fetch_digits
 
 
 def _digits_uint8() -> tuple[np.ndarray, np.ndarray]:
@@ -17,9 +23,9 @@ def _digits_uint8() -> tuple[np.ndarray, np.ndarray]:
     return (images * 255.0 / 16.0).round().astype(np.uint8), labels
 
 
-def test_the_vendored_digits_are_scikit_learns() -> None:
-    """trainer/datasets/digits.csv.gz (the trainer image carries no scikit-learn) loads exactly as
-    sklearn.datasets.load_digits() of the pinned scikit-learn (a dev dependency for this comparison)."""
+def test_the_digits_set_is_scikit_learns() -> None:
+    """trainer/datasets/digits.csv.gz, which the set-up took from the scikit-learn wheel (the trainer image carries no
+    scikit-learn), loads exactly as sklearn.datasets.load_digits() of the pinned scikit-learn (a dev dependency)."""
     from sklearn.datasets import load_digits
 
     from trainer.data import digits_arrays
@@ -28,6 +34,72 @@ def test_the_vendored_digits_are_scikit_learns() -> None:
     reference = load_digits()
     assert images.shape == (1797, 8, 8) and np.array_equal(images, reference.images)
     assert np.array_equal(labels, reference.target)
+
+
+def test_the_digits_file_is_not_committed() -> None:
+    """scikit-learn's file is extracted at set-up and image build, never part of the repository."""
+    tracked = subprocess.run(["git", "ls-files", "trainer/datasets"], cwd=REPO, capture_output=True, text=True,
+                             check=True).stdout.split()  # fmt: skip
+    assert tracked == ["trainer/datasets/fetch_digits.py"]
+    ignored = subprocess.run(["git", "check-ignore", "-q", "trainer/datasets/digits.csv.gz"], cwd=REPO, check=False)
+    assert ignored.returncode == 0
+
+
+def _wheel(path: Path, data: bytes) -> Path:
+    """A zip laid out as scikit-learn's wheel, holding the given bytes as the digits file."""
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("sklearn/__init__.py", "")
+        archive.writestr(fetch_digits.MEMBER, data)
+    return path
+
+
+def _sklearn_digits() -> bytes:
+    import sklearn.datasets
+
+    return (Path(sklearn.datasets.__file__).parent / "data" / "digits.csv.gz").read_bytes()
+
+
+def test_fetch_takes_the_file_out_of_the_wheel_and_checks_its_sha256(tmp_path: Path) -> None:
+    good = _sklearn_digits()
+    assert fetch_digits.extract(_wheel(tmp_path / "scikit_learn-1.9.1-a.whl", good)) == good
+    bad = _wheel(tmp_path / "scikit_learn-1.9.1-b.whl", good[:-1] + b"x")
+    with pytest.raises(fetch_digits.FetchError, match=r"^scikit_learn-1\.9\.1-b\.whl: sklearn/datasets/data/digits"
+                       r"\.csv\.gz has sha256 [0-9a-f]{64}, not 09f66e6d[0-9a-f]{56}: refused$"):  # fmt: skip
+        fetch_digits.extract(bad)
+    empty = tmp_path / "scikit_learn-1.9.1-c.whl"
+    with zipfile.ZipFile(empty, "w") as archive:
+        archive.writestr("sklearn/__init__.py", "")
+    with pytest.raises(fetch_digits.FetchError, match=r"c\.whl: cannot read sklearn/datasets/data/digits\.csv\.gz"):
+        fetch_digits.extract(empty)
+
+
+def test_fetch_keeps_a_file_that_is_there_and_fails_in_one_line_without_an_index(tmp_path: Path) -> None:
+    there = tmp_path / "there" / "digits.csv.gz"
+    there.parent.mkdir()
+    there.write_bytes(_sklearn_digits())
+    assert fetch_digits.fetch(there) == f"{there} is there already"  # no download
+    with socket.socket() as sock:  # a port nothing listens on: pip's index refuses every connection
+        sock.bind(("127.0.0.1", 0))
+        index = f"http://127.0.0.1:{sock.getsockname()[1]}/simple"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env.update({"PIP_CONFIG_FILE": os.devnull, "PIP_INDEX_URL": index, "PIP_RETRIES": "0", "PIP_TIMEOUT": "5"})
+    missing = tmp_path / "missing" / "digits.csv.gz"
+    run = subprocess.run([sys.executable, str(REPO / "trainer" / "datasets" / "fetch_digits.py"), str(missing)],
+                         env=env, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert run.returncode == 1 and run.stdout == "", run
+    assert run.stderr.startswith("digits: FAILED: pip could not download scikit-learn==1.9.1 ("), run.stderr
+    assert run.stderr.endswith("): the digits set needs the package index once\n"), run.stderr
+    assert run.stderr.count("\n") == 1 and not missing.exists()
+
+
+def test_a_missing_digits_file_is_one_line_naming_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainer import data
+    from trainer.errors import DataError
+
+    monkeypatch.setattr(data, "DIGITS_FILE", tmp_path / "digits.csv.gz")
+    with pytest.raises(DataError, match=r"^data set digits: .*digits\.csv\.gz does not exist: run `python3 "
+                       r"trainer/datasets/fetch_digits\.py`"):  # fmt: skip
+        data.digits_arrays()
 
 
 def _write_npz(directory: Path) -> None:
