@@ -15,7 +15,7 @@ import yaml
 from tests import kubeapi as kf
 from tests.chartlib import REPO
 from tests.kubeapi import Call, KubeServer, kube_server
-from tfdcontract import Status, format_status_line
+from tfdcontract import PROGRESS_ANNOTATION, JobProgress, Status, format_job_progress, format_status_line
 
 SELECTOR = "app.kubernetes.io/part-of=tf-distributed"
 
@@ -95,6 +95,20 @@ def test_one_namespace_as_json_and_yaml(server: KubeServer) -> None:
     assert as_yaml.returncode == 0, as_yaml.stderr
     [vision] = yaml.safe_load(as_yaml.stdout)
     assert (vision["release"], vision["state"], vision["step"], vision["gpus"]) == ("vision", "Succeeded", 900, {})
+
+
+def test_the_step_comes_from_the_job_s_progress_record_when_the_chief_s_log_is_gone(server: KubeServer) -> None:
+    """No chief pod to read (suspended, evicted, the run ended): the step is the one the supervisor recorded on the
+    chief's Job, as `tfchart status` shows it."""
+    chief = kf.job(kf.manifest(kf.rendered(namespace="team-a"), "Job", "chief"))
+    chief["metadata"].setdefault("annotations", {})[PROGRESS_ANNOTATION] = format_job_progress(
+        JobProgress("Running", step=150, target=5000))
+    server.add(chief)
+    result = tfchart(server, "-o", "json")
+    assert result.returncode == 0, result.stderr
+    [mnist] = json.loads(result.stdout)
+    assert (mnist["step"], mnist["train_steps"]) == (150, 5000)
+    assert tfchart(server).stdout.splitlines()[1].split()[3] == "150/5000"
 
 
 def test_pages_of_a_large_namespace(server: KubeServer) -> None:

@@ -1,7 +1,7 @@
-"""`tfchart list`: this chart's releases in a namespace (or all of them), found by the chart's part-of
-label, each with its run state as `tfchart status` derives it (the run's Job, its chief pod's reported
-progress), the GPUs its unfinished pods request and its age. Pods and Services are read a page at a time:
-a large cluster's pods are never all held at once, and only the chief pods become client models.
+"""`tfchart list`: this chart's releases in a namespace (or all of them), found by the chart's part-of label, each
+with its run state as `tfchart status` derives it (the run's Job, its chief pod's reported progress, else the record on
+the Job), the GPUs its unfinished pods request and its age. Pods and Services are read a page at a time: a large
+cluster's pods are never all held at once, and only the chief pods become client models.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from tfchart.cluster.kube import as_model
 from tfchart.cluster.objects import gpu_requests, has_started, is_chief_pod, newest, role_of, run_role
 from tfchart.cluster.runs import jobsets, may_be_jobset, newest_document, run_of
-from tfchart.cluster.status import read_progress, training_state
-from tfdcontract import CHART_NAME, CHIEF, COMPONENT_LABEL, INSTANCE_LABEL, PART_OF_LABEL, WORKER
+from tfchart.cluster.status import progress_from_record, read_progress, training_state
+from tfdcontract import CHART_NAME, CHIEF, COMPONENT_LABEL, INSTANCE_LABEL, PART_OF_LABEL, WORKER, parse_job_progress
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
@@ -106,7 +106,8 @@ def count_pod(each: Found, pod: dict[str, Any]) -> None:
 def release_run(api: KubeApi, release: str, namespace: str, each: Found, now: datetime) -> ReleaseRun:
     chief = run_of(newest_document(each.jobsets), each.jobs, each.chief_pods).info
     started = [pod for pod in each.chief_pods if has_started(pod) and role_of(pod) == chief.role]
-    progress, _ = read_progress(api, namespace, newest(started))
+    progress, recorded = read_progress(api, namespace, newest(started))[0], parse_job_progress(chief.progress)
+    progress = progress or (progress_from_record(recorded) if recorded else None)  # the log gone: the Job's record
     training = training_state(chief, progress)
     age = int((now - each.created).total_seconds()) if each.created else None
     step = progress.step if progress else None
