@@ -37,6 +37,7 @@ process printed.
 
 from __future__ import annotations
 
+import base64
 import collections
 import contextlib
 import copy
@@ -62,13 +63,30 @@ import yaml
 
 from tests.chartlib import render
 from tests.crds import crdlib
+from tests.kubeapi_patch import MERGE_PATCH, merge_patch, patched_document
+from tests.kubeapi_rbac import ADMIN, UNAUTHORIZED, authorize
+from tests.kubeapi_rules import update_causes
+from tests.kubeapi_wire import (
+    FAIRNESS,
+    acceptable,
+    already_exists,
+    audit_headers,
+    conflict,
+    deleted,
+    encoded,
+    failure,
+    go_chunks,
+    invalid,
+    not_acceptable_body,
+    not_found,
+    writes_of,
+)
 from tfchart.cluster.kube import KubeApi
 
 if TYPE_CHECKING:
     from tfchart.local.processes import LocalCluster, LocalPod
 
 NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=timezone.utc)
-MERGE_PATCH = "application/merge-patch+json"
 BOOKMARK_SECONDS = 1.0  # a watch that asked for bookmarks gets one after this long without an event
 
 # group version -> {resource: kind}: what the API server serves without any CRD (every kind the chart renders)
@@ -98,8 +116,13 @@ FIELDS = {"pods": {"spec.nodeName", "spec.restartPolicy", "status.phase"},
           "events": {"involvedObject.kind", "involvedObject.name", "involvedObject.namespace", "reason", "type"}}
 NO_RESOURCE = "the server could not find the requested resource"
 QUANTITY_KEYS = {"limits", "requests", "capacity", "allocatable", "hard", "used"}
-REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
-           410: "Expired", 415: "UnsupportedMediaType", 500: "InternalError"}  # fmt: skip
+JOB_ORPHANS = ('299 - "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to '
+               'remove them or set propagationPolicy=Orphan to suppress this warning"')
+# what a BOOKMARK's object carries besides kind, apiVersion and metadata: the kind's zero value as Go encodes it
+BOOKMARK_BODY: dict[str, dict[str, Any]] = {
+    "Job": {"spec": {"template": {"metadata": {}, "spec": {"containers": None}}}, "status": {}},
+    "Pod": {"spec": {"containers": None}, "status": {}},
+}
 
 
 @dataclass(frozen=True)
@@ -210,14 +233,26 @@ class WatchStream:
     server: KubeServer
     watched: Watched
     since: int
-    first: list[dict[str, Any]]
+    first: list[dict[str, Any]] | None  # the ADDED events of what exists, for a watch from no resourceVersion
     timeout: float | None
     bookmarks: bool
     cuts: int  # the server's cut count when it opened
+    group_version: str = "v1"
     cut: bool = False
 
+    def bookmark(self, revision: int) -> dict[str, Any]:
+        """A BOOKMARK as the API server sends it: the kind's empty object at `revision`; the first after the initial
+        ADDED events (a watch from no resourceVersion) says so in an annotation."""
+        kind = KIND_OF.get(self.watched.resource, "")
+        metadata: dict[str, Any] = {"resourceVersion": str(revision)}
+        if self.first is not None:
+            metadata["annotations"] = {"k8s.io/initial-events-end": "true"}
+            self.first = None
+        return {"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": self.group_version, "metadata": metadata,
+                                               **copy.deepcopy(BOOKMARK_BODY.get(kind, {}))}}  # fmt: skip
+
     def events(self) -> Iterator[dict[str, Any]]:
-        yield from self.first
+        yield from self.first or []
         server, ends = self.server, time.monotonic() + (self.timeout if self.timeout is not None else 3600.0)
         quiet_since = time.monotonic()
         while True:
@@ -239,8 +274,7 @@ class WatchStream:
                 quiet_since = time.monotonic()
             elif self.bookmarks and time.monotonic() - quiet_since >= BOOKMARK_SECONDS:
                 quiet_since = time.monotonic()
-                yield {"type": "BOOKMARK", "object": {"kind": KIND_OF.get(self.watched.resource, ""),
-                                                      "metadata": {"resourceVersion": str(revision)}}}
+                yield self.bookmark(revision)
             if time.monotonic() >= ends:
                 return
 
@@ -256,6 +290,7 @@ class KubeServer:
         self.terminating: dict[tuple[str, str | None, str], int | None] = {}
         self.requests: list[Request] = []
         self.proxy_answer: tuple[int, str, bytes] | None = None  # (status, content type, body) for every request
+        self.users: dict[str, str] | None = None  # bearer token -> user, once `authenticate` turns tokens on
         self.lock = threading.RLock()
         self.answered_one = threading.Condition(self.lock)  # notified after each request is recorded
         self.folder = Path(tempfile.mkdtemp(prefix="kubeapi-"))
@@ -355,8 +390,7 @@ class KubeServer:
     def events_after(self, revision: int, watched: Watched) -> list[dict[str, Any]] | None:
         """The events a watch of `watched` sees after `revision`, or None when the history no longer reaches back
         that far (410)."""
-        kept_from = self.history[0].revision - 1 if self.history else self.revision
-        if revision < max(kept_from, self.compacted):
+        if revision < self.kept_from():
             return None
         found = []
         for event in self.history:
@@ -390,7 +424,7 @@ class KubeServer:
             for store in (self.objects, self.logs, self.failures, self.linger, self.terminating, self.requests,
                           self.history):
                 store.clear()
-            self.proxy_answer = None
+            self.proxy_answer = self.users = None
 
     @property
     def calls(self) -> list[Call]:
@@ -430,31 +464,54 @@ class KubeServer:
 
     # -- the API server's side -----------------------------------------------------------------------
 
+    def authenticate(self, users: Mapping[str, str]) -> None:
+        """Bearer tokens on from now (tests/kubeapi_rbac.py): `users` maps a token to its user; the kubeconfig's own
+        token is the admin's, any other token is answered 401."""
+        self.users = {"t0ken": ADMIN, **users}
+
     def answer(
         self, method: str, target: str, body: Any, content_type: str, headers: Mapping[str, str] | None = None
     ) -> tuple[int, Any]:
-        """Records the request and returns its status and answer: a JSON document, a LogStream, or a proxy's
-        (status, content type, body)."""
+        """Records the request and returns its status and answer: a JSON document, a LogStream, a WatchStream,
+        a Raw answer, or a proxy's (status, content type, body). `body`: the raw bytes or the decoded JSON."""
         parts = urlsplit(target)
         query = dict(parse_qsl(parts.query, keep_blank_values=True))
+        headers = {name.lower(): value for name, value in (headers or {}).items()}
+        if isinstance(body, bytes):
+            body = decoded(body)
         with self.lock:
             if self.proxy_answer:
                 call, status, answer = Call(method.lower(), parts.path), self.proxy_answer[0], self.proxy_answer
             else:
-                call, status, answer = self.dispatch(method, parts.path, query, body, content_type)
-            self.requests.append(Request(method, parts.path, parts.query, body, call, status, dict(headers or {})))
+                call, status, answer = self.dispatch(method, parts.path, query, body, content_type, headers)
+            self.requests.append(Request(method, parts.path, parts.query, body, call, status, headers))
             self.answered_one.notify_all()
             return status, answer
 
+    def user_of(self, headers: Mapping[str, str]) -> str | None:
+        """The user a request acts as (None: its token is not known, 401)."""
+        if self.users is None:
+            return ADMIN
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        return self.users.get(token.strip()) if scheme.lower() == "bearer" else None
+
     def dispatch(
-        self, method: str, path: str, query: dict[str, str], body: Any, content_type: str
+        self, method: str, path: str, query: dict[str, str], body: Any, content_type: str,
+        headers: Mapping[str, str] | None = None,
     ) -> tuple[Call, int, Any]:
+        headers = headers or {}
+        user = self.user_of(headers)
+        if user is None:
+            return Call(method.lower(), path), 401, UNAUTHORIZED
+        if not acceptable(headers.get("accept")):
+            return Call(method.lower(), path), 406, Raw("application/json", not_acceptable_body())
         if path in ("/version", "/api", "/apis"):
             return Call("discover", path[1:]), 200, DISCOVERY[path]
         match = PATH.fullmatch(path)
         if match is None:
-            return Call(method.lower(), path), 404, failure(404, NO_RESOURCE)
+            return Call(method.lower(), path), 404, failure(404, NO_RESOURCE, details={})
         group_version = f"{match['group']}/{match['version']}" if match["group"] else "v1"
+        group = match["group"] or ""
         namespace, resource, name, sub = match["namespace"], match["resource"], match["name"], match["sub"]
         if namespace and resource is None:  # GET /api/v1/namespaces/NAME
             namespace, resource, name = None, "namespaces", namespace
@@ -467,26 +524,41 @@ class KubeServer:
             method, method.lower())
         shown = resource if sub in (None, "log") else f"{resource}/{sub}"
         call = Call(verb, shown, namespace, name, labels, fields, tuple(sorted(query.items())))
+        refused = authorize(self.objects, user, method, group, resource, sub, namespace, name, watching, fields)
+        if refused:
+            return call, 403, refused
         injected = self.injected(call)
         if injected:
             return call, *injected
         if not self.serves(group_version, resource):
-            return call, 404, failure(404, NO_RESOURCE)
+            return call, 404, failure(404, NO_RESOURCE, details={})
+        if method in ("GET", "DELETE") and not name:
+            bad = self.bad_selector(resource, fields or "")
+            if bad:
+                return call, 400, failure(400, bad)
         if verb == "watch":
             return call, 200, self.watch_of(group_version, resource, namespace, labels or "", fields or "", query)
         if verb == "list":
-            page = (int(query.get("limit") or 0), int(query.get("continue") or 0))
-            return call, *self.listing(group_version, resource, namespace, labels or "", fields or "", page)
+            return call, *self.listing(group_version, resource, namespace, labels or "", fields or "", query)
+        if not isinstance(body, (dict, list, type(None))):
+            what = "patch" if method == "PATCH" else "body"
+            return call, 400, failure(400, f"error decoding {what}: {body.error}")
+        dry = query.get("dryRun") == "All"
+        if method == "POST" and not name:
+            return call, *self.created(group, resource, namespace, body, dry)
         key = (resource, namespace, str(name))
         if method == "GET":
             self.count_down(key)
         document = self.objects.get(key)
         if document is None:
-            return call, 404, failure(404, f'{shown} "{name}" not found')
+            return call, 404, not_found(resource, group, str(name))
         if method == "DELETE":
-            return call, *self.deletion(key, document, query.get("propagationPolicy", ""))
-        if method == "PATCH":
-            return call, *self.patched(key, sub, body, content_type)
+            options = body if isinstance(body, dict) else {}
+            policy = query.get("propagationPolicy") or options.get("propagationPolicy") or ""
+            return call, *self.deletion(key, document, policy, group, dry)
+        if method in ("PATCH", "PUT"):
+            patch_type = content_type if method == "PATCH" else ""
+            return call, *self.updated(key, group, sub, body, patch_type, dry, group_version in BUILT_IN)
         if method != "GET":
             return call, 405, failure(405, f"{method} is not supported here")
         if sub == "log":
@@ -517,53 +589,89 @@ class KubeServer:
         if group_version in BUILT_IN:
             resources = [
                 {"name": resource, "singularName": kind.lower(), "namespaced": resource not in CLUSTER_SCOPED,
-                 "kind": kind, "verbs": ["get", "list", "patch", "delete"]}
+                 "kind": kind, "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]}
                 for resource, kind in BUILT_IN[group_version].items()
             ]  # fmt: skip
         else:
             group, _, version = group_version.partition("/")
             resources = [entry for crd in self.crds(group, version) for entry in api_resources(crd, version)]
         if not resources:
-            return 404, failure(404, NO_RESOURCE)
+            return 404, failure(404, NO_RESOURCE, details={})
         return 200, {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,
                      "resources": resources}  # fmt: skip
 
+    @staticmethod
+    def bad_selector(resource: str, fields: str) -> str | None:
+        """Why the API server refuses a field selector (a field it does not index, a value with an unescaped
+        `=`), or None."""
+        supported = {"metadata.name", "metadata.namespace", *FIELDS.get(resource, ())}
+        for term in split_terms(fields):
+            key = field_key(term)
+            value = re.split(r"!=|==?", term, maxsplit=1)[1] if re.search(r"!=|=", term) else ""
+            if "=" in value:
+                return "invalid field selector: unescaped character in value: 61"
+            if key not in supported:
+                return f"field label not supported: {key}"
+        return None
+
     def listing(
         self, group_version: str, resource: str, namespace: str | None, labels: str, fields: str,
-        page: tuple[int, int] = (0, 0),
+        query: Mapping[str, str] | None = None,
     ) -> tuple[int, dict[str, Any]]:
-        """The matching objects; with a limit, one page and a continue token (the offset of the next) while
-        more remain, as the API server pages a list."""
-        supported = {"metadata.name", "metadata.namespace", *FIELDS.get(resource, ())}
-        unsupported = [key for key in map(field_key, split_terms(fields)) if key not in supported]
-        if unsupported:
-            return 400, failure(400, f'field label not supported: "{unsupported[0]}"')
-        kept = sorted(((item_namespace or "", name), document)
+        """The matching objects (each without kind and apiVersion, as in a real list); with a limit, one page and a
+        continue token while more remain, as the API server pages a list: every page at the first one's
+        resourceVersion. A list at an exact resourceVersion older than the history is 410 Gone."""
+        query = query or {}
+        revision, start = self.revision, ""
+        if query.get("continue"):
+            try:
+                token = json.loads(base64.urlsafe_b64decode(query["continue"] + "=" * (-len(query["continue"]) % 4)))
+                revision, start = int(token["rv"]), str(token["start"])
+            except (ValueError, KeyError, TypeError) as error:
+                return 400, failure(400, f"invalid continue token: continue key is not valid: {error}")
+        elif query.get("resourceVersionMatch") == "Exact" and int(query.get("resourceVersion") or 0) < self.kept_from():
+            return 410, failure(410, "The resourceVersion for the provided list is too old.")
+        def at(where: str | None, name: str) -> str:  # its key under the list's in etcd
+            return f"/{where}/{name}" if namespace is None and where else f"/{name}"
+
+        kept = sorted((at(item_namespace, name), document)
                       for (stored, item_namespace, name), document in self.objects.items()
                       if stored == resource and namespace in (None, item_namespace))  # fmt: skip
-        items = [document for _, document in kept
-                 if labels_match(document["metadata"].get("labels") or {}, labels) and fields_match(document, fields)]
-        kind = KIND_OF.get(resource, "")
-        metadata: dict[str, Any] = {"resourceVersion": str(self.revision)}
-        limit, offset = page
-        if limit:
-            items, rest = items[offset:offset + limit], items[offset + limit:]
-            metadata |= {"continue": str(offset + limit), "remainingItemCount": len(rest)} if rest else {}
-        return 200, {"apiVersion": group_version, "kind": f"{kind}List", "metadata": metadata, "items": items}
+        items = [document for key, document in kept
+                 if key >= start and labels_match(document["metadata"].get("labels") or {}, labels)
+                 and fields_match(document, fields)]  # fmt: skip
+        metadata: dict[str, Any] = {"resourceVersion": str(revision)}
+        limit = int(query.get("limit") or 0)
+        if limit and len(items) > limit:
+            last = items[limit - 1]["metadata"]
+            token = {"v": "meta.k8s.io/v1", "rv": revision, "start": at(last.get("namespace"), last["name"]) + "\0"}
+            encoded_token = base64.urlsafe_b64encode(json.dumps(token, separators=(",", ":")).encode())
+            metadata |= {"continue": encoded_token.decode().rstrip("="),
+                         "remainingItemCount": len(items) - limit}  # fmt: skip
+            items = items[:limit]
+        listed = [{k: v for k, v in item.items() if k not in ("kind", "apiVersion")} for item in items]
+        return 200, {"kind": f"{KIND_OF.get(resource, '')}List", "apiVersion": group_version, "metadata": metadata,
+                     "items": listed}  # fmt: skip
+
+    def kept_from(self) -> int:
+        """The oldest resourceVersion a watch or an exact list may still start from."""
+        return max(self.history[0].revision - 1 if self.history else self.revision, self.compacted)
 
     def watch_of(self, group_version: str, resource: str, namespace: str | None, labels: str, fields: str,
                  query: dict[str, str]) -> WatchStream:
         """A watch from `resourceVersion` (none or "0": the objects there are now, as ADDED, first)."""
         watched = Watched(resource, namespace, labels, fields)
         since = query.get("resourceVersion") or "0"
-        first = []
+        first = None
         if since == "0":
-            _, listing = self.listing(group_version, resource, namespace, labels, fields)
-            first = [{"type": "ADDED", "object": item} for item in listing["items"]]
+            first = []
+            for (stored, where, _), document in sorted(self.objects.items(), key=lambda item: str(item[0])):
+                if watched.covers((stored, where, "")) and watched.matches(document):
+                    first.append({"type": "ADDED", "object": document})
             since = str(self.revision)
         timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds") else None
         return WatchStream(self, watched, int(since), first, timeout, query.get("allowWatchBookmarks") == "true",
-                           self.cuts)
+                           self.cuts, group_version)
 
     def count_down(self, key: tuple[str, str | None, str]) -> None:
         """A GET of a terminating object: it goes once its `linger` reads are used up."""
@@ -574,49 +682,91 @@ class KubeServer:
             elif remaining is not None:
                 self.terminating[key] = remaining - 1
 
+    def created(self, group: str, resource: str, namespace: str | None, body: Any, dry: bool) -> tuple[int, Any]:
+        """POST of a new object: 201 with it as stored, 409 AlreadyExists when the name is taken."""
+        if not isinstance(body, dict) or not (body.get("metadata") or {}).get("name"):
+            return 400, failure(400, "the body of a create must be an object with metadata.name")
+        name = body["metadata"]["name"]
+        key = (resource, namespace, name)
+        if key in self.objects:
+            return 409, already_exists(resource, group, name)
+        document = served({**body, "metadata": {**body["metadata"], **({"namespace": namespace} if namespace else {})}})
+        document["metadata"]["creationTimestamp"] = now_text()
+        return 201, document if dry else self.store(key, document)
+
     def deletion(
-        self, key: tuple[str, str | None, str], document: dict[str, Any], propagation: str
-    ) -> tuple[int, dict[str, Any]]:
+        self, key: tuple[str, str | None, str], document: dict[str, Any], propagation: str, group: str = "",
+        dry: bool = False,
+    ) -> tuple[int, Any]:
+        """DELETE: Background (or no policy and no finalizer) removes it at once and answers a Status; Foreground
+        and Orphan, and a batch/v1 Job without a policy (orphan, with the API server's warning), keep it with a
+        deletionTimestamp and the finalizer until the garbage collector is done (`linger`)."""
         resource, _, name = key
         metadata = document["metadata"]
+        orphaned = not propagation and resource == "jobs" and group == "batch"
         policy = {"Orphan": ["orphan"], "Foreground": ["foregroundDeletion"]}.get(propagation, [])
-        finalizers = sorted({*metadata.get("finalizers", []), *policy})
+        finalizers = sorted({*metadata.get("finalizers", []), *policy, *(["orphan"] if orphaned else [])})
         if not finalizers:
-            self.remove(key)
-            details = {"name": name, "kind": resource, "uid": document["metadata"]["uid"]}
-            return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+            if not dry:
+                self.remove(key)
+            return 200, deleted(resource, group, name, metadata["uid"])
         marks = {"deletionTimestamp": metadata.get("deletionTimestamp") or timestamp(NOW),
                  "deletionGracePeriodSeconds": metadata.get("deletionGracePeriodSeconds", 0), "finalizers": finalizers}
-        document = self.store(key, {**document, "metadata": {**metadata, **marks}})
-        self.terminating.setdefault(key, self.linger.get(key, 0))
-        return 200, document
+        answer = {**document, "metadata": {**metadata, **marks}}
+        if not dry:
+            answer = self.store(key, answer)
+            self.terminating.setdefault(key, self.linger.get(key, 0))
+        return 200, Raw("application/json", encoded(answer), (("Warning", JOB_ORPHANS),)) if orphaned else answer
 
-    def patched(
-        self, key: tuple[str, str | None, str], sub: str | None, body: Any, content_type: str
+    def updated(
+        self, key: tuple[str, str | None, str], group: str, sub: str | None, body: Any, content_type: str, dry: bool,
+        built_in: bool = True,
     ) -> tuple[int, dict[str, Any]]:
-        if content_type != MERGE_PATCH:
-            return 415, failure(415, f"the body of the request was in an unknown format: {content_type}")
-        if not isinstance(body, dict):
-            return 400, failure(400, "a merge patch is a JSON object")
+        """PATCH (merge, JSON or strategic merge: content_type) or PUT (content_type ""): the object after it,
+        checked by the update rules (tests/kubeapi_rules.py, 422); a PUT of a stale resourceVersion is 409."""
+        resource, _, name = key
+        before = self.objects[key]
         if sub == "scale":
-            replicas = (body.get("spec") or {}).get("replicas")
-            return 200, scale_of(self.store(key, merge_patch(self.objects[key], {"spec": {"replicas": replicas}})))
-        return 200, self.store(key, merge_patch(self.objects[key], body))
+            patch = patched_document(scale_of(before), body, content_type or MERGE_PATCH, built_in)
+            if isinstance(patch, tuple):
+                return patch
+            replicas = (patch.get("spec") or {}).get("replicas", 0)
+            after = merge_patch(before, {"spec": {"replicas": replicas}})
+            return 200, scale_of(after if dry else self.store(key, after))
+        if content_type:
+            result = patched_document(before, body, content_type, built_in)
+            if isinstance(result, tuple):
+                return result
+            after = result
+        else:
+            stale = (body.get("metadata") or {}).get("resourceVersion") if isinstance(body, dict) else None
+            if stale and stale != before["metadata"]["resourceVersion"]:
+                return 409, conflict(resource, group, name)
+            after = served(body) if isinstance(body, dict) else before
+        causes = update_causes(resource, before, after)
+        if causes:
+            return 422, invalid(before["kind"], group, name, causes)
+        return 200, after if dry else self.store(key, after)
 
-    def log_of(self, pod: dict[str, Any], query: dict[str, str]) -> tuple[int, dict[str, Any] | LogStream]:
+    def log_of(self, pod: dict[str, Any], query: dict[str, str]) -> tuple[int, Any]:
+        """A container's log as the API server proxies it from the kubelet: 400 for a container the pod lacks,
+        204 (no body) for a pod bound to no node, the kubelet's 400 for a container that never started."""
+        name = pod["metadata"]["name"]
+        containers = [c["name"] for c in pod["spec"].get("initContainers", []) + pod["spec"]["containers"]]
+        container = query.get("container") or pod["spec"]["containers"][0]["name"]
+        if container not in containers:
+            return 400, failure(400, f"container {container} is not valid for pod {name}")
+        if not pod["spec"].get("nodeName"):
+            return 204, Raw(None, b"")
         waiting = never_started_reason(pod)
         if waiting:
-            container = query.get("container") or pod["spec"]["containers"][0]["name"]
-            name = pod["metadata"]["name"]
             return 400, failure(400, f'container "{container}" in pod "{name}" is waiting to start: {waiting}')
-        log = self.logs.get((pod["metadata"]["namespace"], pod["metadata"]["name"]), PodLog(""))
+        log = self.logs.get((pod["metadata"]["namespace"], name), PodLog(""))
         previous = query.get("previous") == "true"
         if previous:
-            container = query.get("container") or pod["spec"]["containers"][0]["name"]
             restarted = [s for s in pod["status"].get("containerStatuses") or []
                          if s["name"] == container and (s.get("lastState") or {}).get("terminated")]  # fmt: skip
             if not restarted:
-                name = pod["metadata"]["name"]
                 return 400, failure(400, f'previous terminated container "{container}" in pod "{name}" not found')
         since = int(query["sinceSeconds"]) if "sinceSeconds" in query else None
         lines = log.lines(previous, since, query.get("timestamps") == "true")
@@ -626,43 +776,81 @@ class KubeServer:
 
 def handler(server: KubeServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        """HTTP/1.1 as Go's net/http speaks it: keep-alive unless the client asks to close, bodies framed by
+        go_chunks (Content-Length up to 2,048 bytes, else chunked), streams chunked with a flush per write."""
+
+        protocol_version = "HTTP/1.1"
+
         def answer(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            body = json.loads(raw) if raw else None
             content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
-            headers = {name.lower(): value for name, value in self.headers.items()}
-            status, answer = server.answer(self.command, self.path, body, content_type, headers)
+            raw = self.read_body()
+            status, answer = server.answer(self.command, self.path, raw, content_type, dict(self.headers.items()))
             if isinstance(answer, LogStream):
                 self.stream(answer)
             elif isinstance(answer, WatchStream):
                 self.watch(answer)
-            elif isinstance(answer, tuple):  # a proxy's
-                self.reply(status, answer[1], answer[2])
+            elif isinstance(answer, Raw):
+                self.reply(status, answer.content_type, [answer.payload] if answer.payload else [], answer.headers)
+            elif isinstance(answer, tuple):  # a proxy's: whole, with a Content-Length
+                self.start(status, answer[1], (("Content-Length", str(len(answer[2]))),))
+                self.wfile.write(answer[2])
             else:
-                self.reply(status, "application/json", json.dumps(answer).encode())
+                self.reply(status, "application/json", writes_of(answer))
 
         do_GET = do_PATCH = do_POST = do_PUT = do_DELETE = answer
 
-        def reply(self, status: int, content_type: str, payload: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(payload)))
+        def read_body(self) -> bytes:
+            if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                parts = []
+                while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+                    parts.append(self.rfile.read(size))
+                    self.rfile.readline()
+                while self.rfile.readline().strip():  # trailers
+                    pass
+                return b"".join(parts)
+            length = int(self.headers.get("Content-Length") or 0)
+            return self.rfile.read(length) if length else b""
+
+        def start(self, status: int, content_type: str | None, framing: Sequence[tuple[str, str]],
+                  extra: Sequence[tuple[str, str]] = ()) -> None:  # fmt: skip
+            """The status line and headers in the API server's order."""
+            self.send_response_only(status)
+            headers = [*audit_headers(), *([("Content-Type", content_type)] if content_type else []), *extra,
+                       *FAIRNESS, ("Date", self.date_time_string())]
+            asked_close = self.headers.get("Connection", "").lower() == "close" or self.request_version < "HTTP/1.1"
+            closing = [("Connection", "close")] if asked_close else []
+            ordered = [*framing[:1], *closing] if framing and framing[0][0] == "Content-Length" else [*closing,
+                                                                                                     *framing]
+            for name, value in [*headers, *ordered]:
+                self.send_header(name, value)
+            self.close_connection = self.close_connection or asked_close
             self.end_headers()
-            self.wfile.write(payload)
+
+        def reply(self, status: int, content_type: str | None, writes: list[bytes],
+                  extra: Sequence[tuple[str, str]] = ()) -> None:  # fmt: skip
+            chunks = go_chunks(writes) if status != 204 else None
+            if status == 204:
+                self.start(status, None, ())
+            elif chunks is None or self.request_version < "HTTP/1.1":
+                payload = b"".join(writes)
+                self.start(status, content_type, (("Content-Length", str(len(payload))),), extra)
+                self.wfile.write(payload)
+            else:
+                self.start(status, content_type, (("Transfer-Encoding", "chunked"),), extra)
+                for data in [*chunks, b""]:
+                    self.chunk(data)
 
         def stream(self, answer: LogStream) -> None:
-            """A log; followed, line by line in chunks as the API server streams it, while the container runs."""
+            """A log, text/plain and chunked whatever its size (the API server flushes what the kubelet sends);
+            followed, line by line as the container writes them, while it runs."""
             log, lines = answer.log, answer.lines
+            self.start(200, "text/plain", (("Transfer-Encoding", "chunked"),))
             if not answer.follow:
-                self.reply(200, "text/plain", "".join(lines).encode())
+                text = "".join(lines).encode()
+                for data in [text[at:at + 32768] for at in range(0, len(text), 32768)] + [b""]:
+                    self.chunk(data)
                 return
-            self.protocol_version = "HTTP/1.1"  # chunked; the connection still closes after the stream
-            self.send_response(200)
-            for name, value in (("Content-Type", "text/plain"), ("Transfer-Encoding", "chunked"),
-                                ("Connection", "close")):  # fmt: skip
-                self.send_header(name, value)
-            self.end_headers()
+            self.close_connection = True  # the kubelet's stream ends with the connection
             try:
                 for index, line in enumerate(lines):
                     if index == log.pause_after and not log.resume.wait(10):
@@ -681,23 +869,19 @@ def handler(server: KubeServer) -> type[BaseHTTPRequestHandler]:
                 log.hung_up.set()
 
         def watch(self, answer: WatchStream) -> None:
-            """Events, one JSON document a line in chunks, until timeoutSeconds (then a clean end), a cut (the
+            """Events, one JSON document a line, one per chunk, until timeoutSeconds (then a clean end), a cut (the
             connection dropped without the closing chunk) or the server closing."""
-            self.protocol_version = "HTTP/1.1"
-            self.send_response(200)
-            for name, value in (("Content-Type", "application/json"), ("Transfer-Encoding", "chunked"),
-                                ("Connection", "close")):  # fmt: skip
-                self.send_header(name, value)
-            self.end_headers()
+            self.start(200, "application/json", (("Transfer-Encoding", "chunked"),))
             try:
                 for event in answer.events():
-                    self.chunk(json.dumps(event).encode() + b"\n")
+                    self.chunk(encoded(event))
                 if answer.cut:
+                    self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
                 self.chunk(b"")
             except OSError:  # the client hung up
-                pass
+                self.close_connection = True
 
         def chunk(self, data: bytes) -> None:
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
@@ -738,28 +922,45 @@ def tfchart_in_process(server: KubeServer, capsys: Any, namespace: str, *args: s
 # -- answers --------------------------------------------------------------------------------------------
 
 
-def failure(code: int, message: str) -> dict[str, Any]:
-    """A metav1.Status error body, as the API server sends it."""
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
-            "reason": REASONS.get(code, "Unknown"), "code": code}  # fmt: skip
+@dataclass(frozen=True)
+class Raw:
+    """An answer that is not a JSON document framed like an object: its content type (None: none, as for a 204),
+    body and extra headers (a Warning)."""
+
+    content_type: str | None
+    payload: bytes
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Undecodable:
+    """A request body that is not JSON, and why."""
+
+    raw: bytes
+    error: str
+
+
+def decoded(raw: bytes) -> Any:
+    """A request's body: None when empty, the JSON it holds, or Undecodable."""
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError as error:
+        return Undecodable(raw, str(error))
 
 
 def scale_of(document: dict[str, Any]) -> dict[str, Any]:
-    return {"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": {"name": document["metadata"]["name"]},
-            "spec": {"replicas": document["spec"].get("replicas", 1)}}  # fmt: skip
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
+    """The autoscaling/v1 Scale of a StatefulSet or Deployment: spec.replicas omitted when 0 (Go's omitempty), the
+    status as the controller last reported it, the selector as a string."""
+    meta, spec = document["metadata"], document["spec"]
+    replicas = spec.get("replicas", 1)
+    labels = sorted(((spec.get("selector") or {}).get("matchLabels") or {}).items())
+    kept = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+    return {"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": {k: meta[k] for k in kept if k in meta},
+            "spec": {"replicas": replicas} if replicas else {},
+            "status": {"replicas": (document.get("status") or {}).get("replicas", 0),
+                       "selector": ",".join(f"{key}={value}" for key, value in labels)}}  # fmt: skip
 
 
 def group_entry(group_version: str) -> dict[str, Any]:
@@ -1386,8 +1587,9 @@ class JobController:
     def _suspended(self) -> bool:
         """Waits while the Job is suspended (its Suspended condition set); False when it was deleted meanwhile."""
         suspended = {"type": "Suspended", "status": "True", "reason": "JobSuspended", "message": "Job suspended",
-                     "lastTransitionTime": now_text()}  # fmt: skip
-        self.server.update("Job", self.namespace, self.name, {"status": {"active": 0, "conditions": [suspended]}})
+                     "lastProbeTime": now_text(), "lastTransitionTime": now_text()}  # fmt: skip
+        self.server.update("Job", self.namespace, self.name, {"status": {"active": None, "startTime": None, "ready": 0,
+                                                                         "conditions": [suspended]}})  # fmt: skip
         while (job := self.server.get("Job", self.namespace, self.name)) is not None and job["spec"].get("suspend"):
             time.sleep(0.1)
         if job is None:
