@@ -112,7 +112,7 @@ def require_folder() -> Path:
     if found is None:
         why = f"{VARIABLE} is not set: no recordings of a real API server to check tests/kubeapi.py against"
         if os.environ.get("CI"):
-            pytest.fail(f"{why} (CI must run it: .ci/run sets it where ../shared/kube-transcripts exists)")
+            pytest.fail(f"{why} (CI must run it: .ci/run sets it where the recordings are)")
         pytest.skip(why)
     assert found.is_dir(), f"{VARIABLE}={found} is not a folder"
     return found
