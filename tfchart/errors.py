@@ -1,7 +1,8 @@
 """One error hierarchy for tfchart, translated into messages and exit codes at one boundary (cli.main).
 
-Exit codes: 0 success, 1 an error (invalid values, helm/Kubernetes failures, no image engine), 2 a
-usage error (bad flags or arguments); `tfchart wait` adds 3 (no run) and 124 (timed out).
+Exit codes (docs/cli.md, "Exit codes"): 0 success, 1 the answer is no (invalid values, a check or the run failed,
+a refusal), 2 a usage error, 69 the cluster could not be asked (ClusterUnavailable); `tfchart wait` adds 3 (no run),
+wait/suspend/resume 124 (timed out).
 """
 
 from __future__ import annotations
@@ -61,7 +62,18 @@ class HelmError(TfchartError):
 
 
 class KubernetesError(TfchartError):
-    """The Kubernetes API refused or could not be reached."""
+    """The Kubernetes API answered no (a 404, a refused change) or could not be asked (ClusterUnavailable)."""
+
+
+class ClusterUnavailable(KubernetesError):
+    """The cluster could not be asked: no (loadable) kubeconfig, the API server unreachable, failing or not one, the
+    credentials refused (401/403). Its own exit code, so that CI never reads an outage as a failed run."""
+
+    exit_code = 69  # sysexits' EX_UNAVAILABLE
+
+
+class HelmUnreachable(HelmError, ClusterUnavailable):
+    """helm could not reach the cluster."""
 
 
 class ImmutableFieldChange(TfchartError):

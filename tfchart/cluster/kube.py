@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, TypeVar
 
-from tfchart.errors import KubernetesError
+from tfchart.errors import ClusterUnavailable, KubernetesError
 
 T = TypeVar("T")
 
@@ -56,6 +56,7 @@ RESOURCES = {
     "ConfigMap": Resource("CoreV1Api", "config_map", "configmaps"),
     "ResourceQuota": Resource("CoreV1Api", "resource_quota", "resourcequotas"),
     "PersistentVolumeClaim": Resource("CoreV1Api", "persistent_volume_claim", "persistentvolumeclaims"),
+    "PersistentVolume": Resource("CoreV1Api", "persistent_volume", "persistentvolumes"),
     "Node": Resource("CoreV1Api", "node", "nodes"),
     "StatefulSet": Resource("AppsV1Api", "stateful_set", "statefulsets.apps"),
     "Deployment": Resource("AppsV1Api", "deployment", "deployments.apps"),
@@ -66,7 +67,7 @@ RESOURCES = {
     "ValidatingWebhookConfiguration": Resource("AdmissionregistrationV1Api", "validating_webhook_configuration",
                                                "validatingwebhookconfigurations.admissionregistration.k8s.io"),
 }
-CLUSTER_SCOPED = ("Node", "StorageClass", "ValidatingWebhookConfiguration")
+CLUSTER_SCOPED = ("Node", "StorageClass", "ValidatingWebhookConfiguration", "PersistentVolume")
 
 
 class Custom(NamedTuple):
@@ -84,7 +85,7 @@ class Custom(NamedTuple):
 CUSTOM = {"JobSet": Custom("jobset.x-k8s.io", "v1alpha2", "jobsets")}
 
 
-class AccessDenied(KubernetesError):
+class AccessDenied(ClusterUnavailable):
     """The API server answered 403: RBAC does not allow the call (callers may degrade gracefully)."""
 
 
@@ -339,7 +340,7 @@ def _json_or_none(call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[s
     return document
 
 
-class NotKubernetes(KubernetesError):
+class NotKubernetes(ClusterUnavailable):
     """The URL answered, but not like a Kubernetes API server."""
 
 
@@ -435,7 +436,7 @@ def kubeconfig_files(kubeconfig: Path | None) -> str | None:
 def require_configuration(kubeconfig: Path | None) -> None:
     """Refuses when there is no kubeconfig and tfchart is not in a pod, before helm would try localhost:8080."""
     if kubeconfig_files(kubeconfig) is None and not os.environ.get(IN_CLUSTER_HOST_ENV):
-        raise KubernetesError("no Kubernetes configuration: KUBECONFIG is not set, ~/.kube/config does not "
+        raise ClusterUnavailable("no Kubernetes configuration: KUBECONFIG is not set, ~/.kube/config does not "
                               "exist and tfchart is not running in a pod",
                               "point KUBECONFIG at your cluster's kubeconfig (export KUBECONFIG=/path/to/kubeconfig) "
                               "or pass --kubeconfig PATH; `kind create cluster` or your provider's get-credentials "
@@ -458,7 +459,7 @@ def load_api_client(kubeconfig: Path | None, context: str | None) -> Any:
                     config_file=files, context=context, client_configuration=configuration, persist_config=False
                 )
     except ExecPluginFailed as failed:
-        raise KubernetesError(f"the kubeconfig's credential plugin failed: {failed}",
+        raise ClusterUnavailable(f"the kubeconfig's credential plugin failed: {failed}",
                               "run it by hand to see why (often a login that expired: log in again); "
                               f"{EXEC_TIMEOUT_ENV} sets how long it may take") from None
     except KubernetesError:
@@ -535,17 +536,17 @@ def bounded_exec_plugins() -> Iterator[None]:
         loader.ExecProvider, plugins.subprocess = saved
 
 
-def config_error(error: Exception, files: str | None, context: str | None) -> KubernetesError:
+def config_error(error: Exception, files: str | None, context: str | None) -> ClusterUnavailable:
     detail = str(error).strip() or type(error).__name__
     if files is None:
-        return KubernetesError(f"cannot use the in-cluster service account: {detail}",
+        return ClusterUnavailable(f"cannot use the in-cluster service account: {detail}",
                                "run tfchart in a pod with a mounted service-account token, or set KUBECONFIG to a "
                                "kubeconfig file")
     if context and "context" in detail.lower():
-        return KubernetesError(f"kubeconfig context {context!r} not found in {files}: {detail}",
+        return ClusterUnavailable(f"kubeconfig context {context!r} not found in {files}: {detail}",
                                "list the contexts with `kubectl config get-contexts` and pass one of them with "
                                "--kube-context")
-    return KubernetesError(f"cannot load the kubeconfig {files}: {detail}",
+    return ClusterUnavailable(f"cannot load the kubeconfig {files}: {detail}",
                            "check the file (`kubectl config view` reads the same one) "
                            "or point KUBECONFIG/--kubeconfig at a valid kubeconfig")
 
@@ -561,12 +562,12 @@ def translate(error: Exception, operation: Operation, host: str, source: str) ->
     if isinstance(error, HTTPError):
         server = host or "the API server"
         reason = getattr(error, "reason", None) or error
-        return KubernetesError(f"cannot reach the Kubernetes API server at {server} ({operation.describe()}): {reason}",
-                               f"is the cluster running and does the kubeconfig ({source or 'default'}) point at it? "
-                               "try `kubectl cluster-info`")
+        return ClusterUnavailable(f"cannot reach the Kubernetes API server at {server} ({operation.describe()}): "
+                                  f"{reason}", f"is the cluster running and does the kubeconfig ({source or 'default'})"
+                                  " point at it? try `kubectl cluster-info`")
     if isinstance(error, (ValueError, TypeError)):  # pydantic's ValidationError is a ValueError
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        return KubernetesError(f"{host or 'the API server'} answered {operation.describe()} with an object the "
+        return ClusterUnavailable(f"{host or 'the API server'} answered {operation.describe()} with an object the "
                                f"Kubernetes client cannot read: {first}",
                                "is this the API server? check the server URL of the kubeconfig "
                                f"({source or 'default'}) and any proxy in between; a server much newer or older than "
@@ -594,7 +595,7 @@ def http_error(error: Any, operation: Operation, host: str, source: str) -> Kube
     detail = status_message(error)
     what = operation.describe()
     if status == 401:
-        return KubernetesError(f"the API server rejected the credentials (401 Unauthorized) to {what}",
+        return ClusterUnavailable(f"the API server rejected the credentials (401 Unauthorized) to {what}",
                                "refresh your login (e.g. `gcloud container clusters get-credentials`, `aws eks "
                                "update-kubeconfig`, `kubectl oidc-login`) or fix the user in the kubeconfig "
                                f"({source or 'default'})")
@@ -614,10 +615,10 @@ def http_error(error: Any, operation: Operation, host: str, source: str) -> Kube
                                f"{operation.resource.split('/')[0]}{scope}`); the object may have been deleted "
                                "meanwhile")
     if status == 0:
-        return KubernetesError(f"TLS or client error talking to {host or 'the API server'} ({what}): {error.reason}",
+        return ClusterUnavailable(f"TLS or client error talking to {host or 'the API server'} ({what}): {error.reason}",
                                "check the cluster CA and server address in the kubeconfig (`kubectl cluster-info`)")
     if status == 429 or status >= 500:
-        return KubernetesError(f"the API server failed to {what} (HTTP {status}): {detail}",
+        return ClusterUnavailable(f"the API server failed to {what} (HTTP {status}): {detail}",
                                "the control plane is overloaded or unhealthy: retry in a moment; "
                                "`kubectl get --raw '/readyz?verbose'` shows its health")
     return KubernetesError(f"the API server refused to {what} (HTTP {status}): {detail}",

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from tfchart.errors import HelmError, UsageError
+from tfchart.errors import HelmError, HelmUnreachable, UsageError
 
 REPO_HELM = Path(__file__).resolve().parents[2] / ".tools" / "bin" / "helm"
 OLDEST = (3, 17)  # the oldest helm the chart is tested with (helm 4 too)
@@ -149,7 +149,7 @@ def failure(stderr: str) -> HelmError:
     text = error_text(stderr) or "helm failed without a message"
     lowered = text.lower()
     if "cluster unreachable" in lowered or "connection refused" in lowered or "no configuration has been" in lowered:
-        return HelmError(f"helm could not reach the cluster: {text}", "check --kubeconfig and --kube-context")
+        return HelmUnreachable(f"helm could not reach the cluster: {text}", "check --kubeconfig and --kube-context")
     if "release: not found" in lowered:
         return HelmError(text, "check the release name and --namespace (`helm list -A` lists releases)")
     if "context deadline exceeded" in lowered or "timed out" in lowered:
