@@ -251,7 +251,7 @@ def test_gpu_usage_is_read_a_page_at_a_time(cluster: KubeServer) -> None:
     [finding] = check_gpus(cluster.api(), plan_of("values/gpu.yaml"), "mnist", NS)
     assert "3 of 4 are free now" in finding.message, finding
     pages = [call for call in cluster.calls if call.resource == "pods"]
-    assert [dict(call.params).get("continue") for call in pages] == [None, "500", "1000"]
+    assert ["continue" in dict(call.params) for call in pages] == [False, True, True]  # the server's opaque token
 
 
 def test_gpu_usage_unknown_when_listing_all_pods_is_forbidden(cluster: KubeServer) -> None:
