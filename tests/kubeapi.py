@@ -3,31 +3,55 @@
 No API server runs on the development and CI machines (docs/architecture.md §8). KubeServer stands in
 for one over a real socket, so every client runs its whole stack against it: tfchart's KubeApi (the
 pinned kubernetes client, reached through a kubeconfig file), the run supervisor in its own process,
-and helm (`template --dry-run=server`, its `lookup`). The server
+and helm (`template --dry-run=server`, its `lookup`). It frames and negotiates as kube-apiserver v1.36.2
+does, which tests/test_kube_transcripts.py checks against recordings of a real one (TFD_KUBE_TRANSCRIPTS).
+The server
 
+- speaks HTTP/1.1 like Go's net/http (tests/kubeapi_wire.py): keep-alive unless the client asks to close, a
+  body up to 2,048 bytes with Content-Length and a longer one chunked (an object in one chunk, a list streamed
+  from a first 2,048-byte chunk), a watch and a log chunked whatever their size; compact JSON with a newline;
+  406 NotAcceptable for an Accept it does not serve (`text/plain`, pods/log included); errors as metav1.Status
+  with the server's reason, message and details (`jobs.batch "x" not found`, plural kind, no group for core);
 - keeps objects by (resource, namespace, name) as the API server serves them (uid, resourceVersion,
   creationTimestamp, quantities as strings), built by the helpers below from the chart's render;
-- answers GET of an object, of a list (label and field selectors read like the server does), of a
-  pod's log (tailLines, previous, sinceSeconds, timestamps; follow: chunked, held open while the
-  container runs, until the client hangs up), of /scale, and API discovery: the built-in groups, and
-  a custom group/version only where a CustomResourceDefinition added to the server serves it (else
-  the server's 404);
-- applies JSON merge patches (of objects and of /scale), and answers DELETE like the API server: an
-  object with finalizers (a claim's kubernetes.io/pvc-protection; orphan or foregroundDeletion, added
-  by propagationPolicy Orphan or Foreground) gets a deletionTimestamp, is answered as it is and stays
-  readable for `linger[(resource, namespace, name)]` more GETs (0 by default, None: it never goes);
-  one without goes at once and a Status is answered;
+- answers GET of an object, of a list (label and field selectors read like the server does, 400 for a field
+  it does not index; items without kind and apiVersion; `limit` pages with an opaque continue token and
+  remainingItemCount, every page at the first one's resourceVersion; an exact resourceVersion older than the
+  history is 410 Gone), of a pod's log (text/plain; 400 for a container the pod lacks, 204 with no body for a
+  pod bound to no node; tailLines, previous, sinceSeconds, timestamps; follow: held open while the container
+  runs, until the client hangs up), of /scale (autoscaling/v1, spec.replicas omitted when 0), and API
+  discovery: the built-in groups, and a custom group/version only where a CustomResourceDefinition added to
+  the server serves it (else the server's 404);
+- creates (POST: 201, 409 AlreadyExists), replaces (PUT: 409 Conflict for a stale resourceVersion) and patches
+  (merge, JSON and strategic merge patches of objects and of /scale: tests/kubeapi_patch.py; 415 for any other
+  type), each update checked by the update rules of tests/kubeapi_rules.py (422 Invalid with causes: a Job's
+  template or completions, a StatefulSet's selector); `dryRun=All` answers without storing; DELETE like the API
+  server: an object with finalizers (a claim's kubernetes.io/pvc-protection; orphan or foregroundDeletion, added
+  by propagationPolicy Orphan or Foreground, or orphan for a batch/v1 Job deleted without a policy, with the
+  server's Warning header) gets a deletionTimestamp, is answered as it is and stays readable for
+  `linger[(resource, namespace, name)]` more GETs (0 by default, None: it never goes); one without goes at once
+  and a Status is answered;
+- with `authenticate({token: user})`, reads bearer tokens (401 for an unknown one) and authorizes a service
+  account by the Roles bound to it on the server, as RBAC does (tests/kubeapi_rbac.py); without it, every
+  request is the admin's;
 - answers an injected failure (`fail`) with its metav1.Status, and every request with `proxy_answer`
   when set (a proxy's login page in the way);
 - records every request with its `Call`, HTTP status, headers and time, before answering it;
 - serves list+watch as the API server does: a resourceVersion counter rises on every write (a client's create,
   patch or delete, and a test's or controller's `add`, `update`, `delete`), each stored object carries the one of
-  its last write and a list the current one; `?watch=1` streams newline-delimited JSON events (ADDED, MODIFIED,
-  DELETED; BOOKMARK with allowWatchBookmarks) after `resourceVersion` (none or "0": ADDED for what exists first),
-  through the same label and field selectors, an object that leaves or enters them seen as DELETED or ADDED,
-  until `timeoutSeconds`. Only the last `history` events are kept: a watch from an older resourceVersion gets an
-  ERROR event with a 410 Expired Status, as the API server's watch cache answers it. `cut_watches` breaks every
-  open watch mid-stream (a dropped connection, an API server restart), and with `expire` forgets the history too.
+  its last write and a list the current one; `?watch=1` streams JSON events, one per chunk (ADDED, MODIFIED,
+  DELETED; BOOKMARK with allowWatchBookmarks, the kind's empty object, the first after the initial events marked
+  `k8s.io/initial-events-end`) after `resourceVersion` (none or "0": ADDED for what exists first), through the
+  same label and field selectors, an object that leaves or enters them seen as DELETED or ADDED, until
+  `timeoutSeconds`. Only the last `history` events are kept: a watch from an older resourceVersion gets HTTP 200
+  and one ERROR event with a 410 Expired Status, as the API server's watch cache answers it. `cut_watches` breaks
+  every open watch mid-stream (a dropped connection, an API server restart), and with `expire` forgets the history.
+
+Where it answers unlike the server (each also named in tests/test_kube_transcripts.py or the sibling module that
+holds the rule): no kubelet, so no log request fails to reach one (the server's 500); BOOKMARKs every
+BOOKMARK_SECONDS of quiet (the server: about once a minute); JSON whatever else the client accepts (YAML,
+protobuf); no server-side apply; strategic merge by `name` only; an exact-resourceVersion list still in the
+history answered at the current state; validation only by the update rules; no ClusterRoles.
 
 JobController and StatefulSetController, at the end, play Kubernetes' Job controller for one rendered
 chief Job and its StatefulSet controller for one rendered ps/worker StatefulSet, whose pods run as local
@@ -93,7 +117,8 @@ BOOKMARK_SECONDS = 1.0  # a watch that asked for bookmarks gets one after this l
 BUILT_IN: dict[str, dict[str, str]] = {
     "v1": {"pods": "Pod", "services": "Service", "configmaps": "ConfigMap", "secrets": "Secret", "events": "Event",
            "serviceaccounts": "ServiceAccount", "persistentvolumeclaims": "PersistentVolumeClaim",
-           "resourcequotas": "ResourceQuota", "nodes": "Node", "namespaces": "Namespace"},
+           "resourcequotas": "ResourceQuota", "nodes": "Node", "namespaces": "Namespace",
+           "persistentvolumes": "PersistentVolume"},
     "apps/v1": {"statefulsets": "StatefulSet", "deployments": "Deployment", "daemonsets": "DaemonSet"},
     "batch/v1": {"jobs": "Job"},
     "storage.k8s.io/v1": {"storageclasses": "StorageClass"},
@@ -102,7 +127,7 @@ BUILT_IN: dict[str, dict[str, str]] = {
     "policy/v1": {"poddisruptionbudgets": "PodDisruptionBudget"},
     "apiextensions.k8s.io/v1": {"customresourcedefinitions": "CustomResourceDefinition"},
 }  # fmt: skip
-CLUSTER_SCOPED = {"nodes", "namespaces", "storageclasses", "customresourcedefinitions"}
+CLUSTER_SCOPED = {"nodes", "namespaces", "storageclasses", "customresourcedefinitions", "persistentvolumes"}
 CUSTOM = {"Queue": "queues", "LocalQueue": "localqueues", "ClusterQueue": "clusterqueues",
           "WorkloadPriorityClass": "workloadpriorityclasses"}  # fmt: skip
 RESOURCE_OF = {kind: resource for kinds in BUILT_IN.values() for resource, kind in kinds.items()} | CUSTOM

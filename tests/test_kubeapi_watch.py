@@ -1,9 +1,11 @@
 """The loopback API's list+watch, read by the pinned kubernetes client's own Watch (the protocol as a real client
 reads it): events after a list's resourceVersion through the selectors, an object entering or leaving them,
-bookmarks, timeoutSeconds, and 410 Expired once the history no longer reaches back."""
+bookmarks, timeoutSeconds, and 410 Expired once the history no longer reaches back; and the connection under it,
+kept alive across answers of every framing as Go's server keeps it."""
 
 from __future__ import annotations
 
+import http.client
 from typing import Any
 
 import pytest
@@ -72,3 +74,31 @@ def test_a_resource_version_older_than_the_history_is_410_expired() -> None:
         again = core(server).list_namespaced_config_map(NS).metadata.resource_version  # listed again: watchable
         server.update("ConfigMap", NS, "a", {"data": {"step": "2"}})
         assert [kind for kind, _, _ in events(server, again)] == ["MODIFIED"]
+
+
+def test_one_keep_alive_connection_carries_every_framing_as_go_s_server_does() -> None:
+    """As urllib3's pool and helm's Go client reuse a connection: a small answer (Content-Length), a large one (chunked,
+    over 2,048 bytes), an error, a watch to its timeout and a request after it all go over one connection; a client
+    that asks to close gets `Connection: close` and the connection ends."""
+    with kube_server() as server:
+        server.add(config_map("a", "vision"), {**config_map("big", "vision"), "data": {"pad": "x" * 3000}})
+        host, port = server.url.split("//")[1].split(":")
+        connection = http.client.HTTPConnection(host, int(port), timeout=10)
+        base = f"/api/v1/namespaces/{NS}/configmaps"
+        asked = [(f"{base}/a", 200, None), (f"{base}/big", 200, "chunked"), (f"{base}/gone", 404, None),
+                 (f"{base}?watch=1&timeoutSeconds=1&fieldSelector=metadata.name%3Da", 200, "chunked"),
+                 (f"{base}/a", 200, None)]  # fmt: skip
+        connection.connect()
+        opened = connection.sock
+        for path, status, framing in asked:
+            connection.request("GET", path, headers={"Accept": "application/json"})
+            response = connection.getresponse()
+            body = response.read()
+            assert (response.status, response.getheader("Transfer-Encoding")) == (status, framing), path
+            assert response.getheader("Content-Length") == (None if framing else str(len(body)))
+            assert connection.sock is opened and not response.will_close, path
+        connection.request("GET", f"{base}/a", headers={"Connection": "close"})
+        response = connection.getresponse()
+        assert response.status == 200 and response.getheader("Connection") == "close" and response.will_close
+        response.read()
+        connection.close()
