@@ -284,7 +284,7 @@ def test_multi_node_rwx_values_are_not_installable_on_an_rwo_only_cluster(cluste
     )
     assert finding.hint.startswith(f"on one node: {RWO_FIX}, which any StorageClass serves (as values/cpu.yaml does")
     assert "across nodes: install a provisioner that offers ReadWriteMany (NFS, CephFS" in finding.hint
-    assert cluster.calls == [Call("list", "storageclasses")]
+    assert cluster.calls == [Call("list", "storageclasses"), Call("list", "persistentvolumes")]  # none pre-created
 
 
 def test_cpu_values_pass_on_an_rwo_only_one_node_cluster(cluster: KubeServer) -> None:
@@ -399,6 +399,45 @@ def test_missing_default_or_named_class_fails(cluster: KubeServer) -> None:
     assert finding.severity == OK
     [finding] = check_storage(cluster.api(), plan_of("values/cpu.yaml"), NS)
     assert finding.hint.startswith("--set storage.storageClassName=<one that offers ReadWriteOnce: efs, gp3>")
+
+
+def volume(name: str, size: str, class_name: str = "", phase: str = "Available",
+           modes: Sequence[str] = ("ReadWriteMany",)) -> dict[str, Any]:  # fmt: skip
+    """A pre-created PersistentVolume (an NFS export an admin made), as the API server serves it."""
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+            "spec": {"capacity": {"storage": size}, "accessModes": list(modes), "storageClassName": class_name,
+                     "nfs": {"server": "10.0.0.5", "path": f"/exports/{name}"}, "volumeMode": "Filesystem",
+                     "persistentVolumeReclaimPolicy": "Retain"}, "status": {"phase": phase}}  # fmt: skip
+
+
+def test_a_cluster_without_storage_classes_is_told_what_to_create(cluster: KubeServer) -> None:
+    [finding] = check_storage(cluster.api(), plan_of("values/gpu.yaml"), NS)
+    assert finding.severity == FAIL and "<one of" not in finding.hint, finding.hint
+    assert finding.hint == ("the cluster has no StorageClass: install a provisioner that offers ReadWriteMany (NFS, "
+                            "CephFS, EFS, Azure Files, Filestore, Longhorn...), or create a PersistentVolume that does "
+                            'and --set storage.storageClassName=""')
+    [finding] = check_storage(cluster.api(), plan_of("values/gpu.yaml", sets=["storage.storageClassName=nfs"]), NS)
+    assert finding.severity == FAIL and finding.hint.startswith("the cluster has no StorageClass: install")
+
+
+def test_a_pre_created_volume_that_offers_read_write_many_is_what_the_claim_binds_to(cluster: KubeServer) -> None:
+    """No class offers ReadWriteMany, but an admin's NFS volume does: the claim binds to it (too small, bound or of
+    another class, a volume does not count)."""
+    cluster.add(volume("small", "1Gi"), volume("taken", "100Gi", phase="Bound"), volume("other", "100Gi", "gold"))
+    [finding] = check_storage(cluster.api(), plan_of("values/gpu.yaml"), NS)
+    assert finding.severity == FAIL, finding.message
+    cluster.add(volume("nfs-data", "100Gi"))
+    [finding] = check_storage(cluster.api(), plan_of("values/gpu.yaml"), NS)
+    assert (finding.severity, finding.message) == (
+        OK, "needs ReadWriteMany: the claim has no StorageClass and binds to PersistentVolume nfs-data (pre-created, "
+            "Available, 100Gi, ReadWriteMany)")  # fmt: skip
+    [finding] = check_storage(cluster.api(), plan_of("values/gpu.yaml", sets=["storage.storageClassName="]), NS)
+    assert finding.severity == OK and "binds to PersistentVolume nfs-data" in finding.message
+    kind_cluster(cluster, volume("manual-nfs", "50Gi", "standard"))  # local-path's class, ReadWriteOnce only
+    [finding] = check_storage(cluster.api(), plan_of("values/gpu.yaml"), NS)
+    assert (finding.severity, finding.message.split(". ")[0]) == (
+        OK, "needs ReadWriteMany: the claim of default StorageClass standard (rancher.io/local-path) binds to "
+            "PersistentVolume manual-nfs (pre-created, Available, 50Gi, ReadWriteMany)")  # fmt: skip
 
 
 def test_existing_claim_is_judged_by_its_own_access_modes(cluster: KubeServer) -> None:

@@ -11,10 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tfchart.cluster.kube import AccessDenied
 from tfchart.cluster.objects import name_of
 from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Finding, allocatable, schedulable_nodes
 from tfchart.cluster.preflight.plan import Plan, total
-from tfchart.manifests.quantity import shown
+from tfchart.manifests.quantity import parse_or_none, shown
 from tfchart.values.storage import RWX_EXAMPLES, StorageNeed
 from tfdcontract import SUPERVISOR
 
@@ -165,21 +166,25 @@ def check_storage_class(
     api: KubeApi, class_name: str | None, need: StorageNeed, nodes: Callable[[], list[Any]]
 ) -> Finding:
     mode = need.mode
+    classes = [] if class_name == "" else sorted(api.list_objects("StorageClass"), key=name_of)
+    defaults = [c for c in classes if is_default_class(c)]
+    if (class_name == "" or (class_name is None and not defaults)) and (volume := static_volume(api, need, "")):
+        return Finding("storage", OK, f"needs {mode}: the claim has no StorageClass and binds to {volume}")
     if class_name == "":
         return Finding("storage", WARN, 'storage.storageClassName is "": the claim binds only to a pre-created '
                        f"PersistentVolume with {mode}",
                        "create a matching PersistentVolume, or set storage.storageClassName (null = the default class)")
-    classes = sorted(api.list_objects("StorageClass"), key=name_of)
     listing = "StorageClasses: " + ("; ".join(describe_class(c, mode) for c in classes) or "none")
     offering = [name_of(c) for c in classes if offers(c, mode) == RWX]
-    every = ", ".join(map(name_of, classes)) or "none"
+    every = ", ".join(map(name_of, classes))
     choose = f"<one that offers {mode}: {', '.join(offering)}>" if offering else f"<one of: {every}>"
+    fix = (f"--set storage.storageClassName={choose}" if classes else "the cluster has no StorageClass: install a "
+           f"provisioner that offers {mode}{f' ({RWX_EXAMPLES})' * (mode == 'ReadWriteMany')}, or create a "
+           f'PersistentVolume that does and --set storage.storageClassName=""')  # fmt: skip
     if class_name is None:
-        defaults = [c for c in classes if is_default_class(c)]
         if not defaults:
             return Finding("storage", FAIL, "no default StorageClass and storage.storageClassName is not set: the "
-                           f"claim would stay Pending. {listing}",
-                           f"--set storage.storageClassName={choose}, or mark a class as the default")
+                           f"claim would stay Pending. {listing}", fix + ", or mark a class as default" * bool(classes))
         chosen = max(defaults, key=lambda c: (c.metadata.creation_timestamp is not None, c.metadata.creation_timestamp))
         label = f"default StorageClass {name_of(chosen)}"
         if len(defaults) > 1:
@@ -187,11 +192,12 @@ def check_storage_class(
     else:
         found = next((c for c in classes if name_of(c) == class_name), None)
         if found is None:
-            return Finding("storage", FAIL, f"StorageClass {class_name} does not exist. {listing}",
-                           f"--set storage.storageClassName={choose}")
+            return Finding("storage", FAIL, f"StorageClass {class_name} does not exist. {listing}", fix)
         chosen, label = found, f"StorageClass {class_name}"
     label += f" ({chosen.provisioner})"
     capability = offers(chosen, mode)
+    if capability != RWX and (volume := static_volume(api, need, name_of(chosen))):
+        return Finding("storage", OK, f"needs {mode}: the claim of {label} binds to {volume}. {listing}")
     if capability == RWX:
         colocated = need.colocated and need.total > 1
         spread = [name_of(c) for c in classes if offers(c, "ReadWriteMany") == RWX] if colocated else []
@@ -220,6 +226,24 @@ def check_storage_class(
     detail = what.what if capability == DEPENDS and what else f"{chosen.provisioner} is not a provisioner tfchart knows"
     message = f"{why}: whether {label} offers it is unknown ({detail}): check its docs. {listing}"
     return Finding("storage", WARN, message, hint)
+
+
+def static_volume(api: KubeApi, need: StorageNeed, class_name: str) -> str | None:
+    """A pre-created PersistentVolume of the class ("": none) that the new claim binds to before any is provisioned:
+    Available, reserved for no other claim, with the mode and the size; None also where volumes may not be listed."""
+    try:
+        volumes = sorted(api.list_objects("PersistentVolume"), key=name_of)
+    except AccessDenied:
+        return None
+    wanted = parse_or_none((((need.claim_spec or {}).get("resources") or {}).get("requests") or {}).get("storage"))
+    for volume in volumes:
+        spec, phase = volume.spec, volume.status.phase if volume.status else None
+        size = parse_or_none((spec.capacity or {}).get("storage"))
+        if (phase == "Available" and not spec.claim_ref and (spec.storage_class_name or "") == class_name
+                and need.mode in (spec.access_modes or []) and (spec.volume_mode or "Filesystem") == "Filesystem"
+                and (wanted is None or (size is not None and size >= wanted))):  # fmt: skip
+            return f"PersistentVolume {name_of(volume)} (pre-created, Available, {size and shown(size)}, {need.mode})"
+    return None
 
 
 def is_default_class(storage_class: Any) -> bool:
