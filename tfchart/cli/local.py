@@ -4,9 +4,7 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -101,14 +99,10 @@ def local(name: str, values: ValuesInputs, namespace: str, workdir: Path | None,
     everything is stopped and removed on success, failure and Ctrl-C. As processes, datasets are kept in
     one cache per user ($XDG_CACHE_HOME/tf-distributed/datasets) unless training.dataDir is set.
     """
-    from tfchart.local import rundirs
+    from tfchart.local import runstate
 
     if clean:
-        removed = rundirs.clean(name, keep_runs)
-        for path, held in removed:
-            click.echo(f"removed {path} ({held / 1e6:.1f} MB)")
-        click.echo(f"{len(removed)} run directories removed ({sum(held for _, held in removed) / 1e6:.1f} MB), "
-                   f"the newest {keep_runs} of runs/{name}-<time> kept")
+        click.echo("\n".join(runstate.clean(name, keep_runs)))
         return
     options = {"engine": engine, "keep_tensorboard": keep_tensorboard, "follow_logs": follow_logs,
                "allow_privileged": allow_privileged, "host_network": host_network}
@@ -128,23 +122,20 @@ def start(name: str, values: ValuesInputs, namespace: str, workdir: Path | None,
     if engine == "process":
         processes.require_tensorflow()  # before anything is written or started
     values.manifests(name, namespace)  # every problem of the user's values, as validate lists them
-    run_dir = (workdir or rundirs.run_directory(name, time.strftime("%Y%m%d-%H%M%S"))).resolve()
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = (workdir or rundirs.RUNS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    requested = runstate.begin(run_dir)  # suspend is answered, and the directory held, before it says Running
     helm, chart, merged = values.settings.helm, values.chart, values.values()
 
-    shared: list[tuple[str, str]] = []
-    if engine == "process" and not merged.get("training", {}).get("dataDir"):  # a container sees the run only
-        shared = [("--set-string", f"training.dataDir={rundirs.dataset_cache()}")]
+    as_process = engine == "process" and not merged.get("training", {}).get("dataDir")  # a container sees the run only
+    shared = [("--set-string", f"training.dataDir={rundirs.dataset_cache()}")] if as_process else []
     docs: list[dict[str, Any]] = []
 
     def render_for_local(extra: list[tuple[str, str]]) -> list[dict[str, Any]]:
         docs[:] = manifests(rendered(helm, chart, values.inputs.with_sets([*shared, *extra]), name, namespace))
         return docs
 
-    if engine == "process":
-        plan = processes.plan(render_for_local, merged, run_dir, namespace, options["host_network"])
-    else:
-        plan = containers.plan(render_for_local, merged, run_dir, namespace, engine, options["allow_privileged"])
+    plan = (processes.plan(render_for_local, merged, run_dir, namespace, options["host_network"]) if engine == "process"
+            else containers.plan(render_for_local, merged, run_dir, namespace, engine, options["allow_privileged"]))
     record = resumed or recorded(name, namespace, options, values, run_dir)
     spec = next((str(d["metadata"]["annotations"][RUN_SPEC_ANNOTATION]) for d in docs
                  if RUN_SPEC_ANNOTATION in (d["metadata"].get("annotations") or {})), "")  # fmt: skip
@@ -152,23 +143,18 @@ def start(name: str, values: ValuesInputs, namespace: str, workdir: Path | None,
         raise TfchartError(f"the release no longer renders the run suspended in {run_dir} (its run-spec changed: "
                            "the chart, or a file it was rendered from)",
                            f"restore the chart it ran with, or start a new run: `tfchart local {name} ...`")
-    record = record.moved(runstate.RUNNING)
-    record.pid, record.run_spec = os.getpid(), spec
-    record.save(run_dir)
-    requested = threading.Event()
-    previous = signal.signal(runstate.SUSPEND_SIGNAL, lambda signum, frame: requested.set())
-    state, suspended = runstate.INTERRUPTED, False  # Ctrl-C, SIGTERM, --timeout: resumable from the last checkpoint
+    record.run_spec = spec
+    (record := record.moved(runstate.RUNNING)).save(run_dir)
+    state = runstate.INTERRUPTED  # Ctrl-C, SIGTERM, --timeout: resumable from the last checkpoint
     try:
         code = session.run(plan, timeout, options["keep_tensorboard"], options["follow_logs"], console=console(),
                              suspend=requested)  # fmt: skip
-        suspended = code == runstate.SUSPENDED_EXIT
-        state = runstate.SUSPENDED if suspended else runstate.SUCCEEDED if code == 0 else runstate.FAILED
+        state = {runstate.SUSPENDED_EXIT: runstate.SUSPENDED, 0: runstate.SUCCEEDED}.get(code, runstate.FAILED)
     finally:
         saved = read_status_file(run_dir)
         step = saved.step if saved and state != runstate.SUCCEEDED else None
         record.moved(state, step).save(run_dir)
-        signal.signal(runstate.SUSPEND_SIGNAL, previous)
-    if suspended:
+    if state == runstate.SUSPENDED:
         console().print(f"[bold magenta]⏸ suspended[/] at step {step} (checkpoint saved); no process of the run is "
                         f"left. Continue with: tfchart resume {name} --local --workdir {run_dir}", soft_wrap=True)
     sys.exit(code)
@@ -191,10 +177,8 @@ def suspend_local(name: str, workdir: Path | None, timeout: float | None) -> Loc
 
     run_dir, run = runstate.find(name, workdir)
     after, actions = runstate.request_suspend(run_dir, run, timeout)
-    outcome = runstate.LocalOutcome(name, str(run_dir), after.state, after.since, after.step, actions)
-    if not actions:
-        outcome.unchanged.append(f"the local run in {run_dir} is already {after.state.lower()} (since {after.since})")
-    return outcome
+    kept = [] if actions else [f"the local run in {run_dir} is already {after.state.lower()} (since {after.since})"]
+    return runstate.LocalOutcome(name, str(run_dir), after.state, after.since, after.step, actions, kept)
 
 
 def resume_local(name: str, workdir: Path | None, timeout: float | None) -> NoReturn:

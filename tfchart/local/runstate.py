@@ -1,26 +1,31 @@
 """A `tfchart local` run's record in its run directory, `local-run.json`, written only by the tfchart that runs
 it: the inputs the release was rendered from (the -f files and --set-file files copied beside it, so `tfchart
-resume NAME --local` renders the same release again), that tfchart's pid and the run's state. `tfchart suspend
-NAME --local` finds a running one and asks it with SUSPEND_SIGNAL to suspend: it stops the chief first (SIGTERM:
-the trainer saves a checkpoint at its next step boundary), then every other pod, records `suspended` and exits
-with SUSPENDED_EXIT. The state lives in the run directory, so either command run again finishes the job.
+resume NAME --local` renders the same release again), that tfchart's pid and start time and the run's state.
+`tfchart suspend NAME --local` asks a running one with SUSPEND_SIGNAL to suspend: it stops the chief first
+(SIGTERM: the trainer saves a checkpoint at its next step boundary), then every other pod, records `suspended`
+and exits with SUSPENDED_EXIT. The state lives in the run directory, so either command run again finishes it.
+
+Who the run is: its tfchart holds the run directory (rundirs.hold) from before its record says Running until it
+exits; only then is its pid signalled, and where there is /proc (Linux; macOS: the lock alone) only if it started
+when recorded. A record tfchart did not write so (a field missing or mistyped, pid <= 1) is refused in one line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
+import threading
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from tfchart.errors import TfchartError
-from tfchart.local.rundirs import RUNS
+from tfchart.local.rundirs import RUNS, held, hold, old_runs
 
 STATE_FILE = "local-run.json"
 INPUTS_DIR = "local-inputs"  # the copies of the -f and --set-file files
@@ -28,6 +33,7 @@ SUSPEND_SIGNAL = signal.SIGUSR1
 SUSPENDED_EXIT = 75  # sysexits.h EX_TEMPFAIL: the run did not finish and can be continued
 RUNNING, SUSPENDED, SUCCEEDED, FAILED, INTERRUPTED = "Running", "Suspended", "Succeeded", "Failed", "Interrupted"
 SUSPEND_TIMEOUT_SECONDS = 180.0  # the chief's grace (60 s by default), then the other pods' 10 s, and a margin
+TYPES = {"str": str, "int": int, "bool": bool, "None": type(None), "dict": dict, "list": list}
 
 
 @dataclass
@@ -44,6 +50,7 @@ class LocalRun:
     sets: list[tuple[str, str]]  # the --set family, --set-file paths pointing at copies
     run_spec: str = ""  # tf-distributed.io/run-spec of the render: a resume must render the same run
     pid: int = 0
+    started: int | None = None  # the pid's start time (started()): with it, who the process is
     state: str = RUNNING
     since: str = ""
     step: int | None = None  # Suspended: the step of the checkpoint it continues from
@@ -54,45 +61,58 @@ class LocalRun:
         temporary.replace(run_dir / STATE_FILE)  # atomic: a reader sees the old record or the new one
 
     def moved(self, state: str, step: int | None = None) -> LocalRun:
-        return LocalRun(**{**asdict(self), "state": state, "since": now(), "step": step})
+        """The record of this process's run, now in `state`."""
+        return LocalRun(**{**asdict(self), "state": state, "step": step, "pid": os.getpid(), "started": started(
+            os.getpid()), "since": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")})  # fmt: skip
 
     @classmethod
     def load(cls, run_dir: Path) -> LocalRun | None:
+        """The record in run_dir, None where there is none; one tfchart did not write is refused, naming why."""
+        path = run_dir / STATE_FILE
         try:
-            data = json.loads((run_dir / STATE_FILE).read_text(encoding="utf-8"))
-            known = {f.name for f in fields(cls)}
-            run = cls(**{key: value for key, value in data.items() if key in known})
-        except (OSError, ValueError, TypeError):
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
             return None
-        run.sets = [(str(flag), str(argument)) for flag, argument in run.sets]
-        return run
-
-    @property
-    def alive(self) -> bool:
-        """Whether the tfchart that runs it still does (its pid answers and, where /proc tells, is a tfchart)."""
-        try:
-            os.kill(self.pid, 0)
-        except (ProcessLookupError, PermissionError, ValueError, OverflowError):
-            return False
-        cmdline = Path(f"/proc/{self.pid}/cmdline")
-        return not cmdline.parent.exists() or b"tfchart" in cmdline.read_bytes()
+        except (OSError, ValueError) as error:
+            data = f"unreadable ({error})"
+        if problem := malformed(data):
+            raise TfchartError(f"the run record {path} is malformed: {problem}", "tfchart local writes it: name "
+                               "another run directory with --workdir, or remove this one by hand")  # fmt: skip
+        return cls(**{**{f.name: data.get(f.name) for f in fields(cls)}, "sets": [tuple(s) for s in data["sets"]]})
 
 
-def now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+def malformed(data: Any) -> str:
+    """What makes a record's JSON one tfchart did not write (a field missing or of another type, pid <= 1), or ""."""
+    if not isinstance(data, dict):
+        return data if isinstance(data, str) else "not a JSON object"
+    for item in fields(LocalRun):
+        value = data.get(item.name, None if item.name == "started" else ...)  # started: new in issue 36
+        kinds = tuple(TYPES[part.partition("[")[0]] for part in str(item.type).split(" | "))
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            return f"{item.name} is {'missing' if value is ... else json.dumps(value)}, not {item.type}"
+    wrong = {"pid": data["pid"] <= 1, "files": not all(isinstance(path, str) for path in data["files"]),
+             "state": data["state"] not in (RUNNING, SUSPENDED, SUCCEEDED, FAILED, INTERRUPTED), "sets": not all(
+                 isinstance(s, list) and len(s) == 2 and all(isinstance(x, str) for x in s) for s in data["sets"])}
+    return next((f"{key} is {json.dumps(data[key])}" for key, bad in wrong.items() if bad), "")
+
+
+def started(pid: int) -> int | None:
+    """When process `pid` started (/proc/PID/stat's 22nd field, ticks since boot), -1 once gone; None without /proc."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19])
+    except OSError:
+        return -1 if Path("/proc/self/stat").exists() else None
 
 
 def keep_inputs(run_dir: Path, files: list[str],
                 sets: list[tuple[str, str]]) -> tuple[list[str], list[tuple[str, str]]]:  # fmt: skip
-    """Copies the -f files and --set-file files into the run directory; their names there, and the --set family
-    pointing at the copies."""
+    """Copies the -f and --set-file files into the run directory: the copies' names, the --set family naming them."""
     folder = run_dir / INPUTS_DIR
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    copies = []
-    for index, path in enumerate(files):
-        shutil.copyfile(path, folder / f"values-{index}.yaml")
-        copies.append(f"{INPUTS_DIR}/values-{index}.yaml")
+    copies = [f"{INPUTS_DIR}/values-{index}.yaml" for index in range(len(files))]
+    for path, copy in zip(files, copies, strict=True):
+        shutil.copyfile(path, run_dir / copy)
     kept = []
     for index, (flag, argument) in enumerate(sets):
         key, _, path = argument.partition("=")
@@ -101,6 +121,18 @@ def keep_inputs(run_dir: Path, files: list[str],
             argument = f"{key}={(folder / f'file-{index}').resolve()}"
         kept.append((flag, argument))
     return copies, kept
+
+
+def begin(run_dir: Path) -> threading.Event:
+    """Makes this process the one that runs run_dir: it answers SUSPEND_SIGNAL (the event returned is set) from
+    before the directory exists, and holds it, for its whole life (refused while another tfchart holds it)."""
+    requested = threading.Event()
+    signal.signal(SUSPEND_SIGNAL, lambda signum, frame: requested.set())
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if hold(run_dir) is None:
+        raise TfchartError(f"a tfchart local runs in {run_dir} already", "wait for it to end, or suspend it with "
+                           f"`tfchart suspend NAME --local --workdir {run_dir}`")  # fmt: skip
+    return requested
 
 
 def find(name: str, workdir: Path | None) -> tuple[Path, LocalRun]:
@@ -116,43 +148,67 @@ def find(name: str, workdir: Path | None) -> tuple[Path, LocalRun]:
                        "run directory with --workdir")
 
 
-def resumable(run_dir: Path, run: LocalRun) -> LocalRun:
+def resumable(run_dir: Path, run: LocalRun) -> None:
     """The record of a run `tfchart resume --local` may start again: suspended, or stopped without an ending."""
-    if run.state == RUNNING and run.alive:
-        raise TfchartError(f"the local run of {run.name} in {run_dir} is running (tfchart pid {run.pid}): it is not "
-                           "suspended", f"suspend it with `tfchart suspend {run.name} --local --workdir {run_dir}`")
     if run.state in (SUCCEEDED, FAILED):
         raise TfchartError(f"the local run of {run.name} in {run_dir} has ended ({run.state}): there is nothing to "
                            "resume", f"train again with `tfchart local {run.name}` (a new run directory)")
-    return run
+    if held(run_dir):
+        raise TfchartError(f"the local run of {run.name} in {run_dir} is running (tfchart pid {run.pid}): it is not "
+                           "suspended", f"suspend it with `tfchart suspend {run.name} --local --workdir {run_dir}`")
 
 
-def request_suspend(run_dir: Path, run: LocalRun, timeout: float | None,
-                    sleep: Callable[[float], None] = time.sleep) -> tuple[LocalRun, list[str]]:  # fmt: skip
+def request_suspend(run_dir: Path, run: LocalRun, timeout: float | None) -> tuple[LocalRun, list[str]]:
     """Asks the tfchart running `run` to suspend and waits until it has exited; the new record and what was done."""
-    if run.state == SUSPENDED or (run.state == INTERRUPTED and not run.alive):
+    if run.state == SUSPENDED or (run.state == INTERRUPTED and not held(run_dir)):
         return run, []
     if run.state in (SUCCEEDED, FAILED):
         raise TfchartError(f"the local run of {run.name} in {run_dir} has ended ({run.state}): there is nothing to "
                            "suspend", f"train again with `tfchart local {run.name}`")
-    if not run.alive:
-        raise TfchartError(f"the local run of {run.name} in {run_dir} is not running: its tfchart (pid {run.pid}) is "
-                           "gone", f"continue it from its last checkpoint: `tfchart resume {run.name} --local "
+    if not (held(run_dir) and run.started == started(run.pid)):  # its tfchart is gone, the pid another process's
+        raise TfchartError(f"the local run of {run.name} in {run_dir} is not running: no tfchart pid {run.pid} holds "
+                           "it", f"continue it from its last checkpoint: `tfchart resume {run.name} --local "
                            f"--workdir {run_dir}`")  # fmt: skip
-    os.kill(run.pid, SUSPEND_SIGNAL)
+    with contextlib.suppress(ProcessLookupError):  # ended meanwhile: its record says how
+        os.kill(run.pid, SUSPEND_SIGNAL)
     done = [f"asked tfchart local (pid {run.pid}) to suspend the run in {run_dir}"]
     deadline = time.monotonic() + (SUSPEND_TIMEOUT_SECONDS if timeout is None else timeout)
-    while run.alive:
+    while held(run_dir):
         if time.monotonic() >= deadline:
             raise TfchartError(f"the local run of {run.name} is still stopping (tfchart pid {run.pid})",
                                f"run `tfchart suspend {run.name} --local --workdir {run_dir}` again to keep waiting")
-        sleep(0.2)
+        time.sleep(0.2)
     after = LocalRun.load(run_dir) or run
     if after.state != SUSPENDED:
         raise TfchartError(f"the local run of {run.name} ended ({after.state}) before it could be suspended",
                            f"see its summary in {run_dir}/status.json and {run_dir}/pod-logs/")
     return after, [*done, f"the chief stopped at a step boundary: checkpoint saved at step {after.step}",
                    "every other pod of the run stopped: no process of it is left"]
+
+
+def clean(name: str, keep: int) -> list[str]:
+    """`tfchart local --clean`: NAME's old run directories removed, each held while it goes (no resume starts in
+    it), but a live run's and one whose record is refused: what was removed, what was kept and why, the sum."""
+    removed, kept, total = [], [], 0
+    for path in old_runs(name, keep):
+        if (handle := hold(path)) is None:
+            kept.append(f"kept {path}: a tfchart local runs in it (a live run's directory is never removed)")
+            continue
+        try:
+            LocalRun.load(path)
+            size = sum(entry.stat().st_size for entry in path.rglob("*") if entry.is_file() and not entry.is_symlink())
+            shutil.rmtree(path)
+            removed.append(f"removed {path} ({size / 1e6:.1f} MB)")
+            total += size
+        except TfchartError as error:
+            kept.append(f"kept {path}: {error.message}")
+        except OSError as error:  # e.g. a file a container's user still owns
+            raise TfchartError(f"cannot remove {path}: {error.strerror} ({error.filename})",
+                               "remove it by hand (podman unshare rm -rf for a container's files)") from None
+        finally:
+            os.close(handle)
+    return [*removed, *kept, f"{len(removed)} run directories removed ({total / 1e6:.1f} MB), the newest {keep} of "
+            f"{RUNS}/{name}-<time> kept"]  # fmt: skip
 
 
 @dataclass
