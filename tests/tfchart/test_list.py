@@ -140,5 +140,5 @@ def test_no_release_says_so_on_stderr(server: KubeServer) -> None:
 def test_an_answer_that_is_not_kubernetes_is_one_line(server: KubeServer) -> None:
     server.proxy_answer = (200, "text/html; charset=utf-8", b"<html><head><title>Sign in</title></head></html>")
     result = tfchart(server, "-A")
-    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.returncode == 69 and "Traceback" not in result.stderr
     assert result.stderr.startswith("error: ") and "text/html" in result.stderr

@@ -110,8 +110,7 @@ def release_run(api: KubeApi, release: str, namespace: str, each: Found, now: da
     progress = progress or (progress_from_record(recorded) if recorded else None)  # the log gone: the Job's record
     training = training_state(chief, progress)
     age = int((now - each.created).total_seconds()) if each.created else None
-    step = progress.step if progress else None
-    total = progress.train_steps if progress else None
+    step, total = (progress.step, progress.train_steps) if progress else (None, None)
     since = chief.suspended_since if training.state == "Suspended" else None
     return ReleaseRun(release, namespace, training.state, step, total, dict(sorted(each.gpus.items())), age, since,
                       chief.kind)

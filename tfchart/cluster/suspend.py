@@ -134,16 +134,14 @@ def find(api: KubeApi, release: str, namespace: str, verb: str) -> Workloads:
 
 def suspend(api: KubeApi, release: str, namespace: str, timeout: float | None, clock: Clock | None = None) -> Outcome:
     found = find(api, release, namespace, "suspend")
-    if found.kind == "JobSet":
-        return suspend_jobset(api, found, release, namespace, timeout, clock or Clock())
-    return suspend_native(api, found, release, namespace, timeout, clock or Clock())
+    act = suspend_jobset if found.kind == "JobSet" else suspend_native
+    return act(api, found, release, namespace, timeout, clock or Clock())
 
 
 def resume(api: KubeApi, release: str, namespace: str, timeout: float | None, clock: Clock | None = None) -> Outcome:
     found = find(api, release, namespace, "resume")
-    if found.kind == "JobSet":
-        return resume_jobset(api, found, release, namespace, timeout, clock or Clock())
-    return resume_native(api, found, release, namespace, timeout, clock or Clock())
+    act = resume_jobset if found.kind == "JobSet" else resume_native
+    return act(api, found, release, namespace, timeout, clock or Clock())
 
 
 # -- native: the run's Job, the ps/worker StatefulSets, the evaluator Job ----------------------------------

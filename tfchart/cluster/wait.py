@@ -90,14 +90,12 @@ def wait(
 def run_job(api: KubeApi, release: str, namespace: str, seen: bool, recreating: bool = False) -> Run | None:
     """The run (its Job, or its JobSet); None while one deleted by `upgrade --recreate` is gone; else NoRun if none."""
     run = find_run(api, release, namespace, api.list_objects("Job", namespace, release_selector(release)))
-    if run.info.state == "Missing" and recreating:
-        return None
-    if run.info.state == "Missing":
+    if run.info.state == "Missing" and not recreating:
         gone = "was deleted while waiting" if seen else f"has no run in namespace {namespace}"
         raise NoRun(f"release {release} {gone}: no chief (or workers') Job carries its labels, nor a JobSet",
                     "check the release name and namespace (`tfchart list -A`); a finished run's Job (or JobSet) may "
                     "have been removed by ttlSecondsAfterFinished: its result is in <storage>/status.json")
-    return run
+    return None if run.info.state == "Missing" else run
 
 
 def ending_of(run: JobInfo) -> Ended | None:
