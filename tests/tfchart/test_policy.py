@@ -228,19 +228,22 @@ def test_gpu_count_and_a_resource_limit_together_name_the_larger(tmp_path: Path)
     assert code == 0, out
 
 
-def test_an_allowed_registry_with_a_path_is_fixed_with_host_and_repository_prefix(tmp_path: Path) -> None:
-    """registry.corp/ml: the registry values take a host only (the chart's schema), so the fix sets the
-    host there and ml/ before each repository the images use; applying it passes the schema and the rule."""
+def test_an_allowed_registry_with_a_path_is_said_in_words_never_a_guessed_repository(tmp_path: Path) -> None:
+    """registry.corp/ml: the registry values take a host only (the chart's schema), and where under ml/ a mirrored
+    copy lives is the mirror's choice: the fix says so in words, with no --set of an invented repository (issue 37:
+    image.repository=tf-distributed/ml/tf-trainer); a host alone is a --set that passes the rule."""
     rules = write_policy(tmp_path, "{images: {allowedRegistries: [registry.corp/ml]}}")
     for values in ([], ["--set", "global.imageRegistry=ghcr.io"]):
         code, out = report(*values, "--policy", rules)
-        assert code == 1
         fixes = [v["fix"] for v in out["policy"]["violations"]]
-        assert not any("Registry=registry.corp/" in fix or "registry=registry.corp/" in fix for fix in fixes), fixes
-        assert any("image.repository=ml/tf-distributed/trainer" in fix for fix in fixes), fixes
-        sets = [arg for fix in fixes for arg in set_arguments(fix)]
-        code, out = report(*values, *sets, "--policy", rules)
-        assert code == 0 and out["problems"] == [], (sets, out)
+        assert code == 1 and fixes and not any(set_arguments(fix) for fix in fixes), fixes
+        assert all("under registry.corp/ml/, then set " in fix and " to registry.corp and " in fix for fix in fixes)
+    code, out = report("--policy", write_policy(tmp_path, "{images: {allowedRegistries: [registry.corp]}}"))
+    sets = [arg for v in out["policy"]["violations"] for arg in set_arguments(v["fix"])]
+    assert code == 1 and sets == ["--set", "image.registry=registry.corp", "--set",
+                                  "serving.image.registry=registry.corp"]  # fmt: skip
+    code, out = report(*sets, "--policy", write_policy(tmp_path, "{images: {allowedRegistries: [registry.corp]}}"))
+    assert code == 0 and out["problems"] == [], (sets, out)
 
 
 def test_an_empty_volcano_queue_is_volcanos_default_queue(tmp_path: Path) -> None:
@@ -269,10 +272,16 @@ def test_statefulset_claim_templates_are_claims_too() -> None:
     assert "claim template 'data' of the ps pods" in found[0].message and "1Ti" in found[1].message
 
 
-def test_invalid_values_are_reported_first_and_the_policy_is_not_checked() -> None:
+def test_invalid_values_and_the_policy_are_checked_in_one_run() -> None:
+    """Values the schema and the chart's rules refuse are checked against the policy all the same (issue 37);
+    values helm cannot read at all are not."""
     rule = CORPUS / "rules" / "maxGpus.perPod"
-    code, out = report("--set", "worker.replicas=-1", "--policy", rel(rule / "policy.yaml"))
-    assert code == 1 and out["problems"] and out["policy"]["checked"] is False
+    policy_file = rel(rule / "policy.yaml")
+    code, out = report("-f", rel(rule / "fail.yaml"), "--set", "worker.replicas=-1", "--policy", policy_file)
+    assert code == 1 and out["problems"] and out["policy"]["checked"] is True and out["policy"]["violations"]
+    assert {problem["kind"] for problem in out["problems"]} == {"schema"}
+    code, out = report("--set", "worker.replicas={", "--policy", policy_file)
+    assert code == 1 and out["policy"]["checked"] is False
     assert any("not checked" in warning for warning in out["warnings"])
 
 

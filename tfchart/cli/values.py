@@ -20,8 +20,9 @@ DEFAULT_RELEASE = "release-name"  # helm template's own default name
 def validate(name: str, values: ValuesInputs, namespace: str | None, output: str) -> None:
     """Check values as helm does (the chart's schema and its own rules), without a cluster.
 
-    helm renders the chart with the inputs; every problem it reports is listed at once with the
-    file:line (or --set argument) that set the key, the message and the fix. NAME (default
+    helm renders the chart with the inputs; every problem (the schema's, the chart's rules', the --policy
+    file's) is listed at once with the file:line (or --set argument) that set the key, the message and the
+    fix where one keeps what was meant. NAME (default
     release-name) and -n are the release the names are rendered for. The report, problems
     included, is the output (stdout). Exit 0 valid, 1 invalid, 2 usage.
     """
@@ -35,7 +36,8 @@ def validate(name: str, values: ValuesInputs, namespace: str | None, output: str
             from tfchart.cli.formats import print_problems
             from tfchart.console import console
 
-            print_problems(report.failure(), console())
+            for failure in report.failures():
+                print_problems(failure, console())
         else:
             click.secho(f"✓ valid: {', '.join(report.inputs) or 'chart defaults'}", fg="green")
             for note in report.notes:

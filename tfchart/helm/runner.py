@@ -152,6 +152,8 @@ def failure(stderr: str) -> HelmError:
         return HelmUnreachable(f"helm could not reach the cluster: {text}", "check --kubeconfig and --kube-context")
     if "release: not found" in lowered:
         return HelmError(text, "check the release name and --namespace (`helm list -A` lists releases)")
+    if "no such file or directory" in lowered:  # a -f or --set-file path: --debug would not help
+        return HelmError(text, "check the paths given to -f and --set-file")
     if "context deadline exceeded" in lowered or "timed out" in lowered:
         return HelmError(text, "the operation timed out: raise --timeout")
     return HelmError(text, "run with --debug to see the helm command")

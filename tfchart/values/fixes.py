@@ -1,8 +1,11 @@
-"""Fixes that keep what the user meant, read from the chart's schema (type, enum, range, pattern) and the
-chart's rules' own `--set` fixes, never from a rule of tfchart's: the user's value where it is valid once
-typed as meant (`"3"` for an integer: 3), else the nearest allowed (the enum choice closest in meaning, a
-number brought into its range), else the chart default. Each is written where the value came from: the
-line of a values file rewritten (its indentation, key and comment kept), else a `--set` argument.
+"""Fixes that keep what the user meant, read from the chart's schema (type, enum, range, pattern, x-unit) and
+the chart's rules' own `--set` fixes, never from a rule of tfchart's: the user's value where it is valid once
+typed as meant (`"3"` for an integer: 3, `10k` steps: 10000, a bare number for a quantity only with the
+schema's x-unit), else the nearest allowed (the enum choice closest in meaning, a number brought into its
+range); else none, and the problem says what is allowed (a null is the one case the default is meant).
+validate.py drops a fix helm's rules then refuse. Each is written where the value came from: the line of
+the user's values file rewritten (its indentation, key and comment kept), else a `--set` argument (for a
+file the chart ships, too: never an edit of the chart's own file).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ class Located(Problem):
     """A problem of the values with its fix as edits a tool can apply."""
 
     edits: tuple[Edit, ...] = ()
+    kind: str = "schema"  # schema | rule | file | set (helm's refusal it came from)
 
 
 class Fixes:
@@ -79,17 +83,26 @@ class Fixes:
             edits.append(edit)
         return replace(problem, fix=fix, edits=tuple(edits))
 
-    def of_value(self, path: str, origin: Origin | None, choices: tuple[str, ...]) -> tuple[str, tuple[Edit, ...]]:
-        """The fix of a value the schema refuses: kept as meant, the nearest allowed, or the chart default (`choices`:
-        the enum helm named, for a schema this module cannot walk)."""
+    def of_value(self, path: str, origin: Origin | None, choices: tuple[str, ...],
+                 null: bool = False) -> tuple[str, tuple[Edit, ...]]:  # fmt: skip
+        """The fix of a value the schema refuses: kept as meant, the nearest allowed, or (`null`: none given) the
+        chart default; else what is allowed, in words (`choices`: the enum helm named, for a schema not walked)."""
         node = schema_at(self.schema, path) or {}
         node = {**node, "enum": list(choices)} if choices and "enum" not in node else node
-        kept = _kept(node, origin)
-        value, why = kept if kept is not None else (_nearest(node, origin, self.origins.default_text(path)), "")
+        meanings = self.schema.get("x-pattern-meanings") or {}
+        kept = _kept(node, origin, meanings)
+        value, why = kept if kept is not None else (_nearest(node, origin), "")
+        value = self.default_of(path) if value is _NONE and null and self.default_of(path) is not None else value
         if value is _NONE:
-            return "", ()
+            return allowed(node, meanings), ()
         edit = self.edit_at(path, value, origin, node)
         return edit.shown(why), (edit,)
+
+    def default_of(self, path: str) -> Any:
+        """The chart default at `path`, as its values.yaml writes it (None where it sets none)."""
+        if (default := self.origins.default_text(path)) is None:
+            return None
+        return default[0] if default[1] == "quoted" else [] if default[1] == "list" else yaml.safe_load(default[0])
 
     def of_rule(self, fix: str) -> tuple[str, tuple[Edit, ...]]:
         """A chart rule's own fix, its leading `--set KEY=VALUE` arguments written where each key was set."""
@@ -120,7 +133,9 @@ class Fixes:
         edit = Edit(path, value, flag, argument, replaces)
         scalar = origin.node if origin is not None else None
         file = next((file for file in origins.inputs.files if origin and file.name == origin.source), None)
+        chart = origins.chart.path.resolve()
         if (origin is None or origin.line is None or file is None or file.name != file.path  # standard input, a pipe
+                or chart in Path(file.path).resolve().parents  # a file the chart ships: an override, not an edit
                 or not isinstance(scalar, yaml.ScalarNode) or scalar.style in ("|", ">")
                 or not origin.line <= scalar.start_mark.line + 1 == scalar.end_mark.line + 1):  # an alias, many lines
             return edit
@@ -234,22 +249,41 @@ def set_argument(key: str, value: Any) -> tuple[str, str]:
 _NONE = object()
 
 
-def _kept(node: Schema, origin: Origin | None) -> tuple[Any, str] | None:
-    """The user's value, typed as meant, where the schema takes it: "3" as 3, 2 as "2", " 0.5" as 0.5 (a null
-    meant no value: never "null")."""
+def allowed(node: Schema, meanings: Mapping[str, str]) -> str:
+    """What the schema `node` allows, in words (said where no fix keeps the value's meaning)."""
+    kinds = node.get("type", [])
+    words = [meanings.get(node.get("pattern", "")) or " or ".join([kinds] if isinstance(kinds, str) else kinds)]
+    words += [f"one of {', '.join(map(str, node['enum']))}"] if node.get("enum") else []
+    words += [f"{word} {node[key]}" for key, word in (("minimum", "at least"), ("maximum", "at most")) if key in node]
+    words += [f"with its unit ({node['x-unit']})"] if "x-unit" in node else []
+    return f"allowed: {', '.join(word for word in words if word)}" if any(words) else ""
+
+
+SCALED = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([kKM])")  # 10k steps; never m (milli or million?)
+
+
+def _kept(node: Schema, origin: Origin | None, meanings: Mapping[str, str]) -> tuple[Any, str] | None:
+    """The user's value, typed as meant, where the schema takes it: "3" as 3, 2 as "2", " 0.5" as 0.5, 10k as 10000
+    (a null meant no value: never "null"); a bare number for a quantity takes the schema's x-unit, else is no fix."""
     if origin is None or origin.text is None or origin.value is None:
         return None
     text, typed = origin.text.strip(), _as_meant(origin)
+    if "quantity" in meanings.get(node.get("pattern", ""), "") and re.fullmatch(r"[0-9.]+", text):
+        return (f"{text}{node['x-unit']}", "with its unit") if "x-unit" in node and fits(node, text + node["x-unit"]) \
+            else None  # 20 for a size is 20 bytes to Kubernetes: 20Gi only where the schema says so
+    if (scaled := SCALED.fullmatch(text)) and node.get("type") in ("integer", "number"):
+        typed = float(scaled[1]) * {"k": 1e3, "K": 1e3, "M": 1e6}[scaled[2]]
     whole = int(typed) if isinstance(typed, float) and typed.is_integer() else _NONE
     for candidate in (whole, typed, text):
         if candidate is not _NONE and not _is_same(candidate, origin.value) and fits(node, candidate):
-            return candidate, "in quotes" if isinstance(candidate, str) else "without quotes"
+            return candidate, f"{text} is {candidate}" if scaled else "in quotes" if isinstance(candidate, str) \
+                else "without quotes"
     return None
 
 
-def _nearest(node: Schema, origin: Origin | None, default: tuple[str, str] | None) -> Any:
-    """The allowed value nearest the user's (an enum's closest choice, a number at the end of its range);
-    else the chart default; _NONE where there is none of these."""
+def _nearest(node: Schema, origin: Origin | None) -> Any:
+    """The allowed value nearest the user's (an enum's closest choice, a number at the end of its range); _NONE
+    where there is none."""
     written = _as_meant(origin)
     branches = [node, *node.get("oneOf", []), *node.get("anyOf", [])]
     for branch in branches:
@@ -264,10 +298,7 @@ def _nearest(node: Schema, origin: Origin | None, default: tuple[str, str] | Non
             high = min(branch.get("maximum", math.inf), branch.get("exclusiveMaximum", math.inf) - step)
             if fits(node, clamped := min(max(number, low), high)):
                 return clamped
-    if default is None:
-        return _NONE
-    text, kind = default
-    return text if kind == "quoted" else [] if kind == "list" else yaml.safe_load(text)
+    return _NONE
 
 
 def _bare(text: str) -> str:

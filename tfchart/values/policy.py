@@ -330,21 +330,15 @@ def image_key(c: Context, component: str, field: str, volume: str | None = None)
     return (block, "image", field) if own else ("image", field)
 
 
-def registry_fix(c: Context, keys: Path_, registry: str, pulled: dict[str, list[str]]) -> str:
-    """The --set arguments that move the images onto an allowed registry. The registry values take a
-    host[:port] only (the chart's schema), so an allowed entry with a path (registry.corp/ml) becomes
-    the host for the registry key and the path as a prefix of each repository key the images use."""
+def registry_fix(keys: Path_, registry: str) -> str:
+    """The --set that moves the images onto an allowed registry host. An allowed entry with a path (ghcr.io/team)
+    is said in words: the registry values take a host only (the chart's schema) and where under the path a copy
+    lives is the mirror's choice, never a repository to guess."""
     host, _, prefix = registry.rstrip("/").partition("/")
-    sets = [_set(keys, host)]
-    done: set[Path_] = set()
-    for users in pulled.values():
-        for component in users:
-            repo_keys = image_key(c, component, "repository")
-            repository = str(c.get(*repo_keys) or "")
-            if prefix and repo_keys not in done and not repository.startswith(f"{prefix}/"):
-                done.add(repo_keys)
-                sets.append(_set(repo_keys, f"{prefix}/{repository}"))
-    return f"mirror it (tfchart images lists them) and {' '.join(sets)}"
+    if prefix:
+        return (f"mirror it (tfchart images lists them) under {host}/{prefix}/, then set {_dotted(keys)} to {host} "
+                "and the image's repository to the copy's path there")  # fmt: skip
+    return f"mirror it (tfchart images lists them) and {_set(keys, host)}"
 
 
 def allowed_image(image: str, registries: list[str]) -> bool:
@@ -372,7 +366,7 @@ def images(c: Context) -> Iterator[Violation]:
         shown = "; ".join(f"{image} ({', '.join(users)})" for image, users in pulled.items())
         if rule == "images.allowedRegistries":
             message = f"pulls {shown}, not from an allowed registry ({', '.join(registries or [])})"
-            fix = registry_fix(c, keys, (registries or [""])[0], pulled) if "extraVolumes" not in keys else \
+            fix = registry_fix(keys, (registries or [""])[0]) if "extraVolumes" not in keys else \
                 f"mirror it (tfchart images lists them) and set {_dotted(keys)} to its reference there"
         else:
             message = f"pulls {shown} by tag: the policy requires a digest"

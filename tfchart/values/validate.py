@@ -1,6 +1,9 @@
 """`tfchart validate`, and the render every other command starts from: helm renders the chart with the
 user's inputs; when it refuses, every problem it names becomes a report line with the file:line of the
-key that set it (or the --set argument, or "chart default") and a fix.
+key that set it (or the --set argument, or "chart default") and a fix. helm stops at schema errors before
+the chart's rules run: they then run in a second render without the schema check, each refused value
+replaced by its fix (else the chart default), so one report holds both, and a fix the rules refuse is
+dropped. --policy is checked on that render (where the rules refuse, on a copy of the chart without them).
 """
 
 from __future__ import annotations
@@ -11,9 +14,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tfchart.errors import Problem, ValidationFailed
+from tfchart.errors import HelmError, Problem, ValidationFailed
 from tfchart.helm import render
-from tfchart.helm.chart import Chart
+from tfchart.helm.chart import Chart, private_folder
 from tfchart.helm.inputs import Inputs
 from tfchart.helm.runner import Helm
 
@@ -22,10 +25,8 @@ if TYPE_CHECKING:
     from tfchart.values.helm_errors import Found
     from tfchart.values.origins import Origins
 
-SCHEMA_FIRST = ("helm checks the values against the chart's schema before its templates run: the chart's cross-field "
-                "rules are checked once these problems are fixed")  # fmt: skip
-
 CHART_WARNING = "# WARNING: "  # a comment the chart renders above an object it warns about (values that may not work)
+NO_SCHEMA = ("--skip-schema-validation",)  # helm 3.17 and 4: the rules' pass
 
 
 @dataclass
@@ -36,25 +37,29 @@ class Report:
     problems: list[Problem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    rules_checked: bool = True  # False: helm stopped at schema errors, before the chart's rules ran
-    manifests: list[dict[str, Any]] = field(default_factory=list, repr=False)  # the render, when valid
+    rules_checked: bool = True  # False: helm refused the schema; the rules ran with the refused values replaced
+    manifests: list[dict[str, Any]] = field(default_factory=list, repr=False)  # the render (the rules' pass's)
     policy_file: str = ""
     policy_checked: bool = False
     violations: list[Problem] = field(default_factory=list)  # tfchart.values.policy.Violation
     policy_problems: list[Problem] = field(default_factory=list)  # the policy file itself is broken
+    note: str = ""
+    rendered_with: tuple[str, Inputs, str | None] | None = field(default=None, repr=False)  # release, inputs, ns
 
     @property
     def valid(self) -> bool:
         return not self.problems and not self.violations and not self.policy_problems
 
-    def failure(self) -> ValidationFailed:
+    def failures(self) -> list[ValidationFailed]:
+        """Each kind of problem found, as the error that lists them: the policy file, the values, the policy."""
         from tfchart.values.policy import PolicyFileInvalid, PolicyViolations
 
-        if self.policy_problems:
-            return PolicyFileInvalid(self.policy_problems, policy_file=self.policy_file)
-        if self.problems:
-            return ValidationFailed(self.problems, "" if self.rules_checked else SCHEMA_FIRST)
-        return PolicyViolations(self.violations, policy_file=self.policy_file)
+        found = [ValidationFailed(self.problems, self.note)] if self.problems else []
+        found[:0] = [PolicyFileInvalid(self.policy_problems, policy_file=self.policy_file)] * bool(self.policy_problems)
+        return found + ([PolicyViolations(self.violations, policy_file=self.policy_file)] if self.violations else [])
+
+    def failure(self) -> ValidationFailed:
+        return self.failures()[0]
 
     def as_dict(self) -> dict[str, Any]:
         policy = {"file": self.policy_file, "checked": self.policy_checked,
@@ -66,10 +71,11 @@ class Report:
 
 
 def problem_dict(problem: Problem) -> dict[str, Any]:
-    """A problem in `--output json`: key path, what is wrong, the value as written, the fix (as words and as
-    edits: a file's line rewritten, or a --set argument), file and line."""
-    return {"path": problem.path, "message": problem.message, "value": problem.value, "fix": problem.fix,
-            "edits": [edit.as_dict() for edit in getattr(problem, "edits", ())],
+    """A problem in `--output json`: its kind (schema, rule, file, set; policy), key path, what is wrong, the value
+    as written, the fix (as words and as edits: a file's line rewritten, or a --set argument), file and line."""
+    kind = "policy" if hasattr(problem, "rule") else getattr(problem, "kind", "") or "file"
+    return {"kind": kind, "path": problem.path, "message": problem.message, "value": problem.value,
+            "fix": problem.fix, "edits": [edit.as_dict() for edit in getattr(problem, "edits", ())],
             "file": problem.file or None, "line": problem.line}  # fmt: skip
 
 
@@ -84,7 +90,9 @@ def check(helm: Helm, chart: Chart, inputs: Inputs, release: str, namespace: str
     try:
         text = rendering.result()
     except render.RenderFailed as failed:
-        report.problems, report.rules_checked = located_problems(failed.stderr, helm, chart, inputs)
+        refused = refusal(failed.stderr, helm, chart, inputs, release, namespace)
+        report.problems, report.rules_checked, report.note, report.manifests, checked = refused
+        report.rendered_with = (release, checked, namespace)
         return report
     report.manifests = render.manifests(text)
     report.warnings += [line.removeprefix(CHART_WARNING) for line in text.splitlines()
@@ -100,19 +108,21 @@ def rendered(helm: Helm, chart: Chart, inputs: Inputs, release: str, namespace: 
     try:
         return render.template(helm, chart, release, inputs, namespace, more)
     except render.RenderFailed as failed:
-        found, rules_checked = located_problems(failed.stderr, helm, chart, inputs)
-        raise ValidationFailed(found, "" if rules_checked else SCHEMA_FIRST) from None
+        problems, _, note, _, _ = refusal(failed.stderr, helm, chart, inputs, release, namespace)
+        raise ValidationFailed(problems, note) from None
 
 
-def located_problems(stderr: str, helm: Helm, chart: Chart, inputs: Inputs) -> tuple[list[Problem], bool]:
-    """The problems of a refused render, located; and whether the chart's own rules ran (not when helm
-    stopped at schema errors)."""
-    from tfchart.values.fixes import Fixes
+def refusal(stderr: str, helm: Helm, chart: Chart, inputs: Inputs, release: str, namespace: str | None
+            ) -> tuple[list[Problem], bool, str, list[dict[str, Any]], Inputs]:  # fmt: skip
+    """The problems of a refused render, located; whether the rules ran on the values as given (not when helm
+    refused the schema: then they run again without it, on the values fixed); a note; that render and its inputs."""
+    from tfchart.values.fixes import Fixes, Located
     from tfchart.values.helm_errors import read
     from tfchart.values.origins import Origins, file_error_key
 
     schema = json.loads(chart.file("values.schema.json") or b"{}")
-    found, origins, problems = read(stderr, schema.get("x-pattern-meanings") or {}), Origins(helm, chart, inputs), []
+    meanings = schema.get("x-pattern-meanings") or {}
+    found, origins, problems = read(stderr, meanings), Origins(helm, chart, inputs), list[Problem]()
     fixes = Fixes(origins, schema)
     for item, more in _grouped(found):
         if item.kind == "file":
@@ -120,16 +130,16 @@ def located_problems(stderr: str, helm: Helm, chart: Chart, inputs: Inputs) -> t
             documents = next((documents for file, documents in origins.files if file == name), [])
             located = file_error_key(documents, item.message)
             path, line = located or ("(root)", item.line or _line_of(name, item.message))
-            problems.append(Problem(path, item.message, None, "fix the YAML of this file", name, line))
+            problems.append(Located(path, item.message, None, "fix the YAML of this file", name, line, kind="file"))
         elif item.kind == "set":
-            problems.append(Problem("(root)", item.message, None, "fix the argument", _broken_set(helm, inputs, item)))
+            problems.append(Located("(root)", item.message, None, "fix the argument", _broken_set(helm, inputs, item),
+                                    kind="set"))  # fmt: skip
         else:
             problems.append(_located(item, origins, fixes))
         if more:
             problems[-1] = replace(problems[-1], message=f"{problems[-1].message} ({more})")
-    problems = [fixes.whole(problem) for problem in problems]
-    if rules_checked := all(item.kind in ("rule", "file", "set") for item in found):
-        return problems, rules_checked  # the chart's rules in the chart's order
+    if all(item.kind in ("rule", "file", "set") for item in found):
+        return [fixes.whole(problem) for problem in problems], True, "", [], inputs  # the rules in the chart's order
     names = [file.name for file in inputs.files]  # helm 4 lists schema errors in no fixed order: the inputs' order
 
     def place(problem: Problem) -> tuple[int, int, str]:  # each -f file by line, then --set arguments, then defaults
@@ -137,7 +147,50 @@ def located_problems(stderr: str, helm: Helm, chart: Chart, inputs: Inputs) -> t
             return names.index(problem.file), problem.line or 0, problem.path
         return len(names) + (not problem.file), 0, problem.path
 
-    return sorted(problems, key=place), rules_checked
+    problems.sort(key=place)
+    checked, defaults = _fixed(problems, fixes, inputs)
+    docs, rules = [], []
+    try:
+        docs = render.manifests(render.template(helm, chart, release, checked, namespace, NO_SCHEMA))
+    except render.RenderFailed as failed:
+        try:
+            rules = [_located(item, origins, fixes) for item in read(failed.stderr, meanings) if item.kind == "rule"]
+        except HelmError as error:  # a template the replaced values still break
+            rules = [Located("(rules)", f"the chart's rules could not run: {_last(error.message)}", kind="rule")]
+    by_key, broken_fixes = {rule.path: rule for rule in rules}, []
+    for index, problem in enumerate(problems):  # a fix the rules refuse is no fix
+        edits = problem.edits if isinstance(problem, Located) else ()
+        if isinstance(problem, Located) and (broken := next((by_key[e.key] for e in edits if e.key in by_key), None)):
+            broken_fixes.append(broken.path)
+            problems[index] = replace(problem, fix="", edits=(), message=f"{problem.message} ({problem.fix} would "
+                                      f"break the chart's rule: {broken.message})")  # fmt: skip
+    rules = [rule for rule in rules if rule.path not in defaults + broken_fixes]
+    note = f"the chart's rules ran with the chart default for {', '.join(defaults)}" if defaults else ""
+    return [fixes.whole(problem) for problem in problems + rules], False, note, docs, checked
+
+
+def _fixed(problems: list[Problem], fixes: Fixes, inputs: Inputs) -> tuple[Inputs, list[str]]:
+    """`inputs` with each fix made (a --set argument it replaces taken out), a refused value without one set to
+    the chart default (or taken out); and the keys so defaulted."""
+    from tfchart.values.fixes import set_argument
+    from tfchart.values.helm_errors import UNKNOWN
+
+    sets, defaults = list(inputs.sets), []
+    for problem in problems:
+        edits = getattr(problem, "edits", ())
+        for edit in edits:
+            sets = [pair for pair in sets if " ".join(pair) != edit.replaces]
+            sets.append((edit.flag, edit.argument))
+        if not edits and problem.path != "(root)" and problem.message != UNKNOWN and not problem.message.startswith(
+                "key ") and not re.search(r"\.\d+(\.|$)", problem.path):  # fmt: skip
+            sets.append(set_argument(fixes.origins.set_path(problem.path), fixes.default_of(problem.path)))
+            defaults.append(problem.path)
+    return Inputs(inputs.files, sets), defaults
+
+
+def _last(text: str) -> str:
+    """helm's template error, its last cause only (one line)."""
+    return text.splitlines()[-1].rpartition("error calling ")[2][:300] if text else "helm failed"
 
 
 def _shown(argument: str) -> str:
@@ -180,7 +233,7 @@ def _located(item: Found, origins: Origins, fixes: Fixes) -> Problem:
     if origin is None and item.kind == "rule":  # the key is a default: the input that set another key it names
         named = re.findall(r"\b[a-z][\w-]*(?:\.[a-zA-Z][\w-]*)+", f"{item.message} {item.fix}")
         origin = next((found for key in named if (found := origins.of(key)) is not None), None)
-    parent = path.rpartition(".")[0] or "(root)"
+    parent, message = path.rpartition(".")[0] or "(root)", item.message
     edits: tuple[Edit, ...] = ()
     if item.kind == "rule":
         fix, edits = fixes.of_rule(item.fix)
@@ -190,8 +243,10 @@ def _located(item: Found, origins: Origins, fixes: Fixes) -> Problem:
     elif item.message.startswith("key "):
         fix = "rename the key"
     else:
-        fix, edits = fixes.of_value(path, origin, item.choices)
-    problem = Located(path, item.message, origin.text if origin else None, fix, edits=edits)
+        fix, edits = fixes.of_value(path, origin, item.choices, null=item.kind == "required")
+        message, fix = (f"{message} ({fix})" if fix else message, "") if not edits else (message, fix)
+    kind = "rule" if item.kind == "rule" else "schema"
+    problem = Located(path, message, origin.text if origin else None, fix, edits=edits, kind=kind)
     return replace(problem, file=origin.source, line=origin.line) if origin else problem
 
 
@@ -209,7 +264,8 @@ def _broken_set(helm: Helm, inputs: Inputs, item: Found) -> str:
 
 
 def check_policy(report: Report, path: Path, helm: Helm, chart: Chart, inputs: Inputs) -> Report:
-    """Adds the policy's verdict to `report` (on valid values only: the rules read their render)."""
+    """Adds the policy's verdict to `report`, on its render (invalid values: the rules' pass's, or one of a copy of
+    the chart without its rules' template, validate.yaml, where they refuse)."""
     from tfchart.values import policy as policies
     from tfchart.values.origins import Origins
 
@@ -219,12 +275,33 @@ def check_policy(report: Report, path: Path, helm: Helm, chart: Chart, inputs: I
         report.policy_file, report.policy_problems = broken.policy_file, list(broken.problems)
         return report
     report.policy_file = policy.file
-    if report.problems:
+    if report.problems and not report.manifests and report.rendered_with:
+        release, inputs, namespace = report.rendered_with
+        try:
+            report.manifests = render.manifests(render.template(helm, _without_rules(chart), release, inputs,
+                                                                namespace, NO_SCHEMA))  # fmt: skip
+        except (HelmError, OSError) as error:
+            report.warnings.append(f"policy {policy.file} not checked: the chart cannot render these values "
+                                   f"({_last(getattr(error, 'message', str(error)))})")  # fmt: skip
+            return report
+    elif report.problems and not report.manifests:
         report.warnings.append(f"policy {policy.file} not checked: fix the values first")
         return report
-    values = render.merged_values(helm, chart, inputs)
+    values = render.merged_values(helm, chart, report.rendered_with[1] if report.rendered_with else inputs)
     report.violations = list(policies.check_values(policy, values, Origins(helm, chart, inputs), report.manifests))
     report.policy_checked = True
     if not report.violations:
         report.notes.append(f"policy {policy.file}: {policies.plural(len(policy.names), 'rule')} passed")
     return report
+
+
+def _without_rules(chart: Chart) -> Chart:
+    """A copy of the (directory) chart without templates/validate.yaml, the one template that runs its rules."""
+    import shutil
+
+    if not (chart.path / "templates" / "validate.yaml").is_file():
+        raise OSError("its rules refuse them")
+    copy = private_folder("tfchart-policy-") / chart.path.name
+    rules = str(chart.path / "templates")
+    shutil.copytree(chart.path, copy, ignore=lambda folder, _: ["validate.yaml"] if folder == rules else [])
+    return Chart(copy, chart.shown)
