@@ -7,17 +7,15 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 import click
 
 from tfchart.cli.formats import DURATION
 from tfchart.cli.options import CONTEXT, ValuesInputs, values_inputs
 from tfchart.errors import TfchartError
+from tfchart.local import runstate
 from tfdcontract import RUN_SPEC_ANNOTATION, read_status_file
-
-if TYPE_CHECKING:
-    from tfchart.local.runstate import LocalOutcome, LocalRun
 
 LOCAL_RELEASE = "local"  # runs/local-<time>, pods local-tf-distributed-*
 
@@ -99,8 +97,6 @@ def local(name: str, values: ValuesInputs, namespace: str, workdir: Path | None,
     everything is stopped and removed on success, failure and Ctrl-C. As processes, datasets are kept in
     one cache per user ($XDG_CACHE_HOME/tf-distributed/datasets) unless training.dataDir is set.
     """
-    from tfchart.local import runstate
-
     if clean:
         click.echo("\n".join(runstate.clean(name, keep_runs)))
         return
@@ -110,12 +106,12 @@ def local(name: str, values: ValuesInputs, namespace: str, workdir: Path | None,
 
 
 def start(name: str, values: ValuesInputs, namespace: str, workdir: Path | None, timeout: float | None,
-          options: dict[str, Any], resumed: LocalRun | None = None) -> NoReturn:  # fmt: skip
+          options: dict[str, Any], resumed: runstate.LocalRun | None = None) -> NoReturn:  # fmt: skip
     """Renders the release for this machine and runs it to its end, recording the run in its directory (a resumed
     run: again, in the same directory, refused when it no longer renders the same run)."""
     from tfchart.console import console
     from tfchart.helm.render import manifests
-    from tfchart.local import containers, processes, rundirs, runstate, session
+    from tfchart.local import containers, processes, rundirs, session
     from tfchart.values.validate import rendered
 
     engine = options["engine"]
@@ -126,8 +122,8 @@ def start(name: str, values: ValuesInputs, namespace: str, workdir: Path | None,
     requested = runstate.begin(run_dir)  # suspend is answered, and the directory held, before it says Running
     helm, chart, merged = values.settings.helm, values.chart, values.values()
 
-    as_process = engine == "process" and not merged.get("training", {}).get("dataDir")  # a container sees the run only
-    shared = [("--set-string", f"training.dataDir={rundirs.dataset_cache()}")] if as_process else []
+    cached = engine == "process" and not merged.get("training", {}).get("dataDir")  # a container sees the run only
+    shared = [("--set-string", f"training.dataDir={rundirs.dataset_cache()}")] if cached else []
     docs: list[dict[str, Any]] = []
 
     def render_for_local(extra: list[tuple[str, str]]) -> list[dict[str, Any]]:
@@ -160,21 +156,18 @@ def start(name: str, values: ValuesInputs, namespace: str, workdir: Path | None,
     sys.exit(code)
 
 
-def recorded(name: str, namespace: str, options: dict[str, Any], values: ValuesInputs, run_dir: Path) -> LocalRun:
+def recorded(name: str, namespace: str, options: dict[str, Any], values: ValuesInputs,
+             run_dir: Path) -> runstate.LocalRun:  # fmt: skip
     """The record of a new run: the inputs it is rendered from, copied into its run directory."""
-    from tfchart.local.runstate import LocalRun, keep_inputs
-
-    files, sets = keep_inputs(run_dir, [file.path for file in values.inputs.files], values.inputs.sets)
+    files, sets = runstate.keep_inputs(run_dir, [file.path for file in values.inputs.files], values.inputs.sets)
     chart = values.chart_reference or os.environ.get("TFCHART_CHART") or None
     if chart and Path(chart).exists():
         chart = str(Path(chart).resolve())
-    return LocalRun(name, namespace, options, chart, values.chart_version, values.plain_http, files, sets)
+    return runstate.LocalRun(name, namespace, options, chart, values.chart_version, values.plain_http, files, sets)
 
 
-def suspend_local(name: str, workdir: Path | None, timeout: float | None) -> LocalOutcome:
+def suspend_local(name: str, workdir: Path | None, timeout: float | None) -> runstate.LocalOutcome:
     """`tfchart suspend NAME --local`: the running local run asked to suspend, waited for."""
-    from tfchart.local import runstate
-
     run_dir, run = runstate.find(name, workdir)
     after, actions = runstate.request_suspend(run_dir, run, timeout)
     kept = [] if actions else [f"the local run in {run_dir} is already {after.state.lower()} (since {after.since})"]
@@ -183,8 +176,6 @@ def suspend_local(name: str, workdir: Path | None, timeout: float | None) -> Loc
 
 def resume_local(name: str, workdir: Path | None, timeout: float | None) -> NoReturn:
     """`tfchart resume NAME --local`: the suspended local run started again in its run directory, to its end."""
-    from tfchart.local import runstate
-
     run_dir, run = runstate.find(name, workdir)
     runstate.resumable(run_dir, run)
     values = ValuesInputs(click.get_current_context().obj, tuple(str(run_dir / file) for file in run.files),

@@ -139,8 +139,7 @@ def find(name: str, workdir: Path | None) -> tuple[Path, LocalRun]:
     """The run directory (`workdir`, else NAME's newest under runs/ with a record) and its record."""
     candidates = [workdir] if workdir else sorted((p for p in RUNS.glob(f"{name}-*") if p.is_dir()), reverse=True)
     for run_dir in candidates:
-        run = LocalRun.load(run_dir)
-        if run is not None and (workdir or run.name == name):
+        if (run := LocalRun.load(run_dir)) is not None and (workdir or run.name == name):
             return run_dir.resolve(), run
     where = f"in {workdir}" if workdir else f"under {RUNS}/{name}-<time> (here: {Path.cwd()})"
     raise TfchartError(f"no local run of {name} {where}: no {STATE_FILE}",
