@@ -168,7 +168,7 @@ def recorded(name: str, namespace: str, options: dict[str, Any], values: ValuesI
 
 def suspend_local(name: str, workdir: Path | None, timeout: float | None) -> runstate.LocalOutcome:
     """`tfchart suspend NAME --local`: the running local run asked to suspend, waited for."""
-    run_dir, run = runstate.find(name, workdir)
+    run_dir, run = runstate.find(name, workdir, "suspend")
     after, actions = runstate.request_suspend(run_dir, run, timeout)
     kept = [] if actions else [f"the local run in {run_dir} is already {after.state.lower()} (since {after.since})"]
     return runstate.LocalOutcome(name, str(run_dir), after.state, after.since, after.step, actions, kept)
@@ -176,7 +176,7 @@ def suspend_local(name: str, workdir: Path | None, timeout: float | None) -> run
 
 def resume_local(name: str, workdir: Path | None, timeout: float | None) -> NoReturn:
     """`tfchart resume NAME --local`: the suspended local run started again in its run directory, to its end."""
-    run_dir, run = runstate.find(name, workdir)
+    run_dir, run = runstate.find(name, workdir, "resume")
     runstate.resumable(run_dir, run)
     values = ValuesInputs(click.get_current_context().obj, tuple(str(run_dir / file) for file in run.files),
                           list(run.sets), None, run.chart, run.chart_version, run.plain_http)  # fmt: skip

@@ -135,11 +135,16 @@ def begin(run_dir: Path) -> threading.Event:
     return requested
 
 
-def find(name: str, workdir: Path | None) -> tuple[Path, LocalRun]:
-    """The run directory (`workdir`, else NAME's newest under runs/ with a record) and its record."""
+def find(name: str, workdir: Path | None, verb: str) -> tuple[Path, LocalRun]:
+    """The run directory (`workdir`, else NAME's newest under runs/ with a record) and its record, refused once the
+    run has ended: there is nothing to `verb`."""
     candidates = [workdir] if workdir else sorted((p for p in RUNS.glob(f"{name}-*") if p.is_dir()), reverse=True)
     for run_dir in candidates:
         if (run := LocalRun.load(run_dir)) is not None and (workdir or run.name == name):
+            if run.state in (SUCCEEDED, FAILED):
+                raise TfchartError(f"the local run of {run.name} in {run_dir.resolve()} has ended ({run.state}): there "
+                                   f"is nothing to {verb}", f"train again with `tfchart local {run.name}` (a new run "
+                                   "directory)")  # fmt: skip
             return run_dir.resolve(), run
     where = f"in {workdir}" if workdir else f"under {RUNS}/{name}-<time> (here: {Path.cwd()})"
     raise TfchartError(f"no local run of {name} {where}: no {STATE_FILE}",
@@ -148,10 +153,7 @@ def find(name: str, workdir: Path | None) -> tuple[Path, LocalRun]:
 
 
 def resumable(run_dir: Path, run: LocalRun) -> None:
-    """The record of a run `tfchart resume --local` may start again: suspended, or stopped without an ending."""
-    if run.state in (SUCCEEDED, FAILED):
-        raise TfchartError(f"the local run of {run.name} in {run_dir} has ended ({run.state}): there is nothing to "
-                           "resume", f"train again with `tfchart local {run.name}` (a new run directory)")
+    """Refuses to start again a run whose tfchart still runs it."""
     if held(run_dir):
         raise TfchartError(f"the local run of {run.name} in {run_dir} is running (tfchart pid {run.pid}): it is not "
                            "suspended", f"suspend it with `tfchart suspend {run.name} --local --workdir {run_dir}`")
@@ -161,9 +163,6 @@ def request_suspend(run_dir: Path, run: LocalRun, timeout: float | None) -> tupl
     """Asks the tfchart running `run` to suspend and waits until it has exited; the new record and what was done."""
     if run.state == SUSPENDED or (run.state == INTERRUPTED and not held(run_dir)):
         return run, []
-    if run.state in (SUCCEEDED, FAILED):
-        raise TfchartError(f"the local run of {run.name} in {run_dir} has ended ({run.state}): there is nothing to "
-                           "suspend", f"train again with `tfchart local {run.name}`")
     if not (held(run_dir) and run.started == started(run.pid)):  # its tfchart is gone, the pid another process's
         raise TfchartError(f"the local run of {run.name} in {run_dir} is not running: no tfchart pid {run.pid} holds "
                            "it", f"continue it from its last checkpoint: `tfchart resume {run.name} --local "
