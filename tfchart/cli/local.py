@@ -168,10 +168,7 @@ def recorded(name: str, namespace: str, options: dict[str, Any], values: ValuesI
 
 def suspend_local(name: str, workdir: Path | None, timeout: float | None) -> runstate.LocalOutcome:
     """`tfchart suspend NAME --local`: the running local run asked to suspend, waited for."""
-    run_dir, run = runstate.find(name, workdir, "suspend")
-    after, actions = runstate.request_suspend(run_dir, run, timeout)
-    kept = [] if actions else [f"the local run in {run_dir} is already {after.state.lower()} (since {after.since})"]
-    return runstate.LocalOutcome(name, str(run_dir), after.state, after.since, after.step, actions, kept)
+    return runstate.request_suspend(name, *runstate.find(name, workdir, "suspend"), timeout)
 
 
 def resume_local(name: str, workdir: Path | None, timeout: float | None) -> NoReturn:

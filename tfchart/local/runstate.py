@@ -159,10 +159,11 @@ def resumable(run_dir: Path, run: LocalRun) -> None:
                            "suspended", f"suspend it with `tfchart suspend {run.name} --local --workdir {run_dir}`")
 
 
-def request_suspend(run_dir: Path, run: LocalRun, timeout: float | None) -> tuple[LocalRun, list[str]]:
-    """Asks the tfchart running `run` to suspend and waits until it has exited; the new record and what was done."""
+def request_suspend(name: str, run_dir: Path, run: LocalRun, timeout: float | None) -> LocalOutcome:
+    """`tfchart suspend NAME --local`: asks the tfchart running `run` to suspend and waits until it has exited."""
     if run.state == SUSPENDED or (run.state == INTERRUPTED and not held(run_dir)):
-        return run, []
+        return LocalOutcome(name, str(run_dir), run.state, run.since, run.step, [], [f"the local run in {run_dir} is "
+                            f"already {run.state.lower()} (since {run.since})"])  # fmt: skip
     if not (held(run_dir) and run.started == started(run.pid)):  # its tfchart is gone, the pid another process's
         raise TfchartError(f"the local run of {run.name} in {run_dir} is not running: no tfchart pid {run.pid} holds "
                            "it", f"continue it from its last checkpoint: `tfchart resume {run.name} --local "
@@ -180,8 +181,9 @@ def request_suspend(run_dir: Path, run: LocalRun, timeout: float | None) -> tupl
     if after.state != SUSPENDED:
         raise TfchartError(f"the local run of {run.name} ended ({after.state}) before it could be suspended",
                            f"see its summary in {run_dir}/status.json and {run_dir}/pod-logs/")
-    return after, [*done, f"the chief stopped at a step boundary: checkpoint saved at step {after.step}",
-                   "every other pod of the run stopped: no process of it is left"]
+    return LocalOutcome(name, str(run_dir), after.state, after.since, after.step, [*done, "the chief stopped at a step "
+                        f"boundary: checkpoint saved at step {after.step}", "every other pod of the run stopped: no "
+                        "process of it is left"])  # fmt: skip
 
 
 def clean(name: str, keep: int) -> list[str]:
