@@ -1,11 +1,8 @@
-"""Fixes that keep what the user meant, read from the chart's schema (type, enum, range, pattern, x-unit) and
-the chart's rules' own `--set` fixes, never from a rule of tfchart's: the user's value where it is valid once
-typed as meant (`"3"` for an integer: 3, `10k` steps: 10000, a bare number for a quantity only with the
-schema's x-unit), else the nearest allowed (the enum choice closest in meaning, a number brought into its
-range); else none, and the problem says what is allowed (a null is the one case the default is meant).
-validate.py drops a fix helm's rules then refuse. Each is written where the value came from: the line of
-the user's values file rewritten (its indentation, key and comment kept), else a `--set` argument (for a
-file the chart ships, too: never an edit of the chart's own file).
+"""Fixes that keep what the user meant, from the chart's schema and its rules' own `--set` fixes only: the value
+typed as meant (`"3"`: 3, `10k` steps: 10000, a bare number for a quantity only with the schema's x-unit), else
+the nearest allowed (enum choice, bound), else none and what is allowed (the default only for a null). Each is
+written where the value came from: the line of the user's values file rewritten (indentation, key and comment
+kept), else a `--set` argument (also for a file the chart ships). validate.py drops those the rules refuse.
 """
 
 from __future__ import annotations
@@ -85,8 +82,8 @@ class Fixes:
 
     def of_value(self, path: str, origin: Origin | None, choices: tuple[str, ...],
                  null: bool = False) -> tuple[str, tuple[Edit, ...]]:  # fmt: skip
-        """The fix of a value the schema refuses: kept as meant, the nearest allowed, or (`null`: none given) the
-        chart default; else what is allowed, in words (`choices`: the enum helm named, for a schema not walked)."""
+        """The fix of a value the schema refuses (`choices`: the enum helm named, for a schema not walked): kept as
+        meant, the nearest allowed, the default for a `null`; else no edit, and what is allowed in words."""
         node = schema_at(self.schema, path) or {}
         node = {**node, "enum": list(choices)} if choices and "enum" not in node else node
         meanings = self.schema.get("x-pattern-meanings") or {}
@@ -100,9 +97,8 @@ class Fixes:
 
     def default_of(self, path: str) -> Any:
         """The chart default at `path`, as its values.yaml writes it (None where it sets none)."""
-        if (default := self.origins.default_text(path)) is None:
-            return None
-        return default[0] if default[1] == "quoted" else [] if default[1] == "list" else yaml.safe_load(default[0])
+        text, kind = self.origins.default_text(path) or ("null", "plain")
+        return text if kind == "quoted" else [] if kind == "list" else yaml.safe_load(text)
 
     def of_rule(self, fix: str) -> tuple[str, tuple[Edit, ...]]:
         """A chart rule's own fix, its leading `--set KEY=VALUE` arguments written where each key was set."""

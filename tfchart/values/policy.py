@@ -1,12 +1,8 @@
-"""Policy-checked values: a platform team's rules (`--policy FILE` of validate, install and upgrade).
-
-A policy file has its own schema (tfchart/values/policy.schema.json, every map closed): a rule name with a
-typo, a wrong type or a bad quantity is an error with the policy file's line, never a silent pass.
-
-The rules are checked on the effective values and on a render of the chart with them (helm
-template): the render says which pods exist, how many, their GPUs, images, placement and the claim;
-every violation names the values key a user edits, where it was set (file:line, the --set argument,
-or the chart default), the rule, what is wrong and the fix.
+"""Policy-checked values: a platform team's rules (`--policy FILE` of validate, install and upgrade). The policy
+file has its own schema (policy.schema.json, every map closed): a typo, a wrong type or a bad quantity is an
+error at its line. The rules are checked on the effective values and their render (which pods exist, how many,
+their GPUs, images, placement and claims); every violation names the values key a user edits, where it was set
+(file:line, the --set argument, or the chart default), the rule, what is wrong and the fix.
 """
 
 from __future__ import annotations
@@ -60,7 +56,7 @@ class PolicyFileInvalid(ValidationFailed):
 
 @dataclass
 class PolicyViolations(ValidationFailed):
-    """Valid values that break the policy; every violation is listed."""
+    """Values that break the policy; every violation is listed."""
 
     policy_file: str = ""
 
@@ -331,9 +327,8 @@ def image_key(c: Context, component: str, field: str, volume: str | None = None)
 
 
 def registry_fix(keys: Path_, registry: str) -> str:
-    """The --set that moves the images onto an allowed registry host. An allowed entry with a path (ghcr.io/team)
-    is said in words: the registry values take a host only (the chart's schema) and where under the path a copy
-    lives is the mirror's choice, never a repository to guess."""
+    """The --set that moves the images to an allowed registry host; for an entry with a path (ghcr.io/team), words:
+    the registry values take a host only, and where a copy lives under the path is no repository to guess."""
     host, _, prefix = registry.rstrip("/").partition("/")
     if prefix:
         return (f"mirror it (tfchart images lists them) under {host}/{prefix}/, then set {_dotted(keys)} to {host} "

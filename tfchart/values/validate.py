@@ -1,9 +1,8 @@
-"""`tfchart validate`, and the render every other command starts from: helm renders the chart with the
-user's inputs; when it refuses, every problem it names becomes a report line with the file:line of the
-key that set it (or the --set argument, or "chart default") and a fix. helm stops at schema errors before
-the chart's rules run: they then run in a second render without the schema check, each refused value
-replaced by its fix (else the chart default), so one report holds both, and a fix the rules refuse is
-dropped. --policy is checked on that render (where the rules refuse, on a copy of the chart without them).
+"""`tfchart validate`, and the render every other command starts from: every problem of a refused render is a
+report line with the file:line of its key (or the --set argument, or "chart default") and a fix. After schema
+errors the chart's rules run in a second render without the schema check, each refused value replaced by its
+fix (else the default), and a fix they refuse is dropped; --policy is checked on that render (or one without
+the rules where they refuse).
 """
 
 from __future__ import annotations
