@@ -4,6 +4,7 @@
 #   .tools/checkov/   checkov in its own venv (its pins clash with ours)
 #   .tools/node/      @bitnami/readme-generator-for-helm (README parameter table)
 #   .tools/helm3, .tools/helm4   real helm 3.17 and helm 4.1 (scripts/install_helm.sh)
+#   .tools/kubectl/kubectl       kubectl 1.35, for the docs' `kubectl wait` tests (scripts/install_kubectl.sh)
 # and, from Debian's packages, podman & co. (scripts/install_containers.sh) and the Prometheus server
 # of the metrics test (scripts/install_prometheus.sh; its service is never started).
 # Idempotent: each part is skipped when its stamp matches the pins.
@@ -66,6 +67,7 @@ if ! stamp_ok "$TOOLS/node/.stamp" "$README_GENERATOR_VERSION"; then
 fi
 
 bash scripts/install_helm.sh
+bash scripts/install_kubectl.sh
 bash scripts/install_containers.sh
 bash scripts/install_prometheus.sh
 

@@ -169,7 +169,7 @@ def cluster() -> KubeServer:
 
 
 STATUS_KEYS = {"release", "namespace", "training", "chief", "evaluator", "stateful_sets", "pods", "endpoints",
-               "serving", "job_progress", "notes", "warnings"}  # fmt: skip
+               "serving", "job_progress", "notes", "warnings", "run"}  # fmt: skip
 PREFLIGHT_KEYS = {"release", "namespace", "passed", "counts", "findings"}
 
 

@@ -35,6 +35,7 @@ from tfchart.errors import KubernetesError
 from tfdcontract import (
     CHIEF,
     DISPLAY_ORDER,
+    ENDING_ANNOTATION,
     EVALUATOR,
     HOLDING_ROLES,
     SERVING,
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
 
 LOG_TAIL_LINES = 2000
 NO_PROGRESS = "no progress reported yet"
+#: `kubectl wait --for=jsonpath=` of the run's ending, written on the run's object however the run ends (lifecycle.md)
+ENDED = "jsonpath='{.metadata.annotations." + ENDING_ANNOTATION.replace(".", "\\.") + "}'"
 # Fields of a tfd-status document where "" or 0 means not reported.
 UNSET_WHEN_EMPTY = ("strategy", "train_steps", "export_path", "model_name", "started_at", "updated_at", "message")
 
@@ -142,6 +145,10 @@ class ReleaseStatus:
             pod["status"] = info.display_status
         for endpoint in data["endpoints"]:
             endpoint["ports"] = [{"name": name, "port": port} for name, port in endpoint["ports"]]
+        run = f"{self.chief.kind.lower()}/{self.chief.name}" if self.chief.name else None  # the one object to wait on
+        wait = f"kubectl wait {run} -n {self.namespace} --for={ENDED}"
+        data["run"] = {"object": run, "wait": run and f"{wait} --timeout=24h", "succeeded": run and f"{wait}=succeeded "
+                       "--timeout=0"}  # fmt: skip
         return data
 
 
