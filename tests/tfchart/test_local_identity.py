@@ -195,3 +195,17 @@ def test_suspend_signals_the_tfchart_that_holds_the_run_and_is_the_pid_recorded(
     assert result.returncode == 0, result.stderr
     assert f"✓ asked tfchart local (pid {run.pid}) to suspend the run in {run_dir}" in result.stdout
     assert "checkpoint saved at step 40" in result.stdout and run.wait(30) == 75
+
+
+@pytest.mark.parametrize("state", ["Suspended", "Interrupted"])
+def test_suspend_of_a_run_already_stopped_changes_nothing(tmp_path: Path, spawn: Any, state: str) -> None:
+    victim = a_tfchart(spawn)  # its pid, the record's: a stopped run's tfchart is not asked again
+    run_dir = write_record(tmp_path / "run", pid=victim.pid, state=state, step=40)
+    result = tfchart("suspend", "x", "--local", "--workdir", str(run_dir), "-o", "json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    since = "2026-11-28T09:00:00Z"
+    assert json.loads(result.stdout) == {
+        "release": "x", "run_directory": str(run_dir), "state": state, "since": since, "step": 40, "actions": [],
+        "unchanged": [f"the local run in {run_dir} is already {state.lower()} (since {since})"],
+    }
+    assert victim.poll() is None
