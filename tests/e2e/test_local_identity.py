@@ -17,6 +17,7 @@ import pytest
 
 from tests.chartlib import REPO
 from tests.e2e.conftest import E2E_VALUES
+from tests.e2e.test_local import pod_process
 from tfdcontract import parse_step_line
 
 pytestmark = pytest.mark.slow
@@ -82,8 +83,13 @@ def test_clean_beside_a_live_run_keeps_it_and_it_finishes_with_its_checkpoints(t
     run = Run("idt", tmp_path)
     runs.append(run)
     live = run.wait_until("training", training)
-    result = subprocess.run([TFCHART, "local", "idt", "--clean", "--keep-runs", "0"], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    chief = pod_process(live, "idt-tf-distributed-chief")
+    os.kill(chief, signal.SIGSTOP)  # mid-run for as long as --clean takes, however fast this machine trains
+    try:
+        result = subprocess.run([TFCHART, "local", "idt", "--clean", "--keep-runs", "0"], cwd=tmp_path,
+                                capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    finally:
+        os.kill(chief, signal.SIGCONT)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
         "removed runs/idt-20200101-000000 (0.0 MB)",

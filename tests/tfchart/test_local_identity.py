@@ -209,3 +209,12 @@ def test_suspend_of_a_run_already_stopped_changes_nothing(tmp_path: Path, spawn:
         "unchanged": [f"the local run in {run_dir} is already {state.lower()} (since {since})"],
     }
     assert victim.poll() is None
+
+
+@pytest.mark.parametrize("state", ["Succeeded", "Failed"])
+def test_a_run_that_has_ended_is_neither_suspended_nor_resumed(tmp_path: Path, state: str) -> None:
+    run_dir = write_record(tmp_path / "run", state=state)
+    for verb in ("suspend", "resume"):
+        result = tfchart(verb, "x", "--local", "--workdir", str(run_dir), cwd=tmp_path)
+        assert result.returncode == 1 and result.stderr.splitlines()[0] == (
+            f"error: the local run of x in {run_dir} has ended ({state}): there is nothing to {verb}")
