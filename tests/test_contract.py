@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,12 @@ def test_each_strategy_renders_the_roles_the_contract_names(strategy: str) -> No
     for doc in docs:
         labels = doc["metadata"]["labels"]
         assert all(labels.get(key) == value for key, value in (term.split("=") for term in selector.split(",")))
+
+
+def test_every_annotation_the_chart_writes_is_named_in_the_contract() -> None:
+    """The chart's templates spell the run's annotations literally; each must be one of tfdcontract's."""
+    named = {value for key, value in vars(contract).items() if key.endswith("_ANNOTATION") and isinstance(value, str)}
+    templates = REPO / "charts" / "tf-distributed" / "templates"
+    texts = [path.read_text() for path in templates.rglob("*") if path.is_file()]
+    spelled = {name for text in texts for name in re.findall(r"tf-distributed\.io/[a-z-]+", text)}
+    assert spelled and spelled <= named, sorted(spelled - named)

@@ -95,6 +95,8 @@ STARTED_AT_ANNOTATION = ANNOTATION_PREFIX + "started-at"
 RECREATING_ANNOTATION = ANNOTATION_PREFIX + "recreating"
 #: The chief's progress on the chief's own Job (JobProgress, written by the run supervisor).
 PROGRESS_ANNOTATION = ANNOTATION_PREFIX + "progress"
+#: On Serving's ConfigMap: serving.modelVersionPolicy and training.modelName as the release's values gave them (JSON)
+MODEL_VERSION_POLICY_ANNOTATION = ANNOTATION_PREFIX + "model-version-policy"
 #: The label Kubernetes' Job controller puts on each pod of a Job: the Job's name.
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 #: The ending of a run whose step stopped rising for training.stallTimeoutSeconds (reason STALLED_REASON...).

@@ -30,7 +30,7 @@ from tfchart.cluster.objects import (
     role_of,
 )
 from tfchart.cluster.runs import find_run, in_jobset
-from tfchart.cluster.servingconfig import MODELS_CONFIG_KEY, ServingVersions, serving_versions
+from tfchart.cluster.servingconfig import ServingVersions, serving_versions
 from tfchart.errors import KubernetesError
 from tfdcontract import (
     CHIEF,
@@ -38,6 +38,7 @@ from tfdcontract import (
     ENDING_ANNOTATION,
     EVALUATOR,
     HOLDING_ROLES,
+    MODEL_VERSION_POLICY_ANNOTATION,
     SERVING,
     TENSORBOARD,
     JobProgress,
@@ -266,9 +267,9 @@ def versions_served(config_maps: list[Any], progress: Progress | None) -> Servin
     if not config_maps:
         return None
     config_map = sorted(config_maps, key=name_of)[0]
-    text = (config_map.data or {}).get(MODELS_CONFIG_KEY)
+    text = (config_map.metadata.annotations or {}).get(MODEL_VERSION_POLICY_ANNOTATION)
     exported = progress.exported_versions if progress and progress.source == "tfd-status" else None
-    return serving_versions(name_of(config_map), text, (progress.model_name or "") if progress else "", exported)
+    return serving_versions(name_of(config_map), text, exported)
 
 
 def pinned_but_missing(release: str, versions: ServingVersions | None) -> list[str]:
