@@ -14,7 +14,7 @@ Where the CRDs come from (``crd_dir()``; ``CRD_DIR`` is the same folder, resolve
   tried once per test process.
 
 ``validate(obj)`` finds the ``CustomResourceDefinition`` for the object's
-``apiVersion`` + ``kind``, takes the ``openAPIV3Schema`` of that (served) version and
+``apiVersion`` + ``kind``, takes the OpenAPI v3 schema of that (served) version and
 checks the object with ``jsonschema`` (Draft 7, which is what OpenAPI v3.0 schemas are
 closest to), after translating the Kubernetes structural-schema extensions:
 
@@ -59,6 +59,10 @@ import pytest
 import yaml
 from jsonschema import Draft7Validator, FormatChecker, validators
 from jsonschema.exceptions import ValidationError
+from kubernetes.client import V1CustomResourceValidation
+
+#: The schema's field in a CRD version's `schema`, by its wire name in the kubernetes client's model.
+SCHEMA_FIELD = V1CustomResourceValidation.attribute_map["open_apiv3_schema"]
 
 # CRD_DIR (module __getattr__ below) is public too, read as crdlib.CRD_DIR.
 __all__ = ["MANIFEST", "CrdNotFound", "CrdsUnavailable", "crd_dir", "crd_for", "resolve", "schema_for", "validate"]
@@ -344,7 +348,7 @@ def _structural(node: Mapping[str, Any]) -> dict[str, Any]:
 
 @functools.cache
 def _strict_schema(api_version: str, kind: str) -> dict[str, Any]:
-    schema = _structural(copy.deepcopy(_version_entry(api_version, kind)["schema"]["openAPIV3Schema"]))
+    schema = _structural(copy.deepcopy(_version_entry(api_version, kind)["schema"][SCHEMA_FIELD]))
     props = dict(schema.get("properties", {}))
     props["apiVersion"] = {"const": api_version}
     props["kind"] = {"const": kind}

@@ -334,7 +334,7 @@ def test_the_repository_carries_no_crd_file() -> None:
         dirs[:] = [d for d in dirs if d not in outside]
         for name in files:
             path = Path(folder, name)
-            if path.suffix in (".yaml", ".yml", ".json") and b"openAPIV3Schema" in path.read_bytes():
+            if path.suffix in (".yaml", ".yml", ".json") and crdlib.SCHEMA_FIELD.encode() in path.read_bytes():
                 found.append(str(path.relative_to(REPO)))
     assert found == []
 
