@@ -220,7 +220,8 @@ class StepLine:
     sec_per_batch: float
 
     def __str__(self) -> str:
-        return (f"step {self.step}, loss = {self.loss:.4f} ({self.examples_per_sec:.1f} examples/sec; "
+        loss = f"{self.loss:.4f}" if not 0 < abs(self.loss) < 5e-5 else f"{self.loss:.3e}"  # no 0.0000 that is not 0
+        return (f"step {self.step}, loss = {loss} ({self.examples_per_sec:.1f} examples/sec; "
                 f"{self.sec_per_batch:.3f} sec/batch)")
 
 

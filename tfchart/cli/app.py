@@ -10,6 +10,7 @@ needs when it runs, so
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import sys
 
@@ -40,8 +41,26 @@ class LazyGroup(click.Group):
         family, _, function = COMMANDS[cmd_name].partition(".")
         command: click.Command = getattr(importlib.import_module(f"tfchart.cli.{family}"), function)
         if not any(param.name == "global_debug" for param in command.params):  # once per command object
-            command.params += global_options()
+            command.params += global_options()  # and `tfchart --help` lists its first sentence whole, never cut
+            command.short_help = summary(" ".join((command.help or "").split()))
         return command
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:  # a mistyped command gets "did you mean"
+        if args and args[0] not in COMMANDS and (close := difflib.get_close_matches(args[0], COMMANDS, n=1)):
+            ctx.fail(f"No such command {args[0]!r}. Did you mean {close[0]!r}?")
+        return super().resolve_command(ctx, args)
+
+
+def summary(text: str) -> str:
+    """A command's help up to its first `. ` or `: ` outside brackets and backticks, for `tfchart --help`."""
+    depth = quoted = 0
+    for i, char in enumerate(text):
+        quoted, depth = quoted ^ (char == "`"), depth + (char == "(") - (char == ")")
+        if not quoted and not depth and text.startswith((". ", ": "), i):
+            return text[:i]
+    return text.rstrip(".")
 
 
 def global_options() -> list[click.Parameter]:

@@ -25,8 +25,8 @@ LOCAL_RELEASE = "local"  # runs/local-<time>, pods local-tf-distributed-*
 @click.option("--gpu", "variants", flag_value="gpu", multiple=True, help="Build the GPU image (Dockerfile.gpu).")
 @click.option("--all", "variants", flag_value="all", multiple=True, help="Build both images (the default).")
 @click.option("--tag", default=None, help="Image tag (default: the project version; the GPU image gets -gpu).")
-@click.option("--registry", default="ghcr.io", show_default=True)
-@click.option("--repository", default="tf-distributed/trainer", show_default=True)
+@click.option("--registry", default="ghcr.io", show_default=True, help="Registry of the images (where --push pushes).")
+@click.option("--repository", default="tf-distributed/trainer", show_default=True, help="Repository of the images.")
 @click.option("--push", is_flag=True, help="Push the images after building them.")
 @click.option("--platform", default=None, help="Target platform, e.g. linux/amd64.")
 @click.option("--engine", type=click.Choice(["docker", "buildx", "podman", "buildah"]), default=None,

@@ -51,7 +51,10 @@ def install(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, c
 
     namespace = namespace_after_values(kube, values, name, flags.namespace)
     manifests = values.manifests(name, namespace)
-    if flags.dry_run != "client" and not (skip_preflight and registries is None):
+    if flags.dry_run == "client" and not (skip_preflight and registries is None):
+        click.secho("note: --dry-run=client asks neither the cluster nor a registry: no preflight, no image check "
+                    "(--dry-run=server runs both)", fg="yellow", err=True)  # fmt: skip
+    elif not (skip_preflight and registries is None):
         preflight.enforce(None if skip_preflight else kube.api(), manifests, name, namespace, registries)
     options = replace(flags, namespace=namespace, create_namespace=create_namespace)
     click.echo(release.install(kube.helm(), name, values.chart, values.inputs, options))
@@ -98,7 +101,10 @@ def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, i
     if reuse:  # --reuse-values: the deployed values with the user's over them, as helm merges them
         reused = values.over(release.deployed_values(helm, name, namespace, reuse)) if existing else values
         manifests = reused.manifests(name, namespace)
-    if registries is not None and flags.dry_run != "client":
+    if registries is not None and flags.dry_run == "client":
+        click.secho("note: --dry-run=client asks no registry: no image check (--dry-run=server runs it)", fg="yellow",
+                    err=True)  # fmt: skip
+    elif registries is not None:
         preflight.enforce(None, manifests, name, namespace, registries)
     if not existing:  # nothing deployed to compare with: helm installs it
         click.echo(release.install(helm, name, values.chart, values.inputs, options, verb="upgrade"))

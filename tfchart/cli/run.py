@@ -104,7 +104,8 @@ def wait(name: str, namespace: str | None, timeout: float | None, kube: KubeInpu
 @click.command("list", context_settings=CONTEXT)
 @click.option("-n", "--namespace", default=None, help="Namespace (default: the kubeconfig context's).")
 @click.option("-A", "--all-namespaces", is_flag=True, help="Releases in every namespace.")
-@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
+@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True,
+              help="The table, or every release as JSON or YAML.")
 @kube_inputs
 def list_releases(namespace: str | None, all_namespaces: bool, output: str, kube: KubeInputs) -> None:
     """This chart's releases: run state, step, GPUs their pods hold and age."""

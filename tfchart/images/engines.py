@@ -16,6 +16,7 @@ EngineName = Literal["docker", "buildx", "podman", "buildah"]
 ENGINES: tuple[EngineName, ...] = ("docker", "buildx", "podman", "buildah")
 PROBE_TIMEOUT_S = 30
 BUILDX_PROBE = ("docker", "buildx", "version")  # answers where docker's buildx plugin is installed
+DOCKER_PROBE = ("docker", "info", "--format", "{{.ServerVersion}}")  # prints a version where an engine answers
 
 NONE_INSTALLED = "no container engine found: none of docker, podman or buildah is installed (on PATH)"
 INSTALL_HINT = ("install Docker (Docker Engine or Docker Desktop, with the buildx plugin), Podman or Buildah, "
@@ -71,8 +72,9 @@ def detect_engine(preferred: str | None = None) -> Engine:
     """The container engine to build with, as installed on PATH (`check_engine_reachable` asks whether it answers).
 
     With no preference: `docker buildx build` when docker's buildx plugin answers `docker buildx version`,
-    else plain `docker build`, else `podman build`, else `buildah build`; a preference is used as given once
-    its CLI is found. Raises EngineNotFound, with a hint, when none is installed."""
+    else plain `docker build`, else `podman build`, else `buildah build`; but podman (or buildah) before a docker
+    whose engine does not answer `docker info`. A preference is used as given once its CLI is found. Raises
+    EngineNotFound, with a hint, when none is installed."""
     if preferred is not None:
         engine = Engine(engine_name(preferred))
         if shutil.which(engine.executable) is None:
@@ -83,11 +85,11 @@ def detect_engine(preferred: str | None = None) -> Engine:
                 "install the docker-buildx plugin, or use the classic builder with --engine docker",
             )
         return engine
-    if shutil.which("docker") is not None:
+    daemonless = [Engine(name) for name in ("podman", "buildah") if shutil.which(name) is not None]
+    if shutil.which("docker") is not None and (not daemonless or answer(DOCKER_PROBE).stdout.strip()):
         return Engine("buildx") if answer(BUILDX_PROBE).returncode == 0 else Engine("docker")
-    for name in ("podman", "buildah"):
-        if shutil.which(name) is not None:
-            return Engine(name)
+    if daemonless:
+        return daemonless[0]
     raise EngineNotFound(NONE_INSTALLED, INSTALL_HINT)
 
 
@@ -103,7 +105,7 @@ def check_engine_reachable(engine: Engine) -> None:
     """Raise EngineNotFound unless the engine behind the CLI answers (a running Docker daemon, a working podman):
     `docker info --format {{.ServerVersion}}` for docker and buildx, `<podman|buildah> info` otherwise."""
     docker = engine.executable == "docker"
-    argv = ["docker", "info", "--format", "{{.ServerVersion}}"] if docker else [engine.executable, "info"]
+    argv = list(DOCKER_PROBE) if docker else [engine.executable, "info"]
     try:
         answered = subprocess.run(
             argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False

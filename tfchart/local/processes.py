@@ -409,7 +409,7 @@ class LocalPlan:
         return path
 
 
-def serving_notes(values: dict[str, Any], workdir: Path, trainer: bool = True) -> list[str]:
+def serving_notes(values: dict[str, Any], workdir: Path, trainer: bool = True, engine: str = "docker") -> list[str]:
     """How to serve the export: TensorFlow Serving runs under neither engine. The trainer (`trainer`: the chief
     runs `python -m trainer`) writes a predict request of one held-out example beside status.json; a program of
     one's own exports its own signature."""
@@ -424,8 +424,8 @@ def serving_notes(values: dict[str, Any], workdir: Path, trainer: bool = True) -
                "`classes`: docs/trainer.md)"] if trainer and request.is_file() else [
                f"(the signature: saved_model_cli show --all --dir {workdir}/export/{model}/<N>)"]  # fmt: skip
     return [
-        "TensorFlow Serving cannot run on this machine (no tensorflow_model_server binary); on a machine with Docker:",
-        f"  docker run --rm -p 8501:8501 -v {workdir}/export/{model}:/models/{model}:ro "
+        "TensorFlow Serving cannot run on this machine (no tensorflow_model_server binary); on a machine with "
+        f"{engine.capitalize()}:", f"  {engine} run --rm -p 8501:8501 -v {workdir}/export/{model}:/models/{model}:ro "
         f"-e MODEL_NAME={model} {reference}",
         f"  curl http://127.0.0.1:8501/v1/models/{model}",
         *predict,

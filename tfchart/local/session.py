@@ -171,6 +171,17 @@ def run_jobset(plan: LocalPlan, cluster: Cluster, controller: JobSetRun, chief: 
     return 1 if process is None or process.exit_code is None else int(process.exit_code) or 1
 
 
+def reported(result: dict[str, Any]) -> str:
+    """`: step 300, accuracy 0.97, 1234.5 examples/sec on average`: what status.json holds (a program of one's own may
+    report no accuracy, a run too short no rate), never a None."""
+    average, last = result.get("average_examples_per_sec"), result.get("examples_per_sec")
+    parts = [f"step {result.get('step')}" if result.get("step") is not None else "",
+             f"accuracy {result.get('accuracy')}" if result.get("accuracy") is not None else "",
+             f"{average} examples/sec on average" if average is not None else
+             f"{last} examples/sec (the last interval)" if last is not None else ""]  # fmt: skip
+    return ": " + ", ".join(part for part in parts if part) if any(parts) else ""
+
+
 def finish(plan: LocalPlan, cluster: Cluster, chief: str, code: int, elapsed: float, keep_tensorboard: bool,
            console: Any, controller: JobSetRun | None = None) -> int:  # fmt: skip
     """The final summary (and TensorBoard kept on request, until Ctrl-C)."""
@@ -188,11 +199,7 @@ def finish(plan: LocalPlan, cluster: Cluster, chief: str, code: int, elapsed: fl
         console.print(f"[bold red]✗ training failed[/]: {chief} exited with {code} after {elapsed:.0f} s; "
                       f"{escape(str(result.get('message', '')))} (its log: {plan.workdir / 'pod-logs' / chief}.log)")
         return 1
-    average = result.get("average_examples_per_sec")
-    rate = (f"{average} examples/sec on average" if average is not None
-            else f"{result.get('examples_per_sec')} examples/sec (the last interval)")  # fmt: skip
-    console.print(f"[bold green]✓ training {result.get('state', 'finished')}[/] in {elapsed:.0f} s: "
-                  f"step {result.get('step')}, accuracy {result.get('accuracy')}, {rate}")
+    console.print(f"[bold green]✓ training {result.get('state', 'finished')}[/] in {elapsed:.0f} s{reported(result)}")
     if controller is not None:
         console.print(f"  {escape(controller.outcome())}", soft_wrap=True)
     console.print(f"  export: {plan.host_path(result.get('export_path'))}")
@@ -202,7 +209,8 @@ def finish(plan: LocalPlan, cluster: Cluster, chief: str, code: int, elapsed: fl
                       "  TensorBoard: stopped with the run (--keep-tensorboard keeps it)")  # fmt: skip
     console.print(f"  later: {tensorboard_command(plan.workdir / LOGS_DIR)}", soft_wrap=True)
     chief_pod = next(pod for pod in plan.pods if pod.is_chief)
-    for note in serving_notes(plan.values, plan.workdir, trainer="trainer" in " ".join(chief_pod.argv)):
+    trainer, engine = "trainer" in " ".join(chief_pod.argv), getattr(plan, "engine", "docker")  # a container run's own
+    for note in serving_notes(plan.values, plan.workdir, trainer, engine):
         console.print(escape(note), soft_wrap=True)
     if kept:
         for name in [name for name, process in cluster.processes.items() if process.pod.role != TENSORBOARD]:
