@@ -31,8 +31,9 @@ HOLDER = ("import sys; from pathlib import Path; from tfchart.local.rundirs impo
 def write_record(run_dir: Path, **changes: Any) -> Path:
     """A run directory as `tfchart local` leaves it (pod-logs/, local-run.json), the record changed as given."""
     (run_dir / "pod-logs").mkdir(parents=True, exist_ok=True)
-    record = LocalRun("x", "default", {"engine": "process"}, None, None, False, [], [("--set", "a=1")], "spec",
-                      os.getpid(), started(os.getpid()), "Running", "2026-11-28T09:00:00Z")  # fmt: skip
+    sets = [("--set", "training.trainSteps=100")]  # valid values: a resume renders them before it looks further
+    record = LocalRun("x", "default", {"engine": "process"}, None, None, False, [], sets, "spec", os.getpid(),
+                      started(os.getpid()), "Running", "2026-11-28T09:00:00Z")  # fmt: skip
     data = {key: value for key, value in {**asdict(record), **changes}.items() if value is not DROP}
     (run_dir / "local-run.json").write_text(json.dumps(data), encoding="utf-8")
     return run_dir
@@ -147,7 +148,10 @@ def test_resume_and_a_second_local_refuse_a_held_run_directory(tmp_path: Path, s
     run_dir = write_record(tmp_path / "run", state="Suspended", step=40)
     spawn("-c", HOLDER, str(run_dir))
     result = tfchart("resume", "x", "--local", "--workdir", str(run_dir), cwd=tmp_path)
-    assert result.returncode == 1 and f"error: the local run of x in {run_dir} is running" in result.stderr
+    assert result.returncode == 1 and result.stderr.splitlines() == [
+        f"error: a tfchart local runs in {run_dir} already",
+        f"  hint: wait for it to end, or suspend it with `tfchart suspend x --local --workdir {run_dir}`"]
+    assert "resuming" not in result.stdout
     result = tfchart("local", "x", "--workdir", str(run_dir), cwd=tmp_path)
     assert result.returncode == 1, result.stdout[-2000:] + result.stderr
     assert result.stderr.splitlines()[0] == f"error: a tfchart local runs in {run_dir} already"

@@ -119,7 +119,10 @@ def start(name: str, values: ValuesInputs, namespace: str, workdir: Path | None,
         processes.require_tensorflow()  # before anything is written or started
     values.manifests(name, namespace)  # every problem of the user's values, as validate lists them
     run_dir = (workdir or rundirs.RUNS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
-    requested = runstate.begin(run_dir)  # suspend is answered, and the directory held, before it says Running
+    requested = runstate.begin(name, run_dir)  # suspend is answered, and the directory held, before it says Running
+    if resumed is not None:
+        click.echo(f"resuming the local run of {name} in {run_dir} from its last checkpoint"
+                   + (f" (step {resumed.step})" if resumed.step is not None else ""))
     helm, chart, merged = values.settings.helm, values.chart, values.values()
 
     cached = engine == "process" and not merged.get("training", {}).get("dataDir")  # a container sees the run only
@@ -174,9 +177,6 @@ def suspend_local(name: str, workdir: Path | None, timeout: float | None) -> run
 def resume_local(name: str, workdir: Path | None, timeout: float | None) -> NoReturn:
     """`tfchart resume NAME --local`: the suspended local run started again in its run directory, to its end."""
     run_dir, run = runstate.find(name, workdir, "resume")
-    runstate.resumable(run_dir, run)
     values = ValuesInputs(click.get_current_context().obj, tuple(str(run_dir / file) for file in run.files),
                           list(run.sets), None, run.chart, run.chart_version, run.plain_http)  # fmt: skip
-    step = f" (step {run.step})" if run.step is not None else ""
-    click.echo(f"resuming the local run of {name} in {run_dir} from its last checkpoint{step}")
     start(name, values, run.namespace, run_dir, timeout, run.options, resumed=run)

@@ -123,15 +123,15 @@ def keep_inputs(run_dir: Path, files: list[str],
     return copies, kept
 
 
-def begin(run_dir: Path) -> threading.Event:
+def begin(name: str, run_dir: Path) -> threading.Event:
     """Makes this process the one that runs run_dir: it answers SUSPEND_SIGNAL (the event returned is set) from
-    before the directory exists, and holds it, for its whole life (refused while another tfchart holds it)."""
+    before the directory exists, and holds it, for its whole life (refused while another tfchart runs in it)."""
     requested = threading.Event()
     signal.signal(SUSPEND_SIGNAL, lambda signum, frame: requested.set())
     run_dir.mkdir(parents=True, exist_ok=True)
     if hold(run_dir) is None:
         raise TfchartError(f"a tfchart local runs in {run_dir} already", "wait for it to end, or suspend it with "
-                           f"`tfchart suspend NAME --local --workdir {run_dir}`")  # fmt: skip
+                           f"`tfchart suspend {name} --local --workdir {run_dir}`")  # fmt: skip
     return requested
 
 
@@ -142,21 +142,13 @@ def find(name: str, workdir: Path | None, verb: str) -> tuple[Path, LocalRun]:
     for run_dir in candidates:
         if (run := LocalRun.load(run_dir)) is not None and (workdir or run.name == name):
             if run.state in (SUCCEEDED, FAILED):
-                raise TfchartError(f"the local run of {run.name} in {run_dir.resolve()} has ended ({run.state}): there "
-                                   f"is nothing to {verb}", f"train again with `tfchart local {run.name}` (a new run "
-                                   "directory)")  # fmt: skip
+                raise TfchartError(f"the local run of {run.name} in {run_dir.resolve()} has ended ({run.state}): "
+                                   f"there is nothing to {verb}", f"train again with `tfchart local {run.name}`")
             return run_dir.resolve(), run
     where = f"in {workdir}" if workdir else f"under {RUNS}/{name}-<time> (here: {Path.cwd()})"
     raise TfchartError(f"no local run of {name} {where}: no {STATE_FILE}",
                        "start one with `tfchart local` (run directories are relative to where it ran), or name the "
                        "run directory with --workdir")
-
-
-def resumable(run_dir: Path, run: LocalRun) -> None:
-    """Refuses to start again a run whose tfchart still runs it."""
-    if held(run_dir):
-        raise TfchartError(f"the local run of {run.name} in {run_dir} is running (tfchart pid {run.pid}): it is not "
-                           "suspended", f"suspend it with `tfchart suspend {run.name} --local --workdir {run_dir}`")
 
 
 def request_suspend(name: str, run_dir: Path, run: LocalRun, timeout: float | None) -> LocalOutcome:
@@ -170,7 +162,6 @@ def request_suspend(name: str, run_dir: Path, run: LocalRun, timeout: float | No
                            f"--workdir {run_dir}`")  # fmt: skip
     with contextlib.suppress(ProcessLookupError):  # ended meanwhile: its record says how
         os.kill(run.pid, SUSPEND_SIGNAL)
-    done = [f"asked tfchart local (pid {run.pid}) to suspend the run in {run_dir}"]
     deadline = time.monotonic() + (SUSPEND_TIMEOUT_SECONDS if timeout is None else timeout)
     while held(run_dir):
         if time.monotonic() >= deadline:
@@ -181,9 +172,9 @@ def request_suspend(name: str, run_dir: Path, run: LocalRun, timeout: float | No
     if after.state != SUSPENDED:
         raise TfchartError(f"the local run of {run.name} ended ({after.state}) before it could be suspended",
                            f"see its summary in {run_dir}/status.json and {run_dir}/pod-logs/")
-    return LocalOutcome(name, str(run_dir), after.state, after.since, after.step, [*done, "the chief stopped at a step "
-                        f"boundary: checkpoint saved at step {after.step}", "every other pod of the run stopped: no "
-                        "process of it is left"])  # fmt: skip
+    return LocalOutcome(name, str(run_dir), after.state, after.since, after.step, [
+        f"asked tfchart local (pid {run.pid}) to suspend the run in {run_dir}", "the chief stopped at a step boundary: "
+        f"checkpoint saved at step {after.step}", "every other pod of the run stopped: no process of it is left"])
 
 
 def clean(name: str, keep: int) -> list[str]:
