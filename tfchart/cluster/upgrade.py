@@ -225,11 +225,8 @@ def show_pair(old: Any, new: Any) -> tuple[str, str]:
 # -- the guard ---------------------------------------------------------------------------------------
 def _index(docs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
     """The guarded objects by (kind, name), without hooks (the helm test Job): helm recreates those on each run."""
-    return {
-        (d["kind"], d["metadata"]["name"]): d
-        for d in docs
-        if d.get("kind") in GUARDED and "helm.sh/hook" not in (d["metadata"].get("annotations") or {})
-    }
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs
+            if d.get("kind") in GUARDED and "helm.sh/hook" not in (d["metadata"].get("annotations") or {})}
 
 
 def _spec_changes(kind: str, name: str, old_spec: dict[str, Any], new_spec: dict[str, Any]) -> list[ImmutableChange]:
@@ -237,11 +234,8 @@ def _spec_changes(kind: str, name: str, old_spec: dict[str, Any], new_spec: dict
         fields = sorted((old_spec.keys() | new_spec.keys()) - STATEFULSET_MUTABLE)
     else:
         fields = list({"Job": JOB_IMMUTABLE, "JobSet": JOBSET_IMMUTABLE}.get(kind, DEPLOYMENT_IMMUTABLE))
-    return [
-        ImmutableChange(kind, name, path, old, new)
-        for field_name in fields
-        for path, old, new in field_changes(f"spec.{field_name}", old_spec.get(field_name), new_spec.get(field_name))
-    ]
+    return [ImmutableChange(kind, name, path, old, new) for key in fields
+            for path, old, new in field_changes(f"spec.{key}", old_spec.get(key), new_spec.get(key))]
 
 
 def immutable_changes(deployed: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[ImmutableChange]:
@@ -274,8 +268,7 @@ class GuardRun:
             return True, None
         if document is None:
             return False, None
-        uid = (document.get("metadata") or {}).get("uid")
-        if uid:
+        if uid := (document.get("metadata") or {}).get("uid"):
             self.uids[(kind, name)] = str(uid)
         return True, document
 
@@ -291,11 +284,10 @@ class GuardRun:
             old_spec, new_spec = old_objects[key].get("spec") or {}, new_objects[key].get("spec") or {}
             if kind == CLAIM:
                 found += self.claim_changes(name, old_spec, new_spec, live)
-                continue
-            if kind == "JobSet":
+            elif kind == "JobSet":
                 found += self.jobset_changes(name, old_spec, new_objects[key], live)
-                continue
-            found += _spec_changes(kind, name, old_spec, new_spec)
+            else:
+                found += _spec_changes(kind, name, old_spec, new_spec)
             if kind == "StatefulSet" and not _adoptable(old_spec, new_spec):
                 self.not_adoptable.add(key)
         return found
@@ -482,9 +474,8 @@ def plan_upgrade(
         raise UsageError("checking the release against the cluster needs its namespace",
                          "pass -n NAMESPACE (tfchart resolves it from the kubeconfig context otherwise)")
     guard = GuardRun(deployed, rendered, live, options.namespace)
-    changes = guard.changes()
     args = release_args("upgrade", major_version(runner), release, chart, inputs, options)
-    return UpgradePlan(args, changes, guard.notes, guard.uids, guard.not_adoptable)
+    return UpgradePlan(args, guard.changes(), guard.notes, guard.uids, guard.not_adoptable)
 
 
 def refusal(plan: UpgradePlan, recreate: bool, namespace: str | None) -> ImmutableFieldChange:

@@ -235,14 +235,12 @@ def static_volume(api: KubeApi, need: StorageNeed, class_name: str) -> str | Non
         volumes = sorted(api.list_objects("PersistentVolume"), key=name_of)
     except AccessDenied:
         return None
-    wanted = parse_or_none((((need.claim_spec or {}).get("resources") or {}).get("requests") or {}).get("storage"))
-    for volume in volumes:
-        spec, phase = volume.spec, volume.status.phase if volume.status else None
-        size = parse_or_none((spec.capacity or {}).get("storage"))
-        if (phase == "Available" and not spec.claim_ref and (spec.storage_class_name or "") == class_name
-                and need.mode in (spec.access_modes or []) and (spec.volume_mode or "Filesystem") == "Filesystem"
-                and (wanted is None or (size is not None and size >= wanted))):  # fmt: skip
-            return f"PersistentVolume {name_of(volume)} (pre-created, Available, {size and shown(size)}, {need.mode})"
+    wanted = parse_or_none((((need.claim_spec or {}).get("resources") or {}).get("requests") or {}).get("storage")) or 0
+    for volume, spec in ((v, v.spec) for v in volumes if getattr(v.status, "phase", None) == "Available"):
+        size = parse_or_none(capacity := (spec.capacity or {}).get("storage")) or 0
+        if ((spec.claim_ref, spec.storage_class_name or "", spec.volume_mode or "Filesystem") == (None, class_name,
+                "Filesystem") and need.mode in (spec.access_modes or []) and size >= wanted):  # fmt: skip
+            return f"PersistentVolume {name_of(volume)} (pre-created, Available, {capacity}, {need.mode})"
     return None
 
 
