@@ -764,7 +764,9 @@ class KubeServer:
             stale = (body.get("metadata") or {}).get("resourceVersion") if isinstance(body, dict) else None
             if stale and stale != before["metadata"]["resourceVersion"]:
                 return 409, conflict(resource, group, name)
-            after = served(body) if isinstance(body, dict) else before
+            kept = {k: v for k, v in before["metadata"].items() if k in ("uid", "creationTimestamp", "generation")}
+            after = served({**body, "metadata": {**(body.get("metadata") or {}), **kept}}) if isinstance(
+                body, dict) else before
         causes = update_causes(resource, before, after)
         if causes:
             return 422, invalid(before["kind"], group, name, causes)
