@@ -20,8 +20,7 @@ def dataset_cache() -> Path:
 
 
 def hold(run_dir: Path) -> int | None:
-    """A lock on run_dir (flock on the directory, Linux and macOS) while the descriptor returned is open, at most
-    until this process ends: no pid can be reused for it. None, at once, while another process holds it."""
+    """Locks run_dir (flock: Linux, macOS) while the descriptor returned is open; None while another process does."""
     handle = os.open(run_dir, os.O_RDONLY)
     with contextlib.suppress(BlockingIOError):
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

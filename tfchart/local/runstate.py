@@ -124,8 +124,7 @@ def keep_inputs(run_dir: Path, files: list[str],
 
 
 def begin(name: str, run_dir: Path) -> threading.Event:
-    """Makes this process the one that runs run_dir: it answers SUSPEND_SIGNAL (the event returned is set) from
-    before the directory exists, and holds it, for its whole life (refused while another tfchart runs in it)."""
+    """Makes this process run_dir's: SUSPEND_SIGNAL answered (the event) from before the directory exists, held."""
     requested = threading.Event()
     signal.signal(SUSPEND_SIGNAL, lambda signum, frame: requested.set())
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -136,8 +135,7 @@ def begin(name: str, run_dir: Path) -> threading.Event:
 
 
 def find(name: str, workdir: Path | None, verb: str) -> tuple[Path, LocalRun]:
-    """The run directory (`workdir`, else NAME's newest under runs/ with a record) and its record, refused once the
-    run has ended: there is nothing to `verb`."""
+    """The run directory (`workdir`, else NAME's newest in runs/) and its record, refused once the run has ended."""
     candidates = [workdir] if workdir else sorted((p for p in RUNS.glob(f"{name}-*") if p.is_dir()), reverse=True)
     for run_dir in candidates:
         if (run := LocalRun.load(run_dir)) is not None and (workdir or run.name == name):
@@ -178,8 +176,7 @@ def request_suspend(name: str, run_dir: Path, run: LocalRun, timeout: float | No
 
 
 def clean(name: str, keep: int) -> list[str]:
-    """`tfchart local --clean`: NAME's old run directories removed, each held while it goes (no resume starts in
-    it), but a live run's and one whose record is refused: what was removed, what was kept and why, the sum."""
+    """`tfchart local --clean`: NAME's old run directories removed (held meanwhile) but a live run's or bad record's."""
     removed, kept, total = [], [], 0
     for path in old_runs(name, keep):
         if (handle := hold(path)) is None:
