@@ -20,9 +20,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import zip_longest
-from typing import Any, Protocol
+from typing import Any
 
-from tfchart.cluster.kube import AccessDenied, Deletion
+from tfchart.cluster.kube import AccessDenied, Deletion, KubeApi
 from tfchart.errors import ImmutableFieldChange, KubernetesError, UsageError
 from tfchart.helm.chart import Chart
 from tfchart.helm.inputs import Inputs
@@ -100,20 +100,6 @@ class ImmutableChange:
         old, new = show_pair(self.deployed, self.new)
         line = f"{self.kind} {self.name}: {self.field}: {old} -> {new}"
         return f"{line} ({self.reason})" if self.reason else line
-
-
-class LiveView(Protocol):
-    """Reads objects as they are in the cluster (tfchart.cluster.kube.KubeApi, or a fake)."""
-
-    def read_object(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None: ...
-
-
-class Recreator(LiveView, Protocol):
-    """Deletes objects for --recreate (a Job or JobSet marked first), and reads them until they are gone."""
-
-    def patch(self, kind: str, name: str, namespace: str, body: dict[str, Any]) -> None: ...
-
-    def delete(self, kind: str, name: str, namespace: str, propagation: str | None = None) -> Deletion: ...
 
 
 @dataclass(frozen=True)
@@ -250,7 +236,7 @@ class GuardRun:
 
     deployed: list[dict[str, Any]]
     new: list[dict[str, Any]]
-    live: LiveView | None
+    live: KubeApi | None
     namespace: str | None
     notes: list[str] = field(default_factory=list)
     uids: dict[tuple[str, str], str] = field(default_factory=dict)
@@ -463,7 +449,7 @@ class UpgradePlan:
 
 def plan_upgrade(
     runner: Runner, release: str, chart: Chart, inputs: Inputs, rendered: list[dict[str, Any]], options: Options,
-    live: LiveView | None = None,
+    live: KubeApi | None = None,
 ) -> UpgradePlan:
     """The helm upgrade command and the forbidden changes it would hit. With `live`, each object is read
     from the cluster: one that is gone is no conflict (helm creates it), and a claim is judged against its
@@ -514,7 +500,7 @@ def refusal(plan: UpgradePlan, recreate: bool, namespace: str | None) -> Immutab
 
 def upgrade(
     runner: Runner, release: str, chart: Chart, inputs: Inputs, rendered: list[dict[str, Any]], options: Options,
-    recreate: bool = False, deleter: Recreator | None = None, live: LiveView | None = None,
+    recreate: bool = False, deleter: KubeApi | None = None, live: KubeApi | None = None,
     waiting: Waiting | None = None, report: Callable[[str], None] | None = None,
 ) -> UpgradePlan:
     """Plans, refuses forbidden changes unless `recreate` covers them, deletes and waits, upgrades.
@@ -544,7 +530,7 @@ def propagation(plan: UpgradePlan, kind: str, name: str) -> str:
     return "Orphan" if kind == "StatefulSet" and (kind, name) not in plan.not_adoptable else "Foreground"
 
 
-def delete_to_recreate(deleter: Recreator, kind: str, name: str, namespace: str, propagation: str) -> Deletion:
+def delete_to_recreate(deleter: KubeApi, kind: str, name: str, namespace: str, propagation: str) -> Deletion:
     """Deletes one object for --recreate. A Job or JobSet is marked first (RECREATING_ANNOTATION): the run
     supervisor then waits for the new one, where a run's object deleted unmarked ends the run at once."""
     if kind in ("Job", "JobSet") and deleter.read_object(kind, name, namespace) is not None:
@@ -553,7 +539,7 @@ def delete_to_recreate(deleter: Recreator, kind: str, name: str, namespace: str,
 
 
 def recreate_objects(
-    plan: UpgradePlan, deleter: Recreator, namespace: str, waiting: Waiting, say: Callable[[str], None]
+    plan: UpgradePlan, deleter: KubeApi, namespace: str, waiting: Waiting, say: Callable[[str], None]
 ) -> None:
     """Deletes the objects with forbidden changes and returns once every one of them is gone."""
     terminating: list[tuple[str, str]] = []
@@ -573,7 +559,7 @@ def recreate_objects(
 
 
 def wait_until_gone(
-    plan: UpgradePlan, deleter: Recreator, terminating: list[tuple[str, str]], namespace: str, waiting: Waiting,
+    plan: UpgradePlan, deleter: KubeApi, terminating: list[tuple[str, str]], namespace: str, waiting: Waiting,
     say: Callable[[str], None],
 ) -> None:
     """Reads each object until the API answers 404 (or shows a new object of that name)."""
