@@ -105,7 +105,8 @@ def test_clean_beside_a_live_run_keeps_it_and_it_finishes_with_its_checkpoints(t
 
 def test_a_suspension_asked_before_the_record_says_running_suspends_the_run(tmp_path: Path, runs: list[Run]) -> None:
     """SIGUSR1 the moment the run directory exists: tfchart local answers it from before it makes the directory,
-    so the run is suspended (exit 75, its record Suspended) where it would have been killed by the signal."""
+    so the run is suspended (exit 75, its record Suspended) where it would have been killed by the signal, and
+    `tfchart resume --local` runs it to its end."""
     run = Run("early", tmp_path)
     runs.append(run)
     run_dir = run.wait_until("the run directory", Path.is_dir)
@@ -113,3 +114,8 @@ def test_a_suspension_asked_before_the_record_says_running_suspends_the_run(tmp_
     assert run.process.wait(300) == 75, "".join(run.printed[-40:])
     assert record(run_dir)["state"] == "Suspended"
     assert "Continue with: tfchart resume early --local" in "".join(run.printed)
+    resumed = subprocess.run([TFCHART, "resume", "early", "--local"], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=600, check=False)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr
+    assert f"resuming the local run of early in {run_dir.resolve()} from its last checkpoint" in resumed.stdout
+    assert record(run_dir)["state"] == "Succeeded"
