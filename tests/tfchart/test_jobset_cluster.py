@@ -343,6 +343,15 @@ def test_upgrade_refuses_a_changed_run_and_recreate_recreates_the_jobset(server:
     assert any("its Jobs and pods are stopped first" in line for line in said)
 
 
+def test_recreate_after_a_failed_helm_upgrade_recreates_the_jobset(server: KubeServer) -> None:
+    """A plain `helm upgrade` to 4000 steps failed on the JobSet (its webhook refused replicatedJobs): helm's newest
+    revision (failed) holds the new render, the JobSet still runs the deployed one. --recreate recreates it."""
+    live_jobset(server, "running")
+    retrain = [*JOBSET, "training.trainSteps=4000"]
+    helm, _, outcome = run_upgrade(server, DEPLOYED, retrain, recreate=True, failed=retrain)
+    assert planned(outcome).recreated == [("JobSet", PREFIX)] and helm.upgraded()
+
+
 @pytest.mark.parametrize(("state", "allowed"), [("running", False), ("suspended", True), ("completed", True)])
 def test_a_pod_label_may_change_on_a_suspended_or_finished_jobset_only(server: KubeServer, state: str,
                                                                         allowed: bool) -> None:  # fmt: skip
