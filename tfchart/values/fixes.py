@@ -251,7 +251,6 @@ def allowed(node: Schema, meanings: Mapping[str, str]) -> str:
     words = [meanings.get(node.get("pattern", "")) or " or ".join([kinds] if isinstance(kinds, str) else kinds)]
     words += [f"one of {', '.join(map(str, node['enum']))}"] if node.get("enum") else []
     words += [f"{word} {node[key]}" for key, word in (("minimum", "at least"), ("maximum", "at most")) if key in node]
-    words += [f"with its unit ({node['x-unit']})"] if "x-unit" in node else []
     return f"allowed: {', '.join(word for word in words if word)}" if any(words) else ""
 
 

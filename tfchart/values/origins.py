@@ -92,16 +92,7 @@ def _step(node: yaml.Node, rest: str) -> tuple[yaml.Node, yaml.Node, str] | None
 def keys_named(node: yaml.Node, name: str) -> Iterator[str]:
     """The dotted paths of the map keys called `name`, in document order (helm 4 names a bad map key
     without its path)."""
-    pending: list[tuple[yaml.Node, str]] = [(node, "")]
-    while pending:
-        current, where = pending.pop()
-        children: list[tuple[str, yaml.Node]] = []
-        if isinstance(current, yaml.MappingNode):
-            children = [(str(getattr(key, "value", "")), value) for key, value in current.value]
-            yield from (f"{where}.{label}" if where else label for label, _ in children if label == name)
-        elif isinstance(current, yaml.SequenceNode):
-            children = [(str(index), item) for index, item in enumerate(current.value)]
-        pending += [(value, f"{where}.{label}" if where else label) for label, value in reversed(children)]
+    return (path for path, key, value, _ in _entries(node) if key is not value and getattr(key, "value", 0) == name)
 
 
 class Origins:

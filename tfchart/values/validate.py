@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 CHART_WARNING = "# WARNING: "  # a comment the chart renders above an object it warns about (values that may not work)
 NO_SCHEMA = ("--skip-schema-validation",)  # helm 3.17 and 4: the rules' pass
+SLOW_HELM_S = 0.4  # CPU seconds of helm so far past which the rules' pass is left out (3 times a plain render)
 
 
 @dataclass
@@ -81,7 +82,7 @@ def problem_dict(problem: Problem) -> dict[str, Any]:
 def check(helm: Helm, chart: Chart, inputs: Inputs, release: str, namespace: str | None = None) -> Report:
     """The report for `inputs`: helm's verdict on the chart, every problem located; the render when valid."""
     report = Report([file.name for file in inputs.files] + [f"{flag} {argument}" for flag, argument in inputs.sets])
-    rendering = render.start(helm, chart, release, inputs, namespace)
+    rendering, since = render.start(helm, chart, release, inputs, namespace), _helm_seconds()
     import yaml  # noqa: F401  (loaded while helm renders)
 
     from tfchart.values import storage
@@ -89,7 +90,7 @@ def check(helm: Helm, chart: Chart, inputs: Inputs, release: str, namespace: str
     try:
         text = rendering.result()
     except render.RenderFailed as failed:
-        refused = refusal(failed.stderr, helm, chart, inputs, release, namespace)
+        refused = refusal(failed.stderr, helm, chart, inputs, release, namespace, _helm_seconds() - since)
         report.problems, report.rules_checked, report.note, report.manifests, checked = refused
         report.rendered_with = (release, checked, namespace)
         return report
@@ -104,17 +105,20 @@ def check(helm: Helm, chart: Chart, inputs: Inputs, release: str, namespace: str
 def rendered(helm: Helm, chart: Chart, inputs: Inputs, release: str, namespace: str | None,
              more: tuple[str, ...] = ()) -> str:  # fmt: skip
     """`helm template` of valid inputs; ValidationFailed with every problem located otherwise."""
+    since = _helm_seconds()
     try:
         return render.template(helm, chart, release, inputs, namespace, more)
     except render.RenderFailed as failed:
-        problems, _, note, _, _ = refusal(failed.stderr, helm, chart, inputs, release, namespace)
+        spent = _helm_seconds() - since
+        problems, _, note, _, _ = refusal(failed.stderr, helm, chart, inputs, release, namespace, spent)
         raise ValidationFailed(problems, note) from None
 
 
-def refusal(stderr: str, helm: Helm, chart: Chart, inputs: Inputs, release: str, namespace: str | None
-            ) -> tuple[list[Problem], bool, str, list[dict[str, Any]], Inputs]:  # fmt: skip
-    """The problems of a refused render, located; whether the rules ran on the values as given (not when helm
-    refused the schema: then they run again without it, on the values fixed); a note; that render and its inputs."""
+def refusal(stderr: str, helm: Helm, chart: Chart, inputs: Inputs, release: str, namespace: str | None,
+            spent: float) -> tuple[list[Problem], bool, str, list[dict[str, Any]], Inputs]:  # fmt: skip
+    """The problems of a refused render (that took helm `spent` CPU seconds), located; whether the rules ran on the
+    values as given (not after schema errors: then they run again without the schema check, on the values fixed,
+    unless helm is slow on them); a note; that render and its inputs."""
     from tfchart.values.fixes import Fixes, Located
     from tfchart.values.helm_errors import read
     from tfchart.values.origins import Origins, file_error_key
@@ -147,6 +151,9 @@ def refusal(stderr: str, helm: Helm, chart: Chart, inputs: Inputs, release: str,
         return len(names) + (not problem.file), 0, problem.path
 
     problems.sort(key=place)
+    if spent > SLOW_HELM_S:
+        return [fixes.whole(p) for p in problems], False, (f"the chart's rules run once these are fixed (helm took "
+                f"{spent:.1f} s on these inputs: not twice)"), [], inputs  # fmt: skip
     checked, defaults = _fixed(problems, fixes, inputs)
     docs, rules = [], []
     try:
@@ -156,15 +163,15 @@ def refusal(stderr: str, helm: Helm, chart: Chart, inputs: Inputs, release: str,
             rules = [_located(item, origins, fixes) for item in read(failed.stderr, meanings) if item.kind == "rule"]
         except HelmError as error:  # a template the replaced values still break
             rules = [Located("(rules)", f"the chart's rules could not run: {_last(error.message)}", kind="rule")]
-    by_key, broken_fixes = {rule.path: rule for rule in rules}, []
+    by_key, refused = {rule.path: rule for rule in rules}, list(defaults)
     for index, problem in enumerate(problems):  # a fix the rules refuse is no fix
         edits = problem.edits if isinstance(problem, Located) else ()
         if isinstance(problem, Located) and (broken := next((by_key[e.key] for e in edits if e.key in by_key), None)):
-            broken_fixes.append(broken.path)
+            refused.append(broken.path)
             problems[index] = replace(problem, fix="", edits=(), message=f"{problem.message} ({problem.fix} would "
                                       f"break the chart's rule: {broken.message})")  # fmt: skip
-    rules = [rule for rule in rules if rule.path not in defaults + broken_fixes]
-    note = f"the chart's rules ran with the chart default for {', '.join(defaults)}" if defaults else ""
+    rules = [rule for rule in rules if rule.path not in refused]
+    note = f"the chart's rules ran with the chart default (or no value) for {', '.join(defaults)}" if defaults else ""
     return [fixes.whole(problem) for problem in problems + rules], False, note, docs, checked
 
 
@@ -185,6 +192,13 @@ def _fixed(problems: list[Problem], fixes: Fixes, inputs: Inputs) -> tuple[Input
             sets.append(set_argument(fixes.origins.set_path(problem.path), fixes.default_of(problem.path)))
             defaults.append(problem.path)
     return Inputs(inputs.files, sets), defaults
+
+
+def _helm_seconds() -> float:
+    """CPU seconds of the processes this one has waited for (helm's)."""
+    import resource
+
+    return (spent := resource.getrusage(resource.RUSAGE_CHILDREN)).ru_utime + spent.ru_stime
 
 
 def _last(text: str) -> str:
@@ -274,19 +288,16 @@ def check_policy(report: Report, path: Path, helm: Helm, chart: Chart, inputs: I
         report.policy_file, report.policy_problems = broken.policy_file, list(broken.problems)
         return report
     report.policy_file = policy.file
-    if report.problems and not report.manifests and report.rendered_with:
-        release, inputs, namespace = report.rendered_with
-        try:
-            report.manifests = render.manifests(render.template(helm, _without_rules(chart), release, inputs,
+    release, checked, namespace = report.rendered_with or ("", inputs, None)
+    try:
+        if report.problems and not report.manifests:
+            report.manifests = render.manifests(render.template(helm, _without_rules(chart), release, checked,
                                                                 namespace, NO_SCHEMA))  # fmt: skip
-        except (HelmError, OSError) as error:
-            report.warnings.append(f"policy {policy.file} not checked: the chart cannot render these values "
-                                   f"({_last(getattr(error, 'message', str(error)))})")  # fmt: skip
-            return report
-    elif report.problems and not report.manifests:
-        report.warnings.append(f"policy {policy.file} not checked: fix the values first")
+        values = render.merged_values(helm, chart, checked)
+    except (HelmError, OSError) as error:
+        report.warnings.append(f"policy {policy.file} not checked: the chart cannot render these values "
+                               f"({_last(getattr(error, 'message', str(error)))})")  # fmt: skip
         return report
-    values = render.merged_values(helm, chart, report.rendered_with[1] if report.rendered_with else inputs)
     report.violations = list(policies.check_values(policy, values, Origins(helm, chart, inputs), report.manifests))
     report.policy_checked = True
     if not report.violations:
@@ -298,9 +309,8 @@ def _without_rules(chart: Chart) -> Chart:
     """A copy of the (directory) chart without templates/validate.yaml, the one template that runs its rules."""
     import shutil
 
-    if not (chart.path / "templates" / "validate.yaml").is_file():
+    if not (rules := chart.path / "templates" / "validate.yaml").is_file():
         raise OSError("its rules refuse them")
     copy = private_folder("tfchart-policy-") / chart.path.name
-    rules = str(chart.path / "templates")
-    shutil.copytree(chart.path, copy, ignore=lambda folder, _: ["validate.yaml"] if folder == rules else [])
+    shutil.copytree(chart.path, copy, ignore=lambda folder, _: [rules.name] if folder == str(rules.parent) else [])
     return Chart(copy, chart.shown)
