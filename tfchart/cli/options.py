@@ -139,9 +139,8 @@ class KubeInputs:
         return Helm(self.settings.helm.executable, self.kubeconfig, self.context, self.settings.debug)
 
 
-def values_inputs(more: bool = True) -> Callable[[F], F]:
-    """-f/--values and helm's --set family (with --set-json/--set-file/--policy unless `more` is False),
-    passed to the command as `values: ValuesInputs`."""
+def values_inputs() -> Callable[[F], F]:
+    """-f/--values, helm's --set family and --policy, passed to the command as `values: ValuesInputs`."""
     optional = [
         click.option("--set-json", "set_jsons", multiple=True, metavar="KEY=JSON",
                      help="Set values to JSON values (helm's --set-json)."),
@@ -150,7 +149,7 @@ def values_inputs(more: bool = True) -> Callable[[F], F]:
         click.option("--policy", "policy", type=click.Path(path_type=Path, dir_okay=False), default=None,
                      metavar="FILE", help="A platform team's policy file: refuse values that break its rules "
                      "(GPUs, images, priority class, queue, NetworkPolicy, downloads, storage, placement)."),
-    ] if more else []  # fmt: skip
+    ]  # fmt: skip
     listed = [
         click.option("-f", "--values", "files", multiple=True, metavar="FILE",
                      help="Values file (repeatable; later files win; - is standard input). values/NAME.yaml "
