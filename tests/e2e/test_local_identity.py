@@ -94,7 +94,7 @@ def test_clean_beside_a_live_run_keeps_it_and_it_finishes_with_its_checkpoints(t
     assert result.stdout.splitlines() == [
         "removed runs/idt-20200101-000000 (0.0 MB)",
         f"kept runs/{live.name}: a tfchart local runs in it (a live run's directory is never removed)",
-        "1 run directories removed (0.0 MB), the newest 0 of runs/idt-<time> kept",
+        "1 of 2 run directories runs/idt-<time> removed (0.0 MB), 1 kept (1 named above)",
     ]
     assert run.process.wait(600) == 0, "".join(run.printed[-40:])
     assert record(live)["state"] == "Succeeded"

@@ -29,8 +29,8 @@ def test_clean_keeps_the_newest_runs_of_the_name_and_what_it_did_not_make(tmp_pa
     result = clean(tmp_path, "--keep-runs", "2")
     assert result.returncode == 0, result.stderr
     assert sorted(path.name for path in (tmp_path / "runs").iterdir()) == sorted(p.name for p in [*newest, *others])
-    assert result.stdout.splitlines()[-1] == ("3 run directories removed (0.0 MB), the newest 2 of "
-                                              "runs/local-<time> kept")  # fmt: skip
+    assert result.stdout.splitlines()[-1] == ("3 of 5 run directories runs/local-<time> removed (0.0 MB), "
+                                              "2 kept (the newest 2)")  # fmt: skip
     assert [line.split()[1] for line in result.stdout.splitlines()[:-1]] == [f"runs/{p.name}" for p in old]
 
     assert clean(tmp_path, "mnist", "--keep-runs", "0").returncode == 0  # NAME picks the runs

@@ -174,7 +174,7 @@ def test_clean_keeps_a_live_run_and_a_malformed_record_and_says_why(tmp_path: Pa
         "removed runs/x-20261104-120000 (0.0 MB)",
         "kept runs/x-20261101-120000: a tfchart local runs in it (a live run's directory is never removed)",
         "kept runs/x-20261102-120000: the run record runs/x-20261102-120000/local-run.json is malformed: pid is 0",
-        "2 run directories removed (0.0 MB), the newest 0 of runs/x-<time> kept",
+        "2 of 4 run directories runs/x-<time> removed (0.0 MB), 2 kept (2 named above)",
     ]
     assert live.is_dir() and broken.is_dir() and not dead.exists() and not plain.exists()
     assert holder.poll() is None and victim.poll() is None

@@ -36,10 +36,9 @@ def held(run_dir: Path) -> bool:
     return handle is None
 
 
-def old_runs(name: str, keep: int) -> list[Path]:
-    """NAME's run directories under runs/ that tfchart made (runs/NAME-YYYYmmdd-HHMMSS with pod-logs/), all but
-    the newest `keep`, oldest first; anything else there (another name, a --workdir of one's own) is left."""
+def made_runs(name: str) -> list[Path]:
+    """NAME's run directories under runs/ that tfchart made (runs/NAME-YYYYmmdd-HHMMSS with pod-logs/), oldest
+    first; anything else there (another name, a --workdir of one's own) is left."""
     pattern = re.compile(rf"{re.escape(name)}-\d{{8}}-\d{{6}}")
     made = [path for path in RUNS.glob(f"{name}-*") if pattern.fullmatch(path.name) and not path.is_symlink()]
-    runs = sorted(path for path in made if (path / "pod-logs").is_dir())
-    return runs[: max(0, len(runs) - keep)]
+    return sorted(path for path in made if (path / "pod-logs").is_dir())

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tfchart.errors import TfchartError
-from tfchart.local.rundirs import RUNS, held, hold, old_runs
+from tfchart.local.rundirs import RUNS, held, hold, made_runs
 
 STATE_FILE = "local-run.json"
 INPUTS_DIR = "local-inputs"  # the copies of the -f and --set-file files
@@ -177,8 +177,8 @@ def request_suspend(name: str, run_dir: Path, run: LocalRun, timeout: float | No
 
 def clean(name: str, keep: int) -> list[str]:
     """`tfchart local --clean`: NAME's old run directories removed (held meanwhile) but a live run's or bad record's."""
-    removed, kept, total = [], [], 0
-    for path in old_runs(name, keep):
+    removed, kept, total, runs = [], [], 0, made_runs(name)
+    for path in runs[: max(0, len(runs) - keep)]:
         if (handle := hold(path)) is None:
             kept.append(f"kept {path}: a tfchart local runs in it (a live run's directory is never removed)")
             continue
@@ -195,8 +195,10 @@ def clean(name: str, keep: int) -> list[str]:
                                "remove it by hand (podman unshare rm -rf for a container's files)") from None
         finally:
             os.close(handle)
-    return [*removed, *kept, f"{len(removed)} run directories removed ({total / 1e6:.1f} MB), the newest {keep} of "
-            f"{RUNS}/{name}-<time> kept"]  # fmt: skip
+    newest = min(keep, len(runs))
+    why = [f"the newest {newest}"] * bool(newest) + [f"{len(kept)} named above"] * bool(kept)
+    return [*removed, *kept, f"{len(removed)} of {len(runs)} run directories {RUNS}/{name}-<time> removed "
+            f"({total / 1e6:.1f} MB), {len(runs) - len(removed)} kept" + (f" ({' and '.join(why)})" if why else "")]
 
 
 @dataclass
