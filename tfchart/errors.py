@@ -66,8 +66,7 @@ class KubernetesError(TfchartError):
 
 
 class ClusterUnavailable(KubernetesError):
-    """The cluster could not be asked: no (loadable) kubeconfig, the API server unreachable, failing or not one, the
-    credentials refused (401/403). Its own exit code, so that CI never reads an outage as a failed run."""
+    """The cluster could not be asked (no kubeconfig, the API server unreachable or failing, 401/403): never exit 1."""
 
     exit_code = 69  # sysexits' EX_UNAVAILABLE
 

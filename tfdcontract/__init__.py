@@ -219,9 +219,13 @@ class StepLine:
     examples_per_sec: float
     sec_per_batch: float
 
+    @property
+    def loss_text(self) -> str:
+        """4 decimals, but e notation for a loss that would read 0.0000 and is not 0."""
+        return f"{self.loss:.4f}" if not 0 < abs(self.loss) < 5e-5 else f"{self.loss:.3e}"
+
     def __str__(self) -> str:
-        loss = f"{self.loss:.4f}" if not 0 < abs(self.loss) < 5e-5 else f"{self.loss:.3e}"  # no 0.0000 that is not 0
-        return (f"step {self.step}, loss = {loss} ({self.examples_per_sec:.1f} examples/sec; "
+        return (f"step {self.step}, loss = {self.loss_text} ({self.examples_per_sec:.1f} examples/sec; "
                 f"{self.sec_per_batch:.3f} sec/batch)")
 
 

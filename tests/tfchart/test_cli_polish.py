@@ -105,6 +105,6 @@ def test_a_small_loss_is_not_shown_as_zero() -> None:
     run = Board(train_steps=2000)
     run.add("chief", "chief")
     run.observe("chief", True, f"INFO {format_step_line(1000, 0.00001234, 1000.0, 0.1)}")
-    assert "loss 1.23e-05" in run.summary(), run.summary()
+    assert "loss 1.234e-05" in run.summary(), run.summary()
     run.observe("chief", True, f"INFO {format_step_line(1100, 0.25, 1000.0, 0.1)}")
     assert "loss 0.2500" in run.summary(), run.summary()

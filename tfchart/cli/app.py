@@ -1,11 +1,8 @@
-"""The tfchart command line: the click group, and the one place where errors become messages and exit
-codes (exit 1 for errors, 2 for usage; --debug shows tracebacks and the helm commands run).
-
-The commands live by family in tfchart.cli.values (validate, template, images), .release (install,
-upgrade, uninstall, preflight), .run (status, stop, logs, wait, list, suspend, resume), .shell (completion) and .local
-(local, build). A command's module is imported only when that command runs, and each imports what it
-needs when it runs, so
-`tfchart validate` costs little more than the `helm template` it runs.
+"""The tfchart command line: the click group, and the one place where errors become messages and exit codes
+(docs/cli.md, "Exit codes"; --debug shows tracebacks and the helm commands run). The commands live by family in
+tfchart.cli.values (validate, template, images), .release (install, upgrade, uninstall, preflight), .run (status, stop,
+logs, wait, list, suspend, resume), .shell (completion) and .local (local, build); a command's module is imported only
+when that command runs, and imports what it needs then, so `tfchart validate` costs little more than its helm run.
 """
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
@@ -104,8 +103,7 @@ def wait(name: str, namespace: str | None, timeout: float | None, kube: KubeInpu
 @click.command("list", context_settings=CONTEXT)
 @click.option("-n", "--namespace", default=None, help="Namespace (default: the kubeconfig context's).")
 @click.option("-A", "--all-namespaces", is_flag=True, help="Releases in every namespace.")
-@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True,
-              help="The table, or every release as JSON or YAML.")
+@output_option("table")
 @kube_inputs
 def list_releases(namespace: str | None, all_namespaces: bool, output: str, kube: KubeInputs) -> None:
     """This chart's releases: run state, step, GPUs their pods hold and age."""
@@ -115,11 +113,7 @@ def list_releases(namespace: str | None, all_namespaces: bool, output: str, kube
     where = None if all_namespaces else kube.namespace(namespace)
     runs = releases.list_runs(kube.api(), where)
     if output != "table":
-        import yaml
-
-        data = [run.as_dict() for run in runs]
-        click.echo(json.dumps(data, indent=2) + "\n" if output == "json" else yaml.safe_dump(data, sort_keys=False),
-                   nl=False)  # fmt: skip
+        emit([run.as_dict() for run in runs], output)
         return
     if not runs:
         click.echo(f"no tf-distributed releases {'in any namespace' if where is None else f'in namespace {where}'}",

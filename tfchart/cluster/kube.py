@@ -4,16 +4,15 @@ No API server runs on the development and CI machines (docs/architecture.md §8)
 one on the loopback (tests/kubeapi.py) through a kubeconfig, so the whole client stack runs; tests
 marked `cluster` run against a live cluster when KUBECONFIG points at one (e.g. `kind create cluster`).
 
-Configuration is loaded lazily (on the first API call): an explicit kubeconfig, else $KUBECONFIG
-(a path list), else ~/.kube/config, else the in-cluster service account. Every failure (no
-configuration, unreachable server, HTTP errors) becomes a tfchart.errors.KubernetesError whose
-hint says what to do. So does an answer that is not from a Kubernetes API server (a proxy's HTML
-login page, an empty body, JSON without `kind` and `apiVersion`): every response is checked here,
-before the client deserialises it, and reported in one line naming the URL and what came back.
+Configuration is loaded lazily (on the first API call): an explicit kubeconfig, else $KUBECONFIG (a path list), else
+~/.kube/config, else the in-cluster service account. Every failure becomes a KubernetesError whose hint says what to do:
+a ClusterUnavailable (exit 69) where the cluster could not be asked (no configuration, unreachable or failing server,
+401/403, an answer not from an API server: a proxy's login page, checked before the client deserialises it).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable, Generator, Iterator
@@ -168,16 +167,8 @@ class KubeApi:
         continue): a caller that keeps only what it counts holds one page, however large the cluster, and no
         client models are built (15,000 pods as models: 500 MB and 8-17 s)."""
         method, args, kwargs = self._list_call(kind, namespace, label_selector, field_selector)
-        operation = Operation("list", RESOURCES[kind].name, namespace)
-        more: dict[str, Any] = {"limit": page_size}
-        while True:
-            listed = self._call(operation, lambda: _json_or_none(self._method(kind, method), *args, **kwargs,
-                                                                 **more, **RAW) or {})  # fmt: skip
-            yield list(listed.get("items") or [])
-            token = (listed.get("metadata") or {}).get("continue")
-            if not token:
-                return
-            more["_continue"] = token
+        call = functools.partial(self._method(kind, method), *args, **kwargs)
+        yield from self._paged(Operation("list", RESOURCES[kind].name, namespace), call, page_size)
 
     @staticmethod
     def _list_call(kind: str, namespace: str | None, label_selector: str,
@@ -249,15 +240,18 @@ class KubeApi:
     def list_custom_objects(self, group: str, version: str, plural: str, page_size: int = 500) -> list[dict[str, Any]]:
         """Every object of a cluster-scoped custom resource (Volcano's HyperNodes) as JSON, read `page_size` at a
         time; empty when the server does not serve it (404)."""
-        operation = Operation("list", f"{plural}.{group}")
-        method = self._api("CustomObjectsApi").list_cluster_custom_object
-        found: list[dict[str, Any]] = []
-        more: dict[str, Any] = {"limit": page_size}
+        method = functools.partial(self._api("CustomObjectsApi").list_cluster_custom_object, group, version, plural)
+        pages = self._paged(Operation("list", f"{plural}.{group}"), method, page_size)
+        return [item for page in pages for item in page]
+
+    def _paged(self, operation: Operation, method: Callable[..., Any], size: int) -> Iterator[list[dict[str, Any]]]:
+        """The items of a raw list call, page by page (limit and continue)."""
+        more: dict[str, Any] = {"limit": size}
         while True:
-            listed = self._call(operation, lambda: _json_or_none(method, group, version, plural, **more, **RAW) or {})
-            found += listed.get("items") or []
+            listed = self._call(operation, lambda: _json_or_none(method, **more, **RAW) or {})
+            yield list(listed.get("items") or [])
             if not (token := (listed.get("metadata") or {}).get("continue")):
-                return found
+                return
             more["_continue"] = token
 
     def list_namespaced_custom(self, group: str, version: str, plural: str, namespace: str | None,
@@ -409,16 +403,10 @@ def _release(response: Any) -> None:
 
 # -- configuration --------------------------------------------------------------------------------
 def describe_source(kubeconfig: Path | None, context: str | None) -> str:
-    if kubeconfig:
-        where = str(kubeconfig)
-    elif os.environ.get("KUBECONFIG"):
-        where = f"KUBECONFIG={os.environ['KUBECONFIG']}"
-    elif DEFAULT_KUBECONFIG.expanduser().exists():
-        where = str(DEFAULT_KUBECONFIG)
-    elif os.environ.get(IN_CLUSTER_HOST_ENV):
-        where = "in-cluster service account"
-    else:
-        where = "no configuration"
+    listed = os.environ.get("KUBECONFIG")
+    where = (str(kubeconfig) if kubeconfig else f"KUBECONFIG={listed}" if listed else str(DEFAULT_KUBECONFIG)
+             if DEFAULT_KUBECONFIG.expanduser().exists() else "in-cluster service account"
+             if os.environ.get(IN_CLUSTER_HOST_ENV) else "no configuration")  # fmt: skip
     return f"{where}, context {context}" if context else where
 
 

@@ -12,7 +12,7 @@ import re
 import threading
 from collections.abc import Generator, Iterator, Sequence
 from contextlib import closing, suppress
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tfchart.cluster.objects import (
@@ -52,9 +52,6 @@ class LogOptions:
     since_seconds: int | None = None
     timestamps: bool = False
 
-    def arguments(self) -> dict[str, Any]:
-        return {"previous": self.previous, "since_seconds": self.since_seconds, "timestamps": self.timestamps}
-
 
 def stream(
     api: KubeApi, release: str, namespace: str, role: str | None, index: int, follow: bool, tail: int | None,
@@ -69,7 +66,7 @@ def stream(
         pod = pick_pod(api.list_objects("Pod", namespace, release_selector(release, role)), release, namespace, role,
                        index)  # fmt: skip
     check_started(pod, role, options.previous)
-    lines = api.stream_pod_log(namespace, name_of(pod), main_container(pod, role), tail, follow, **options.arguments())
+    lines = api.stream_pod_log(namespace, name_of(pod), main_container(pod, role), tail, follow, **asdict(options))
     write(lines, follow, out)
 
 
@@ -117,7 +114,7 @@ def stream_all(
             continue
         container = main_container(pod, role_of(pod))
         prefix = f"[pod/{name_of(pod)}/{container}] "
-        lines = api.stream_pod_log(namespace, name_of(pod), container, tail, follow, **options.arguments())
+        lines = api.stream_pod_log(namespace, name_of(pod), container, tail, follow, **asdict(options))
         streams.append((prefix, lines))
     if not follow:
         for prefix, lines in streams:

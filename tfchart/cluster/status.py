@@ -215,8 +215,7 @@ def pod_info(pod: Any, now: datetime) -> PodInfo:
 def stateful_set_info(stateful_set: Any) -> StatefulSetInfo:
     replicas = stateful_set.spec.replicas if stateful_set.spec else None
     ready = (stateful_set.status.ready_replicas if stateful_set.status else None) or 0
-    desired = 1 if replicas is None else int(replicas)
-    return StatefulSetInfo(role_of(stateful_set), name_of(stateful_set), ready, desired)
+    return StatefulSetInfo(role_of(stateful_set), name_of(stateful_set), ready, 1 if replicas is None else replicas)
 
 
 def held_after_the_end(

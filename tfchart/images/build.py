@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
@@ -67,27 +66,14 @@ def project_version(repo_root: Path) -> str:
             f"cannot read the project version from {pyproject}: {error.strerror or error}",
             "run tfchart build from a tf-distributed checkout (the images are built from its Dockerfiles)",
         ) from None
-    version = _toml_project_version(text)
+    version = _scan_project_version(text)
     if not version:
         raise TfchartError(f"no [project] version in {pyproject}", "set `version = \"X.Y.Z\"` under [project]")
     return version
 
 
-def _toml_project_version(text: str) -> str | None:
-    if sys.version_info < (3, 11):
-        return _scan_project_version(text)
-    import tomllib
-
-    try:
-        project = tomllib.loads(text).get("project", {})
-    except tomllib.TOMLDecodeError:
-        return None
-    version = project.get("version") if isinstance(project, dict) else None
-    return version if isinstance(version, str) else None
-
-
 def _scan_project_version(text: str) -> str | None:
-    """Python 3.10 has no tomllib: the `version = "..."` line of the [project] table."""
+    """The `version = "..."` line of the [project] table (read so on every Python: 3.10 has no tomllib)."""
     section = re.search(r"^\[project\][ \t]*$(.*?)(?=^\[|\Z)", text, re.M | re.S)
     found = section and re.search(r"""^version\s*=\s*["']([^"']+)["']""", section.group(1), re.M)
     return found.group(1) if found else None
@@ -148,20 +134,14 @@ def _variants(variants: Sequence[str]) -> list[str]:
 def _check_reference(registry: str, repository: str, tag: str) -> None:
     registry = registry.strip().rstrip("/")
     if registry and not REGISTRY_PATTERN.fullmatch(registry):
-        raise UsageError(
-            f"invalid registry: {registry!r}", "a host name with an optional port, e.g. ghcr.io or localhost:5000"
-        )
+        raise UsageError(f"invalid registry: {registry!r}", "a host name with an optional port, e.g. ghcr.io or "
+                         "localhost:5000")  # fmt: skip
     if not REPOSITORY_PATTERN.fullmatch(repository):
-        raise UsageError(
-            f"invalid repository: {repository!r}",
-            "lowercase path components separated by '/', e.g. tf-distributed/trainer (no registry, no tag)",
-        )
-    # the GPU tag adds "-gpu": keep room for it within docker's 128 characters
-    if not TAG_PATTERN.fullmatch(tag) or len(tag) > 124:
-        raise UsageError(
-            f"invalid tag: {tag!r}",
-            "letters, digits, '_', '.' and '-', not starting with '.' or '-', at most 124 characters",
-        )
+        raise UsageError(f"invalid repository: {repository!r}", "lowercase path components separated by '/', e.g. "
+                         "tf-distributed/trainer (no registry, no tag)")  # fmt: skip
+    if not TAG_PATTERN.fullmatch(tag) or len(tag) > 124:  # the GPU tag adds "-gpu": room for it within 128 characters
+        raise UsageError(f"invalid tag: {tag!r}", "letters, digits, '_', '.' and '-', not starting with '.' or '-', "
+                         "at most 124 characters")  # fmt: skip
 
 
 def plan(variants: list[str], tag: str | None, registry: str, repository: str, push: bool, platform: str | None,

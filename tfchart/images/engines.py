@@ -3,7 +3,6 @@ and whether it answers. Shared by `tfchart build` (images/build.py) and `tfchart
 
 from __future__ import annotations
 
-import shlex
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -104,26 +103,15 @@ def _not_installed(engine: Engine) -> EngineNotFound:
 def check_engine_reachable(engine: Engine) -> None:
     """Raise EngineNotFound unless the engine behind the CLI answers (a running Docker daemon, a working podman):
     `docker info --format {{.ServerVersion}}` for docker and buildx, `<podman|buildah> info` otherwise."""
+    if shutil.which(engine.executable) is None:
+        raise _not_installed(engine)
     docker = engine.executable == "docker"
     argv = list(DOCKER_PROBE) if docker else [engine.executable, "info"]
-    try:
-        answered = subprocess.run(
-            argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False
-        )
-    except FileNotFoundError:
-        raise _not_installed(engine) from None
-    except OSError as error:
-        raise EngineNotFound(f"{engine.executable} could not be run: {error}", INSTALL_HINT) from None
-    except subprocess.TimeoutExpired:
-        answered = None
-    if answered is None:
-        why = f"no engine answered `{shlex.join(argv)}` within {PROBE_TIMEOUT_S} s"
-    elif answered.returncode != 0 or (docker and not answered.stdout.strip()):
-        said = [line.strip() for line in (answered.stderr + "\n" + answered.stdout).splitlines() if line.strip()]
-        reason = said[0] if said else f"exit code {answered.returncode}"  # stderr's first line, else stdout's
-        what = "no Docker engine answers" if docker else f"{engine.executable} does not work"
-        why = f"{what}: {reason}"
-    else:
+    answered = answer(argv)  # one that cannot start or does not finish in time: exit code 125, the reason on stderr
+    if answered.returncode == 0 and (answered.stdout.strip() or not docker):
         return
+    said = [line.strip() for line in (answered.stderr + "\n" + answered.stdout).splitlines() if line.strip()]
+    reason = said[0] if said else f"exit code {answered.returncode}"  # stderr's first line, else stdout's
+    what = "no Docker engine answers" if docker else f"{engine.executable} does not work"
     hint = NO_PODMAN_HINT.replace("podman", engine.executable) if engine.daemonless else NO_DOCKER_ENGINE_HINT
-    raise EngineNotFound(f"the {engine.executable} CLI is installed but {why}", hint)
+    raise EngineNotFound(f"the {engine.executable} CLI is installed but {what}: {reason}", hint)

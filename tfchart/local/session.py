@@ -172,14 +172,12 @@ def run_jobset(plan: LocalPlan, cluster: Cluster, controller: JobSetRun, chief: 
 
 
 def reported(result: dict[str, Any]) -> str:
-    """`: step 300, accuracy 0.97, 1234.5 examples/sec on average`: what status.json holds (a program of one's own may
-    report no accuracy, a run too short no rate), never a None."""
-    average, last = result.get("average_examples_per_sec"), result.get("examples_per_sec")
-    parts = [f"step {result.get('step')}" if result.get("step") is not None else "",
-             f"accuracy {result.get('accuracy')}" if result.get("accuracy") is not None else "",
-             f"{average} examples/sec on average" if average is not None else
-             f"{last} examples/sec (the last interval)" if last is not None else ""]  # fmt: skip
-    return ": " + ", ".join(part for part in parts if part) if any(parts) else ""
+    """`: step 300, accuracy 0.97, 1234.5 examples/sec on average`: what status.json holds, never a None."""
+    shown = {"step {}": "step", "accuracy {}": "accuracy", "{} examples/sec on average": "average_examples_per_sec"}
+    if result.get("average_examples_per_sec") is None:  # a run too short for an average: the last interval's rate
+        shown |= {"{} examples/sec (the last interval)": "examples_per_sec"}
+    parts = [form.format(result[key]) for form, key in shown.items() if result.get(key) is not None]
+    return ": " + ", ".join(parts) if parts else ""
 
 
 def finish(plan: LocalPlan, cluster: Cluster, chief: str, code: int, elapsed: float, keep_tensorboard: bool,

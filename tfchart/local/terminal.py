@@ -113,8 +113,7 @@ class Board:
         if first and step.step > first[1]:
             rate = (step.step - first[1]) / max(1e-6, time.monotonic() - first[0])
             eta = [f"ETA {max(0.0, (self.train_steps - step.step) / rate):.0f} s"]
-        loss = f"{step.loss:.4f}" if not 0 < abs(step.loss) < 5e-5 else f"{step.loss:.2e}"  # no 0.0000 that is not 0
-        shown = [*waiting, f"step {step.step}/{self.train_steps}", f"loss {loss}", *accuracy,
+        shown = [*waiting, f"step {step.step}/{self.train_steps}", f"loss {step.loss_text}", *accuracy,
                  f"{step.examples_per_sec:.0f} examples/sec", *eta]  # fmt: skip
         while width is not None and len(shown) > 1 and len("  ".join(shown)) > width:
             shown.pop()  # ETA goes first, then examples/sec, accuracy, loss
