@@ -173,6 +173,26 @@ def test_wait_goes_on_while_suspended_and_answers_3_once_the_jobset_is_deleted(
     assert waiting.returncode == 3 and "release mnist was deleted while waiting" in err, err
 
 
+def test_wait_goes_on_while_upgrade_recreate_recreates_the_jobset(server: KubeServer) -> None:
+    """The JobSet marked for re-creation, deleted with its Jobs, then created anew by helm and completed: the wait
+    answers the new run's success, not 3."""
+    release(server)
+    argv = [sys.executable, "-m", "tfchart", "wait", "mnist", "-n", NS, "--kubeconfig", str(server.kubeconfig(NS))]
+    waiting = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    listed = Call("list", "jobsets", NS, label_selector="app.kubernetes.io/instance=mnist,app.kubernetes.io/part-of="
+                  "tf-distributed")  # fmt: skip
+    server.wait_for(listed)
+    server.update("JobSet", NS, PREFIX, {"metadata": {"annotations": {"tf-distributed.io/recreating": "true"}}})
+    server.wait_for(listed, server.calls.count(listed) + 1)  # saw the mark
+    for key in [key for key in server.objects if key[0] in ("jobsets", "jobs", "pods")]:
+        server.delete(kf.KIND_OF[key[0]], NS, key[2])
+    server.wait_for(listed, server.calls.count(listed) + 2)  # saw no JobSet at least once
+    release(server, state="completed")
+    out, err = waiting.communicate(timeout=60)
+    assert (waiting.returncode, out) == (0, "mnist: Succeeded\n"), err
+    assert "note: release mnist's run is being re-created (`tfchart upgrade --recreate` deletes its JobSet)" in err
+
+
 def test_logs_default_to_the_chief_s_job_or_worker_0(server: KubeServer, capsys: pytest.CaptureFixture[str]) -> None:
     release(server)
     assert cli(server, capsys, "logs", "mnist", "-n", NS) == (0, STATUS_LINE + "\n", "")
