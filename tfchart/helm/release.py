@@ -4,7 +4,6 @@ uninstall keeping the shared PersistentVolumeClaim (checkpoints, models) unless 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -47,22 +46,15 @@ def release_args(verb: str, major: int, release: str, chart: Chart, inputs: Inpu
     return [*args, *inputs.args()]
 
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
 def parse_duration(text: str) -> float:
-    """A Go duration (helm's --timeout: 300s, 5m, 1h30m, 1.5h) in seconds."""
-    body = text.strip()
-    if body in ("0", "+0", "-0"):
-        return 0.0
-    sign = -1.0 if body.startswith("-") else 1.0
-    body = body.lstrip("+-")
-    parts = _DURATION_PART.findall(body)
-    if not body or "".join(number + unit for number, unit in parts) != body:
+    """A Go duration (helm's --timeout: 300s, 5m, 1h30m) in seconds, read by durationpy (the kubernetes client's)."""
+    import durationpy
+
+    try:
+        return float(durationpy.from_str(text.strip()).total_seconds())
+    except durationpy.DurationError:
         raise UsageError(f"--timeout {text!r} is not a duration",
-                         "use helm's duration format: a number with a unit, e.g. 300s, 10m or 1h30m")
-    return sign * sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+                         "use helm's duration format: a number with a unit, e.g. 300s, 10m or 1h30m") from None
 
 
 def format_duration(seconds: float) -> str:
