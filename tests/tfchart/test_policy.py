@@ -109,6 +109,7 @@ def test_a_bad_policy_file_is_an_error_with_its_line(bad: Path) -> None:
     code, document = report("--policy", rel(bad))  # --output json lists the same problems, as JSON
     assert code == 1 and document["valid"] is False and document["policy"]["checked"] is False
     assert next((p["file"], p["line"]) for p in document["policy"]["problems"]) == (rel(bad), int(expect.group(1)))
+    assert {p["kind"] for p in document["policy"]["problems"]} == {"policy-file"}
     assert any(expect.group(2) in p["message"] + " " + p["fix"] for p in document["policy"]["problems"])
 
 

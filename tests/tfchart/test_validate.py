@@ -196,6 +196,7 @@ def test_errors_that_are_not_about_values_are_one_line_in_helms_words(
 ) -> None:
     code, _, err = run_cli(["validate", "-f", str(tmp_path / "missing.yaml")], capsys)
     assert code == 1 and err.count("error:") == 1 and "missing.yaml" in err and "no such file" in err
+    assert "--debug" not in err and "check the paths given to -f" in err  # a path to check, not helm's command
     broken = tmp_path / "chart"
     subprocess.run(["cp", "-r", str(CHART), str(broken)], check=True)
     (broken / "templates" / "chief" / "job.yaml").write_text("{{ .Values.nothing.here }")

@@ -6,6 +6,7 @@ gojsonschema's style, helm 4 in santhosh-tekuri/jsonschema's tree), the chart's 
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,7 +30,6 @@ HELM3_REQUIRED = re.compile(r"(.*) is required$")
 HELM4_FORMS = re.compile(r"'(oneOf|anyOf)' failed")
 HELM4_EXTRA = re.compile(r"additional propert(y|ies) ")
 HELM4_MISSING = re.compile(r"missing propert(y|ies) ")
-ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|.)", re.DOTALL)
 
 
 @dataclass
@@ -69,17 +69,12 @@ def _rule(line: str) -> Found:
     return Found(path, message or rest, fix, "rule")
 
 
-GO_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
-
-
 def _unquote(text: str) -> str:
-    """Text as helm 4 quotes it (Go's %q, a ' escaped): its escapes decoded."""
-
-    def decoded(match: re.Match[str]) -> str:
-        escape = match[1]
-        return chr(int(escape[1:], 16)) if escape[0] in "xuU" else GO_ESCAPES.get(escape, escape)
-
-    return ESCAPE.sub(decoded, text) if "\\" in text else text
+    """Text as helm 4 quotes it (Go's %q in single quotes, a ' escaped): Python's escapes are Go's."""
+    try:
+        return str(ast.literal_eval(f"'{text}'")) if "\\" in text else text
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return text
 
 
 def _under(path: str, key: str) -> str:

@@ -71,9 +71,9 @@ class Report:
 
 
 def problem_dict(problem: Problem) -> dict[str, Any]:
-    """A problem in `--output json`: its kind (schema, rule, file, set; policy), key path, what is wrong, the value
-    as written, the fix (as words and as edits: a file's line rewritten, or a --set argument), file and line."""
-    kind = "policy" if hasattr(problem, "rule") else getattr(problem, "kind", "") or "file"
+    """A problem in `--output json`: its kind (schema, rule, file, set; policy, policy-file), key path, what is wrong,
+    the value as written, the fix (as words and as edits: a line rewritten, or a --set argument), file and line."""
+    kind = "policy" if hasattr(problem, "rule") else getattr(problem, "kind", "policy-file")
     return {"kind": kind, "path": problem.path, "message": problem.message, "value": problem.value,
             "fix": problem.fix, "edits": [edit.as_dict() for edit in getattr(problem, "edits", ())],
             "file": problem.file or None, "line": problem.line}  # fmt: skip
@@ -223,18 +223,13 @@ def _line_of(name: str, message: str) -> int | None:
 def _grouped(found: list[Found], shown: int = 3) -> list[tuple[Found, str]]:
     """The problems, those repeated over many list items (a --set list[60000] of nulls) listed for the
     first items, the last one listed saying how many more there are."""
-    index = re.compile(r"\.\d+(?=\.|$)")
+    numbered = re.compile(r"\.\d+(?=\.|$)")
     groups: dict[tuple[str, str], list[Found]] = {}
     for item in found:
-        groups.setdefault((index.sub(".*", item.path), item.message), []).append(item)
-    out: list[tuple[Found, str]] = []
-    for members in groups.values():
-        if len(members) <= shown + 2:
-            out += [(member, "") for member in members]
-        else:
-            out += [(member, "") for member in members[: shown - 1]]
-            out.append((members[shown - 1], f"and {len(members) - shown} more like it, up to {members[-1].path}"))
-    return out
+        groups.setdefault((numbered.sub(".*", item.path), item.message), []).append(item)
+    return [(member, f"and {len(members) - shown} more like it, up to {members[-1].path}" if index == shown - 1 and
+             len(members) > shown + 2 else "") for members in groups.values()
+            for index, member in enumerate(members[: shown if len(members) > shown + 2 else None])]  # fmt: skip
 
 
 def _located(item: Found, origins: Origins, fixes: Fixes) -> Problem:
