@@ -452,8 +452,8 @@ def verdicts() -> dict[str, Verdict]:
             reports = list(pool.map(validated, pending, names))
         next_round: list[list[Case]] = []
         for batch, report in zip(pending, reports, strict=True):
-            paths = tuple(problem["path"] for problem in report["problems"])
-            schema_only = not report["rulesChecked"]
+            schema_only = not report["rulesChecked"]  # the rules' problems then ran on refused values replaced
+            paths = tuple(p["path"] for p in report["problems"] if not schema_only or p["kind"] != "rule")
             if report["valid"] or len(batch) == 1:
                 found.update((case.id, Verdict(report["valid"], paths, schema_only)) for case in batch)
                 continue

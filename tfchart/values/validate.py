@@ -304,8 +304,8 @@ def _without_rules(chart: Chart) -> Chart:
     """A copy of the (directory) chart without templates/validate.yaml, the one template that runs its rules."""
     import shutil
 
-    if not (rules := chart.path / "templates" / "validate.yaml").is_file():
+    if not (chart.path / "templates" / "validate.yaml").is_file():  # a packaged chart, or another chart's rules
         raise OSError("its rules refuse them")
-    copy = private_folder("tfchart-policy-") / chart.path.name
-    shutil.copytree(chart.path, copy, ignore=lambda folder, _: [rules.name] if folder == str(rules.parent) else [])
+    copy = Path(shutil.copytree(chart.path, private_folder("tfchart-policy-") / chart.path.name))
+    (copy / "templates" / "validate.yaml").unlink()
     return Chart(copy, chart.shown)
