@@ -22,7 +22,7 @@ from tests import kubeapi as kf
 from tests.chartlib import REPO
 from tests.kubeapi import KubeServer, kube_server
 from tfchart.cluster import status, status_view
-from trainer.cleanup import KubeTarget
+from trainer.kube import KubeTarget
 from trainer.supervisor import Settings, Supervisor
 
 NS = "team-a"

@@ -44,7 +44,7 @@ from tfdcontract import ENDED_AT_ANNOTATION as ENDED_AT
 from tfdcontract import PROGRESS_ANNOTATION as PROGRESS
 from tfdcontract import RECREATING_ANNOTATION as RECREATING
 from tfdcontract import JobProgress, parse_job_progress, parse_step_line
-from trainer.cleanup import KubeTarget
+from trainer.kube import KubeTarget
 from trainer.supervisor import Settings, Supervisor, main, now_text, serve_health
 
 NAMESPACE = "ml-team"
@@ -656,7 +656,7 @@ def test_a_job_created_again_is_a_new_run() -> None:
         server.add(*objects())
         sup = supervisor(server, chief_missing_seconds=3600)
         assert sup.observe() is None
-        marked = {"deletionTimestamp": "2020-01-01T00:00:00Z", "annotations": {RECREATING: "true"}}
+        marked = {"deletionTimestamp": now_text(time.time()), "annotations": {RECREATING: "true"}}
         server.update("Job", NAMESPACE, "r-chief", {"metadata": marked})
         assert sup.observe() is None  # being deleted by --recreate: waited for
         server.delete("Job", NAMESPACE, "r-chief")
@@ -668,6 +668,62 @@ def test_a_job_created_again_is_a_new_run() -> None:
         assert ending is not None and ending.kind == "succeeded"
         sup.finish(ending)
         assert job_annotations(server)["tf-distributed.io/ending"] == "succeeded"
+        assert server.get("StatefulSet", NAMESPACE, "r-worker")["spec"]["replicas"] == 0  # type: ignore[index]
+
+
+STUCK = "2026-11-28T10:00:00Z"
+
+
+def test_a_marked_job_that_stays_terminating_is_waited_for_from_its_deletion_only() -> None:
+    """`tfchart upgrade --recreate` marked the Job and deleted it, but it stays terminating (a finalizer never
+    removed, an upgrade that timed out before helm ran): the wait counts from its deletionTimestamp, which a
+    restarted supervisor reads again, and ends after chiefMissingSeconds; the ending is recorded on that Job."""
+    with kube_server() as server:
+        server.add(*objects())
+        marked = {"deletionTimestamp": STUCK, "finalizers": ["example.com/never-removed"],
+                  "annotations": {RECREATING: "true"}}
+        server.update("Job", NAMESPACE, "r-chief", {"metadata": marked})
+        now = [time_of(STUCK) + 30]
+        first = supervisor(server, chief_missing_seconds=60)
+        first.clock = lambda: now[0]
+        assert first.observe() is None and first.due == time_of(STUCK) + 60
+        now[0] += 29  # 59 s: a supervisor restarted meanwhile goes on counting from the deletion
+        restarted = supervisor(server, chief_missing_seconds=60)
+        restarted.clock = lambda: now[0]
+        assert restarted.observe() is None
+        now[0] += 1
+        ending = restarted.observe()
+        reason = ("chief Job r-chief was marked for re-creation (tfchart upgrade --recreate) but has been terminating "
+                  "for 60 s, over the 60 s allowed (supervisor.chiefMissingSeconds; finalizers: "
+                  "example.com/never-removed)")
+        assert ending is not None and (ending.kind, ending.reason) == ("deleted", reason)
+        restarted.finish(ending)
+        assert job_annotations(server)["tf-distributed.io/ending"] == "deleted"
+        assert job_annotations(server)["tf-distributed.io/end-reason"] == reason
+        assert server.get("StatefulSet", NAMESPACE, "r-ps")["spec"]["replicas"] == 0  # type: ignore[index]
+        ended = supervisor(server, chief_missing_seconds=60)  # restarted after the record: it stands
+        again = ended.observe()
+        assert again is not None and again.recorded
+
+
+def test_a_marked_job_stuck_terminating_ends_the_run_within_the_grace_and_a_poll() -> None:
+    """The loop as it runs (watching, a poll of 60 s): ended when chiefMissingSeconds from the deletion is due."""
+    with kube_server() as server:
+        server.add(*objects())
+        deleted_at = time.time()
+        marked = {"deletionTimestamp": now_text(deleted_at), "finalizers": ["example.com/never-removed"],
+                  "annotations": {RECREATING: "true"}}
+        server.update("Job", NAMESPACE, "r-chief", {"metadata": marked})
+        settings = Settings("r-chief", ("r-ps", "r-worker"), deployment="r-sup", poll_seconds=60,
+                            chief_missing_seconds=2)
+        outcome: list[int] = []
+        thread = threading.Thread(target=lambda: outcome.append(
+            Supervisor(settings, KubeTarget(server.url, NAMESPACE, "token", None)).run()), daemon=True)
+        thread.start()
+        thread.join(30)
+        assert outcome == [0], "the supervisor still waits for a Job that stays terminating"
+        assert time.time() - time_of(now_text(deleted_at)) < 2 + 5  # the grace, and a busy machine's slack
+        assert job_annotations(server)["tf-distributed.io/ending"] == "deleted"
         assert server.get("StatefulSet", NAMESPACE, "r-worker")["spec"]["replicas"] == 0  # type: ignore[index]
 
 

@@ -37,7 +37,7 @@ from tfdcontract import (
     format_step_line,
     parse_job_progress,
 )
-from trainer.cleanup import KubeTarget
+from trainer.kube import KubeTarget
 from trainer.progress import time_text
 from trainer.supervisor import Settings, Supervisor, SupervisorConfigError
 
