@@ -180,15 +180,16 @@ class Origins:
         return None
 
     def set_path(self, path: str) -> str:
-        """`path` as --set spells it: the dots inside a key (nvidia.com/gpu) escaped."""
+        """`path` as --set spells it: the dots inside a key (nvidia.com/gpu) escaped, a list index in brackets."""
         for root in [*self.defaults, *(doc for _, documents in self.files for doc in documents)]:
             keys, node, rest = [], root, path
             while rest and (step := _step(node, rest)) is not None:
                 keys.append(step[0].value if step[0] is not step[1] else rest.split(".", 1)[0])
                 _, node, rest = step
             if any("." in key for key in keys):
-                return ".".join([*(key.replace(".", "\\.") for key in keys), *([rest] if rest else [])])
-        return path
+                path = ".".join([*(key.replace(".", "\\.") for key in keys), *([rest] if rest else [])])
+                break
+        return re.sub(r"(?<!\\)\.(\d+)(?=\.|$)", r"[\1]", path)
 
     def did_you_mean(self, parent: str, key: str) -> str:
         """The key of the chart's values.yaml at `parent` closest to `key`, else the keys it has there."""
