@@ -148,10 +148,10 @@ class Kube:
         """The tail of a container's log (at most `limit` bytes), asked as the client asks it (Accept:
         application/json, which the API server takes for pods/log; text/plain it refuses with 406)."""
         response: Any = client.CoreV1Api(self.client).read_namespaced_pod_log(
-            pod, self.namespace, container=container, tail_lines=tail_lines, limit_bytes=limit,
+            pod, self.namespace, container=container, tail_lines=tail_lines,
             _preload_content=False, _request_timeout=REQUEST_SECONDS)
         try:
-            return bytes(response.data).decode(errors="replace")
+            return bytes(response.read(limit)).decode(errors="replace")
         finally:
             response.release_conn()
 

@@ -81,7 +81,7 @@ class Acting:
         if scale is None:
             log.info("statefulset %s is gone; nothing to free", name)
             return
-        replicas = (scale.get("spec") or {}).get("replicas")
+        replicas = (scale.get("spec") or {}).get("replicas", 0)  # autoscaling/v1 Scale omits a 0
         if policy == "keep":
             log.info("statefulset %s kept at %s replicas (policy keep)", name, replicas)
         elif replicas != 0:

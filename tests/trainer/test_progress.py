@@ -54,14 +54,14 @@ def step_line(step: int, loss: float = 0.5) -> str:
 
 
 def chief_pod(server: KubeServer, name: str, lines: list[str], *, job: str = "r-chief", index: str | None = None,
-              created: str = "2026-11-22T11:00:00Z") -> None:
-    """A pod of the Job `job` (index: of an Indexed Job), Running, with this log."""
+              created: str = "2026-11-22T11:00:00Z", container: str = "chief") -> None:
+    """A pod of the Job `job` (index: of an Indexed Job), on a node and Running, with this log."""
     annotations = {"batch.kubernetes.io/job-completion-index": index} if index is not None else {}
     labels = {JOB_NAME_LABEL: job, "tf": "yes"}
     server.add({"kind": "Pod", "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels,
                                             "annotations": annotations, "creationTimestamp": created},
-                "spec": {"containers": [{"name": "chief"}]},
-                "status": {"phase": "Running", "containerStatuses": [{"name": "chief", "state": {"running": {}}}]}})
+                "spec": {"nodeName": "node-1", "containers": [{"name": container}]},
+                "status": {"phase": "Running", "containerStatuses": [{"name": container, "state": {"running": {}}}]}})
     server.set_log(NAMESPACE, name, lines)
 
 
@@ -150,8 +150,9 @@ def test_the_workers_job_reports_through_worker_0() -> None:
         job = objects()[0]
         job["metadata"]["name"] = "r-worker"
         server.add(job)
-        chief_pod(server, "r-worker-1-xyz", [step_line(70)], job="r-worker", index="1", created="2026-11-22T11:30:00Z")
-        chief_pod(server, "r-worker-0-abc", [step_line(60)], job="r-worker", index="0")
+        chief_pod(server, "r-worker-1-xyz", [step_line(70)], job="r-worker", index="1", created="2026-11-22T11:30:00Z",
+                      container="worker")
+        chief_pod(server, "r-worker-0-abc", [step_line(60)], job="r-worker", index="0", container="worker")
         sup = clocked(server, [T0], chief_job="r-worker", progress_container="worker")
         assert sup.observe() is None
         log = [r for r in server.requests if r.path.endswith("/log")]
