@@ -1274,7 +1274,7 @@ def crds(*specs: str, served: Sequence[str] | None = None) -> list[dict[str, Any
         else:
             group, kind, plural, scope, *versions = spec.split()
             kept = [v for v in versions if served is None or v in served]
-            schema = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
+            schema = {crdlib.SCHEMA_FIELD: {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
             crd = {
                 "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
                 "metadata": {"name": f"{plural}.{group}"},
