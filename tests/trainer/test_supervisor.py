@@ -334,6 +334,33 @@ def test_a_bring_your_own_chief_reports_its_progress_with_one_line(release: Any)
         "Succeeded", 40, 0.25, None, None)
 
 
+def test_a_bring_your_own_chief_whose_step_stops_rising_is_ended_as_stalled(release: Any) -> None:
+    """The stall as the rendered supervisor meets it, without TensorFlow: the chief prints one step line and hangs.
+    Its step is read from its pod's log (asked as the API server accepts it), the progress record holds the stall
+    clock, and the run is ended as Stalled, ps/workers at 0. The API's ps and worker pods are the harness's, Running,
+    so the run has started."""
+    line = "step 40, loss = 0.2500 (640.0 examples/sec; 0.100 sec/batch)"
+    escaped = line.replace(",", "\\,")
+
+    def servers_running(stage: Release) -> None:
+        for role in ("ps", "worker"):
+            template = named(stage.docs, "StatefulSet", f"{PREFIX}-{role}")["spec"]["template"]
+            stage.server.add({"kind": "Pod", "metadata": {"name": f"{PREFIX}-{role}-0", "namespace": NAMESPACE,
+                                                          "labels": template["metadata"]["labels"]},
+                              "spec": {"nodeName": "node-1", "containers": [{"name": role}]},
+                              "status": {"phase": "Running"}})
+
+    run = release([f"chief.command={{sh,-c,echo '{escaped}'; exec sleep 300}}", "training.stallTimeoutSeconds=3",
+                   "chief.terminationGracePeriodSeconds=6"], during=servers_running, timeout=90)
+    reason = "Stalled: step 40 has not risen for 3 s"
+    started, *rest = run.writes()
+    assert "tf-distributed.io/started-at" in str(started[2])
+    assert rest == [("PATCH", f"{JOBS}/{PREFIX}-chief", {"metadata": {"annotations": {
+        "tf-distributed.io/end-reason": reason}}, "spec": {"activeDeadlineSeconds": 1}}),
+        *scale_down("stalled", reason)]
+    assert run.progress_written()[0].step == 40  # type: ignore[union-attr]
+
+
 def test_evaluator_is_suspended_when_training_ends(release: Any) -> None:
     run = release(["chief.command={sh,-c,exit 0}", "evaluator.enabled=true"])
     assert run.writes() == [scaled("ps"), scaled("worker"),
