@@ -17,7 +17,8 @@ log = logging.getLogger("trainer.supervisor")
 # resourceVersion); its socket waits a little longer for the server's clean end.
 WATCH_SECONDS = 300
 WATCH_READ_MARGIN_SECONDS = 30
-# A watch that cannot be made (the API away, a refusal) is tried again after this long, doubling up to the poll.
+# A watch cut is made again at once; one that cannot be made (the API away, a refusal) is tried again after this
+# long, doubling up to the poll.
 WATCH_RETRY_SECONDS = 0.1
 
 
@@ -58,13 +59,13 @@ class Watcher:
             self.stream.stop()  # type: ignore[no-untyped-call]
 
     def run(self) -> None:
-        retry = WATCH_RETRY_SECONDS
+        retry = 0.0  # the first try again after a watch that worked is at once (a cut connection)
         while not self.stopping.is_set():
             try:
                 if self.version is None:
                     self.relist()
                 if self.follow():
-                    retry = WATCH_RETRY_SECONDS
+                    retry = 0.0
                     continue
             except ApiException as error:
                 if error.status == 410:  # too old: list again
@@ -80,7 +81,7 @@ class Watcher:
             except NO_ANSWER as error:
                 log.info("watch of %s cut (%s); resuming from resourceVersion %s", self.name, error, self.version)
             self.stopping.wait(retry)
-            retry = min(2 * retry, self.retry_max)
+            retry = min(max(2 * retry, WATCH_RETRY_SECONDS), self.retry_max)
 
     def relist(self) -> None:
         listing = self.kube.list(self.lister)
