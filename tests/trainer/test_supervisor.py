@@ -1005,3 +1005,14 @@ def test_rendered_supervisor_env_is_what_settings_read() -> None:
         progress=True, stall_timeout_seconds=1800.0, progress_job=f"{PREFIX}-chief", progress_container="chief",
         run_kind="Job", run_name=f"{PREFIX}-chief",
     )
+
+
+def test_no_trainer_module_talks_to_the_api_with_the_standard_library() -> None:
+    """One Kubernetes client: the pinned `kubernetes` client (trainer/kube.py). The standard library's HTTP clients
+    stay only where no Kubernetes API is asked: the MNIST download and the helm test's endpoint probe."""
+    clients = re.compile(r"^\s*(?:import|from)\s+(?:urllib\.request|urllib\.error|http\.client)\b", re.M)
+    users = sorted(p.name for p in (REPO / "trainer").glob("*.py") if clients.search(p.read_text()))
+    assert users == ["data.py", "endpoint_probe.py"]
+    kube = re.compile(r"^\s*(?:import|from)\s+kubernetes\b", re.M)
+    assert sorted(p.name for p in (REPO / "trainer").glob("*.py") if kube.search(p.read_text())) == [
+        "kube.py", "supervisor_watch.py"]
