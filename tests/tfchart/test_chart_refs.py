@@ -68,7 +68,8 @@ def test_validate_template_and_images_answer_alike_for_every_kind_of_chart(
                       *chart)  # fmt: skip
     problems = {p["path"]: p for p in json.loads(invalid.stdout)["problems"]}
     assert problems["worker.replica"]["fix"] == "remove it (did you mean worker.replicas?)"  # the chart's own keys
-    assert problems["ps.replicas"]["fix"] == "--set ps.replicas=1"  # and its own default
+    # and its own schema: no guessed fix for "x", what is allowed instead
+    assert problems["ps.replicas"]["fix"] == "" and "allowed: integer, at least 0" in problems["ps.replicas"]["message"]
     rendered = tfchart(helm_major, "template", "mnist", "-n", "ml-training", "-f", GPU, *chart)
     helm = subprocess.run([str(helm_path(helm_major)), "template", "mnist", str(CHART), "-n", "ml-training", "-f",
                            GPU], capture_output=True, text=True, check=True)  # fmt: skip
