@@ -27,6 +27,16 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+# every TFD_* name is defined in tfdcontract/env.py; these are re-exported for `from tfdcontract import ...`
+from tfdcontract.env import CHECKPOINT_DIR_ENV as CHECKPOINT_DIR_ENV
+from tfdcontract.env import EXPORT_DIR_ENV as EXPORT_DIR_ENV
+from tfdcontract.env import LOG_DIR_ENV as LOG_DIR_ENV
+from tfdcontract.env import METRICS_ADDRESS_ENV as METRICS_ADDRESS_ENV
+from tfdcontract.env import METRICS_LINGER_ENV as METRICS_LINGER_ENV
+from tfdcontract.env import METRICS_PORT_ENV as METRICS_PORT_ENV
+from tfdcontract.env import MODEL_NAME_ENV as MODEL_NAME_ENV
+from tfdcontract.env import STORAGE_ROOT_ENV as STORAGE_ROOT_ENV
+
 # -- roles ------------------------------------------------------------------------------------------
 
 CHIEF = "chief"
@@ -169,11 +179,7 @@ def release_selector(release: str, component: str | None = None) -> str:
 #: TFD_EXPORT_DIR        <mountPath>/export/<training.modelName>   TF Serving: versions in <N>/
 #: TFD_MODEL_NAME        <training.modelName>                      TF Serving's model name
 #: ====================  ========================================  ===================================
-STORAGE_ROOT_ENV = "TFD_STORAGE_ROOT"
-CHECKPOINT_DIR_ENV = "TFD_CHECKPOINT_DIR"
-LOG_DIR_ENV = "TFD_LOG_DIR"
-EXPORT_DIR_ENV = "TFD_EXPORT_DIR"
-MODEL_NAME_ENV = "TFD_MODEL_NAME"
+#: The variables' names are in tfdcontract/env.py, with every other TFD_* name (re-exported here).
 CHECKPOINTS_DIR = "checkpoints"
 LOGS_DIR = "logs"
 EXPORT_DIR = "export"
@@ -196,13 +202,6 @@ def storage_env(root: str, model_name: str) -> dict[str, str]:
 #: The container port name every TensorFlow pod serves Prometheus metrics on (metrics.enabled), and
 #: the Service/PodMonitor endpoints scrape by that name.
 METRICS_PORT_NAME = "metrics"
-#: The port the trainer serves /metrics on (unset or 0: no metrics server). `tfchart local` rewrites
-#: it per pod, as it does TFD_CLUSTER, since every local pod shares 127.0.0.1.
-METRICS_PORT_ENV = "TFD_METRICS_PORT"
-#: How long a finished chief keeps serving its final metrics, so a scrape records the last step.
-METRICS_LINGER_ENV = "TFD_METRICS_LINGER_SECONDS"
-#: The address the metrics server binds (default: every interface, as a pod's must); `tfchart local` sets 127.0.0.1.
-METRICS_ADDRESS_ENV = "TFD_METRICS_ADDRESS"
 #: Every metric the project exports starts with this.
 METRICS_PREFIX = "tfd_"
 
