@@ -283,6 +283,29 @@ class KubeApi:
         self._call(operation, lambda: self._method(kind, "patch_namespaced_{kind}")(
             name, namespace, body, _content_type=MERGE_PATCH, **RAW))
 
+    def dry_run_patch(self, kind: str, name: str, namespace: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        """A server-side dry run (dryRun=All) of a JSON merge patch: None where the API server accepts it, else its
+        refusal as it sent it (a metav1.Status: 422 Invalid with details.causes, or 403 from admission or RBAC)."""
+        from kubernetes.client.exceptions import ApiException
+
+        custom = CUSTOM.get(kind)
+        if custom:
+            patch = functools.partial(self._api("CustomObjectsApi").patch_namespaced_custom_object, *custom[:2],
+                                      namespace, custom.plural, name)  # fmt: skip
+        else:
+            patch = functools.partial(self._method(kind, "patch_namespaced_{kind}"), name, namespace)
+
+        def dry_run() -> dict[str, Any] | None:
+            try:
+                _json_or_none(patch, body, dry_run="All", _content_type=MERGE_PATCH, **RAW)
+            except ApiException as error:
+                if error.status not in (403, 422):
+                    raise
+                return dict(json.loads(error.body or "{}"), code=error.status)
+            return None
+
+        return self._call(Operation("patch", custom.name if custom else RESOURCES[kind].name, namespace, name), dry_run)
+
     def scale(self, kind: str, name: str, namespace: str, replicas: int) -> None:
         """Sets a StatefulSet's or Deployment's replicas through its /scale subresource."""
         operation = Operation("patch", f"{RESOURCES[kind].plural}/scale", namespace, name)
