@@ -15,6 +15,7 @@ import traceback
 from collections.abc import Sequence
 from typing import NoReturn
 
+from tfdcontract.env import DEBUG_ENV
 from trainer.errors import EXIT_FAILED, TrainerError
 from trainer.shutdown import Interrupted
 
@@ -56,9 +57,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error("interrupted")
         return 130
     except Exception as e:
-        if os.environ.get("TFD_DEBUG"):
+        if os.environ.get(DEBUG_ENV):
             traceback.print_exc()
-        _error(f"internal error: {type(e).__name__}: {e} (set TFD_DEBUG=1 for a traceback)")
+        _error(f"internal error: {type(e).__name__}: {e} (set {DEBUG_ENV}=1 for a traceback)")
         return EXIT_FAILED
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from tfdcontract import CHECKPOINTS_DIR, EXPORT_DIR, LOGS_DIR, PREDICT_REQUEST_FILE, STRATEGIES, TASK_TYPES
+from tfdcontract.env import CLEANUP_STATEFULSETS_ENV
 from trainer.errors import ConfigError
 
 DATASETS = ("mnist", "mnist_tfrecord", "digits", "synthetic")
@@ -212,8 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "restarted worker of a finished run exits 0 at once (pods of a Job; "
                         "the default idles until SIGTERM, as StatefulSet pods must)")
     g.add_argument("--cleanup", default="scale-down",
-                   help="after success: 'scale-down' the StatefulSets in "
-                        "TFD_CLEANUP_STATEFULSETS to 0 replicas, or 'keep' them")
+                   help=f"after success: 'scale-down' the StatefulSets in "
+                        f"{CLEANUP_STATEFULSETS_ENV} to 0 replicas, or 'keep' them")
     g.add_argument("--run-id", default=None,
                    help="identity of this training run in status.json (default: a hash of "
                         "model name, dataset, strategy, steps, batch size, learning rate)")

@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 from tfdcontract import CHIEF, CLIENT_ROLES, STATEFUL_ROLES, SUCCEEDED
+from tfdcontract.env import CLUSTER_ENV, STORAGE_ROOT_ENV, TEST_TIMEOUT_ENV, TEST_URLS_ENV
 
 #: Seconds between two tries of a failing check.
 POLL_SECONDS = 3.0
@@ -84,9 +85,9 @@ def wait(what: str, check: Callable[[], str], deadline: float, out: TextIO, poll
 def run(environ: Mapping[str, str], out: TextIO | None = None, poll_seconds: float = POLL_SECONDS) -> int:
     """Check every endpoint the environment names; the exit status (0: all passed)."""
     stream = sys.stdout if out is None else out
-    targets: dict[str, Any] = {"tensorflow": json.loads(environ["TFD_CLUSTER"]), **json.loads(environ["TFD_TEST_URLS"])}
-    deadline = time.monotonic() + int(environ["TFD_TEST_TIMEOUT"])
-    state = training_state(environ["TFD_STORAGE_ROOT"])
+    targets: dict[str, Any] = {"tensorflow": json.loads(environ[CLUSTER_ENV]), **json.loads(environ[TEST_URLS_ENV])}
+    deadline = time.monotonic() + int(environ[TEST_TIMEOUT_ENV])
+    state = training_state(environ[STORAGE_ROOT_ENV])
     results: list[bool] = []
     for job, addresses in targets.get("tensorflow", {}).items():
         for index, address in enumerate(addresses):
