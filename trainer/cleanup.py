@@ -12,6 +12,7 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
+from tfdcontract.env import CLEANUP_STATEFULSETS_ENV
 from trainer.kube import NO_ANSWER, SA_DIR, ApiException, Kube, kube_target, scale_path, target_from_env
 
 __all__ = ["kube_target", "scale_down", "statefulset_names"]
@@ -21,7 +22,7 @@ log = logging.getLogger(__name__)
 
 def statefulset_names(env: Mapping[str, str]) -> list[str]:
     """Names from TFD_CLEANUP_STATEFULSETS (comma-separated)."""
-    return [n.strip() for n in env.get("TFD_CLEANUP_STATEFULSETS", "").split(",") if n.strip()]
+    return [n.strip() for n in env.get(CLEANUP_STATEFULSETS_ENV, "").split(",") if n.strip()]
 
 
 def scale_down(env: Mapping[str, str], sa_dir: Path = SA_DIR, timeout: float = 10.0) -> list[str]:
@@ -31,7 +32,7 @@ def scale_down(env: Mapping[str, str], sa_dir: Path = SA_DIR, timeout: float = 1
     """
     names = statefulset_names(env)
     if not names:
-        log.info("cleanup: TFD_CLEANUP_STATEFULSETS is empty, nothing to scale down")
+        log.info("cleanup: %s is empty, nothing to scale down", CLEANUP_STATEFULSETS_ENV)
         return []
     target = target_from_env(env, sa_dir)
     if target is None:

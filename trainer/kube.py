@@ -24,6 +24,8 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.incluster_config import InClusterConfigLoader
 
+from tfdcontract.env import KUBE_API_ENV, SERVICEACCOUNT_DIR_ENV
+
 SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 MERGE_PATCH = "application/merge-patch+json"
 REQUEST_SECONDS = 10.0
@@ -59,7 +61,7 @@ def _namespace(env: Mapping[str, str], sa_dir: Path) -> str:
 def kube_target(env: Mapping[str, str], sa_dir: Path = SA_DIR) -> KubeTarget | None:
     """The API endpoint, or None when not running in a cluster (no service host or no token)."""
     token_file = sa_dir / "token"
-    override = env.get("TFD_KUBE_API", "").strip()
+    override = env.get(KUBE_API_ENV, "").strip()
     if override:
         try:
             token: str | None = token_file.read_text(encoding="utf-8").strip()
@@ -81,7 +83,7 @@ def kube_target(env: Mapping[str, str], sa_dir: Path = SA_DIR) -> KubeTarget | N
 
 def target_from_env(env: Mapping[str, str], sa_dir: Path = SA_DIR) -> KubeTarget | None:
     """kube_target() with TFD_SERVICEACCOUNT_DIR honoured (the tests' service-account directory)."""
-    override = env.get("TFD_SERVICEACCOUNT_DIR", "").strip()
+    override = env.get(SERVICEACCOUNT_DIR_ENV, "").strip()
     return kube_target(env, Path(override) if override else sa_dir)
 
 

@@ -61,6 +61,7 @@ from tfdcontract import (
     STARTED_AT_ANNOTATION,
     run_ended,
 )
+from tfdcontract.env import HEALTH_PORT_ENV
 from trainer.kube import NO_ANSWER, ApiException, Kube, KubeTarget, target_from_env
 from trainer.supervisor_endings import Ending, now_text, parse_time, pending_ending, pod_is_up, why_not_running
 from trainer.supervisor_health import serve_health as serve
@@ -323,12 +324,12 @@ def main(env: Mapping[str, str] | None = None) -> int:
                   "and the namespace are needed; the chart mounts them)")
         return 2
     supervisor = Supervisor(settings, target)
-    port = environment.get("TFD_HEALTH_PORT", "").strip()
+    port = environment.get(HEALTH_PORT_ENV, "").strip()
     if port:
         try:
             serve_health(supervisor, int(port))
         except (ValueError, OSError) as error:
-            log.error("configuration error: TFD_HEALTH_PORT=%r: %s", port, error)
+            log.error("configuration error: %s=%r: %s", HEALTH_PORT_ENV, port, error)
             return 2
 
     def stop(signum: int, frame: FrameType | None) -> None:

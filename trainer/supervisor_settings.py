@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tfdcontract import CHIEF
+from tfdcontract import env as names
 from trainer.progress import WRITE_INTERVAL_SECONDS
 
 POLICIES = ("scaleDown", "keep")
@@ -74,53 +75,54 @@ class Settings:
                 raise SupervisorConfigError(f"{name}={raw!r} must be 0 or more")
             return value
 
-        chief = text("TFD_CHIEF_JOB")
+        chief = text(names.CHIEF_JOB_ENV)
         if not chief:
-            raise SupervisorConfigError("TFD_CHIEF_JOB (the chief Job's name) is not set")
+            raise SupervisorConfigError(f"{names.CHIEF_JOB_ENV} (the chief Job's name) is not set")
         policies = {}
-        for name in ("TFD_ON_SUCCESS", "TFD_ON_FAILURE"):
+        for name in (names.ON_SUCCESS_ENV, names.ON_FAILURE_ENV):
             policies[name] = text(name) or "scaleDown"
             if policies[name] not in POLICIES:
                 raise SupervisorConfigError(f"{name}={policies[name]!r}: expected one of {', '.join(POLICIES)}")
-        timeout = number("TFD_START_TIMEOUT_SECONDS", 0.0)
-        stall = number("TFD_STALL_TIMEOUT_SECONDS", 0.0)
-        selector = text("TFD_POD_SELECTOR")
-        expected = int(number("TFD_EXPECTED_PODS", 0.0))
-        for name, value in (("TFD_START_TIMEOUT_SECONDS", timeout), ("TFD_STALL_TIMEOUT_SECONDS", stall)):
+        timeout = number(names.START_TIMEOUT_ENV, 0.0)
+        stall = number(names.STALL_TIMEOUT_ENV, 0.0)
+        selector = text(names.POD_SELECTOR_ENV)
+        expected = int(number(names.EXPECTED_PODS_ENV, 0.0))
+        for name, value in ((names.START_TIMEOUT_ENV, timeout), (names.STALL_TIMEOUT_ENV, stall)):
             if value and (not selector or expected < 1):
                 raise SupervisorConfigError(
-                    f"{name} needs TFD_POD_SELECTOR and TFD_EXPECTED_PODS (the TensorFlow pods)"
+                    f"{name} needs {names.POD_SELECTOR_ENV} and {names.EXPECTED_PODS_ENV} (the TensorFlow pods)"
                 )
-        progress = text("TFD_PROGRESS").lower() or "false"
+        progress = text(names.PROGRESS_ENV).lower() or "false"
         if progress not in ("true", "false"):
-            raise SupervisorConfigError(f"TFD_PROGRESS={progress!r}: expected true or false")
+            raise SupervisorConfigError(f"{names.PROGRESS_ENV}={progress!r}: expected true or false")
         if stall and progress != "true":
-            raise SupervisorConfigError("TFD_STALL_TIMEOUT_SECONDS needs TFD_PROGRESS=true (the stall clock is kept "
-                                        "in the progress record)")
-        kind, run_name = text("TFD_RUN_KIND") or "Job", text("TFD_RUN_NAME")
+            raise SupervisorConfigError(f"{names.STALL_TIMEOUT_ENV} needs {names.PROGRESS_ENV}=true (the stall clock "
+                                        "is kept in the progress record)")
+        kind, run_name = text(names.RUN_KIND_ENV) or "Job", text(names.RUN_NAME_ENV)
         if kind not in RUN_KINDS:
-            raise SupervisorConfigError(f"TFD_RUN_KIND={kind!r}: expected one of {', '.join(RUN_KINDS)}")
+            raise SupervisorConfigError(f"{names.RUN_KIND_ENV}={kind!r}: expected one of {', '.join(RUN_KINDS)}")
         if kind == "JobSet" and not run_name:
-            raise SupervisorConfigError("TFD_RUN_KIND=JobSet needs TFD_RUN_NAME (the JobSet's name)")
+            raise SupervisorConfigError(f"{names.RUN_KIND_ENV}=JobSet needs {names.RUN_NAME_ENV} (the JobSet's name)")
         if kind == "JobSet" and timeout:
-            raise SupervisorConfigError("TFD_START_TIMEOUT_SECONDS does not apply to a JobSet: it creates the chief's "
-                                        "Job, whose deadline ends the run, only once the roles before it are Ready")
+            raise SupervisorConfigError(f"{names.START_TIMEOUT_ENV} does not apply to a JobSet: it creates the "
+                                        "chief's Job, whose deadline ends the run, only once the roles before it "
+                                        "are Ready")
         return cls(
             chief_job=chief,
-            statefulsets=tuple(n.strip() for n in text("TFD_STATEFULSETS").split(",") if n.strip()),
-            evaluator_job=text("TFD_EVALUATOR_JOB") or None,
-            deployment=text("TFD_SUPERVISOR_DEPLOYMENT") or None,
-            on_success=policies["TFD_ON_SUCCESS"],
-            on_failure=policies["TFD_ON_FAILURE"],
+            statefulsets=tuple(n.strip() for n in text(names.STATEFULSETS_ENV).split(",") if n.strip()),
+            evaluator_job=text(names.EVALUATOR_JOB_ENV) or None,
+            deployment=text(names.SUPERVISOR_DEPLOYMENT_ENV) or None,
+            on_success=policies[names.ON_SUCCESS_ENV],
+            on_failure=policies[names.ON_FAILURE_ENV],
             start_timeout_seconds=timeout,
             pod_selector=selector,
             expected_pods=expected,
-            poll_seconds=max(0.1, number("TFD_POLL_SECONDS", 10.0)),
-            chief_missing_seconds=number("TFD_CHIEF_MISSING_SECONDS", 60.0),
+            poll_seconds=max(0.1, number(names.POLL_SECONDS_ENV, 10.0)),
+            chief_missing_seconds=number(names.CHIEF_MISSING_ENV, 60.0),
             progress=progress == "true",
             stall_timeout_seconds=stall,
-            progress_job=text("TFD_PROGRESS_JOB"),
-            progress_container=text("TFD_PROGRESS_CONTAINER") or CHIEF,
+            progress_job=text(names.PROGRESS_JOB_ENV),
+            progress_container=text(names.PROGRESS_CONTAINER_ENV) or CHIEF,
             run_kind=kind,
             run_name=run_name,
         )
