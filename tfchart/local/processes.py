@@ -41,6 +41,7 @@ from tfdcontract import (
     TF_ROLES,
     WORKER,
 )
+from tfdcontract.env import CLUSTER_ENV
 
 PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_cyan", "bright_magenta", "bright_green")
 
@@ -59,7 +60,7 @@ class LocalPod:
     @property
     def is_chief(self) -> bool:
         """The chief task, or worker 0 where the cluster map has no chief (TensorFlow's convention)."""
-        no_chief = '"chief"' not in self.env.get("TFD_CLUSTER", '"chief"')
+        no_chief = '"chief"' not in self.env.get(CLUSTER_ENV, '"chief"')
         return self.role == CHIEF or (self.role == WORKER and self.index == 0 and no_chief)
 
 
@@ -189,16 +190,15 @@ def listening(table: str, port: int) -> bool:
 
 def localise_cluster(pods: list[LocalPod], host: str = "127.0.0.1") -> dict[str, str]:
     """Points every TensorFlow address of the cluster map at a free local port (TFD_CLUSTER only)."""
-    cluster_json = next((pod.env["TFD_CLUSTER"] for pod in pods if "TFD_CLUSTER" in pod.env), None)
+    cluster_json = next((pod.env[CLUSTER_ENV] for pod in pods if CLUSTER_ENV in pod.env), None)
     if cluster_json is None:
         return {}
     cluster: dict[str, list[str]] = json.loads(cluster_json)
     mapping = {address: f"{host}:{free_port()}" for addresses in cluster.values() for address in addresses}
     local = json.dumps({job: [mapping[a] for a in addresses] for job, addresses in cluster.items()},
                        separators=(",", ":"))  # fmt: skip
-    for pod in pods:
-        if "TFD_CLUSTER" in pod.env:
-            pod.env["TFD_CLUSTER"] = local
+    for pod in (pod for pod in pods if CLUSTER_ENV in pod.env):
+        pod.env[CLUSTER_ENV] = local
     return mapping
 
 
