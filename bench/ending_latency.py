@@ -50,6 +50,7 @@ from tests.kubeapi import (
     stateful_set,
 )
 from tfdcontract import CHIEF, PS, SUPERVISOR, WORKER
+from tfdcontract.env import CHIEF_MISSING_ENV, KUBE_API_ENV, POLL_SECONDS_ENV, SERVICEACCOUNT_DIR_ENV
 
 NAMESPACE = "ml-team"
 RELEASE = "mnist"
@@ -82,7 +83,7 @@ class Release:
         container = self.deployment["spec"]["template"]["spec"]["containers"][0]
         assert container["command"] == ["python", "-m", "trainer.supervisor"], container["command"]
         self.env = container_env(container)
-        assert float(self.env["TFD_POLL_SECONDS"]) == POLL_SECONDS, self.env["TFD_POLL_SECONDS"]
+        assert float(self.env[POLL_SECONDS_ENV]) == POLL_SECONDS, self.env[POLL_SECONDS_ENV]
 
     def load(self, server: KubeServer) -> list[str]:
         """A fresh cluster with the run going; the names of its ps/worker pods."""
@@ -128,7 +129,7 @@ def supervisor(server: KubeServer, env: dict[str, str], program: list[str], fold
     sa.mkdir(exist_ok=True)
     (sa / "token").write_text("bench-token\n")
     (sa / "namespace").write_text(NAMESPACE + "\n")
-    environment = {**env, "TFD_KUBE_API": server.url, "TFD_SERVICEACCOUNT_DIR": str(sa), "PYTHONPATH": str(REPO),
+    environment = {**env, KUBE_API_ENV: server.url, SERVICEACCOUNT_DIR_ENV: str(sa), "PYTHONPATH": str(REPO),
                    "PATH": "/usr/bin:/bin"}
     process = subprocess.Popen([sys.executable, *program], env=environment, cwd=REPO, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT)
@@ -192,7 +193,7 @@ def results(repeat: int = 10) -> list[Result]:
                    f"(one left to the periodic look would take up to {POLL_SECONDS:.0f} s)")
     details.append("a deletion whose DELETED event the supervisor never gets (its watch's history expired, or it was "
                    "restarted) is not known to be one --recreate did not make: it waits supervisor.chiefMissingSeconds "
-                   f"({release.env['TFD_CHIEF_MISSING_SECONDS']} s) for the Job to come back, as before")
+                   f"({release.env[CHIEF_MISSING_ENV]} s) for the Job to come back, as before")
     low, high = REAL_SUPERVISOR_SECONDS
     details.append(f"the supervisor's own share only: the loopback API writes the Job's condition at once. Against a "
                    f"real API server (issue 33) the Job controller wrote it {REAL_JOB_CONTROLLER_SECONDS:.1f} s after "
