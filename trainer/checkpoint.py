@@ -14,6 +14,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from tfdcontract.phases import fresh_start_line, resumed_line
+
 log = logging.getLogger("trainer.checkpoint")
 
 _STEP = re.compile(r"ckpt-(\d+)$")
@@ -59,11 +61,11 @@ def restore_latest(ckpt: Any, directory: Path, global_step: Any) -> int:
     """
     path = latest(directory)
     if path is None:
-        log.info("no checkpoint in %s, starting at step 0", directory)
+        log.info("%s", fresh_start_line(directory))
         return 0
     ckpt.restore(path).assert_existing_objects_matched()
     step = int(global_step.numpy())
-    log.info("resumed from checkpoint at step %d (%s)", step, path)
+    log.info("%s", resumed_line(step, path))
     return step
 
 

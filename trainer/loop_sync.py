@@ -24,6 +24,7 @@ from typing import Any, NoReturn
 
 import tensorflow as tf
 
+from tfdcontract.phases import in_sync_line
 from trainer.checkpoint import make_manager, restore_latest
 from trainer.cluster import Task
 from trainer.config import TrainConfig
@@ -155,7 +156,7 @@ def run_sync(cfg: TrainConfig, task: Task, data: DataSource,
     strategy = make_strategy(cfg.strategy, task)
     shutdown.reclaim()
     current_monitor().server_up(True)
-    log.info("%s: %d replica(s) in sync", cfg.strategy, strategy.num_replicas_in_sync)
+    log.info("%s", in_sync_line(cfg.strategy, strategy.num_replicas_in_sync))
     replicas = strategy.num_replicas_in_sync
     if cfg.batch_size % replicas:
         fits = sorted({cfg.batch_size - cfg.batch_size % replicas or replicas,

@@ -38,6 +38,7 @@ import time
 from collections.abc import Iterator, Mapping
 
 from tfdcontract import EVALUATOR, PS, SERVING, WORKER
+from tfdcontract.phases import listening_line, role_line, succeeded_line, waiting_for_chief_line
 from trainer.cluster import Task
 from trainer.config import TrainConfig
 from trainer.errors import DataError, TrainerError
@@ -150,7 +151,7 @@ def run_server(cfg: TrainConfig, task: Task, shutdown: Shutdown, in_job: bool = 
             return 0
         start_server(task)
         shutdown.reclaim()
-        log.info("%s server listening on %s", task.name, address)
+        log.info("%s", listening_line(task.name, address))
         current_monitor().server_up(True)
         shutdown.phase = SERVING
         shutdown.wait()
@@ -211,7 +212,7 @@ def run_chief(cfg: TrainConfig, task: Task, env: Mapping[str, str], shutdown: Sh
     except Exception as e:
         reporter.failed(f"{type(e).__name__}: {e}")
         raise
-    log.info("training Succeeded at step %d", step)
+    log.info("%s", succeeded_line(step))
     _cleanup(cfg, env)
     linger_with_final_metrics(shutdown)
     return 0
@@ -247,7 +248,7 @@ def run_sync_worker(cfg: TrainConfig, task: Task, shutdown: Shutdown) -> int:
     run_sync(cfg, task, data, None, shutdown)
     current_monitor().server_up(False)
     then = "exiting" if cfg.exit_when_done else "idling until SIGTERM (a StatefulSet pod must not exit)"
-    log.info("%s finished its steps; waiting for the chief to report success, then %s", task.name, then)
+    log.info("%s", waiting_for_chief_line(task.name, then))
     with shutdown.deferred():
         shutdown.phase = "idle"
         while not shutdown.wait(2) and not is_completed(cfg.layout.status, cfg.run_id):
@@ -290,8 +291,7 @@ def dispatch(cfg: TrainConfig, task: Task, env: Mapping[str, str] | None = None)
     env = os.environ if env is None else env
     shutdown = install(cfg.shutdown_grace_seconds)
     install_monitor(cfg, task, env)
-    log.info("role %s, strategy %s, run %s, storage %s (cluster from %s)", task.name,
-             cfg.strategy, cfg.run_id, cfg.storage_root, task.source)
+    log.info("%s", role_line(task.name, cfg.strategy, cfg.run_id, str(cfg.storage_root), task.source))
     try:
         return _run_role(cfg, task, env, shutdown)
     except Interrupted as stop:

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Iterator
 from types import FrameType
 
+from tfdcontract.phases import stopping_line
 from trainer.errors import EXIT_INTERRUPTED
 
 log = logging.getLogger("trainer.shutdown")
@@ -152,8 +153,7 @@ class Shutdown:
                 if signum in SIGNALS:
                     self._record(signum)
         self._woken.set()
-        log.warning("%s received: stopping within %gs (--shutdown-grace-seconds)",
-                    self.signal_name, self.grace_seconds)
+        log.warning("%s", stopping_line(self.signal_name, self.grace_seconds))
         time.sleep(max(0.0, self.time_left()))
         self._expire()
 

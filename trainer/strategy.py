@@ -10,6 +10,7 @@ from typing import Any
 import tensorflow as tf
 
 from tfdcontract import PS, WORKER
+from tfdcontract.phases import waiting_for_peers_line
 from trainer.cluster import Task
 from trainer.errors import ClusterFailure
 
@@ -81,6 +82,6 @@ def wait_for_cluster(task: Task, timeout_secs: float, poll_secs: float = 2.0) ->
                 f"the ps/worker pods run and that the addresses in TF_CONFIG are right"
             )
         if now - reported >= 30:
-            log.info("waiting for %s", ", ".join(f"{n} ({a})" for n, a in pending.items()))
+            log.info("%s", waiting_for_peers_line(pending))
             reported = now
         time.sleep(poll_secs)
