@@ -1,7 +1,7 @@
 """What `tfchart local` shows while a run goes: one progress bar for the chief and one status line per
 pod on a terminal; on anything else (CI, a pipe) a plain progress line at most once per tenth of the
 run. Pod output never reaches the screen here: session.run writes it to one file per pod. Each pod's line
-says what it waits for, read from the trainer's own log lines (PHASES); every line fits the terminal's width."""
+says what it waits for, read from the trainer's own log lines (tfdcontract.phases); every line fits the width."""
 
 from __future__ import annotations
 
@@ -10,19 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfdcontract import SUCCEEDED, StepLine, parse_status_line, parse_step_line
+from tfdcontract import phases as said
 
-LISTENING = ("server listening on", "TensorBoard ")
-#: what a trainer's log line says its process does next (trainer/roles.py, strategy.py, shutdown.py), in order
-PHASES = (
-    ("(cluster from ", "importing TensorFlow"),  # the trainer's first line ("role chief:0, ..."), then the import
-    ("waiting for the chief", "waiting for the chief"),  # a sync worker done with its steps
-    ("waiting for ", "waiting for peers"),  # the cluster is not all up yet
-    ("starting at step", "training"),  # the chief, before its first step line
-    ("resumed from checkpoint", "training"),
-    ("SIGTERM received", "shutting down"),
-    ("SIGINT received", "shutting down"),
-    ("training Succeeded at step", "succeeded, shutting down"),  # TensorFlow's teardown takes a while
-)
 STYLES = {"training": "cyan", "listening": "blue", "done": "green", "succeeded": "green"}  # else yellow; exited: red
 ENDED = ("done", "succeeded")
 
@@ -61,9 +50,10 @@ class Board:
     def observe(self, name: str, chief: bool, line: str) -> None:
         pod = self.pods[name]
         before = pod.state
-        phase = next((phase for marker, phase in PHASES if marker in line), None)
-        if phase and pod.state not in ENDED and not (pod.state == "listening" and phase == "waiting for peers"):
-            pod.state = phase
+        phase = said.parse_phase(line)
+        if phase not in (None, said.LISTENING, said.IN_SYNC) and pod.state not in ENDED and not (
+                pod.state == said.LISTENING and phase == said.WAITING_FOR_PEERS):  # fmt: skip
+            pod.state = str(phase)
         if chief:
             self.chief = name
             step = parse_step_line(line)
@@ -75,15 +65,15 @@ class Board:
             if status and status.accuracy is not None:
                 self.accuracy = status.accuracy
             if status and status.state == SUCCEEDED:
-                pod.state = "succeeded, shutting down"
+                pod.state = said.SUCCEEDED
             if pod.state != before:
                 self.phase_since = time.monotonic()
                 if (waiting := self.waiting()) and not waiting.startswith("training"):
                     self.phases.append((self.progress is not None, waiting))
-        elif "replica(s) in sync" in line:
-            pod.state = "training"  # a synchronous worker
-        elif pod.state in ("starting", "importing TensorFlow") and any(marker in line for marker in LISTENING):
-            pod.state = "listening"  # a ps/worker server (its first line said it imports TensorFlow), TensorBoard
+        elif phase == said.IN_SYNC:
+            pod.state = said.TRAINING  # a synchronous worker
+        elif pod.state in ("starting", said.IMPORTING) and (phase == said.LISTENING or "TensorBoard " in line):
+            pod.state = said.LISTENING  # a ps/worker server (its first line said it imports TensorFlow), TensorBoard
 
     def exited(self, name: str, code: int | None, restarts: int = 0) -> None:
         pod = self.pods[name]
