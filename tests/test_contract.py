@@ -4,7 +4,9 @@ status line formats in tfchart/, trainer/, scripts/ or bench/, and the contract 
 from __future__ import annotations
 
 import ast
+import importlib
 import json
+import pkgutil
 import re
 from pathlib import Path
 
@@ -16,8 +18,10 @@ from tests.chartlib import REPO, render
 SCANNED = ("tfchart", "trainer", "scripts", "bench")
 ROLE_NAMES = {contract.CHIEF, contract.PS, contract.WORKER, contract.EVALUATOR, contract.TENSORBOARD,
               contract.SERVING, contract.SUPERVISOR}
-# what only the two formats spell: the status line's prefix, the step line's separators
-FORMAT_PIECES = (contract.STATUS_LINE_PREFIX.strip(), "examples/sec;", "sec/batch", ", loss = ")
+# what only the formats spell: the status line's prefix, the step line's separators, the phase lines' wording
+FORMAT_PIECES = (contract.STATUS_LINE_PREFIX.strip(), "examples/sec;", "sec/batch", ", loss = ", "(cluster from ",
+                 "finished its steps; waiting for the chief", "starting at step 0", "resumed from checkpoint at step",
+                 "received: stopping within", "training Succeeded at step", "server listening on", "replica(s) in sync")
 
 
 def python_files() -> list[Path]:
@@ -124,10 +128,16 @@ def test_each_strategy_renders_the_roles_the_contract_names(strategy: str) -> No
         assert all(labels.get(key) == value for key, value in (term.split("=") for term in selector.split(",")))
 
 
-def test_every_annotation_the_chart_writes_is_named_in_the_contract() -> None:
-    """The chart's templates spell the run's annotations literally; each must be one of tfdcontract's."""
-    named = {value for key, value in vars(contract).items() if key.endswith("_ANNOTATION") and isinstance(value, str)}
+def test_every_annotation_and_label_the_chart_writes_is_named_in_the_contract() -> None:
+    """The chart's templates spell the run's annotations and the Kubernetes labels literally; each must be one of
+    tfdcontract's (any of its modules)."""
+    modules = [contract, *(importlib.import_module(f"tfdcontract.{module.name}")
+                           for module in pkgutil.iter_modules(contract.__path__))]  # fmt: skip
+    named = {value for module in modules for key, value in vars(module).items()
+             if key.endswith(("_ANNOTATION", "_LABEL")) and isinstance(value, str)}  # fmt: skip
     templates = REPO / "charts" / "tf-distributed" / "templates"
     texts = [path.read_text() for path in templates.rglob("*") if path.is_file()]
-    spelled = {name for text in texts for name in re.findall(r"tf-distributed\.io/[a-z-]+", text)}
-    assert spelled and spelled <= named, sorted(spelled - named)
+    keys = r"\b(?:tf-distributed\.io|apps?\.kubernetes\.io|batch\.kubernetes\.io)/[a-z-]+"
+    spelled = {name for text in texts for name in re.findall(keys, text)}
+    assert {contract.RUN_SPEC_ANNOTATION, contract.VERSION_LABEL, contract.COMPLETION_INDEX_ANNOTATION} <= spelled
+    assert spelled <= named, sorted(spelled - named)

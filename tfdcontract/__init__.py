@@ -88,6 +88,9 @@ NAME_LABEL = "app.kubernetes.io/name"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 PART_OF_LABEL = "app.kubernetes.io/part-of"
+#: Who manages each object (Helm) and the chart's appVersion (tf-distributed.labels); nothing selects by them.
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+VERSION_LABEL = "app.kubernetes.io/version"
 #: A StatefulSet pod's ordinal (Kubernetes >= 1.28), and an Indexed Job pod's index.
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
