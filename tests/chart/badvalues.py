@@ -75,8 +75,9 @@ def mutations_for(schema: dict[str, Any], path: tuple[str, ...], default: Any) -
             yield from mutations_for(child, (*path, key), child_default)
     elif schema.get("type") == "object":
         names = schema.get("propertyNames", {}).get("pattern")
-        if names:
-            yield Mutation(path, "bad-key", nest((*path, "Bad Key!"), "x"), mentions="Bad Key!")
+        if names:  # a key of its own per map: helm 4 names no path for it, so the key tells them apart
+            bad_key = f"Bad Key!{'.'.join(path)}!"
+            yield Mutation(path, "bad-key", nest((*path, bad_key), "x"), mentions=bad_key)
         values = schema.get("additionalProperties")
         if isinstance(values, dict):
             if "oneOf" in values:
