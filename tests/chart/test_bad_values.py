@@ -52,7 +52,8 @@ def batches() -> list[list[Mutation]]:
     packed: list[tuple[list[Mutation], list[tuple[str, ...]], set[tuple[str, ...]]]] = []
     for mutation in CORPUS:
         written = written_path(mutation)
-        for members, writes, reported in packed:
+        for batch in packed:
+            members, writes, reported = batch
             disjoint = all(written[: len(other)] != other[: len(written)] for other in writes)
             if disjoint and mutation.path not in reported:
                 break
@@ -105,7 +106,8 @@ def helm_results() -> dict[tuple[str, str], list[str]]:
         assert "Traceback" not in result.stderr
         errors = [line.strip() for line in result.stderr.splitlines() if line.strip().startswith("- ")]
         for mutation in members:
-            found[(mutation.id, major)] = [line for line in errors if line.startswith(f"- {location(major, mutation)}: ")]
+            prefix = f"- {location(major, mutation)}: "
+            found[(mutation.id, major)] = [line for line in errors if line.startswith(prefix)]
     return found
 
 
