@@ -45,16 +45,21 @@ class Problem:
         return self.file
 
 
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}{'s' if count != 1 else ''}"
+
+
 @dataclass
 class ValidationFailed(TfchartError):
-    """The values are invalid; every problem is listed."""
+    """The values (or a policy file, or the values under a policy) are invalid; every problem is listed."""
 
     problems: list[Problem] = field(default_factory=list)
     note: str = ""  # said after the list (e.g. that helm stopped at schema errors)
+    what: str = "problem"
+    where: str = "in values"
 
     def __post_init__(self) -> None:
-        count = len(self.problems)
-        super().__init__(f"{count} problem{'s' if count != 1 else ''} in values", "")
+        super().__init__(f"{plural(len(self.problems), self.what)} {self.where}", "")
 
 
 class HelmError(TfchartError):

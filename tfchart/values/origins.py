@@ -138,7 +138,7 @@ class Origins:
             if path in paths or any(parent in paths and parent + ".#leaf" in paths for parent in above):
                 value = paths.get(path)
                 scalar = not isinstance(value, (dict, list))
-                return Origin(_shown(source), None, _json(value) if scalar else None, value if scalar else None)
+                return Origin(shown(source), None, _json(value) if scalar else None, value if scalar else None)
         for name, documents in self.files:
             for root in reversed(documents):
                 node, key, rest, _ = walk(root, path)
@@ -230,8 +230,9 @@ def _json(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def _shown(source: str) -> str:
-    return source if len(source) <= 120 else source[:117] + "..."
+def shown(source: str) -> str:
+    """A --set argument as a message names it: a long one cut, saying how long it is."""
+    return source if len(source) <= 120 else f"{source[:100]}... ({len(source)} characters)"
 
 
 def _entries(root: yaml.Node) -> Iterator[tuple[str, yaml.Node, yaml.Node, bool]]:

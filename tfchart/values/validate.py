@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tfchart.errors import HelmError, Problem, ValidationFailed
+from tfchart.errors import HelmError, Problem, ValidationFailed, plural
 from tfchart.helm import render
 from tfchart.helm.chart import Chart, private_folder
 from tfchart.helm.inputs import Inputs
@@ -52,11 +52,10 @@ class Report:
 
     def failures(self) -> list[ValidationFailed]:
         """Each kind of problem found, as the error that lists them: the policy file, the values, the policy."""
-        from tfchart.values.policy import PolicyFileInvalid, PolicyViolations
-
-        found = [ValidationFailed(self.problems, self.note)] if self.problems else []
-        found[:0] = [PolicyFileInvalid(self.policy_problems, policy_file=self.policy_file)] * bool(self.policy_problems)
-        return found + ([PolicyViolations(self.violations, policy_file=self.policy_file)] if self.violations else [])
+        found = [ValidationFailed(self.policy_problems, where=f"in policy file {self.policy_file}"),
+                 ValidationFailed(self.problems, self.note),
+                 ValidationFailed(self.violations, what="policy violation", where=f"(policy {self.policy_file})")]
+        return [failure for failure in found if failure.problems]
 
     def failure(self) -> ValidationFailed:
         return self.failures()[0]
@@ -206,10 +205,6 @@ def _last(text: str) -> str:
     return text.splitlines()[-1].rpartition("error calling ")[2][:300] if text else "helm failed"
 
 
-def _shown(argument: str) -> str:
-    return argument if len(argument) <= 120 else f"{argument[:100]}... ({len(argument)} characters)"
-
-
 def _line_of(name: str, message: str) -> int | None:
     """The line of a values file that helm's message quotes (a document separator followed by text)."""
     separator = message.partition("invalid Yaml document separator: ")[2]
@@ -261,14 +256,16 @@ def _located(item: Found, origins: Origins, fixes: Fixes) -> Problem:
 def _broken_set(helm: Helm, inputs: Inputs, item: Found) -> str:
     """The argument of `item.source` (a --set flag) that helm cannot parse, found by asking helm for each;
     all of them where none fails alone (it fails on what the files set before it)."""
+    from tfchart.values.origins import shown
+
     given = [f"{flag} {argument}" for flag, argument in inputs.sets if flag == item.source]
     for flag, argument in inputs.sets if len(given) > 1 else ():
         if flag == item.source:
             try:
                 render.merged_values(helm, None, Inputs([], [(flag, argument)]))
             except render.RenderFailed:
-                return _shown(f"{flag} {argument}")
-    return _shown(" ".join(given) or item.source)
+                return shown(f"{flag} {argument}")
+    return shown(" ".join(given) or item.source)
 
 
 def check_policy(report: Report, path: Path, helm: Helm, chart: Chart, inputs: Inputs) -> Report:
@@ -279,8 +276,8 @@ def check_policy(report: Report, path: Path, helm: Helm, chart: Chart, inputs: I
 
     try:
         policy = policies.load(path)
-    except policies.PolicyFileInvalid as broken:  # an error whatever the values; -o json lists it too
-        report.policy_file, report.policy_problems = broken.policy_file, list(broken.problems)
+    except ValidationFailed as broken:  # an error whatever the values; -o json lists it too
+        report.policy_file, report.policy_problems = str(path), list(broken.problems)
         return report
     report.policy_file = policy.file
     release, checked, namespace = report.rendered_with or ("", inputs, None)
@@ -296,7 +293,7 @@ def check_policy(report: Report, path: Path, helm: Helm, chart: Chart, inputs: I
     report.violations = list(policies.check_values(policy, values, Origins(helm, chart, inputs), report.manifests))
     report.policy_checked = True
     if not report.violations:
-        report.notes.append(f"policy {policy.file}: {policies.plural(len(policy.names), 'rule')} passed")
+        report.notes.append(f"policy {policy.file}: {plural(len(policy.names), 'rule')} passed")
     return report
 
 
