@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
+import re
+import sys
 from collections.abc import Callable, Generator, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, TypeVar
@@ -37,36 +40,19 @@ IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/
 # finalizers pending, orphan or foregroundDeletion) or "absent" (404: there was nothing to delete).
 Deletion = Literal["deleted", "terminating", "absent"]
 
-
-class Resource(NamedTuple):
-    api: str  # the kubernetes client's API class of the kind's group
-    spelled: str  # the kind as the client's method names spell it
-    name: str  # the resource, as messages and RBAC hints name it
-
-    @property
-    def plural(self) -> str:
-        """The resource without its group (statefulsets), as deletes and /scale name it."""
-        return self.name.split(".")[0]
-
-
-RESOURCES = {
-    "Pod": Resource("CoreV1Api", "pod", "pods"),
-    "Service": Resource("CoreV1Api", "service", "services"),
-    "ConfigMap": Resource("CoreV1Api", "config_map", "configmaps"),
-    "ResourceQuota": Resource("CoreV1Api", "resource_quota", "resourcequotas"),
-    "PersistentVolumeClaim": Resource("CoreV1Api", "persistent_volume_claim", "persistentvolumeclaims"),
-    "PersistentVolume": Resource("CoreV1Api", "persistent_volume", "persistentvolumes"),
-    "Node": Resource("CoreV1Api", "node", "nodes"),
-    "StatefulSet": Resource("AppsV1Api", "stateful_set", "statefulsets.apps"),
-    "Deployment": Resource("AppsV1Api", "deployment", "deployments.apps"),
-    "DaemonSet": Resource("AppsV1Api", "daemon_set", "daemonsets.apps"),
-    "Job": Resource("BatchV1Api", "job", "jobs.batch"),
-    "StorageClass": Resource("StorageV1Api", "storage_class", "storageclasses.storage.k8s.io"),
-    "EndpointSlice": Resource("DiscoveryV1Api", "endpoint_slice", "endpointslices.discovery.k8s.io"),
-    "ValidatingWebhookConfiguration": Resource("AdmissionregistrationV1Api", "validating_webhook_configuration",
-                                               "validatingwebhookconfigurations.admissionregistration.k8s.io"),
-}
-CLUSTER_SCOPED = ("Node", "StorageClass", "ValidatingWebhookConfiguration", "PersistentVolume")
+# The kinds tfchart names, each as its resource in full (plural.version.group, as `kubectl get` accepts it): the one
+# thing the client cannot tell from a kind. The client's typed API and method follow from it by the client's own
+# naming (kubernetes.utils.create_from_yaml: <Group><Version>Api, the kind in snake_case, namespaced when the API
+# has list_namespaced_<kind>); a group the client has no API for (JobSet, any resource named plural.version.group
+# by the *_custom calls) goes through its CustomObjectsApi.
+KINDS = {
+    "Pod": "pods.v1", "Service": "services.v1", "ConfigMap": "configmaps.v1", "ResourceQuota": "resourcequotas.v1",
+    "PersistentVolumeClaim": "persistentvolumeclaims.v1", "PersistentVolume": "persistentvolumes.v1",
+    "Node": "nodes.v1", "StatefulSet": "statefulsets.v1.apps", "Deployment": "deployments.v1.apps",
+    "DaemonSet": "daemonsets.v1.apps", "Job": "jobs.v1.batch", "StorageClass": "storageclasses.v1.storage.k8s.io",
+    "EndpointSlice": "endpointslices.v1.discovery.k8s.io", "JobSet": "jobsets.v1alpha2.jobset.x-k8s.io",
+    "ValidatingWebhookConfiguration": "validatingwebhookconfigurations.v1.admissionregistration.k8s.io",
+}  # fmt: skip
 
 
 class Custom(NamedTuple):
@@ -81,7 +67,19 @@ class Custom(NamedTuple):
         return f"{self.plural}.{self.group}"
 
 
-CUSTOM = {"JobSet": Custom("jobset.x-k8s.io", "v1alpha2", "jobsets")}
+def split_resource(kind: str) -> Custom:
+    """(group, version, plural) of a KINDS kind, or of a resource spelled plural.version.group."""
+    plural, version, *group = KINDS.get(kind, kind).split(".", 2)
+    return Custom(group[0] if group else "", version, plural)
+
+
+def resource_name(kind: str) -> str:
+    """The resource as messages and RBAC hints name it: pods, statefulsets.apps, jobsets.jobset.x-k8s.io."""
+    resource = split_resource(kind)
+    return resource.name if resource.group else resource.plural
+
+
+CUSTOM = {"JobSet": split_resource("JobSet")}
 
 
 class AccessDenied(ClusterUnavailable):
@@ -101,6 +99,11 @@ class Operation:
         target = f"{self.resource}/{self.name}" if self.name else self.resource
         where = f" in namespace {self.namespace}" if self.namespace else " (cluster-wide)"
         return f"{self.verb} {target}{where}"
+
+
+def _selectors(label_selector: str, field_selector: str) -> dict[str, str]:
+    return {key: value for key, value in (("label_selector", label_selector), ("field_selector", field_selector))
+            if value}  # fmt: skip
 
 
 class KubeApi:
@@ -126,15 +129,16 @@ class KubeApi:
         """The namespace kubectl would use: the context's namespace, the pod's own in a cluster, else default."""
         return self._namespace_resolver()
 
-    def _api(self, group: str) -> Any:
-        """The kubernetes client's API of a group (CoreV1Api...), on the one checked ApiClient."""
+    def _api(self, name: str) -> Any:
+        """The client's API `name` (CoreV1Api...) on the one checked ApiClient, or None: the client has none."""
         from kubernetes import client
 
         if self._client is None:
             api_client = self._client_factory()
             api_client.rest_client.request = checked_request(api_client.rest_client.request, self.source)
             self._client = api_client
-        return getattr(client, group)(self._client)
+        api = getattr(client, name, None)
+        return api and api(self._client)
 
     def _call(self, operation: Operation, call: Callable[[], T]) -> T:
         try:
@@ -145,10 +149,22 @@ class KubeApi:
             host = str(getattr(getattr(self._client, "configuration", None), "host", "") or "")
             raise translate(error, operation, host, self.source) from None
 
-    def _method(self, kind: str, method: str) -> Any:
-        """The client's method for a RESOURCES kind: `method` with {kind} spelled as the client spells it."""
-        resource = RESOURCES[kind]
-        return getattr(self._api(resource.api), method.format(kind=resource.spelled))
+    def _bound(self, kind: str, verb: str, namespace: str | None, *name: str, sub: str = "") -> Callable[..., Any]:
+        """The client's `verb` call (list, read, patch, delete) of a kind or resource, its path arguments bound."""
+        group, version, plural = split_resource(kind)
+        api_group = "".join(word.capitalize() for word in ("".join(group.rsplit(".k8s.io", 1)) or "core").split("."))
+        typed = self._api(f"{api_group}{version.capitalize()}Api") if kind in KINDS else None
+        if typed is None:
+            verb, scope = ("get" if verb == "read" else verb), ("namespaced" if namespace else "cluster")
+            where = (namespace,) if namespace else ()
+            method = getattr(self._api("CustomObjectsApi"), f"{verb}_{scope}_custom_object")
+            return functools.partial(method, group, version, *where, plural, *name)
+        snake = re.sub(r"(?<!^)(?=[A-Z])", "_", kind).lower()
+        if namespace:
+            return functools.partial(getattr(typed, f"{verb}_namespaced_{snake}{sub}"), *name, namespace)
+        all_namespaces = verb == "list" and hasattr(typed, f"list_namespaced_{snake}")
+        return functools.partial(getattr(typed, f"list_{snake}_for_all_namespaces" if all_namespaces
+                                         else f"{verb}_{snake}"), *name)  # fmt: skip
 
     # -- reads ----------------------------------------------------------------------------------
     def list_objects(
@@ -156,60 +172,48 @@ class KubeApi:
     ) -> list[Any]:
         """kubernetes.client models of the objects of a kind matching the selectors: in a namespace, or
         in all of them (a namespaced kind) or cluster-wide (Node, StorageClass) when namespace is None."""
-        method, args, kwargs = self._list_call(kind, namespace, label_selector, field_selector)
-        operation = Operation("list", RESOURCES[kind].name, namespace)
-        return self._call(operation,
-                          lambda: self._method(kind, method)(*args, **kwargs, _request_timeout=REQUEST_TIMEOUT).items)
+        selectors = _selectors(label_selector, field_selector) | {"_request_timeout": REQUEST_TIMEOUT}
+        return self._call(Operation("list", resource_name(kind), namespace),
+                          lambda: self._bound(kind, "list", namespace)(**selectors).items)
 
     def pages(self, kind: str, namespace: str | None = None, label_selector: str = "", field_selector: str = "",
               page_size: int = 500) -> Iterator[list[dict[str, Any]]]:  # fmt: skip
-        """The objects of list_objects as the API server sends them (JSON), `page_size` at a time (limit and
-        continue): a caller that keeps only what it counts holds one page, however large the cluster, and no
-        client models are built (15,000 pods as models: 500 MB and 8-17 s)."""
-        method, args, kwargs = self._list_call(kind, namespace, label_selector, field_selector)
-        call = functools.partial(self._method(kind, method), *args, **kwargs)
-        yield from self._paged(Operation("list", RESOURCES[kind].name, namespace), call, page_size)
-
-    @staticmethod
-    def _list_call(kind: str, namespace: str | None, label_selector: str,
-                   field_selector: str) -> tuple[str, list[str], dict[str, str]]:  # fmt: skip
-        selectors = {"label_selector": label_selector, "field_selector": field_selector}
-        kwargs = {key: value for key, value in selectors.items() if value}
-        if namespace:
-            return "list_namespaced_{kind}", [namespace], kwargs
-        return ("list_{kind}" if kind in CLUSTER_SCOPED else "list_{kind}_for_all_namespaces"), [], kwargs
+        """The objects of list_objects (or of a resource plural.version.group) as the API server sends them (JSON),
+        `page_size` at a time (limit and continue): a caller that keeps only what it counts holds one page, however
+        large the cluster, and no client models are built (15,000 pods as models: 500 MB and 8-17 s); none when the
+        server does not serve the resource (404)."""
+        operation = Operation("list", resource_name(kind), namespace)
+        more: dict[str, Any] = {"limit": page_size, **_selectors(label_selector, field_selector)}
+        while True:
+            listed = self._call(operation, lambda: _json_or_none(self._bound(kind, "list", namespace), **more, **RAW))
+            yield list((listed or {}).get("items") or [])
+            if not (token := ((listed or {}).get("metadata") or {}).get("continue")):
+                return
+            more["_continue"] = token
 
     def read_object(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
-        """An object of a RESOURCES kind (cluster-scoped: namespace None) as the API server sent it (JSON),
-        or None (404). Read raw: the upgrade guard compares the server's own fields (deletionTimestamp,
-        finalizers, status.phase), not a client model that may drop what it does not know."""
-        if kind in CUSTOM:
-            group, version, plural = CUSTOM[kind]
-            return self.read_custom_object(group, version, plural, name, namespace)
-        method, args = ("read_namespaced_{kind}", (name, namespace)) if namespace else ("read_{kind}", (name,))
-        operation = Operation("get", RESOURCES[kind].name, namespace, name)
-        return self._call(operation, lambda: _json_or_none(self._method(kind, method), *args, **RAW))
+        """An object of a kind (or resource plural.version.group; cluster-scoped: namespace None) as the API server
+        sent it (JSON), or None (404). Read raw: the upgrade guard compares the server's own fields
+        (deletionTimestamp, finalizers, status.phase), not a client model that may drop what it does not know."""
+        operation = Operation("get", resource_name(kind), namespace, name)
+        return self._call(operation, lambda: _json_or_none(self._bound(kind, "read", namespace, name), **RAW))
 
     def read_pod_log(self, namespace: str, name: str, container: str | None, tail_lines: int | None) -> str:
-        """The (current container's) log as text, read raw (_preload_content=False): the client would
-        otherwise json-decode a log that happens to be one JSON document and hand back a Python repr."""
+        """The (current container's) log as text, read raw: the client would json-decode a log that is one JSON
+        document and hand back a Python repr."""
         return "".join(line + "\n" for line in self.stream_pod_log(namespace, name, container, tail_lines, False))
 
     def stream_pod_log(
         self, namespace: str, name: str, container: str | None, tail_lines: int | None, follow: bool, *,
         previous: bool = False, since_seconds: int | None = None, timestamps: bool = False,
     ) -> Generator[str, None, None]:  # fmt: skip
-        """The log line by line (without newlines); with follow, until the container ends or the caller
-        stops. `previous`: the last terminated container's; `since_seconds`: the lines written since;
-        `timestamps`: each line prefixed by the time it was written (RFC 3339). The HTTP response is
-        released when the generator is closed (also on Ctrl-C in the caller)."""
+        """The log line by line (without newlines), as kubectl logs' flags say; with follow, until the container ends
+        or the caller stops. The HTTP response is released when the generator is closed (also on Ctrl-C)."""
         operation = Operation("get", "pods/log", namespace, name)
         # No timeout when following: a quiet training log must not end the stream. (None: not sent.)
         kwargs: dict[str, Any] = {"follow": True} if follow else {"_request_timeout": REQUEST_TIMEOUT}
         kwargs |= {"_preload_content": False, "container": container or None, "tail_lines": tail_lines,
-                   "since_seconds": since_seconds}  # fmt: skip
-        kwargs |= {"previous": True} if previous else {}
-        kwargs |= {"timestamps": True} if timestamps else {}
+                   "since_seconds": since_seconds, "previous": previous or None, "timestamps": timestamps or None}
         response = self._call(operation,
                               lambda: self._api("CoreV1Api").read_namespaced_pod_log(name, namespace, **kwargs))
         lines = _response_lines(response)
@@ -217,13 +221,14 @@ class KubeApi:
             while (line := self._call(operation, lambda: next(lines, None))) is not None:
                 yield line
         finally:
-            _release(response)
+            for method in ("close", "release_conn"):
+                with suppress(Exception):
+                    getattr(response, method, lambda: None)()
 
     def served_resources(self, group: str, version: str) -> list[str] | None:
         """The resources (plural names) the API server serves in group/version, or None when it serves not
         that version: API discovery, which every authenticated user may read (reading CRDs needs a ClusterRole)."""
-        operation = Operation("get", f"/apis/{group}/{version}")
-        document = self._call(operation, lambda: _json_or_none(
+        document = self._call(Operation("get", f"/apis/{group}/{version}"), lambda: _json_or_none(
             self._api("CustomObjectsApi").get_api_resources, group, version, **RAW))
         return None if document is None else [str(resource.get("name")) for resource in document.get("resources") or []]
 
@@ -231,118 +236,77 @@ class KubeApi:
         self, group: str, version: str, plural: str, name: str, namespace: str | None = None
     ) -> dict[str, Any] | None:
         """A custom object (namespaced when `namespace` is given, else cluster-scoped) as JSON, or None (404)."""
-        operation = Operation("get", f"{plural}.{group}", namespace, name)
-        scope, where = ("cluster", ()) if namespace is None else ("namespaced", (namespace,))
-        method = f"get_{scope}_custom_object"
-        return self._call(operation, lambda: _json_or_none(
-            getattr(self._api("CustomObjectsApi"), method), group, version, *where, plural, name, **RAW))
+        return self.read_object(f"{plural}.{version}.{group}", name, namespace)
 
     def list_custom_objects(self, group: str, version: str, plural: str, page_size: int = 500) -> list[dict[str, Any]]:
         """Every object of a cluster-scoped custom resource (Volcano's HyperNodes) as JSON, read `page_size` at a
         time; empty when the server does not serve it (404)."""
-        method = functools.partial(self._api("CustomObjectsApi").list_cluster_custom_object, group, version, plural)
-        pages = self._paged(Operation("list", f"{plural}.{group}"), method, page_size)
-        return [item for page in pages for item in page]
-
-    def _paged(self, operation: Operation, method: Callable[..., Any], size: int) -> Iterator[list[dict[str, Any]]]:
-        """The items of a raw list call, page by page (limit and continue)."""
-        more: dict[str, Any] = {"limit": size}
-        while True:
-            listed = self._call(operation, lambda: _json_or_none(method, **more, **RAW) or {})
-            yield list(listed.get("items") or [])
-            if not (token := (listed.get("metadata") or {}).get("continue")):
-                return
-            more["_continue"] = token
+        return [item for page in self.pages(f"{plural}.{version}.{group}", page_size=page_size) for item in page]
 
     def list_namespaced_custom(self, group: str, version: str, plural: str, namespace: str | None,
                                label_selector: str = "") -> list[dict[str, Any]] | None:  # fmt: skip
         """The custom objects of a namespaced resource (a JobSet, a Kueue Workload) in `namespace` (None: every
         namespace) as JSON, or None when the server does not serve the resource (404: its CRD is not installed)."""
-        operation = Operation("list", f"{plural}.{group}", namespace)
-        api = self._api("CustomObjectsApi")
-        call, where = ((api.list_namespaced_custom_object, (namespace,)) if namespace
-                       else (api.list_cluster_custom_object, ()))  # fmt: skip
-        selector = {"label_selector": label_selector} if label_selector else {}
-        listed = self._call(operation, lambda: _json_or_none(call, group, version, *where, plural, **selector, **RAW))
+        resource, selector = f"{plural}.{version}.{group}", _selectors(label_selector, "")
+        listed = self._call(Operation("list", f"{plural}.{group}", namespace),
+                            lambda: _json_or_none(self._bound(resource, "list", namespace), **selector, **RAW))
         return None if listed is None else list(listed.get("items") or [])
 
     # -- writes (tfchart stop, upgrade --recreate, uninstall --delete-data) -----------------------
     def patch_custom(self, group: str, version: str, plural: str, name: str, namespace: str,
                      body: dict[str, Any]) -> None:  # fmt: skip
         """A JSON merge patch of a namespaced custom object (a JobSet, a Kueue Workload)."""
-        operation = Operation("patch", f"{plural}.{group}", namespace, name)
-        self._call(operation, lambda: self._api("CustomObjectsApi").patch_namespaced_custom_object(
-            group, version, namespace, plural, name, body, _content_type=MERGE_PATCH, **RAW))
+        self.patch(f"{plural}.{version}.{group}", name, namespace, body)
 
     def patch(self, kind: str, name: str, namespace: str, body: dict[str, Any]) -> None:
         """A JSON merge patch (RFC 7386) of a StatefulSet, Deployment, Job or JobSet: exactly the fields in body."""
-        if kind in CUSTOM:
-            self.patch_custom(*CUSTOM[kind], name, namespace, body)
-            return
-        operation = Operation("patch", RESOURCES[kind].name, namespace, name)
-        self._call(operation, lambda: self._method(kind, "patch_namespaced_{kind}")(
-            name, namespace, body, _content_type=MERGE_PATCH, **RAW))
+        self._call(Operation("patch", resource_name(kind), namespace, name), lambda: self._bound(
+            kind, "patch", namespace, name)(body, _content_type=MERGE_PATCH, **RAW))
 
     def dry_run_patch(self, kind: str, name: str, namespace: str, body: dict[str, Any]) -> dict[str, Any] | None:
         """A server-side dry run (dryRun=All) of a JSON merge patch: None where the API server accepts it, else its
         refusal as it sent it (a metav1.Status: 422 Invalid with details.causes, or 403 from admission or RBAC)."""
         from kubernetes.client.exceptions import ApiException
 
-        custom = CUSTOM.get(kind)
-        if custom:
-            patch = functools.partial(self._api("CustomObjectsApi").patch_namespaced_custom_object, *custom[:2],
-                                      namespace, custom.plural, name)  # fmt: skip
-        else:
-            patch = functools.partial(self._method(kind, "patch_namespaced_{kind}"), name, namespace)
-
         def dry_run() -> dict[str, Any] | None:
             try:
-                _json_or_none(patch, body, dry_run="All", _content_type=MERGE_PATCH, **RAW)
+                _json_or_none(self._bound(kind, "patch", namespace, name), body, dry_run="All",
+                              _content_type=MERGE_PATCH, **RAW)  # fmt: skip
             except ApiException as error:
                 if error.status not in (403, 422):
                     raise
                 return dict(json.loads(error.body or "{}"), code=error.status)
             return None
 
-        return self._call(Operation("patch", custom.name if custom else RESOURCES[kind].name, namespace, name), dry_run)
+        return self._call(Operation("patch", resource_name(kind), namespace, name), dry_run)
 
     def scale(self, kind: str, name: str, namespace: str, replicas: int) -> None:
         """Sets a StatefulSet's or Deployment's replicas through its /scale subresource."""
-        operation = Operation("patch", f"{RESOURCES[kind].plural}/scale", namespace, name)
-        body = {"spec": {"replicas": replicas}}
-        self._call(operation, lambda: self._method(kind, "patch_namespaced_{kind}_scale")(
-            name, namespace, body, _content_type=MERGE_PATCH, **RAW))
+        operation = Operation("patch", f"{split_resource(kind).plural}/scale", namespace, name)
+        self._call(operation, lambda: self._bound(kind, "patch", namespace, name, sub="_scale")(
+            {"spec": {"replicas": replicas}}, _content_type=MERGE_PATCH, **RAW))
 
     def delete(self, kind: str, name: str, namespace: str, propagation: str | None = None) -> Deletion:
         """Deletes an object, its dependents as `propagation` says (Orphan, Foreground; None: the kind's
         default). Read raw: the server answers a Status when the object is gone, else the object itself
         (finalizers pending), which the client's V1Status model cannot hold; 404: nothing to delete."""
-        custom = CUSTOM.get(kind)
-        operation = Operation("delete", custom.name if custom else RESOURCES[kind].plural, namespace, name)
+        resource = split_resource(kind)
+        operation = Operation("delete", resource.name if kind in CUSTOM else resource.plural, namespace, name)
 
         def delete() -> Deletion:
-            if custom:
-                document = _json_or_none(self._api("CustomObjectsApi").delete_namespaced_custom_object, *custom[:2],
-                                         namespace, custom.plural, name, propagation_policy=propagation,
-                                         _preload_content=False)  # fmt: skip
-            else:
-                document = _json_or_none(self._method(kind, "delete_namespaced_{kind}"), name, namespace,
-                                         propagation_policy=propagation, _preload_content=False)
-            if document is None:
-                return "absent"
-            return "deleted" if document.get("kind") == "Status" else "terminating"
+            document = _json_or_none(self._bound(kind, "delete", namespace, name), propagation_policy=propagation,
+                                     _preload_content=False)  # fmt: skip
+            return "absent" if document is None else "deleted" if document.get("kind") == "Status" else "terminating"
 
         return self._call(operation, delete)
 
     def delete_pvc(self, name: str, namespace: str) -> None:
-        """Deletes a claim (`uninstall --delete-data`): one without the kubernetes.io/pvc-protection finalizer
-        goes at once; one already gone is nothing left to do."""
+        """Deletes a claim (`uninstall --delete-data`); one already gone is nothing left to do."""
         self.delete("PersistentVolumeClaim", name, namespace)
 
 
 def _json_or_none(call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any] | None:
-    """The JSON object of a raw call's answer (checked_request made sure it is Kubernetes JSON), or None
-    when the server answered 404."""
+    """The JSON object of a raw call's answer (checked_request made sure it is Kubernetes JSON), or None (404)."""
     from kubernetes.client.exceptions import ApiException
 
     try:
@@ -418,11 +382,6 @@ def _response_lines(response: Any) -> Iterator[str]:
         yield buffer.decode("utf-8", errors="replace")
 
 
-def _release(response: Any) -> None:
-    for method in ("close", "release_conn"):
-        with suppress(Exception):
-            getattr(response, method, lambda: None)()
-
 
 # -- configuration --------------------------------------------------------------------------------
 def describe_source(kubeconfig: Path | None, context: str | None) -> str:
@@ -457,27 +416,65 @@ def require_configuration(kubeconfig: Path | None) -> None:
 def load_api_client(kubeconfig: Path | None, context: str | None) -> Any:
     """A kubernetes ApiClient for the kubeconfig, or the in-cluster service account when there is none."""
     from kubernetes import client, config
+    from kubernetes.config.kube_config import KubeConfigMerger
 
     files = kubeconfig_files(kubeconfig)
     configuration = client.Configuration()
+    root, errors = logging.getLogger(), list[str]()
+
+    def said(record: logging.LogRecord) -> bool:  # the loader reports a failed exec plugin only by logging it and goes
+        if record.levelno >= logging.ERROR:  # on without credentials: what it logs as an error ends tfchart instead
+            errors.append(record.getMessage())
+        return record.levelno < logging.ERROR
+
     try:
         if files is None:
             require_configuration(kubeconfig)
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         else:
-            with bounded_exec_plugins():
-                config.load_kube_config(  # type: ignore[no-untyped-call]
-                    config_file=files, context=context, client_configuration=configuration, persist_config=False
-                )
-    except ExecPluginFailed as failed:
-        raise ClusterUnavailable(f"the kubeconfig's credential plugin failed: {failed}",
-                              "run it by hand to see why (often a login that expired: log in again); "
-                              f"{EXEC_TIMEOUT_ENV} sets how long it may take") from None
+            merged = KubeConfigMerger(files).config  # type: ignore[no-untyped-call]  # as load_kube_config merges
+            if merged is None:
+                raise ValueError("Invalid kube-config file. No configuration found.")
+            root.addFilter(said)
+            root.addHandler(quiet := logging.NullHandler())  # no logging.basicConfig behind tfchart's back
+            try:
+                config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
+                    bounded_plugins(merged), context=context, client_configuration=configuration, persist_config=False)
+            finally:
+                root.removeFilter(said)
+                root.removeHandler(quiet)
     except KubernetesError:
         raise
     except Exception as error:  # ConfigException, and TypeError/ValueError/OSError on malformed files
         raise config_error(error, files, context) from None
+    if errors:
+        raise ClusterUnavailable(f"the kubeconfig's credential plugin failed: {errors[0]}",
+                                 "run it by hand to see why (often a login that expired: log in again); "
+                                 f"{EXEC_TIMEOUT_ENV} sets how long it may take")
     return client.ApiClient(configuration)
+
+
+EXEC_TIMEOUT_ENV = "TFCHART_EXEC_PLUGIN_TIMEOUT"
+# The client's ExecProvider waits for a plugin without a limit (a login prompt nobody answers hangs tfchart), and
+# takes no option to bound it: each plugin runs under this wrapper instead, which kills it after the limit. It is
+# the kubeconfig's exec.command and args in memory only (persist_config=False), so it also bounds the runs of a
+# token refresh; the client reads what it prints and exits with as the plugin's own.
+BOUNDED_PLUGIN = """import subprocess, sys
+limit, argv = float(sys.argv[1]), sys.argv[2:]
+try: sys.exit(subprocess.run(argv, timeout=limit).returncode)
+except subprocess.TimeoutExpired: sys.exit(f"{argv!r} did not answer within {limit:.0f} s")
+except OSError as error: sys.exit(str(error))"""
+
+
+def bounded_plugins(merged: Any) -> Any:
+    """The merged kubeconfig with each user's exec plugin run under BOUNDED_PLUGIN (EXEC_TIMEOUT_ENV seconds, 60)."""
+    limit = float(os.environ.get(EXEC_TIMEOUT_ENV) or 60)
+    for node in merged.value.get("users") or []:
+        plugin = (getattr(node, "value", node).get("user") or {}).get("exec")
+        if isinstance(plugin, dict) and plugin.get("command"):
+            plugin["args"] = ["-c", BOUNDED_PLUGIN, str(limit), plugin["command"], *(plugin.get("args") or [])]
+            plugin["command"] = sys.executable
+    return merged
 
 
 def configured_namespace(kubeconfig: Path | None, context: str | None) -> str:
@@ -501,65 +498,16 @@ def configured_namespace(kubeconfig: Path | None, context: str | None) -> str:
     return str(namespace) if namespace else "default"
 
 
-class ExecPluginFailed(BaseException):
-    """A kubeconfig exec plugin failed or hung. A BaseException: the client's loader logs any Exception of
-    a plugin as `ERROR:root:` and goes on without credentials."""
-
-
-EXEC_TIMEOUT_ENV = "TFCHART_EXEC_PLUGIN_TIMEOUT"
-
-
-@contextmanager
-def bounded_exec_plugins() -> Iterator[None]:
-    """While loading a kubeconfig: an exec credential plugin gets EXEC_TIMEOUT_ENV seconds (default 60), and its
-    failure stops tfchart with the plugin's words (the client's ExecProvider, given a timed Popen)."""
-    import subprocess
-    import types
-
-    from kubernetes.config import exec_provider, kube_config
-
-    limit = float(os.environ.get(EXEC_TIMEOUT_ENV) or 60)
-    plugins: Any = exec_provider
-    loader: Any = kube_config
-
-    class TimedPopen(subprocess.Popen[str]):
-        def communicate(self, input: Any = None, timeout: float | None = None) -> Any:
-            try:
-                return super().communicate(input, timeout=limit)
-            except subprocess.TimeoutExpired:
-                self.kill()
-                super().communicate()
-                raise ExecPluginFailed(f"{self.args!r} did not answer within {limit:.0f} s") from None
-
-    class Provider(plugins.ExecProvider):  # type: ignore[misc]
-        def run(self, previous_response: Any = None) -> Any:
-            try:
-                return super().run(previous_response)
-            except plugins.ConfigException as error:
-                raise ExecPluginFailed(str(error)) from None
-
-    saved = loader.ExecProvider, plugins.subprocess
-    loader.ExecProvider = Provider
-    plugins.subprocess = types.SimpleNamespace(Popen=TimedPopen, PIPE=subprocess.PIPE)
-    try:
-        yield
-    finally:
-        loader.ExecProvider, plugins.subprocess = saved
-
-
 def config_error(error: Exception, files: str | None, context: str | None) -> ClusterUnavailable:
     detail = str(error).strip() or type(error).__name__
     if files is None:
-        return ClusterUnavailable(f"cannot use the in-cluster service account: {detail}",
-                               "run tfchart in a pod with a mounted service-account token, or set KUBECONFIG to a "
-                               "kubeconfig file")
+        return ClusterUnavailable(f"cannot use the in-cluster service account: {detail}", "run tfchart in a pod with a "
+                                  "mounted service-account token, or set KUBECONFIG to a kubeconfig file")
     if context and "context" in detail.lower():
-        return ClusterUnavailable(f"kubeconfig context {context!r} not found in {files}: {detail}",
-                               "list the contexts with `kubectl config get-contexts` and pass one of them with "
-                               "--kube-context")
-    return ClusterUnavailable(f"cannot load the kubeconfig {files}: {detail}",
-                           "check the file (`kubectl config view` reads the same one) "
-                           "or point KUBECONFIG/--kubeconfig at a valid kubeconfig")
+        return ClusterUnavailable(f"kubeconfig context {context!r} not found in {files}: {detail}", "list the contexts "
+                                  "with `kubectl config get-contexts` and pass one of them with --kube-context")
+    return ClusterUnavailable(f"cannot load the kubeconfig {files}: {detail}", "check the file (`kubectl config view` "
+                              "reads the same one) or point KUBECONFIG/--kubeconfig at a valid kubeconfig")
 
 
 # -- errors ---------------------------------------------------------------------------------------
@@ -568,70 +516,55 @@ def translate(error: Exception, operation: Operation, host: str, source: str) ->
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
+    server, what, config = host or "the API server", operation.describe(), f"the kubeconfig ({source or 'default'})"
     if isinstance(error, ApiException):
-        return http_error(error, operation, host, source)
+        return http_error(error, operation, server, config)
     if isinstance(error, HTTPError):
-        server = host or "the API server"
-        reason = getattr(error, "reason", None) or error
-        return ClusterUnavailable(f"cannot reach the Kubernetes API server at {server} ({operation.describe()}): "
-                                  f"{reason}", f"is the cluster running and does the kubeconfig ({source or 'default'})"
-                                  " point at it? try `kubectl cluster-info`")
+        return ClusterUnavailable(f"cannot reach the Kubernetes API server at {server} ({what}): "
+                                  f"{getattr(error, 'reason', None) or error}",
+                                  f"is the cluster running and does {config} point at it? try `kubectl cluster-info`")
     if isinstance(error, (ValueError, TypeError)):  # pydantic's ValidationError is a ValueError
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        return ClusterUnavailable(f"{host or 'the API server'} answered {operation.describe()} with an object the "
-                               f"Kubernetes client cannot read: {first}",
-                               "is this the API server? check the server URL of the kubeconfig "
-                               f"({source or 'default'}) and any proxy in between; a server much newer or older than "
-                               "the client can also answer so")
+        first = (str(error).strip() or type(error).__name__).splitlines()[0]
+        return ClusterUnavailable(f"{server} answered {what} with an object the Kubernetes client cannot read: {first}",
+                                  f"is this the API server? check the server URL of {config} and any proxy in between;"
+                                  " a server much newer or older than the client can also answer so")
     return error
 
 
 def status_message(error: Any) -> str:
     """The API server's own message (a metav1.Status body), else the HTTP reason."""
-    body = getattr(error, "body", None)
-    if isinstance(body, bytes):
-        body = body.decode("utf-8", errors="replace")
-    if isinstance(body, str) and body:
-        try:
-            document = json.loads(body)
-        except ValueError:
-            return body.strip()[:300]
-        if isinstance(document, dict) and document.get("message"):
-            return str(document["message"])
-    return str(getattr(error, "reason", "") or "")
+    body = error.body.decode("utf-8", errors="replace") if isinstance(error.body, bytes) else error.body
+    try:
+        document = json.loads(body or "null")
+    except ValueError:
+        return str(body).strip()[:300]
+    return str(document["message"] if isinstance(document, dict) and document.get("message") else error.reason or "")
 
 
-def http_error(error: Any, operation: Operation, host: str, source: str) -> KubernetesError:
-    status = int(error.status or 0)
-    detail = status_message(error)
-    what = operation.describe()
+def http_error(error: Any, operation: Operation, server: str, config: str) -> KubernetesError:
+    status, detail, what = int(error.status or 0), status_message(error), operation.describe()
+    verb, resource, namespace = operation.verb, operation.resource, operation.namespace
+    scope, where = (f" -n {namespace}", f" in namespace {namespace}") if namespace else ("", "")
     if status == 401:
         return ClusterUnavailable(f"the API server rejected the credentials (401 Unauthorized) to {what}",
-                               "refresh your login (e.g. `gcloud container clusters get-credentials`, `aws eks "
-                               "update-kubeconfig`, `kubectl oidc-login`) or fix the user in the kubeconfig "
-                               f"({source or 'default'})")
-    namespace = operation.namespace
-    scope = f" -n {namespace}" if namespace else ""
+                                  "refresh your login (e.g. `gcloud container clusters get-credentials`, `aws eks "
+                                  f"update-kubeconfig`, `kubectl oidc-login`) or fix the user in {config}")
     if status == 403:
         role = f"a Role in namespace {namespace}" if namespace else "a ClusterRole"
         return AccessDenied(f"forbidden: you may not {what}: {detail}",
-                            f"RBAC verb `{operation.verb}` on resource `{operation.resource}` is missing: ask a "
-                            f"cluster admin for {role} granting it (check with `kubectl auth can-i {operation.verb} "
-                            f"{operation.resource}{scope}`)")
+                            f"RBAC verb `{verb}` on resource `{resource}` is missing: ask a cluster admin for {role} "
+                            f"granting it (check with `kubectl auth can-i {verb} {resource}{scope}`)")
     if status == 404:
-        target = f"{operation.resource} {operation.name}" if operation.name else operation.resource
-        where = f" in namespace {namespace}" if namespace else ""
-        return KubernetesError(f"{target} not found{where}: {detail}",
-                               "check the name and --namespace (`kubectl get "
-                               f"{operation.resource.split('/')[0]}{scope}`); the object may have been deleted "
-                               "meanwhile")
+        target = f"{resource} {operation.name}" if operation.name else resource
+        return KubernetesError(f"{target} not found{where}: {detail}", "check the name and --namespace (`kubectl get "
+                               f"{resource.split('/')[0]}{scope}`); the object may have been deleted meanwhile")
     if status == 0:
-        return ClusterUnavailable(f"TLS or client error talking to {host or 'the API server'} ({what}): {error.reason}",
-                               "check the cluster CA and server address in the kubeconfig (`kubectl cluster-info`)")
+        return ClusterUnavailable(f"TLS or client error talking to {server} ({what}): {error.reason}",
+                                  "check the cluster CA and server address in the kubeconfig (`kubectl cluster-info`)")
     if status == 429 or status >= 500:
         return ClusterUnavailable(f"the API server failed to {what} (HTTP {status}): {detail}",
-                               "the control plane is overloaded or unhealthy: retry in a moment; "
-                               "`kubectl get --raw '/readyz?verbose'` shows its health")
+                                  "the control plane is overloaded or unhealthy: retry in a moment; "
+                                  "`kubectl get --raw '/readyz?verbose'` shows its health")
     return KubernetesError(f"the API server refused to {what} (HTTP {status}): {detail}",
                            "run with --debug for details; `kubectl` with -v=6 shows the same request")
 
