@@ -90,7 +90,7 @@ from tests.crds import crdlib
 from tests.kubeapi_http import Raw, decoded, handler
 from tests.kubeapi_patch import MERGE_PATCH, merge_patch, patched_document
 from tests.kubeapi_rbac import ADMIN, UNAUTHORIZED, authorize
-from tests.kubeapi_rules import update_causes
+from tests.kubeapi_rules import admission_refusal, update_causes
 from tests.kubeapi_wire import (
     acceptable,
     already_exists,
@@ -175,7 +175,8 @@ class Request:
 
     @property
     def writes(self) -> bool:
-        return self.method != "GET"
+        """Whether the request may change an object: not a read, nor a dry run (dryRun=All stores nothing)."""
+        return self.method != "GET" and "dryRun=All" not in self.query.split("&")
 
 
 @dataclass
@@ -759,7 +760,7 @@ class KubeServer:
             result = patched_document(before, body, content_type, built_in)
             if isinstance(result, tuple):
                 return result
-            after = result
+            after = canonical_quantities(result)  # as `add` and a PUT store them
         else:
             stale = (body.get("metadata") or {}).get("resourceVersion") if isinstance(body, dict) else None
             if stale and stale != before["metadata"]["resourceVersion"]:
@@ -770,6 +771,8 @@ class KubeServer:
         causes = update_causes(resource, before, after)
         if causes:
             return 422, invalid(before["kind"], group, name, causes)
+        if denied := admission_refusal(resource, before, after, self.objects):
+            return 403, failure(403, denied)
         return 200, after if dry else self.store(key, after)
 
     def log_of(self, pod: dict[str, Any], query: dict[str, str]) -> tuple[int, Any]:

@@ -1,8 +1,9 @@
-"""install / upgrade / uninstall: the exact helm invocations, and the immutable-field guard on real renders.
+"""install / upgrade / uninstall: the exact helm invocations, and the upgrade guard on real renders.
 
 helm itself runs for real wherever it can without a cluster (template, version); the calls that
 need an API server (install, upgrade, uninstall, get manifest) are recorded at tfchart's Runner
-boundary, with `get manifest` answered by a real `helm template` of what is "deployed".
+boundary, with `get manifest` answered by a real `helm template` of what is "deployed". The guard asks
+the fake API server (tests/kubeapi.py) holding the deployed render for its dry runs.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from typing import Any
 
 import pytest
 
+from tests import kubeapi as kf
 from tests.chartlib import CHART, REPO, helm_path
+from tests.kubeapi import KubeServer, kube_server
 from tfchart.cluster.kube import Deletion
 from tfchart.cluster.upgrade import UpgradePlan
 from tfchart.cluster.upgrade import upgrade as guarded_upgrade
@@ -30,6 +33,8 @@ from tfchart.helm.runner import Helm
 from tfchart.helm.runner import failure as runner_failure
 
 GPU = REPO / "values" / "gpu.yaml"
+DEFAULT_CLASS = "standard"
+NS = "ml-training"
 
 
 class RecordingHelm:
@@ -80,10 +85,64 @@ def inputs(files: Sequence[Path] = (), sets: Sequence[tuple[str, str]] = ()) -> 
 def upgrade(
     helm: RecordingHelm, given: Inputs, options: release.Options, chart: Path = CHART, **guard: Any
 ) -> UpgradePlan:
-    """`tfchart upgrade mnist` as the command runs it: helm renders the new values, then the guard plans, refuses
-    or recreates, and helm upgrades."""
+    """`tfchart upgrade mnist` as the command runs it: helm renders the new values, then the guard plans (asking the
+    API server: `live`, else a fake one holding the deployed release), refuses or recreates, and helm upgrades."""
     rendered = manifests(template(Helm(helm.binary), chart_at(chart), "mnist", given, options.namespace))
-    return guarded_upgrade(helm, "mnist", chart_at(chart), given, rendered, options, **guard)
+    if "live" in guard:
+        return guarded_upgrade(helm, "mnist", chart_at(chart), given, rendered, options, **guard)
+    with kube_server() as cluster:
+        live_cluster(cluster, helm, namespace=options.namespace or "default")
+        return guarded_upgrade(helm, "mnist", chart_at(chart), given, rendered, options, live=cluster.api(), **guard)
+
+
+def deployed_docs(helm: RecordingHelm, namespace: str = NS) -> list[dict[str, Any]]:
+    """What `helm get manifest` holds: the deployed render without its hooks."""
+    text = helm.real(["template", "mnist", str(helm.deployed_chart), "--namespace", namespace, "--no-hooks",
+                      *helm.deployed])  # fmt: skip
+    return manifests(text.decode())
+
+
+def live_claim(doc: dict[str, Any], phase: str = "Bound", size: str | None = None) -> dict[str, Any]:
+    """The claim as the API server serves it: the default class filled in, a volume, a status."""
+    obj = json.loads(json.dumps(doc))
+    spec = obj["spec"]
+    spec.setdefault("storageClassName", DEFAULT_CLASS)
+    spec.setdefault("volumeMode", "Filesystem")
+    if size:
+        spec["resources"]["requests"]["storage"] = size
+    obj["status"] = {"phase": phase}
+    if phase == "Bound":
+        spec["volumeName"] = "pvc-0b5e6c1d"
+        obj["status"] |= {
+            "accessModes": spec["accessModes"],
+            "capacity": {"storage": spec["resources"]["requests"]["storage"]},
+        }
+    return obj
+
+
+def live_cluster(
+    cluster: KubeServer,
+    helm: RecordingHelm,
+    *,
+    namespace: str = NS,
+    chief: bool = True,
+    claim_phase: str = "Bound",
+    claim_size: str | None = None,
+    expandable: bool | None = None,
+) -> KubeServer:
+    """The deployed release as a running training leaves it (without `chief`, the chief Job removed by its TTL)."""
+    for doc in deployed_docs(helm, namespace):
+        kind = doc["kind"]
+        if kind == "StatefulSet":
+            cluster.add(kf.stateful_set(doc))
+        elif kind == "Deployment":
+            cluster.add(kf.deployment(doc))
+        elif kind == "Job" and chief:
+            cluster.add(kf.job(doc, "running"))
+        elif kind == "PersistentVolumeClaim":
+            cluster.add(live_claim(doc, claim_phase, claim_size))
+    cluster.add(kf.storage_class(DEFAULT_CLASS, "ebs.csi.aws.com", default=True, allow_volume_expansion=expandable))
+    return cluster
 
 
 class RecordingDeleter:

@@ -1,5 +1,6 @@
 """The upgrade guard against a live cluster: objects that are gone, the claim, Deployment selectors, the
-wait of --recreate, and how a refusal reads.
+wait of --recreate, and how a refusal reads. What is refused is the fake API server's answer to the guard's
+dry runs (tests/kubeapi_rules.py: the API server's validation and admission); the advice is tfchart's.
 
 helm is real for `template` and `version`; `get manifest` is a real `helm template --no-hooks` of
 what was deployed, and `upgrade` is recorded (tests/tfchart/test_release.py). The cluster is the
@@ -21,7 +22,7 @@ from tests import kubeapi as kf
 from tests.chartlib import CHART
 from tests.kubeapi import Call, KubeServer, kube_server
 from tests.tfchart.test_namespace import cluster_calls, tfchart
-from tests.tfchart.test_release import RecordingHelm, inputs, upgrade
+from tests.tfchart.test_release import DEFAULT_CLASS, RecordingHelm, deployed_docs, inputs, live_cluster, upgrade
 from tfchart.cluster import upgrade as guard
 from tfchart.errors import ImmutableFieldChange, KubernetesError, UsageError
 from tfchart.helm.release import Options, parse_duration
@@ -35,7 +36,6 @@ TENSORBOARD = "mnist-tf-distributed-tensorboard"
 SERVING = "mnist-tf-distributed-serving"
 SUPERVISOR = "mnist-tf-distributed-supervisor"
 CLAIM = "mnist-tf-distributed-data"
-DEFAULT_CLASS = "standard"
 
 
 @pytest.fixture
@@ -78,56 +78,6 @@ class Helm(RecordingHelm):
 
 def as_args(items: Sequence[str]) -> list[str]:
     return [arg for item in items for arg in ("--set", item)]
-
-
-def deployed_docs(helm: RecordingHelm, namespace: str = NS) -> list[dict[str, Any]]:
-    """What `helm get manifest` holds: the deployed render without its hooks."""
-    text = helm.real(["template", "mnist", str(helm.deployed_chart), "--namespace", namespace, "--no-hooks",
-                      *helm.deployed])  # fmt: skip
-    return manifests(text.decode())
-
-
-def live_claim(doc: dict[str, Any], phase: str = "Bound", size: str | None = None) -> dict[str, Any]:
-    """The claim as the API server serves it: the default class filled in, a volume, a status."""
-    obj = json.loads(json.dumps(doc))
-    spec = obj["spec"]
-    spec.setdefault("storageClassName", DEFAULT_CLASS)
-    spec.setdefault("volumeMode", "Filesystem")
-    if size:
-        spec["resources"]["requests"]["storage"] = size
-    obj["status"] = {"phase": phase}
-    if phase == "Bound":
-        spec["volumeName"] = "pvc-0b5e6c1d"
-        obj["status"] |= {
-            "accessModes": spec["accessModes"],
-            "capacity": {"storage": spec["resources"]["requests"]["storage"]},
-        }
-    return obj
-
-
-def live_cluster(
-    cluster: KubeServer,
-    helm: RecordingHelm,
-    *,
-    namespace: str = NS,
-    chief: bool = True,
-    claim_phase: str = "Bound",
-    claim_size: str | None = None,
-    expandable: bool | None = None,
-) -> KubeServer:
-    """The deployed release as a running training leaves it (without `chief`, the chief Job removed by its TTL)."""
-    for doc in deployed_docs(helm, namespace):
-        kind = doc["kind"]
-        if kind == "StatefulSet":
-            cluster.add(kf.stateful_set(doc))
-        elif kind == "Deployment":
-            cluster.add(kf.deployment(doc))
-        elif kind == "Job" and chief:
-            cluster.add(kf.job(doc, "running"))
-        elif kind == "PersistentVolumeClaim":
-            cluster.add(live_claim(doc, claim_phase, claim_size))
-    cluster.add(kf.storage_class(DEFAULT_CLASS, "ebs.csi.aws.com", default=True, allow_volume_expansion=expandable))
-    return cluster
 
 
 def run_upgrade(
@@ -227,6 +177,9 @@ def test_recreate_skips_a_job_that_went_away_meanwhile_and_says_so(cluster: Kube
 # -- 2. the claim --------------------------------------------------------------------------------------
 
 CLAIM_LINE = f"PersistentVolumeClaim {CLAIM}: "
+SHRINK = "(field can not be less than status.capacity)"  # the API server's cause
+RESIZE = "only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support " \
+    "resize"  # the PersistentVolumeClaimResize admission plugin's refusal
 
 
 @pytest.mark.parametrize("recreate", [False, True], ids=["plain", "recreate"])
@@ -254,9 +207,10 @@ def test_a_smaller_claim_is_refused_with_its_live_size_and_the_fix(cluster: Kube
     helm, _, outcome = run_upgrade(cluster, ["storage.size=20Gi"], ["storage.size=10Gi"])
     error = refused(outcome)
     assert claim_lines(error.message) == [
-        f'- {CLAIM_LINE}spec.resources.requests.storage: "20Gi" -> "10Gi" (a claim cannot shrink)',
+        f'- {CLAIM_LINE}spec.resources.requests.storage: "20Gi" -> "10Gi" {SHRINK}',
         "fix: keep storage.size at 20Gi or more",
     ]
+    assert Call("patch", "persistentvolumeclaims", NS, CLAIM, params=(("dryRun", "All"),)) in cluster.calls
     assert "--recreate never deletes a PersistentVolumeClaim" in error.hint
     assert "storage.existingClaim" in error.hint and f"kubectl -n {NS} delete pvc {CLAIM}" in error.hint
     assert not helm.upgraded() and deletes(cluster) == []
@@ -265,7 +219,7 @@ def test_a_smaller_claim_is_refused_with_its_live_size_and_the_fix(cluster: Kube
 def test_a_claim_grown_by_hand_is_judged_by_its_live_size(cluster: KubeServer) -> None:
     """Deployed at 10Gi, grown to 50Gi with kubectl: 30Gi is a shrink although the values grow."""
     _, _, outcome = run_upgrade(cluster, ["storage.size=10Gi"], ["storage.size=30Gi"], claim_size="50Gi")
-    assert f'{CLAIM_LINE}spec.resources.requests.storage: "50Gi" -> "30Gi" (a claim cannot shrink)' in (
+    assert f'{CLAIM_LINE}spec.resources.requests.storage: "50Gi" -> "30Gi" {SHRINK}' in (
         refused(outcome).message
     )
 
@@ -328,30 +282,22 @@ def test_setting_the_live_default_class_explicitly_is_no_change(cluster: KubeSer
 
 
 def test_a_class_for_a_claim_that_has_none_is_allowed_once(cluster: KubeServer) -> None:
-    """nil -> a class is the one storageClassName change Kubernetes allows (retroactive default class)."""
+    """nil -> a class is the one storageClassName change the API server allows (retroactive default class)."""
     live_cluster(cluster, RecordingHelm("4", []))
     cluster.update("PersistentVolumeClaim", NS, CLAIM, {"spec": {"storageClassName": None}})
-    helm, said, outcome = run_upgrade(cluster, [], ["storage.storageClassName=fast"])
+    helm, _, outcome = run_upgrade(cluster, [], ["storage.storageClassName=fast"])
     assert planned(outcome).changes == [] and helm.upgraded()
-    assert any("spec.storageClassName is set to" in line for line in said)
 
 
-@pytest.mark.parametrize(
-    ("expandable", "reason"),
-    [
-        (None, f"StorageClass {DEFAULT_CLASS} does not allow volume expansion (allowVolumeExpansion is not true)"),
-        (False, f"StorageClass {DEFAULT_CLASS} does not allow volume expansion (allowVolumeExpansion is not true)"),
-    ],
-    ids=["unset", "false"],
-)
-def test_growing_a_claim_whose_class_cannot_expand_is_refused(
-    expandable: bool | None, reason: str, cluster: KubeServer
-) -> None:
+@pytest.mark.parametrize("expandable", [None, False], ids=["unset", "false"])
+def test_growing_a_claim_whose_class_cannot_expand_is_refused(expandable: bool | None, cluster: KubeServer) -> None:
     helm, _, outcome = run_upgrade(cluster, [], ["storage.size=20Gi"], expandable=expandable)
-    lines = claim_lines(refused(outcome).message)
-    assert lines[0] == f'- {CLAIM_LINE}spec.resources.requests.storage: "10Gi" -> "20Gi" ({reason})'
-    assert lines[1].startswith("fix: keep storage.size at 10Gi, or ask a cluster admin to set allowVolumeExpansion")
-    assert Call("get", "storageclasses", None, DEFAULT_CLASS) in cluster.calls
+    message = refused(outcome).message
+    lines = claim_lines(message)
+    assert lines[0] == f'- {CLAIM_LINE}spec.resources.requests.storage: "10Gi" -> "20Gi"'
+    assert lines[1] == (f"fix: keep storage.size at 10Gi, or ask a cluster admin to set allowVolumeExpansion: true on "
+                        f"StorageClass {DEFAULT_CLASS}")  # fmt: skip
+    assert f'the API server: the request: persistentvolumeclaims "{CLAIM}" is forbidden: {RESIZE}' in message
     assert not helm.upgraded()
 
 
@@ -359,20 +305,24 @@ def test_growing_a_claim_whose_class_expands_is_allowed_and_said(cluster: KubeSe
     helm, said, outcome = run_upgrade(cluster, [], ["storage.size=20Gi"], expandable=True)
     assert planned(outcome).changes == []
     assert any(f"grows from 10Gi to 20Gi (StorageClass {DEFAULT_CLASS} allows volume expansion" in x for x in said)
-    assert Call("get", "storageclasses", None, DEFAULT_CLASS) in cluster.calls
-    assert helm.upgraded()
+    assert Call("patch", "persistentvolumeclaims", NS, CLAIM, params=(("dryRun", "All"),)) in cluster.calls
+    assert helm.upgraded() and cluster.writes() == []
 
 
 def test_growing_a_claim_that_is_not_bound_is_refused(cluster: KubeServer) -> None:
     _, _, outcome = run_upgrade(cluster, [], ["storage.size=20Gi"], expandable=True, claim_phase="Pending")
-    assert "(the claim is Pending; only a Bound claim can be resized)" in refused(outcome).message
+    message = refused(outcome).message
+    assert f'- {CLAIM_LINE}spec.resources.requests.storage: "10Gi" -> "20Gi"' in claim_lines(message)
+    assert "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound " \
+        "claims" in message  # fmt: skip
 
 
 def test_growing_a_claim_whose_class_is_gone_is_refused(cluster: KubeServer) -> None:
     live_cluster(cluster, RecordingHelm("4", []))
     cluster.delete("StorageClass", None, DEFAULT_CLASS)
     _, _, outcome = run_upgrade(cluster, [], ["storage.size=20Gi"])
-    assert f"its StorageClass {DEFAULT_CLASS} does not exist" in refused(outcome).message
+    message = refused(outcome).message
+    assert RESIZE in message and f"allowVolumeExpansion: true on StorageClass {DEFAULT_CLASS}" in message
 
 
 def test_a_size_written_another_way_is_no_change(cluster: KubeServer) -> None:
@@ -382,7 +332,7 @@ def test_a_size_written_another_way_is_no_change(cluster: KubeServer) -> None:
 
 
 def test_a_claim_that_cannot_be_read_is_judged_on_the_manifests_and_said(cluster: KubeServer) -> None:
-    live_cluster(cluster, RecordingHelm("4", []))
+    live_cluster(cluster, RecordingHelm("4", as_args(["storage.size=20Gi"])))
     cluster.fail("get", "persistentvolumeclaims", 403, "persistentvolumeclaims is forbidden", NS)
     _, said, outcome = run_upgrade(cluster, ["storage.size=20Gi"], ["storage.size=10Gi"])
     assert f'{CLAIM_LINE}spec.resources.requests.storage: "20Gi" -> "10Gi"' in refused(outcome).message
@@ -551,7 +501,8 @@ def test_every_problem_is_listed_at_once_with_field_old_and_new(old_chart: Path,
         )
     lines = raised.value.message.splitlines()
     assert lines[0] == (
-        "the upgrade would change fields Kubernetes forbids changing, so helm would fail half-way; nothing was changed:"
+        "the API server refuses to change these fields (asked with a dry run), so helm would fail half-way; nothing "
+        "was changed:"
     )
     for expected in (
         f'  - StatefulSet {WORKER}: spec.serviceName: "{WORKER}-headless" -> "{WORKER}"',
@@ -623,7 +574,7 @@ def test_cli_prints_each_refused_field_then_the_fix(tmp_path: Path, cluster: Kub
     )
     assert run.returncode == 1, run.stdout + run.stderr
     assert "Traceback" not in run.stderr
-    assert f'  - {CLAIM_LINE}spec.resources.requests.storage: "20Gi" -> "10Gi" (a claim cannot shrink)' in run.stderr
+    assert f'  - {CLAIM_LINE}spec.resources.requests.storage: "20Gi" -> "10Gi" {SHRINK}' in run.stderr
     assert "      fix: keep storage.size at 20Gi or more" in run.stderr
     assert "  hint: --recreate never deletes a PersistentVolumeClaim" in run.stderr
     assert cluster.writes() == [] and not any(call[0] == "upgrade" for call in cluster_calls(run))

@@ -458,17 +458,19 @@ def test_upgrading_a_finished_release_does_not_start_its_pods_again(release: Any
         f"{PREFIX}-ps": 0, f"{PREFIX}-worker": 0, f"{PREFIX}-supervisor": 0,
         f"{PREFIX}-tensorboard": 1, f"{PREFIX}-serving": 1,
     }
-    assert immutable_changes(run.docs, same_run) == []  # helm patches the finished chief Job as it is
+    api = run.server.api()  # the guard asks it for dry runs, which change nothing
+    assert immutable_changes(api, NAMESPACE, run.docs, same_run) == []  # helm patches the finished chief Job as it is
     # labels of every pod (commonLabels) change the chief Job's pod template, which Kubernetes forbids:
     # `tfchart upgrade` says so before helm runs (docs/lifecycle.md: "A finished release")
     relabelled = render_against(run, major, "commonLabels.team=vision")
     assert spec_replicas(relabelled)[f"{PREFIX}-worker"] == 0
-    assert [(c.kind, c.field) for c in immutable_changes(run.docs, relabelled)] == [
+    assert [(c.kind, c.field) for c in immutable_changes(api, NAMESPACE, run.docs, relabelled)] == [
         ("Job", "spec.template.metadata.labels.team")]
     # a changed training spec is a new run: everything starts again, and the chief Job must be recreated
     new_run = render_against(run, major, "training.trainSteps=120")
     assert spec_replicas(new_run) == {f"{PREFIX}-ps": 1, f"{PREFIX}-worker": 1, f"{PREFIX}-supervisor": 1}
-    assert [(c.kind, c.name) for c in immutable_changes(run.docs, new_run)] == [("Job", f"{PREFIX}-chief")]
+    refused = immutable_changes(api, NAMESPACE, run.docs, new_run)
+    assert [(c.kind, c.name) for c in refused] == [("Job", f"{PREFIX}-chief")]
     assert not any(r.writes for r in run.server.requests[before:])  # rendering only reads
 
 

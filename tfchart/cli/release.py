@@ -79,9 +79,9 @@ def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, i
             reuse: str | None, recreate: bool, registries: Access | None) -> None:  # fmt: skip
     """Validate, check the changes against the cluster, then `helm upgrade NAME`.
 
-    Changes Kubernetes forbids (StatefulSet fields, a Job's pod template, a Deployment's selector, a
-    claim's class, access modes or a smaller size) are refused before helm runs, each with its field,
-    deployed and new value. --recreate deletes the StatefulSets, Jobs and Deployments concerned and
+    Changes the API server refuses (asked with a server-side dry run: StatefulSet fields, a Job's pod template, a
+    Deployment's selector, a claim's class, access modes or a smaller size) are refused before helm runs, each with
+    its field, live and new value. --recreate deletes the StatefulSets, Jobs and Deployments concerned and
     waits until they are gone; a claim is never recreated. An object already gone from the cluster (a
     finished chief Job removed by chief.ttlSecondsAfterFinished) is no conflict: helm creates it. Every
     image must resolve in its registry first (--skip-image-check not to ask). With --reuse-values the
@@ -111,8 +111,8 @@ def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, i
         return
     api = kube.api()
     waiting = guard.Waiting(parse_duration(flags.timeout)) if flags.timeout else guard.Waiting()
-    plan = guard.upgrade(helm, name, values.chart, values.inputs, manifests, options, recreate,
-                         deleter=api if recreate and not flags.dry_run else None, live=api, waiting=waiting,
+    plan = guard.upgrade(helm, name, values.chart, values.inputs, manifests, options, api, recreate,
+                         deleter=api if recreate and not flags.dry_run else None, waiting=waiting,
                          report=lambda line: click.secho(line, fg="yellow", err=True))  # fmt: skip
     if flags.dry_run:
         for kind, object_name in plan.objects(recreatable=True):

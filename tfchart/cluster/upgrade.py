@@ -1,15 +1,16 @@
 """`tfchart upgrade`: helm upgrade made safer than raw helm.
 
-Kubernetes forbids changing most StatefulSet spec fields, a Job's pod template, a Deployment's
-selector, a JobSet's replicatedJobs and policies (JobSet's webhook and CEL rules) and a claim's spec
-(its size may only grow, where its StorageClass allows expansion), and helm would fail half-way. So the
-deployed release (its last deployed revision: a failed upgrade's is not what runs) is compared with the new
-render first, and tfchart refuses, naming each field with its deployed and new value, unless the caller asks
-to recreate those objects (--recreate: deleted, and waited for until each reads 404, before helm runs).
-The guard looks at what is live, not only at helm's stored manifest: an object no longer in the
-cluster (a finished chief Job removed by ttlSecondsAfterFinished) is no conflict, because helm's
-upgrade creates an object of the new manifest that it does not find (helm 3.17 and 4.1 pkg/kube
-Client.Update: a NotFound on Get leads to a create).
+The API server refuses to change many fields (most of a StatefulSet's spec, a Job's pod template, a Deployment's
+selector, a JobSet's replicatedJobs, a claim's class or a smaller size), and helm would fail half-way. So before helm
+runs, the guard asks the API server: for each object of the deployed release (its last deployed revision: a failed
+upgrade's is not what runs) that the new render changes, it sends the change helm will send (a JSON merge patch from
+the deployed manifest to the new one) as a server-side dry run (dryRun=All), and reports each field the server refuses
+with its live and new value and what to do, unless the caller asks to recreate those objects (--recreate: deleted,
+and waited for until each reads 404, before helm runs). Only what the server cannot know is the guard's own: a
+finished JobSet of this very run is kept as it is by the chart, which objects --recreate may delete and how, and the
+values behind a claim's fields. An object no longer in the cluster (a finished chief Job removed by
+ttlSecondsAfterFinished) is no conflict: helm's upgrade creates an object of the new manifest that it does not find
+(helm 3.17 and 4.1 pkg/kube Client.Update: a NotFound on Get leads to a create).
 """
 
 from __future__ import annotations
@@ -32,30 +33,9 @@ from tfchart.helm.runner import Runner, major_version
 from tfchart.manifests.quantity import parse_or_none
 from tfdcontract import RECREATING_ANNOTATION
 
-# Kubernetes: "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template',
-# 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden".
-STATEFULSET_MUTABLE = {
-    "replicas", "ordinals", "template", "updateStrategy", "persistentVolumeClaimRetentionPolicy", "minReadySeconds"
-}
-# A Job's template, completions (unless indexed), completionMode and podReplacementPolicy are
-# immutable. Its selector is immutable too, but the API server generates it: the chart never renders it.
-JOB_IMMUTABLE = ("template", "completions", "completionMode", "podReplacementPolicy")
-# apps/v1: "field is immutable" for spec.selector.
-DEPLOYMENT_IMMUTABLE = ("selector",)
-# JobSet v0.12.0: its CRD's CEL rules (self == oldSelf) keep the policies, the network, managedBy and the claim
-# policies, and its webhook's ValidateUpdate the replicatedJobs (pkg/webhooks/jobset_webhook.go); suspend and
-# ttlSecondsAfterFinished may change. While the JobSet is suspended (Kueue's case) its pod templates' labels,
-# annotations, nodeSelector, tolerations and schedulingGates may change too.
-JOBSET_IMMUTABLE = ("replicatedJobs", "successPolicy", "failurePolicy", "startupPolicy", "network", "managedBy",
-                    "volumeClaimPolicies")  # fmt: skip
-JOBSET_SUSPENDED_MUTABLE = re.compile(r"spec\.replicatedJobs\[name=[^]]*\]\.template\.spec\.template\."
-                                      r"(metadata\.(labels|annotations)|spec\.(nodeSelector|tolerations|schedulingGates))"
-                                      r"([.\[]|$)")  # fmt: skip
 RUN_SPEC = "tf-distributed.io/run-spec"
-# "spec is immutable after creation except resources.requests and volumeAttributesClassName for
-# bound claims"; resources.requests.storage may only grow (checked separately).
-CLAIM_IMMUTABLE = ("accessModes", "storageClassName", "volumeMode", "selector", "dataSource", "dataSourceRef")
 CLAIM = "PersistentVolumeClaim"
+STORAGE = "spec.resources.requests.storage"
 # What --recreate does with each kind it may delete (a claim is never deleted: it holds the checkpoints).
 RECREATE = {
     "StatefulSet": "its pods are kept and adopted by the new StatefulSet",
@@ -69,7 +49,7 @@ NOT_ADOPTABLE = "its pods do not match the new selector, so they are stopped wit
 GUARDED = (*RECREATE, CLAIM)
 # The values that render the claim's fields, for the fixes.
 CLAIM_VALUES = {"spec.accessModes": "storage.accessModes", "spec.storageClassName": "storage.storageClassName",
-                "spec.resources.requests.storage": "storage.size"}
+                STORAGE: "storage.size"}
 FIELDS_SHOWN_PER_OBJECT = 12  # more changed fields of one object are counted, not listed
 LONG = 100  # values longer than this (as JSON) are shortened around the difference
 CONTEXT = 30  # characters kept on each side of the difference of two long strings
@@ -79,10 +59,10 @@ POLL_SECONDS = 2.0
 
 @dataclass(frozen=True)
 class ImmutableChange:
-    """One field of one object that the upgrade would change although Kubernetes forbids it. `field` is
-    the full path (spec.template.spec.containers[name=trainer].image); `deployed` is the live value where
-    tfchart could read it, else the one helm last deployed; `reason` says why the change is forbidden
-    where that is not plain immutability, `fix` what to do where --recreate is no fix."""
+    """One field of one object whose change the API server refuses. `field` is the full path
+    (spec.template.spec.containers[name=trainer].image); `deployed` is the live value where tfchart could read it,
+    else the one helm last deployed; `reason` is what the server said of this very field, `fix` what to do where
+    --recreate is no fix."""
 
     kind: str
     name: str
@@ -208,49 +188,68 @@ def show_pair(old: Any, new: Any) -> tuple[str, str]:
     return around(old), around(new)
 
 
-# -- the guard ---------------------------------------------------------------------------------------
+# -- the guard: the API server's answer ----------------------------------------------------------------
+Causes = list[tuple[str, str]]  # (field, what the server said); field "" for a refusal without causes (403)
+
+
 def _index(docs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
     """The guarded objects by (kind, name), without hooks (the helm test Job): helm recreates those on each run."""
     return {(d["kind"], d["metadata"]["name"]): d for d in docs
             if d.get("kind") in GUARDED and "helm.sh/hook" not in (d["metadata"].get("annotations") or {})}
 
 
-def _spec_changes(kind: str, name: str, old_spec: dict[str, Any], new_spec: dict[str, Any]) -> list[ImmutableChange]:
-    if kind == "StatefulSet":
-        fields = sorted((old_spec.keys() | new_spec.keys()) - STATEFULSET_MUTABLE)
-    else:
-        fields = list({"Job": JOB_IMMUTABLE, "JobSet": JOBSET_IMMUTABLE}.get(kind, DEPLOYMENT_IMMUTABLE))
-    return [ImmutableChange(kind, name, path, old, new) for key in fields
-            for path, old, new in field_changes(f"spec.{key}", old_spec.get(key), new_spec.get(key))]
+def merge_patch(old: Any, new: Any) -> Any:
+    """The JSON merge patch (RFC 7386) from `old` to `new`: what changed, null for what is gone."""
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return new
+    keys = sorted(old.keys() | new.keys(), key=str)
+    return {key: merge_patch(old.get(key), new[key]) if key in new else None for key in keys
+            if key not in new or old.get(key) != new[key]}  # fmt: skip
 
 
-def immutable_changes(deployed: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[ImmutableChange]:
-    """Fields the new manifests change but Kubernetes forbids changing, judged on the manifests alone:
-    every object helm deployed is taken to exist as deployed (plan_upgrade judges against what is live)."""
-    return GuardRun(deployed, new, None, None).changes()
+def as_rendered(live: Any, *rendered: Any) -> Any:
+    """The live value cut to the fields the chart renders (the server's defaults left out), to show beside the new
+    one; lists of named objects are cut item by item."""
+    shapes = [shape for shape in rendered if shape is not None]
+    if isinstance(live, dict) and shapes and all(isinstance(shape, dict) for shape in shapes):
+        return {key: as_rendered(value, *(shape.get(key) for shape in shapes)) for key, value in live.items()
+                if any(key in shape for shape in shapes)}  # fmt: skip
+    named = [_by_name(shape) if isinstance(shape, list) else None for shape in shapes]
+    live_named = _by_name(live) if isinstance(live, list) else None
+    if shapes and live_named is not None and all(by_name is not None for by_name in named):
+        return [as_rendered(item, *(by_name.get(name) for by_name in named if by_name)) for name, item in
+                live_named.items()]  # fmt: skip
+    return live
+
+
+def causes(answer: dict[str, Any] | None) -> Causes:
+    """What the server refused in its answer to a dry run, the values it echoes left out."""
+    if answer is None:
+        return []
+    said = [(str(c.get("field") or ""), str(c.get("message") or "")) for c in (answer.get("details") or {}).get(
+        "causes") or []] or [("", str(answer.get("message") or answer.get("reason") or "refused"))]  # fmt: skip
+    return [(path, re.sub(r"^Forbidden: ", "", re.sub(r"Invalid value: .*?: (?=[^:]*$)", "", text)))
+            for path, text in said]  # fmt: skip
 
 
 @dataclass
 class GuardRun:
-    """One comparison of the deployed release with the new render, reading the cluster where it can."""
+    """One comparison of the deployed release with the new render, asking the API server about each change."""
 
-    deployed: list[dict[str, Any]]
-    new: list[dict[str, Any]]
-    live: KubeApi | None
-    namespace: str | None
+    live: KubeApi
+    namespace: str
     notes: list[str] = field(default_factory=list)
     uids: dict[tuple[str, str], str] = field(default_factory=dict)
     not_adoptable: set[tuple[str, str]] = field(default_factory=set)
+    answers: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # what the server said, per object
 
     def read(self, kind: str, name: str) -> tuple[bool, dict[str, Any] | None]:
         """(exists, live object): an object tfchart may not read is taken to exist, unread."""
-        if self.live is None or self.namespace is None:
-            return True, None
         try:
             document = self.live.read_object(kind, name, self.namespace)
         except AccessDenied as denied:
-            self.notes.append(f"cannot read {kind} {name} ({denied.message}): it is taken to exist as helm last "
-                              "deployed it")
+            self.notes.append(f"cannot read {kind} {name} ({denied.message}): its fields are shown as helm last "
+                              "deployed them")  # fmt: skip
             return True, None
         if document is None:
             return False, None
@@ -258,8 +257,8 @@ class GuardRun:
             self.uids[(kind, name)] = str(uid)
         return True, document
 
-    def changes(self) -> list[ImmutableChange]:
-        old_objects, new_objects = _index(self.deployed), _index(self.new)
+    def changes(self, deployed: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[ImmutableChange]:
+        old_objects, new_objects = _index(deployed), _index(new)
         found: list[ImmutableChange] = []
         for key in sorted(old_objects.keys() & new_objects.keys()):
             kind, name = key
@@ -267,112 +266,78 @@ class GuardRun:
             if not exists:
                 self.notes.append(_absent_note(kind, name))
                 continue
+            if kind == "JobSet" and (finished := _finished_this_run(live, new_objects[key])):
+                self.notes.append(f"JobSet {name} finished this run ({finished}): the chart keeps it as it is, so the "
+                                  "upgrade does not start it again")  # fmt: skip
+                continue
             old_spec, new_spec = old_objects[key].get("spec") or {}, new_objects[key].get("spec") or {}
-            if kind == CLAIM:
-                found += self.claim_changes(name, old_spec, new_spec, live)
-            elif kind == "JobSet":
-                found += self.jobset_changes(name, old_spec, new_objects[key], live)
-            else:
-                found += _spec_changes(kind, name, old_spec, new_spec)
+            live_spec = (live or {}).get("spec") or {}
+            base = as_rendered(live_spec, old_spec, new_spec) if live is not None else old_spec
+            refused = self.refused(kind, name, old_spec, new_spec)
+            found += [change for path, said in refused.items()
+                      for change in _field_changes(kind, name, path, base, new_spec, said, live_spec)]  # fmt: skip
+            if kind == CLAIM and live is not None:
+                self.claim_notes(name, old_spec, new_spec, live_spec, "resources" in refused)
             if kind == "StatefulSet" and not _adoptable(old_spec, new_spec):
                 self.not_adoptable.add(key)
         return found
 
-    def jobset_changes(self, name: str, old_spec: dict[str, Any], new: dict[str, Any],
-                       live: dict[str, Any] | None) -> list[ImmutableChange]:  # fmt: skip
-        """A JobSet's forbidden changes. One that finished this very run (Completed or Failed, and carrying the new
-        render's run-spec) is kept as it is by the chart (templates/_run.tpl, runFinished): nothing changes. While
-        it is suspended, what JobSet lets Kueue change of its pod templates may change."""
-        status, live_spec = (live or {}).get("status") or {}, (live or {}).get("spec") or {}
-        finished = status.get("terminalState") or next(
-            (c["type"] for c in status.get("conditions") or [] if c.get("type") in ("Completed", "Failed")
-             and c.get("status") == "True"), "")  # fmt: skip
-        run_spec = ((live or {}).get("metadata") or {}).get("annotations", {}).get(RUN_SPEC)
-        if finished and run_spec and run_spec == (new.get("metadata") or {}).get("annotations", {}).get(RUN_SPEC):
-            self.notes.append(f"JobSet {name} finished this run ({finished}): the chart keeps it as it is, so the "
-                              "upgrade does not start it again")
-            return []
-        changes = _spec_changes("JobSet", name, old_spec, new.get("spec") or {})
-        if live_spec.get("suspend"):
-            changes = [c for c in changes if not JOBSET_SUSPENDED_MUTABLE.match(c.field)]
+    def refused(self, kind: str, name: str, old_spec: dict[str, Any], new_spec: dict[str, Any]) -> dict[str, Causes]:
+        """The changed spec keys the server refuses, with what it said. The whole change is sent first, as helm
+        sends it; where it is refused, each key alone tells which of them the refusal is about (a key alone may be
+        refused for what only the others fix, like a selector and the labels that match it)."""
+        patch = merge_patch(old_spec, new_spec)
+        whole = causes(self.live.dry_run_patch(kind, name, self.namespace, {"spec": patch}) if patch else None)
+        if not whole:
+            return {}
+        self.answers[(kind, name)] = [f"{path or 'the request'}: {said}" for path, said in whole]
+        alone = {key: causes(self.live.dry_run_patch(kind, name, self.namespace, {"spec": {key: value}}))
+                 for key, value in patch.items()} if len(patch) > 1 else {key: whole for key in patch}  # fmt: skip
+        paths = {path for path, _ in whole}
+        return {key: said for key, said in alone.items() if {path for path, _ in said} & paths} or {
+            key: whole for key in patch}
+
+    def claim_notes(self, name: str, old: dict[str, Any], new: dict[str, Any], live: dict[str, Any],
+                    refused: bool) -> None:  # fmt: skip
+        """A claim grown outside helm that the values would shrink back; a growth the server accepts."""
+        deployed_size, new_size, live_size = (_size(spec) for spec in (old, new, live))
+        if _same_quantity(deployed_size, new_size) and _less(new_size, live_size):
+            self.notes.append(f"{CLAIM} {name} was grown outside helm to {live_size}, the values still say "
+                              f"{new_size}: helm may try to shrink it, which Kubernetes refuses; pass --set "
+                              f"storage.size={live_size}")  # fmt: skip
+        elif not refused and _less(live_size, new_size):
+            self.notes.append(f"{CLAIM} {name} grows from {live_size} to {new_size} (StorageClass "
+                              f"{live.get('storageClassName')} allows volume expansion: the API server accepts the new "
+                              "size; some drivers finish resizing the file system when a pod next mounts it)")
+
+
+def _field_changes(kind: str, name: str, key: str, base: dict[str, Any], new: dict[str, Any], said: Causes,
+                   live: dict[str, Any]) -> list[ImmutableChange]:  # fmt: skip
+    """The leaves of a refused spec key, each with what the server said of it and, for a claim, the fix."""
+    top, reasons = f"spec.{key}", dict(said)
+    changes = [ImmutableChange(kind, name, path, old, value, reasons.get(path, "").replace("field is immutable", ""))
+               for path, old, value in field_changes(top, base.get(key), new.get(key))
+               if isinstance(old, (dict, list)) or not _same_quantity(str(old), str(value))]  # 1 and "1" alike
+    changes = changes or [ImmutableChange(kind, name, top, base.get(key), new.get(key))]
+    if kind != CLAIM:
         return changes
+    admission = "" in reasons  # refused by admission (403), not validation: for a size, by its StorageClass
+    return [ImmutableChange(c.kind, c.name, c.field, c.deployed, c.new, c.reason,
+                            _claim_fix(c.field, c.deployed, c.new, admission, live.get("storageClassName"))
+                            if c.field == STORAGE else _claim_fix(top, base.get(key), None, False, None))
+            for c in changes]  # fmt: skip
 
-    # -- the claim ---------------------------------------------------------------------------------
-    def claim_changes(
-        self, name: str, old_spec: dict[str, Any], new_spec: dict[str, Any], live: dict[str, Any] | None
-    ) -> list[ImmutableChange]:
-        """What the values change in the claim, judged against the live claim where it could be read. A
-        field counts when the values change it (old manifest != new one); what it is changed from is the
-        live value (a class the cluster's default filled in, a size grown by hand), else the old manifest's.
-        A claim grown by hand that the values would shrink back is reported as a note."""
-        live_spec = (live or {}).get("spec") or {}
-        base_spec = live_spec if live is not None else old_spec
-        found: list[ImmutableChange] = []
-        for field_name in CLAIM_IMMUTABLE:
-            old, new, base = old_spec.get(field_name), new_spec.get(field_name), base_spec.get(field_name)
-            if old == new or new == base:
-                continue
-            path = f"spec.{field_name}"
-            if field_name == "storageClassName" and live is not None and base is None and new:
-                self.notes.append(f"{CLAIM} {name}: spec.storageClassName is set to {show(new)}; the claim has none "
-                                  "yet, which Kubernetes allows to change once")
-                continue
-            found += [ImmutableChange(CLAIM, name, leaf, before, after, fix=_claim_fix(path, base))
-                      for leaf, before, after in field_changes(path, base, new)]
-        old_resources, new_resources = _without_storage(old_spec), _without_storage(new_spec)
-        found += [ImmutableChange(CLAIM, name, leaf, before, after, "only requests.storage may change")
-                  for leaf, before, after in field_changes("spec.resources", old_resources, new_resources)]
-        found += self.size_change(name, old_spec, new_spec, live)
-        return found
 
-    def size_change(
-        self, name: str, old_spec: dict[str, Any], new_spec: dict[str, Any], live: dict[str, Any] | None
-    ) -> list[ImmutableChange]:
-        path = "spec.resources.requests.storage"
-        old, new = _storage(old_spec), _storage(new_spec)
-        base = _storage((live or {}).get("spec") or {}) if live is not None else old
-        if new is None or base is None:
-            return []
-        if _same_quantity(old, new):
-            if live is not None and _less(new, base):
-                self.notes.append(f"{CLAIM} {name} was grown outside helm to {base}, the values still say {new}: helm "
-                                  f"may try to shrink it, which Kubernetes refuses; pass --set storage.size={base}")
-            return []
-        if _same_quantity(new, base):
-            return []
-        if _less(new, base):
-            return [ImmutableChange(CLAIM, name, path, base, new, "a claim cannot shrink", _claim_fix(path, base))]
-        refused = self.growth_refused(name, base, new, live) if live is not None else None
-        return [ImmutableChange(CLAIM, name, path, base, new, *refused)] if refused else []
-
-    def growth_refused(self, name: str, base: str, new: str, live: dict[str, Any]) -> tuple[str, str] | None:
-        """Why a larger size is refused, and the fix: only a Bound claim whose StorageClass has
-        allowVolumeExpansion: true may grow."""
-        keep = f"keep storage.size at {base}"
-        phase = (live.get("status") or {}).get("phase")
-        if phase != "Bound":
-            unbound = f"the claim is {phase or 'not bound'}; only a Bound claim can be resized"
-            return unbound, f"{keep} until it is Bound"
-        class_name = (live.get("spec") or {}).get("storageClassName")
-        if not class_name:
-            return "the claim has no StorageClass; only a dynamically provisioned claim can grow", keep
-        assert self.live is not None
-        try:
-            storage_class = self.live.read_object("StorageClass", class_name)
-        except AccessDenied as denied:
-            self.notes.append(f"{CLAIM} {name} grows from {base} to {new}; tfchart cannot read StorageClass "
-                              f"{class_name} ({denied.message}) to check that it allows volume expansion: Kubernetes "
-                              f"refuses the new size unless it does (`kubectl get storageclass {class_name} -o "
-                              f"jsonpath='{{.allowVolumeExpansion}}'`)")
-            return None
-        if storage_class is None:
-            return f"its StorageClass {class_name} does not exist, so nothing can expand the volume", keep
-        if storage_class.get("allowVolumeExpansion") is not True:
-            return (f"StorageClass {class_name} does not allow volume expansion (allowVolumeExpansion is not true)",
-                    f"{keep}, or ask a cluster admin to set allowVolumeExpansion: true on StorageClass {class_name}")
-        self.notes.append(f"{CLAIM} {name} grows from {base} to {new} (StorageClass {class_name} allows volume "
-                          "expansion; some drivers finish resizing the file system when a pod next mounts it)")
-        return None
+def _finished_this_run(live: dict[str, Any] | None, new: dict[str, Any]) -> str:
+    """Completed or Failed, where the live JobSet finished and carries the new render's run-spec: the chart keeps it
+    as it is (templates/_run.tpl, runFinished), so nothing changes."""
+    status = (live or {}).get("status") or {}
+    finished = status.get("terminalState") or next(
+        (c["type"] for c in status.get("conditions") or [] if c.get("type") in ("Completed", "Failed")
+         and c.get("status") == "True"), "")  # fmt: skip
+    run_spec = ((live or {}).get("metadata") or {}).get("annotations", {}).get(RUN_SPEC)
+    return str(finished) if run_spec and run_spec == (new.get("metadata") or {}).get("annotations", {}).get(
+        RUN_SPEC) else ""  # fmt: skip
 
 
 def _adoptable(old_spec: dict[str, Any], new_spec: dict[str, Any]) -> bool:
@@ -394,38 +359,37 @@ def _absent_note(kind: str, name: str) -> str:
     return f"{kind} {name} is not in the cluster: helm creates it from the new values"
 
 
-def _claim_fix(path: str, deployed: Any) -> str:
-    value = CLAIM_VALUES.get(path)
-    if path == "spec.resources.requests.storage":
-        return f"keep {value} at {deployed} or more"
-    if value:
+def _claim_fix(path: str, deployed: Any, new: Any, admission: bool, storage_class: Any) -> str:
+    if path == STORAGE:
+        if not _less(str(deployed), str(new)):
+            return f"keep storage.size at {deployed} or more"
+        expand = f", or ask a cluster admin to set allowVolumeExpansion: true on StorageClass {storage_class}"
+        return f"keep storage.size at {deployed}{expand if admission else ''}"
+    if value := CLAIM_VALUES.get(path):
         shown = "null (the cluster's default class)" if deployed is None else _json(deployed)
         return f"keep {value} at {shown}"
     return f"keep {path} as deployed ({show(deployed)})"
 
 
-def _storage(spec: dict[str, Any]) -> str | None:
+def _size(spec: dict[str, Any]) -> str | None:
     value = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
     return None if value is None else str(value)
 
 
-def _without_storage(spec: dict[str, Any]) -> dict[str, Any]:
-    """spec.resources without requests.storage (nor requests, when that was its only request)."""
-    resources = dict(spec.get("resources") or {})
-    requests = {key: value for key, value in (resources.pop("requests", None) or {}).items() if key != "storage"}
-    return resources | ({"requests": requests} if requests else {})
-
-
 def _same_quantity(a: str | None, b: str | None) -> bool:
-    if a is None or b is None:
-        return a == b
-    qa, qb = parse_or_none(a), parse_or_none(b)
+    qa, qb = parse_or_none(a or ""), parse_or_none(b or "")
     return qa == qb if qa is not None and qb is not None else a == b
 
 
-def _less(a: str, b: str) -> bool:
-    qa, qb = parse_or_none(a), parse_or_none(b)
+def _less(a: str | None, b: str | None) -> bool:
+    qa, qb = parse_or_none(a or ""), parse_or_none(b or "")
     return qa is not None and qb is not None and qa < qb
+
+
+def immutable_changes(live: KubeApi, namespace: str, deployed: list[dict[str, Any]],
+                      new: list[dict[str, Any]]) -> list[ImmutableChange]:  # fmt: skip
+    """The changes from the deployed manifests to the new ones that the API server refuses."""
+    return GuardRun(live, namespace).changes(deployed, new)
 
 
 # -- planning and refusing ---------------------------------------------------------------------------
@@ -436,6 +400,7 @@ class UpgradePlan:
     notes: list[str] = field(default_factory=list)  # said before helm runs (objects helm creates again...)
     uids: dict[tuple[str, str], str] = field(default_factory=dict)  # live objects read, for the deletion wait
     not_adoptable: set[tuple[str, str]] = field(default_factory=set)  # StatefulSets deleted with their pods
+    answers: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # what the server said, per object
     recreated: list[tuple[str, str]] = field(default_factory=list)  # deleted by --recreate and gone
     already_gone: list[tuple[str, str]] = field(default_factory=list)  # --recreate found them gone
 
@@ -449,19 +414,19 @@ class UpgradePlan:
 
 def plan_upgrade(
     runner: Runner, release: str, chart: Chart, inputs: Inputs, rendered: list[dict[str, Any]], options: Options,
-    live: KubeApi | None = None,
+    live: KubeApi,
 ) -> UpgradePlan:
-    """The helm upgrade command and the forbidden changes it would hit. With `live`, each object is read
-    from the cluster: one that is gone is no conflict (helm creates it), and a claim is judged against its
-    live size, class and StorageClass."""
-    where = ["--namespace", options.namespace] if options.namespace else []
-    deployed = manifests(runner(["get", "manifest", release, *where, *base_revision(runner, release, where)]).decode())
-    if live is not None and not options.namespace:
+    """The helm upgrade command and the changes the API server refuses (one that is gone is no conflict: helm
+    creates it)."""
+    if not options.namespace:
         raise UsageError("checking the release against the cluster needs its namespace",
                          "pass -n NAMESPACE (tfchart resolves it from the kubeconfig context otherwise)")
-    guard = GuardRun(deployed, rendered, live, options.namespace)
+    where = ["--namespace", options.namespace]
+    deployed = manifests(runner(["get", "manifest", release, *where, *base_revision(runner, release, where)]).decode())
+    guard = GuardRun(live, options.namespace)
+    changes = guard.changes(deployed, rendered)
     args = release_args("upgrade", major_version(runner), release, chart, inputs, options)
-    return UpgradePlan(args, guard.changes(), guard.notes, guard.uids, guard.not_adoptable)
+    return UpgradePlan(args, changes, guard.notes, guard.uids, guard.not_adoptable, guard.answers)
 
 
 def refusal(plan: UpgradePlan, recreate: bool, namespace: str | None) -> ImmutableFieldChange:
@@ -478,6 +443,8 @@ def refusal(plan: UpgradePlan, recreate: bool, namespace: str | None) -> Immutab
         hidden = len(changes) - FIELDS_SHOWN_PER_OBJECT
         if hidden > 0:
             lines.append(f"  - {kind} {name}: {hidden} more changed field{'s' if hidden != 1 else ''}")
+        lines += [f"      the API server: {said if len(said) <= 2 * LONG else said[: 2 * LONG] + '…'}"
+                  for said in plan.answers.get((kind, name), [])]  # fmt: skip
     claims, recreatable = plan.objects(recreatable=False), plan.objects(recreatable=True)
     hints: list[str] = []
     if recreatable and not recreate:
@@ -491,7 +458,7 @@ def refusal(plan: UpgradePlan, recreate: bool, namespace: str | None) -> Immutab
                      "above, or move to a new claim (create it and pass --set storage.existingClaim=NEW-CLAIM, or "
                      f"install a new release); deleting it knowingly (`kubectl{where} delete pvc {claims[0][1]}`, its "
                      "data is lost) lets the next upgrade create it anew")
-    head = "the upgrade would change fields Kubernetes forbids changing, so helm would fail half-way"
+    head = "the API server refuses to change these fields (asked with a dry run), so helm would fail half-way"
     if recreate:
         head = f"--recreate does not apply to claims; {head}"
     body = "\n".join(lines)
@@ -500,7 +467,7 @@ def refusal(plan: UpgradePlan, recreate: bool, namespace: str | None) -> Immutab
 
 def upgrade(
     runner: Runner, release: str, chart: Chart, inputs: Inputs, rendered: list[dict[str, Any]], options: Options,
-    recreate: bool = False, deleter: KubeApi | None = None, live: KubeApi | None = None,
+    live: KubeApi, recreate: bool = False, deleter: KubeApi | None = None,
     waiting: Waiting | None = None, report: Callable[[str], None] | None = None,
 ) -> UpgradePlan:
     """Plans, refuses forbidden changes unless `recreate` covers them, deletes and waits, upgrades.
