@@ -73,6 +73,7 @@ from tfdcontract.runstate import (
     spec,
     wanted_of,
     wanted_patch,
+    why_not_running,
 )
 
 # -- the plan ----------------------------------------------------------------------------------------------------------
@@ -162,7 +163,7 @@ def _scale_supervisor(view: RunView) -> tuple[list[Action], list[Action]]:
 
 
 def _pending_pods(pods: Sequence[Mapping[str, Any]], what: str) -> tuple[str, ...]:
-    return tuple(f"pod {name_of(pod)} still runs ({what})" for pod in pods)
+    return tuple(f"pod {name_of(pod)} to stop ({what})" for pod in pods)
 
 
 # -- native: the run's Job, the ps/worker StatefulSets, the evaluator Job -----------------------------------------
@@ -190,8 +191,11 @@ def _suspend_native(view: RunView, now: str) -> Step:
     actions, more = _free(view, "it evaluates again once resumed")
     if actions:
         return Step(tuple(actions), unchanged=tuple(unchanged + more))
-    return Step(pending=_pending_pods(view.running_pods(HOLDING_ROLES), "its pod is stopping"),
+    return Step(pending=_pending_pods(view.running_pods(HOLDING_ROLES), "released with what it holds"),
                 unchanged=tuple(unchanged + more))
+
+
+RUN_PHASES = ("Running", "Pending")  # a pod that runs, or waits with no reason to show
 
 
 def _ready(stateful_set: Mapping[str, Any], count: int) -> bool:
@@ -202,7 +206,7 @@ def _ready(stateful_set: Mapping[str, Any], count: int) -> bool:
 def _resume_native(view: RunView) -> Step:
     kind, name, record = view.kind, view.name, view.suspension
     if record is None:
-        if is_suspended(view.run):
+        if spec(view.run).get("suspend"):  # (its Suspended condition may lag behind a resume)
             return Step(blocked=f"its {kind} {name} is suspended, but not by `tfchart suspend` (no "
                                 f"{SUSPENDED_ANNOTATION} record of what to bring back)")
         return Step()
@@ -216,8 +220,11 @@ def _resume_native(view: RunView) -> Step:
     if record.evaluator and evaluator is not None and spec(evaluator).get("suspend"):
         actions.append(Action("Job", name_of(evaluator), {"spec": {"suspend": False}},
                               f"let Job {name_of(evaluator)} run again: the evaluator follows the checkpoints"))
-    late = tuple(f"StatefulSet {n} {(s.get('status') or {}).get('readyReplicas') or 0}/{count} Ready"
+    late = tuple(f"StatefulSet {n} to be Ready ({(s.get('status') or {}).get('readyReplicas') or 0}/{count} Ready)"
                  for n, (s, count) in wanted.items() if not _ready(s, count))
+    if late:  # why, where a server's pod says
+        starting = [p for p in view.pods if role_of(p) in record.replicas and why_not_running(p) not in RUN_PHASES]
+        late += tuple(f"pod {name_of(p)}: {why_not_running(p)}" for p in starting)
     if gang:  # the gang admits no pod before all of them exist: the chief's too, so it cannot wait for Ready
         if spec(view.run).get("suspend"):
             actions.append(Action(kind, name, {"spec": {"suspend": False}},
@@ -300,7 +307,7 @@ def _resume_jobset(view: RunView) -> Step:
     if queue and view.workload is None:
         return _no_workload(view)
     if record is None:
-        if is_suspended(view.run) or (queue and not _workload_active(view)):
+        if spec(view.run).get("suspend") or (queue and not _workload_active(view)):
             return Step(blocked=f"its JobSet {name} is suspended, but not by `tfchart suspend` (no "
                                 f"{SUSPENDED_ANNOTATION} record)")
         return Step()
@@ -369,5 +376,5 @@ __all__ = [
     "STOPPED_BY", "STOPPED_WANTED", "SUCCEEDED", "SUSPENDED", "SUSPENDED_WANTED", "TERMINAL", "WANTED_ANNOTATION",
     "WANTED_STATES", "Action", "Ending", "RunView", "Step", "annotations_of", "condition", "describe", "ending_of",
     "is_suspended", "job_ending", "jobset_ending", "marked", "metadata", "name_of", "plan", "pod_ended",
-    "recorded_ending", "replicas_of", "role_of", "run_state", "spec", "wanted_of", "wanted_patch",
+    "recorded_ending", "replicas_of", "role_of", "run_state", "spec", "wanted_of", "wanted_patch", "why_not_running",
 ]

@@ -12,6 +12,7 @@ from typing import Any
 
 from tfdcontract import (
     ANNOTATION_PREFIX,
+    CHIEF,
     COMPONENT_LABEL,
     END_REASON_ANNOTATION,
     ENDING_ANNOTATION,
@@ -90,6 +91,29 @@ def marked(workload: Mapping[str, Any], marker: str) -> bool:
     return marker in {**(template.get("labels") or {}), **(template.get("annotations") or {})}
 
 
+def why_not_running(pod: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()) -> str:
+    """One line on why a pod is not running: a container's waiting reason, the unschedulable condition, a
+    scheduling gate, else its newest warning event, else its phase."""
+    status = pod.get("status") or {}
+    for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") and waiting.get("reason") not in ("ContainerCreating", "PodInitializing"):
+            message = str(waiting.get("message") or "").strip()
+            return f"{waiting['reason']}" + (f": {message}" if message else "")
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            message = str(cond.get("message") or "").strip()
+            return f"{cond.get('reason') or 'Unschedulable'}" + (f": {message}" if message else "")
+    gates = [g.get("name") for g in spec(pod).get("schedulingGates") or []]
+    if gates:
+        return f"SchedulingGated: waiting for {', '.join(str(g) for g in gates)}"
+    warnings = [e for e in events if e.get("type") == "Warning"]
+    if warnings:
+        newest = max(warnings, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+        return f"{newest.get('reason')}: {str(newest.get('message') or '').strip()}"
+    return f"{status.get('phase') or 'Pending'}"
+
+
 # -- endings -----------------------------------------------------------------------------------------------------
 
 
@@ -109,7 +133,7 @@ class Ending:
 
 def job_ending(job: Mapping[str, Any]) -> Ending | None:
     """The ending the Job controller wrote into a Job's status, or None while it runs."""
-    name = metadata(job).get("name", "chief")
+    name = metadata(job).get("name", CHIEF)
     for kind in ("Complete", "SuccessCriteriaMet"):
         if condition(job, kind):
             return Ending("succeeded", f"Succeeded: Job {name} completed")
@@ -160,9 +184,12 @@ def is_suspended(run: Mapping[str, Any] | None) -> bool:
 
 
 def wanted_of(run: Mapping[str, Any] | None) -> str:
-    """The wanted state on the run's object (RUNNING_WANTED when absent or not one of WANTED_STATES)."""
+    """The wanted state on the run's object; absent (or not one of WANTED_STATES): SUSPENDED_WANTED while the run
+    carries a suspension record (suspended before the annotation existed), else RUNNING_WANTED."""
     value = annotations_of(run).get(WANTED_ANNOTATION)
-    return value if value in WANTED_STATES else RUNNING_WANTED
+    if value in WANTED_STATES:
+        return str(value)
+    return SUSPENDED_WANTED if parse_suspension(annotations_of(run)) else RUNNING_WANTED
 
 
 def wanted_patch(wanted: str) -> dict[str, Any]:
@@ -194,9 +221,9 @@ class RunView:
     def role(self) -> str:
         """The role whose Job owns completion (chief, or worker without a chief; a JobSet's success target)."""
         if self.kind == "JobSet":
-            targets = (spec(self.run).get("successPolicy") or {}).get("targetReplicatedJobs") or ["chief"]
+            targets = (spec(self.run).get("successPolicy") or {}).get("targetReplicatedJobs") or [CHIEF]
             return str(targets[0])
-        return role_of(self.run) or "chief"
+        return role_of(self.run) or CHIEF
 
     @property
     def queue(self) -> str:

@@ -34,6 +34,7 @@ from tfdcontract import (
     format_job_progress,
     parse_suspension,
 )
+from tfdcontract.lifecycle import WANTED_ANNOTATION
 
 NS = "ml-jobs"
 PREFIX = "mnist-tf-distributed"
@@ -217,8 +218,9 @@ def test_stop_ends_a_running_jobset_through_its_chief_job_s_deadline(
         code, out, err = cli(server, capsys, "stop", "mnist", "--end-run")
         assert code == 0, err
         assert [(method, path) for method, path, _ in writes(server)] == [
-            ("PATCH", f"{JOBS}/{PREFIX}-chief-0"), ("PATCH", f"{JOBSETS}/{PREFIX}")]
-        assert writes(server)[0][2] == {"spec": {"activeDeadlineSeconds": 1}}
+            ("PATCH", f"{JOBSETS}/{PREFIX}"), ("PATCH", f"{JOBS}/{PREFIX}-chief-0"), ("PATCH", f"{JOBSETS}/{PREFIX}")]
+        assert writes(server)[0][2] == {"metadata": {"annotations": {WANTED_ANNOTATION: "stopped"}}}  # asked, then
+        assert writes(server)[1][2] == {"spec": {"activeDeadlineSeconds": 1}}  # carried out: no supervisor here
         assert "DeadlineEndsTheRun rule fails the run" in out
         code, out, err = cli(server, capsys, "wait", "mnist", "-n", NS, "--timeout", "60s")
         assert code == 1 and "stopped by tfchart stop (training ended early)" in err
@@ -238,13 +240,14 @@ def test_suspend_and_resume_a_jobset(server: KubeServer, capsys: pytest.CaptureF
     with kf.JobSetController(server, jobset):
         code, out, err = cli(server, capsys, "suspend", "mnist", "-n", NS, "--timeout", "60s")
         assert code == 0, err
-        [(method, path, body)] = writes(server)
+        asked, (method, path, body) = writes(server)
+        assert asked[2] == {"metadata": {"annotations": {WANTED_ANNOTATION: "suspended"}}}
         assert (method, path, body["spec"]) == ("PATCH", f"{JOBSETS}/{PREFIX}", {"suspend": True})
         record = parse_suspension(body["metadata"]["annotations"])
         assert record is not None and record.replicas == {}
         assert not [key for key in server.objects if key[0] == "pods"], "every pod released"
-        assert "every pod of the run is released" in out  # (the pods' names too when it saw them stop: a race)
-        assert cli(server, capsys, "suspend", "mnist")[0] == 0 and len(server.writes()) == 1  # nothing to do again
+        assert f"suspended JobSet {PREFIX}" in out  # (and "waited for" the pods when it saw them stop: a race)
+        assert cli(server, capsys, "suspend", "mnist")[0] == 0 and len(server.writes()) == 2  # nothing to do again
         code, out, _ = cli(server, capsys, "status", "mnist", "-n", NS, "-o", "json")
         assert json.loads(out)["training"]["state"] == "Suspended"
         code, out, err = cli(server, capsys, "resume", "mnist", "-n", NS)
@@ -283,12 +286,13 @@ def test_suspend_and_resume_through_kueue_s_workload(server: KubeServer, capsys:
         code, _, err = cli(server, capsys, "suspend", "mnist", "--timeout", "60s")
         assert code == 0, err
         assert [(path, body.get("spec")) for _, path, body in writes(server)] == [
-            (f"{JOBSETS}/{PREFIX}", None), (workload, {"active": False})]
+            (f"{JOBSETS}/{PREFIX}", None), (f"{JOBSETS}/{PREFIX}", None), (workload, {"active": False})]
         assert server.get("JobSet", NS, PREFIX)["spec"]["suspend"] is True  # type: ignore[index]  # Kueue's doing
         assert not [key for key in server.objects if key[0] == "pods"]
         code, _out, err = cli(server, capsys, "resume", "mnist", "-n", NS)
         assert code == 0, err
-        assert [(path, body) for _, path, body in writes(server)[2:]] == [
+        assert [(path, body) for _, path, body in writes(server)[3:]] == [
+            (f"{JOBSETS}/{PREFIX}", {"metadata": {"annotations": {WANTED_ANNOTATION: "running"}}}),
             (workload, {"spec": {"active": True}}),
             (f"{JOBSETS}/{PREFIX}", {"metadata": {"annotations": {SUSPENDED_ANNOTATION: None}}})]
 

@@ -22,6 +22,7 @@ from tests import kubeapi as kf
 from tests.chartlib import REPO
 from tests.kubeapi import KubeServer, kube_server
 from tfchart.cluster import status, status_view
+from tfdcontract.lifecycle import STOPPED_WANTED, WANTED_ANNOTATION
 from trainer.kube import KubeTarget
 from trainer.supervisor import Settings, Supervisor
 
@@ -73,12 +74,15 @@ def test_stop_after_success_frees_ps_and_workers_in_the_context_namespace(server
     deploy(server, "complete")
     result = tfchart(server, "stop", "mnist")
     assert result.returncode == 0, result.stderr
+    # no supervisor Ready: tfchart asks (the wanted state) and carries the plan out itself
     assert [(method, path) for method, path, _ in server.writes()] == [
+        ("PATCH", f"/apis/batch/v1/namespaces/{NS}/jobs/{PREFIX}-chief"),  # wanted: stopped
         ("PATCH", f"/apis/apps/v1/namespaces/{NS}/statefulsets/{PREFIX}-ps/scale"),
         ("PATCH", f"/apis/apps/v1/namespaces/{NS}/statefulsets/{PREFIX}-worker/scale"),
-        ("PATCH", f"/apis/apps/v1/namespaces/{NS}/deployments/{PREFIX}-supervisor/scale"),
-        ("PATCH", f"/apis/batch/v1/namespaces/{NS}/jobs/{PREFIX}-chief"),  # the record, last
+        ("PATCH", f"/apis/batch/v1/namespaces/{NS}/jobs/{PREFIX}-chief"),  # the record
+        ("PATCH", f"/apis/apps/v1/namespaces/{NS}/deployments/{PREFIX}-supervisor/scale"),  # last, as it does itself
     ]
+    assert server.writes()[0][2] == {"metadata": {"annotations": {WANTED_ANNOTATION: STOPPED_WANTED}}}
     for name in (f"{PREFIX}-ps", f"{PREFIX}-worker"):
         assert replicas(server, "StatefulSet", name) == 0
     # on the run's Job, as the supervisor writes it: `helm upgrade` of this run keeps it stopped (the lookup)
@@ -112,7 +116,8 @@ def test_a_chief_still_training_is_only_ended_with_end_run(server: KubeServer) -
     ended = tfchart(server, "stop", "mnist", "--end-run")
     assert ended.returncode == 0, ended.stderr
     changed = [(path.rsplit("/", 2)[-2:], body) for _, path, body in server.writes()]
-    assert changed[0] == (["jobs", f"{PREFIX}-chief"], {"spec": {"suspend": True}})
+    assert changed[:2] == [(["jobs", f"{PREFIX}-chief"], {"metadata": {"annotations": {WANTED_ANNOTATION: "stopped"}}}),
+                           (["jobs", f"{PREFIX}-chief"], {"spec": {"suspend": True}})]
     assert (["jobs", f"{PREFIX}-evaluator"], {"spec": {"suspend": True}}) in changed
     assert replicas(server, "StatefulSet", f"{PREFIX}-ps") == replicas(server, "StatefulSet", f"{PREFIX}-worker") == 0
     annotations = server.get("Job", NS, f"{PREFIX}-chief")["metadata"]["annotations"]  # type: ignore[index]
@@ -142,6 +147,28 @@ def test_the_watching_supervisor_hears_stop_at_once_and_adds_nothing(server: Kub
     assert [(path, list(body["metadata"]["annotations"]) if "metadata" in body else body) for path, body in own] == [
         *progress * (len(own) - 1),  # the chief's progress record (Suspended once stop suspended the Job)
         (f"/apis/apps/v1/namespaces/{NS}/deployments/{PREFIX}-supervisor/scale", {"spec": {"replicas": 0}})]
+
+
+def test_a_ready_supervisor_that_does_nothing_times_out_naming_what_is_pending_and_force_finishes(
+    server: KubeServer,
+) -> None:
+    """With a Ready supervisor, stop only asks and waits: one that does not act (crash-looping, hung) leaves the
+    command to time out naming each step not done; --force carries the same plan out from there."""
+    deploy(server, "complete")
+    server.update("Deployment", NS, f"{PREFIX}-supervisor", {"status": {"replicas": 1, "readyReplicas": 1}})
+    waited = tfchart(server, "stop", "mnist", "--timeout", "1s")
+    assert waited.returncode == 124, waited.stderr
+    assert [path for _, path, _ in server.writes()] == [f"/apis/batch/v1/namespaces/{NS}/jobs/{PREFIX}-chief"]
+    assert "the run supervisor has not reached it" in waited.stderr
+    assert f"  not done yet: scaled StatefulSet {PREFIX}-ps from 2 to 0 replicas" in waited.stderr.splitlines()
+    assert "`tfchart stop mnist -n team-a --force` carries it out from here" in waited.stderr
+    forced = tfchart(server, "stop", "mnist", "--force")
+    assert forced.returncode == 0, forced.stderr
+    supervisor = replicas(server, "Deployment", f"{PREFIX}-supervisor")
+    assert replicas(server, "StatefulSet", f"{PREFIX}-ps") == supervisor == 0
+    annotations = server.get("Job", NS, f"{PREFIX}-chief")["metadata"]["annotations"]  # type: ignore[index]
+    assert (annotations["tf-distributed.io/ending"], annotations[WANTED_ANNOTATION]) == ("stopped", STOPPED_WANTED)
+    assert len(server.writes()) == 5  # wanted once, then ps, worker, the record, the supervisor
 
 
 def test_an_unknown_release_is_one_line_with_the_fix(server: KubeServer) -> None:

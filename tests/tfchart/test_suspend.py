@@ -19,14 +19,16 @@ from tests.chartlib import REPO, render
 from tests.kubeapi import Call, KubeServer, kube_server
 from tfchart.cluster import releases, status
 from tfdcontract import SUSPENDED_ANNOTATION, Suspension, parse_suspension, suspension_annotations
+from tfdcontract.lifecycle import RUNNING_WANTED, SUSPENDED_WANTED, WANTED_ANNOTATION
 
 NS = "team-a"
 PREFIX = "mnist-tf-distributed"
 CHIEF = f"{PREFIX}-chief"
 JOBS = f"/apis/batch/v1/namespaces/{NS}/jobs"
 STS = f"/apis/apps/v1/namespaces/{NS}/statefulsets"
-LIST_PODS = Call("list", "pods", NS, label_selector="app.kubernetes.io/instance=mnist,app.kubernetes.io/part-of="
-                 "tf-distributed")  # fmt: skip
+SELECTOR = "app.kubernetes.io/instance=mnist,app.kubernetes.io/part-of=tf-distributed"
+LIST_PODS = Call("list", "pods", NS, label_selector=SELECTOR)
+LIST_STS = Call("list", "statefulsets", NS, label_selector=SELECTOR)
 
 
 @pytest.fixture
@@ -75,6 +77,11 @@ def replicas(server: KubeServer, role: str) -> int:
     return int(found["spec"]["replicas"])
 
 
+def wanted(state: str) -> tuple[str, str, dict[str, Any]]:
+    """The write that asks for the state on the chief Job (tfdcontract.lifecycle)."""
+    return ("PATCH", f"{JOBS}/{CHIEF}", {"metadata": {"annotations": {WANTED_ANNOTATION: state}}})
+
+
 def pods_go(server: KubeServer, *names: str, after: int = 1) -> None:
     """The kubelet's part: once the CLI has listed the pods `after` times, these are gone."""
     server.wait_for(LIST_PODS, after)
@@ -85,11 +92,12 @@ def pods_go(server: KubeServer, *names: str, after: int = 1) -> None:
 def test_suspend_records_then_waits_for_the_chief_then_frees_the_rest(server: KubeServer) -> None:
     training(server)
     suspending = tfchart(server, "suspend", "mnist")
-    pods_go(server, f"{CHIEF}-x7k2p")  # the Job controller deleted it; its SIGTERM saved the checkpoint
-    pods_go(server, f"{PREFIX}-evaluator-x7k2p", after=2)
+    pods_go(server, f"{CHIEF}-x7k2p", after=2)  # the Job controller deleted it; its SIGTERM saved the checkpoint
+    pods_go(server, f"{PREFIX}-evaluator-x7k2p", after=3)
     code, out, err = finished(suspending)
     assert code == 0, err
-    writes = [(method, path, body) for method, path, body in server.writes()]
+    asked, *writes = [(method, path, body) for method, path, body in server.writes()]
+    assert asked == wanted(SUSPENDED_WANTED)  # no supervisor Ready: tfchart carries the plan out itself
     (method, path, body), *rest = writes
     assert (method, path) == ("PATCH", f"{JOBS}/{CHIEF}") and body["spec"] == {"suspend": True}
     suspension = parse_suspension(body["metadata"]["annotations"])
@@ -100,10 +108,10 @@ def test_suspend_records_then_waits_for_the_chief_then_frees_the_rest(server: Ku
     # nothing is scaled before the chief's pod is gone: its checkpoint needs the parameter servers
     first_scale = next(i for i, r in enumerate(server.requests) if r.path.endswith("/scale"))
     pod_lists = [i for i, r in enumerate(server.requests) if r.call == LIST_PODS]
-    assert len([i for i in pod_lists if i < first_scale]) >= 2
+    assert len([i for i in pod_lists if i < first_scale]) >= 3
     lines = out.splitlines()
     assert lines[0] == f"✓ suspended Job {CHIEF}, recording the replicas to restore (ps 1, worker 2)"
-    assert f"✓ the chief pod stopped ({CHIEF}-x7k2p)" in lines[1]
+    assert lines[1] == f"✓ waited for pod {CHIEF}-x7k2p to stop (it saves a checkpoint at its step boundary)"
     assert f"✓ scaled StatefulSet {PREFIX}-worker from 2 to 0 replicas" in lines
     assert lines[-1] == f"mnist is suspended (since {suspension.since}): `tfchart resume mnist -n {NS}` continues " \
                         "from the checkpoint"
@@ -114,15 +122,15 @@ def test_a_suspend_killed_after_its_first_write_is_finished_by_the_next_one(
 ) -> None:
     training(server, evaluator=False)
     first = tfchart(server, "suspend", "mnist", "-o", "json")
-    server.wait_for(LIST_PODS)  # the record is written: it now waits for the chief's pod
+    server.wait_for(LIST_PODS, 2)  # the record is written: it now waits for the chief's pod
     first.send_signal(signal.SIGKILL)
     first.communicate(timeout=30)
-    assert len(server.writes()) == 1 and record(server)["suspend"] is True
+    assert len(server.writes()) == 2 and record(server)["suspend"] is True
     since = parse_suspension({SUSPENDED_ANNOTATION: record(server)["record"]}).since  # type: ignore[union-attr]
     server.delete("Pod", NS, f"{CHIEF}-x7k2p")
     code, out, err = in_process(server, capsys, "suspend", "mnist", "-o", "json")
     assert code == 0, err
-    assert [path for _, path, _ in server.writes()[1:]] == [f"{STS}/{PREFIX}-ps/scale", f"{STS}/{PREFIX}-worker/scale"]
+    assert [path for _, path, _ in server.writes()[2:]] == [f"{STS}/{PREFIX}-ps/scale", f"{STS}/{PREFIX}-worker/scale"]
     report = json.loads(out)
     assert report["state"] == "Suspended" and report["since"] == since and report["replicas"] == {"ps": 1, "worker": 2}
     assert report["unchanged"] == [f"Job {CHIEF} is already suspended (since {since})"]
@@ -135,8 +143,9 @@ def test_a_suspend_that_times_out_says_how_to_finish_it(server: KubeServer, caps
     training(server, evaluator=False)
     code, _, err = in_process(server, capsys, "suspend", "mnist", "--timeout", "0s")
     assert code == 124
-    assert f"error: release mnist's pods still run after 0s: {CHIEF}-x7k2p" in err
-    assert "run `tfchart suspend mnist -n team-a` again to finish the suspension" in err
+    assert "error: release mnist's run is not suspended after 0s (still pending):" in err
+    assert f"  pod {CHIEF}-x7k2p to stop (it saves a checkpoint at its step boundary)" in err.splitlines()
+    assert "run `tfchart suspend mnist -n team-a` again to finish (it carries on from here)" in err
     assert replicas(server, "ps") == 1 and record(server)["suspend"] is True
 
 
@@ -166,12 +175,13 @@ def ready(server: KubeServer) -> None:
 def test_resume_brings_the_servers_back_before_the_chief(server: KubeServer) -> None:
     suspended(server)
     resuming = tfchart(server, "resume", "mnist", "-n", NS)
-    server.wait_for(Call("get", "statefulsets", NS, f"{PREFIX}-worker"), 2)  # seen not Ready, and waited
+    server.wait_for(LIST_STS, 3)  # scaled, seen not Ready, and waited
     assert record(server)["suspend"] is True  # the chief waits for its servers
     ready(server)
     code, out, err = finished(resuming)
     assert code == 0, err
     assert server.writes() == [
+        wanted(RUNNING_WANTED),
         ("PATCH", f"{STS}/{PREFIX}-ps/scale", {"spec": {"replicas": 1}}),
         ("PATCH", f"{STS}/{PREFIX}-worker/scale", {"spec": {"replicas": 2}}),
         ("PATCH", f"{JOBS}/{PREFIX}-evaluator", {"spec": {"suspend": False}}),
@@ -189,14 +199,15 @@ def test_a_resume_killed_after_its_first_write_is_finished_by_the_next_one(
 ) -> None:
     suspended(server, evaluator=False)
     first = tfchart(server, "resume", "mnist")
-    server.wait_for(Call("get", "statefulsets", NS, f"{PREFIX}-ps"))
+    server.wait_for(LIST_STS, 2)  # scaled: it now waits for them to be Ready
     first.send_signal(signal.SIGKILL)
     first.communicate(timeout=30)
-    assert [path for _, path, _ in server.writes()] == [f"{STS}/{PREFIX}-ps/scale", f"{STS}/{PREFIX}-worker/scale"]
+    assert [path for _, path, _ in server.writes()] == [f"{JOBS}/{CHIEF}", f"{STS}/{PREFIX}-ps/scale",
+                                                        f"{STS}/{PREFIX}-worker/scale"]  # fmt: skip
     ready(server)
     code, out, err = in_process(server, capsys, "resume", "mnist")
     assert code == 0, err
-    assert [path for _, path, _ in server.writes()[2:]] == [f"{JOBS}/{CHIEF}"]
+    assert [path for _, path, _ in server.writes()[3:]] == [f"{JOBS}/{CHIEF}"]
     assert f"  StatefulSet {PREFIX}-worker is already at 2 replicas" in out.splitlines()
     assert record(server) == {"suspend": False, "record": None}
 
@@ -206,12 +217,12 @@ def test_a_gang_resumes_its_chief_with_its_servers(server: KubeServer) -> None:
     servers, their readiness is waited for after, and the record goes last."""
     suspended(server, False, "scheduling.gang.provider=coscheduling")
     resuming = tfchart(server, "resume", "mnist")
-    server.wait_for(Call("get", "statefulsets", NS, f"{PREFIX}-worker"))  # waiting for the servers ...
+    server.wait_for(LIST_STS, 3)  # waiting for the servers ...
     assert record(server)["suspend"] is False  # ... with the chief's Job running, so the gang can form
     ready(server)
     code, out, err = finished(resuming)
     assert code == 0, err
-    assert server.writes()[2:] == [("PATCH", f"{JOBS}/{CHIEF}", {"spec": {"suspend": False}}),
+    assert server.writes()[3:] == [("PATCH", f"{JOBS}/{CHIEF}", {"spec": {"suspend": False}}),
                                    ("PATCH", f"{JOBS}/{CHIEF}", {"metadata": {"annotations": {
                                        SUSPENDED_ANNOTATION: None}}})]  # fmt: skip
     assert "as one gang (scheduling.x-k8s.io/pod-group)" in out and record(server) == {"suspend": False,
@@ -228,9 +239,10 @@ def test_servers_that_do_not_come_up_keep_the_run_suspended_and_say_why(
                       "nvidia.com/gpu."))  # fmt: skip
     code, _, err = in_process(server, capsys, "resume", "mnist", "--timeout", "1s")
     assert code == 124
-    assert (f"error: release mnist's ps/worker pods are not Ready after 1s ({PREFIX}-ps 0/1 Ready, {PREFIX}-worker 0/2 "
-            f"Ready): pod {PREFIX}-worker-1: Unschedulable: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu.; "
-            "the run stays suspended") in err  # fmt: skip
+    assert "error: release mnist's run is not running after 1s (still pending):" in err
+    assert [line for line in err.splitlines() if line.startswith("  ")][:3] == [
+        f"  StatefulSet {PREFIX}-ps to be Ready (0/1 Ready)", f"  StatefulSet {PREFIX}-worker to be Ready (0/2 Ready)",
+        f"  pod {PREFIX}-worker-1: Unschedulable: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu."]
     assert record(server)["suspend"] is True
 
 

@@ -14,6 +14,12 @@ from tfchart.cli.options import CONTEXT, KubeInputs, kube_inputs
 from tfdcontract import CHIEF, EVALUATOR, PS, SERVING, TENSORBOARD, WORKER
 
 
+def force_flag(function: Any) -> Any:
+    """--force: tfchart carries the plan out itself, also where the run supervisor runs (it did not in time)."""
+    return click.option("--force", is_flag=True, help="Carry the steps out here, not through the run supervisor "
+                        "(for one that does not reach the wanted state in time).")(function)
+
+
 @click.command(context_settings=CONTEXT)
 @click.argument("name")
 @click.option("-n", "--namespace", default=None, help="Release namespace (default: the kubeconfig context's).")
@@ -36,18 +42,19 @@ def status(name: str, namespace: str | None, output: str, kube: KubeInputs) -> N
 @click.argument("name")
 @click.option("-n", "--namespace", default=None, help="Release namespace (default: the kubeconfig context's).")
 @click.option("--end-run", is_flag=True, help="Also end a chief that is still training (its Job is suspended).")
+@click.option("--timeout", type=DURATION, default=None, metavar="DURATION",
+              help="How long to wait for the run supervisor to carry the stop out (default 60s).")
+@force_flag
 @kube_inputs
-def stop(name: str, namespace: str | None, end_run: bool, kube: KubeInputs) -> None:
-    """Free what release NAME's ps, worker and evaluator pods hold once its run ended (scale to 0)."""
-    from tfchart.cluster import stop as run_stop
+def stop(name: str, namespace: str | None, end_run: bool, timeout: float | None, force: bool, kube: KubeInputs) -> None:
+    """Free what release NAME's ps, worker and evaluator pods hold once its run ended (scale to 0). Asks the run
+    supervisor and waits; without one running (or with --force) tfchart does it."""
+    from tfchart.cluster import suspend as lifecycle
 
-    stopped = run_stop.stop(kube.api(), name, kube.namespace(namespace), end_run=end_run)
-    for line in stopped.unchanged:
-        click.echo(f"  {line}")
-    for line in stopped.actions:
-        click.secho(f"✓ {line}", fg="green")
-    if not stopped.actions:
-        click.echo(f"nothing to stop: release {name} holds no ps/worker/evaluator pods")
+    stopped = lifecycle.stop(kube.api(), name, kube.namespace(namespace), end_run=end_run, timeout=timeout,
+                             force=force)  # fmt: skip
+    report(stopped, "text", "" if stopped.actions else f"nothing to stop: release {name} holds no ps/worker/"
+                                                       "evaluator pods")  # fmt: skip
 
 
 @click.command(context_settings=CONTEXT)
@@ -142,11 +149,12 @@ def local_flags(function: Any) -> Any:
 @click.option("-n", "--namespace", default=None, help="Release namespace (default: the kubeconfig context's).")
 @click.option("--timeout", type=DURATION, default=None, metavar="DURATION",
               help="How long to wait for the pods to stop (default: their terminationGracePeriodSeconds plus 60s).")
+@force_flag
 @local_flags
 @output_option("text")
 @kube_inputs
-def suspend(name: str, namespace: str | None, timeout: float | None, on_this_machine: bool, workdir: Path | None,
-            output: str, kube: KubeInputs) -> None:  # fmt: skip
+def suspend(name: str, namespace: str | None, timeout: float | None, force: bool, on_this_machine: bool,
+            workdir: Path | None, output: str, kube: KubeInputs) -> None:  # fmt: skip
     """Pause release NAME's run: the chief saves a checkpoint at its next step boundary, then every pod is
     released (ps/workers scaled to 0, the evaluator suspended). `tfchart resume NAME` continues."""
     if on_this_machine:
@@ -159,7 +167,7 @@ def suspend(name: str, namespace: str | None, timeout: float | None, on_this_mac
 
         no_workdir(workdir)
         where = kube.namespace(namespace)
-        outcome = run_suspend.suspend(kube.api(), name, where, timeout)
+        outcome = run_suspend.suspend(kube.api(), name, where, timeout, force=force)
         resume = f"tfchart resume {name} -n {where}"
     report(outcome, output, f"{name} is suspended (since {outcome.since}): `{resume}` continues from the checkpoint")
 
@@ -169,11 +177,12 @@ def suspend(name: str, namespace: str | None, timeout: float | None, on_this_mac
 @click.option("-n", "--namespace", default=None, help="Release namespace (default: the kubeconfig context's).")
 @click.option("--timeout", type=DURATION, default=None, metavar="DURATION",
               help="How long to wait for the ps/worker pods to be Ready (default 10m); with --local, for training.")
+@force_flag
 @local_flags
 @output_option("text")
 @kube_inputs
-def resume(name: str, namespace: str | None, timeout: float | None, on_this_machine: bool, workdir: Path | None,
-           output: str, kube: KubeInputs) -> None:  # fmt: skip
+def resume(name: str, namespace: str | None, timeout: float | None, force: bool, on_this_machine: bool,
+           workdir: Path | None, output: str, kube: KubeInputs) -> None:  # fmt: skip
     """Continue release NAME's suspended run from its checkpoint: ps/workers back to their replicas, then, once
     they are Ready, the chief. With --local: the local run, again in its run directory, to its end."""
     if on_this_machine:
@@ -186,7 +195,7 @@ def resume(name: str, namespace: str | None, timeout: float | None, on_this_mach
 
     no_workdir(workdir)
     where = kube.namespace(namespace)
-    outcome = run_suspend.resume(kube.api(), name, where, timeout)
+    outcome = run_suspend.resume(kube.api(), name, where, timeout, force=force)
     report(outcome, output, f"{name} runs again: follow it with `tfchart logs {name} -n {where} -f`")
 
 
@@ -204,4 +213,5 @@ def report(outcome: Any, output: str, closing: str) -> None:
         click.echo(f"  {line}")
     for line in outcome.actions:
         click.secho(f"✓ {line}", fg="green")
-    click.echo(closing)
+    if closing:
+        click.echo(closing)

@@ -53,6 +53,14 @@ class JobInfo:
     restarts: int = 0  # a JobSet's restarts (its failure policy's RestartJobSet)
 
 
+def as_json(obj: Any) -> dict[str, Any]:
+    """A client model as the API's JSON (camelCase keys), for tfdcontract's readers and planner."""
+    from kubernetes.client import ApiClient
+
+    client: Any = ApiClient()
+    return dict(client.sanitize_for_serialization(obj))
+
+
 def name_of(obj: Any) -> str:
     return str(obj.metadata.name)
 

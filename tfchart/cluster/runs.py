@@ -21,15 +21,13 @@ from tfdcontract import (
     parse_suspension,
     release_selector,
 )
+from tfdcontract.runstate import JOBSET_NAME_LABEL
+from tfdcontract.runstate import QUEUE_LABEL as QUEUE_LABEL  # the preflight's, from here
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
 
 JOBSET = CUSTOM["JobSet"]
-#: The labels JobSet puts on its child Jobs and their pods (jobset.x-k8s.io/v1alpha2).
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-#: Kueue's queue label: on a JobSet, the chart puts it on the JobSet only (Kueue makes one Workload of it).
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 #: A JobSet condition that is True -> the state it means.
 JOBSET_ENDED = {"Completed": "Succeeded", "Failed": "Failed"}
 

@@ -1,21 +1,12 @@
-"""`tfchart suspend` and `tfchart resume`: a run paused at a checkpoint with every pod released, and continued.
+"""`tfchart stop`, `suspend` and `resume`: write the wanted state on the run's object, wait until it is reached.
 
-The state lives on the run's object (docs/architecture.md, "3. Lifecycle"): native, the run's Job (the chief
-Job, or the workers' Job without a chief). Suspend writes `spec.suspend: true` together with the suspension
-record (tfdcontract.Suspension: since when, the ps/worker replicas to restore, whether the evaluator ran) in
-one PATCH: the Job controller deletes the chief's pod, whose SIGTERM makes the project's trainer save a
-checkpoint at its next step boundary. Once that pod is gone, the ps/worker StatefulSets go to 0 and the
-evaluator Job is suspended (as `tfchart stop` does), and the command waits for their pods too. Resume scales
-the StatefulSets back to the recorded replicas, waits until they are Ready (a chief started against missing
-servers would wait for them), lets the evaluator run again and, last, unsuspends the Job and drops the record
-in one PATCH. Pods in a gang are admitted only all together: there the Job is unsuspended with the servers,
-their readiness waited for after, and the record dropped last. Each step reads the cluster first, so either
-command killed at any point and run again finishes what the first began. Waits poll the API every
-POLL_SECONDS within the --timeout.
-
-The kind of the run's object (tfchart.cluster.runs) decides the steps: `Workloads` says what the run is; only
-`suspend_native`/`resume_native` know the native objects, and `suspend_jobset`/`resume_jobset` the JobSet (and Kueue's
-Workload of it; see their section below).
+The state, and the order of the steps that reach it, are tfdcontract.lifecycle's (docs/lifecycle.md): `plan` reads
+what the cluster holds and returns the next step. Where the run supervisor runs (its Deployment has a Ready
+replica) it carries the plan out, and tfchart only writes `tf-distributed.io/wanted` (one merge patch) and waits;
+where it does not, or with --force, tfchart carries the same plan out itself: read, plan, apply the step's merge
+patches, read again, until reached. Either way a command killed at any point and run again continues from what the
+cluster holds. Waits poll the API every POLL_SECONDS within the --timeout; past it the command names what is still
+pending and exits 124.
 """
 
 from __future__ import annotations
@@ -26,21 +17,24 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from tfchart.cluster.objects import JobInfo, job_info, name_of, pod_reason, role_of, stamp
-from tfchart.cluster.runs import QUEUE_LABEL, Run, find_run
-from tfchart.cluster.stop import Stopped, scale_to_zero, suspend_evaluator
+from tfchart.cluster.objects import JobInfo, as_json, newest, role_of, stamp
+from tfchart.cluster.runs import Run, find_run
 from tfchart.errors import KubernetesError, TfchartError
-from tfdcontract import (
-    EVALUATOR,
-    HOLDING_ROLES,
-    STATEFUL_ROLES,
-    SUSPENDED_ANNOTATION,
-    TF_ROLES,
-    Suspension,
-    parse_suspension,
-    release_selector,
-    suspension_annotations,
+from tfdcontract import EVALUATOR, STATEFUL_ROLES, SUPERVISOR, TF_ROLES, WORKER, release_selector
+from tfdcontract.lifecycle import (
+    QUEUE_LABEL,
+    RUNNING_WANTED,
+    STOPPED_WANTED,
+    SUSPENDED_WANTED,
+    WANTED_ANNOTATION,
+    Action,
+    RunView,
+    Step,
+    annotations_of,
+    plan,
+    wanted_patch,
 )
+from tfdcontract.lifecycle import name_of as named
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
@@ -50,8 +44,10 @@ GRACE_MARGIN_SECONDS = 60  # after the pods' terminationGracePeriodSeconds, for 
 RESUME_TIMEOUT_SECONDS = 600.0  # ps/workers scheduled, images pulled, servers listening
 TIMED_OUT_EXIT = 124  # as `tfchart wait` and timeout(1)
 TERMINAL = ("Succeeded", "Failed")
-# A pod template that joins a gang (Volcano, coscheduling, Kueue's plain-pod group): its pods are admitted together
-GANG_MARKERS = ("scheduling.k8s.io/group-name", "scheduling.x-k8s.io/pod-group", "kueue.x-k8s.io/pod-group-name")
+KUEUE = "kueue.x-k8s.io"
+KUEUE_VERSIONS = ("v1beta2", "v1beta1")
+VERBS = {SUSPENDED_WANTED: "suspend", RUNNING_WANTED: "resume", STOPPED_WANTED: "stop"}
+STATES = {SUSPENDED_WANTED: "Suspended", RUNNING_WANTED: "Running", STOPPED_WANTED: "Stopped"}
 
 
 class TimedOut(TfchartError):
@@ -60,11 +56,11 @@ class TimedOut(TfchartError):
 
 @dataclass
 class Outcome:
-    """What suspend or resume did (one line each) and where the run stands; `-o json` prints as_dict()."""
+    """What the command did (one line each) and where the run stands; `-o json` prints as_dict()."""
 
     release: str
     namespace: str
-    state: str = ""  # Suspended | Running (resumed)
+    state: str = ""  # Suspended | Running (resumed) | Stopped
     since: str = ""  # Suspended: since when
     replicas: dict[str, int] = field(default_factory=dict)  # the ps/worker replicas a resume brings back
     actions: list[str] = field(default_factory=list)
@@ -72,31 +68,6 @@ class Outcome:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-@dataclass
-class Workloads:
-    """A release's run and the workloads that serve it, found by the chart's labels."""
-
-    kind: str  # the run's object: Job (native) or JobSet
-    run: Any  # its client model (a JobSet: its JSON)
-    info: JobInfo
-    stateful_sets: list[Any]
-    evaluators: list[Any]
-    found: Run | None = None
-
-    @property
-    def name(self) -> str:
-        return str(self.info.name)
-
-    @property
-    def spec_suspend(self) -> bool:
-        """The run object's spec.suspend."""
-        return self.found.suspend if self.found else bool(self.run.spec.suspend)
-
-    @property
-    def suspension(self) -> Suspension | None:
-        return parse_suspension(self.found.annotations if self.found else self.run.metadata.annotations)
 
 
 @dataclass
@@ -108,16 +79,123 @@ class Clock:
     wall: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
 
 
-def find(api: KubeApi, release: str, namespace: str, verb: str) -> Workloads:
-    """The release's run, refused when there is none or it has ended."""
+@dataclass
+class Found:
+    """A release's run as read now: the planner's view of it, and tfchart's reading of its state."""
+
+    run: Run
+    view: RunView
+    workload_version: str = ""  # the API version Kueue's Workload was read at
+
+    @property
+    def info(self) -> JobInfo:
+        return self.run.info
+
+
+def read(api: KubeApi, release: str, namespace: str) -> Found:
+    """The release's objects, found by the chart's labels; refused when there are none."""
     selector = release_selector(release)
-    stateful_sets, jobs = (api.list_objects(kind, namespace, selector) for kind in ("StatefulSet", "Job"))
+    sets, jobs, deployments, pods = (api.list_objects(kind, namespace, selector)
+                                     for kind in ("StatefulSet", "Job", "Deployment", "Pod"))  # fmt: skip
     run = find_run(api, release, namespace, jobs)  # a JobSet release: its JobSet, also before it made its Jobs
-    if not (stateful_sets or jobs or run.jobset):
-        raise KubernetesError(f"no release {release} in namespace {namespace}: no StatefulSets, Jobs or JobSet carry "
-                              "its labels",
+    if not (sets or jobs or deployments or run.jobset):
+        raise KubernetesError(f"no release {release} in namespace {namespace}: no StatefulSets, Jobs, Deployments or "
+                              "JobSet carry its labels",
                               f"check the release name and namespace: `helm list -n {namespace}` (or `helm list -A`)")
-    info = run.info
+    found = newest([d for d in deployments if role_of(d) == SUPERVISOR])
+    supervisor, tf_pods = as_json(found) if found else None, [as_json(p) for p in pods if role_of(p) in TF_ROLES]
+    if run.jobset:
+        queue = str(((run.document.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL) or "")
+        version, workload = kueue_workload(api, run, release, namespace) if queue else ("", None)
+        children = [as_json(job) for job in run.jobs]
+        view = RunView("JobSet", {**run.document, "kind": "JobSet"}, (), None, supervisor, tf_pods, workload, children)
+        return Found(run, view, version)
+    evaluator = newest([job for job in jobs if role_of(job) == EVALUATOR])
+    job = None if run.document is None else {**as_json(run.document), "kind": "Job"}
+    return Found(run, RunView("Job", job, [as_json(s) for s in sets if role_of(s) in STATEFUL_ROLES],
+                              as_json(evaluator) if evaluator else None, supervisor, tf_pods))  # fmt: skip
+
+
+def suspend(api: KubeApi, release: str, namespace: str, timeout: float | None, clock: Clock | None = None, *,
+            force: bool = False) -> Outcome:  # fmt: skip
+    return carry_out(api, release, namespace, SUSPENDED_WANTED, timeout, clock or Clock(), force=force)
+
+
+def resume(api: KubeApi, release: str, namespace: str, timeout: float | None, clock: Clock | None = None, *,
+           force: bool = False) -> Outcome:  # fmt: skip
+    return carry_out(api, release, namespace, RUNNING_WANTED, timeout, clock or Clock(), force=force)
+
+
+def stop(api: KubeApi, release: str, namespace: str, *, end_run: bool, timeout: float | None = None,
+         force: bool = False, clock: Clock | None = None) -> Outcome:  # fmt: skip
+    """What the supervisor does on an ending (ps/worker to 0, the evaluator suspended, the ending recorded, the
+    supervisor to 0); a run still training only with `end_run`. Nothing is deleted."""
+    return carry_out(api, release, namespace, STOPPED_WANTED, timeout, clock or Clock(), force=force, end_run=end_run)
+
+
+def carry_out(api: KubeApi, release: str, namespace: str, wanted: str, timeout: float | None, clock: Clock, *,
+              force: bool = False, end_run: bool = False) -> Outcome:  # fmt: skip
+    """Asks for `wanted` and waits until the plan is reached: carried out by the supervisor where it runs, else (or
+    with `force`) by tfchart, step by step."""
+    found = read(api, release, namespace)
+    refuse(found, wanted, release, namespace, end_run)
+    done = Outcome(release, namespace, STATES[wanted])
+    record = found.view.suspension
+    step = plan(found.view, wanted, now=stamp(clock.wall()))
+    if not step.reached and annotations_of(found.view.run).get(WANTED_ANNOTATION) != wanted:
+        api.patch(found.view.kind, found.view.name, namespace, wanted_patch(wanted))
+    supervisor = found.view.supervisor or {}
+    by_supervisor = not force and ((supervisor.get("status") or {}).get("readyReplicas") or 0) > 0 and \
+        (supervisor.get("spec") or {}).get("replicas") != 0
+    if by_supervisor:
+        done.actions.append(f"asked the run supervisor ({named(supervisor)}) for {wanted} on {found.view.kind} "
+                            f"{found.view.name}; it carries it out")
+    limit = default_timeout(found, wanted) if timeout is None else timeout
+    deadline, acted, unchanged, waiting = clock.now() + limit, set(), {}, []  # type: ignore[var-annotated]
+    while True:
+        if step.blocked:
+            raise TfchartError(f"release {release}'s run cannot be {STATES[wanted].lower()}: {step.blocked}",
+                               f"see `tfchart status {release} -n {namespace}`")
+        waiting += [] if waiting else step.pending
+        if waiting and not step.pending:
+            done.actions.append(f"waited for {'; '.join(waiting)}")
+            waiting = []
+        for action in step.unchanged:
+            unchanged.setdefault((action.kind, action.name), action.line)
+        if step.reached:
+            break
+        for action in step.actions if by_supervisor else ():
+            if action.line not in done.actions:
+                done.actions.append(action.line)
+        if step.actions and not by_supervisor:
+            for action in step.actions:
+                apply(api, found, namespace, action)
+                acted.add((action.kind, action.name))
+                done.actions.append(action.line)
+        elif clock.now() >= deadline:
+            raise timed_out(step, release, namespace, wanted, limit, by_supervisor)
+        else:
+            clock.sleep(POLL_SECONDS)
+        found = read(api, release, namespace)
+        step = plan(found.view, wanted, now=stamp(clock.wall()))
+    done.unchanged = [line for key, line in unchanged.items() if key not in acted]
+    record = found.view.suspension or record
+    done.since, done.replicas = (record.since, dict(record.replicas)) if record else ("", {})
+    return done
+
+
+def refuse(found: Found, wanted: str, release: str, namespace: str, end_run: bool) -> None:
+    """What the command will not ask for, in one line with the fix."""
+    info, kind, name, verb = found.info, found.run.kind, str(found.info.name), VERBS[wanted]
+    if wanted == STOPPED_WANTED:
+        running = info.state not in (*TERMINAL, "Missing", "Suspended") and not info.ending
+        if running and not end_run:
+            what = "JobSet" if found.run.jobset else {WORKER: "workers' Job"}.get(info.role, "chief Job")
+            raise TfchartError(f"the {what} {name} of release {release} has not ended: stopping now ends its training",
+                               f"wait for it (`tfchart status {release} -n {namespace}`), or end the run now: "
+                               f"`tfchart stop {release} -n {namespace} --end-run` (the project's trainer saves a "
+                               "checkpoint on SIGTERM)")  # fmt: skip
+        return
     if info.name is None:
         raise TfchartError(f"release {release} has no run to {verb}: its run's Job is gone ({info.message})",
                            f"start a new run: `tfchart upgrade {release} -n {namespace} ...` creates it again")
@@ -126,274 +204,65 @@ def find(api: KubeApi, release: str, namespace: str, verb: str) -> Workloads:
         raise TfchartError(f"release {release}'s run has ended ({ended}): there is nothing to {verb}",
                            f"free what it holds with `tfchart stop {release} -n {namespace}`; train again with "
                            f"`tfchart upgrade {release} -n {namespace} ... --recreate`")
-    if run.jobset:
-        return Workloads("JobSet", run.document, info, [], [], run)
-    return Workloads("Job", run.document, info, [s for s in stateful_sets if role_of(s) in STATEFUL_ROLES],
-                     [job for job in jobs if role_of(job) == EVALUATOR], run)
+    if wanted != RUNNING_WANTED or found.view.suspension is not None:
+        return
+    workload = found.view.workload
+    held = found.run.suspend or (workload is not None and not (workload.get("spec") or {}).get("active", True))
+    if not held:
+        raise TfchartError(f"release {release}'s run is not suspended: its {kind} {name} runs",
+                           f"suspend it with `tfchart suspend {release} -n {namespace}`")
+    target, setting = ((f"workload {named(workload)}", '"active":true') if workload is not None
+                       else (f"{kind.lower()} {name}", '"suspend":false'))  # fmt: skip
+    let_run = f"`kubectl -n {namespace} patch {target} --type merge -p '{{\"spec\":{{{setting}}}}}'`"
+    raise TfchartError(f"release {release}'s run is not suspended: its {kind} {name} is suspended, but not by "
+                       "`tfchart suspend` (no record of what to bring back)", f"let it run: {let_run}")
 
 
-def suspend(api: KubeApi, release: str, namespace: str, timeout: float | None, clock: Clock | None = None) -> Outcome:
-    found = find(api, release, namespace, "suspend")
-    act = suspend_jobset if found.kind == "JobSet" else suspend_native
-    return act(api, found, release, namespace, timeout, clock or Clock())
-
-
-def resume(api: KubeApi, release: str, namespace: str, timeout: float | None, clock: Clock | None = None) -> Outcome:
-    found = find(api, release, namespace, "resume")
-    act = resume_jobset if found.kind == "JobSet" else resume_native
-    return act(api, found, release, namespace, timeout, clock or Clock())
-
-
-# -- native: the run's Job, the ps/worker StatefulSets, the evaluator Job ----------------------------------
-def suspend_native(api: KubeApi, found: Workloads, release: str, namespace: str, timeout: float | None,
-                   clock: Clock) -> Outcome:  # fmt: skip
-    done = Outcome(release, namespace, "Suspended")
-    record = found.suspension
-    if record is None:
-        running = [e for e in found.evaluators if job_info(EVALUATOR, [e], []).state not in (*TERMINAL, "Suspended")]
-        record = Suspension(stamp(clock.wall()), {role_of(s): replicas(s) for s in found.stateful_sets}, bool(running))
-        api.patch(found.kind, found.name, namespace,
-                  {"metadata": {"annotations": suspension_annotations(record)}, "spec": {"suspend": True}})
-        kept = ", ".join(f"{role} {count}" for role, count in record.replicas.items())
-        done.actions.append(f"suspended {found.kind} {found.name}" + (f", recording the replicas to restore "
-                                                                     f"({kept})" if kept else ""))
-    elif not found.run.spec.suspend:  # unsuspended by hand since: suspended again
-        api.patch(found.kind, found.name, namespace, {"spec": {"suspend": True}})
-        done.actions.append(f"suspended {found.kind} {found.name} again (its record says since {record.since})")
+def apply(api: KubeApi, found: Found, namespace: str, action: Action) -> None:
+    """One action of the plan: a merge patch of the object, or of its Scale."""
+    if action.kind == "Workload":
+        api.patch_custom(KUEUE, found.workload_version, "workloads", action.name, namespace, dict(action.patch))
+    elif action.subresource == "scale":
+        api.scale(action.kind, action.name, namespace, int(action.patch["spec"]["replicas"]))
     else:
-        done.unchanged.append(f"{found.kind} {found.name} is already suspended (since {record.since})")
-    done.since, done.replicas = record.since, dict(record.replicas)
-    limit = grace_of(found.run) + grace_of(*found.stateful_sets) + GRACE_MARGIN_SECONDS if timeout is None else timeout
-    deadline = clock.now() + limit
-    gone = wait_gone(api, release, namespace, (found.info.role,), deadline, clock, limit)
-    if gone:
-        done.actions.append(f"the {found.info.role} pod stopped ({', '.join(gone)}): the project's trainer saved a "
-                            "checkpoint at its step boundary")
-    stopped = Stopped()
-    for stateful_set in found.stateful_sets:
-        scale_to_zero(api, "StatefulSet", stateful_set, namespace, stopped)
-    for evaluator in found.evaluators:
-        suspend_evaluator(api, evaluator, namespace, stopped, "it evaluates again once resumed")
-    done.actions += stopped.actions
-    done.unchanged += stopped.unchanged
-    others = wait_gone(api, release, namespace, HOLDING_ROLES, deadline, clock, limit)
-    if others:
-        done.actions.append(f"their pods are gone ({', '.join(others)})")
-    done.actions.append("every pod of the run is released, with its GPUs and quota; the checkpoints stay on the "
-                        "shared volume")
-    return done
+        api.patch(action.kind, action.name, namespace, dict(action.patch))
 
 
-def resume_native(api: KubeApi, found: Workloads, release: str, namespace: str, timeout: float | None,
-                  clock: Clock) -> Outcome:  # fmt: skip
-    record = found.suspension
-    if record is None:
-        how = (f"its {found.kind} {found.name} is suspended, but not by `tfchart suspend` (no {SUSPENDED_ANNOTATION} "
-               "record of what to bring back)") if found.run.spec.suspend else f"its {found.kind} {found.name} runs"
-        raise TfchartError(f"release {release}'s run is not suspended: {how}",
-                           f"suspend it with `tfchart suspend {release} -n {namespace}`" if not found.run.spec.suspend
-                           else f"let it run: `kubectl -n {namespace} patch job {found.name} --type merge -p "
-                                "'{\"spec\":{\"suspend\":false}}'`")  # fmt: skip
-    done = Outcome(release, namespace, "Running", "", dict(record.replicas))
-    wanted = {name_of(s): record.replicas[role_of(s)] for s in found.stateful_sets if role_of(s) in record.replicas}
-    for stateful_set in found.stateful_sets:
-        name, now = name_of(stateful_set), replicas(stateful_set)
-        if name not in wanted:
-            continue
-        if now == wanted[name]:
-            done.unchanged.append(f"StatefulSet {name} is already at {now} replicas")
-        else:
-            api.scale("StatefulSet", name, namespace, wanted[name])
-            done.actions.append(f"scaled StatefulSet {name} from {now} to {wanted[name]} replicas")
-    limit = RESUME_TIMEOUT_SECONDS if timeout is None else timeout
-    deadline = clock.now() + limit
-    gang = next((marker for s in found.stateful_sets for marker in GANG_MARKERS if marked(s, marker)), "")
-    if wanted and not gang:
-        wait_ready(api, release, namespace, wanted, deadline, clock, limit)
-        done.actions.append(f"their pods are Ready ({', '.join(f'{n} {c}/{c}' for n, c in wanted.items())})")
-    for evaluator in found.evaluators if record.evaluator else []:
-        if evaluator.spec.suspend:
-            api.patch("Job", name_of(evaluator), namespace, {"spec": {"suspend": False}})
-            done.actions.append(f"let Job {name_of(evaluator)} run again: the evaluator follows the checkpoints")
-    again = f"a new {found.info.role} pod continues from the last checkpoint"
-    if gang:  # the gang admits no pod before all of them exist: the chief's too, so it cannot wait for Ready
-        if found.run.spec.suspend:
-            api.patch(found.kind, found.name, namespace, {"spec": {"suspend": False}})
-            done.actions.append(f"resumed {found.kind} {found.name} with its servers, as one gang ({gang}): {again}")
-        if wanted:
-            wait_ready(api, release, namespace, wanted, deadline, clock, limit)
-            done.actions.append(f"the servers' pods are Ready ({', '.join(f'{n} {c}/{c}' for n, c in wanted.items())})")
-        api.patch(found.kind, found.name, namespace, {"metadata": {"annotations": {SUSPENDED_ANNOTATION: None}}})
-        done.actions.append(f"dropped the suspension record from {found.kind} {found.name}")
-        return done
-    api.patch(found.kind, found.name, namespace,
-              {"metadata": {"annotations": {SUSPENDED_ANNOTATION: None}}, "spec": {"suspend": False}})
-    done.actions.append(f"resumed {found.kind} {found.name} and dropped the suspension record: {again}")
-    return done
+def timed_out(step: Step, release: str, namespace: str, wanted: str, limit: float, by_supervisor: bool) -> TimedOut:
+    pending = [*step.pending, *(f"not done yet: {action.line}" for action in step.actions)]
+    who = "the run supervisor has not reached it" if by_supervisor else "still pending"
+    again = (f"`tfchart {VERBS[wanted]} {release} -n {namespace} --force` carries it out from here" if by_supervisor
+             else f"run `tfchart {VERBS[wanted]} {release} -n {namespace}` again to finish (it carries on from here)")
+    lines = "".join(f"\n  {line}" for line in pending)
+    return TimedOut(f"release {release}'s run is not {STATES[wanted].lower()} after {limit:g}s ({who}):{lines}",
+                    f"see why with `tfchart status {release} -n {namespace}`; {again}")
 
 
-def marked(workload: Any, marker: str) -> bool:
-    """Whether the workload's pod template carries this label or annotation."""
-    metadata = workload.spec.template.metadata
-    return marker in {**(metadata.labels or {}), **(metadata.annotations or {})}
+def default_timeout(found: Found, wanted: str) -> float:
+    """Suspend: the pods' longest terminationGracePeriodSeconds (the run's, then the servers') plus a minute; resume:
+    scheduling, image pulls and servers listening; stop: a minute."""
+    if wanted == RUNNING_WANTED:
+        return RESUME_TIMEOUT_SECONDS
+    if wanted == STOPPED_WANTED:
+        return GRACE_MARGIN_SECONDS
+    if found.run.jobset:
+        templates = [(r.get("template") or {}).get("spec") or {} for r in (found.view.run or {}).get("spec", {})
+                     .get("replicatedJobs") or []]  # fmt: skip
+        return grace([t.get("template") or {} for t in templates]) + GRACE_MARGIN_SECONDS
+    run = (found.view.run or {}).get("spec") or {}
+    servers = [(s.get("spec") or {}).get("template") or {} for s in found.view.stateful_sets]
+    return grace([run.get("template") or {}]) + grace(servers) + GRACE_MARGIN_SECONDS
 
 
-def replicas(stateful_set: Any) -> int:
-    value = stateful_set.spec.replicas if stateful_set.spec else None
-    return 1 if value is None else int(value)
-
-
-def grace_of(*workloads: Any) -> float:
-    """The longest terminationGracePeriodSeconds of these workloads' pod templates (Kubernetes' default 30)."""
-    periods = [w.spec.template.spec.termination_grace_period_seconds for w in workloads]
+def grace(templates: list[Any]) -> float:
+    """The longest terminationGracePeriodSeconds of these pod templates (Kubernetes' default 30)."""
+    periods = [((t.get("spec") or {}).get("terminationGracePeriodSeconds")) for t in templates]
     return float(max((30 if p is None else p for p in periods), default=0))
 
 
-def wait_gone(api: KubeApi, release: str, namespace: str, roles: tuple[str, ...], deadline: float, clock: Clock,
-              limit: float) -> list[str]:  # fmt: skip
-    """Waits until no pod of these roles runs (gone, or ended); the names of those it saw running."""
-    seen: list[str] = []
-    while True:
-        pods = [pod for pod in api.list_objects("Pod", namespace, release_selector(release))
-                if role_of(pod) in roles and (pod.status.phase if pod.status else None) not in TERMINAL]
-        seen += [name_of(pod) for pod in pods if name_of(pod) not in seen]
-        if not pods:
-            return seen
-        if clock.now() >= deadline:
-            names = ", ".join(name_of(pod) for pod in pods)
-            raise TimedOut(f"release {release}'s pods still run after {limit:g}s: {names}",
-                           f"see why with `tfchart status {release} -n {namespace}`; run `tfchart suspend {release} "
-                           f"-n {namespace}` again to finish the suspension (it carries on where this one stopped)")
-        clock.sleep(POLL_SECONDS)
-
-
-def wait_ready(api: KubeApi, release: str, namespace: str, wanted: dict[str, int], deadline: float, clock: Clock,
-               limit: float) -> None:  # fmt: skip
-    """Waits until each StatefulSet reports its wanted replicas Ready (for the generation it was scaled to)."""
-    while True:
-        late = []
-        for name, count in wanted.items():
-            found = api.read_object("StatefulSet", name, namespace) or {}
-            status, generation = found.get("status") or {}, (found.get("metadata") or {}).get("generation") or 0
-            if (status.get("readyReplicas") or 0) < count or (status.get("observedGeneration") or 0) < generation:
-                late.append(f"{name} {status.get('readyReplicas') or 0}/{count} Ready")
-        if not late:
-            return
-        if clock.now() >= deadline:
-            raise TimedOut(f"release {release}'s ps/worker pods are not Ready after {limit:g}s ({', '.join(late)})"
-                           f"{why_not_ready(api, release, namespace)}; the run stays suspended",
-                           f"see why with `tfchart status {release} -n {namespace}`; run `tfchart resume {release} "
-                           f"-n {namespace}` again to keep waiting (it carries on where this one stopped)")
-        clock.sleep(POLL_SECONDS)
-
-
-def why_not_ready(api: KubeApi, release: str, namespace: str) -> str:
-    """': pod P: Reason: message' for the first ps/worker pod with a reason to show (unschedulable, image pull)."""
-    for pod in api.list_objects("Pod", namespace, release_selector(release)):
-        reason, message = pod_reason(pod)
-        if role_of(pod) in STATEFUL_ROLES and reason:
-            return f": pod {name_of(pod)}: {reason}" + (f": {message}" if message else "")
-    return ""
-
-
-# -- jobset: the JobSet, or Kueue's Workload of it -----------------------------------------------------------------
-# The JobSet is the run's object: the suspension record (tfdcontract.Suspension, no replicas to restore) goes on it
-# together with `spec.suspend: true` in one PATCH. JobSet then suspends every child Job, whose pods all get SIGTERM
-# at once: the chief saves a checkpoint at its next step boundary while the ps and worker servers keep serving
-# until it has (trainer.roles.serve_until_chief_stops). The command waits until no TensorFlow pod of the release
-# runs. Resume drops the record with `spec.suspend: false` in one PATCH; JobSet resumes the Jobs, and its dependsOn
-# order starts ps, workers and chief again.
-#
-# A JobSet that Kueue manages (its kueue.x-k8s.io/queue-name label) is stopped Kueue's way instead: its Workload
-# (found by its owner reference to the JobSet) gets `spec.active: false`, and Kueue evicts it, suspends the JobSet
-# and releases the quota; `spec.active: true` queues it again, and Kueue unsuspends the JobSet once admitted (Kueue
-# would undo a `spec.suspend` written on an admitted JobSet). The record is written first on suspend and dropped
-# last on resume, so either command killed in between finishes the work when run again.
-KUEUE = "kueue.x-k8s.io"
-KUEUE_VERSIONS = ("v1beta2", "v1beta1")
-
-
-def suspend_jobset(api: KubeApi, found: Workloads, release: str, namespace: str, timeout: float | None,
-                   clock: Clock) -> Outcome:  # fmt: skip
-    done = Outcome(release, namespace, "Suspended")
-    queue = queue_of(found.run)
-    workload = kueue_workload(api, found, release, namespace) if queue else None
-    record = found.suspension
-    if record is None:
-        record = Suspension(stamp(clock.wall()), {}, False)
-        body: dict[str, Any] = {"metadata": {"annotations": suspension_annotations(record)}}
-        if workload is None:
-            body["spec"] = {"suspend": True}
-        api.patch("JobSet", found.name, namespace, body)
-        done.actions.append(f"suspended JobSet {found.name}" if workload is None
-                            else f"recorded the suspension on JobSet {found.name}")  # fmt: skip
-    elif workload is None and not found.spec_suspend:
-        api.patch("JobSet", found.name, namespace, {"spec": {"suspend": True}})
-        done.actions.append(f"suspended JobSet {found.name} again (its record says since {record.since})")
-    elif workload is None:
-        done.unchanged.append(f"JobSet {found.name} is already suspended (since {record.since})")
-    if workload is not None:
-        version, document = workload
-        name = str(document["metadata"]["name"])
-        if (document.get("spec") or {}).get("active", True):
-            api.patch_custom(KUEUE, version, "workloads", name, namespace, {"spec": {"active": False}})
-            done.actions.append(f"deactivated Kueue Workload {name} (spec.active: false): Kueue evicts it, suspends "
-                                f"JobSet {found.name} and releases its quota in ClusterQueue of queue {queue}")
-        else:
-            done.unchanged.append(f"Kueue Workload {name} is already deactivated (since {record.since})")
-    done.since = record.since
-    limit = jobset_grace(found.run) + GRACE_MARGIN_SECONDS if timeout is None else timeout
-    gone = wait_gone(api, release, namespace, TF_ROLES, clock.now() + limit, clock, limit)
-    if gone:
-        done.actions.append(f"every pod of JobSet {found.name} stopped ({', '.join(gone)}): the project's trainer "
-                            "saved a checkpoint at its step boundary, its servers serving until it had")
-    done.actions.append("every pod of the run is released, with its GPUs and quota; the checkpoints stay on the "
-                        "shared volume")
-    return done
-
-
-def resume_jobset(api: KubeApi, found: Workloads, release: str, namespace: str, timeout: float | None,
-                  clock: Clock) -> Outcome:  # fmt: skip
-    queue = queue_of(found.run)
-    workload = kueue_workload(api, found, release, namespace) if queue else None
-    record = found.suspension
-    if record is None:
-        held = found.spec_suspend or (workload is not None and not (workload[1].get("spec") or {}).get("active", True))
-        how = (f"its JobSet {found.name} is suspended, but not by `tfchart suspend` (no {SUSPENDED_ANNOTATION} record)"
-               if held else f"its JobSet {found.name} runs")  # fmt: skip
-        target, field = ((f"workload {workload[1]['metadata']['name']}", '"active":true') if workload is not None
-                         else (f"jobset {found.name}", '"suspend":false'))  # fmt: skip
-        let_run = f"`kubectl -n {namespace} patch {target} --type merge -p '{{\"spec\":{{{field}}}}}'`"
-        raise TfchartError(f"release {release}'s run is not suspended: {how}",
-                           f"let it run: {let_run}" if held else f"suspend it with `tfchart suspend {release} -n "
-                           f"{namespace}`")  # fmt: skip
-    done = Outcome(release, namespace, "Running")
-    again = "a new chief pod continues from the last checkpoint"
-    if workload is None:
-        api.patch("JobSet", found.name, namespace,
-                  {"metadata": {"annotations": {SUSPENDED_ANNOTATION: None}}, "spec": {"suspend": False}})
-        done.actions.append(f"resumed JobSet {found.name} and dropped the suspension record: JobSet starts its Jobs "
-                            f"again in their dependsOn order; {again}")
-        return done
-    version, document = workload
-    name = str(document["metadata"]["name"])
-    if not (document.get("spec") or {}).get("active", True):
-        api.patch_custom(KUEUE, version, "workloads", name, namespace, {"spec": {"active": True}})
-        done.actions.append(f"activated Kueue Workload {name} (spec.active: true): it queues in {queue} again, and "
-                            f"Kueue resumes JobSet {found.name} once admitted; {again}")
-    api.patch("JobSet", found.name, namespace, {"metadata": {"annotations": {SUSPENDED_ANNOTATION: None}}})
-    done.actions.append(f"dropped the suspension record from JobSet {found.name}")
-    return done
-
-
-def queue_of(jobset: dict[str, Any]) -> str:
-    """The Kueue queue that manages the JobSet (the chart puts the label on the JobSet only), else ""."""
-    return str(((jobset.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL) or "")
-
-
-def kueue_workload(api: KubeApi, found: Workloads, release: str, namespace: str) -> tuple[str, dict[str, Any]]:
+def kueue_workload(api: KubeApi, run: Run, release: str, namespace: str) -> tuple[str, dict[str, Any] | None]:
     """Kueue's Workload of the JobSet (API version, JSON): the one whose owner reference is the JobSet."""
-    uid = found.run["metadata"].get("uid")
+    uid = run.document["metadata"].get("uid")
     for version in KUEUE_VERSIONS:
         listed = api.list_namespaced_custom(KUEUE, version, "workloads", namespace)
         if listed is None:
@@ -403,16 +272,8 @@ def kueue_workload(api: KubeApi, found: Workloads, release: str, namespace: str)
             if any(owner.get("kind") == "JobSet" and owner.get("uid") == uid for owner in owners):
                 return version, workload
         break
-    raise TfchartError(f"JobSet {found.name} of release {release} is managed by Kueue (queue {queue_of(found.run)}), "
-                       f"but no Kueue Workload in namespace {namespace} is owned by it: Kueue has not admitted it to "
-                       "a queue yet, or is not running",
-                       f"see `kubectl -n {namespace} get workloads` and `kubectl -n {namespace} describe jobset "
-                       f"{found.name}`; suspending needs the Workload (Kueue undoes a spec.suspend it did not write)")
-
-
-def jobset_grace(jobset: dict[str, Any]) -> float:
-    """The longest terminationGracePeriodSeconds of the JobSet's pod templates (Kubernetes' default 30)."""
-    periods = [(((rjob.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec", {})
-               .get("terminationGracePeriodSeconds", 30) for rjob in (jobset.get("spec") or {}).get("replicatedJobs")
-               or []]  # fmt: skip
-    return float(max(periods, default=30))
+    raise TfchartError(f"JobSet {run.info.name} of release {release} is managed by Kueue, but no Kueue Workload in "
+                       f"namespace {namespace} is owned by it: Kueue has not admitted it to a queue yet, or is not "
+                       "running", f"see `kubectl -n {namespace} get workloads` and `kubectl -n {namespace} describe "
+                       f"jobset {run.info.name}`; suspending needs the Workload (Kueue undoes a spec.suspend it did "
+                       "not write)")  # fmt: skip
