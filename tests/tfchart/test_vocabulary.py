@@ -24,7 +24,7 @@ from tfchart.cli.formats import Duration
 # command: its human format
 REPORTING = {"validate": "text", "images": "text", "status": "table", "preflight": "table", "list": "table",
              "suspend": "text", "resume": "text"}  # fmt: skip
-TIMEOUTS = {"install", "upgrade", "uninstall", "local", "wait", "suspend", "resume", "stop"}  # every command with a --timeout
+TIMEOUTS = {"install", "upgrade", "uninstall", "local", "wait", "suspend", "resume", "stop"}  # each with --timeout
 
 
 def command(name: str) -> click.Command:
