@@ -129,6 +129,13 @@ def resumed_at(log: str) -> int:
     return int(found[-1])
 
 
+def latest_checkpoint_step(run: Run) -> int:
+    recorded = (run.root / "checkpoints" / "checkpoint").read_text()
+    found = re.search(r'^model_checkpoint_path: "ckpt-(\d+)"', recorded, re.M)
+    assert found, "no checkpoint recorded"
+    return int(found.group(1))
+
+
 def test_faults_worker_chief_and_ps(launch: Callable[..., Run], capsys: pytest.CaptureFixture[str]) -> None:
     run = launch(["ps.replicas=1", "worker.replicas=2", "training.trainSteps=900", "tensorboard.enabled=false"])
     chief, ps, worker = run.pod("chief").name, run.pod("ps").name, run.pod("worker", 1).name
@@ -149,10 +156,12 @@ def test_faults_worker_chief_and_ps(launch: Callable[..., Run], capsys: pytest.C
     run.wait_for_step(350)
     run.cluster.kill(chief)
     at_kill = run.last_step()
+    assert status(run)["state"] == "Running"  # a chief killed with -9 records no ending
+    checkpoint = latest_checkpoint_step(run)
     run.logs[chief] = []
     run.cluster.restart(chief)
     resumed = run.wait_for_step(at_kill + 1) and resumed_at(run.log(chief))
-    assert 0 < resumed <= at_kill
+    assert 0 < resumed == checkpoint <= at_kill  # from the last checkpoint, never from step 0
     report["chief kill -9 (steps lost)"] = at_kill - resumed
 
     # 3. kill -9 the ps: the chief fails with a clear message; restarted (ps first), it resumes.
@@ -161,9 +170,13 @@ def test_faults_worker_chief_and_ps(launch: Callable[..., Run], capsys: pytest.C
     code = run.wait_chief(timeout=300)
     assert code == 3, run.log(chief)[-2000:]
     at_ps_kill = run.last_step()
-    failure = [line for line in run.log(chief).splitlines() if "error" in line.lower() and "ps" in line]
-    assert failure, run.log(chief)[-2000:]
+    errors = [line for line in run.log(chief).splitlines() if line.startswith("trainer: error:")]
+    assert len(errors) == 1, run.log(chief)[-3000:]  # one line that says what to do, no traceback
+    assert "lost ps:0" in errors[0] and "resume from the checkpoint" in errors[0], errors[0]
     assert "Traceback" not in run.log(chief)
+    ended = status(run)
+    assert ended["state"] == "Failed" and "lost ps:0" in str(ended["message"]), ended
+    checkpoint = latest_checkpoint_step(run)
     # ps first, and listening before the chief's retry: a chief that meets a ps still starting fails
     # again with exit 3 and Kubernetes' Job would retry it once more; this harness restarts it once
     run.logs[ps] = []
@@ -173,7 +186,7 @@ def test_faults_worker_chief_and_ps(launch: Callable[..., Run], capsys: pytest.C
     run.cluster.restart(chief)
     run.wait_for_step(at_ps_kill + 1)
     resumed_after_ps = resumed_at(run.log(chief))
-    assert 0 < resumed_after_ps <= at_ps_kill
+    assert 0 < resumed_after_ps == checkpoint <= at_ps_kill
     report["ps kill -9 (steps lost)"] = at_ps_kill - resumed_after_ps
 
     assert run.wait_chief(timeout=300) == 0, run.log(chief)[-3000:]
