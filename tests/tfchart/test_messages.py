@@ -87,7 +87,7 @@ def test_logs_hints_are_valid_tfchart_commands(make: Any) -> None:
 
 
 def test_kubeconfig_context_hint_names_the_real_flag() -> None:
-    from tfchart.cluster.kube import config_error
+    from tfchart.cluster.kubeconfig import config_error
 
     error = config_error(ValueError("context 'nope' not found"), "/tmp/kubeconfig", "nope")
     assert "--kube-context" in error.hint

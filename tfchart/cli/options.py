@@ -127,12 +127,12 @@ class KubeInputs:
         kubeconfig context's (the service account's in a pod), else `default`, as helm and kubectl pick."""
         if namespace:
             return namespace
-        from tfchart.cluster import kube
+        from tfchart.cluster.kubeconfig import configured_namespace
 
-        return kube.configured_namespace(self.kubeconfig, self.context)
+        return configured_namespace(self.kubeconfig, self.context)
 
     def helm(self) -> Helm:
-        from tfchart.cluster.kube import require_configuration
+        from tfchart.cluster.kubeconfig import require_configuration
         from tfchart.helm.runner import Helm
 
         require_configuration(self.kubeconfig)  # the one line every command gives, not helm's localhost:8080

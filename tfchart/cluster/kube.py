@@ -1,50 +1,36 @@
-"""The one door to the Kubernetes API: every call tfchart makes to a cluster goes through KubeApi.
-
-No API server runs on the development and CI machines (docs/architecture.md §8): the tests reach a fake
-one on the loopback (tests/kubeapi.py) through a kubeconfig, so the whole client stack runs; tests
-marked `cluster` run against a live cluster when KUBECONFIG points at one (e.g. `kind create cluster`).
-
-Configuration is loaded lazily (on the first API call): an explicit kubeconfig, else $KUBECONFIG (a path list), else
-~/.kube/config, else the in-cluster service account. Every failure becomes a KubernetesError whose hint says what to do:
-a ClusterUnavailable (exit 69) where the cluster could not be asked (no configuration, unreachable or failing server,
-401/403, an answer not from an API server: a proxy's login page, checked before the client deserialises it).
-"""
+"""The one door to the Kubernetes API: every call tfchart makes to a cluster goes through KubeApi, on the kubernetes
+client. The tests reach a fake API server on the loopback (tests/kubeapi.py) through a kubeconfig, so the whole client
+stack runs (docs/architecture.md §8). The configuration is loaded (tfchart.cluster.kubeconfig) on the first call. Every
+failure becomes a KubernetesError whose hint says what to do: a ClusterUnavailable (exit 69) where the cluster could not
+be asked (no configuration, unreachable or failing server, 401/403, an answer not from an API server: a proxy's login
+page, checked before the client deserialises it)."""
 
 from __future__ import annotations
 
 import functools
 import json
-import logging
-import os
 import re
-import sys
 from collections.abc import Callable, Generator, Iterator
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, TypeVar
 
+from tfchart.cluster.kubeconfig import configured_namespace, describe_source, load_api_client
 from tfchart.errors import ClusterUnavailable, KubernetesError
 
 T = TypeVar("T")
 
 REQUEST_TIMEOUT = (10, 60)  # seconds: (connect, read), for every call but a followed log and a DELETE
-LOG_READ_BYTES = 64 * 1024
-IN_CLUSTER_HOST_ENV = "KUBERNETES_SERVICE_HOST"
-DEFAULT_KUBECONFIG = Path("~/.kube/config")
 MERGE_PATCH = "application/merge-patch+json"
 RAW = {"_preload_content": False, "_request_timeout": REQUEST_TIMEOUT}  # the answer as sent, checked_request checks it
-IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
-# What a DELETE did: "deleted" (the server answered a Status: gone), "terminating" (it answered the object:
-# finalizers pending, orphan or foregroundDeletion) or "absent" (404: there was nothing to delete).
+# What a DELETE did: gone (a Status), "terminating" (the object: finalizers pending) or "absent" (404: nothing there)
 Deletion = Literal["deleted", "terminating", "absent"]
 
-# The kinds tfchart names, each as its resource in full (plural.version.group, as `kubectl get` accepts it): the one
-# thing the client cannot tell from a kind. The client's typed API and method follow from it by the client's own
-# naming (kubernetes.utils.create_from_yaml: <Group><Version>Api, the kind in snake_case, namespaced when the API
-# has list_namespaced_<kind>); a group the client has no API for (JobSet, any resource named plural.version.group
-# by the *_custom calls) goes through its CustomObjectsApi.
+# The kinds tfchart names, as resources in full (plural.version.group, as `kubectl get` takes them): what the client
+# cannot tell from a kind. Its typed API and method follow by the client's naming (kubernetes.utils.create_from_yaml:
+# <Group><Version>Api, snake_case kind); a group it has no API for (JobSet, *_custom calls): CustomObjectsApi.
 KINDS = {
     "Pod": "pods.v1", "Service": "services.v1", "ConfigMap": "configmaps.v1", "ResourceQuota": "resourcequotas.v1",
     "PersistentVolumeClaim": "persistentvolumeclaims.v1", "PersistentVolume": "persistentvolumes.v1",
@@ -67,16 +53,13 @@ class Custom(NamedTuple):
         return f"{self.plural}.{self.group}"
 
 
-def split_resource(kind: str) -> Custom:
-    """(group, version, plural) of a KINDS kind, or of a resource spelled plural.version.group."""
+def split_resource(kind: str) -> Custom:  # a KINDS kind, or a resource spelled plural.version.group
     plural, version, *group = KINDS.get(kind, kind).split(".", 2)
     return Custom(group[0] if group else "", version, plural)
 
 
-def resource_name(kind: str) -> str:
-    """The resource as messages and RBAC hints name it: pods, statefulsets.apps, jobsets.jobset.x-k8s.io."""
-    resource = split_resource(kind)
-    return resource.name if resource.group else resource.plural
+def resource_name(kind: str) -> str:  # as messages and RBAC hints name it: pods, statefulsets.apps
+    return split_resource(kind).name.rstrip(".")
 
 
 CUSTOM = {"JobSet": split_resource("JobSet")}
@@ -102,14 +85,12 @@ class Operation:
 
 
 def _selectors(label_selector: str, field_selector: str) -> dict[str, str]:
-    return {key: value for key, value in (("label_selector", label_selector), ("field_selector", field_selector))
-            if value}  # fmt: skip
+    return {k: v for k, v in (("label_selector", label_selector), ("field_selector", field_selector)) if v}
 
 
 class KubeApi:
-    """The few list/read/log/patch/delete calls tfchart needs. `client_factory` builds the kubernetes
-    ApiClient on first use (from_config: from the kubeconfig); `source` says where the configuration came
-    from, for error hints."""
+    """The few list/read/log/patch/delete calls tfchart needs. `client_factory` builds the ApiClient on first use
+    (from_config: from the kubeconfig); `source` says where the configuration came from, for error hints."""
 
     def __init__(
         self, client_factory: Callable[[], Any], source: str = "", namespace_resolver: Callable[[], str] | None = None
@@ -150,7 +131,7 @@ class KubeApi:
             raise translate(error, operation, host, self.source) from None
 
     def _bound(self, kind: str, verb: str, namespace: str | None, *name: str, sub: str = "") -> Callable[..., Any]:
-        """The client's `verb` call (list, read, patch, delete) of a kind or resource, its path arguments bound."""
+        """The client's `verb` (list, read, patch, delete) of a KINDS kind or plural.version.group, its path bound."""
         group, version, plural = split_resource(kind)
         api_group = "".join(word.capitalize() for word in ("".join(group.rsplit(".k8s.io", 1)) or "core").split("."))
         typed = self._api(f"{api_group}{version.capitalize()}Api") if kind in KINDS else None
@@ -170,18 +151,15 @@ class KubeApi:
     def list_objects(
         self, kind: str, namespace: str | None = None, label_selector: str = "", field_selector: str = ""
     ) -> list[Any]:
-        """kubernetes.client models of the objects of a kind matching the selectors: in a namespace, or
-        in all of them (a namespaced kind) or cluster-wide (Node, StorageClass) when namespace is None."""
+        """kubernetes.client models of a kind's objects matching the selectors, in a namespace or (None) in all."""
         selectors = _selectors(label_selector, field_selector) | {"_request_timeout": REQUEST_TIMEOUT}
         return self._call(Operation("list", resource_name(kind), namespace),
                           lambda: self._bound(kind, "list", namespace)(**selectors).items)
 
     def pages(self, kind: str, namespace: str | None = None, label_selector: str = "", field_selector: str = "",
               page_size: int = 500) -> Iterator[list[dict[str, Any]]]:  # fmt: skip
-        """The objects of list_objects (or of a resource plural.version.group) as the API server sends them (JSON),
-        `page_size` at a time (limit and continue): a caller that keeps only what it counts holds one page, however
-        large the cluster, and no client models are built (15,000 pods as models: 500 MB and 8-17 s); none when the
-        server does not serve the resource (404)."""
+        """list_objects' objects (or a plural.version.group's) as JSON, `page_size` at a time (limit and continue): a
+        caller keeps one page, however large the cluster, and builds no models (15,000 pods: 500 MB, 8-17 s)."""
         operation = Operation("list", resource_name(kind), namespace)
         more: dict[str, Any] = {"limit": page_size, **_selectors(label_selector, field_selector)}
         while True:
@@ -192,15 +170,13 @@ class KubeApi:
             more["_continue"] = token
 
     def read_object(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
-        """An object of a kind (or resource plural.version.group; cluster-scoped: namespace None) as the API server
-        sent it (JSON), or None (404). Read raw: the upgrade guard compares the server's own fields
-        (deletionTimestamp, finalizers, status.phase), not a client model that may drop what it does not know."""
+        """An object (cluster-scoped: namespace None) as the server sent it (JSON, no model that may drop what it does
+        not know: deletionTimestamp, finalizers), or None (404)."""
         operation = Operation("get", resource_name(kind), namespace, name)
         return self._call(operation, lambda: _json_or_none(self._bound(kind, "read", namespace, name), **RAW))
 
     def read_pod_log(self, namespace: str, name: str, container: str | None, tail_lines: int | None) -> str:
-        """The (current container's) log as text, read raw: the client would json-decode a log that is one JSON
-        document and hand back a Python repr."""
+        """The (current container's) log as text, read raw (the client would json-decode a log of one JSON object)."""
         return "".join(line + "\n" for line in self.stream_pod_log(namespace, name, container, tail_lines, False))
 
     def stream_pod_log(
@@ -209,14 +185,12 @@ class KubeApi:
     ) -> Generator[str, None, None]:  # fmt: skip
         """The log line by line (without newlines), as kubectl logs' flags say; with follow, until the container ends
         or the caller stops. The HTTP response is released when the generator is closed (also on Ctrl-C)."""
-        operation = Operation("get", "pods/log", namespace, name)
-        # No timeout when following: a quiet training log must not end the stream. (None: not sent.)
+        operation = Operation("get", "pods/log", namespace, name)  # following: no timeout (a quiet log is no end)
         kwargs: dict[str, Any] = {"follow": True} if follow else {"_request_timeout": REQUEST_TIMEOUT}
         kwargs |= {"_preload_content": False, "container": container or None, "tail_lines": tail_lines,
                    "since_seconds": since_seconds, "previous": previous or None, "timestamps": timestamps or None}
-        response = self._call(operation,
-                              lambda: self._api("CoreV1Api").read_namespaced_pod_log(name, namespace, **kwargs))
-        lines = _response_lines(response)
+        read = self._bound("Pod", "read", namespace, name, sub="_log")
+        lines = _response_lines(response := self._call(operation, lambda: read(**kwargs)))
         try:
             while (line := self._call(operation, lambda: next(lines, None))) is not None:
                 yield line
@@ -226,27 +200,23 @@ class KubeApi:
                     getattr(response, method, lambda: None)()
 
     def served_resources(self, group: str, version: str) -> list[str] | None:
-        """The resources (plural names) the API server serves in group/version, or None when it serves not
-        that version: API discovery, which every authenticated user may read (reading CRDs needs a ClusterRole)."""
+        """The resources the server serves in group/version (None: not that version), by API discovery, which every
+        authenticated user may read (reading CRDs needs a ClusterRole)."""
         document = self._call(Operation("get", f"/apis/{group}/{version}"), lambda: _json_or_none(
             self._api("CustomObjectsApi").get_api_resources, group, version, **RAW))
         return None if document is None else [str(resource.get("name")) for resource in document.get("resources") or []]
 
-    def read_custom_object(
-        self, group: str, version: str, plural: str, name: str, namespace: str | None = None
-    ) -> dict[str, Any] | None:
-        """A custom object (namespaced when `namespace` is given, else cluster-scoped) as JSON, or None (404)."""
+    def read_custom_object(self, group: str, version: str, plural: str, name: str,
+                           namespace: str | None = None) -> dict[str, Any] | None:  # fmt: skip
         return self.read_object(f"{plural}.{version}.{group}", name, namespace)
 
     def list_custom_objects(self, group: str, version: str, plural: str, page_size: int = 500) -> list[dict[str, Any]]:
-        """Every object of a cluster-scoped custom resource (Volcano's HyperNodes) as JSON, read `page_size` at a
-        time; empty when the server does not serve it (404)."""
+        """Every object of a cluster-scoped custom resource (Volcano's HyperNodes) as JSON; none where not served."""
         return [item for page in self.pages(f"{plural}.{version}.{group}", page_size=page_size) for item in page]
 
     def list_namespaced_custom(self, group: str, version: str, plural: str, namespace: str | None,
                                label_selector: str = "") -> list[dict[str, Any]] | None:  # fmt: skip
-        """The custom objects of a namespaced resource (a JobSet, a Kueue Workload) in `namespace` (None: every
-        namespace) as JSON, or None when the server does not serve the resource (404: its CRD is not installed)."""
+        """A namespaced custom resource's objects in `namespace` (None: all) as JSON, None where it is not served."""
         resource, selector = f"{plural}.{version}.{group}", _selectors(label_selector, "")
         listed = self._call(Operation("list", f"{plural}.{group}", namespace),
                             lambda: _json_or_none(self._bound(resource, "list", namespace), **selector, **RAW))
@@ -255,11 +225,10 @@ class KubeApi:
     # -- writes (tfchart stop, upgrade --recreate, uninstall --delete-data) -----------------------
     def patch_custom(self, group: str, version: str, plural: str, name: str, namespace: str,
                      body: dict[str, Any]) -> None:  # fmt: skip
-        """A JSON merge patch of a namespaced custom object (a JobSet, a Kueue Workload)."""
         self.patch(f"{plural}.{version}.{group}", name, namespace, body)
 
     def patch(self, kind: str, name: str, namespace: str, body: dict[str, Any]) -> None:
-        """A JSON merge patch (RFC 7386) of a StatefulSet, Deployment, Job or JobSet: exactly the fields in body."""
+        """A JSON merge patch (RFC 7386): exactly the fields in body."""
         self._call(Operation("patch", resource_name(kind), namespace, name), lambda: self._bound(
             kind, "patch", namespace, name)(body, _content_type=MERGE_PATCH, **RAW))
 
@@ -287,9 +256,8 @@ class KubeApi:
             {"spec": {"replicas": replicas}}, _content_type=MERGE_PATCH, **RAW))
 
     def delete(self, kind: str, name: str, namespace: str, propagation: str | None = None) -> Deletion:
-        """Deletes an object, its dependents as `propagation` says (Orphan, Foreground; None: the kind's
-        default). Read raw: the server answers a Status when the object is gone, else the object itself
-        (finalizers pending), which the client's V1Status model cannot hold; 404: nothing to delete."""
+        """Deletes an object, its dependents as `propagation` says (Orphan, Foreground; None: the kind's default); read
+        raw: a Status when it is gone, else the object itself (finalizers pending), which V1Status cannot hold."""
         resource = split_resource(kind)
         operation = Operation("delete", resource.name if kind in CUSTOM else resource.plural, namespace, name)
 
@@ -325,189 +293,44 @@ class NotKubernetes(ClusterUnavailable):
     """The URL answered, but not like a Kubernetes API server."""
 
 
-ANSWER_PREVIEW = 80
-
-
 def checked_request(request: Callable[..., Any], source: str) -> Callable[..., Any]:
-    """Wraps the client's HTTP layer: answers that are not Kubernetes JSON become NotKubernetes. A Kubernetes
-    API server answers every request with JSON carrying `kind` and `apiVersion` (a metav1.Status for errors),
-    except a pod log, which is text/plain. Anything else (an HTML login page of a proxy, an empty body,
-    other JSON) would otherwise reach the client's deserialiser."""
+    """Wraps the client's HTTP layer: an API server answers JSON with `kind` and `apiVersion` (a metav1.Status for
+    errors), a pod log text/plain; anything else (a proxy's HTML login page, an empty body, other JSON) becomes
+    NotKubernetes before it reaches the client's deserialiser."""
 
     def checked(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         response = request(method, url, *args, **kwargs)
-        content_type = str(response.headers.get("content-type") or response.headers.get("Content-Type") or "")
-        status = int(response.status or 0)
+        content_type, status, body = str(response.headers.get("content-type") or ""), int(response.status or 0), b""
         if "/log" in url.split("?", 1)[0] and 200 <= status <= 299:  # a pod's log: text/plain
-            if content_type and not content_type.startswith("text/plain"):
-                raise not_kubernetes(url, status, content_type, b"", source)
-            return response
-        body = response.read()
-        try:
-            document = json.loads(body) if body else None
-        except ValueError:
+            if not content_type or content_type.startswith("text/plain"):
+                return response
+        else:
             document = None
-        if not (isinstance(document, dict) and document.get("kind") and document.get("apiVersion")):
-            raise not_kubernetes(url, status, content_type, body, source)
-        return response
+            with suppress(ValueError):
+                document = json.loads(body := response.read())
+            if isinstance(document, dict) and document.get("kind") and document.get("apiVersion"):
+                return response
+        text = " ".join(body.decode("utf-8", errors="replace").split())
+        shown = repr(text if len(text) <= 80 else text[:77] + "...") if text else "an empty body"
+        answer = f"HTTP {status}, {content_type.split(';')[0].strip() or 'no content type'}, {shown}"
+        raise NotKubernetes(f"{url.split('?', 1)[0]} did not answer like a Kubernetes API server: {answer}",
+                            f"is this the API server? check the server URL of the kubeconfig ({source or 'default'}) "
+                            "and any proxy in between (HTTPS_PROXY/NO_PROXY); `kubectl cluster-info` should reach it")
 
     return checked
 
 
-def not_kubernetes(url: str, status: int, content_type: str, body: bytes, source: str) -> NotKubernetes:
-    text = " ".join(body.decode("utf-8", errors="replace").split())
-    preview = text if len(text) <= ANSWER_PREVIEW else text[: ANSWER_PREVIEW - 3] + "..."
-    shown = repr(preview) if text else "an empty body"
-    kind = content_type.split(";")[0].strip() or "no content type"
-    answer = f"HTTP {status}, {kind}, {shown}"
-    return NotKubernetes(f"{url.split('?', 1)[0]} did not answer like a Kubernetes API server: {answer}",
-                         f"is this the API server? check the server URL of the kubeconfig ({source or 'default'}) and "
-                         "any proxy in between (HTTPS_PROXY/NO_PROXY); `kubectl cluster-info` should reach it")
-
-
 def _response_lines(response: Any) -> Iterator[str]:
-    """Lines of a raw urllib3 response as they arrive; a last line without a newline is kept. read1
-    returns whatever has arrived (one HTTP chunk of a followed log), where stream(amt=None) would wait
-    for the whole body of a non-chunked response."""
+    """Lines of a raw urllib3 response as they arrive (read1: one HTTP chunk of a followed log, where stream() would
+    wait for a whole non-chunked body); a last line without a newline is kept."""
     buffer = b""
-    while True:
-        chunk = response.read1(LOG_READ_BYTES)
-        if not chunk:
-            break
-        buffer += chunk
-        *complete, buffer = buffer.split(b"\n")
-        for line in complete:
-            yield line.decode("utf-8", errors="replace")
+    while chunk := response.read1(64 * 1024):
+        *complete, buffer = (buffer + chunk).split(b"\n")
+        yield from (line.decode("utf-8", errors="replace") for line in complete)
     if buffer:
         yield buffer.decode("utf-8", errors="replace")
 
 
-
-# -- configuration --------------------------------------------------------------------------------
-def describe_source(kubeconfig: Path | None, context: str | None) -> str:
-    listed = os.environ.get("KUBECONFIG")
-    where = (str(kubeconfig) if kubeconfig else f"KUBECONFIG={listed}" if listed else str(DEFAULT_KUBECONFIG)
-             if DEFAULT_KUBECONFIG.expanduser().exists() else "in-cluster service account"
-             if os.environ.get(IN_CLUSTER_HOST_ENV) else "no configuration")  # fmt: skip
-    return f"{where}, context {context}" if context else where
-
-
-def kubeconfig_files(kubeconfig: Path | None) -> str | None:
-    """The kubeconfig path (list) to load, or None when only the in-cluster configuration can apply."""
-    if kubeconfig:
-        return str(kubeconfig.expanduser())
-    listed = os.environ.get("KUBECONFIG", "")
-    if listed.strip(os.pathsep):
-        return listed
-    default = DEFAULT_KUBECONFIG.expanduser()
-    return str(default) if default.exists() else None
-
-
-def require_configuration(kubeconfig: Path | None) -> None:
-    """Refuses when there is no kubeconfig and tfchart is not in a pod, before helm would try localhost:8080."""
-    if kubeconfig_files(kubeconfig) is None and not os.environ.get(IN_CLUSTER_HOST_ENV):
-        raise ClusterUnavailable("no Kubernetes configuration: KUBECONFIG is not set, ~/.kube/config does not "
-                              "exist and tfchart is not running in a pod",
-                              "point KUBECONFIG at your cluster's kubeconfig (export KUBECONFIG=/path/to/kubeconfig) "
-                              "or pass --kubeconfig PATH; `kind create cluster` or your provider's get-credentials "
-                              "command writes one")
-
-
-def load_api_client(kubeconfig: Path | None, context: str | None) -> Any:
-    """A kubernetes ApiClient for the kubeconfig, or the in-cluster service account when there is none."""
-    from kubernetes import client, config
-    from kubernetes.config.kube_config import KubeConfigMerger
-
-    files = kubeconfig_files(kubeconfig)
-    configuration = client.Configuration()
-    root, errors = logging.getLogger(), list[str]()
-
-    def said(record: logging.LogRecord) -> bool:  # the loader reports a failed exec plugin only by logging it and goes
-        if record.levelno >= logging.ERROR:  # on without credentials: what it logs as an error ends tfchart instead
-            errors.append(record.getMessage())
-        return record.levelno < logging.ERROR
-
-    try:
-        if files is None:
-            require_configuration(kubeconfig)
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        else:
-            merged = KubeConfigMerger(files).config  # type: ignore[no-untyped-call]  # as load_kube_config merges
-            if merged is None:
-                raise ValueError("Invalid kube-config file. No configuration found.")
-            root.addFilter(said)
-            root.addHandler(quiet := logging.NullHandler())  # no logging.basicConfig behind tfchart's back
-            try:
-                config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
-                    bounded_plugins(merged), context=context, client_configuration=configuration, persist_config=False)
-            finally:
-                root.removeFilter(said)
-                root.removeHandler(quiet)
-    except KubernetesError:
-        raise
-    except Exception as error:  # ConfigException, and TypeError/ValueError/OSError on malformed files
-        raise config_error(error, files, context) from None
-    if errors:
-        raise ClusterUnavailable(f"the kubeconfig's credential plugin failed: {errors[0]}",
-                                 "run it by hand to see why (often a login that expired: log in again); "
-                                 f"{EXEC_TIMEOUT_ENV} sets how long it may take")
-    return client.ApiClient(configuration)
-
-
-EXEC_TIMEOUT_ENV = "TFCHART_EXEC_PLUGIN_TIMEOUT"
-# The client's ExecProvider waits for a plugin without a limit (a login prompt nobody answers hangs tfchart), and
-# takes no option to bound it: each plugin runs under this wrapper instead, which kills it after the limit. It is
-# the kubeconfig's exec.command and args in memory only (persist_config=False), so it also bounds the runs of a
-# token refresh; the client reads what it prints and exits with as the plugin's own.
-BOUNDED_PLUGIN = """import subprocess, sys
-limit, argv = float(sys.argv[1]), sys.argv[2:]
-try: sys.exit(subprocess.run(argv, timeout=limit).returncode)
-except subprocess.TimeoutExpired: sys.exit(f"{argv!r} did not answer within {limit:.0f} s")
-except OSError as error: sys.exit(str(error))"""
-
-
-def bounded_plugins(merged: Any) -> Any:
-    """The merged kubeconfig with each user's exec plugin run under BOUNDED_PLUGIN (EXEC_TIMEOUT_ENV seconds, 60)."""
-    limit = float(os.environ.get(EXEC_TIMEOUT_ENV) or 60)
-    for node in merged.value.get("users") or []:
-        plugin = (getattr(node, "value", node).get("user") or {}).get("exec")
-        if isinstance(plugin, dict) and plugin.get("command"):
-            plugin["args"] = ["-c", BOUNDED_PLUGIN, str(limit), plugin["command"], *(plugin.get("args") or [])]
-            plugin["command"] = sys.executable
-    return merged
-
-
-def configured_namespace(kubeconfig: Path | None, context: str | None) -> str:
-    """The namespace of the kubeconfig context (current or named), or of the in-cluster service account."""
-    from kubernetes import config
-
-    files = kubeconfig_files(kubeconfig)
-    if files is None:
-        try:
-            return IN_CLUSTER_NAMESPACE_FILE.read_text(encoding="utf-8").strip() or "default"
-        except OSError:
-            return "default"
-    try:
-        contexts, active = config.list_kube_config_contexts(config_file=files)  # type: ignore[no-untyped-call]
-    except Exception as error:  # same failures as loading the configuration
-        raise config_error(error, files, context) from None
-    chosen = next((c for c in contexts or [] if c.get("name") == context), None) if context else active
-    if context and chosen is None:
-        raise config_error(ValueError(f"context {context!r} not found"), files, context)
-    namespace = ((chosen or {}).get("context") or {}).get("namespace")
-    return str(namespace) if namespace else "default"
-
-
-def config_error(error: Exception, files: str | None, context: str | None) -> ClusterUnavailable:
-    detail = str(error).strip() or type(error).__name__
-    if files is None:
-        return ClusterUnavailable(f"cannot use the in-cluster service account: {detail}", "run tfchart in a pod with a "
-                                  "mounted service-account token, or set KUBECONFIG to a kubeconfig file")
-    if context and "context" in detail.lower():
-        return ClusterUnavailable(f"kubeconfig context {context!r} not found in {files}: {detail}", "list the contexts "
-                                  "with `kubectl config get-contexts` and pass one of them with --kube-context")
-    return ClusterUnavailable(f"cannot load the kubeconfig {files}: {detail}", "check the file (`kubectl config view` "
-                              "reads the same one) or point KUBECONFIG/--kubeconfig at a valid kubeconfig")
 
 
 # -- errors ---------------------------------------------------------------------------------------
@@ -570,8 +393,7 @@ def http_error(error: Any, operation: Operation, server: str, config: str) -> Ku
 
 
 def as_model(kind: str, document: dict[str, Any]) -> Any:
-    """The kubernetes.client model (V1Pod...) of an object read raw (KubeApi.pages), for the readers of
-    tfchart.cluster.objects: built only for the few objects a caller keeps."""
+    """The kubernetes.client model (V1Pod...) of an object read raw (KubeApi.pages), for the few a caller keeps."""
     from kubernetes import client
 
     return client.ApiClient().deserialize(json.dumps(document), f"V1{kind}", "application/json")
