@@ -32,7 +32,6 @@ from tfchart.helm.runner import Helm
 from tfchart.local.containers import (
     ContainerPlan,
     ContainerPod,
-    Restart,
     plan_from_manifests,
     pull_policy,
     quantity_bytes,
@@ -279,15 +278,19 @@ def test_pull_policy_maps_to_pull(tmp_path: Path) -> None:
     assert pull_policy({"image": "trainer:latest"}) == "always"
 
 
-def test_restart_policy_follows_the_controller(tmp_path: Path) -> None:
+def test_the_pods_run_under_their_controllers(tmp_path: Path) -> None:
+    """Every TensorFlow pod belongs to its Job or StatefulSet as rendered (jobsetrun.py starts them again); the
+    chief's Job is the run's, with its backoffLimit and podFailurePolicy; TensorBoard starts once, outside."""
     plan = container_plan(tmp_path, ["chief.backoffLimit=2", "evaluator.enabled=true"])
-    assert {p.restart for p in plan.pods if p.kind in ("StatefulSet", "Deployment")} == {Restart("Always")}
-    assert pod(plan, f"{PREFIX}-chief").restart == Restart("Never", 2)
-    chief = pod(plan, f"{PREFIX}-chief").restart
-    assert [chief.again(1, failures) for failures in (1, 2, 3)] == [True, True, False]
-    assert not chief.again(0, 0)  # a Job that succeeded is done
-    assert Restart("Always").again(0, 0) and Restart("Always").again(137, 9)
-    assert Restart("Never", 0).again(1, 1) is False
+    jobs = {job.name: job for job in plan.workload.jobs}
+    assert plan.jobset is None and plan.workload.success_targets == (f"{PREFIX}-chief",)
+    assert {name: job.kind for name, job in jobs.items()} == {
+        f"{PREFIX}-ps": "StatefulSet", f"{PREFIX}-worker": "StatefulSet", f"{PREFIX}-chief": "Job",
+        f"{PREFIX}-evaluator": "Job"}  # fmt: skip
+    chief = jobs[f"{PREFIX}-chief"]
+    assert chief.pods == [f"{PREFIX}-chief"] and chief.backoff_limit == 2 and chief.first_rule(2) is not None
+    assert jobs[f"{PREFIX}-worker"].pods == [f"{PREFIX}-worker-0", f"{PREFIX}-worker-1"]
+    assert all(f"{PREFIX}-tensorboard-0" not in job.pods for job in jobs.values())
 
 
 def test_tensorboard_is_published_on_localhost(tmp_path: Path) -> None:
@@ -532,7 +535,7 @@ def test_parameter_server_in_containers_survives_a_killed_worker(tmp_path: Path,
     engine_lines("kill", "--signal", "STOP", run.container(chief))
     try:
         engine_lines("kill", run.container(worker))
-        run.wait_for(rf"^{worker}\s+\| \[tfchart\] exited with 137; starting it again", timeout=120, start=killed_at)
+        run.wait_for(rf"^{worker}\s+\| \[tfchart\] exited with 137: a new pod in", timeout=120, start=killed_at)
         run.wait_for(rf"^{worker}\s+\| .*server listening on {worker}\.", timeout=240, start=killed_at)
     finally:
         engine_lines("kill", "--signal", "CONT", run.container(chief))
@@ -598,7 +601,8 @@ def test_a_failing_chief_is_retried_backoff_limit_times_then_the_run_fails(
     assert run.finish() == 1, run.output[-3000:]
     chief = run.pod_lines(f"{PREFIX}-chief")
     assert [line for line in chief if line.startswith("chief attempt")] == ["chief attempt as 10001"] * 2, chief
-    assert "[tfchart] exited with 3: backoffLimit 1 reached, the Job failed" in chief
+    assert "[tfchart] exited with 3: a new pod in 1 s (failure 1 of backoffLimit 1)" in chief
+    assert "[tfchart] BackoffLimitExceeded: Job has reached the specified backoff limit" in chief
     assert re.search(r"✗ training failed\S*: \S+ exited with 3", run.output)
     assert_nothing_left(run)
 

@@ -26,10 +26,12 @@ import pytest
 from tests.chartlib import REPO, render
 from tests.e2e.test_local import assert_none_left
 from tfchart.errors import UsageError
-from tfchart.local.containers import JOBSET, plan_from_manifests, sandbox_argv
+from tfchart.local.containers import plan_from_manifests, sandbox_argv
 from tfchart.local.jobset import JobSetSpec
 from tfchart.local.jobsetrun import COMPLETED, FAILED, Event, JobSetRun
-from tfchart.local.processes import localise_cluster, localise_probes, pods_from_manifests, rendered_pods
+from tfchart.local.objects import advance, resumed
+from tfdcontract import SUSPENDED_ANNOTATION
+from tfchart.local.processes import localise_cluster, localise_probes, pods_from_manifests, rendered_pods, workload_of
 
 E2E_VALUES = REPO / "tests" / "fixtures" / "e2e-values.yaml"
 NS = "ml-training"
@@ -155,8 +157,7 @@ def test_containers_get_the_jobset_services_dns_names_and_its_controller_restart
     argv = sandbox_argv("podman", plan.network, worker)
     assert argv[argv.index("--hostname") + 1] == worker.name
     assert worker.probe_port == 2222 and worker.env["TFD_TASK_INDEX"] == "1"
-    assert {pod.restart.policy for pod in plan.pods if pod.role != "tensorboard"} == {JOBSET}
-    assert not worker.restart.again(1, 1)  # its new pods come from jobsetrun, never from the container's loop
+    assert any(worker.name in job.pods for job in plan.jobset.jobs)  # its new pods come from jobsetrun
     cluster = json.loads(worker.env["TFD_CLUSTER"])
     assert all(address.split(":")[0] in plan.addresses for role in cluster.values() for address in role)
 
@@ -327,19 +328,107 @@ def test_the_chiefs_deadline_ends_the_run_by_its_rule() -> None:
     assert run.controller.first_failed.message == "Job was active longer than specified deadline"
 
 
-def test_a_suspended_jobset_starts_and_counts_nothing_until_it_ends() -> None:
+def test_a_suspended_jobset_stops_the_chief_first_then_every_pod_and_starts_nothing() -> None:
     run = run_of("ps.replicas=1", "worker.replicas=1", "evaluator.enabled=false")
-    run.engine.ready.update([f"{JS}-ps-0-0", f"{JS}-worker-0-0"])
+    ps, worker, chief = f"{JS}-ps-0-0", f"{JS}-worker-0-0", f"{JS}-chief-0-0"
+    run.engine.ready.update([ps, worker])
     for _ in range(3):
         run.settle()
-    run.controller.suspend()
-    run.engine.exit(f"{JS}-chief-0-0", 143)  # the chief, stopped first: its checkpoint saved
-    run.engine.exit(f"{JS}-worker-0-0", 0)
+    assert advance(run.controller, suspend=True) == ("", [f"suspended JobSet {JS}"])  # tfdcontract.lifecycle's step
+    assert run.engine.killed[0] == chief and sorted(run.engine.killed[1:]) == sorted([ps, worker])  # its checkpoint
+    assert SUSPENDED_ANNOTATION in run.controller.annotations
     for _ in range(3):
         run.settle(5.0)
-    assert not run.controller.finished and len(run.engine.started) == 3
-    assert run.controller.describe().startswith(f"JobSet {JS} Suspended:")
-    assert run.controller.pending(f"{JS}-chief-0-0") is None
+    assert advance(run.controller, suspend=True) == ("Suspended", []) and len(run.engine.started) == 3
+    assert not run.controller.finished and run.controller.describe().startswith(f"JobSet {JS} Suspended:")
+    assert run.controller.pending(chief) is None
+
+
+def native_run(*sets: str) -> Run:
+    """A native (workload.kind=native) release's Jobs and StatefulSets, as processes.workload_of reads them."""
+    rendered = json.loads(json.dumps(render(values=[REPO / "values" / "cpu.yaml", E2E_VALUES], sets=sets,
+                                            namespace=NS)))  # fmt: skip
+    pods = {pod.name: pod for pod in pods_from_manifests(rendered, NS)}
+    engine, clock, events = FakeEngine(), Clock(), []
+    spec = workload_of(rendered, NS, rendered_pods(rendered, NS))
+    return Run(JobSetRun(spec, engine, pods, events.append, clock), engine, clock, events)
+
+
+def test_native_pods_start_at_once_statefulsets_come_back_and_the_chiefs_job_ends_the_run() -> None:
+    run = native_run("ps.replicas=1", "worker.replicas=1", "evaluator.enabled=true", "chief.backoffLimit=1")
+    ps, worker, chief, evaluator = (f"{JS}-{role}" for role in ("ps-0", "worker-0", "chief", "evaluator"))
+    run.settle()
+    assert run.engine.started == [ps, worker, chief, evaluator]  # no order, no probe: TensorBoard is not theirs
+    run.engine.exit(worker, 137)  # a killed StatefulSet pod comes back after its back-off, uncounted
+    run.engine.exit(evaluator, 2)  # the evaluator's Job fails (FailJob), the run goes on
+    run.settle(0.1)
+    assert run.engine.started[4:] == [] and run.controller.pending(worker) == "pending: new pod in 1 s"
+    run.settle(1.0)
+    assert run.engine.started[4:] == [worker] and run.controller.restarts_of(worker) == 1
+    assert not run.controller.finished and run.said("Failed") == [worker, evaluator]
+    run.engine.exit(chief, 1)  # counted: a new pod after 1 s, then past backoffLimit 1 the run has failed
+    run.settle(0.1)
+    run.settle(1.0)
+    run.engine.exit(chief, 1)
+    run.settle(0.1)
+    assert run.controller.state == FAILED and run.controller.first_failed is not None
+    assert run.controller.first_failed.culprit == chief and run.controller.first_failed.reason == "BackoffLimitExceeded"
+    assert run.engine.killed == []  # the ending is the planner's: ps/worker to 0, then the ending recorded
+    state, lines = advance(run.controller, suspend=False)
+    assert state == "" and sorted(run.engine.killed) == sorted([ps, worker]) and lines == [
+        f"scaled StatefulSet {JS}-ps from 1 to 0 replicas", f"scaled StatefulSet {JS}-worker from 1 to 0 replicas",
+        f"recorded the ending on Job {JS}-chief: upgrading the same run keeps it stopped"]  # fmt: skip
+    assert advance(run.controller, suspend=False) == ("Failed", [])
+
+
+def test_a_native_suspension_follows_the_plan_and_a_resume_brings_the_servers_back_ready_before_the_chief() -> None:
+    sets = ("ps.replicas=1", "worker.replicas=2", "evaluator.enabled=true")
+    run = native_run(*sets)
+    ps, workers, chief, evaluator = f"{JS}-ps-0", [f"{JS}-worker-0", f"{JS}-worker-1"], f"{JS}-chief", f"{JS}-evaluator"
+    run.settle()
+    state, lines = advance(run.controller, suspend=True)
+    assert state == "" and run.engine.killed == [chief]  # the chief first: it saves its checkpoint
+    assert lines == [f"suspended Job {chief}, recording the replicas to restore (ps 1, worker 2)"]
+    run.settle()
+    state, lines = advance(run.controller, suspend=True)
+    assert sorted(run.engine.killed[1:]) == sorted([ps, *workers, evaluator]) and len(lines) == 3
+    run.settle(60)
+    assert advance(run.controller, suspend=True) == ("Suspended", []) and len(run.engine.started) == 5
+
+    run = native_run(*sets)  # `tfchart resume --local`: a new tfchart, its objects as the suspension left them
+    resumed(run.controller, "2026-11-28T12:00:00Z")
+    run.settle()
+    assert run.engine.started == [] and advance(run.controller, suspend=False)[0] == ""  # scaled up
+    run.settle()
+    assert run.engine.started == [ps, *workers]
+    for _ in range(3):  # not Ready yet: the chief waits
+        run.settle()
+        assert advance(run.controller, suspend=False) == ("", [])
+    run.engine.ready.update([ps, *workers])
+    run.settle()
+    state, lines = advance(run.controller, suspend=False)
+    assert lines[-1].startswith(f"resumed Job {chief} and dropped the suspension record")
+    run.settle()
+    assert run.engine.started[3:] == [chief, evaluator] and advance(run.controller, suspend=False) == ("Running", [])
+
+
+def test_a_native_chiefs_exit_2_fails_the_run_at_once_and_its_success_completes_it() -> None:
+    run = native_run("ps.replicas=1", "worker.replicas=1")
+    run.settle()
+    run.engine.exit(f"{JS}-chief", 2)
+    run.settle(0.0)
+    assert run.controller.state == FAILED and run.controller.first_failed is not None
+    assert run.controller.first_failed.reason == "PodFailurePolicy"
+    run = native_run("training.strategy=multi_worker_mirrored", "chief.replicas=0", "worker.replicas=2")
+    workers = [f"{JS}-worker-0", f"{JS}-worker-1"]
+    run.settle()
+    assert run.engine.started == workers and run.controller.spec.success_targets == (f"{JS}-worker",)
+    run.engine.exit(workers[0], 0)
+    run.settle()
+    assert not run.controller.finished  # the workers' Job completes once every worker has
+    run.engine.exit(workers[1], 0)
+    run.settle()
+    assert run.controller.state == COMPLETED
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from tfchart.cli.options import CONTEXT, ValuesInputs, values_inputs
 from tfchart.errors import TfchartError
 from tfchart.local import runstate
 from tfdcontract import RUN_SPEC_ANNOTATION, read_status_file
+from tfdcontract.runstate import FAILED, RUNNING, SUCCEEDED, SUSPENDED
 
 LOCAL_RELEASE = "local"  # runs/local-<time>, pods local-tf-distributed-*
 
@@ -143,17 +144,17 @@ def start(name: str, values: ValuesInputs, namespace: str, workdir: Path | None,
                            "the chart, or a file it was rendered from)",
                            f"restore the chart it ran with, or start a new run: `tfchart local {name} ...`")
     record.run_spec = spec
-    (record := record.moved(runstate.RUNNING)).save(run_dir)
+    (record := record.moved(RUNNING)).save(run_dir)
     state = runstate.INTERRUPTED  # Ctrl-C, SIGTERM, --timeout: resumable from the last checkpoint
     try:
         code = session.run(plan, timeout, options["keep_tensorboard"], options["follow_logs"], console=console(),
-                             suspend=requested)  # fmt: skip
-        state = {runstate.SUSPENDED_EXIT: runstate.SUSPENDED, 0: runstate.SUCCEEDED}.get(code, runstate.FAILED)
+                           suspend=requested, resumed_since=resumed.since if resumed else None)  # fmt: skip
+        state = {runstate.SUSPENDED_EXIT: SUSPENDED, 0: SUCCEEDED}.get(code, FAILED)
     finally:
         saved = read_status_file(run_dir)
-        step = saved.step if saved and state != runstate.SUCCEEDED else None
+        step = saved.step if saved and state != SUCCEEDED else None
         record.moved(state, step).save(run_dir)
-    if state == runstate.SUSPENDED:
+    if state == SUSPENDED:
         console().print(f"[bold magenta]⏸ suspended[/] at step {step} (checkpoint saved); no process of the run is "
                         f"left. Continue with: tfchart resume {name} --local --workdir {run_dir}", soft_wrap=True)
     sys.exit(code)

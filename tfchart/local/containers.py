@@ -35,30 +35,29 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tfchart.errors import EngineNotFound, TfchartError, UsageError
 from tfchart.images.engines import answer, check_engine_reachable, detect_engine
-from tfchart.local.jobset import JOBSET_NAME, headless_service
+from tfchart.local.jobset import headless_service
 from tfchart.local.processes import (
+    LocalCluster,
     LocalPlan,
     LocalPod,
+    Process,
     RenderedPod,
-    await_end,
     free_port,
-    jobset_of,
     listening,
-    relay,
     rendered_pods,
+    workload_of,
 )
 from tfchart.manifests.quantity import parse_or_none
 from tfdcontract import TENSORBOARD
 
 CONTAINER_ENGINES = ("podman", "docker")
-JOBSET = "JobSet"  # Restart.policy of a JobSet's pods
 RUN_LABEL = "tfchart.run"
 POD_LABEL = "tfchart.pod"
 SANDBOX_LABEL = "tfchart.sandbox"
@@ -66,7 +65,6 @@ SANDBOX_SUFFIX = "-sandbox"
 PAUSE = "trap 'exit 0' TERM INT; sleep infinity & wait"  # the sandbox's process: nothing, until told to stop
 PULL_FLAGS = {"Never": "never", "IfNotPresent": "missing", "Always": "always"}
 VOLUME_TARGET = "/volume"  # where the ownership containers see the shared volume
-MAX_BACKOFF_S = 10.0
 ENGINE_TIMEOUT_S = 60.0
 
 
@@ -117,27 +115,6 @@ class Security:
         return [*user, *self.flags, *no_tmpfs]
 
 
-@dataclass(frozen=True)
-class Restart:
-    """When a pod's controller starts its container again: a StatefulSet's or Deployment's whenever it exits (a
-    killed worker comes back under the same name and alias), a Job's after a failure at most backoffLimit times.
-    Restarts back off 1, 2, 4, 8, then 10 s (the kubelet's back-off is longer). A JobSet's pods are never started
-    again here: its Jobs' controller (jobsetrun.py) starts their new pods."""
-
-    policy: str  # Always (StatefulSet, Deployment), OnFailure or Never (Job), JobSet (a JobSet's Job)
-    backoff_limit: int = 0  # Jobs: failures retried before the Job has failed
-
-    def again(self, code: int, failures: int) -> bool:
-        """Start the container again after it exited with `code`, `failures` failures so far?"""
-        if self.policy == JOBSET:
-            return False
-        return self.policy == "Always" or (code != 0 and failures <= self.backoff_limit)
-
-    def describe(self, failures: int) -> str:
-        always = self.policy == "Always"
-        return "restartPolicy Always" if always else f"retry {failures} of backoffLimit {self.backoff_limit}"
-
-
 @dataclass
 class ContainerPod(LocalPod):
     """One pod of the rendered release as a container: everything `<engine> run` needs."""
@@ -155,7 +132,6 @@ class ContainerPod(LocalPod):
     aliases: list[str] = field(default_factory=list)  # the pod's own DNS name first
     dns_search: list[str] = field(default_factory=list)
     ports: list[tuple[int, int]] = field(default_factory=list)  # (127.0.0.1 port, container port)
-    restart: Restart = field(default_factory=lambda: Restart("Always"))
     labels: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -335,10 +311,6 @@ def container_pod(pod: RenderedPod, run_id: str, namespace: str, domain: str, se
     entrypoint, after_image = (command[0], [*command[1:], *args]) if command else (None, args)
     binds, tmpfs = volume_mounts(pod, storage)
     published = [int(p["containerPort"]) for p in pod.container.get("ports") or []] if pod.role == TENSORBOARD else []
-    policy, backoff_limit = pod.spec.get("restartPolicy", "Never"), pod.controller["spec"].get("backoffLimit", 6)
-    restart = Restart(str(policy), int(backoff_limit)) if pod.kind == "Job" else Restart("Always")
-    if JOBSET_NAME in pod.labels:
-        restart = Restart(JOBSET)
     return ContainerPod(
         pod.name, pod.role, pod.index, pod.argv, pod.env(namespace), container_name=f"{run_id}-{pod.name}",
         kind=pod.kind, image=str(pod.container["image"]), pull=pull_policy(pod.container),
@@ -346,7 +318,7 @@ def container_pod(pod: RenderedPod, run_id: str, namespace: str, domain: str, se
         entrypoint=entrypoint, command=after_image, workdir=pod.container.get("workingDir"), binds=binds, tmpfs=tmpfs,
         aliases=dns_names(pod, services, namespace, domain),
         dns_search=[f"{namespace}.svc.{domain}", f"svc.{domain}", domain],  # as in a pod's resolv.conf
-        ports=[(free_port(), port) for port in published], restart=restart,
+        ports=[(free_port(), port) for port in published],
         labels={RUN_LABEL: run_id, POD_LABEL: pod.name, "tfchart.role": pod.role}, probe_port=pod.readiness_port,
     )  # fmt: skip
 
@@ -446,10 +418,8 @@ def plan_from_manifests(docs: Sequence[dict[str, Any]], values: dict[str, Any], 
     claims = [str(volume["persistentVolumeClaim"].get("claimName")) for pod in rendered
               for volume in pod.spec.get("volumes") or [] if "persistentVolumeClaim" in volume]  # fmt: skip
     storage = Storage(volume_dir, Path(tempfile.gettempdir()) / f"tfchart-{run_id}", next(iter(claims), None))
+    workload = workload_of(docs, namespace, rendered)
     pods = [container_pod(pod, run_id, namespace, domain, services, storage, allow_privileged) for pod in rendered]
-    if not any(pod.is_chief for pod in pods):
-        raise UsageError("the rendered release has no chief",
-                         "every topology renders a chief Job, or workers whose worker 0 is the chief: check --chart")
     storage_values = values.get("storage") or {}
     tensorboard = next((pod for pod in pods if pod.role == TENSORBOARD and pod.ports), None)
     return ContainerPlan(
@@ -458,7 +428,7 @@ def plan_from_manifests(docs: Sequence[dict[str, Any]], values: dict[str, Any], 
         tensorboard_url=f"http://127.0.0.1:{tensorboard.ports[0][0]}/" if tensorboard else None,
         values=values, engine=engine, run_id=run_id, storage=storage,
         mount_path=str(storage_values.get("mountPath") or "/data").rstrip("/") or "/",
-        config_files=config_map_files(docs, rendered), host_owner=host_owner, jobset=jobset_of(docs, namespace),
+        config_files=config_map_files(docs, rendered), host_owner=host_owner, workload=workload,
     )  # fmt: skip
 
 
@@ -505,22 +475,6 @@ def check_images(engine: str, pods: Sequence[ContainerPod]) -> None:
                            "image you have")
 
 
-@dataclass
-class PodProcess:
-    """A pod's supervisor: it runs the container again as the pod's controller would."""
-
-    pod: ContainerPod
-    thread: threading.Thread | None = None
-    popen: subprocess.Popen[bytes] | None = None
-    exit_code: int | None = None
-    restarts: int = 0
-    held: bool = False  # stopped on purpose (kill): its controller does not start it again
-
-    @property
-    def running(self) -> bool:
-        return self.thread is not None and self.thread.is_alive()
-
-
 @contextmanager
 def interrupts_deferred() -> Iterator[None]:
     """Ctrl-C and SIGTERM are ignored while containers are being removed (a second Ctrl-C must not leak them)."""
@@ -533,15 +487,13 @@ def interrupts_deferred() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-class ContainerCluster:
-    """Starts the pods as containers on one network, streams their logs, and always removes everything."""
+class ContainerCluster(LocalCluster):
+    """Starts the pods as containers on one network, streams their logs (each pod's `<engine> run` client is its
+    process), and always removes everything."""
 
     def __init__(self, plan: ContainerPlan, on_line: Callable[[LocalPod, str], None]) -> None:
-        self.plan, self.on_line = plan, on_line
-        self.processes: dict[str, PodProcess] = {}
-        self.warnings: list[str] = []
-        self._lock = threading.Lock()
-        self._prepared = self._stopping = False
+        super().__init__(on_line)
+        self.plan, self.warnings, self._prepared = plan, list[str](), False
 
     def _engine(self, *args: str, timeout: float = ENGINE_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
         return answer([self.plan.engine, *args], timeout)
@@ -552,19 +504,22 @@ class ContainerCluster:
         listed = self._engine(*listing.split(), *shown, "--filter", f"label={RUN_LABEL}={self.plan.run_id}")
         return listed.stdout.split() if listed.returncode == 0 else []
 
+    def command(self, pod: LocalPod) -> tuple[list[str], dict[str, str] | None]:
+        assert isinstance(pod, ContainerPod)
+        return run_argv(self.plan.engine, pod), None  # the engine's client runs in this environment
+
     def start(self, pods: Sequence[LocalPod]) -> None:
-        """Creates the network and the volumes once, then starts every pod at once (TensorFlow tasks wait for peers)."""
+        """Creates the network and the volumes once, then starts every pod at once (TensorFlow tasks wait for peers);
+        a pod's sandbox once, its container again in it (the last one removed first)."""
         if not self._prepared:
             self._prepared = True
             self._create_network()
             self._prepare_volumes()
         container_pods = [pod for pod in pods if isinstance(pod, ContainerPod)]
         self._start_sandboxes([pod for pod in container_pods if pod.name not in self.processes])
-        for pod in container_pods:
-            process = self.processes.setdefault(pod.name, PodProcess(pod))
-            process.held = False
-            process.thread = threading.Thread(target=self._controller, args=(process,), daemon=True, name=pod.name)
-            process.thread.start()
+        if again := [pod.container_name for pod in container_pods if pod.name in self.processes]:
+            self._engine("rm", "-f", "-v", *again)
+        super().start(container_pods)
 
     def _create_network(self) -> None:
         engine, network = self.plan.engine, self.plan.network
@@ -629,104 +584,53 @@ class ContainerCluster:
             timeout=600,
         )  # fmt: skip
 
-    def _controller(self, process: PodProcess) -> None:
-        """Runs the container until its controller would stop starting it again."""
-        pod, failures = process.pod, 0
-        while (popen := self._launch(process)) is not None:
-            code = process.exit_code = relay(pod, popen, self.on_line)
-            failures += code != 0
-            if self._stopping or process.held:
-                return
-            if not pod.restart.again(code, failures):
-                if code != 0 and pod.restart.policy != JOBSET:
-                    limit = pod.restart.backoff_limit
-                    self.on_line(pod, f"[tfchart] exited with {code}: backoffLimit {limit} reached, the Job failed")
-                return
-            delay = min(MAX_BACKOFF_S, float(2**process.restarts))
-            why = pod.restart.describe(failures)
-            self.on_line(pod, f"[tfchart] exited with {code}; starting it again in {delay:.0f} s ({why})")
-            deadline = time.monotonic() + delay
-            while time.monotonic() < deadline:
-                if self._stopping or process.held:
-                    return
-                time.sleep(0.1)
-            process.restarts += 1
-
-    def _launch(self, process: PodProcess) -> subprocess.Popen[bytes] | None:
-        pod = process.pod
-        with self._lock:  # stop() sets _stopping under the same lock: nothing starts after it began
-            if self._stopping or process.held:
-                return None
-            if process.exit_code is not None:  # a restart: the last container may still be being removed
-                self._engine("rm", "-f", "-v", pod.container_name)
-            try:  # in a session of its own: Ctrl-C reaches tfchart only, and stop() ends the containers
-                process.popen = subprocess.Popen(run_argv(self.plan.engine, pod), stdout=subprocess.PIPE,
-                                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                                 start_new_session=True)  # fmt: skip
-            except OSError as error:
-                process.exit_code = 127
-                self.on_line(pod, f"[tfchart] cannot run {self.plan.engine}: {error}")
-                return None
-            return process.popen
-
-    def wait_for(self, name: str, timeout: float | None = None, poll: Callable[[], None] | None = None) -> int:
-        """Waits until the pod's controller is done with it (a Job: succeeded, or failed past backoffLimit)."""
-        process = self.processes[name]
-        await_end(name, lambda: not process.running, timeout, poll)
-        return process.exit_code if process.exit_code is not None else 1
-
     def kill(self, name: str, sig: int = signal.SIGKILL, grace: float | None = None) -> None:
-        """Signals the pod's container and keeps it stopped, as scaling it down would; SIGKILL after `grace` seconds
-        (default 10)."""
+        """Signals the pod's container and waits for it; SIGKILL after `grace` seconds (default 10)."""
         process = self.processes[name]
-        process.held = True
-        started, grace = time.monotonic(), 10.0 if grace is None else grace
-        while process.running:
+        started, grace, pod = time.monotonic(), 10.0 if grace is None else grace, process.pod
+        while process.running and isinstance(pod, ContainerPod):
             signal_name = "KILL" if time.monotonic() - started > grace else signal.Signals(sig).name.removeprefix("SIG")
-            self._engine("kill", "--signal", signal_name, process.pod.container_name)
-            if process.thread is not None:
-                process.thread.join(timeout=1)
+            self._engine("kill", "--signal", signal_name, pod.container_name)
+            with suppress(subprocess.TimeoutExpired):
+                process.popen.wait(timeout=1)
+        process.reader.join(timeout=5)
 
-    def probe(self, name: str) -> bool:
-        """The pod's readiness probe: something listens on its probe port in the pod's network (its sandbox's
-        /proc/net/tcp and tcp6, read with the shell's builtins); without a probe, it runs."""
-        process = self.processes.get(name)
-        if process is None or not process.running or process.pod.probe_port is None:
-            return process is not None and process.running
+    def listens(self, process: Process, port: int) -> bool:
+        """Its sandbox's /proc/net/tcp and tcp6, read with the shell's builtins, list `port` listening."""
+        assert isinstance(process.pod, ContainerPod)
         read = ('for f in /proc/net/tcp /proc/net/tcp6; do [ -r "$f" ] || continue; '
                 'while IFS= read -r l; do echo "$l"; done < "$f"; done')
         tables = self._engine("exec", process.pod.sandbox_name, "/bin/sh", "-c", read)
-        return tables.returncode == 0 and listening(tables.stdout, process.pod.probe_port)
+        return tables.returncode == 0 and listening(tables.stdout, port)
 
     def stop(self, grace: float = 10.0) -> None:
         """Stops every container (SIGTERM, then SIGKILL after `grace`), gives the volume back, removes all labelled."""
-        with self._lock:
-            self._stopping = True
         with interrupts_deferred():
             listed = self._labelled("container ls", "{{.Names}}")
             containers = [name for name in listed if not name.endswith(SANDBOX_SUFFIX)]
             if containers:  # the pods' containers first (their grace period), then the sandboxes they use
                 self._engine("stop", "-t", str(int(grace)), *containers, timeout=grace + ENGINE_TIMEOUT_S)
-            self._join_controllers()
+            self._join_clients()
             self._give_volume_back()
             self._remove_labelled()
             shutil.rmtree(self.plan.storage.config_root, ignore_errors=True)
         for warning in self.warnings:
             print(f"warning: {warning}", file=sys.stderr)
 
-    def _join_controllers(self) -> None:
+    def _join_clients(self) -> None:
         """Waits for every `<engine> run` client; one whose container appeared late is removed by label."""
         for _ in range(3):
             for process in self.processes.values():
-                if process.thread is not None:
-                    process.thread.join(timeout=5)
+                with suppress(subprocess.TimeoutExpired):
+                    process.popen.wait(timeout=5)
             if not any(process.running for process in self.processes.values()):
-                return
+                break
             if leftovers := self._labelled("container ls -a"):
                 self._engine("rm", "-f", "-v", *leftovers)
         for process in self.processes.values():
-            if process.running and process.popen is not None:
+            if process.running:
                 process.popen.kill()
+            process.reader.join(timeout=5)
 
     def _give_volume_back(self) -> None:
         if not self._prepared or self.plan.volume_image is None:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import copy
 import hashlib
 import uuid
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tfchart.errors import UsageError
@@ -62,11 +63,13 @@ class JobTemplate:
     container: str  # the pods' (first) container, as podFailurePolicy names it
     rules: tuple[PodFailureRule, ...]
     attempt_env: tuple[str, ...] = ()  # its env set from the restart-attempt label or annotation (downward API)
+    kind: str = "Job"  # or StatefulSet: its pods never complete, each starts again whenever it exits
+    names: tuple[str, ...] = ()  # its pods' names, where they are not <job>-<index> (a native NonIndexed Job)
 
     @property
     def pods(self) -> list[str]:
-        """The pods' hostnames (and, here, names) by completion index."""
-        return [f"{self.name}-{index}" for index in range(self.completions)]
+        """The pods' hostnames (and, here, names) by completion index (a StatefulSet's: by ordinal)."""
+        return list(self.names) or [f"{self.name}-{index}" for index in range(self.completions)]
 
     def first_rule(self, code: int) -> tuple[int, PodFailureRule] | None:
         return next(((i, rule) for i, rule in enumerate(self.rules) if rule.matches(self.container, code)), None)
@@ -106,6 +109,7 @@ class JobSetSpec:
     success_targets: tuple[str, ...]  # empty: every replicatedJob
     max_restarts: int
     rules: tuple[FailureRule, ...]
+    kind: str = "JobSet"  # or Job: a native release's controllers (native_spec)
 
     @classmethod
     def read(cls, doc: dict[str, Any], namespace: str) -> JobSetSpec:
@@ -149,13 +153,28 @@ class JobSetSpec:
         return [job for rjob in self.replicated_jobs for job in rjob.jobs]
 
 
-def job_template(jobset: str, rjob: str, index: int, template: dict[str, Any]) -> JobTemplate:
+def native_spec(workloads: Sequence[tuple[dict[str, Any], list[str]]], run_job: str, namespace: str) -> JobSetSpec:
+    """A native release's Jobs and StatefulSets (each with its pods' names) as one spec that JobSetRun runs: all
+    created at once, StatefulSet pods started again whenever they exit, the Jobs as the Job controller runs them;
+    the run's Job (`run_job`: the chief's, else the workers') ends the run, another Job's failure does not."""
+    jobs = []
+    for doc, names in workloads:
+        name, kind = str(doc["metadata"]["name"]), str(doc["kind"])
+        template = job_template(name, name, 0, doc, tuple(names))
+        jobs.append(ReplicatedJob(name, 1, (), (replace(template, kind=kind),)))
+    rule = FailureRule(run_job, FAIL_JOBSET, (), (run_job,), ())
+    return JobSetSpec(run_job, namespace, tuple(jobs), "All", (run_job,), 0, (rule,), kind="Job")
+
+
+def job_template(jobset: str, rjob: str, index: int, template: dict[str, Any],
+                 names: tuple[str, ...] = ()) -> JobTemplate:  # fmt: skip
     spec = template.get("spec") or {}
     pod = (spec.get("template") or {}).get("spec") or {}
-    if spec.get("completionMode", "Indexed") != "Indexed" or spec.get("backoffLimitPerIndex") is not None:
+    mode = "Indexed" if names else spec.get("completionMode", "Indexed")  # a native Job's pods are named already
+    if mode != "Indexed" or spec.get("backoffLimitPerIndex") is not None:
         raise UsageError(f"JobSet {jobset}: replicatedJob {rjob} is not a plain Indexed Job (completionMode NonIndexed "
                          "or backoffLimitPerIndex): tfchart local emulates Indexed Jobs only")  # fmt: skip
-    completions = int(spec.get("completions", spec.get("parallelism", 1)))
+    completions = len(names) or int(spec.get("completions", spec.get("parallelism", 1)))
     rules = []
     for rule in (spec.get("podFailurePolicy") or {}).get("rules") or []:
         codes = rule.get("onExitCodes")
@@ -167,10 +186,11 @@ def job_template(jobset: str, rjob: str, index: int, template: dict[str, Any]) -
     fields = {str(item["name"]): ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
               for item in container.get("env") or []}  # fmt: skip
     attempt_env = tuple(name for name, path in fields.items() if RESTART_ATTEMPT in str(path))
-    return JobTemplate(rjob, f"{jobset}-{rjob}-{index}", completions, int(spec.get("parallelism", 1)),
+    return JobTemplate(rjob, jobset if names else f"{jobset}-{rjob}-{index}", completions,
+                       len(names) if "replicas" in spec else int(spec.get("parallelism", 1)),
                        int(spec.get("backoffLimit", 6)), None if deadline is None else float(deadline),
                        float(pod.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)),
-                       str(container.get("name", "")), tuple(rules), attempt_env)  # fmt: skip
+                       str(container.get("name", "")), tuple(rules), attempt_env, names=names)  # fmt: skip
 
 
 def subdomain(doc: dict[str, Any]) -> str | None:

@@ -42,20 +42,22 @@ from tfchart.local.jobset import (
     JobSetSpec,
     JobTemplate,
 )
+from tfdcontract.runstate import FAILED, RUNNING, SUSPENDED
 
 MAX_BACKOFF_S = 10.0
 PROBE_EVERY_S = 1.0
-RUNNING, COMPLETED, FAILED, SUSPENDED = "Running", "Completed", "Failed", "Suspended"
+COMPLETED = "Completed"  # the JobSet's condition (its other states: tfdcontract.runstate's)
 
 
 class Engine(Protocol):
     """What the run drives: processes.LocalCluster or containers.ContainerCluster."""
 
     @property
-    def processes(self) -> Mapping[str, Any]: ...  # pod name -> .running, .exit_code
-    def start(self, pods: Sequence[Any]) -> None: ...
+    def processes(self) -> Mapping[str, Any]: ...  # pod name -> .pod, .running, .exit_code, .restarts
+    def start(self, pods: Sequence[Any]) -> None: ...  # starts them (again, under the same name and address)
     def kill(self, name: str, sig: int = signal.SIGKILL, grace: float | None = None) -> None: ...
-    def probe(self, name: str) -> bool: ...
+    def probe(self, name: str) -> bool: ...  # its readiness probe passes (a pod without one: it runs)
+    def stop(self, grace: float = 10.0) -> None: ...  # every pod, for good
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,13 @@ class JobRun:
     message: str = ""
     ended: float = 0.0
     culprit: str | None = None  # the pod whose exit failed it
+    suspended: bool = False  # a Job's spec.suspend: its pods stopped, none started
+    replicas: int = 0  # a StatefulSet's spec.replicas (as rendered: its pods): the pods of lower ordinals run
+    annotations: dict[str, str] = field(default_factory=dict)  # the records tfdcontract.lifecycle writes on it
+
+    def runs(self, pod: PodRun) -> bool:
+        """Whether its controller keeps the pod running: its Job is not suspended, its ordinal is wanted."""
+        return not self.suspended and pod.index < self.replicas
 
     @property
     def ready(self) -> bool:
@@ -115,9 +124,11 @@ class JobSetRun:
     first_failed: JobRun | None = None
     restarts: int = 0
     counted: int = 0  # restarts counted against maxRestarts
-    suspended: bool = False
+    suspended: bool = False  # the JobSet's spec.suspend
+    annotations: dict[str, str] = field(default_factory=dict)  # on the JobSet
     jobs: dict[str, JobRun] = field(default_factory=dict)
     starts: dict[str, int] = field(default_factory=dict)  # pod name -> pods started under it
+    starting: list[Any] = field(default_factory=list)  # the pods this pass starts, all at once at its end
 
     def __post_init__(self) -> None:
         missing = [name for job in self.spec.jobs for name in job.pods if name not in self.pods]
@@ -125,7 +136,8 @@ class JobSetRun:
         self.jobs = self._fresh()
 
     def _fresh(self) -> dict[str, JobRun]:
-        return {t.name: JobRun(t, [PodRun(name, i) for i, name in enumerate(t.pods)]) for t in self.spec.jobs}
+        jobs = [JobRun(t, [PodRun(n, i) for i, n in enumerate(t.pods)], replicas=len(t.pods)) for t in self.spec.jobs]
+        return {job.template.name: job for job in jobs}
 
     @property
     def finished(self) -> bool:
@@ -137,9 +149,24 @@ class JobSetRun:
     def restarts_of(self, pod: str) -> int:
         return max(0, self.starts.get(pod, 0) - 1)
 
-    def suspend(self) -> None:
-        self.suspended = True
-        self._event("JobSet", self.spec.name, "SuspendedJobs", "jobset is suspended: no pod starts any more")
+    def hold(self, job: JobRun | None, suspend: bool | None = None, replicas: int | None = None) -> None:
+        """A Job (None: the JobSet) suspended or let run again, or a StatefulSet scaled, as its controller does it:
+        the pods it no longer wants stop (a suspended JobSet's chief first: its checkpoint), the others start."""
+        if job is None:
+            self.suspended = bool(suspend)
+            reason = "jobset is suspended: its pods stop, the chief's first" if suspend else "jobset is resumed"
+            self._event("JobSet", self.spec.name, "SuspendedJobs" if suspend else "ResumedJobs", reason)
+            if not suspend:
+                self.jobs = self._fresh()  # JobSet creates its Jobs again, in their order
+                return
+            self._stop_all([j for j in self.jobs.values() if j.template.rjob in self.spec.success_targets])
+            self._stop_all()
+            return
+        job.suspended = job.suspended if suspend is None else suspend
+        job.replicas = job.replicas if replicas is None else replicas
+        for pod in job.pods:
+            pod.due = self.clock() if job.runs(pod) and not (pod.alive or pod.succeeded) else pod.due
+        self._stop_all([job], every=False)
 
     def reconcile(self) -> None:
         """One pass of both controllers (see the module's docstring)."""
@@ -149,15 +176,19 @@ class JobSetRun:
         for job in self.jobs.values():
             if job.created is not None:
                 self._sync(job, now)
-        if failed := [job for job in self.jobs.values() if job.condition == "Failed"]:
+        targets = self.spec.success_targets  # a native release: only the run's Job fails the run
+        if failed := [job for job in self.jobs.values() if job.condition == "Failed"
+                      and (self.spec.kind == "JobSet" or job.template.rjob in targets)]:  # fmt: skip
             if not self.suspended:
                 self._failure_policy(failed)
-            return
-        if self._succeeded():
+        elif self._succeeded():
             self._finish(COMPLETED, "AllJobsCompleted", "jobset completed successfully")
         elif not self.suspended:
             self._probe(now)
             self._create(now)
+        if self.starting:
+            self.engine.start(self.starting)
+            self.starting = []
 
     # the Job controller
 
@@ -175,7 +206,7 @@ class JobSetRun:
             job.condition, job.reason, job.ended = COMPLETE, "CompletionsReached", now
             self._event("Job", template.name, "Completed", f"{plural(template.completions, 'pod')} succeeded")
             return
-        if self.suspended:
+        if self.suspended or job.suspended:
             return
         if template.deadline is not None and job.created is not None and now - job.created >= template.deadline:
             self._fail(job, "DeadlineExceeded", "Job was active longer than specified deadline", now)
@@ -183,7 +214,7 @@ class JobSetRun:
         active = sum(pod.alive for pod in job.pods)
         for pod in job.pods:
             due = pod.due is not None and pod.due <= now
-            if active < template.parallelism and not (pod.alive or pod.succeeded) and due:
+            if active < template.parallelism and not (pod.alive or pod.succeeded) and due and job.runs(pod):
                 self._start(job, pod)
                 active += 1
 
@@ -191,20 +222,26 @@ class JobSetRun:
         local = self.pods[pod.name]
         for name in job.template.attempt_env:  # the restart-attempt label, as the downward API gives it
             local.env[name] = str(self.restarts)
-        self.engine.start([local])
+        self.starting.append(local)
         pod.alive, pod.due, pod.probed = True, None, -math.inf
         self.starts[pod.name] = self.starts.get(pod.name, 0) + 1
         again = f" (pod {self.starts[pod.name]} of index {pod.index})" if self.starts[pod.name] > 1 else ""
         self._event("Pod", pod.name, "Started", f"Job {job.template.name} started it{again}", job_level=False)
 
     def _ended(self, job: JobRun, pod: PodRun, code: int, now: float) -> None:
-        if code == 0:
+        template = job.template
+        if code == 0 and template.kind == "Job":
             pod.succeeded = True
             self._event("Pod", pod.name, "Succeeded", "exited 0: its completion index is done", job_level=False)
             return
-        if self.suspended or job.condition is not None or self.finished:
-            return  # stopped on purpose: its Job has ended, or the run is suspended
-        template = job.template
+        if self.suspended or not job.runs(pod) or job.condition is not None or self.finished:
+            return  # stopped on purpose: its Job has ended or is suspended, it was scaled down
+        if template.kind != "Job":  # a StatefulSet's pod: started again, never counted
+            delay = min(MAX_BACKOFF_S, 2.0 ** (self.starts.get(pod.name, 1) - 1))
+            pod.due = now + delay
+            self._event("Pod", pod.name, "Failed", f"exited with {code}: a new pod in {delay:.0f} s (restartPolicy "
+                        "Always)")  # fmt: skip
+            return
         matched = template.first_rule(code)
         action = matched[1].action if matched else COUNT
         if matched and action == FAIL_JOB:
@@ -234,6 +271,8 @@ class JobSetRun:
         """Readiness, probed only where a Job still to be created waits for it (dependsOn ... Ready)."""
         waited = {dep for rjob in self.spec.replicated_jobs if not self._created(rjob.name)
                   for dep, status in rjob.depends_on if status == READY}  # fmt: skip
+        if any(job.suspended for job in self.jobs.values()):  # a resume: a Job waits for its servers' readiness
+            waited |= {job.template.rjob for job in self.jobs.values() if job.template.kind == "StatefulSet"}
         for job in self.jobs.values():
             if job.template.rjob not in waited or job.condition is not None:
                 continue
@@ -304,15 +343,22 @@ class JobSetRun:
             self.jobs = self._fresh()
 
     def _finish(self, state: str, reason: str, message: str) -> None:
+        """The run has ended: a JobSet deletes its active Jobs (a native release's ending is the planner's: its
+        StatefulSets scaled to 0, the evaluator suspended, objects.py)."""
         self.state, self.reason, self.message = state, reason, message
-        alive = sum(pod.alive for job in self.jobs.values() for pod in job.pods)
+        alive = sum(pod.alive for job in self.jobs.values() for pod in job.pods) if self.spec.kind == "JobSet" else 0
         stopping = f" (its active Jobs deleted: {plural(alive, 'pod')} stopping)" if alive else ""
         self._event("JobSet", self.spec.name, state, f"{reason}: {message}{stopping}")
-        self._stop_all()
+        if self.spec.kind == "JobSet":
+            self._stop_all()
 
-    def _stop_all(self) -> None:
-        """SIGTERM to every pod still running, all at once; each gets its pod's grace period, then SIGKILL."""
-        alive = [(pod.name, job.template.grace) for job in self.jobs.values() for pod in job.pods if pod.alive]
+    def _stop_all(self, jobs: Sequence[JobRun] | None = None, every: bool = True) -> None:
+        """SIGTERM to every pod of `jobs` (default: all) still running (not `every`: those their Job no longer wants),
+        all at once; each gets its pod's grace period, then SIGKILL."""
+        unstarted, self.starting = {pod.name for pod in self.starting}, []
+        alive = [(pod.name, job.template.grace) for job in (self.jobs.values() if jobs is None else jobs)
+                 for pod in job.pods if pod.alive and pod.name not in unstarted and (every or not job.runs(pod))
+                 and getattr(self.engine.processes.get(pod.name), "running", False)]  # fmt: skip
         threads = [threading.Thread(target=self.engine.kill, args=(name, signal.SIGTERM, grace), daemon=True)
                    for name, grace in alive]  # fmt: skip
         for thread in threads:

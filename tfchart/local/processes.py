@@ -26,10 +26,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from tfchart.errors import TfchartError, UsageError
 from tfchart.local import jobset
+from tfchart.local.jobsetrun import Engine
 from tfdcontract import (
     CHIEF,
     COMPONENT_LABEL,
@@ -244,9 +245,8 @@ def relay(pod: LocalPod, popen: subprocess.Popen[bytes], on_line: Callable[[Loca
 @dataclass
 class Process:
     pod: LocalPod
-    popen: subprocess.Popen[bytes]
+    popen: subprocess.Popen[bytes]  # the pod's program (containers: its `<engine> run` client)
     reader: threading.Thread
-    restarts: int = 0  # nothing starts a process again on its own (containers.PodProcess counts its restarts)
 
     @property
     def running(self) -> bool:
@@ -258,7 +258,8 @@ class Process:
 
 
 class LocalCluster:
-    """Starts pods as process groups, streams their output, and always stops every one of them."""
+    """Starts pods as process groups, streams their output, and always stops every one of them (what starts them
+    again is their controller's business: jobsetrun.py). containers.ContainerCluster runs them as containers."""
 
     def __init__(self, on_line: Callable[[LocalPod, str], None], extra_path: Sequence[str] = (),
                  wrap: Callable[[LocalPod], list[str]] | None = None,
@@ -269,17 +270,21 @@ class LocalCluster:
         self.stopped = stopped  # called once every process has ended
         self.processes: dict[str, Process] = {}
 
-    def start(self, pods: Sequence[LocalPod]) -> None:
-        """Starts every pod at once (no pod waits for another: TensorFlow tasks wait for peers)."""
+    def command(self, pod: LocalPod) -> tuple[list[str], dict[str, str] | None]:
+        """The pod's argv and environment."""
         path = os.pathsep.join([*self.extra_path, os.environ.get("PATH", "/usr/bin:/bin")])
         # HOME: the chart leaves it to the image (<role>.home sets it); here the "image" is this machine.
         keep = {k: v for k, v in os.environ.items() if k in ("LANG", "LC_ALL", "TZ", "TMPDIR", "HOME")}
+        argv = [*self.wrap(pod), *pod.argv] if self.wrap else pod.argv
+        return argv, {**keep, **pod.env, "PATH": path, "HOSTNAME": pod.name}
+
+    def start(self, pods: Sequence[LocalPod]) -> None:
+        """Starts every pod at once (no pod waits for another: TensorFlow tasks wait for peers); a pod started
+        before starts again under the same name and address, as a StatefulSet or Job would start it."""
         for pod in pods:
-            popen = subprocess.Popen(
-                [*self.wrap(pod), *pod.argv] if self.wrap else pod.argv,
-                env={**keep, **pod.env, "PATH": path, "HOSTNAME": pod.name},
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            )  # fmt: skip
+            argv, env = self.command(pod)  # in a session of its own: Ctrl-C reaches tfchart only
+            popen = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
             reader = threading.Thread(target=relay, args=(pod, popen, self.on_line), daemon=True,
                                       name=f"log-{pod.name}")  # fmt: skip
             self.processes[pod.name] = Process(pod, popen, reader)
@@ -306,12 +311,15 @@ class LocalCluster:
         process.reader.join(timeout=5)
 
     def probe(self, name: str) -> bool:
-        """The pod's readiness probe: something listens on its probe port in the pod's network (its process's
-        /proc/<pid>/net; where there is no /proc, a connection to 127.0.0.1); without a probe, it runs."""
+        """The pod's readiness probe: something listens on its probe port in the pod's network; without a probe,
+        it runs."""
         process = self.processes.get(name)
         if process is None or not process.running or process.pod.probe_port is None:
             return process is not None and process.running
-        port = process.pod.probe_port
+        return self.listens(process, process.pod.probe_port)
+
+    def listens(self, process: Process, port: int) -> bool:
+        """Its process's /proc/<pid>/net lists `port` listening; where there is no /proc, it accepts on 127.0.0.1."""
         tables = [Path(f"/proc/{process.popen.pid}/net/{table}") for table in ("tcp", "tcp6")]
         if tables[0].exists():
             with suppress(OSError):
@@ -322,8 +330,7 @@ class LocalCluster:
         return False
 
     def restart(self, name: str) -> None:
-        """Starts a pod again under the same name and address, as a StatefulSet or Job would."""
-        self.start([self.processes.pop(name).pod])
+        self.start([self.processes[name].pod])
 
     def stop(self, grace: float = 10.0) -> None:
         """SIGTERM every process group, then SIGKILL whatever is left after `grace` seconds."""
@@ -348,20 +355,8 @@ class LocalCluster:
         return [p.popen.pid for p in self.processes.values()]
 
 
-class Cluster(Protocol):
-    """What `tfchart local` drives: LocalCluster (processes) or containers.ContainerCluster."""
-
-    @property
-    def processes(self) -> Mapping[str, Any]: ...  # pod name -> .pod, .running, .exit_code, .restarts
-    def start(self, pods: Sequence[LocalPod]) -> None: ...
-    def wait_for(self, name: str, timeout: float | None = None, poll: Callable[[], None] | None = None) -> int: ...
-    def kill(self, name: str, sig: int = signal.SIGKILL, grace: float | None = None) -> None: ...
-    def probe(self, name: str) -> bool: ...  # its readiness probe passes (a pod without one: it runs)
-    def stop(self, grace: float = 10.0) -> None: ...
-
-
 @contextmanager
-def running(cluster: Cluster) -> Iterator[Cluster]:
+def running(cluster: Engine) -> Iterator[Engine]:
     """Guarantees every pod is stopped: on success, failure, Ctrl-C and SIGTERM to tfchart (either engine)."""
 
     def terminate(signum: int, frame: Any) -> None:
@@ -388,14 +383,20 @@ class LocalPlan:
     metrics_ports: dict[str, int] = field(default_factory=dict)
     #: --host-network: the TensorFlow processes share this machine's network (no user namespaces, e.g. macOS)
     host_network: bool = False
-    #: workload.kind=jobset: the rendered JobSet, whose pods start as its controllers would start them (jobsetrun.py)
-    jobset: jobset.JobSetSpec | None = None
+    #: the controllers its pods start (again) under, as jobsetrun.py runs them: the JobSet, or the Jobs and
+    #: StatefulSets of a native release (workload_of)
+    workload: jobset.JobSetSpec = field(default_factory=lambda: jobset.JobSetSpec("", "", (), "All", (), 0, ()))
+
+    @property
+    def jobset(self) -> jobset.JobSetSpec | None:
+        """workload.kind=jobset: the rendered JobSet."""
+        return self.workload if self.workload.kind == "JobSet" else None
 
     @property
     def headline(self) -> str:
         return f"{len(self.pods)} processes, run directory {self.workdir}"
 
-    def cluster(self, on_line: Callable[[LocalPod, str], None]) -> Cluster:
+    def cluster(self, on_line: Callable[[LocalPod, str], None]) -> Engine:
         """The pods as processes; the TensorFlow ones in a private network (netns.py), the metrics ports forwarded."""
         from tfchart.local.netns import PrivateNetwork
 
@@ -453,24 +454,33 @@ def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values
     # chart values that place the release on this machine (applied after the user's)
     docs = render([("--set-string", f"storage.mountPath={workdir}"),
                    ("--set", f"tensorboard.service.port={tensorboard_port}")])  # fmt: skip
+    workload = workload_of(docs, namespace, rendered_pods(docs, namespace))
     pods = pods_from_manifests(docs, namespace)
-    if not any(pod.is_chief for pod in pods):
-        raise UsageError("the rendered release has no chief",
-                         "every topology renders a chief Job, or workers whose worker 0 is the chief: check --chart")
     addresses = localise_cluster(pods)
     localise_probes(pods, addresses)
     metrics_ports = localise_metrics(pods, [*addresses.values(), f"127.0.0.1:{tensorboard_port}"])
     on_loopback(pods)
     url = f"http://127.0.0.1:{tensorboard_port}/" if any(pod.role == TENSORBOARD for pod in pods) else None
-    return LocalPlan(workdir, pods, addresses, url, values, metrics_ports, host_network, jobset_of(docs, namespace))
+    return LocalPlan(workdir, pods, addresses, url, values, metrics_ports, host_network, workload)
 
 
-def jobset_of(docs: Sequence[dict[str, Any]], namespace: str) -> jobset.JobSetSpec | None:
-    """The render's JobSet (workload.kind=jobset), read as its controller reads it; None without one."""
+def workload_of(docs: Sequence[dict[str, Any]], namespace: str, pods: Sequence[RenderedPod]) -> jobset.JobSetSpec:
+    """The controllers the pods run under: the render's JobSet (workload.kind=jobset), read as its controller
+    reads it, else its Jobs and StatefulSets (TensorBoard's Deployment aside: started once), the chief's Job (or
+    the workers' without a chief) the run's; one line where there is no chief."""
     found = [doc for doc in docs if doc.get("kind") == "JobSet"]
     if len(found) > 1:
         raise UsageError(f"the release renders {len(found)} JobSets: tfchart local runs one")
-    return jobset.JobSetSpec.read(found[0], namespace) if found else None
+    workloads: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    for pod in pods:
+        if pod.role != TENSORBOARD:
+            workloads.setdefault(pod.controller["metadata"]["name"], (pod.controller, []))[1].append(pod.name)
+    jobs = {pod.role: pod.controller["metadata"]["name"] for pod in reversed(pods) if pod.kind == "Job"}
+    if (run_job := jobs.get(CHIEF) or jobs.get(WORKER)) is None:
+        raise UsageError("the rendered release has no chief",
+                         "every topology renders a chief Job, or workers whose worker 0 is the chief: check --chart")
+    return jobset.JobSetSpec.read(found[0], namespace) if found else jobset.native_spec(
+        list(workloads.values()), run_job, namespace)  # fmt: skip
 
 
 def require_tensorflow() -> None:

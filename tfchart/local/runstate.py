@@ -26,12 +26,13 @@ from typing import Any
 
 from tfchart.errors import TfchartError
 from tfchart.local.rundirs import RUNS, held, hold, made_runs
+from tfdcontract.runstate import FAILED, RUNNING, SUCCEEDED, SUSPENDED
 
 STATE_FILE = "local-run.json"
 INPUTS_DIR = "local-inputs"  # the copies of the -f and --set-file files
 SUSPEND_SIGNAL = signal.SIGUSR1
 SUSPENDED_EXIT = 75  # sysexits.h EX_TEMPFAIL: the run did not finish and can be continued
-RUNNING, SUSPENDED, SUCCEEDED, FAILED, INTERRUPTED = "Running", "Suspended", "Succeeded", "Failed", "Interrupted"
+INTERRUPTED = "Interrupted"  # Ctrl-C, SIGTERM, --timeout (the others are a run's states: tfdcontract.runstate)
 SUSPEND_TIMEOUT_SECONDS = 180.0  # the chief's grace (60 s by default), then the other pods' 10 s, and a margin
 TYPES = {"str": str, "int": int, "bool": bool, "None": type(None), "dict": dict, "list": list}
 

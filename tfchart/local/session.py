@@ -1,7 +1,8 @@
 """`tfchart local`'s run of a plan (processes.py or containers.py) to its end, on either engine: every pod's output
-to <run directory>/pod-logs/<pod>.log, the terminal's board (terminal.py), the ending (the chief's Job, or with
-workload.kind=jobset the JobSet, as jobsetrun.py runs it: its events go to <run directory>/events.log), a
-suspension (`tfchart suspend --local`), and the closing summary."""
+to <run directory>/pod-logs/<pod>.log, the terminal's board (terminal.py), the pods started (again) and the run
+ended as their controllers would (jobsetrun.py: the chief's Job and the StatefulSets, or with workload.kind=jobset
+the JobSet, whose events go to <run directory>/events.log), a suspension (`tfchart suspend --local`), and the
+closing summary."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any
 
-from tfchart.local.jobsetrun import COMPLETED, Event, JobSetRun
+from tfchart.local import objects
+from tfchart.local.jobsetrun import Engine, Event, JobSetRun
 from tfchart.local.processes import (
     PALETTE,
-    Cluster,
     LocalPlan,
     LocalPod,
     await_end,
@@ -25,17 +26,18 @@ from tfchart.local.processes import (
     tensorboard_command,
 )
 from tfchart.local.runstate import SUSPENDED_EXIT
-from tfdcontract import LOGS_DIR, TENSORBOARD, WORKER, read_status_file
+from tfdcontract import LOGS_DIR, TENSORBOARD, read_status_file
+from tfdcontract.runstate import FAILED, SUCCEEDED, SUSPENDED
 
 EVENTS_FILE = "events.log"  # a JobSet run's events, as `kubectl get events` would list them
 
 
-def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_logs: bool = False,
-        console: Any = None, suspend: threading.Event | None = None) -> int:  # fmt: skip
+def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_logs: bool = False, console: Any = None,
+        suspend: threading.Event | None = None, resumed_since: str | None = None) -> int:  # fmt: skip
     """Runs a plan (processes or containers) to the end; the exit code. Every pod's output goes to <run
     directory>/pod-logs/<pod>.log; the terminal gets a progress bar and a line per pod (on a TTY), plain progress
     lines at most once per tenth of the run (elsewhere), or every pod's output prefixed by its name (follow_logs).
-    A JobSet's pods start as its controllers would start them, and its state ends the run (jobsetrun.py). Once
+    The pods start (again) as their controllers would start them, and the run's Job or JobSet ends it. Once
     `suspend` is set, the chief is stopped first (SIGTERM: the trainer saves a checkpoint), then every other pod,
     and SUSPENDED_EXIT is returned (`tfchart suspend --local`)."""
     from rich.console import Console
@@ -80,12 +82,16 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
 
     suspending: list[str] = []
     events = (plan.workdir / EVENTS_FILE).open("a", encoding="utf-8", buffering=1) if plan.jobset else None
+    pods, first_pod = {pod.name: pod for pod in plan.pods}, {job.name: job.pods[0] for job in plan.workload.jobs}
 
     def on_event(event: Event) -> None:
         """A JobSet's event: into events.log; its Jobs' and its own on the terminal too (every one with
-        --follow-logs)."""
+        --follow-logs). A native run's failures: into the pod's log ([tfchart] ...)."""
         at = datetime.fromtimestamp(event.at, timezone.utc).isoformat(timespec="milliseconds")
-        assert events is not None
+        if events is None:
+            if event.reason == "Failed" and (pod := pods.get(first_pod.get(event.name, event.name))):
+                on_line(pod, f"[tfchart] {event.message}")
+            return
         events.write(f"{at} {event.line()}\n")
         if event.job_level or follow_logs:
             console.print(escape(f"[jobset] {event.line()}"), soft_wrap=True)
@@ -94,81 +100,65 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
         if suspend is not None and suspend.is_set() and not suspending:
             suspending.append(chief.name)
             console.print("suspending: the chief saves a checkpoint at its next step boundary, then every pod stops")
-            if controller is not None:
-                controller.suspend()
-            if chief.name in cluster.processes:  # the servers stay up for the save; running() stops them after
-                cluster.kill(chief.name, signal.SIGTERM)
         with lock:
             for name, process in list(cluster.processes.items()):
-                managed = controller is not None and controller.manages(name)
-                board.exited(name, None if process.running else process.exit_code,
-                             controller.restarts_of(name) if controller and managed else process.restarts)  # fmt: skip
-            if controller is not None:
-                board.workload = controller.describe()
-                for pod in plan.pods:
-                    if (waiting := controller.pending(pod.name)) is not None:
-                        board.pods[pod.name].state = waiting
-                    elif board.pods[pod.name].state.startswith("pending"):
-                        board.pods[pod.name].state = "starting"
+                board.exited(name, None if process.running else process.exit_code, controller.restarts_of(name))
+            board.workload = controller.describe() if plan.jobset else ""
+            for pod in plan.pods:
+                if (waiting := controller.pending(pod.name)) is not None:
+                    board.pods[pod.name].state = waiting
+                elif board.pods[pod.name].state.startswith("pending"):
+                    board.pods[pod.name].state = "starting"
             if live is not None:
                 live.update(board.renderable(console.width))
             elif not follow_logs and (line := board.plain_update()):
                 console.print(line)
 
     cluster = plan.cluster(on_line)
-    controller = None if plan.jobset is None else JobSetRun(plan.jobset, cluster, {p.name: p for p in plan.pods},
-                                                             on_event)  # fmt: skip
+    controller = JobSetRun(plan.workload, cluster, pods, on_event)
+    if resumed_since is not None:
+        objects.resumed(controller, resumed_since)
     started = time.monotonic()
     try:
         with running(cluster):
             with live if live is not None else nullcontext():
-                if controller is None:
-                    code = run_jobs(plan, cluster, chief, timeout, poll)
-                else:
-                    code = run_jobset(plan, cluster, controller, chief, timeout, poll, suspending)
+                code = run_workload(plan, cluster, controller, timeout, poll, suspending, console)
                 poll()
-                if suspending and code != 0 and not (controller is not None and controller.finished):
-                    return SUSPENDED_EXIT
-            return finish(plan, cluster, chief.name, code, time.monotonic() - started, keep_tensorboard, console,
-                          controller)  # fmt: skip
+                if code == SUSPENDED_EXIT:
+                    return code
+            culprit = (controller.first_failed.culprit if controller.first_failed else None) or chief.name
+            return finish(plan, cluster, culprit, code, time.monotonic() - started, keep_tensorboard, console,
+                          controller if plan.jobset else None)  # fmt: skip
     finally:
         for handle in [*files.values(), *([events] if events else [])]:
             handle.close()
 
 
-def run_jobs(plan: LocalPlan, cluster: Cluster, chief: LocalPod, timeout: float | None, poll: Any) -> int:
-    """Native workloads: every pod at once; the chief's exit code (worker 0's, then every worker's, without one)."""
-    cluster.start(plan.pods)
-    code = cluster.wait_for(chief.name, timeout, poll=poll)
-    if code == 0 and chief.role == WORKER:
-        # worker 0 is the chief: the workers' Job completes when every worker has exited 0
-        workers = [pod for pod in plan.pods if pod.role == WORKER]
-        code = max((cluster.wait_for(pod.name, 120, poll=poll) for pod in workers), default=0)
-    return code
-
-
-def run_jobset(plan: LocalPlan, cluster: Cluster, controller: JobSetRun, chief: LocalPod, timeout: float | None,
-               poll: Any, suspending: list[str]) -> int:  # fmt: skip
-    """workload.kind=jobset: the pods outside the JobSet (TensorBoard) at once, the JobSet's as its controllers
-    start them; 0 once the JobSet Completed, 1 once it Failed, or (suspending) the chief's exit code once it has
-    stopped."""
+def run_workload(plan: LocalPlan, cluster: Engine, controller: JobSetRun, timeout: float | None, poll: Any,
+                 suspending: list[str], console: Any) -> int:  # fmt: skip
+    """The pods outside the controllers (TensorBoard) at once, the others as their controllers start them, and
+    tfdcontract.lifecycle's plan carried out on them (objects.py) until the run is suspended (SUSPENDED_EXIT) or
+    has ended: 0 once the run's Job (or the JobSet) completed; once it failed, the exit code of the pod that failed
+    it (a JobSet's, or without one: 1)."""
     cluster.start([pod for pod in plan.pods if not controller.manages(pod.name)])
+    state = [""]
 
     def step() -> None:
         controller.reconcile()
+        state[0], lines = objects.advance(controller, bool(suspending))
+        for line in lines if not controller.finished else []:
+            console.print(f"  {line}", soft_wrap=True)
         poll()
 
-    def chief_stopped() -> bool:
-        process = cluster.processes.get(chief.name)
-        return bool(suspending) and (process is None or not process.running)
+    def done() -> bool:
+        return state[0] in (SUCCEEDED, FAILED) or (bool(suspending) and state[0] == SUSPENDED)
 
-    assert plan.jobset is not None
-    await_end(f"JobSet {plan.jobset.name}", lambda: controller.finished or chief_stopped(), timeout, step)
-    controller.reconcile()  # a chief that succeeded while the run was being suspended completes it
-    if controller.finished:
-        return 0 if controller.state == COMPLETED else 1
-    process = cluster.processes.get(chief.name)
-    return 1 if process is None or process.exit_code is None else int(process.exit_code) or 1
+    await_end(f"{plan.workload.kind} {plan.workload.name}", done, timeout, step)
+    if state[0] == SUSPENDED:
+        return SUSPENDED_EXIT
+    culprit = cluster.processes.get(controller.first_failed.culprit or "") if controller.first_failed else None
+    failed = 1 if plan.jobset or culprit is None or not culprit.exit_code else int(culprit.exit_code)
+    return 0 if state[0] == SUCCEEDED else failed
 
 
 def reported(result: dict[str, Any]) -> str:
@@ -180,7 +170,7 @@ def reported(result: dict[str, Any]) -> str:
     return ": " + ", ".join(parts) if parts else ""
 
 
-def finish(plan: LocalPlan, cluster: Cluster, chief: str, code: int, elapsed: float, keep_tensorboard: bool,
+def finish(plan: LocalPlan, cluster: Engine, chief: str, code: int, elapsed: float, keep_tensorboard: bool,
            console: Any, controller: JobSetRun | None = None) -> int:  # fmt: skip
     """The final summary (and TensorBoard kept on request, until Ctrl-C)."""
     from rich.markup import escape
