@@ -46,11 +46,6 @@ class Duration(click.ParamType[float, Any]):
 DURATION = Duration()
 
 
-def looks_like_chart(name: str) -> bool:
-    """A release name is a DNS label: one with a slash, or naming a .tgz, is a chart (helm's one-argument habit)."""
-    return "/" in name or name.endswith(".tgz")
-
-
 def positional_chart(kwargs: dict[str, Any], chart_argument: str | None, chart_option: str | None) -> str | None:
     """The chart of `NAME [CHART]` and --chart, which must not disagree; a lone positional that is a chart is
     the chart where NAME has a default (as `helm template CHART`), a usage error where NAME is required."""
@@ -59,7 +54,7 @@ def positional_chart(kwargs: dict[str, Any], chart_argument: str | None, chart_o
         if given and given.endswith((".yaml", ".yml")):
             raise click.UsageError(f"{given!r} is a values file, not a release name or a chart: pass it with "
                                    f"-f {given}")  # fmt: skip
-    if chart_argument is None and name and looks_like_chart(name):
+    if chart_argument is None and name and ("/" in name or name.endswith(".tgz")):  # a release name is a DNS label
         param = next(p for p in click.get_current_context().command.params if p.name == "name")
         if param.required:
             raise click.UsageError(f"NAME {name!r} is a chart, not a release name: give the name first, as helm "

@@ -88,7 +88,7 @@ class ValuesInputs:
         """The release's objects as helm renders them; refuses invalid values (or a broken policy)."""
         report = self.report(release, namespace)
         if not report.valid:
-            raise report.failure()
+            raise report.failures()[0]
         return report.manifests
 
     def over(self, deployed: bytes) -> ValuesInputs:

@@ -4,7 +4,7 @@ included), for mirroring into an air-gapped registry with `skopeo copy` or `cran
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tfchart.manifests.workloads import workloads
@@ -27,8 +27,7 @@ class PulledImage:
     components: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"image": self.image, "registry": self.registry, "repository": self.repository, "tag": self.tag,
-                "digest": self.digest, "components": self.components}  # fmt: skip
+        return asdict(self)
 
 
 def parse_reference(image: str) -> PulledImage:

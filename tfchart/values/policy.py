@@ -24,6 +24,7 @@ from tfchart.values.policy_rules import CHECKS, Context, Path_, Violation, dotte
 API_VERSION = "tf-distributed.io/policy/v1"
 SCHEMA_PATH = Path(__file__).with_name("policy.schema.json")
 
+
 @dataclass(frozen=True)
 class Policy:
     """A policy file that passed its schema."""

@@ -57,9 +57,6 @@ class Report:
                  ValidationFailed(self.violations, what="policy violation", where=f"(policy {self.policy_file})")]
         return [failure for failure in found if failure.problems]
 
-    def failure(self) -> ValidationFailed:
-        return self.failures()[0]
-
     def as_dict(self) -> dict[str, Any]:
         policy = {"file": self.policy_file, "checked": self.policy_checked,
                   "problems": [problem_dict(p) for p in self.policy_problems],
