@@ -170,32 +170,18 @@ def schema_at(schema: Schema, path: str) -> Schema | None:
 
 
 def fits(node: Schema, value: Any) -> bool:
-    """Whether the scalar `value` meets what `node` says of a scalar (type, enum, range, length, pattern)."""
-    if isinstance(value, (dict, list)):
+    """Whether the scalar `value` meets the schema `node`, as jsonschema reads it; a pattern must match the whole
+    value (Go's `$` is the end of the text, never before a final line break)."""
+    from jsonschema import Draft7Validator
+    from jsonschema.exceptions import SchemaError
+    from referencing.exceptions import Unresolvable
+
+    if isinstance(value, (dict, list)) or (isinstance(value, str) and "\n" in value and "pattern" in str(node)):
         return False
-    for word in ("oneOf", "anyOf"):
-        if word in node:
-            matched = sum(fits(branch, value) for branch in node[word])
-            if not matched or (word == "oneOf" and matched > 1):
-                return False
-    kinds = node.get("type", [])
-    if kinds and not any(_is(kind, value) for kind in ([kinds] if isinstance(kinds, str) else kinds)):
+    try:  # a $ref (to the whole schema, not at hand) is left out: the enum helm named stands beside it
+        return bool(Draft7Validator({k: v for k, v in node.items() if k != "$ref"}).is_valid(value))
+    except (re.error, SchemaError, Unresolvable):
         return False
-    if "enum" in node and not any(_is_same(value, choice) for choice in node["enum"]):
-        return False
-    if _is("number", value):
-        low, high = node.get("minimum", -math.inf), node.get("maximum", math.inf)
-        above, below = node.get("exclusiveMinimum", -math.inf), node.get("exclusiveMaximum", math.inf)
-        if not (low <= value <= high and above < value < below):
-            return False
-    if isinstance(value, str):
-        if not node.get("minLength", 0) <= len(value) <= node.get("maxLength", math.inf):
-            return False
-        try:
-            return "pattern" not in node or (re.search(node["pattern"], value) is not None and "\n" not in value)
-        except re.error:
-            return False
-    return True
 
 
 def nearest_choice(written: str, choices: list[str]) -> str | None:
@@ -286,7 +272,8 @@ def _nearest(node: Schema, origin: Origin | None) -> Any:
             choice = nearest_choice(origin.text, [str(choice) for choice in branch["enum"]])
             if choice is not None and fits(node, choice):
                 return choice
-        if _is("number", written) and math.isfinite(written) and (kinds := branch.get("type")) in ("integer", "number"):
+        numeric = isinstance(written, (int, float)) and not isinstance(written, bool)
+        if numeric and math.isfinite(written) and (kinds := branch.get("type")) in ("integer", "number"):
             number = math.floor(written + 0.5) if kinds == "integer" else written
             step = 1 if kinds == "integer" else 0
             low = max(branch.get("minimum", -math.inf), branch.get("exclusiveMinimum", -math.inf) + step)
@@ -322,14 +309,6 @@ def _helm_typed(text: str) -> Any:
     if text == "0" or (re.fullmatch(r"[+-]?[1-9][0-9]*", text) and -(2**63) <= int(text) < 2**63):
         return int(text)
     return text
-
-
-def _is(kind: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return kind == "boolean"
-    return {"integer": isinstance(value, int) or (isinstance(value, float) and value.is_integer()),
-            "number": isinstance(value, (int, float)), "string": isinstance(value, str),
-            "null": value is None}.get(kind, False)  # fmt: skip
 
 
 def _is_same(value: Any, other: Any) -> bool:
