@@ -158,13 +158,15 @@ class Kube:
             response.release_conn()
 
     def lister(self, kind: str, selector: Mapping[str, str]) -> Any:
-        """The client's list function of `kind` (jobs, pods, or a JobSet group/version/plural) in this namespace,
-        its selectors bound (field_selector / label_selector): what the watch calls with watch=True."""
+        """The client's list function of `kind` (jobs, pods, statefulsets, or a JobSet group/version/plural) in this
+        namespace, its selectors bound (field_selector / label_selector): what the watch calls with watch=True."""
         if kind == "jobs":
             function: Any = client.BatchV1Api(self.client).list_namespaced_job
             args: tuple[str, ...] = (self.namespace,)
         elif kind == "pods":
             function, args = client.CoreV1Api(self.client).list_namespaced_pod, (self.namespace,)
+        elif kind == "statefulsets":
+            function, args = client.AppsV1Api(self.client).list_namespaced_stateful_set, (self.namespace,)
         else:
             group, version, plural = kind.split("/")
             function = client.CustomObjectsApi(self.client).list_namespaced_custom_object

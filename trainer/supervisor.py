@@ -53,18 +53,21 @@ from http.server import ThreadingHTTPServer
 from types import FrameType
 from typing import Any
 
-from tfdcontract import (
-    END_REASON_ANNOTATION,
-    ENDING_ANNOTATION,
-    RECREATING_ANNOTATION,
-    STALLED,
-    STARTED_AT_ANNOTATION,
-    run_ended,
-)
+from tfdcontract import END_REASON_ANNOTATION, RECREATING_ANNOTATION, STALLED, STARTED_AT_ANNOTATION
 from tfdcontract.env import HEALTH_PORT_ENV
+from tfdcontract.lifecycle import (
+    STOPPED_WANTED,
+    SUSPENDED_WANTED,
+    Ending,
+    ending_of,
+    is_suspended,
+    recorded_ending,
+    wanted_of,
+)
 from trainer.kube import NO_ANSWER, ApiException, Kube, KubeTarget, target_from_env
-from trainer.supervisor_endings import Ending, now_text, parse_time, pending_ending, pod_is_up, why_not_running
+from trainer.supervisor_endings import now_text, parse_time, pending_ending, pod_is_up, why_not_running
 from trainer.supervisor_health import serve_health as serve
+from trainer.supervisor_plan import Planning
 from trainer.supervisor_progress import Following
 from trainer.supervisor_settings import Settings, SupervisorConfigError
 from trainer.supervisor_watch import Watcher
@@ -75,7 +78,7 @@ log = logging.getLogger("trainer.supervisor")
 
 
 @dataclass
-class Supervisor(Following):
+class Supervisor(Following, Planning):
     """One supervised run. ``clock`` and ``sleep`` are injectable for tests: with ``sleep``, the loop sleeps the
     poll between two looks and watches nothing; without, it waits for a watch event or the poll."""
 
@@ -95,7 +98,10 @@ class Supervisor(Following):
     step_seen: tuple[int, float | None] | None = None
     woken: threading.Event = field(default_factory=threading.Event)  # a watch saw something: look now
     run_watch: Watcher | None = None
-    pod_watch: Watcher | None = None  # while the run has not started (a start timeout, stalls)
+    # The TensorFlow pods while the run has not started (a start timeout, stalls) or a step of the plan waits for
+    # them; the ps/worker StatefulSets, by name, while a step waits (for their Ready replicas).
+    watches: dict[str, Watcher] = field(default_factory=dict)
+    seen: dict[str, Any] | None = None  # the run's object at the last look (None: gone)
     started_seen: bool = False  # the last look found the run started
     # The run's object's last state, from its watch's DELETED event: its uid, and whether `tfchart upgrade
     # --recreate` marked it (it is then created again).
@@ -117,7 +123,7 @@ class Supervisor(Following):
     def observe(self) -> Ending | None:
         """One look at the run's object, its Job or JobSet (and, until the run started, its TensorFlow pods)."""
         kind = self.kind
-        job = self.api("GET", kind.path(self))
+        job = self.seen = self.api("GET", kind.path(self))
         now = self.clock()
         metadata = (job or {}).get("metadata") or {}
         if job is None or metadata.get("deletionTimestamp"):
@@ -127,15 +133,15 @@ class Supervisor(Following):
             self.step_seen, self.own_uid = None, None
         self.job_uid, self.missing_since = metadata.get("uid"), None
         annotations = metadata.get("annotations") or {}
-        if run_ended(annotations):
-            return Ending(str(annotations[ENDING_ANNOTATION]), str(annotations.get(END_REASON_ANNOTATION, "")),
-                          recorded=True)
+        recorded = recorded_ending(job)
+        if recorded is not None:
+            return recorded
         if annotations.get(END_REASON_ANNOTATION):  # a start timeout or a stall is ending it
             kind.carry_out(self, str(annotations[END_REASON_ANNOTATION]))
             return pending_ending(str(annotations[END_REASON_ANNOTATION]))
-        ending = kind.ending(job)
-        # A suspended run is waited for: no start timeout, no stall (tfchart suspend, Kueue).
-        suspended = ending is None and kind.suspended(job)
+        ending = ending_of({**job, "kind": self.settings.run_kind})
+        # A suspended run (or one asked to be) is waited for: no start timeout, no stall (tfchart suspend, Kueue).
+        suspended = ending is None and (is_suspended(job) or wanted_of(job) == SUSPENDED_WANTED)
         started = parse_time(annotations.get(STARTED_AT_ANNOTATION))
         if ending is None and not suspended and started is None and self.settings.watches_start:
             ending, started = self.check_start(job, now)
@@ -157,9 +163,8 @@ class Supervisor(Following):
             annotations = metadata.get("annotations") or {}
             if RECREATING_ANNOTATION not in annotations:
                 return deleted
-            if run_ended(annotations):  # ended as stuck by a supervisor before this one
-                return Ending(str(annotations[ENDING_ANNOTATION]), str(annotations.get(END_REASON_ANNOTATION, "")),
-                              recorded=True)
+            if recorded_ending(job) is not None:  # ended as stuck by a supervisor before this one
+                return recorded_ending(job)
             # --recreate deletes it to create it again: waited for from its deletionTimestamp (the cluster's clock,
             # which a restarted supervisor reads again), not for ever: a finalizer may hold it, or the upgrade
             # stopped before helm ran
@@ -248,11 +253,13 @@ class Supervisor(Following):
                 self.woken.clear()  # an event from now on makes the next look
                 self.due = None
                 try:
-                    ending = self.observe()
-                    if ending is not None:
-                        self.finish(ending)
-                        self.scale_self_down()
-                        return 0
+                    ending, run = self.observe(), self.seen
+                    live = run is not None and not (run.get("metadata") or {}).get("deletionTimestamp")
+                    if ending is not None or (live and wanted_of(run) == STOPPED_WANTED):
+                        if self.conclude(run, ending):
+                            return 0
+                    elif live and run is not None:
+                        self.pursue(run)
                 except ApiException as error:
                     if error.status:
                         log.warning("API request failed: HTTP %s %s (does the supervisor's Role allow it?); "
@@ -267,7 +274,7 @@ class Supervisor(Following):
                     self.follow_pods()
                     self.wait_for_change()
         finally:
-            for watch in (self.run_watch, self.pod_watch):
+            for watch in (self.run_watch, *self.watches.values()):
                 if watch is not None:
                     watch.stop()
         log.info("stopped before the run ended")
@@ -283,15 +290,20 @@ class Supervisor(Following):
         self.woken.set()
 
     def follow_pods(self) -> None:
-        """The TensorFlow pods are watched while the run has not started (and a start timeout or stalls are
-        looked for): the look that finds them all up comes with the last one's event."""
-        wanted = self.settings.watches_start and not self.started_seen
-        if wanted and self.pod_watch is None:
-            self.pod_watch = self.watcher("TensorFlow pods", "pods",
-                                          {"label_selector": self.settings.pod_selector}).start()
-        elif not wanted and self.pod_watch is not None:
-            self.pod_watch.stop()
-            self.pod_watch = None
+        """The TensorFlow pods are watched while the run has not started (and a start timeout or stalls are looked
+        for), and with the ps/worker StatefulSets (by name) while a step of the plan waits: the look that finds what
+        was waited for comes with the event."""
+        s = self.settings
+        wanted = {"pods": ("TensorFlow pods", "pods", {"label_selector": s.pod_selector})} if self.waiting or (
+            s.watches_start and not self.started_seen) else {}
+        if self.waiting:
+            wanted |= {name: (f"StatefulSet {name}", "statefulsets", {"field_selector": f"metadata.name={name}"})
+                       for name in s.statefulsets}
+        for key in [key for key in self.watches if key not in wanted]:
+            self.watches.pop(key).stop()
+        for key, (name, kind, selector) in wanted.items():
+            if key not in self.watches:
+                self.watches[key] = self.watcher(name, kind, selector).start()
 
     def wait_for_change(self) -> None:
         """Until a watch event, the poll interval (the periodic look: progress, the stall clock) or a time-based

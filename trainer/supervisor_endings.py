@@ -1,65 +1,14 @@
-"""Deciding: a run's ending from what the cluster stores (the controllers' conditions, the pods' states)."""
+"""Deciding: what the supervisor reads besides the run's ending (times, the pods' states); the ending itself and the
+run's state are tfdcontract.lifecycle's (one model, shared with tfchart and `tfchart local`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from tfdcontract import CHIEF, STALLED, STALLED_REASON_PREFIX
-
-
-@dataclass(frozen=True)
-class Ending:
-    """How the run ended: kind is succeeded | failed | deleted | start-timeout | stalled."""
-
-    kind: str
-    reason: str
-    recorded: bool = False  # read back from the Job's record: already carried out
-    record: bool = True  # the record goes on the run's object (not on one that is gone)
-
-    @property
-    def succeeded(self) -> bool:
-        return self.kind == "succeeded"
-
-
-def condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if isinstance(cond, Mapping) and cond.get("type") == kind and cond.get("status") == "True":
-            return cond
-    return None
-
-
-def job_ending(job: Mapping[str, Any]) -> Ending | None:
-    """The ending the Job controller wrote into a chief Job's status, or None while it runs."""
-    name = (job.get("metadata") or {}).get("name", CHIEF)
-    for kind in ("Complete", "SuccessCriteriaMet"):
-        if condition(job, kind):
-            return Ending("succeeded", f"Succeeded: Job {name} completed")
-    for kind in ("Failed", "FailureTarget"):
-        cond = condition(job, kind)
-        if cond:
-            reason = str(cond.get("reason") or "Failed")
-            message = str(cond.get("message") or "").strip()
-            return Ending("failed", f"Failed: {reason}" + (f": {message}" if message else ""))
-    return None
-
-
-def jobset_ending(jobset: Mapping[str, Any]) -> Ending | None:
-    """The ending JobSet's controller wrote into a JobSet's status, or None while it runs: Completed (its success
-    policy: the chief's Job completed), Failed with JobSet's reason and message (a failure policy rule's FailJobSet,
-    ReachedMaxRestarts), else its terminalState."""
-    name = (jobset.get("metadata") or {}).get("name", "")
-    terminal = (jobset.get("status") or {}).get("terminalState")
-    if condition(jobset, "Completed") or terminal == "Completed":
-        return Ending("succeeded", f"Succeeded: JobSet {name} completed")
-    cond = condition(jobset, "Failed")
-    if cond or terminal == "Failed":
-        reason = str((cond or {}).get("reason") or "Failed")
-        message = str((cond or {}).get("message") or "").strip()
-        return Ending("failed", f"Failed: {reason}" + (f": {message}" if message else ""))
-    return None
+from tfdcontract import STALLED, STALLED_REASON_PREFIX
+from tfdcontract.lifecycle import Ending
 
 
 def parse_time(text: object) -> float | None:

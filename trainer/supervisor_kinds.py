@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tfdcontract import END_REASON_ANNOTATION
-from trainer.supervisor_endings import Ending, condition, job_ending, jobset_ending, parse_time
+from tfdcontract.lifecycle import job_ending
+from trainer.supervisor_endings import parse_time
 
 if TYPE_CHECKING:
     from trainer.supervisor_act import Acting as Supervisor
@@ -27,12 +28,6 @@ class JobRun:
         return sup.job_path(sup.settings.run_object)
 
     list_kind = "jobs"  # what the run's object is listed (and watched) as; the Role allows it by name's selector
-
-    def ending(self, run: Mapping[str, Any]) -> Ending | None:
-        return job_ending(run)
-
-    def suspended(self, run: Mapping[str, Any]) -> bool:
-        return bool((run.get("spec") or {}).get("suspend"))
 
     def end(self, sup: Supervisor, reason: str) -> None:
         """Ends a run that cannot start or stalled: its reason and the deadline, in one PATCH of its Job."""
@@ -65,12 +60,6 @@ class JobSetRun(JobRun):
         return sup.path(JOBSET_API, "jobsets", sup.settings.run_object)
 
     list_kind = f"{JOBSET_API}/jobsets"
-
-    def ending(self, run: Mapping[str, Any]) -> Ending | None:
-        return jobset_ending(run)
-
-    def suspended(self, run: Mapping[str, Any]) -> bool:
-        return super().suspended(run) or condition(run, "Suspended") is not None
 
     def end(self, sup: Supervisor, reason: str) -> None:
         """The reason on the JobSet first (a restarted supervisor reads it back and carries the ending out), then

@@ -17,10 +17,11 @@ from tfdcontract import (
     format_job_progress,
     parse_job_progress,
 )
+from tfdcontract.lifecycle import Ending
 from trainer.kube import NO_ANSWER, ApiException
 from trainer.progress import LOG_TAIL_LINES, Report, next_progress, report, stalled, worth_writing
 from trainer.supervisor_act import Acting
-from trainer.supervisor_endings import Ending, parse_time
+from trainer.supervisor_endings import parse_time
 
 log = logging.getLogger("trainer.supervisor")
 

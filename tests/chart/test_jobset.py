@@ -365,15 +365,15 @@ def test_policies_order_names_and_pods_are_the_native_runs(case: str) -> None:
     # name; it may scale nothing but itself, and touch no StatefulSet and no other Job
     chief_job = f"{jobset['metadata']['name']}-{run_role}-0"
     env = env_of(pod_spec(named(docs, "Deployment", f"{PREFIX}-supervisor"))["containers"][0])
-    # the TensorFlow pods are watched until the run started where the stall clock waits for that start
-    pod_verbs = ["list", "watch"] if int(env["TFD_STALL_TIMEOUT_SECONDS"]) else ["list"]
     assert named(docs, "Role", f"{PREFIX}-supervisor")["rules"] == [
         {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "resourceNames": [PREFIX],
          "verbs": ["get", "list", "patch", "watch"]},  # watched by name (a metadata.name field selector)
         {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": [chief_job], "verbs": ["get", "patch"]},
         {"apiGroups": ["apps"], "resources": ["deployments/scale"], "resourceNames": [f"{PREFIX}-supervisor"],
-         "verbs": ["patch"]},
-        {"apiGroups": [""], "resources": ["pods"], "verbs": pod_verbs},
+         "verbs": ["get", "patch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},  # a suspension waits for them
+        # Kueue's Workload of the JobSet, whose spec.active suspends it (named by Kueue: not by name)
+        *([{"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["list", "patch"]}] if queue else []),
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
     ]  # fmt: skip
     assert (env["TFD_RUN_KIND"], env["TFD_RUN_NAME"], env["TFD_CHIEF_JOB"], env["TFD_PROGRESS_JOB"],

@@ -347,20 +347,24 @@ def test_supervisor_role_names_exactly_the_objects_it_touches_and_only_their_sca
         # the run's Job watched (its endings as they happen): by name, which RBAC allows with a metadata.name
         # field selector only, and the evaluator's Job is not watched
         {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": [f"{PREFIX}-chief"], "verbs": ["list", "watch"]},  # noqa: E501
+        # read (a suspension records their replicas, a resume waits for them Ready, watched by name meanwhile)
+        {"apiGroups": ["apps"], "resources": ["statefulsets"], "resourceNames": [f"{PREFIX}-ps", f"{PREFIX}-worker"],
+         "verbs": ["get", "list", "watch"]},
         {
             "apiGroups": ["apps"],
             "resources": ["statefulsets/scale"],  # the scale only: never a StatefulSet's pod template
             "resourceNames": [f"{PREFIX}-ps", f"{PREFIX}-worker"],
-            "verbs": ["get", "patch"],
+            "verbs": ["patch"],
         },
         {
             "apiGroups": ["apps"],
             "resources": ["deployments/scale"],
             "resourceNames": [f"{PREFIX}-supervisor"],
-            "verbs": ["patch"],
+            "verbs": ["get", "patch"],
         },
-        # the chief's progress (supervisor.progress.enabled): its pod, found by its Job's label, and its log
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        # the TensorFlow pods: a suspension waits for them to stop (and the chief's progress finds its pod)
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
+        # the chief's progress (supervisor.progress.enabled): its log
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
     ]
     binding = named(docs, "RoleBinding", f"{PREFIX}-supervisor")
@@ -382,15 +386,13 @@ def test_supervisor_role_names_exactly_the_objects_it_touches_and_only_their_sca
                          "supervisor.progress.enabled=false"])
     rules = named(timed, "Role", f"{PREFIX}-supervisor")["rules"]
     assert rules[0]["resourceNames"] == [f"{PREFIX}-chief", f"{PREFIX}-evaluator"]
-    # the TensorFlow pods watched until the run started (the start timeout's and the stall clock's start)
+    # and their events, to name a start timeout's cause
     assert rules[-1] == {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["list", "watch"]}
-    stalls = named(render(sets=["training.stallTimeoutSeconds=600"]), "Role", f"{PREFIX}-supervisor")["rules"]
-    assert {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]} in stalls
     assert env_of(pod_spec(named(timed, "Deployment", f"{PREFIX}-supervisor"))["containers"][0])["TFD_PROGRESS"] == (
         "false")
-    # without progress, the scale of the StatefulSets and the Job only: no pod, no log
+    # without progress, no pod's log
     quiet = render(sets=["supervisor.progress.enabled=false"])
-    assert named(quiet, "Role", f"{PREFIX}-supervisor")["rules"] == role["rules"][:4]
+    assert named(quiet, "Role", f"{PREFIX}-supervisor")["rules"] == role["rules"][:6]
     # single_device: the supervisor only writes the chief's progress; without it, nothing for one to do
     alone = render(sets=["training.strategy=single_device"])
     assert [r["resources"] for r in named(alone, "Role", f"{PREFIX}-supervisor")["rules"]] == [

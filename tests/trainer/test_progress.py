@@ -134,13 +134,14 @@ def test_the_last_progress_is_written_at_the_ending_before_the_record() -> None:
         now[0] = T0 + 1  # within the 15 s: the last one is written all the same
         ending = sup.observe()
         assert ending is not None and ending.kind == "succeeded"
-        sup.finish(ending)
+        assert sup.conclude(sup.seen, ending)
         # a chief that prints step lines only: its state is its Job's
         done = JobProgress(SUCCEEDED, 100, None, None, 0.1, None, None, "2026-11-22T12:00:01Z", "2026-11-22T12:00:01Z")
         writes = server.writes()
         assert writes[1] == progress_patch(format_job_progress(done))
         assert [(method, path) for method, path, _ in writes[2:]] == [
-            ("PATCH", f"{STS}/r-ps/scale"), ("PATCH", f"{STS}/r-worker/scale"), ("PATCH", JOB)]
+            ("PATCH", f"{STS}/r-ps/scale"), ("PATCH", f"{STS}/r-worker/scale"), ("PATCH", JOB),
+            ("PATCH", f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/r-sup/scale")]
         assert job_annotations(server)["tf-distributed.io/ending"] == "succeeded"
 
 
@@ -185,8 +186,7 @@ def test_a_step_that_stops_rising_ends_the_run_as_stalled_and_frees_everything()
         ending = sup.observe()
         reason = "Stalled: step 40 has not risen for 600 s"
         assert ending is not None and (ending.kind, ending.reason) == ("stalled", reason)
-        sup.finish(ending)
-        sup.scale_self_down()
+        assert sup.conclude(sup.seen, ending)
         annotations = {"tf-distributed.io/ending": "stalled", "tf-distributed.io/end-reason": reason,
                        "tf-distributed.io/ended-at": "2026-11-22T12:10:10Z"}
         assert server.writes()[writes:] == [

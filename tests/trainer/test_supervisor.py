@@ -40,10 +40,10 @@ from tests.kubeapi import JobController, KubeServer, Request, kube_server
 from tests.trainer.conftest import service_account_dir
 from tfchart.cluster.upgrade import delete_to_recreate, immutable_changes
 from tfchart.local.processes import LocalCluster, LocalPod, localise_cluster, pods_from_manifests, python_bin_dir
+from tfdcontract import COMPONENT_LABEL, JobProgress, parse_job_progress, parse_step_line
 from tfdcontract import ENDED_AT_ANNOTATION as ENDED_AT
 from tfdcontract import PROGRESS_ANNOTATION as PROGRESS
 from tfdcontract import RECREATING_ANNOTATION as RECREATING
-from tfdcontract import JobProgress, parse_job_progress, parse_step_line
 from trainer.kube import KubeTarget
 from trainer.supervisor import Settings, Supervisor, main, now_text, serve_health
 
@@ -638,8 +638,10 @@ def objects(**job_status: Any) -> list[dict[str, Any]]:
     meta = {"namespace": NAMESPACE, "annotations": {"tf-distributed.io/run-spec": "abc"}}
     return [
         {"kind": "Job", "metadata": {"name": "r-chief", "namespace": NAMESPACE}, "spec": {}, "status": job_status},
-        {"kind": "StatefulSet", "metadata": {**meta, "name": "r-ps"}, "spec": {"replicas": 2}},
-        {"kind": "StatefulSet", "metadata": {**meta, "name": "r-worker"}, "spec": {"replicas": 3}},
+        {"kind": "StatefulSet", "metadata": {**meta, "name": "r-ps", "labels": {COMPONENT_LABEL: "ps"}},
+         "spec": {"replicas": 2}},
+        {"kind": "StatefulSet", "metadata": {**meta, "name": "r-worker", "labels": {COMPONENT_LABEL: "worker"}},
+         "spec": {"replicas": 3}},
         {"kind": "Deployment", "metadata": {"name": "r-sup", "namespace": NAMESPACE}, "spec": {"replicas": 1}},
     ]
 
@@ -665,16 +667,18 @@ def test_a_restarted_supervisor_of_an_ended_run_only_scales_itself_down() -> Non
 
 
 def test_the_supervisor_touches_only_scales_and_the_runs_job() -> None:
-    """What the Role allows (templates/rbac/role.yaml): the run's Job, and the scale of the rest."""
+    """What the Role allows (templates/rbac/role.yaml): the run's Job, and the scale of the rest; it reads the
+    StatefulSets, the TensorFlow pods and its own scale (the plan's view)."""
     with kube_server() as server:
         server.add(*objects(conditions=[{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]))
         supervisor(server).run()
         touched = {(r.method, r.path.split("?")[0]) for r in server.requests}
+        own = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/r-sup/scale"
         assert touched == {
             ("GET", f"{JOBS_OF_R}/r-chief"), ("PATCH", f"{JOBS_OF_R}/r-chief"),
-            ("GET", f"{STS}/r-ps/scale"), ("PATCH", f"{STS}/r-ps/scale"),
-            ("GET", f"{STS}/r-worker/scale"), ("PATCH", f"{STS}/r-worker/scale"),
-            ("PATCH", f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/r-sup/scale"),
+            ("GET", f"{STS}/r-ps"), ("PATCH", f"{STS}/r-ps/scale"),
+            ("GET", f"{STS}/r-worker"), ("PATCH", f"{STS}/r-worker/scale"),
+            ("GET", f"/api/v1/namespaces/{NAMESPACE}/pods"), ("GET", own), ("PATCH", own),
         }
 
 
@@ -695,7 +699,7 @@ def test_a_job_created_again_is_a_new_run() -> None:
         server.add(job)
         ending = sup.observe()
         assert ending is not None and ending.kind == "succeeded"
-        sup.finish(ending)
+        sup.conclude(sup.seen, ending)
         assert job_annotations(server)["tf-distributed.io/ending"] == "succeeded"
         assert server.get("StatefulSet", NAMESPACE, "r-worker")["spec"]["replicas"] == 0  # type: ignore[index]
 
@@ -726,7 +730,7 @@ def test_a_marked_job_that_stays_terminating_is_waited_for_from_its_deletion_onl
                   "for 60 s, over the 60 s allowed (supervisor.chiefMissingSeconds; finalizers: "
                   "example.com/never-removed)")
         assert ending is not None and (ending.kind, ending.reason) == ("deleted", reason)
-        restarted.finish(ending)
+        restarted.conclude(restarted.seen, ending)
         assert job_annotations(server)["tf-distributed.io/ending"] == "deleted"
         assert job_annotations(server)["tf-distributed.io/end-reason"] == reason
         assert server.get("StatefulSet", NAMESPACE, "r-ps")["spec"]["replicas"] == 0  # type: ignore[index]

@@ -160,8 +160,7 @@ def test_a_stall_ends_the_jobset_run_through_its_chief_job_s_deadline_and_record
         now[0] = T0 + 600
         ending = sup.observe()
         assert ending is not None and (ending.kind, ending.reason) == ("stalled", STALLED)
-        sup.finish(ending)
-        sup.scale_self_down()
+        assert sup.conclude(sup.seen, ending)
         record_of_the_end = {ENDING_ANNOTATION: "stalled", END_REASON_ANNOTATION: STALLED,
                              ENDED_AT_ANNOTATION: time_text(T0 + 600)}
         assert server.writes()[2:] == [
@@ -179,6 +178,7 @@ def test_a_stall_ends_the_jobset_run_through_its_chief_job_s_deadline_and_record
         assert {key[2] for key in server.objects if key[0] == "jobs"} == {f"{PREFIX}-chief-0"}
         assert not [key for key in server.objects if key[0] == "pods"]
         # a supervisor started again (the Deployment at 1 after an upgrade) reads the record and only scales itself
+        server.update("Deployment", NS, f"{PREFIX}-supervisor", {"spec": {"replicas": 1}})
         writes = len(server.writes())
         assert supervisor(server, [T0 + 900]).run() == 0
         assert server.writes()[writes:] == [SELF_DOWN]

@@ -1,0 +1,194 @@
+"""Where the run supervisor runs, it is the only actor on its run (issue 35, docs/lifecycle.md).
+
+`tfchart suspend`, `resume` and `stop` (the real CLI) write the wanted state on the run's Job
+(`tf-distributed.io/wanted`) and wait; the rendered supervisor, run as `python -m trainer.supervisor` with its
+rendered environment against the loopback API (tests/kubeapi.py), with its rendered Role enforced (its token is its
+ServiceAccount's, tfchart's the admin's), hears it through its watch and carries tfdcontract.lifecycle's plan out.
+The API's request log tells who wrote what: only the supervisor scaled ps/worker and wrote the Job's spec.suspend.
+No TensorFlow: the pods are objects that `Controllers` makes and deletes as Kubernetes' Job, StatefulSet and
+Deployment controllers would, after every write.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import kubeapi as kf
+from tests.chartlib import REPO, named, render
+from tests.kubeapi import KubeServer, Request
+from tests.kubeapi_rbac import service_account
+from tests.trainer.conftest import service_account_dir
+from tests.trainer.test_supervisor import E2E_VALUES, JOBS, NAMESPACE, PREFIX, STS, container_env, free_port, health
+from tfchart.local.processes import python_bin_dir
+from tfdcontract import PROGRESS_ANNOTATION, SUSPENDED_ANNOTATION, parse_suspension
+from tfdcontract.lifecycle import WANTED_ANNOTATION
+
+SA_TOKEN = "test-token"  # the supervisor's (service_account_dir); tfchart's kubeconfig holds the admin's
+CHIEF = f"{PREFIX}-chief"
+SETS = ["ps.replicas=1", "worker.replicas=2", "tensorboard.enabled=false", "serving.enabled=false",
+        "supervisor.pollSeconds=300"]  # every step must come from a watch event, never from the poll
+SELF = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{PREFIX}-supervisor/scale"
+
+
+class Controllers:
+    """The Job, StatefulSet and Deployment controllers of this release, reconciled after every write: the chief
+    Job's pod runs unless the Job is suspended (the Job controller deletes it then); each StatefulSet has a Ready pod
+    per replica and reports them; the supervisor's Deployment reports a Ready replica while its process runs and
+    the Deployment is not at 0."""
+
+    def __init__(self, server: KubeServer, docs: list[dict[str, Any]], process: subprocess.Popen[bytes]) -> None:
+        self.server, self.docs, self.process = server, docs, process
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True, name="controllers")
+
+    def run(self) -> None:
+        server = self.server
+        while not self.stopping.is_set():
+            with server.changed:
+                revision = server.revision
+                self.reconcile()
+                if server.revision == revision:  # nothing more to do until the next write
+                    server.changed.wait(0.5)
+
+    def reconcile(self) -> None:
+        server, pods = self.server, {key[2] for key in self.server.objects if key[0] == "pods"}
+        job = server.get("Job", NAMESPACE, CHIEF)
+        chief = kf.pod(named(self.docs, "Job", CHIEF), f"{CHIEF}-x7k2p", created=kf.now_text())
+        held = job is not None and not job["spec"].get("suspend") and not (job.get("status") or {}).get("conditions")
+        if held and chief["metadata"]["name"] not in pods:
+            server.add(chief)
+        elif not held and chief["metadata"]["name"] in pods:
+            server.delete("Pod", NAMESPACE, chief["metadata"]["name"])
+        for role in ("ps", "worker"):
+            found = server.get("StatefulSet", NAMESPACE, f"{PREFIX}-{role}")
+            assert found is not None
+            replicas = int(found["spec"].get("replicas", 1))
+            for index in range(max(replicas, 4)):
+                name = f"{PREFIX}-{role}-{index}"
+                if index < replicas and name not in pods:
+                    server.add(kf.pod(found, index=index, created=kf.now_text()))
+                elif index >= replicas and name in pods:
+                    server.delete("Pod", NAMESPACE, name)
+            status = {"replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas,
+                      "observedGeneration": found["metadata"].get("generation", 1)}  # fmt: skip
+            if {k: (found.get("status") or {}).get(k) for k in status} != status:
+                server.update("StatefulSet", NAMESPACE, f"{PREFIX}-{role}", {"status": status})
+        deployment = server.get("Deployment", NAMESPACE, f"{PREFIX}-supervisor")
+        assert deployment is not None
+        ready = 1 if self.process.poll() is None and deployment["spec"].get("replicas", 1) else 0
+        if (deployment.get("status") or {}).get("readyReplicas", 0) != ready:
+            server.update("Deployment", NAMESPACE, f"{PREFIX}-supervisor", {"status": {
+                "replicas": ready, "readyReplicas": ready or None, "availableReplicas": ready or None}})
+
+
+@pytest.fixture
+def release(tmp_path: Path) -> Iterator[tuple[KubeServer, list[dict[str, Any]], subprocess.Popen[bytes]]]:
+    """The rendered release in the API (its supervisor's Role and binding enforced), the supervisor running and
+    watching its Job, and the controllers."""
+    docs = render(values=[E2E_VALUES], sets=SETS, namespace=NAMESPACE)
+    server = KubeServer()
+    kinds = ("StatefulSet", "Job", "Deployment", "ServiceAccount", "Role", "RoleBinding")
+    server.add(*[d for d in docs if d["kind"] in kinds])
+    server.authenticate({SA_TOKEN: service_account(NAMESPACE, f"{PREFIX}-supervisor")})
+    container = named(docs, "Deployment", f"{PREFIX}-supervisor")["spec"]["template"]["spec"]["containers"][0]
+    port = free_port()
+    env = {**container_env(container), "TFD_KUBE_API": server.url, "PATH": f"{python_bin_dir()}:/usr/bin:/bin",
+           "TFD_SERVICEACCOUNT_DIR": str(service_account_dir(tmp_path / "sa", NAMESPACE)),
+           "TFD_HEALTH_PORT": str(port)}  # fmt: skip
+    process = subprocess.Popen([sys.executable, "-m", "trainer.supervisor"], env=env, cwd=REPO,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    controllers = Controllers(server, docs, process)
+    controllers.thread.start()
+    try:
+        with server.answered_one:  # watching the run's Job: from now on it hears the wanted state
+            assert server.answered_one.wait_for(lambda: any(
+                r.call.verb == "watch" and r.call.resource == "jobs" for r in server.requests), 120)
+        assert health(port) == 200
+        yield server, docs, process
+    finally:
+        controllers.stopping.set()
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        controllers.thread.join(10)
+        server.close()
+
+
+def tfchart(server: KubeServer, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tfchart", *args, "mnist", "--kubeconfig",
+                           str(server.kubeconfig(NAMESPACE)), "--timeout", "120s"], cwd=REPO, capture_output=True,
+                          text=True, timeout=180, check=False)  # fmt: skip
+
+
+def by_supervisor(request: Request) -> bool:
+    return request.headers.get("authorization") == f"Bearer {SA_TOKEN}"
+
+
+def state_writes(server: KubeServer) -> list[tuple[str, str, Any]]:
+    """Who changed what: (who, path, body), the supervisor's progress records left out."""
+    return [("supervisor" if by_supervisor(r) else "tfchart", r.path, r.body) for r in server.requests if r.writes
+            and set(((r.body or {}).get("metadata") or {}).get("annotations") or {}) != {PROGRESS_ANNOTATION}]
+
+
+def replicas(server: KubeServer, kind: str, name: str) -> int:
+    return int((server.get(kind, NAMESPACE, name) or {})["spec"]["replicas"])
+
+
+def test_suspend_resume_and_stop_are_carried_out_by_the_supervisor_alone(
+    release: tuple[KubeServer, list[dict[str, Any]], subprocess.Popen[bytes]],
+) -> None:
+    server, _, process = release
+    suspended = tfchart(server, "suspend")
+    assert suspended.returncode == 0, suspended.stderr
+    assert "asked the run supervisor" in suspended.stdout, suspended.stdout
+    job = server.get("Job", NAMESPACE, CHIEF) or {}
+    record = parse_suspension(job["metadata"]["annotations"])
+    assert job["spec"]["suspend"] is True and record is not None and record.replicas == {"ps": 1, "worker": 2}
+    assert [key[2] for key in server.objects if key[0] == "pods"] == []  # every pod released
+    assert replicas(server, "StatefulSet", f"{PREFIX}-ps") == replicas(server, "StatefulSet", f"{PREFIX}-worker") == 0
+
+    resumed = tfchart(server, "resume")
+    assert resumed.returncode == 0, resumed.stderr
+    job = server.get("Job", NAMESPACE, CHIEF) or {}
+    assert not job["spec"]["suspend"] and SUSPENDED_ANNOTATION not in job["metadata"]["annotations"]
+    assert (replicas(server, "StatefulSet", f"{PREFIX}-ps"), replicas(server, "StatefulSet", f"{PREFIX}-worker")) == (
+        1, 2)
+
+    stopped = tfchart(server, "stop", "--end-run")
+    assert stopped.returncode == 0, stopped.stderr
+    annotations = (server.get("Job", NAMESPACE, CHIEF) or {})["metadata"]["annotations"]
+    assert annotations["tf-distributed.io/ending"] == "stopped"
+    assert replicas(server, "StatefulSet", f"{PREFIX}-worker") == replicas(server, "Deployment",
+                                                                          f"{PREFIX}-supervisor") == 0
+    process.send_signal(signal.SIGTERM)  # what Kubernetes does once its Deployment is at 0
+    log = process.communicate(timeout=30)[0].decode()
+    assert process.returncode == 0, log
+
+    # tfchart wrote the wanted state, and nothing else; the supervisor everything that acted, in the plan's order,
+    # each request one its Role allows
+    assert [request for request in server.requests if by_supervisor(request) and request.status >= 400] == [], log
+    job_path, scale = f"{JOBS}/{CHIEF}", f"{STS}/{PREFIX}-{{}}/scale"
+    wanted = [("tfchart", job_path, {"metadata": {"annotations": {WANTED_ANNOTATION: state}}})
+              for state in ("suspended", "running", "stopped")]
+    writes = state_writes(server)
+    assert [w for w in writes if w[0] == "tfchart"] == wanted
+    shown = [(path, sorted(body.get("spec") or {}), sorted((body.get("metadata") or {}).get("annotations") or {}))
+             for who, path, body in writes if who == "supervisor"]
+    ending = ["tf-distributed.io/end-reason", "tf-distributed.io/ended-at", "tf-distributed.io/ending"]
+    assert shown == [
+        (job_path, ["suspend"], [SUSPENDED_ANNOTATION]),  # the chief's pod stops (it saves its checkpoint) first
+        (scale.format("ps"), ["replicas"], []), (scale.format("worker"), ["replicas"], []),
+        (scale.format("ps"), ["replicas"], []), (scale.format("worker"), ["replicas"], []),  # Ready before the chief
+        (job_path, ["suspend"], [SUSPENDED_ANNOTATION]),
+        (job_path, ["suspend"], []), (scale.format("ps"), ["replicas"], []), (scale.format("worker"), ["replicas"], []),
+        (job_path, [], ending), (SELF, ["replicas"], []),
+    ], log
+    assert "suspended asked for: reached" in log and "stop asked for on chief Job" in log
