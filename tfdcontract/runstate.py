@@ -131,32 +131,46 @@ class Ending:
         return self.kind == "succeeded"
 
 
+#: A condition that is True -> the state it means, per kind of run object (SuccessCriteriaMet and FailureTarget are
+#: set before Complete and Failed, while a Job's last pods terminate); a JobSet's terminalState counts as its condition.
+ENDED_BY: Mapping[str, Mapping[str, str]] = {
+    "Job": {"Complete": SUCCEEDED, "SuccessCriteriaMet": SUCCEEDED, "Failed": FAILED, "FailureTarget": FAILED},
+    "JobSet": {"Completed": SUCCEEDED, "Failed": FAILED},
+}
+
+
+def ended(obj: Mapping[str, Any], kind: str = "Job") -> tuple[str, Mapping[str, Any]] | None:
+    """(Succeeded | Failed, the condition that says so) of a Job or JobSet its controller ended, else None."""
+    terminal = (obj.get("status") or {}).get("terminalState") if kind == "JobSet" else None
+    for kind_of_condition, state in ENDED_BY[kind].items():
+        cond = condition(obj, kind_of_condition)
+        if cond is not None or terminal == kind_of_condition:
+            return state, cond or {"type": kind_of_condition}
+    return None
+
+
+def controller_ending(obj: Mapping[str, Any], kind: str) -> Ending | None:
+    """The ending the Job (or JobSet) controller wrote into the object's status, or None while it runs."""
+    found = ended(obj, kind)
+    if found is None:
+        return None
+    state, cond = found
+    if state == SUCCEEDED:
+        return Ending("succeeded", f"Succeeded: {kind} {metadata(obj).get('name', CHIEF)} completed")
+    reason, message = str(cond.get("reason") or "Failed"), str(cond.get("message") or "").strip()
+    return Ending("failed", f"Failed: {reason}" + (f": {message}" if message else ""))
+
+
 def job_ending(job: Mapping[str, Any]) -> Ending | None:
     """The ending the Job controller wrote into a Job's status, or None while it runs."""
-    name = metadata(job).get("name", CHIEF)
-    for kind in ("Complete", "SuccessCriteriaMet"):
-        if condition(job, kind):
-            return Ending("succeeded", f"Succeeded: Job {name} completed")
-    for kind in ("Failed", "FailureTarget"):
-        cond = condition(job, kind)
-        if cond:
-            reason, message = str(cond.get("reason") or "Failed"), str(cond.get("message") or "").strip()
-            return Ending("failed", f"Failed: {reason}" + (f": {message}" if message else ""))
-    return None
+    return controller_ending(job, "Job")
 
 
 def jobset_ending(jobset: Mapping[str, Any]) -> Ending | None:
     """The ending JobSet's controller wrote into a JobSet's status, or None while it runs: Completed (its success
     policy), Failed with JobSet's reason and message (a failure policy's FailJobSet, ReachedMaxRestarts), else its
     terminalState."""
-    terminal = ((jobset.get("status") or {}).get("terminalState"))
-    if condition(jobset, "Completed") or terminal == "Completed":
-        return Ending("succeeded", f"Succeeded: JobSet {name_of(jobset)} completed")
-    cond = condition(jobset, "Failed")
-    if cond or terminal == "Failed":
-        reason, message = str((cond or {}).get("reason") or "Failed"), str((cond or {}).get("message") or "").strip()
-        return Ending("failed", f"Failed: {reason}" + (f": {message}" if message else ""))
-    return None
+    return controller_ending(jobset, "JobSet")
 
 
 def recorded_ending(run: Mapping[str, Any] | None) -> Ending | None:

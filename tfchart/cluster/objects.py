@@ -23,10 +23,7 @@ from tfdcontract import (
     WORKER,
     parse_suspension,
 )
-
-# A Job condition that is True -> the state it means (SuccessCriteriaMet and FailureTarget are set
-# before Complete and Failed, while the Job's last pods terminate).
-ENDED = {"Complete": "Succeeded", "SuccessCriteriaMet": "Succeeded", "Failed": "Failed", "FailureTarget": "Failed"}
+from tfdcontract.runstate import ended, is_suspended
 
 
 @dataclass(frozen=True)
@@ -158,11 +155,11 @@ def job_info(role: str, jobs: list[Any], pods: list[Any]) -> JobInfo:
     counts.update(ending=annotations.get(ENDING_ANNOTATION, ""), end_reason=annotations.get(END_REASON_ANNOTATION, ""),
                   progress=annotations.get(PROGRESS_ANNOTATION, ""))
     conditions = {c.type: c for c in ((status.conditions if status else None) or []) if c.status == "True"}
-    for kind, state in ENDED.items():
-        if kind in conditions:
-            condition = conditions[kind]
-            return JobInfo(role, name, state, condition.reason or kind, condition.message or "", **counts)
-    if "Suspended" in conditions or (job.spec and job.spec.suspend):
+    document = as_json(job)
+    if (found := ended(document)) is not None:  # tfdcontract.runstate: which conditions end a Job
+        state, cond = found
+        return JobInfo(role, name, state, cond.get("reason") or cond["type"], cond.get("message") or "", **counts)
+    if is_suspended(document):
         condition = conditions.get("Suspended")
         record = parse_suspension(annotations)
         since = record.since if record else stamp(condition.last_transition_time if condition else None)

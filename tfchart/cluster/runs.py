@@ -21,15 +21,13 @@ from tfdcontract import (
     parse_suspension,
     release_selector,
 )
-from tfdcontract.runstate import JOBSET_NAME_LABEL
+from tfdcontract.runstate import JOBSET_NAME_LABEL, ended, is_suspended
 from tfdcontract.runstate import QUEUE_LABEL as QUEUE_LABEL  # the preflight's, from here
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
 
 JOBSET = CUSTOM["JobSet"]
-#: A JobSet condition that is True -> the state it means.
-JOBSET_ENDED = {"Completed": "Succeeded", "Failed": "Failed"}
 
 
 @dataclass(frozen=True)
@@ -129,11 +127,10 @@ def jobset_info(jobset: dict[str, Any], role: str, jobs: list[Any], pods: list[A
                   progress=((job.metadata.annotations or {}) if job is not None else {}).get(PROGRESS_ANNOTATION, ""))
     name = str(metadata["name"])
     conditions = {c.get("type"): c for c in status.get("conditions") or [] if c.get("status") == "True"}
-    for kind, state in JOBSET_ENDED.items():
-        if kind in conditions or status.get("terminalState") == kind:
-            condition = conditions.get(kind) or {}
-            return JobInfo(role, name, state, condition.get("reason") or kind, condition.get("message") or "", **counts)
-    if "Suspended" in conditions or (jobset.get("spec") or {}).get("suspend"):
+    if (found := ended(jobset, "JobSet")) is not None:  # tfdcontract.runstate: which conditions end a JobSet
+        state, cond = found
+        return JobInfo(role, name, state, cond.get("reason") or cond["type"], cond.get("message") or "", **counts)
+    if is_suspended(jobset):
         condition = conditions.get("Suspended") or {}
         record = parse_suspension(annotations)
         since = record.since if record else stamp(condition.get("lastTransitionTime"))
