@@ -68,6 +68,8 @@ class Watcher:
                     retry = 0.0
                     continue
             except ApiException as error:
+                if self.stopping.is_set():  # stopped: its connection closed under it
+                    return
                 if error.status == 410:  # too old: list again
                     log.info("watch of %s: resourceVersion %s expired; listing again", self.name, self.version)
                     self.version = None
@@ -79,6 +81,8 @@ class Watcher:
                     log.info("watch of %s cut (%s); resuming from resourceVersion %s", self.name, error.reason,
                              self.version)
             except NO_ANSWER as error:
+                if self.stopping.is_set():
+                    return
                 log.info("watch of %s cut (%s); resuming from resourceVersion %s", self.name, error, self.version)
             self.stopping.wait(retry)
             retry = min(max(2 * retry, WATCH_RETRY_SECONDS), self.retry_max)

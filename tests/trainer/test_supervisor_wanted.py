@@ -30,6 +30,8 @@ from tests.trainer.test_supervisor import E2E_VALUES, JOBS, NAMESPACE, PREFIX, S
 from tfchart.local.processes import python_bin_dir
 from tfdcontract import PROGRESS_ANNOTATION, SUSPENDED_ANNOTATION, parse_suspension
 from tfdcontract.lifecycle import WANTED_ANNOTATION
+from trainer.kube import KubeTarget
+from trainer.supervisor import Settings, Supervisor
 
 SA_TOKEN = "test-token"  # the supervisor's (service_account_dir); tfchart's kubeconfig holds the admin's
 CHIEF = f"{PREFIX}-chief"
@@ -192,3 +194,67 @@ def test_suspend_resume_and_stop_are_carried_out_by_the_supervisor_alone(
         (job_path, [], ending), (SELF, ["replicas"], []),
     ], log
     assert "suspended asked for: reached" in log and "stop asked for on chief Job" in log
+
+
+JOBSET_NS = "ml-jobs"
+
+
+def test_under_a_jobset_with_kueue_the_supervisor_alone_suspends_resumes_and_stops_through_its_workload(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """workload.kind=jobset with Kueue: the supervisor (in this process, watching, its Role enforced) deactivates and
+    activates Kueue's Workload (Kueue, in kubeapi.JobSetController, suspends and resumes the JobSet, which deletes and
+    makes its pods) and ends a stopped run through its chief Job's deadline; tfchart (in this process too) only asks."""
+    sets = ("workload.kind=jobset", "ps.replicas=1", "worker.replicas=2", "scheduling.kueue.queueName=team-q",
+            "supervisor.pollSeconds=300")  # fmt: skip
+    docs = kf.rendered(sets=sets, namespace=JOBSET_NS)
+    doc = named(docs, "JobSet", PREFIX)
+    with kf.kube_server() as server:
+        server.add(*kf.crds(*kf.JOBSET_CRDS), *kf.crds(*kf.WORKLOAD_CRDS), kf.jobset(doc, "running"),
+                   kf.deployment(named(docs, "Deployment", f"{PREFIX}-supervisor")),
+                   *[d for d in docs if d["kind"] in ("ServiceAccount", "Role", "RoleBinding")])  # fmt: skip
+        for child in kf.jobset_jobs(doc):
+            server.add(kf.job(child), *kf.jobset_pods(kf.job(child)))
+        jobset = server.get("JobSet", JOBSET_NS, PREFIX) or {}
+        owner = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": PREFIX,
+                 "uid": jobset["metadata"]["uid"], "controller": True}  # fmt: skip
+        workload = f"jobset-{PREFIX}-3f1c2"
+        server.add({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {
+            "name": workload, "namespace": JOBSET_NS, "ownerReferences": [owner]},
+            "spec": {"queueName": "team-q", "active": True, "podSets": []}})  # fmt: skip
+        server.authenticate({SA_TOKEN: service_account(JOBSET_NS, f"{PREFIX}-supervisor")})
+        container = named(docs, "Deployment", f"{PREFIX}-supervisor")["spec"]["template"]["spec"]["containers"][0]
+        env = {item["name"]: item.get("value", JOBSET_NS) for item in container["env"]}
+        supervisor = Supervisor(Settings.from_env(env), KubeTarget(server.url, JOBSET_NS, SA_TOKEN, None))
+        outcome: list[int] = []
+        thread = threading.Thread(target=lambda: outcome.append(supervisor.run()), daemon=True)
+        with kf.JobSetController(server, jobset):
+            thread.start()
+            with server.answered_one:
+                assert server.answered_one.wait_for(lambda: any(
+                    r.call.verb == "watch" and r.call.resource == "jobsets" for r in server.requests), 30)
+            for verb in ("suspend", "resume"):
+                code, _, err = kf.tfchart_in_process(server, capsys, JOBSET_NS, verb, "mnist", "--timeout", "60s")
+                assert code == 0, err
+                pods = [key for key in server.objects if key[0] == "pods"]
+                assert (pods == []) == (verb == "suspend"), pods
+            code, _, err = kf.tfchart_in_process(server, capsys, JOBSET_NS, "stop", "mnist", "--end-run",
+                                                 "--timeout", "60s")  # fmt: skip
+            assert code == 0, err
+            thread.join(30)
+        assert outcome == [0]
+    assert [request for request in server.requests if by_supervisor(request) and request.status >= 400] == []
+    path = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{JOBSET_NS}/jobsets/{PREFIX}"
+    workload_path = f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{JOBSET_NS}/workloads/{workload}"
+    writes = state_writes(server)
+    assert [w for w in writes if w[0] == "tfchart"] == [
+        ("tfchart", path, {"metadata": {"annotations": {WANTED_ANNOTATION: state}}})
+        for state in ("suspended", "running", "stopped")]
+    ending = ["tf-distributed.io/end-reason", "tf-distributed.io/ended-at", "tf-distributed.io/ending"]
+    assert [(path, body.get("spec"), sorted((body.get("metadata") or {}).get("annotations") or {}))
+            for who, path, body in writes if who == "supervisor"] == [
+        (path, None, [SUSPENDED_ANNOTATION]), (workload_path, {"active": False}, []),  # the record first
+        (workload_path, {"active": True}, []), (path, None, [SUSPENDED_ANNOTATION]),  # the record last
+        (f"/apis/batch/v1/namespaces/{JOBSET_NS}/jobs/{PREFIX}-chief-0", {"activeDeadlineSeconds": 1}, []),
+        (path, None, ending), (f"/apis/apps/v1/namespaces/{JOBSET_NS}/deployments/{PREFIX}-supervisor/scale",
+                               {"replicas": 0}, [])]  # fmt: skip
