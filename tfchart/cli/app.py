@@ -61,33 +61,30 @@ def summary(text: str) -> str:
 
 
 def global_options() -> list[click.Parameter]:
-    """tfchart's own options, accepted after the subcommand too (`tfchart validate --debug`), as helm's are."""
+    """tfchart's own options, accepted before and after the subcommand (`tfchart validate --debug`), as helm's are."""
 
     def set_debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
         if value:
-            ctx.find_object(Settings).debug = True  # type: ignore[union-attr]
+            ctx.ensure_object(Settings).debug = True
 
     def set_helm(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
         if value:
-            ctx.find_object(Settings).helm_binary = value  # type: ignore[union-attr]
+            ctx.ensure_object(Settings).helm_binary = value
 
     return [
         click.Option(["--debug", "global_debug"], is_flag=True, expose_value=False, callback=set_debug,
                      help="Show tracebacks and the helm commands run."),
         click.Option(["--helm", "global_helm"], metavar="PATH", expose_value=False, callback=set_helm,
-                     help="helm binary (as `tfchart --helm PATH`)."),
+                     help="helm binary (default: $TFCHART_HELM, helm on PATH, or the repository's .tools/bin/helm)."),
     ]  # fmt: skip
 
 
-@click.group(cls=LazyGroup, context_settings=CONTEXT)
-@click.option("--debug", is_flag=True, help="Show tracebacks and the helm commands run.")
-@click.option("--helm", "helm", metavar="PATH",
-              help="helm binary (default: $TFCHART_HELM, helm on PATH, or the repository's .tools/bin/helm).")
+@click.group(cls=LazyGroup, context_settings=CONTEXT, params=global_options())
 @click.version_option(package_name="tf-distributed", prog_name="tfchart")
 @click.pass_context
-def main_group(ctx: click.Context, debug: bool, helm: str | None) -> None:
+def main_group(ctx: click.Context) -> None:
     """Validate, render, install and watch distributed TensorFlow training on Kubernetes."""
-    ctx.obj = Settings(debug, helm)
+    ctx.ensure_object(Settings)
 
 
 def show_error(error: TfchartError, debug: bool) -> None:

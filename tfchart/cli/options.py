@@ -34,8 +34,8 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 class Settings:
     """Options shared by every command: --debug, and which helm runs."""
 
-    debug: bool
-    helm_binary: str | None
+    debug: bool = False
+    helm_binary: str | None = None
 
     @cached_property
     def helm(self) -> Helm:
