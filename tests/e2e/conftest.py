@@ -29,16 +29,8 @@ import pytest
 from tests.chartlib import REPO, render
 from tests.e2e.netns import NetnsCluster, available
 from tests.kubeapi import JobController, KubeServer
-from tfchart.local.processes import (
-    LocalCluster,
-    LocalPod,
-    Process,
-    RenderedPod,
-    free_port,
-    pods_from_manifests,
-    python_bin_dir,
-    rendered_pods,
-)
+from tfchart.local.pods import RenderedPod, rendered_pods
+from tfchart.local.processes import LocalCluster, LocalPod, Process, free_port, pods_from_manifests, python_bin_dir
 
 E2E_VALUES = REPO / "tests" / "fixtures" / "e2e-values.yaml"
 NAMESPACE = "ml-training"

@@ -29,15 +29,8 @@ from tfchart.helm import inputs
 from tfchart.helm.chart import Chart
 from tfchart.helm.render import merged_values as helm_values
 from tfchart.helm.runner import Helm
-from tfchart.local.containers import (
-    ContainerPlan,
-    ContainerPod,
-    plan_from_manifests,
-    pull_policy,
-    quantity_bytes,
-    run_argv,
-    sandbox_argv,
-)
+from tfchart.local.containerpods import ContainerPod, pull_policy, quantity_bytes, run_argv, sandbox_argv
+from tfchart.local.containers import ContainerPlan, plan_from_manifests
 
 E2E_VALUES = REPO / "tests" / "fixtures" / "e2e-values.yaml"
 VALUES_FILES = (REPO / "values" / "cpu.yaml", E2E_VALUES)

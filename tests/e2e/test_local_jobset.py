@@ -26,12 +26,14 @@ import pytest
 from tests.chartlib import REPO, render
 from tests.e2e.test_local import assert_none_left
 from tfchart.errors import UsageError
-from tfchart.local.containers import plan_from_manifests, sandbox_argv
+from tfchart.local.containerpods import sandbox_argv
+from tfchart.local.containers import plan_from_manifests
 from tfchart.local.jobset import JobSetSpec
 from tfchart.local.jobsetrun import COMPLETED, FAILED, Event, JobSetRun
-from tfchart.local.objects import advance, resumed
+from tfchart.local.objects import advance, describe, outcome, resumed
+from tfchart.local.pods import rendered_pods, workload_of
+from tfchart.local.processes import localise_cluster, localise_probes, pods_from_manifests
 from tfdcontract import SUSPENDED_ANNOTATION
-from tfchart.local.processes import localise_cluster, localise_probes, pods_from_manifests, rendered_pods, workload_of
 
 E2E_VALUES = REPO / "tests" / "fixtures" / "e2e-values.yaml"
 NS = "ml-training"
@@ -252,12 +254,12 @@ def test_each_replicated_job_starts_once_the_one_it_depends_on_is_ready_and_the_
     run.settle()
     run.settle()  # the chief has no readiness probe: Ready while it runs, so the evaluator follows
     assert run.engine.started == [*ps, *workers, chief, evaluator]
-    assert run.controller.describe() == f"JobSet {JS} Running: ps Ready, worker Ready, chief Ready, evaluator Active"
+    assert describe(run.controller) == f"JobSet {JS} Running: ps Ready, worker Ready, chief Ready, evaluator Active"
     run.engine.exit(chief, 0)
     run.settle()
     assert run.controller.state == COMPLETED and run.controller.finished
     assert sorted(run.engine.killed) == sorted([*ps, *workers, evaluator])  # JobSet deletes its active Jobs
-    assert run.controller.outcome() == f"JobSet {JS} Completed: successPolicy All of chief"
+    assert outcome(run.controller) == f"JobSet {JS} Completed: successPolicy All of chief"
     assert run.said("Started") == [*ps, *workers, chief, evaluator]  # nothing started twice
 
 
@@ -279,7 +281,7 @@ def test_exit_code_2_anywhere_fails_the_jobset_at_once() -> None:
     started = len(run.engine.started)
     run.settle(60)
     assert len(run.engine.started) == started  # no retry, no restart
-    assert "by failure policy rule ExitCode2FailsTheRun (FailJobSet)" in run.controller.outcome()
+    assert "by failure policy rule ExitCode2FailsTheRun (FailJobSet)" in outcome(run.controller)
 
 
 def test_other_failures_retry_up_to_backoff_limit_then_the_jobset_restarts_up_to_max_restarts() -> None:
@@ -309,7 +311,7 @@ def test_other_failures_retry_up_to_backoff_limit_then_the_jobset_restarts_up_to
     run.engine.exit(chief, 1)
     run.settle(0.1)
     assert run.controller.state == FAILED and run.controller.reason == "ReachedMaxRestarts"
-    assert run.controller.rule is None and run.controller.outcome() == (
+    assert run.controller.rule is None and outcome(run.controller) == (
         f"JobSet {JS} Failed (ReachedMaxRestarts): no failure policy rule matched, and JobSet's default, "
         f"RestartJobSet, had used up maxRestarts 1; Job {JS}-chief-0 failed: BackoffLimitExceeded: Job has reached the "
         "specified backoff limit")  # fmt: skip
@@ -340,12 +342,12 @@ def test_a_suspended_jobset_stops_the_chief_first_then_every_pod_and_starts_noth
     for _ in range(3):
         run.settle(5.0)
     assert advance(run.controller, suspend=True) == ("Suspended", []) and len(run.engine.started) == 3
-    assert not run.controller.finished and run.controller.describe().startswith(f"JobSet {JS} Suspended:")
+    assert not run.controller.finished and describe(run.controller).startswith(f"JobSet {JS} Suspended:")
     assert run.controller.pending(chief) is None
 
 
 def native_run(*sets: str) -> Run:
-    """A native (workload.kind=native) release's Jobs and StatefulSets, as processes.workload_of reads them."""
+    """A native (workload.kind=native) release's Jobs and StatefulSets, as pods.workload_of reads them."""
     rendered = json.loads(json.dumps(render(values=[REPO / "values" / "cpu.yaml", E2E_VALUES], sets=sets,
                                             namespace=NS)))  # fmt: skip
     pods = {pod.name: pod for pod in pods_from_manifests(rendered, NS)}

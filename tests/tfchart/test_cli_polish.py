@@ -17,8 +17,7 @@ import yaml
 from tests.chartlib import REPO
 from tests.kubeapi import kube_server
 from tfchart.cli.app import COMMANDS, main, main_group
-from tfchart.local.processes import serving_notes
-from tfchart.local.session import reported
+from tfchart.local.session import reported, serving_notes
 from tfchart.local.terminal import Board
 from tfdcontract import format_step_line
 

@@ -1,23 +1,9 @@
-"""A JobSet's run on this machine: JobSet v0.12.0's controller and Kubernetes' Job controller over the pods the
-engine runs (processes or containers), one reconcile pass at a time (`JobSetRun.reconcile`, from the wait loop).
-
-- Jobs are created in the replicatedJobs' order, each once its dependsOn is reached: Ready when every Job of the
-  replicatedJob it names has all its pods Ready (a pod is Ready once its rendered readiness probe passes, here
-  checked every second: its port accepts connections; a pod without one while it runs) or has completed or
-  failed; Complete when every one of them completed.
-- A Job starts up to parallelism pods of its completion indexes. A pod that exits 0 completes its index. A pod
-  that fails goes through the Job's podFailurePolicy: FailJob fails the Job (reason PodFailurePolicy), Ignore
-  starts a new pod without counting, anything else counts: past backoffLimit the Job fails
-  (BackoffLimitExceeded), else a new pod starts after a back-off of 1, 2, 4, 8, then 10 s (the Job controller's
-  is 10 s doubling, up to 6 min). activeDeadlineSeconds fails the Job (DeadlineExceeded).
-- Failed Jobs first: the failurePolicy's first rule matching one (its earliest failed Job) acts, else
-  RestartJobSet. FailJobSet ends the run Failed; RestartJobSet stops every pod and creates every Job again, in
-  order, at most maxRestarts times (then Failed, ReachedMaxRestarts); RestartJobSetAndIgnoreMaxRestarts does so
-  without counting. Then the successPolicy: its target replicatedJobs' Jobs complete (All, or Any one) -> the run
-  Completed. A finished run stops every pod it still has (JobSet deletes its active Jobs).
-- `suspend()`: nothing is started or counted any more (the caller stops the chief first, then everything);
-  a pod that exits 0 meanwhile still completes its index.
-Every step is an `Event`, as Kubernetes' events name them.
+"""The controllers of a local run, JobSet v0.12.0's and Kubernetes' Job and StatefulSet controllers, over the pods the
+engine runs (processes or containers), one reconcile pass at a time (`JobSetRun.reconcile`, from the wait loop);
+docs/architecture.md, section 8, says what they do. A native release runs as one JobSetRun too (jobset.native_spec):
+its Jobs and StatefulSets created at once, the chief's Job the run's. `hold` is how the plan's actions reach them
+(objects.py): a Job or the JobSet suspended, a StatefulSet scaled. Every step is an `Event`, as Kubernetes' events
+name them.
 """
 
 from __future__ import annotations
@@ -42,7 +28,7 @@ from tfchart.local.jobset import (
     JobSetSpec,
     JobTemplate,
 )
-from tfdcontract.runstate import FAILED, RUNNING, SUSPENDED
+from tfdcontract.runstate import FAILED, RUNNING
 
 MAX_BACKOFF_S = 10.0
 PROBE_EVERY_S = 1.0
@@ -369,26 +355,7 @@ class JobSetRun:
     def _event(self, kind: str, name: str, reason: str, message: str, job_level: bool = True) -> None:
         self.on_event(Event(time.time(), kind, name, reason, message, job_level))
 
-    # what the board and the summary show
-
-    def describe(self) -> str:
-        """The JobSet's state and each replicatedJob's, in one line."""
-        parts = []
-        for rjob in self.spec.replicated_jobs:
-            jobs = [self.jobs[t.name] for t in rjob.jobs]
-            if not any(job.created is not None for job in jobs):
-                parts.append(f"{rjob.name} waits for " + ", ".join(f"{d} {s}" for d, s in rjob.depends_on))
-            elif failed := next((job for job in jobs if job.condition == "Failed"), None):
-                parts.append(f"{rjob.name} Failed ({failed.reason})")
-            elif all(job.condition == COMPLETE for job in jobs):
-                parts.append(f"{rjob.name} Complete")
-            else:
-                alive = any(pod.alive for job in jobs for pod in job.pods)
-                state = "Ready" if all(job.ready for job in jobs) else "Active" if alive else "starting"
-                parts.append(f"{rjob.name} {state}")
-        state = SUSPENDED if self.suspended and not self.finished else self.state
-        restarts = f" (restart {self.restarts})" if self.restarts else ""
-        return f"JobSet {self.spec.name} {state}{restarts}: {', '.join(parts)}"
+    # what the board shows (objects.py: the run's state and ending)
 
     def pending(self, pod: str) -> str | None:
         """Why a pod has no process yet (its Job waits for its dependsOn, or its next pod for its back-off)."""
@@ -402,19 +369,6 @@ class JobSetRun:
                 if run.due is not None and job.condition is None:
                     return f"pending: new pod in {max(0.0, run.due - self.clock()):.0f} s"
         return None
-
-    def outcome(self) -> str:
-        """How the run ended, for the closing summary: the state, its reason, and on failure the rule and Job."""
-        if self.state == COMPLETED:
-            targets = ", ".join(self.spec.success_targets) or "every replicatedJob"
-            return f"JobSet {self.spec.name} Completed: successPolicy {self.spec.success_operator} of {targets}"
-        first = self.first_failed
-        by = (f" by failure policy rule {self.rule.name} ({self.rule.action})" if self.rule else
-              f": no failure policy rule matched, and JobSet's default, RestartJobSet, had used up maxRestarts "
-              f"{self.spec.max_restarts}")  # fmt: skip
-        job = f"; Job {first.template.name} failed: {first.reason}: {first.message}" if first else ""
-        return f"JobSet {self.spec.name} {self.state} ({self.reason}){by}{job}"
-
 
 def plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"

@@ -11,7 +11,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from tfchart.local.jobsetrun import JobRun, JobSetRun
+from tfchart.local.jobset import COMPLETE
+from tfchart.local.jobsetrun import COMPLETED, JobRun, JobSetRun
 from tfdcontract import COMPONENT_LABEL, EVALUATOR, Suspension, suspension_annotations
 from tfdcontract.lifecycle import (
     RUNNING,
@@ -102,4 +103,37 @@ def resumed(run: JobSetRun, since: str) -> None:
     run.jobs[run.spec.name].annotations = suspension_annotations(Suspension(since, replicas, evaluator))
 
 
-__all__ = ["SUSPENDED", "advance", "resumed", "view"]
+def describe(run: JobSetRun) -> str:
+    """The JobSet's state and each replicatedJob's, in one line."""
+    parts = []
+    for rjob in run.spec.replicated_jobs:
+        jobs = [run.jobs[t.name] for t in rjob.jobs]
+        if not any(job.created is not None for job in jobs):
+            parts.append(f"{rjob.name} waits for " + ", ".join(f"{d} {s}" for d, s in rjob.depends_on))
+        elif failed := next((job for job in jobs if job.condition == "Failed"), None):
+            parts.append(f"{rjob.name} Failed ({failed.reason})")
+        elif all(job.condition == COMPLETE for job in jobs):
+            parts.append(f"{rjob.name} Complete")
+        else:
+            alive = any(pod.alive for job in jobs for pod in job.pods)
+            state = "Ready" if all(job.ready for job in jobs) else "Active" if alive else "starting"
+            parts.append(f"{rjob.name} {state}")
+    state = SUSPENDED if run.suspended and not run.finished else run.state
+    restarts = f" (restart {run.restarts})" if run.restarts else ""
+    return f"JobSet {run.spec.name} {state}{restarts}: {', '.join(parts)}"
+
+
+def outcome(run: JobSetRun) -> str:
+    """How the run ended, for the closing summary: the state, its reason, and on failure the rule and Job."""
+    if run.state == COMPLETED:
+        targets = ", ".join(run.spec.success_targets) or "every replicatedJob"
+        return f"JobSet {run.spec.name} Completed: successPolicy {run.spec.success_operator} of {targets}"
+    first = run.first_failed
+    by = (f" by failure policy rule {run.rule.name} ({run.rule.action})" if run.rule else
+          f": no failure policy rule matched, and JobSet's default, RestartJobSet, had used up maxRestarts "
+          f"{run.spec.max_restarts}")  # fmt: skip
+    job = f"; Job {first.template.name} failed: {first.reason}: {first.message}" if first else ""
+    return f"JobSet {run.spec.name} {run.state} ({run.reason}){by}{job}"
+
+
+__all__ = ["SUSPENDED", "advance", "describe", "outcome", "resumed", "view"]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 import signal
 import socket
@@ -26,20 +25,17 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from tfchart.errors import TfchartError, UsageError
+from tfchart.errors import TfchartError
 from tfchart.local import jobset
 from tfchart.local.jobsetrun import Engine
+from tfchart.local.pods import rendered_pods, workload_of
 from tfdcontract import (
     CHIEF,
-    COMPONENT_LABEL,
     METRICS_ADDRESS_ENV,
     METRICS_PORT_ENV,
-    PREDICT_REQUEST_FILE,
-    SERVING,
     TENSORBOARD,
-    TF_ROLES,
     WORKER,
 )
 from tfdcontract.env import CLUSTER_ENV
@@ -77,95 +73,6 @@ def port_is_free(port: int) -> bool:
         sock.bind(("", port))
         return True
     return False
-
-
-@dataclass(frozen=True)
-class RenderedPod:
-    """One pod as its controller (StatefulSet, Job, Deployment) would create it from the rendered template."""
-
-    name: str
-    role: str
-    index: int
-    controller: dict[str, Any]  # the workload document
-    labels: dict[str, str]  # the pod's labels, apps.kubernetes.io/pod-index included for StatefulSet pods
-    annotations: Mapping[str, str] = field(default_factory=dict)  # those the controller adds (completion index)
-
-    @property
-    def kind(self) -> str:
-        return str(self.controller["kind"])
-
-    @property
-    def spec(self) -> dict[str, Any]:
-        return cast(dict[str, Any], self.controller["spec"]["template"]["spec"])  # the pod template's
-
-    @property
-    def container(self) -> dict[str, Any]:
-        return cast(dict[str, Any], self.spec["containers"][0])
-
-    @property
-    def argv(self) -> list[str]:
-        return [*self.container.get("command", []), *self.container.get("args", [])]
-
-    def env(self, namespace: str) -> dict[str, str]:
-        """The container's env, with the downward API's metadata fields resolved as the kubelet does
-        (secretKeyRef and configMapKeyRef cannot be resolved without a cluster: left unset)."""
-        fields = {"metadata.name": self.name, "metadata.namespace": namespace}
-        env: dict[str, str] = {}
-        for item in self.container.get("env", []):
-            field_path = (item.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath", "")
-            if "value" in item:
-                env[item["name"]] = str(item["value"])
-            elif field_path in fields:
-                env[item["name"]] = fields[field_path]
-            elif field_path.startswith(("metadata.labels[", "metadata.annotations[")):  # metadata.labels['<key>']
-                keyed = self.labels if field_path.startswith("metadata.labels[") else self.annotations
-                env[item["name"]] = keyed.get(field_path[field_path.index("[") + 2 : -2], "")
-        return env
-
-    @property
-    def readiness_port(self) -> int | None:
-        """The port the container's readiness probe connects to (tcpSocket, grpc, httpGet; a named port looked up
-        in its ports), or None without one."""
-        probe = self.container.get("readinessProbe") or {}
-        port = next((probe[kind].get("port") for kind in ("tcpSocket", "grpc", "httpGet") if kind in probe), None)
-        if isinstance(port, str) and not port.isdigit():
-            port = next((p.get("containerPort") for p in self.container.get("ports") or [] if p.get("name") == port),
-                        None)  # fmt: skip
-        return None if port is None else int(port)
-
-
-def rendered_pods(docs: Sequence[dict[str, Any]], namespace: str = "default") -> list[RenderedPod]:
-    """The TensorFlow pods (ps, workers, chief, evaluator) and TensorBoard of a rendered release; a JobSet's as
-    JobSet and the Job controller create them (jobset.py)."""
-    pods: list[RenderedPod] = []
-    for doc in docs:
-        hook = "helm.sh/hook" in (doc.get("metadata", {}).get("annotations") or {})
-        if (kind := doc.get("kind")) == "JobSet" and not hook:
-            pods += [RenderedPod(hostname, labels.get(COMPONENT_LABEL, ""), index, job, labels, annotations)
-                     for hostname, index, job, labels, annotations in jobset.pod_templates(doc, namespace)
-                     if labels.get(COMPONENT_LABEL) in TF_ROLES]  # fmt: skip
-        if kind not in ("StatefulSet", "Job", "Deployment") or hook:
-            continue
-        template = doc["spec"]["template"]
-        labels: dict[str, str] = template["metadata"]["labels"]
-        role = labels.get(COMPONENT_LABEL, "")
-        if role not in (*TF_ROLES, TENSORBOARD):
-            continue
-        name = doc["metadata"]["name"]
-        if kind == "StatefulSet":
-            for ordinal in range(int(doc["spec"].get("replicas", 1))):
-                pod_labels = {**labels, "apps.kubernetes.io/pod-index": str(ordinal)}
-                pods.append(RenderedPod(f"{name}-{ordinal}", role, ordinal, doc, pod_labels))
-        elif kind == "Job" and doc["spec"].get("completionMode") == "Indexed":
-            # Kubernetes names an Indexed Job's pods (hostname) <job>-<index> and annotates the index
-            for index in range(int(doc["spec"].get("completions", 1))):
-                completion = {"batch.kubernetes.io/job-completion-index": str(index)}
-                pods.append(RenderedPod(f"{name}-{index}", role, index, doc, labels, completion))
-        elif kind == "Job":
-            pods.append(RenderedPod(template["spec"].get("hostname") or name, role, 0, doc, labels))
-        elif role == TENSORBOARD:
-            pods.append(RenderedPod(f"{name}-0", role, 0, doc, labels))
-    return pods
 
 
 def pods_from_manifests(docs: Sequence[dict[str, Any]], namespace: str) -> list[LocalPod]:
@@ -410,41 +317,6 @@ class LocalPlan:
         return path
 
 
-def serving_notes(values: dict[str, Any], workdir: Path, trainer: bool = True, engine: str = "docker") -> list[str]:
-    """How to serve the export: TensorFlow Serving runs under neither engine. The trainer (`trainer`: the chief
-    runs `python -m trainer`) writes a predict request of one held-out example beside status.json; a program of
-    one's own exports its own signature."""
-    if not values.get(SERVING, {}).get("enabled"):
-        return []
-    model = values["training"]["modelName"]
-    image = values[SERVING]["image"]
-    reference = f"{image.get('registry') + '/' if image.get('registry') else ''}{image['repository']}:{image['tag']}"
-    request = workdir / PREDICT_REQUEST_FILE
-    predict = [f"  curl -d @{shlex.quote(str(request))} http://127.0.0.1:8501/v1/models/{model}:predict",
-               "(one held-out example; signature serving_default: input `images`, outputs `probabilities`, "
-               "`classes`: docs/trainer.md)"] if trainer and request.is_file() else [
-               f"(the signature: saved_model_cli show --all --dir {workdir}/export/{model}/<N>)"]  # fmt: skip
-    return [
-        "TensorFlow Serving cannot run on this machine (no tensorflow_model_server binary); on a machine with "
-        f"{engine.capitalize()}:", f"  {engine} run --rm -p 8501:8501 -v {workdir}/export/{model}:/models/{model}:ro "
-        f"-e MODEL_NAME={model} {reference}",
-        f"  curl http://127.0.0.1:8501/v1/models/{model}",
-        *predict,
-    ]
-
-
-def tensorboard_command(logdir: Path) -> str:
-    """`tensorboard --logdir` as it runs from any shell: this interpreter's own, by its full path."""
-    installed = Path(python_bin_dir()) / TENSORBOARD  # the console script is named as the role
-    if installed.is_file():
-        return shlex.join([str(installed), "--logdir", str(logdir)])
-    from importlib.util import find_spec
-
-    if find_spec(TENSORBOARD) is None:  # containers: TensorBoard is in the image, maybe not on this machine
-        return f"pip install tensorboard, then: tensorboard --logdir {shlex.quote(str(logdir))}"
-    return shlex.join([sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir)])
-
-
 def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values: dict[str, Any], workdir: Path,
          namespace: str, host_network: bool = False) -> LocalPlan:  # fmt: skip
     """Renders the release for this machine and turns it into local pods."""
@@ -462,25 +334,6 @@ def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values
     on_loopback(pods)
     url = f"http://127.0.0.1:{tensorboard_port}/" if any(pod.role == TENSORBOARD for pod in pods) else None
     return LocalPlan(workdir, pods, addresses, url, values, metrics_ports, host_network, workload)
-
-
-def workload_of(docs: Sequence[dict[str, Any]], namespace: str, pods: Sequence[RenderedPod]) -> jobset.JobSetSpec:
-    """The controllers the pods run under: the render's JobSet (workload.kind=jobset), read as its controller
-    reads it, else its Jobs and StatefulSets (TensorBoard's Deployment aside: started once), the chief's Job (or
-    the workers' without a chief) the run's; one line where there is no chief."""
-    found = [doc for doc in docs if doc.get("kind") == "JobSet"]
-    if len(found) > 1:
-        raise UsageError(f"the release renders {len(found)} JobSets: tfchart local runs one")
-    workloads: dict[str, tuple[dict[str, Any], list[str]]] = {}
-    for pod in pods:
-        if pod.role != TENSORBOARD:
-            workloads.setdefault(pod.controller["metadata"]["name"], (pod.controller, []))[1].append(pod.name)
-    jobs = {pod.role: pod.controller["metadata"]["name"] for pod in reversed(pods) if pod.kind == "Job"}
-    if (run_job := jobs.get(CHIEF) or jobs.get(WORKER)) is None:
-        raise UsageError("the rendered release has no chief",
-                         "every topology renders a chief Job, or workers whose worker 0 is the chief: check --chart")
-    return jobset.JobSetSpec.read(found[0], namespace) if found else jobset.native_spec(
-        list(workloads.values()), run_job, namespace)  # fmt: skip
 
 
 def require_tensorflow() -> None:

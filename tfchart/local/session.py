@@ -6,12 +6,15 @@ closing summary."""
 
 from __future__ import annotations
 
+import shlex
 import signal
+import sys
 import threading
 import time
 from contextlib import nullcontext, suppress
 from dataclasses import asdict
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from tfchart.local import objects
@@ -21,12 +24,11 @@ from tfchart.local.processes import (
     LocalPlan,
     LocalPod,
     await_end,
+    python_bin_dir,
     running,
-    serving_notes,
-    tensorboard_command,
 )
 from tfchart.local.runstate import SUSPENDED_EXIT
-from tfdcontract import LOGS_DIR, TENSORBOARD, read_status_file
+from tfdcontract import LOGS_DIR, PREDICT_REQUEST_FILE, SERVING, TENSORBOARD, read_status_file
 from tfdcontract.runstate import FAILED, SUCCEEDED, SUSPENDED
 
 EVENTS_FILE = "events.log"  # a JobSet run's events, as `kubectl get events` would list them
@@ -103,7 +105,7 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
         with lock:
             for name, process in list(cluster.processes.items()):
                 board.exited(name, None if process.running else process.exit_code, controller.restarts_of(name))
-            board.workload = controller.describe() if plan.jobset else ""
+            board.workload = objects.describe(controller) if plan.jobset else ""
             for pod in plan.pods:
                 if (waiting := controller.pending(pod.name)) is not None:
                     board.pods[pod.name].state = waiting
@@ -161,6 +163,41 @@ def run_workload(plan: LocalPlan, cluster: Engine, controller: JobSetRun, timeou
     return 0 if state[0] == SUCCEEDED else failed
 
 
+def serving_notes(values: dict[str, Any], workdir: Path, trainer: bool = True, engine: str = "docker") -> list[str]:
+    """How to serve the export: TensorFlow Serving runs under neither engine. The trainer (`trainer`: the chief
+    runs `python -m trainer`) writes a predict request of one held-out example beside status.json; a program of
+    one's own exports its own signature."""
+    if not values.get(SERVING, {}).get("enabled"):
+        return []
+    model = values["training"]["modelName"]
+    image = values[SERVING]["image"]
+    reference = f"{image.get('registry') + '/' if image.get('registry') else ''}{image['repository']}:{image['tag']}"
+    request = workdir / PREDICT_REQUEST_FILE
+    predict = [f"  curl -d @{shlex.quote(str(request))} http://127.0.0.1:8501/v1/models/{model}:predict",
+               "(one held-out example; signature serving_default: input `images`, outputs `probabilities`, "
+               "`classes`: docs/trainer.md)"] if trainer and request.is_file() else [
+               f"(the signature: saved_model_cli show --all --dir {workdir}/export/{model}/<N>)"]  # fmt: skip
+    return [
+        "TensorFlow Serving cannot run on this machine (no tensorflow_model_server binary); on a machine with "
+        f"{engine.capitalize()}:", f"  {engine} run --rm -p 8501:8501 -v {workdir}/export/{model}:/models/{model}:ro "
+        f"-e MODEL_NAME={model} {reference}",
+        f"  curl http://127.0.0.1:8501/v1/models/{model}",
+        *predict,
+    ]
+
+
+def tensorboard_command(logdir: Path) -> str:
+    """`tensorboard --logdir` as it runs from any shell: this interpreter's own, by its full path."""
+    installed = Path(python_bin_dir()) / TENSORBOARD  # the console script is named as the role
+    if installed.is_file():
+        return shlex.join([str(installed), "--logdir", str(logdir)])
+    from importlib.util import find_spec
+
+    if find_spec(TENSORBOARD) is None:  # containers: TensorBoard is in the image, maybe not on this machine
+        return f"pip install tensorboard, then: tensorboard --logdir {shlex.quote(str(logdir))}"
+    return shlex.join([sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir)])
+
+
 def reported(result: dict[str, Any]) -> str:
     """`: step 300, accuracy 0.97, 1234.5 examples/sec on average`: what status.json holds, never a None."""
     shown = {"step {}": "step", "accuracy {}": "accuracy", "{} examples/sec on average": "average_examples_per_sec"}
@@ -180,8 +217,8 @@ def finish(plan: LocalPlan, cluster: Engine, chief: str, code: int, elapsed: flo
         if controller is not None:
             first = controller.first_failed
             culprit = first.culprit if first and first.culprit else chief
-            console.print(f"[bold red]✗ training failed[/] after {elapsed:.0f} s: {escape(controller.outcome())}; "
-                          f"{escape(str(result.get('message', '')))} (its log: "
+            console.print(f"[bold red]✗ training failed[/] after {elapsed:.0f} s: "
+                          f"{escape(objects.outcome(controller))}; {escape(str(result.get('message', '')))} (its log: "
                           f"{plan.workdir / 'pod-logs' / culprit}.log)", soft_wrap=True)  # fmt: skip
             return 1
         console.print(f"[bold red]✗ training failed[/]: {chief} exited with {code} after {elapsed:.0f} s; "
@@ -189,7 +226,7 @@ def finish(plan: LocalPlan, cluster: Engine, chief: str, code: int, elapsed: flo
         return 1
     console.print(f"[bold green]✓ training {result.get('state', 'finished')}[/] in {elapsed:.0f} s{reported(result)}")
     if controller is not None:
-        console.print(f"  {escape(controller.outcome())}", soft_wrap=True)
+        console.print(f"  {escape(objects.outcome(controller))}", soft_wrap=True)
     console.print(f"  export: {plan.host_path(result.get('export_path'))}")
     kept = keep_tensorboard and plan.tensorboard_url
     if plan.tensorboard_url:

@@ -1,0 +1,122 @@
+"""The rendered release's pods as their controllers would create them (`RenderedPod`: a StatefulSet's by ordinal,
+a Job's, TensorBoard's Deployment's, a JobSet's as JobSet and the Job controller make them, jobset.py), and the
+controllers they run under on this machine (`workload_of`, run by jobsetrun.py): what both engines start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from tfchart.errors import UsageError
+from tfchart.local import jobset
+from tfdcontract import CHIEF, COMPONENT_LABEL, TENSORBOARD, TF_ROLES, WORKER
+
+
+@dataclass(frozen=True)
+class RenderedPod:
+    """One pod as its controller (StatefulSet, Job, Deployment) would create it from the rendered template."""
+
+    name: str
+    role: str
+    index: int
+    controller: dict[str, Any]  # the workload document
+    labels: dict[str, str]  # the pod's labels, apps.kubernetes.io/pod-index included for StatefulSet pods
+    annotations: Mapping[str, str] = field(default_factory=dict)  # those the controller adds (completion index)
+
+    @property
+    def kind(self) -> str:
+        return str(self.controller["kind"])
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return cast(dict[str, Any], self.controller["spec"]["template"]["spec"])  # the pod template's
+
+    @property
+    def container(self) -> dict[str, Any]:
+        return cast(dict[str, Any], self.spec["containers"][0])
+
+    @property
+    def argv(self) -> list[str]:
+        return [*self.container.get("command", []), *self.container.get("args", [])]
+
+    def env(self, namespace: str) -> dict[str, str]:
+        """The container's env, with the downward API's metadata fields resolved as the kubelet does
+        (secretKeyRef and configMapKeyRef cannot be resolved without a cluster: left unset)."""
+        fields = {"metadata.name": self.name, "metadata.namespace": namespace}
+        env: dict[str, str] = {}
+        for item in self.container.get("env", []):
+            field_path = (item.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath", "")
+            if "value" in item:
+                env[item["name"]] = str(item["value"])
+            elif field_path in fields:
+                env[item["name"]] = fields[field_path]
+            elif field_path.startswith(("metadata.labels[", "metadata.annotations[")):  # metadata.labels['<key>']
+                keyed = self.labels if field_path.startswith("metadata.labels[") else self.annotations
+                env[item["name"]] = keyed.get(field_path[field_path.index("[") + 2 : -2], "")
+        return env
+
+    @property
+    def readiness_port(self) -> int | None:
+        """The port the container's readiness probe connects to (tcpSocket, grpc, httpGet; a named port looked up
+        in its ports), or None without one."""
+        probe = self.container.get("readinessProbe") or {}
+        port = next((probe[kind].get("port") for kind in ("tcpSocket", "grpc", "httpGet") if kind in probe), None)
+        if isinstance(port, str) and not port.isdigit():
+            port = next((p.get("containerPort") for p in self.container.get("ports") or [] if p.get("name") == port),
+                        None)  # fmt: skip
+        return None if port is None else int(port)
+
+
+def rendered_pods(docs: Sequence[dict[str, Any]], namespace: str = "default") -> list[RenderedPod]:
+    """The TensorFlow pods (ps, workers, chief, evaluator) and TensorBoard of a rendered release; a JobSet's as
+    JobSet and the Job controller create them (jobset.py)."""
+    pods: list[RenderedPod] = []
+    for doc in docs:
+        hook = "helm.sh/hook" in (doc.get("metadata", {}).get("annotations") or {})
+        if (kind := doc.get("kind")) == "JobSet" and not hook:
+            pods += [RenderedPod(hostname, labels.get(COMPONENT_LABEL, ""), index, job, labels, annotations)
+                     for hostname, index, job, labels, annotations in jobset.pod_templates(doc, namespace)
+                     if labels.get(COMPONENT_LABEL) in TF_ROLES]  # fmt: skip
+        if kind not in ("StatefulSet", "Job", "Deployment") or hook:
+            continue
+        template = doc["spec"]["template"]
+        labels: dict[str, str] = template["metadata"]["labels"]
+        role = labels.get(COMPONENT_LABEL, "")
+        if role not in (*TF_ROLES, TENSORBOARD):
+            continue
+        name = doc["metadata"]["name"]
+        if kind == "StatefulSet":
+            for ordinal in range(int(doc["spec"].get("replicas", 1))):
+                pod_labels = {**labels, "apps.kubernetes.io/pod-index": str(ordinal)}
+                pods.append(RenderedPod(f"{name}-{ordinal}", role, ordinal, doc, pod_labels))
+        elif kind == "Job" and doc["spec"].get("completionMode") == "Indexed":
+            # Kubernetes names an Indexed Job's pods (hostname) <job>-<index> and annotates the index
+            for index in range(int(doc["spec"].get("completions", 1))):
+                completion = {"batch.kubernetes.io/job-completion-index": str(index)}
+                pods.append(RenderedPod(f"{name}-{index}", role, index, doc, labels, completion))
+        elif kind == "Job":
+            pods.append(RenderedPod(template["spec"].get("hostname") or name, role, 0, doc, labels))
+        elif role == TENSORBOARD:
+            pods.append(RenderedPod(f"{name}-0", role, 0, doc, labels))
+    return pods
+
+
+def workload_of(docs: Sequence[dict[str, Any]], namespace: str, pods: Sequence[RenderedPod]) -> jobset.JobSetSpec:
+    """The controllers the pods run under: the render's JobSet (workload.kind=jobset), read as its controller
+    reads it, else its Jobs and StatefulSets (TensorBoard's Deployment aside: started once), the chief's Job (or
+    the workers' without a chief) the run's; one line where there is no chief."""
+    found = [doc for doc in docs if doc.get("kind") == "JobSet"]
+    if len(found) > 1:
+        raise UsageError(f"the release renders {len(found)} JobSets: tfchart local runs one")
+    workloads: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    for pod in pods:
+        if pod.role != TENSORBOARD:
+            workloads.setdefault(pod.controller["metadata"]["name"], (pod.controller, []))[1].append(pod.name)
+    jobs = {pod.role: pod.controller["metadata"]["name"] for pod in reversed(pods) if pod.kind == "Job"}
+    if (run_job := jobs.get(CHIEF) or jobs.get(WORKER)) is None:
+        raise UsageError("the rendered release has no chief",
+                         "every topology renders a chief Job, or workers whose worker 0 is the chief: check --chart")
+    return jobset.JobSetSpec.read(found[0], namespace) if found else jobset.native_spec(
+        list(workloads.values()), run_job, namespace)  # fmt: skip
