@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -101,7 +102,31 @@ class Result:
     stderr: str
 
 
+# `helm template` of the repository's chart is a function of its arguments and of the files they name (no
+# cluster is asked, and the chart does not change during a session): tests that render the same values with
+# the same helm share one run.
+_TEMPLATES: dict[tuple[str, ...], Result] = {}
+
+
+def _template_key(major: str, args: Sequence[str]) -> tuple[str, ...] | None:
+    asks_a_cluster = any(a.startswith(("--dry-run", "--validate", "--kube")) for a in args)
+    if not args or args[0] != "template" or str(CHART) not in args or asks_a_cluster:
+        return None
+    named = [hashlib.sha256(Path(a).read_bytes()).hexdigest() for a in args if os.path.isfile(a)]
+    return (str(helm_path(major)), *args, *named)
+
+
 def helm(major: str, *args: str, timeout: int = 120) -> Result:
+    key = _template_key(major, args)
+    if key is not None and key in _TEMPLATES:
+        return _TEMPLATES[key]
+    result = _helm(major, *args, timeout=timeout)
+    if key is not None:
+        _TEMPLATES[key] = result
+    return result
+
+
+def _helm(major: str, *args: str, timeout: int = 120) -> Result:
     proc = subprocess.run(
         [str(helm_path(major)), *args],
         capture_output=True,
