@@ -30,6 +30,7 @@ from tests.trainer.conftest import service_account_dir
 from tests.trainer.test_supervisor import E2E_VALUES, JOBS, NAMESPACE, PREFIX, STS, Release, helm_owned, scale_down
 from tfchart.local.processes import LocalCluster, LocalPod, localise_cluster, pods_from_manifests, python_bin_dir
 from tfdcontract import CHIEF, PROGRESS_ANNOTATION, PS, STATUS_FILE, SUSPENDED_ANNOTATION, WORKER, parse_step_line
+from tfdcontract.lifecycle import WANTED_ANNOTATION
 
 pytestmark = pytest.mark.slow
 
@@ -108,8 +109,11 @@ def test_a_suspended_release_frees_every_pod_and_resumes_at_its_checkpoint(tmp_p
         assert stepped.wait(300), stage.lines[-30:]
         suspending = subprocess.Popen([sys.executable, "-m", "tfchart", "suspend", "mnist", *kubeconfig], cwd=REPO,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-        server.wait_for(Call("patch", "jobs", NAMESPACE, f"{PREFIX}-chief"))
-        os.kill(stage.cluster.processes[stage.chief.name].popen.pid, signal.SIGCONT)  # mid-run, SIGTERM on its way
+        with server.answered_one:  # the supervisor suspended the chief Job: SIGTERM is on its way
+            chief_job = Call("patch", "jobs", NAMESPACE, f"{PREFIX}-chief")
+            assert server.answered_one.wait_for(lambda: any(
+                r.call == chief_job and "suspend" in (r.body.get("spec") or {}) for r in server.requests), 120)
+        os.kill(stage.cluster.processes[stage.chief.name].popen.pid, signal.SIGCONT)  # mid-run
         out, err = suspending.communicate(timeout=300)
         assert suspending.returncode == 0, err
         # every pod released: no pod object left, the StatefulSets at 0, no process of them running
@@ -122,6 +126,8 @@ def test_a_suspended_release_frees_every_pod_and_resumes_at_its_checkpoint(tmp_p
         assert resumed.returncode == 0, resumed.stderr
 
     stage.hooks.append(chief_line)
+    # the supervisor's Deployment Ready (the Deployment controller's report): tfchart asks it and waits
+    server.update("Deployment", NAMESPACE, f"{PREFIX}-supervisor", {"status": {"replicas": 1, "readyReplicas": 1}})
     try:
         job.start()
         log = stage.supervise(docs, during=suspend_and_resume, timeout=600)
@@ -131,15 +137,16 @@ def test_a_suspended_release_frees_every_pod_and_resumes_at_its_checkpoint(tmp_p
         assert SUSPENDED_ANNOTATION not in finished["metadata"].get("annotations", {})
         assert_resumed_at(saved[0], chief["after"], storage)
         assert job.suspensions == 1 and job.exit_codes == [0]
-        # the supervisor took the suspension for no ending: it wrote nothing until the run Succeeded
+        # tfchart asked (the wanted state), the supervisor carried it out, then took the suspension for no ending
         changes = state_writes(server)
-        writes = [(method, path, body if "/scale" in path else sorted(body["spec"])) for method, path, body in
-                  changes[:6]]  # fmt: skip
-        assert writes == [("PATCH", f"{JOBS}/{PREFIX}-chief", ["suspend"]),
-                          *[("PATCH", f"{STS}/{PREFIX}-{r}/scale", {"spec": {"replicas": 0}}) for r in (PS, WORKER)],
-                          *[("PATCH", f"{STS}/{PREFIX}-{r}/scale", {"spec": {"replicas": 1}}) for r in (PS, WORKER)],
-                          ("PATCH", f"{JOBS}/{PREFIX}-chief", ["suspend"])]  # fmt: skip
-        rest = changes[6:]
+        writes = [(path, body if "/scale" in path else sorted(body.get("spec") or body["metadata"]["annotations"]))
+                  for _, path, body in changes[:8]]  # fmt: skip
+        assert writes == [(f"{JOBS}/{PREFIX}-chief", [WANTED_ANNOTATION]), (f"{JOBS}/{PREFIX}-chief", ["suspend"]),
+                          *[(f"{STS}/{PREFIX}-{r}/scale", {"spec": {"replicas": 0}}) for r in (PS, WORKER)],
+                          (f"{JOBS}/{PREFIX}-chief", [WANTED_ANNOTATION]),
+                          *[(f"{STS}/{PREFIX}-{r}/scale", {"spec": {"replicas": 1}}) for r in (PS, WORKER)],
+                          (f"{JOBS}/{PREFIX}-chief", ["suspend"])]  # fmt: skip
+        rest = changes[8:]
         for write in rest:
             write[2].get("metadata", {}).get("annotations", {}).pop("tf-distributed.io/ended-at", None)
         expected = scale_down("succeeded", f"Succeeded: Job {PREFIX}-chief completed")
