@@ -26,7 +26,20 @@ from tests.chartlib import REPO, named, render
 from tests.kubeapi import KubeServer, Request
 from tests.kubeapi_rbac import service_account
 from tests.trainer.conftest import service_account_dir
-from tests.trainer.test_supervisor import E2E_VALUES, JOBS, NAMESPACE, PREFIX, STS, container_env, free_port, health
+from tests.trainer.test_supervisor import (
+    E2E_VALUES,
+    JOBS,
+    NAMESPACE,
+    PREFIX,
+    STS,
+    Killed,
+    container_env,
+    dies_before_write,
+    free_port,
+    health,
+    objects,
+    supervisor,
+)
 from tfchart.local.processes import python_bin_dir
 from tfdcontract import PROGRESS_ANNOTATION, SUSPENDED_ANNOTATION, parse_suspension
 from tfdcontract.lifecycle import WANTED_ANNOTATION
@@ -258,3 +271,51 @@ def test_under_a_jobset_with_kueue_the_supervisor_alone_suspends_resumes_and_sto
         (f"/apis/batch/v1/namespaces/{JOBSET_NS}/jobs/{PREFIX}-chief-0", {"activeDeadlineSeconds": 1}, []),
         (path, None, ending), (f"/apis/apps/v1/namespaces/{JOBSET_NS}/deployments/{PREFIX}-supervisor/scale",
                                {"replicas": 0}, [])]  # fmt: skip
+
+
+# -- a supervisor killed at any write of a step, restarted, finishes it as the uninterrupted one ------------------
+
+
+def looks_until_reached(sup: Supervisor, server: KubeServer) -> None:
+    """The loop's looks (observe, then the plan's next step) until the wanted state is reached; between two, the
+    StatefulSet controller reports every replica Ready (no pod here: none to wait for on a suspension)."""
+    for _ in range(10):
+        assert sup.observe() is None and sup.seen is not None
+        sup.pursue(sup.seen)
+        if not sup.waiting:
+            return
+        for name in ("r-ps", "r-worker"):
+            count = (server.get("StatefulSet", NAMESPACE, name) or {})["spec"]["replicas"]
+            server.update("StatefulSet", NAMESPACE, name, {"status": {"readyReplicas": count, "replicas": count}})
+    raise AssertionError("not reached in 10 looks")
+
+
+def suspension_state(server: KubeServer) -> tuple[Any, ...]:
+    job = server.get("Job", NAMESPACE, "r-chief") or {}
+    record = parse_suspension(job["metadata"].get("annotations"))
+    return (job["spec"].get("suspend"), record.replicas if record else None,
+            *[(server.get("StatefulSet", NAMESPACE, n) or {})["spec"]["replicas"] for n in ("r-ps", "r-worker")])
+
+
+@pytest.mark.parametrize("wanted", ["suspended", "running"])
+def test_a_supervisor_killed_at_any_write_of_a_suspension_or_resume_finishes_it_when_restarted(wanted: str) -> None:
+    def cluster(server: KubeServer) -> None:
+        server.reset()
+        server.add(*objects())
+        if wanted == "running":  # suspended by an uninterrupted supervisor first
+            server.update("Job", NAMESPACE, "r-chief", {"metadata": {"annotations": {WANTED_ANNOTATION: "suspended"}}})
+            looks_until_reached(supervisor(server), server)
+        server.update("Job", NAMESPACE, "r-chief", {"metadata": {"annotations": {WANTED_ANNOTATION: wanted}}})
+
+    with kf.kube_server() as server:
+        cluster(server)
+        before = len(server.writes())
+        looks_until_reached(supervisor(server), server)
+        expected, writes = suspension_state(server), len(server.writes()) - before
+        assert expected == ((True, {"ps": 2, "worker": 3}, 0, 0) if wanted == "suspended" else (False, None, 2, 3))
+        for killed_at in range(writes):
+            cluster(server)
+            with pytest.raises(Killed):
+                looks_until_reached(dies_before_write(supervisor(server), killed_at), server)
+            looks_until_reached(supervisor(server), server)
+            assert suspension_state(server) == expected, f"killed before write {killed_at + 1}"
