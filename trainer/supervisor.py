@@ -4,8 +4,9 @@ The chart runs this as the Deployment ``<fullname>-supervisor`` (``python -m tra
 ServiceAccount, whose Role names exactly the objects it touches; it never depends on code in the chief's image. It
 talks to the API through the pinned ``kubernetes`` client (trainer/kube.py), as tfchart does. Its parts: settings
 (trainer/supervisor_settings.py), watching (supervisor_watch.py), deciding (supervisor_endings.py, and
-:meth:`Supervisor.observe` here), acting (supervisor_act.py, supervisor_kinds.py), the progress record and stalls
-(supervisor_progress.py), health (supervisor_health.py).
+:meth:`Supervisor.observe` here), acting (supervisor_act.py, supervisor_kinds.py), carrying out tfdcontract.lifecycle's
+plan (supervisor_plan.py: the wanted state `tfchart stop|suspend|resume` write on the run's object, and its own
+endings), the progress record and stalls (supervisor_progress.py), health (supervisor_health.py).
 
 A run is one object: the chief Job (or the workers' Job without a chief), or under ``workload.kind=jobset``
 (``TFD_RUN_KIND=JobSet``) the JobSet ``TFD_RUN_NAME``. The supervisor list+watches it by name
@@ -27,12 +28,12 @@ supervisor decides the same. The poll (TFD_POLL_SECONDS) stays the backstop and 
 * with ``TFD_STALL_TIMEOUT_SECONDS``: a started run whose chief's step has not risen that long: ``stalled``, ended
   through the chief Job's deadline (under a JobSet, its DeadlineEndsTheRun rule fails the run).
 
-A suspended run is waited for. With ``TFD_PROGRESS=true`` the chief container's log tail (trainer/progress.py) is read
-each poll and its progress written on the chief's own Job (``tf-distributed.io/progress``), which also keeps the stall
-clock. On an ending it scales the ps/worker StatefulSets to 0 unless that ending's policy is ``keep``
-(``TFD_ON_SUCCESS``/``TFD_ON_FAILURE``), suspends the evaluator Job, records the ending on the run's object
-(``tf-distributed.io/ending``, ``end-reason``, ``ended-at``; the chart's ``lookup`` reads it back) and scales its own
-Deployment to 0. The record is written last: a supervisor restarted at any point decides as the first would have.
+A suspended run is waited for (and resumed when asked). With ``TFD_PROGRESS=true`` the chief container's log tail
+(trainer/progress.py) is read each poll and its progress written on the chief's own Job
+(``tf-distributed.io/progress``), which also keeps the stall clock. On an ending it carries out the plan's stop with
+that ending: the ps/worker StatefulSets to 0 unless that ending's policy is ``keep`` (``TFD_ON_SUCCESS``/
+``TFD_ON_FAILURE``), the evaluator Job suspended, the ending recorded on the run's object (``tf-distributed.io/ending``,
+``end-reason``, ``ended-at``; the chart's ``lookup`` reads it back) and its own Deployment to 0. The record is written last: a supervisor restarted at any point decides as the first would have.
 Under a JobSet, JobSet's controller frees the other Jobs itself; the supervisor scales nothing but itself.
 
 The tests run it against tests/kubeapi.py (``TFD_KUBE_API``), which answers as the API server does.
