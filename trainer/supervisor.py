@@ -33,7 +33,8 @@ A suspended run is waited for (and resumed when asked). With ``TFD_PROGRESS=true
 (``tf-distributed.io/progress``), which also keeps the stall clock. On an ending it carries out the plan's stop with
 that ending: the ps/worker StatefulSets to 0 unless that ending's policy is ``keep`` (``TFD_ON_SUCCESS``/
 ``TFD_ON_FAILURE``), the evaluator Job suspended, the ending recorded on the run's object (``tf-distributed.io/ending``,
-``end-reason``, ``ended-at``; the chart's ``lookup`` reads it back) and its own Deployment to 0. The record is written last: a supervisor restarted at any point decides as the first would have.
+``end-reason``, ``ended-at``; the chart's ``lookup`` reads it back) and its own Deployment to 0. The record is
+written last: a supervisor restarted at any point decides as the first would have.
 Under a JobSet, JobSet's controller frees the other Jobs itself; the supervisor scales nothing but itself.
 
 The tests run it against tests/kubeapi.py (``TFD_KUBE_API``), which answers as the API server does.
