@@ -41,7 +41,7 @@ class Report:
     manifests: list[dict[str, Any]] = field(default_factory=list, repr=False)  # the render (the rules' pass's)
     policy_file: str = ""
     policy_checked: bool = False
-    violations: list[Problem] = field(default_factory=list)  # tfchart.values.policy.Violation
+    violations: list[Problem] = field(default_factory=list)  # tfchart.values.policy_rules.Violation
     policy_problems: list[Problem] = field(default_factory=list)  # the policy file itself is broken
     note: str = ""
     rendered_with: tuple[str, Inputs, str | None] | None = field(default=None, repr=False)  # release, inputs, ns
