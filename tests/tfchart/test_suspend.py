@@ -17,7 +17,7 @@ import pytest
 from tests import kubeapi as kf
 from tests.chartlib import REPO, render
 from tests.kubeapi import Call, KubeServer, kube_server
-from tfchart.cluster import releases, status
+from tfchart.cluster import releases, status, suspend
 from tfdcontract import SUSPENDED_ANNOTATION, Suspension, parse_suspension, suspension_annotations
 from tfdcontract.lifecycle import RUNNING_WANTED, SUSPENDED_WANTED, WANTED_ANNOTATION
 
@@ -314,3 +314,21 @@ def test_upgrading_a_suspended_release_keeps_its_pods_released(server: KubeServe
     resumed = render(sets=sets, namespace=NS, extra=extra)
     assert {d["metadata"]["name"]: d["spec"]["replicas"] for d in resumed if d["kind"] == "StatefulSet"} == {
         f"{PREFIX}-ps": 1, f"{PREFIX}-worker": 2}
+
+
+def test_a_supervisor_gone_while_tfchart_waits_for_it_leaves_the_steps_to_tfchart(server: KubeServer) -> None:
+    """Asked while the supervisor was Ready, the suspend waits for it; once its Deployment has no Ready replica
+    (crashed, evicted), tfchart carries the rest of the plan out itself."""
+    docs = training(server, evaluator=False)
+    server.add({**docs[f"{PREFIX}-supervisor"], "status": {"replicas": 1, "readyReplicas": 1}})
+    server.delete("Pod", NS, f"{CHIEF}-x7k2p")
+
+    def supervisor_crashes(seconds: float) -> None:
+        server.update("Deployment", NS, f"{PREFIX}-supervisor", {"status": {"readyReplicas": 0}})
+
+    outcome = suspend.suspend(server.api(), "mnist", NS, 30, suspend.Clock(sleep=supervisor_crashes))
+    assert outcome.actions[0] == f"asked the run supervisor ({PREFIX}-supervisor) for suspended on Job {CHIEF}; it " \
+                                 "carries it out"  # fmt: skip
+    assert [path for _, path, _ in server.writes()] == [f"{JOBS}/{CHIEF}", f"{JOBS}/{CHIEF}",
+                                                        f"{STS}/{PREFIX}-ps/scale", f"{STS}/{PREFIX}-worker/scale"]
+    assert record(server)["suspend"] is True and replicas(server, "ps") == replicas(server, "worker") == 0

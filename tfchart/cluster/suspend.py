@@ -12,7 +12,7 @@ pending and exits 124.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -144,12 +144,10 @@ def carry_out(api: KubeApi, release: str, namespace: str, wanted: str, timeout: 
     step = plan(found.view, wanted, now=stamp(clock.wall()))
     if not step.reached and annotations_of(found.view.run).get(WANTED_ANNOTATION) != wanted:
         api.patch(found.view.kind, found.view.name, namespace, wanted_patch(wanted))
-    supervisor = found.view.supervisor or {}
-    by_supervisor = not force and ((supervisor.get("status") or {}).get("readyReplicas") or 0) > 0 and \
-        (supervisor.get("spec") or {}).get("replicas") != 0
+    by_supervisor = not force and supervising(found.view.supervisor)
     if by_supervisor:
-        done.actions.append(f"asked the run supervisor ({named(supervisor)}) for {wanted} on {found.view.kind} "
-                            f"{found.view.name}; it carries it out")
+        done.actions.append(f"asked the run supervisor ({named(found.view.supervisor)}) for {wanted} on "
+                            f"{found.view.kind} {found.view.name}; it carries it out")
     limit = default_timeout(found, wanted) if timeout is None else timeout
     deadline, acted, unchanged, waiting = clock.now() + limit, set(), {}, []  # type: ignore[var-annotated]
     while True:
@@ -178,10 +176,17 @@ def carry_out(api: KubeApi, release: str, namespace: str, wanted: str, timeout: 
             clock.sleep(POLL_SECONDS)
         found = read(api, release, namespace)
         step = plan(found.view, wanted, now=stamp(clock.wall()))
+        by_supervisor = by_supervisor and supervising(found.view.supervisor)  # one gone meanwhile: tfchart goes on
     done.unchanged = [line for key, line in unchanged.items() if key not in acted]
     record = found.view.suspension or record
     done.since, done.replicas = (record.since, dict(record.replicas)) if record else ("", {})
     return done
+
+
+def supervising(supervisor: Mapping[str, Any] | None) -> bool:
+    """Whether the run supervisor runs: its Deployment has a Ready replica and is not scaled to 0."""
+    spec, status = (supervisor or {}).get("spec") or {}, (supervisor or {}).get("status") or {}
+    return (status.get("readyReplicas") or 0) > 0 and spec.get("replicas") != 0
 
 
 def refuse(found: Found, wanted: str, release: str, namespace: str, end_run: bool) -> None:
