@@ -65,6 +65,23 @@ def test_no_progress_or_status_line_format_outside_the_contract() -> None:
     assert not found, "\n".join(found)
 
 
+def test_the_run_s_annotations_are_named_in_the_contract_only() -> None:
+    """The ending, suspension and wanted-state records are spelled in tfdcontract alone: no literal of their names
+    and no `ANNOTATION_PREFIX + ...` of one's own elsewhere (issue 35's acceptance)."""
+    from tfdcontract.lifecycle import WANTED_ANNOTATION
+
+    names = (contract.ENDING_ANNOTATION, contract.END_REASON_ANNOTATION, contract.ENDED_AT_ANNOTATION,
+             contract.SUSPENDED_ANNOTATION, WANTED_ANNOTATION)  # fmt: skip
+    found = []
+    for path in python_files():
+        tree = ast.parse(path.read_text())
+        where = path.relative_to(REPO)
+        found += [f"{where}:{node.lineno}: {node.value!r}" for node, _ in strings(tree) if node.value in names]
+        found += [f"{where}:{node.lineno}: ANNOTATION_PREFIX + ..." for node in ast.walk(tree)
+                  if isinstance(node, ast.BinOp) and "ANNOTATION_PREFIX" in ast.unparse(node.left)]  # fmt: skip
+    assert not found, "\n".join(found)
+
+
 def test_the_scan_fails_on_a_copy(tmp_path: Path) -> None:
     """A copy of each kind is caught (the scan's own check)."""
     copy = ast.parse('ROLES = ("ps", "worker")\nLINE = re.compile(r"step (\\d+), loss = (\\S+) sec/batch")\n'
