@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.preflight import gang, gpus, images, jobset, kueue, network, quota, storage, topology
@@ -89,8 +90,7 @@ def report(findings: list[Finding], release: str, namespace: str) -> dict[str, A
     counts = Counter(finding.severity for finding in findings)
     return {"release": release, "namespace": namespace, "passed": not has_failures(findings),
             "counts": {severity: counts[severity] for severity in (OK, WARN, FAIL)},
-            "findings": [{"check": f.check, "severity": f.severity, "message": f.message, "hint": f.hint}
-                         for f in findings]}  # fmt: skip
+            "findings": [asdict(finding) for finding in findings]}  # fmt: skip
 
 
 def refusal(findings: list[Finding]) -> TfchartError | None:
