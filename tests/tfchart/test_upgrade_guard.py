@@ -23,7 +23,9 @@ from tests.chartlib import CHART
 from tests.kubeapi import Call, KubeServer, kube_server
 from tests.tfchart.test_namespace import cluster_calls, tfchart
 from tests.tfchart.test_release import DEFAULT_CLASS, RecordingHelm, deployed_docs, inputs, live_cluster, upgrade
+from tfchart.cluster import fields
 from tfchart.cluster import upgrade as guard
+from tfchart.cluster.recreate import Waiting
 from tfchart.errors import ImmutableFieldChange, KubernetesError, UsageError
 from tfchart.helm.release import Options, parse_duration
 from tfchart.helm.render import manifests
@@ -108,7 +110,7 @@ def run_upgrade(
             recreate=recreate,
             deleter=api,
             live=api,
-            waiting=guard.Waiting(timeout=timeout, interval=2.0, sleep=clock.sleep, clock=clock),
+            waiting=Waiting(timeout=timeout, interval=2.0, sleep=clock.sleep, clock=clock),
             report=said.append,
         )
     except (ImmutableFieldChange, KubernetesError, UsageError) as error:
@@ -422,7 +424,7 @@ def old_chart_upgrade(
             recreate=True,
             deleter=api,
             live=api,
-            waiting=guard.Waiting(timeout=timeout, interval=2.0, sleep=clock.sleep, clock=clock),
+            waiting=Waiting(timeout=timeout, interval=2.0, sleep=clock.sleep, clock=clock),
             report=said.append,
         )
     except KubernetesError as error:
@@ -521,14 +523,14 @@ def test_every_problem_is_listed_at_once_with_field_old_and_new(old_chart: Path,
 def test_a_long_value_is_shown_around_its_difference_never_cut_json() -> None:
     old = json.dumps({"cluster": {"worker": [f"w-{i}.svc:2222" for i in range(40)]}, "task": {"index": 0}})
     new = old.replace("w-17.svc", "w-17.svc.cluster.local")
-    shown_old, shown_new = guard.show_pair(old, new)
+    shown_old, shown_new = fields.show_pair(old, new)
     assert "w-17.svc" in shown_old and "w-17.svc.cluster.local" in shown_new
     assert shown_old.endswith(f"({len(old)} characters)") and shown_new.endswith(f"({len(new)} characters)")
     assert shown_old.startswith('"…') and len(shown_old) < 200
     # structured values are summarised, not cut in the middle of their JSON
-    assert guard.show({f"k{i}": "v" * 20 for i in range(10)}) == "an object of 10 keys (k0, k1, k2, k3, k4, k5, …)"
-    assert guard.show(list(range(100))) == "a list of 100 items"
-    assert guard.show("short") == '"short"' and guard.show(None) == "(not set)"
+    assert fields.show({f"k{i}": "v" * 20 for i in range(10)}) == "an object of 10 keys (k0, k1, k2, k3, k4, k5, …)"
+    assert fields.show(list(range(100))) == "a list of 100 items"
+    assert fields.show("short") == '"short"' and fields.show(None) == "(not set)"
 
 
 def test_named_list_items_are_compared_by_name() -> None:
@@ -541,7 +543,7 @@ def test_named_list_items_are_compared_by_name() -> None:
             }
         ]
     }
-    assert list(guard.field_changes("spec", old, new)) == [
+    assert list(fields.field_changes("spec", old, new)) == [
         ("spec.containers[name=a].env[name=Y].value", "2", "3"),
         ("spec.containers[name=a].env[name=W].name", None, "W"),
         ("spec.containers[name=a].env[name=W].value", None, "0"),

@@ -89,6 +89,7 @@ def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, i
     """
     from tfchart.cluster import preflight
     from tfchart.cluster import upgrade as guard
+    from tfchart.cluster.recreate import Waiting
     from tfchart.helm import release
     from tfchart.helm.release import parse_duration
 
@@ -110,7 +111,7 @@ def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, i
         click.echo(release.install(helm, name, values.chart, values.inputs, options, verb="upgrade"))
         return
     api = kube.api()
-    waiting = guard.Waiting(parse_duration(flags.timeout)) if flags.timeout else guard.Waiting()
+    waiting = Waiting(parse_duration(flags.timeout)) if flags.timeout else Waiting()
     plan = guard.upgrade(helm, name, values.chart, values.inputs, manifests, options, api, recreate,
                          deleter=api if recreate and not flags.dry_run else None, waiting=waiting,
                          report=lambda line: click.secho(line, fg="yellow", err=True))  # fmt: skip

@@ -1,39 +1,34 @@
-"""`tfchart upgrade`: helm upgrade made safer than raw helm.
+"""`tfchart upgrade`: helm upgrade made safer than raw helm, which fails half-way on a change the API server refuses.
 
-The API server refuses to change many fields (most of a StatefulSet's spec, a Job's pod template, a Deployment's
-selector, a JobSet's replicatedJobs, a claim's class or a smaller size), and helm would fail half-way. So before helm
-runs, the guard asks the API server: for each object of the deployed release (its last deployed revision: a failed
-upgrade's is not what runs) that the new render changes, it sends the change helm will send (a JSON merge patch from
-the deployed manifest to the new one) as a server-side dry run (dryRun=All), and reports each field the server refuses
-with its live and new value and what to do, unless the caller asks to recreate those objects (--recreate: deleted,
-and waited for until each reads 404, before helm runs). Only what the server cannot know is the guard's own: a
-finished JobSet of this very run is kept as it is by the chart, which objects --recreate may delete and how, and the
-values behind a claim's fields. An object no longer in the cluster (a finished chief Job removed by
-ttlSecondsAfterFinished) is no conflict: helm's upgrade creates an object of the new manifest that it does not find
-(helm 3.17 and 4.1 pkg/kube Client.Update: a NotFound on Get leads to a create).
+Before helm runs, the guard sends each change of the deployed release (its last deployed revision: a failed upgrade's
+is not what runs) to the API server as helm will (a JSON merge patch from the deployed manifest to the new one) in a
+server-side dry run (dryRun=All), and reports each field the server refuses, with its live and new value and what to
+do, unless --recreate deletes those objects (waiting until each reads 404) first. Its own is only what the server
+cannot know: a finished JobSet of this very run is kept as it is by the chart, how --recreate deletes, the values
+behind a claim's fields. An object gone from the cluster (a chief Job removed by ttlSecondsAfterFinished) is no
+conflict: helm creates it (helm 3.17 and 4.1 pkg/kube Client.Update: a NotFound on Get leads to a create).
 """
 
 from __future__ import annotations
 
-import json
 import re
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import zip_longest
 from typing import Any
 
-from tfchart.cluster.kube import AccessDenied, Deletion, KubeApi
-from tfchart.errors import ImmutableFieldChange, KubernetesError, UsageError
+from tfchart.cluster.fields import LONG, by_name, field_changes, json_text, show, show_pair
+from tfchart.cluster.kube import AccessDenied, KubeApi
+from tfchart.cluster.recreate import Waiting, delete_to_recreate, wait_until_gone
+from tfchart.errors import ImmutableFieldChange, UsageError
 from tfchart.helm.chart import Chart
 from tfchart.helm.inputs import Inputs
-from tfchart.helm.release import Options, base_revision, format_duration, release_args
+from tfchart.helm.release import Options, base_revision, release_args
 from tfchart.helm.render import manifests
 from tfchart.helm.runner import Runner, major_version
 from tfchart.manifests.quantity import parse_or_none
-from tfdcontract import RECREATING_ANNOTATION
+from tfdcontract import RUN_SPEC_ANNOTATION
+from tfdcontract.runstate import annotations_of, jobset_ending
 
-RUN_SPEC = "tf-distributed.io/run-spec"
 CLAIM = "PersistentVolumeClaim"
 STORAGE = "spec.resources.requests.storage"
 # What --recreate does with each kind it may delete (a claim is never deleted: it holds the checkpoints).
@@ -51,18 +46,12 @@ GUARDED = (*RECREATE, CLAIM)
 CLAIM_VALUES = {"spec.accessModes": "storage.accessModes", "spec.storageClassName": "storage.storageClassName",
                 STORAGE: "storage.size"}
 FIELDS_SHOWN_PER_OBJECT = 12  # more changed fields of one object are counted, not listed
-LONG = 100  # values longer than this (as JSON) are shortened around the difference
-CONTEXT = 30  # characters kept on each side of the difference of two long strings
-DEFAULT_DELETE_TIMEOUT = 300.0  # seconds, helm's default --timeout (5m)
-POLL_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
 class ImmutableChange:
-    """One field of one object whose change the API server refuses. `field` is the full path
-    (spec.template.spec.containers[name=trainer].image); `deployed` is the live value where tfchart could read it,
-    else the one helm last deployed; `reason` is what the server said of this very field, `fix` what to do where
-    --recreate is no fix."""
+    """A field whose change the server refuses: `field` its path (spec.template.spec.containers[name=c].image),
+    `deployed` its live value (unread: as helm deployed it), `reason` what the server said of it, `fix` what to do."""
 
     kind: str
     name: str
@@ -80,112 +69,6 @@ class ImmutableChange:
         old, new = show_pair(self.deployed, self.new)
         line = f"{self.kind} {self.name}: {self.field}: {old} -> {new}"
         return f"{line} ({self.reason})" if self.reason else line
-
-
-@dataclass(frozen=True)
-class Waiting:
-    """How long --recreate waits for its deletions, and how (tests pass a fake clock)."""
-
-    timeout: float = DEFAULT_DELETE_TIMEOUT
-    interval: float = POLL_SECONDS
-    sleep: Callable[[float], None] = time.sleep
-    clock: Callable[[], float] = time.monotonic
-
-
-# -- showing a change --------------------------------------------------------------------------------
-
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _child(path: str, key: Any) -> str:
-    key = str(key)
-    return f"{path}.{key}" if _IDENTIFIER.fullmatch(key) else f"{path}[{json.dumps(key)}]"
-
-
-def _by_name(items: list[Any]) -> dict[str, Any] | None:
-    """A list of named objects (containers, env, volumes, ports) by name, or None when it is not one."""
-    named: dict[str, Any] = {}
-    for item in items:
-        name = item.get("name") if isinstance(item, dict) else None
-        if not isinstance(name, str) or name in named:
-            return None
-        named[name] = item
-    return named
-
-
-def field_changes(path: str, old: Any, new: Any) -> Iterator[tuple[str, Any, Any]]:
-    """(path, old, new) of every leaf that differs; an absent value is None. Objects are compared key
-    by key; lists of named objects by name (`containers[name=trainer]`), so one added environment
-    variable is one line; other lists item by item."""
-    if old == new:
-        return
-    if isinstance(old, dict) or isinstance(new, dict):
-        if isinstance(old, (dict, type(None))) and isinstance(new, (dict, type(None))):
-            before_dict, after_dict = old or {}, new or {}
-            for key in sorted(before_dict.keys() | after_dict.keys(), key=str):
-                yield from field_changes(_child(path, key), before_dict.get(key), after_dict.get(key))
-            return
-    elif isinstance(old, (list, type(None))) and isinstance(new, (list, type(None))):
-        before_list, after_list = old or [], new or []
-        before_named, after_named = _by_name(before_list), _by_name(after_list)
-        if before_named is not None and after_named is not None:
-            names = list(before_named) + [name for name in after_named if name not in before_named]
-            changes = [
-                change for name in names
-                for change in field_changes(f"{path}[name={name}]", before_named.get(name), after_named.get(name))
-            ]
-            yield from changes or [(path, list(before_named), list(after_named))]  # none: the same items reordered
-            return
-        for index, (before, after) in enumerate(zip_longest(before_list, after_list)):
-            yield from field_changes(f"{path}[{index}]", before, after)
-        return
-    yield path, old, new
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-
-
-def show(value: Any) -> str:
-    """A value as JSON; a very long one summarised (a string keeps its start and end), never cut JSON."""
-    if value is None:
-        return "(not set)"
-    text = _json(value)
-    if len(text) <= LONG:
-        return text
-    if isinstance(value, str):
-        half = LONG // 2 - 3
-        return f"{_json(value[:half])[:-1]}…{_json(value[-half:])[1:]} ({len(value)} characters)"
-    if isinstance(value, dict):
-        keys = ", ".join(str(key) for key in list(value)[:6])
-        more = ", …" if len(value) > 6 else ""
-        return f"an object of {len(value)} keys ({keys}{more})"
-    if isinstance(value, list):
-        return f"a list of {len(value)} items"
-    return text
-
-
-def show_pair(old: Any, new: Any) -> tuple[str, str]:
-    """Both values; two long strings are shown around their first difference, with their lengths."""
-    if not (isinstance(old, str) and isinstance(new, str)) or max(len(_json(old)), len(_json(new))) <= LONG:
-        return show(old), show(new)
-    prefix = 0
-    while prefix < min(len(old), len(new)) and old[prefix] == new[prefix]:
-        prefix += 1
-    suffix = 0
-    while suffix < min(len(old), len(new)) - prefix and old[-1 - suffix] == new[-1 - suffix]:
-        suffix += 1
-    start = max(0, prefix - CONTEXT)
-
-    def around(text: str) -> str:
-        end = len(text) - max(0, suffix - CONTEXT)
-        middle = text[start:end]
-        if len(middle) > 2 * LONG:  # the difference itself is very long: keep its edges
-            middle = middle[: LONG - 1] + "…" + middle[-(LONG - 1) :]
-        head, tail = "…" if start > 0 else "", "…" if end < len(text) else ""
-        return f'"{head}{_json(middle)[1:-1]}{tail}" ({len(text)} characters)'
-
-    return around(old), around(new)
 
 
 # -- the guard: the API server's answer ----------------------------------------------------------------
@@ -214,8 +97,8 @@ def as_rendered(live: Any, *rendered: Any) -> Any:
     if isinstance(live, dict) and shapes and all(isinstance(shape, dict) for shape in shapes):
         return {key: as_rendered(value, *(shape.get(key) for shape in shapes)) for key, value in live.items()
                 if any(key in shape for shape in shapes)}  # fmt: skip
-    named = [_by_name(shape) if isinstance(shape, list) else None for shape in shapes]
-    live_named = _by_name(live) if isinstance(live, list) else None
+    named = [by_name(shape) if isinstance(shape, list) else None for shape in shapes]
+    live_named = by_name(live) if isinstance(live, list) else None
     if shapes and live_named is not None and all(by_name is not None for by_name in named):
         return [as_rendered(item, *(by_name.get(name) for by_name in named if by_name)) for name, item in
                 live_named.items()]  # fmt: skip
@@ -266,7 +149,10 @@ class GuardRun:
             if not exists:
                 self.notes.append(_absent_note(kind, name))
                 continue
-            if kind == "JobSet" and (finished := _finished_this_run(live, new_objects[key])):
+            run_spec = annotations_of(new_objects[key]).get(RUN_SPEC_ANNOTATION)
+            ending = jobset_ending(live) if live and kind == "JobSet" else None
+            if ending and run_spec and annotations_of(live).get(RUN_SPEC_ANNOTATION) == run_spec:  # templates/_run.tpl
+                finished = "Completed" if ending.kind == "succeeded" else "Failed"
                 self.notes.append(f"JobSet {name} finished this run ({finished}): the chart keeps it as it is, so the "
                                   "upgrade does not start it again")  # fmt: skip
                 continue
@@ -328,18 +214,6 @@ def _field_changes(kind: str, name: str, key: str, base: dict[str, Any], new: di
             for c in changes]  # fmt: skip
 
 
-def _finished_this_run(live: dict[str, Any] | None, new: dict[str, Any]) -> str:
-    """Completed or Failed, where the live JobSet finished and carries the new render's run-spec: the chart keeps it
-    as it is (templates/_run.tpl, runFinished), so nothing changes."""
-    status = (live or {}).get("status") or {}
-    finished = status.get("terminalState") or next(
-        (c["type"] for c in status.get("conditions") or [] if c.get("type") in ("Completed", "Failed")
-         and c.get("status") == "True"), "")  # fmt: skip
-    run_spec = ((live or {}).get("metadata") or {}).get("annotations", {}).get(RUN_SPEC)
-    return str(finished) if run_spec and run_spec == (new.get("metadata") or {}).get("annotations", {}).get(
-        RUN_SPEC) else ""  # fmt: skip
-
-
 def _adoptable(old_spec: dict[str, Any], new_spec: dict[str, Any]) -> bool:
     """Whether the new StatefulSet's selector matches the pods of the old one, so it can adopt them."""
     selector = new_spec.get("selector") or {}
@@ -366,7 +240,7 @@ def _claim_fix(path: str, deployed: Any, new: Any, admission: bool, storage_clas
         expand = f", or ask a cluster admin to set allowVolumeExpansion: true on StorageClass {storage_class}"
         return f"keep storage.size at {deployed}{expand if admission else ''}"
     if value := CLAIM_VALUES.get(path):
-        shown = "null (the cluster's default class)" if deployed is None else _json(deployed)
+        shown = "null (the cluster's default class)" if deployed is None else json_text(deployed)
         return f"keep {value} at {shown}"
     return f"keep {path} as deployed ({show(deployed)})"
 
@@ -470,10 +344,8 @@ def upgrade(
     live: KubeApi, recreate: bool = False, deleter: KubeApi | None = None,
     waiting: Waiting | None = None, report: Callable[[str], None] | None = None,
 ) -> UpgradePlan:
-    """Plans, refuses forbidden changes unless `recreate` covers them, deletes and waits, upgrades.
-    Deletes land in options.namespace, the namespace helm is given: the caller resolves it once, so helm
-    and the Kubernetes API never act in different ones. `report` receives the notes and the progress of
-    --recreate, one line each."""
+    """Plans, refuses what the server refuses unless `recreate` covers it, deletes and waits, upgrades. Deletes land
+    in options.namespace, the one helm is given; `report` receives the notes and --recreate's progress, a line each."""
     say = report or (lambda _line: None)
     plan = plan_upgrade(runner, release, chart, inputs, rendered, options, live)
     for note in plan.notes:
@@ -481,37 +353,22 @@ def upgrade(
     if plan.changes and (not recreate or plan.objects(recreatable=False)):
         raise refusal(plan, recreate, options.namespace)
     if plan.changes and not options.dry_run:
-        if deleter is None or not options.namespace:
-            raise UsageError("recreating objects needs the Kubernetes API and the release's namespace",
-                             "pass -n NAMESPACE (tfchart resolves it from the kubeconfig context otherwise)")
-        recreate_objects(plan, deleter, options.namespace, waiting or Waiting(), say)
+        assert options.namespace, "plan_upgrade needs it"
+        recreate_objects(plan, deleter or live, options.namespace, waiting or Waiting(), say)
     runner(plan.args)
     return plan
-
-
-def propagation(plan: UpgradePlan, kind: str, name: str) -> str:
-    """How --recreate deletes an object's dependents: Orphan for a StatefulSet whose pods the new one
-    adopts. Foreground otherwise (the pods go first): a Job stays terminating until its pod is gone, so
-    waiting for the Job also waits for the old chief pod, and the recreated chief never writes the same
-    checkpoint directory next to it."""
-    return "Orphan" if kind == "StatefulSet" and (kind, name) not in plan.not_adoptable else "Foreground"
-
-
-def delete_to_recreate(deleter: KubeApi, kind: str, name: str, namespace: str, propagation: str) -> Deletion:
-    """Deletes one object for --recreate. A Job or JobSet is marked first (RECREATING_ANNOTATION): the run
-    supervisor then waits for the new one, where a run's object deleted unmarked ends the run at once."""
-    if kind in ("Job", "JobSet") and deleter.read_object(kind, name, namespace) is not None:
-        deleter.patch(kind, name, namespace, {"metadata": {"annotations": {RECREATING_ANNOTATION: "true"}}})
-    return deleter.delete(kind, name, namespace, propagation)
 
 
 def recreate_objects(
     plan: UpgradePlan, deleter: KubeApi, namespace: str, waiting: Waiting, say: Callable[[str], None]
 ) -> None:
-    """Deletes the objects with forbidden changes and returns once every one of them is gone."""
+    """Deletes the objects with refused changes and returns once every one of them is gone: Orphan for a StatefulSet
+    whose pods the new one adopts, else Foreground (the pods go first: a Job stays terminating until its pod is gone,
+    so the recreated chief never writes the same checkpoint directory next to the old one)."""
     terminating: list[tuple[str, str]] = []
     for kind, name in plan.objects(recreatable=True):
-        outcome = delete_to_recreate(deleter, kind, name, namespace, propagation(plan, kind, name))
+        adopted = kind == "StatefulSet" and (kind, name) not in plan.not_adoptable
+        outcome = delete_to_recreate(deleter, kind, name, namespace, "Orphan" if adopted else "Foreground")
         if outcome == "absent":
             say(f"{kind} {name} is already gone (nothing to delete): helm creates it from the new values")
             plan.already_gone.append((kind, name))
@@ -522,49 +379,4 @@ def recreate_objects(
             say(f"deleted {kind} {name} ({plan.effect(kind, name)})")
             plan.recreated.append((kind, name))
     if terminating:
-        wait_until_gone(plan, deleter, terminating, namespace, waiting, say)
-
-
-def wait_until_gone(
-    plan: UpgradePlan, deleter: KubeApi, terminating: list[tuple[str, str]], namespace: str, waiting: Waiting,
-    say: Callable[[str], None],
-) -> None:
-    """Reads each object until the API answers 404 (or shows a new object of that name)."""
-    say(f"waiting for {len(terminating)} deletion{'s' if len(terminating) != 1 else ''} to finish before helm runs")
-    deadline = waiting.clock() + waiting.timeout
-    pending = list(terminating)
-    while True:
-        still: list[tuple[str, str, dict[str, Any]]] = []
-        for kind, name in pending:
-            document = deleter.read_object(kind, name, namespace)
-            uid = str((document or {}).get("metadata", {}).get("uid") or "")
-            known = plan.uids.get((kind, name))
-            if document is None or (known and uid and uid != known):
-                plan.recreated.append((kind, name))
-            else:
-                still.append((kind, name, document))
-        if not still:
-            done = len(terminating)
-            say(f"{'the deletion' if done == 1 else f'all {done} deletions'} finished: helm upgrade runs now")
-            return
-        if waiting.clock() >= deadline:
-            raise deletion_timeout(still, namespace, waiting.timeout)
-        waiting.sleep(max(0.0, min(waiting.interval, deadline - waiting.clock())))
-        pending = [(kind, name) for kind, name, _ in still]
-
-
-def deletion_timeout(still: list[tuple[str, str, dict[str, Any]]], namespace: str, timeout: float) -> KubernetesError:
-    lines = []
-    for kind, name, document in still:
-        metadata = document.get("metadata") or {}
-        since = metadata.get("deletionTimestamp")
-        finalizers = ", ".join(metadata.get("finalizers") or []) or "none"
-        state = f"terminating since {since}" if since else "not marked for deletion"
-        lines.append(f"  - {kind} {name}: still there ({state}; finalizers: {finalizers})")
-    first_kind, first_name, _ = still[0]
-    return KubernetesError(f"timed out after {format_duration(timeout)} waiting for the deletions of --recreate to "
-                           "finish; helm upgrade was not run:\n" + "\n".join(lines),
-                           f"see why with `kubectl -n {namespace} get {first_kind.lower()} {first_name} -o yaml` "
-                           "(finalizers are removed by the garbage collector once the pods are stopped or released); "
-                           "then run the same `tfchart upgrade --recreate` again (objects already gone are created by "
-                           "helm), or raise --timeout")
+        wait_until_gone(deleter, terminating, plan.uids, plan.recreated, namespace, waiting, say)
