@@ -596,7 +596,7 @@ def test_a_failing_chief_is_retried_backoff_limit_times_then_the_run_fails(
     assert [line for line in chief if line.startswith("chief attempt")] == ["chief attempt as 10001"] * 2, chief
     assert "[tfchart] exited with 3: a new pod in 1 s (failure 1 of backoffLimit 1)" in chief
     assert "[tfchart] BackoffLimitExceeded: Job has reached the specified backoff limit" in chief
-    assert re.search(r"✗ training failed\S*: \S+ exited with 3", run.output)
+    assert re.search(r"✗ training failed after \d+ s: \S+-chief exited with 3", run.output)
     assert_nothing_left(run)
 
 

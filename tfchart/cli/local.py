@@ -148,7 +148,7 @@ def start(name: str, values: ValuesInputs, namespace: str, workdir: Path | None,
     state = runstate.INTERRUPTED  # Ctrl-C, SIGTERM, --timeout: resumable from the last checkpoint
     try:
         code = session.run(plan, timeout, options["keep_tensorboard"], options["follow_logs"], console=console(),
-                           suspend=requested, resumed_since=resumed.since if resumed else None)  # fmt: skip
+                           suspend=requested, resumed=resumed is not None)  # fmt: skip
         state = {runstate.SUSPENDED_EXIT: SUSPENDED, 0: SUCCEEDED}.get(code, FAILED)
     finally:
         saved = read_status_file(run_dir)

@@ -20,9 +20,8 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,6 @@ from tfchart.errors import EngineNotFound, TfchartError, UsageError
 from tfchart.images.engines import answer, check_engine_reachable, detect_engine
 from tfchart.local.containerpods import (
     RUN_LABEL,
-    SANDBOX_SUFFIX,
     VOLUME_TARGET,
     Bind,
     ContainerPod,
@@ -275,16 +273,12 @@ class ContainerCluster(LocalCluster):
             timeout=600,
         )  # fmt: skip
 
+    def send(self, process: Process, sig: int) -> None:
+        if isinstance(pod := process.pod, ContainerPod):
+            self._engine("kill", "--signal", signal.Signals(sig).name.removeprefix("SIG"), pod.container_name)
+
     def kill(self, name: str, sig: int = signal.SIGKILL, grace: float | None = None) -> None:
-        """Signals the pod's container and waits for it; SIGKILL after `grace` seconds (default 10)."""
-        process = self.processes[name]
-        started, grace, pod = time.monotonic(), 10.0 if grace is None else grace, process.pod
-        while process.running and isinstance(pod, ContainerPod):
-            signal_name = "KILL" if time.monotonic() - started > grace else signal.Signals(sig).name.removeprefix("SIG")
-            self._engine("kill", "--signal", signal_name, pod.container_name)
-            with suppress(subprocess.TimeoutExpired):
-                process.popen.wait(timeout=1)
-        process.reader.join(timeout=5)
+        super().kill(name, sig, 10.0 if grace is None else grace)
 
     def listens(self, process: Process, port: int) -> bool:
         """Its sandbox's /proc/net/tcp and tcp6, read with the shell's builtins, list `port` listening."""
@@ -295,28 +289,15 @@ class ContainerCluster(LocalCluster):
         return tables.returncode == 0 and listening(tables.stdout, port)
 
     def stop(self, grace: float = 10.0) -> None:
-        """Stops every container (SIGTERM, then SIGKILL after `grace`), gives the volume back, removes all labelled."""
+        """Stops every container (SIGTERM, then SIGKILL after `grace`), gives the volume back, removes all labelled
+        (a container whose client is gone too)."""
         with interrupts_deferred():
-            listed = self._labelled("container ls", "{{.Names}}")
-            containers = [name for name in listed if not name.endswith(SANDBOX_SUFFIX)]
-            if containers:  # the pods' containers first (their grace period), then the sandboxes they use
-                self._engine("stop", "-t", str(int(grace)), *containers, timeout=grace + ENGINE_TIMEOUT_S)
-            self._join_clients()
+            self.end(list(self.processes.values()), signal.SIGTERM, grace)
             self._give_volume_back()
             self._remove_labelled()
             shutil.rmtree(self.plan.storage.config_root, ignore_errors=True)
         for warning in self.warnings:
             print(f"warning: {warning}", file=sys.stderr)
-
-    def _join_clients(self) -> None:
-        """Waits for every `<engine> run` client (its container stopped); one still running is ended, its container
-        removed by label after."""
-        for process in self.processes.values():
-            with suppress(subprocess.TimeoutExpired):
-                process.popen.wait(timeout=5)
-            if process.running:
-                process.popen.kill()
-            process.reader.join(timeout=5)
 
     def _give_volume_back(self) -> None:
         if not self._prepared or self.plan.volume_image is None:

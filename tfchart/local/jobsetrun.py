@@ -114,7 +114,7 @@ class JobSetRun:
     annotations: dict[str, str] = field(default_factory=dict)  # on the JobSet
     jobs: dict[str, JobRun] = field(default_factory=dict)
     starts: dict[str, int] = field(default_factory=dict)  # pod name -> pods started under it
-    starting: list[Any] = field(default_factory=list)  # the pods this pass starts, all at once at its end
+    starting: list[tuple[Any, str]] = field(default_factory=list)  # pods (and why) started at once by this pass
 
     def __post_init__(self) -> None:
         missing = [name for job in self.spec.jobs for name in job.pods if name not in self.pods]
@@ -173,7 +173,9 @@ class JobSetRun:
             self._probe(now)
             self._create(now)
         if self.starting:
-            self.engine.start(self.starting)
+            self.engine.start([local for local, _ in self.starting])
+            for local, why in self.starting:
+                self._event("Pod", local.name, "Started", why, job_level=False)
             self.starting = []
 
     # the Job controller
@@ -208,11 +210,10 @@ class JobSetRun:
         local = self.pods[pod.name]
         for name in job.template.attempt_env:  # the restart-attempt label, as the downward API gives it
             local.env[name] = str(self.restarts)
-        self.starting.append(local)
         pod.alive, pod.due, pod.probed = True, None, -math.inf
         self.starts[pod.name] = self.starts.get(pod.name, 0) + 1
         again = f" (pod {self.starts[pod.name]} of index {pod.index})" if self.starts[pod.name] > 1 else ""
-        self._event("Pod", pod.name, "Started", f"Job {job.template.name} started it{again}", job_level=False)
+        self.starting.append((local, f"Job {job.template.name} started it{again}"))
 
     def _ended(self, job: JobRun, pod: PodRun, code: int, now: float) -> None:
         template = job.template
@@ -341,7 +342,7 @@ class JobSetRun:
     def _stop_all(self, jobs: Sequence[JobRun] | None = None, every: bool = True) -> None:
         """SIGTERM to every pod of `jobs` (default: all) still running (not `every`: those their Job no longer wants),
         all at once; each gets its pod's grace period, then SIGKILL."""
-        unstarted, self.starting = {pod.name for pod in self.starting}, []
+        unstarted, self.starting = {local.name for local, _ in self.starting}, []
         alive = [(pod.name, job.template.grace) for job in (self.jobs.values() if jobs is None else jobs)
                  for pod in job.pods if pod.alive and pod.name not in unstarted and (every or not job.runs(pod))
                  and getattr(self.engine.processes.get(pod.name), "running", False)]  # fmt: skip

@@ -55,23 +55,28 @@ def splice(one: socket.socket, other: socket.socket) -> None:
     other.close()
 
 
-def relay(listener: socket.socket, connect: Callable[[], socket.socket]) -> None:
-    """Each connection accepted on `listener` spliced to a new `connect()`, until the listener closes."""
+def serve(listener: socket.socket, handle: Callable[[socket.socket], None]) -> None:
+    """Each connection accepted on `listener` handled in a thread of its own, until the listener closes."""
     while True:
         try:
             client, _ = listener.accept()
         except OSError:
             return
+        threading.Thread(target=handle, args=(client,), daemon=True).start()
 
-        def handle(client: socket.socket = client) -> None:
-            try:
-                upstream = connect()
-            except OSError:
-                client.close()
-                return
-            splice(client, upstream)
 
-        threading.Thread(target=handle, daemon=True).start()
+def relay(listener: socket.socket, connect: Callable[[], socket.socket]) -> None:
+    """Each connection accepted on `listener` spliced to a new `connect()`, until the listener closes."""
+
+    def handle(client: socket.socket) -> None:
+        try:
+            upstream = connect()
+        except OSError:
+            client.close()
+            return
+        splice(client, upstream)
+
+    serve(listener, handle)
 
 
 def unix_client(path: Path) -> socket.socket:
@@ -107,15 +112,6 @@ def tunnel(client: socket.socket) -> None:
     splice(client, upstream)
 
 
-def proxy(listener: socket.socket) -> None:
-    while True:
-        try:
-            client, _ = listener.accept()
-        except OSError:
-            return
-        threading.Thread(target=tunnel, args=(client,), daemon=True).start()
-
-
 def hold(folder: Path, ports: Sequence[int]) -> None:
     """Inside the namespace: loopback up, `<folder>/<port>.sock` relayed to 127.0.0.1:<port>, and 127.0.0.1:PROXY_PORT
     relayed out to `<folder>/proxy.sock`, until stdin closes."""
@@ -146,7 +142,7 @@ class PrivateNetwork:
         self.proxy = socket.socket(socket.AF_UNIX)  # the pods' way out (downloads): CONNECT tunnels only
         self.proxy.bind(str(self.folder / "proxy.sock"))
         self.proxy.listen(16)
-        threading.Thread(target=proxy, args=(self.proxy,), daemon=True).start()
+        threading.Thread(target=serve, args=(self.proxy, tunnel), daemon=True).start()
         argv = ["unshare", "--user", "--map-root-user", "--net", "--", sys.executable, "-m", "tfchart.local.netns",
                 str(self.folder), *map(str, ports)]  # fmt: skip
         self.holder = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -13,7 +13,7 @@ from typing import Any
 
 from tfchart.local.jobset import COMPLETE
 from tfchart.local.jobsetrun import COMPLETED, JobRun, JobSetRun
-from tfdcontract import COMPONENT_LABEL, EVALUATOR, Suspension, suspension_annotations
+from tfdcontract import COMPONENT_LABEL, EVALUATOR
 from tfdcontract.lifecycle import (
     RUNNING,
     RUNNING_WANTED,
@@ -86,21 +86,13 @@ def advance(run: JobSetRun, suspend: bool) -> tuple[str, list[str]]:
     return ("" if step.actions or step.pending else state), [action.line for action in step.actions]
 
 
-def resumed(run: JobSetRun, since: str) -> None:
-    """The objects as `tfchart suspend` left them: the run's Job (or JobSet) suspended with its record, the
-    StatefulSets at 0 and the evaluator suspended; the plan brings the servers back before the chief."""
-    if run.spec.kind == "JobSet":
-        run.suspended, run.annotations = True, suspension_annotations(Suspension(since, {}, False))
-        return
-    replicas, evaluator = {}, False
-    for job in run.jobs.values():
-        role = run.pods[job.template.pods[0]].role
-        if job.template.kind == "StatefulSet":
-            replicas[role], job.replicas = len(job.pods), 0
-        elif job.template.name != run.spec.name and role == EVALUATOR:
-            evaluator = job.suspended = True
-    run.jobs[run.spec.name].suspended = True
-    run.jobs[run.spec.name].annotations = suspension_annotations(Suspension(since, replicas, evaluator))
+def resumed(run: JobSetRun) -> None:
+    """The objects as `tfchart suspend` left them (the plan's suspension, carried out before any pod runs: the
+    run's Job or JobSet suspended with its record, ps/worker at 0), so that the plan's resume brings the servers
+    back Ready before the chief."""
+    for _ in range(4):  # suspend, scale down, reached
+        if advance(run, suspend=True)[0] == SUSPENDED:
+            return
 
 
 def describe(run: JobSetRun) -> str:

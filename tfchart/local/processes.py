@@ -203,19 +203,30 @@ class LocalCluster:
         process.reader.join(timeout=5)
         return process.popen.wait()
 
-    def kill(self, name: str, sig: int = signal.SIGKILL, grace: float | None = None) -> None:
-        """Signals a pod's whole process group (the /bin/sh prelude execs, so this is the program) and waits for it;
-        after `grace` seconds (if given) SIGKILL."""
-        process = self.processes[name]
+    def send(self, process: Process, sig: int) -> None:
+        """Signals a pod's whole process group (the /bin/sh prelude execs, so this is the program)."""
         with suppress(ProcessLookupError):
             os.killpg(process.popen.pid, sig)
-        try:
-            process.popen.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            with suppress(ProcessLookupError):
-                os.killpg(process.popen.pid, signal.SIGKILL)
-            process.popen.wait()
-        process.reader.join(timeout=5)
+
+    def end(self, processes: Sequence[Process], sig: int, grace: float | None) -> None:
+        """Signals every one of `processes` that runs, all at once, then SIGKILL to those left after `grace` seconds
+        (None: none), and waits for them and their output."""
+        for process in [p for p in processes if p.running]:
+            self.send(process, sig)
+        deadline = None if grace is None else time.monotonic() + grace
+        for process in processes:
+            with suppress(subprocess.TimeoutExpired):
+                process.popen.wait(timeout=None if deadline is None else max(0.1, deadline - time.monotonic()))
+        for process in processes:
+            if process.running:
+                self.send(process, signal.SIGKILL)
+            with suppress(subprocess.TimeoutExpired):  # an unkillable process: nothing more to do
+                process.popen.wait(timeout=5)
+            process.reader.join(timeout=5)
+
+    def kill(self, name: str, sig: int = signal.SIGKILL, grace: float | None = None) -> None:
+        """Signals a pod and waits for it; SIGKILL after `grace` seconds (if given)."""
+        self.end([self.processes[name]], sig, grace)
 
     def probe(self, name: str) -> bool:
         """The pod's readiness probe: something listens on its probe port in the pod's network; without a probe,
@@ -240,21 +251,8 @@ class LocalCluster:
         self.start([self.processes[name].pod])
 
     def stop(self, grace: float = 10.0) -> None:
-        """SIGTERM every process group, then SIGKILL whatever is left after `grace` seconds."""
-        running = [p for p in self.processes.values() if p.running]
-        for process in running:
-            with suppress(ProcessLookupError):
-                os.killpg(process.popen.pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        for process in running:
-            with suppress(subprocess.TimeoutExpired):
-                process.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
-        for process in self.processes.values():
-            with suppress(ProcessLookupError):
-                os.killpg(process.popen.pid, signal.SIGKILL)
-            with suppress(subprocess.TimeoutExpired):  # an unkillable process: nothing more to do
-                process.popen.wait(timeout=5)
-            process.reader.join(timeout=5)
+        """SIGTERM every pod, then SIGKILL whatever is left after `grace` seconds."""
+        self.end(list(self.processes.values()), signal.SIGTERM, grace)
         if self.stopped:
             self.stopped()
 

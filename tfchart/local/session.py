@@ -35,13 +35,13 @@ EVENTS_FILE = "events.log"  # a JobSet run's events, as `kubectl get events` wou
 
 
 def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_logs: bool = False, console: Any = None,
-        suspend: threading.Event | None = None, resumed_since: str | None = None) -> int:  # fmt: skip
+        suspend: threading.Event | None = None, resumed: bool = False) -> int:  # fmt: skip
     """Runs a plan (processes or containers) to the end; the exit code. Every pod's output goes to <run
     directory>/pod-logs/<pod>.log; the terminal gets a progress bar and a line per pod (on a TTY), plain progress
     lines at most once per tenth of the run (elsewhere), or every pod's output prefixed by its name (follow_logs).
     The pods start (again) as their controllers would start them, and the run's Job or JobSet ends it. Once
-    `suspend` is set, the chief is stopped first (SIGTERM: the trainer saves a checkpoint), then every other pod,
-    and SUSPENDED_EXIT is returned (`tfchart suspend --local`)."""
+    `suspend` is set, the run is suspended as tfdcontract.lifecycle plans it (the chief first: the trainer saves a
+    checkpoint), and SUSPENDED_EXIT is returned (`tfchart suspend --local`); a `resumed` run starts suspended."""
     from rich.console import Console
     from rich.live import Live
     from rich.markup import escape
@@ -118,8 +118,8 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
 
     cluster = plan.cluster(on_line)
     controller = JobSetRun(plan.workload, cluster, pods, on_event)
-    if resumed_since is not None:
-        objects.resumed(controller, resumed_since)
+    if resumed:
+        objects.resumed(controller)
     started = time.monotonic()
     try:
         with running(cluster):
@@ -213,16 +213,11 @@ def finish(plan: LocalPlan, cluster: Engine, chief: str, code: int, elapsed: flo
     from rich.markup import escape
 
     result = asdict(status) if (status := read_status_file(plan.workdir)) else {}
-    if code != 0:
-        if controller is not None:
-            first = controller.first_failed
-            culprit = first.culprit if first and first.culprit else chief
-            console.print(f"[bold red]✗ training failed[/] after {elapsed:.0f} s: "
-                          f"{escape(objects.outcome(controller))}; {escape(str(result.get('message', '')))} (its log: "
-                          f"{plan.workdir / 'pod-logs' / culprit}.log)", soft_wrap=True)  # fmt: skip
-            return 1
-        console.print(f"[bold red]✗ training failed[/]: {chief} exited with {code} after {elapsed:.0f} s; "
-                      f"{escape(str(result.get('message', '')))} (its log: {plan.workdir / 'pod-logs' / chief}.log)")
+    if code != 0:  # `chief`: the pod whose exit failed the run, else the chief
+        why = objects.outcome(controller) if controller is not None else f"{chief} exited with {code}"
+        message = escape(str(result.get("message", "")))
+        console.print(f"[bold red]✗ training failed[/] after {elapsed:.0f} s: {escape(why)}; {message} (its log: "
+                      f"{plan.workdir / 'pod-logs' / chief}.log)", soft_wrap=True)  # fmt: skip
         return 1
     console.print(f"[bold green]✓ training {result.get('state', 'finished')}[/] in {elapsed:.0f} s{reported(result)}")
     if controller is not None:
