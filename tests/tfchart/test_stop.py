@@ -124,10 +124,11 @@ def test_a_chief_still_training_is_only_ended_with_end_run(server: KubeServer) -
     assert annotations["tf-distributed.io/end-reason"] == "stopped by tfchart stop (training ended early)"
 
 
-def test_the_watching_supervisor_hears_stop_at_once_and_adds_nothing(server: KubeServer) -> None:
-    """`tfchart stop` acts itself (scales, suspends, records); the rendered supervisor, watching the chief Job with a
-    poll of 60 s, hears the suspension and then the record at once and leaves: no change of its own but the chief's
-    progress record and its own scale (already 0)."""
+def test_the_watching_supervisor_hears_stop_at_once_and_carries_it_out_alone(server: KubeServer) -> None:
+    """With the supervisor Ready, `tfchart stop` only asks (the wanted state on the chief Job); the rendered
+    supervisor, watching the chief Job with a poll of 60 s, hears it at once and carries the plan out: the chief
+    Job suspended, ps/worker to 0, the record, itself to 0 last (tests/trainer/test_supervisor_wanted.py: suspend,
+    resume and stop with its Role enforced)."""
     docs = deploy(server, "running")
     container = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == f"{PREFIX}-supervisor"
                      )["spec"]["template"]["spec"]["containers"][0]
@@ -139,14 +140,21 @@ def test_the_watching_supervisor_hears_stop_at_once_and_adds_nothing(server: Kub
     watching.start()
     with server.answered_one:
         assert server.answered_one.wait_for(lambda: any(r.call.verb == "watch" for r in server.requests), 30)
+    server.update("Deployment", NS, f"{PREFIX}-supervisor", {"status": {"replicas": 1, "readyReplicas": 1}})
     assert tfchart(server, "stop", "mnist", "--end-run").returncode == 0
     watching.join(30)
     assert outcome == [0]
-    own = [(r.path, r.body) for r in server.requests if r.writes and r.headers.get("authorization") == "Bearer sa"]
-    progress = [(f"/apis/batch/v1/namespaces/{NS}/jobs/{PREFIX}-chief", ["tf-distributed.io/progress"])]
-    assert [(path, list(body["metadata"]["annotations"]) if "metadata" in body else body) for path, body in own] == [
-        *progress * (len(own) - 1),  # the chief's progress record (Suspended once stop suspended the Job)
-        (f"/apis/apps/v1/namespaces/{NS}/deployments/{PREFIX}-supervisor/scale", {"spec": {"replicas": 0}})]
+    job, apps = f"/apis/batch/v1/namespaces/{NS}/jobs/{PREFIX}-chief", f"/apis/apps/v1/namespaces/{NS}"
+    writes = [(r.headers.get("authorization") == "Bearer sa", r.path, r.body) for r in server.requests if r.writes
+              and list((r.body.get("metadata") or {}).get("annotations") or {}) != ["tf-distributed.io/progress"]]
+    assert [(own, path, list(body["metadata"]["annotations"]) if "metadata" in body else body)
+            for own, path, body in writes] == [
+        (False, job, [WANTED_ANNOTATION]),
+        (True, job, {"spec": {"suspend": True}}),
+        (True, f"{apps}/statefulsets/{PREFIX}-ps/scale", {"spec": {"replicas": 0}}),
+        (True, f"{apps}/statefulsets/{PREFIX}-worker/scale", {"spec": {"replicas": 0}}),
+        (True, job, ["tf-distributed.io/ending", "tf-distributed.io/end-reason", "tf-distributed.io/ended-at"]),
+        (True, f"{apps}/deployments/{PREFIX}-supervisor/scale", {"spec": {"replicas": 0}})]
 
 
 def test_a_ready_supervisor_that_does_nothing_times_out_naming_what_is_pending_and_force_finishes(
