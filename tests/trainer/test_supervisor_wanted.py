@@ -1,6 +1,6 @@
 """Where the run supervisor runs, it is the only actor on its run (issue 35, docs/lifecycle.md).
 
-`tfchart suspend`, `resume` and `stop` (the real CLI) write the wanted state on the run's Job
+`tfchart suspend`, `resume` and `stop` (the real CLI, in this process) write the wanted state on the run's Job
 (`tf-distributed.io/wanted`) and wait; the rendered supervisor, run as `python -m trainer.supervisor` with its
 rendered environment against the loopback API (tests/kubeapi.py), with its rendered Role enforced (its token is its
 ServiceAccount's, tfchart's the admin's), hears it through its watch and carries tfdcontract.lifecycle's plan out.
@@ -137,10 +137,9 @@ def release(tmp_path: Path) -> Iterator[tuple[KubeServer, list[dict[str, Any]], 
         server.close()
 
 
-def tfchart(server: KubeServer, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tfchart", *args, "mnist", "--kubeconfig",
-                           str(server.kubeconfig(NAMESPACE)), "--timeout", "120s"], cwd=REPO, capture_output=True,
-                          text=True, timeout=180, check=False)  # fmt: skip
+def tfchart(server: KubeServer, capsys: pytest.CaptureFixture[str], verb: str, *args: str) -> tuple[int, str, str]:
+    """The real CLI, in this process: exit code, stdout, stderr."""
+    return kf.tfchart_in_process(server, capsys, NAMESPACE, verb, "mnist", *args, "--timeout", "120s")
 
 
 def by_supervisor(request: Request) -> bool:
@@ -158,27 +157,27 @@ def replicas(server: KubeServer, kind: str, name: str) -> int:
 
 
 def test_suspend_resume_and_stop_are_carried_out_by_the_supervisor_alone(
-    release: tuple[KubeServer, list[dict[str, Any]], subprocess.Popen[bytes]],
+    release: tuple[KubeServer, list[dict[str, Any]], subprocess.Popen[bytes]], capsys: pytest.CaptureFixture[str],
 ) -> None:
     server, _, process = release
-    suspended = tfchart(server, "suspend")
-    assert suspended.returncode == 0, suspended.stderr
-    assert "asked the run supervisor" in suspended.stdout, suspended.stdout
+    code, out, err = tfchart(server, capsys, "suspend")
+    assert code == 0, err
+    assert "asked the run supervisor" in out, out
     job = server.get("Job", NAMESPACE, CHIEF) or {}
     record = parse_suspension(job["metadata"]["annotations"])
     assert job["spec"]["suspend"] is True and record is not None and record.replicas == {"ps": 1, "worker": 2}
     assert [key[2] for key in server.objects if key[0] == "pods"] == []  # every pod released
     assert replicas(server, "StatefulSet", f"{PREFIX}-ps") == replicas(server, "StatefulSet", f"{PREFIX}-worker") == 0
 
-    resumed = tfchart(server, "resume")
-    assert resumed.returncode == 0, resumed.stderr
+    code, _, err = tfchart(server, capsys, "resume")
+    assert code == 0, err
     job = server.get("Job", NAMESPACE, CHIEF) or {}
     assert not job["spec"]["suspend"] and SUSPENDED_ANNOTATION not in job["metadata"]["annotations"]
     assert (replicas(server, "StatefulSet", f"{PREFIX}-ps"), replicas(server, "StatefulSet", f"{PREFIX}-worker")) == (
         1, 2)
 
-    stopped = tfchart(server, "stop", "--end-run")
-    assert stopped.returncode == 0, stopped.stderr
+    code, _, err = tfchart(server, capsys, "stop", "--end-run")
+    assert code == 0, err
     annotations = (server.get("Job", NAMESPACE, CHIEF) or {})["metadata"]["annotations"]
     assert annotations["tf-distributed.io/ending"] == "stopped"
     assert replicas(server, "StatefulSet", f"{PREFIX}-worker") == replicas(server, "Deployment",
