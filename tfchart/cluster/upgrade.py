@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfchart.cluster.fields import LONG, by_name, field_changes, json_text, show, show_pair
+from tfchart.cluster.fields import LONG, field_changes, json_text, show, show_pair
 from tfchart.cluster.kube import AccessDenied, KubeApi
 from tfchart.cluster.recreate import Waiting, delete_to_recreate, wait_until_gone
 from tfchart.errors import ImmutableFieldChange, UsageError
@@ -51,7 +51,7 @@ FIELDS_SHOWN_PER_OBJECT = 12  # more changed fields of one object are counted, n
 @dataclass(frozen=True)
 class ImmutableChange:
     """A field whose change the server refuses: `field` its path (spec.template.spec.containers[name=c].image),
-    `deployed` its live value (unread: as helm deployed it), `reason` what the server said of it, `fix` what to do."""
+    `deployed` as helm deployed it (a claim's: as live), `reason` what the server said of it, `fix` what to do."""
 
     kind: str
     name: str
@@ -88,21 +88,6 @@ def merge_patch(old: Any, new: Any) -> Any:
     keys = sorted(old.keys() | new.keys(), key=str)
     return {key: merge_patch(old.get(key), new[key]) if key in new else None for key in keys
             if key not in new or old.get(key) != new[key]}  # fmt: skip
-
-
-def as_rendered(live: Any, *rendered: Any) -> Any:
-    """The live value cut to the fields the chart renders (the server's defaults left out), to show beside the new
-    one; lists of named objects are cut item by item."""
-    shapes = [shape for shape in rendered if shape is not None]
-    if isinstance(live, dict) and shapes and all(isinstance(shape, dict) for shape in shapes):
-        return {key: as_rendered(value, *(shape.get(key) for shape in shapes)) for key, value in live.items()
-                if any(key in shape for shape in shapes)}  # fmt: skip
-    named = [by_name(shape) if isinstance(shape, list) else None for shape in shapes]
-    live_named = by_name(live) if isinstance(live, list) else None
-    if shapes and live_named is not None and all(by_name is not None for by_name in named):
-        return [as_rendered(item, *(by_name.get(name) for by_name in named if by_name)) for name, item in
-                live_named.items()]  # fmt: skip
-    return live
 
 
 def causes(answer: dict[str, Any] | None) -> Causes:
@@ -158,7 +143,7 @@ class GuardRun:
                 continue
             old_spec, new_spec = old_objects[key].get("spec") or {}, new_objects[key].get("spec") or {}
             live_spec = (live or {}).get("spec") or {}
-            base = as_rendered(live_spec, old_spec, new_spec) if live is not None else old_spec
+            base = live_spec if kind == CLAIM and live is not None else old_spec  # a claim's class and size as live
             refused = self.refused(kind, name, old_spec, new_spec)
             found += [change for path, said in refused.items()
                       for change in _field_changes(kind, name, path, base, new_spec, said, live_spec)]  # fmt: skip
