@@ -277,9 +277,6 @@ class ContainerCluster(LocalCluster):
         if isinstance(pod := process.pod, ContainerPod):
             self._engine("kill", "--signal", signal.Signals(sig).name.removeprefix("SIG"), pod.container_name)
 
-    def kill(self, name: str, sig: int = signal.SIGKILL, grace: float | None = None) -> None:
-        super().kill(name, sig, 10.0 if grace is None else grace)
-
     def listens(self, process: Process, port: int) -> bool:
         """Its sandbox's /proc/net/tcp and tcp6, read with the shell's builtins, list `port` listening."""
         assert isinstance(process.pod, ContainerPod)

@@ -126,6 +126,3 @@ def outcome(run: JobSetRun) -> str:
           f"{run.spec.max_restarts}")  # fmt: skip
     job = f"; Job {first.template.name} failed: {first.reason}: {first.message}" if first else ""
     return f"JobSet {run.spec.name} {run.state} ({run.reason}){by}{job}"
-
-
-__all__ = ["SUSPENDED", "advance", "describe", "outcome", "resumed", "view"]

@@ -234,7 +234,7 @@ def finish(plan: LocalPlan, cluster: Engine, chief: str, code: int, elapsed: flo
         console.print(escape(note), soft_wrap=True)
     if kept:
         for name in [name for name, process in cluster.processes.items() if process.pod.role != TENSORBOARD]:
-            cluster.kill(name, signal.SIGTERM)
+            cluster.kill(name, signal.SIGTERM, 10.0)
         with suppress(KeyboardInterrupt):
             while True:
                 time.sleep(1)
