@@ -329,6 +329,16 @@ def test_a_jobset_is_suspended_and_resumed_itself_or_through_kueue_s_workload_wi
     assert SUSPENDED_ANNOTATION not in annotated(objects["run"])
 
 
+def test_a_kueue_jobset_resumed_is_reached_before_kueue_lets_it_run() -> None:
+    """Once the Workload is active and the record dropped, the JobSet's spec.suspend is Kueue's to write (when it
+    admits the Workload again): the resume is reached, not taken for a suspension by hand."""
+    objects = jobset(queue=True)
+    carry_out(objects, SUSPENDED_WANTED, "JobSet", between=jobset_controller)
+    for action in plan(view(objects, "JobSet"), RUNNING_WANTED, now=NOW).actions:
+        apply(objects, action)
+    assert objects["run"]["spec"]["suspend"] is True and plan(view(objects, "JobSet"), RUNNING_WANTED, now=NOW).reached
+
+
 def test_a_kueue_jobset_without_its_workload_is_blocked() -> None:
     objects = jobset(queue=True)
     objects["workload"] = None

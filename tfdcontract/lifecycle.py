@@ -307,7 +307,7 @@ def _resume_jobset(view: RunView) -> Step:
     if queue and view.workload is None:
         return _no_workload(view)
     if record is None:
-        if spec(view.run).get("suspend") or (queue and not _workload_active(view)):
+        if not _workload_active(view) if queue else spec(view.run).get("suspend"):  # under Kueue, Kueue's to write
             return Step(blocked=f"its JobSet {name} is suspended, but not by `tfchart suspend` (no "
                                 f"{SUSPENDED_ANNOTATION} record)")
         return Step()

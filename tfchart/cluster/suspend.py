@@ -149,7 +149,9 @@ def carry_out(api: KubeApi, release: str, namespace: str, wanted: str, timeout: 
         done.actions.append(f"asked the run supervisor ({named(found.view.supervisor)}) for {wanted} on "
                             f"{found.view.kind} {found.view.name}; it carries it out")
     limit = default_timeout(found, wanted) if timeout is None else timeout
-    deadline, acted, unchanged, waiting = clock.now() + limit, set(), {}, []  # type: ignore[var-annotated]
+    deadline, waiting = clock.now() + limit, list[str]()
+    acted: set[tuple[str, str]] = set()
+    unchanged: dict[tuple[str, str], str] = {}
     while True:
         if step.blocked:
             raise TfchartError(f"release {release}'s run cannot be {STATES[wanted].lower()}: {step.blocked}",
@@ -162,17 +164,14 @@ def carry_out(api: KubeApi, release: str, namespace: str, wanted: str, timeout: 
             unchanged.setdefault((action.kind, action.name), action.line)
         if step.reached:
             break
-        for action in step.actions if by_supervisor else ():
-            if action.line not in done.actions:
-                done.actions.append(action.line)
-        if step.actions and not by_supervisor:
-            for action in step.actions:
+        for action in step.actions:  # carried out here, or by the supervisor (its lines once, as it takes them)
+            if not by_supervisor:
                 apply(api, found, namespace, action)
-                acted.add((action.kind, action.name))
-                done.actions.append(action.line)
-        elif clock.now() >= deadline:
-            raise timed_out(step, release, namespace, wanted, limit, by_supervisor)
-        else:
+            acted.add((action.kind, action.name))
+            done.actions += [] if by_supervisor and action.line in done.actions else [action.line]
+        if by_supervisor or not step.actions:  # waiting: for the supervisor, for pods
+            if clock.now() >= deadline:
+                raise timed_out(step, release, namespace, wanted, limit, by_supervisor)
             clock.sleep(POLL_SECONDS)
         found = read(api, release, namespace)
         step = plan(found.view, wanted, now=stamp(clock.wall()))
