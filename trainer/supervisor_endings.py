@@ -9,6 +9,7 @@ from typing import Any
 
 from tfdcontract import STALLED, STALLED_REASON_PREFIX
 from tfdcontract.lifecycle import Ending
+from tfdcontract.runstate import why_not_running as why_not_running  # moved there: one reader of a pod's state
 
 
 def parse_time(text: object) -> float | None:
@@ -31,27 +32,3 @@ def pending_ending(reason: str) -> Ending:
 
 def pod_is_up(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Running", "Succeeded")
-
-
-def why_not_running(pod: Mapping[str, Any], events: list[Mapping[str, Any]]) -> str:
-    """One line on why a pod is not running: a container's waiting reason, the unschedulable
-    condition, a scheduling gate, else its newest warning event."""
-    status = pod.get("status") or {}
-    for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
-        waiting = (container.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason") and waiting.get("reason") not in ("ContainerCreating", "PodInitializing"):
-            message = str(waiting.get("message") or "").strip()
-            return f"{waiting['reason']}" + (f": {message}" if message else "")
-    for cond in status.get("conditions") or []:
-        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-            message = str(cond.get("message") or "").strip()
-            return f"{cond.get('reason') or 'Unschedulable'}" + (f": {message}" if message else "")
-    gates = [g.get("name") for g in (pod.get("spec") or {}).get("schedulingGates") or []]
-    if gates:
-        return f"SchedulingGated: waiting for {', '.join(str(g) for g in gates)}"
-    warnings = [e for e in events if e.get("type") == "Warning"]
-    if warnings:
-        newest = max(warnings, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
-        return f"{newest.get('reason')}: {str(newest.get('message') or '').strip()}"
-    return f"{status.get('phase') or 'Pending'}"
-
