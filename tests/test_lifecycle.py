@@ -260,9 +260,9 @@ def test_an_executor_killed_after_any_step_is_finished_by_the_next_one(wanted: s
 
 def test_stop_ends_the_run_frees_the_rest_records_the_ending_and_scales_the_supervisor_last() -> None:
     objects = native()
-    [step] = carry_out(objects, STOPPED_WANTED)
-    assert step == ["suspended Job r-chief: its pod gets SIGTERM and saves a checkpoint",
-                    "scaled StatefulSet r-ps from 1 to 0 replicas", "scaled StatefulSet r-worker from 2 to 0 replicas",
+    ending, step = carry_out(objects, STOPPED_WANTED)  # the servers stay until the chief's checkpoint is saved
+    assert ending == ["suspended Job r-chief: its pod gets SIGTERM and saves a checkpoint"]
+    assert step == ["scaled StatefulSet r-ps from 1 to 0 replicas", "scaled StatefulSet r-worker from 2 to 0 replicas",
                     "suspended Job r-evaluator: the evaluator ends with the run",
                     "recorded the ending on Job r-chief: upgrading the same run keeps it stopped",
                     "scaled Deployment r-supervisor from 1 to 0 replicas"]  # fmt: skip

@@ -247,13 +247,17 @@ def _stop_native(view: RunView, now: str, ending: Ending | None, keep: bool) -> 
     state = run_state(view)
     actions: list[Action] = []
     if view.run is not None and ending is None and state not in (*TERMINAL, SUSPENDED):
-        actions.append(Action(kind, name, {"spec": {"suspend": True}},
-                              f"suspended {kind} {name}: its pod gets SIGTERM and saves a checkpoint"))
+        return Step((Action(kind, name, {"spec": {"suspend": True}},
+                            f"suspended {kind} {name}: its pod gets SIGTERM and saves a checkpoint"),))
+    own = view.running_pods((view.role,)) if ending is None and state == SUSPENDED else []
+    if own:  # its checkpoint reads the variables from the parameter servers: they stay until it is saved
+        return Step(pending=_pending_pods(own, "it saves a checkpoint at its step boundary"))
     freed, unchanged = _free(view, "the evaluator ends with the run", keep)
     actions += freed
     record: list[Action] = []
     if view.run is not None and recorded_ending(view.run) is None and (ending is None or ending.record):
-        what = "training ended early" if state == RUNNING else f"chief Job {state}"
+        early = state == RUNNING or (state == SUSPENDED and view.suspension is None)  # suspended by this stop
+        what = "training ended early" if early else f"chief Job {state}"
         kind_, reason = (ending.kind, ending.reason) if ending else (STOPPED, f"stopped by {STOPPED_BY} ({what})")
         record.append(Action(kind, name, {"metadata": {"annotations": ending_annotations(kind_, reason, now)}},
                              f"recorded the ending on {kind} {name}: upgrading the same run keeps it stopped"))
