@@ -249,9 +249,9 @@ def _stop_native(view: RunView, now: str, ending: Ending | None, keep: bool) -> 
     if view.run is not None and ending is None and state not in (*TERMINAL, SUSPENDED):
         return Step((Action(kind, name, {"spec": {"suspend": True}},
                             f"suspended {kind} {name}: its pod gets SIGTERM and saves a checkpoint"),))
-    own = view.running_pods((view.role,)) if ending is None and state == SUSPENDED else []
-    if own:  # its checkpoint reads the variables from the parameter servers: they stay until it is saved
-        return Step(pending=_pending_pods(own, "it saves a checkpoint at its step boundary"))
+    saving = view.running_pods((view.role,)) if ending is None and state == SUSPENDED else []
+    if saving:  # its checkpoint reads the variables from the parameter servers: they stay until it is saved
+        return Step(pending=_pending_pods(saving, "it saves a checkpoint at its step boundary"))
     freed, unchanged = _free(view, "the evaluator ends with the run", keep)
     actions += freed
     record: list[Action] = []
