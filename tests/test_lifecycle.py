@@ -353,6 +353,11 @@ def test_stop_ends_a_running_jobset_through_its_chief_job_s_deadline_or_suspends
     assert annotations_patch(step.actions[1])[ENDING_ANNOTATION] == "stopped"
     objects["jobs"] = []
     assert plan(view(objects, "JobSet"), STOPPED_WANTED, now=NOW).actions[0].patch == {"spec": {"suspend": True}}
+    queued = jobset(queue=True)  # under Kueue, its Workload: Kueue undoes a spec.suspend it did not write
+    queued["jobs"] = []
+    assert plan(view(queued, "JobSet"), STOPPED_WANTED, now=NOW).actions[0].patch == {"spec": {"active": False}}
+    queued["run"]["spec"]["suspend"] = True  # held in its queue by Kueue, not admitted: it must not run later
+    assert plan(view(queued, "JobSet"), STOPPED_WANTED, now=NOW).actions[0].kind == "Workload"
     ended = jobset()
     ended["run"]["status"] = {"terminalState": "Completed"}
     step = plan(view(ended, "JobSet"), STOPPED_WANTED, now=NOW)  # JobSet freed what it ran: nothing to do, no record

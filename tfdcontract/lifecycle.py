@@ -277,6 +277,16 @@ def _no_workload(view: RunView) -> Step:
                         "by it: Kueue has not admitted it to a queue yet, or is not running")
 
 
+def _hold_jobset(view: RunView, why: str) -> list[Action]:
+    """A JobSet kept from running: its own spec.suspend, or under Kueue (which undoes a spec.suspend it did not
+    write) its Workload deactivated."""
+    if not view.queue or view.workload is None:
+        return [Action("JobSet", view.name, {"spec": {"suspend": True}}, f"suspended JobSet {view.name}: {why}")]
+    workload = name_of(view.workload)
+    return [Action("Workload", workload, {"spec": {"active": False}},
+                   f"deactivated Kueue Workload {workload} of JobSet {view.name} (spec.active: false): {why}")]
+
+
 def _suspend_jobset(view: RunView, now: str) -> Step:
     name, record, queue = view.name, view.suspension, view.queue
     if queue and view.workload is None:
@@ -350,8 +360,9 @@ def _stop_jobset(view: RunView, now: str, ending: Ending | None) -> Step:
                                   f"JobSet {name}'s DeadlineEndsTheRun rule fails the run and JobSet deletes its other "
                                   "Jobs; the chief's pod gets SIGTERM and saves a checkpoint"))
         elif job is None:
-            actions.append(Action("JobSet", name, {"spec": {"suspend": True}},
-                                  f"suspended JobSet {name}: none of its Jobs runs yet, and none will"))
+            actions += _hold_jobset(view, "none of its Jobs runs yet, and none will")
+    elif state == SUSPENDED and view.queue and view.workload is not None and _workload_active(view):
+        actions += _hold_jobset(view, "Kueue would admit it again")  # held in its queue: it must not run later
     elif view.run is not None and state != SUSPENDED:
         unchanged.append(_unchanged("JobSet", name, f"JobSet {name} has ended ({state}): JobSet deleted its Jobs "
                                                     "still running, so nothing of the run is left to scale down"))

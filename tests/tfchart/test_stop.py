@@ -95,6 +95,17 @@ def test_stop_after_success_frees_ps_and_workers_in_the_context_namespace(server
     assert server.get("Job", NS, f"{PREFIX}-chief")["spec"].get("suspend") is not True  # type: ignore[index]
 
 
+def test_stop_with_the_run_s_job_gone_frees_what_is_left(server: KubeServer) -> None:
+    """Its Job deleted by hand (or by ttlSecondsAfterFinished under keep): no object carries the wanted state, so
+    tfchart writes none and frees the servers itself."""
+    deploy(server, "complete")
+    server.delete("Job", NS, f"{PREFIX}-chief")
+    result = tfchart(server, "stop", "mnist")
+    assert result.returncode == 0, result.stderr
+    assert all(not path.endswith(f"/jobs/{PREFIX}-chief") for _, path, _ in server.writes())
+    assert [replicas(server, "StatefulSet", f"{PREFIX}-{role}") for role in ("ps", "worker")] == [0, 0]
+
+
 def test_stop_twice_changes_nothing_the_second_time(server: KubeServer) -> None:
     deploy(server, "failed")
     assert tfchart(server, "stop", "mnist").returncode == 0

@@ -43,7 +43,7 @@ def status(name: str, namespace: str | None, output: str, kube: KubeInputs) -> N
 @click.option("-n", "--namespace", default=None, help="Release namespace (default: the kubeconfig context's).")
 @click.option("--end-run", is_flag=True, help="Also end a chief that is still training (its Job is suspended).")
 @click.option("--timeout", type=DURATION, default=None, metavar="DURATION",
-              help="How long to wait for the run supervisor to carry the stop out (default 60s).")
+              help="How long to wait for the stop to be carried out (default 60s; --end-run: plus the grace period).")
 @force_flag
 @kube_inputs
 def stop(name: str, namespace: str | None, end_run: bool, timeout: float | None, force: bool, kube: KubeInputs) -> None:

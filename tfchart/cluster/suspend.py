@@ -1,12 +1,9 @@
 """`tfchart stop`, `suspend` and `resume`: write the wanted state on the run's object, wait until it is reached.
 
-The state, and the order of the steps that reach it, are tfdcontract.lifecycle's (docs/lifecycle.md): `plan` reads
-what the cluster holds and returns the next step. Where the run supervisor runs (its Deployment has a Ready
-replica) it carries the plan out, and tfchart only writes `tf-distributed.io/wanted` (one merge patch) and waits;
-where it does not, or with --force, tfchart carries the same plan out itself: read, plan, apply the step's merge
-patches, read again, until reached. Either way a command killed at any point and run again continues from what the
-cluster holds. Waits poll the API every POLL_SECONDS within the --timeout; past it the command names what is still
-pending and exits 124.
+The state and the order of the steps are tfdcontract.lifecycle's (docs/lifecycle.md): `plan` returns the next step.
+Where the run supervisor runs (a Ready replica) it carries the plan out and tfchart only writes the wanted state and
+waits; where it does not, or with --force, tfchart itself reads, plans, patches, reads again until reached. A command
+killed and run again continues from what the cluster holds. Past --timeout it names what is pending and exits 124.
 """
 
 from __future__ import annotations
@@ -23,6 +20,7 @@ from tfchart.errors import KubernetesError, TfchartError
 from tfdcontract import EVALUATOR, STATEFUL_ROLES, SUPERVISOR, TF_ROLES, WORKER, release_selector
 from tfdcontract.lifecycle import (
     QUEUE_LABEL,
+    RUNNING,
     RUNNING_WANTED,
     STOPPED_WANTED,
     SUSPENDED_WANTED,
@@ -32,6 +30,7 @@ from tfdcontract.lifecycle import (
     Step,
     annotations_of,
     plan,
+    run_state,
     wanted_patch,
 )
 from tfdcontract.lifecycle import name_of as named
@@ -142,9 +141,10 @@ def carry_out(api: KubeApi, release: str, namespace: str, wanted: str, timeout: 
     done = Outcome(release, namespace, STATES[wanted])
     record = found.view.suspension
     step = plan(found.view, wanted, now=stamp(clock.wall()))
-    if not step.reached and annotations_of(found.view.run).get(WANTED_ANNOTATION) != wanted:
+    run = found.view.run  # none (its Job deleted, or gone after keep): nothing carries the wanted state; tfchart acts
+    if run is not None and not step.reached and annotations_of(run).get(WANTED_ANNOTATION) != wanted:
         api.patch(found.view.kind, found.view.name, namespace, wanted_patch(wanted))
-    by_supervisor = not force and supervising(found.view.supervisor)
+    by_supervisor = not force and run is not None and supervising(found.view.supervisor)
     if by_supervisor:
         done.actions.append(f"asked the run supervisor ({named(found.view.supervisor)}) for {wanted} on "
                             f"{found.view.kind} {found.view.name}; it carries it out")
@@ -243,11 +243,11 @@ def timed_out(step: Step, release: str, namespace: str, wanted: str, limit: floa
 
 
 def default_timeout(found: Found, wanted: str) -> float:
-    """Suspend: the pods' longest terminationGracePeriodSeconds (the run's, then the servers') plus a minute; resume:
-    scheduling, image pulls and servers listening; stop: a minute."""
+    """Suspend and stop --end-run: the pods' longest terminationGracePeriodSeconds (the run's, then the servers') plus
+    a minute; resume: scheduling, image pulls and servers listening; stop: a minute."""
     if wanted == RUNNING_WANTED:
         return RESUME_TIMEOUT_SECONDS
-    if wanted == STOPPED_WANTED:
+    if wanted == STOPPED_WANTED and run_state(found.view) != RUNNING:  # --end-run: its checkpoint is waited for
         return GRACE_MARGIN_SECONDS
     if found.run.jobset:
         templates = [(r.get("template") or {}).get("spec") or {} for r in (found.view.run or {}).get("spec", {})
