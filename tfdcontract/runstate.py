@@ -6,8 +6,10 @@ and tfdcontract.lifecycle plans on it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from tfdcontract import (
@@ -19,6 +21,25 @@ from tfdcontract import (
     Suspension,
     parse_suspension,
 )
+
+# -- the API's times ---------------------------------------------------------------------------------------------
+
+
+def now_text(seconds: float | None = None) -> str:
+    """A time as the API writes it (RFC 3339, UTC, whole seconds): `seconds` since the epoch, else now."""
+    moment = datetime.fromtimestamp(time.time() if seconds is None else seconds, timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: object) -> float | None:
+    """An API time as seconds since the epoch; None for none or a malformed one."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
 
 # -- the wanted state --------------------------------------------------------------------------------------------
 

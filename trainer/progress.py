@@ -12,7 +12,6 @@ log and the time: a restarted supervisor continues where the first one was.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
 
 from tfdcontract import (
     RUNNING,
@@ -22,6 +21,7 @@ from tfdcontract import (
     parse_status_line,
     parse_step_line,
 )
+from tfdcontract.runstate import now_text, parse_time
 
 #: Lines of the chief's log read each poll: the trainer prints a step and a status line every
 #: training.logEverySteps, and a few lines around each checkpoint.
@@ -68,18 +68,6 @@ def report(log: str) -> Report | None:
     )
 
 
-def time_text(moment: float) -> str:
-    return datetime.fromtimestamp(moment, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def time_of(text: str | None) -> float | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
 
 def next_progress(stored: JobProgress | None, seen: Report | None, now: float, *, suspended: bool = False,
                   job_state: str = RUNNING, step_since: float | None = None) -> JobProgress | None:
@@ -88,7 +76,7 @@ def next_progress(stored: JobProgress | None, seen: Report | None, now: float, *
     `step_since`: when this supervisor saw the step change to `seen.step` (None: it has not seen it change,
     e.g. on its first look). It keeps the time of a change seen while the writes were throttled, and
     catches a step that went and came back (a retry resuming from the checkpoint) between two records."""
-    stamp = time_text(now)
+    stamp = now_text(now)
     if suspended:  # the clock stops; it restarts at the resume
         base = stored or JobProgress(SUSPENDED, step_changed_at=stamp)
         return replace(base, state=SUSPENDED, eta=None, updated_at=stamp)
@@ -98,11 +86,11 @@ def next_progress(stored: JobProgress | None, seen: Report | None, now: float, *
             assert stored is not None
             return replace(stored, state=RUNNING, updated_at=stamp, step_changed_at=stamp)
         return stored
-    recorded = time_of(stored.step_changed_at) if stored is not None else None
+    recorded = parse_time(stored.step_changed_at) if stored is not None else None
     if resumed:  # the clock restarts
         changed = stamp
     elif stored is None or stored.step != seen.step or (step_since and recorded and step_since > recorded):
-        changed = stamp if step_since is None else time_text(step_since)
+        changed = stamp if step_since is None else now_text(step_since)
     else:
         changed = stored.step_changed_at
     state = seen.state or job_state
@@ -122,12 +110,12 @@ def eta(stored: JobProgress | None, seen: Report, state: str, now: float) -> str
     if state != RUNNING or not seen.target or seen.step >= seen.target:
         return None
     pace = seen.seconds_per_step
-    since = time_of(stored.step_changed_at) if stored else None
+    since = parse_time(stored.step_changed_at) if stored else None
     if pace is None and stored is not None and stored.step is not None and since and seen.step > stored.step:
         pace = (now - since) / (seen.step - stored.step)
     if pace is None:
         return stored.eta if stored is not None and stored.step == seen.step else None
-    return time_text(now + (seen.target - seen.step) * pace)
+    return now_text(now + (seen.target - seen.step) * pace)
 
 
 def worth_writing(stored: JobProgress | None, new: JobProgress | None, now: float,
@@ -140,7 +128,7 @@ def worth_writing(stored: JobProgress | None, new: JobProgress | None, now: floa
         return True
     if replace(new, eta=None, updated_at="") == replace(stored, eta=None, updated_at=""):
         return False
-    written = time_of(stored.updated_at)
+    written = parse_time(stored.updated_at)
     return written is None or now - written >= interval
 
 
@@ -149,7 +137,7 @@ def stalled(progress: JobProgress | None, started_at: float, now: float, timeout
     start and the step's last change (or resume); else None."""
     if progress is not None and progress.state == SUSPENDED:
         return None
-    changed = time_of(progress.step_changed_at) if progress is not None else None
+    changed = parse_time(progress.step_changed_at) if progress is not None else None
     since = max(started_at, changed or started_at)
     if now - since < timeout:
         return None

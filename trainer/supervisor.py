@@ -66,8 +66,9 @@ from tfdcontract.lifecycle import (
     recorded_ending,
     wanted_of,
 )
+from tfdcontract.runstate import now_text, parse_time
 from trainer.kube import NO_ANSWER, ApiException, Kube, KubeTarget, target_from_env
-from trainer.supervisor_endings import now_text, parse_time, pending_ending, pod_is_up, why_not_running
+from trainer.supervisor_endings import pending_ending, pod_is_up, why_not_running
 from trainer.supervisor_health import serve_health as serve
 from trainer.supervisor_plan import Planning
 from trainer.supervisor_progress import Following

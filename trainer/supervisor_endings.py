@@ -4,25 +4,11 @@ run's state are tfdcontract.lifecycle's (one model, shared with tfchart and `tfc
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timezone
 from typing import Any
 
 from tfdcontract import STALLED, STALLED_REASON_PREFIX
 from tfdcontract.lifecycle import Ending
 from tfdcontract.runstate import why_not_running as why_not_running  # moved there: one reader of a pod's state
-
-
-def parse_time(text: object) -> float | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-def now_text(now: float) -> str:
-    return datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def pending_ending(reason: str) -> Ending:

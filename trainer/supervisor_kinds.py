@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfdcontract import END_REASON_ANNOTATION
 from tfdcontract.lifecycle import job_ending
-from trainer.supervisor_endings import parse_time
+from tfdcontract.runstate import parse_time
 
 if TYPE_CHECKING:
     from trainer.supervisor_act import Acting as Supervisor

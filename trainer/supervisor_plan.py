@@ -33,9 +33,9 @@ from tfdcontract.lifecycle import (
     plan,
     wanted_of,
 )
+from tfdcontract.runstate import now_text
 from trainer.kube import scale_path
 from trainer.supervisor_act import Acting
-from trainer.supervisor_endings import now_text
 from trainer.supervisor_kinds import JOBSET_API
 
 log = logging.getLogger("trainer.supervisor")

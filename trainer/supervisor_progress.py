@@ -18,10 +18,10 @@ from tfdcontract import (
     parse_job_progress,
 )
 from tfdcontract.lifecycle import Ending
+from tfdcontract.runstate import parse_time
 from trainer.kube import NO_ANSWER, ApiException
 from trainer.progress import LOG_TAIL_LINES, Report, next_progress, report, stalled, worth_writing
 from trainer.supervisor_act import Acting
-from trainer.supervisor_endings import parse_time
 
 log = logging.getLogger("trainer.supervisor")
 

@@ -31,7 +31,8 @@ from tfdcontract import (
     parse_job_progress,
     status_from_document,
 )
-from trainer.progress import Report, next_progress, report, stalled, time_text, worth_writing
+from tfdcontract.runstate import now_text as time_text
+from trainer.progress import Report, next_progress, report, stalled, worth_writing
 from trainer.supervisor import Settings, Supervisor, SupervisorConfigError
 
 T0 = datetime(2026, 11, 22, 12, 0, 0, tzinfo=timezone.utc).timestamp()

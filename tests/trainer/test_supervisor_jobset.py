@@ -37,8 +37,8 @@ from tfdcontract import (
     format_step_line,
     parse_job_progress,
 )
+from tfdcontract.runstate import now_text as time_text
 from trainer.kube import KubeTarget
-from trainer.progress import time_text
 from trainer.supervisor import Settings, Supervisor, SupervisorConfigError
 
 NS = "ml-jobs"

@@ -8,7 +8,6 @@ process, and `resumed` makes a resumed run's as the suspension left them in a cl
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Any
 
 from tfchart.local.jobset import COMPLETE
@@ -27,6 +26,7 @@ from tfdcontract.lifecycle import (
     plan,
     run_state,
 )
+from tfdcontract.runstate import now_text
 
 
 def job_object(run: JobSetRun, job: JobRun) -> dict[str, Any]:
@@ -77,7 +77,7 @@ def advance(run: JobSetRun, suspend: bool) -> tuple[str, list[str]]:
     its ending: stopped); the run's state once that is reached (tfdcontract's Running, Suspended, Succeeded,
     Failed), else "", and the lines of what was done."""
     current = view(run)
-    state, now = run_state(current), datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    state, now = run_state(current), now_text()
     ended = state in TERMINAL
     wanted = STOPPED_WANTED if ended else SUSPENDED_WANTED if suspend else RUNNING_WANTED
     step = plan(current, wanted, now=now, ending=ending_of(current.run) if ended else None)

@@ -20,13 +20,12 @@ import signal
 import threading
 import time
 from dataclasses import asdict, dataclass, field, fields
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from tfchart.errors import TfchartError
 from tfchart.local.rundirs import RUNS, held, hold, made_runs
-from tfdcontract.runstate import FAILED, RUNNING, SUCCEEDED, SUSPENDED
+from tfdcontract.runstate import FAILED, RUNNING, SUCCEEDED, SUSPENDED, now_text
 
 STATE_FILE = "local-run.json"
 INPUTS_DIR = "local-inputs"  # the copies of the -f and --set-file files
@@ -64,7 +63,7 @@ class LocalRun:
     def moved(self, state: str, step: int | None = None) -> LocalRun:
         """The record of this process's run, now in `state`."""
         return LocalRun(**{**asdict(self), "state": state, "step": step, "pid": os.getpid(), "started": started(
-            os.getpid()), "since": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")})  # fmt: skip
+            os.getpid()), "since": now_text()})  # fmt: skip
 
     @classmethod
     def load(cls, run_dir: Path) -> LocalRun | None:
