@@ -271,6 +271,13 @@ def test_stop_ends_the_run_frees_the_rest_records_the_ending_and_scales_the_supe
     assert plan(view(objects), STOPPED_WANTED, now=NOW).reached  # run again: nothing to do
 
 
+def test_stop_of_a_run_its_controller_ended_records_that_ending_and_keeps_its_success() -> None:
+    objects = native(chief="complete")
+    carry_out(objects, STOPPED_WANTED)
+    assert ending_of(objects["run"]) == Ending("succeeded", "Succeeded: Job r-chief completed", recorded=True)
+    assert run_state(view(objects)) == "Succeeded" and objects["sets"][0]["spec"]["replicas"] == 0
+
+
 def test_the_supervisor_s_ending_keeps_the_servers_under_keep_and_records_no_ending_on_a_deleted_run() -> None:
     objects = native(chief="complete")
     ending = Ending("succeeded", "Succeeded: Job r-chief completed")

@@ -246,6 +246,8 @@ def _stop_native(view: RunView, now: str, ending: Ending | None, keep: bool) -> 
     kind, name = view.kind, view.name
     state = run_state(view)
     actions: list[Action] = []
+    if ending is None and state in TERMINAL:  # ended by its controller: that ending is recorded, a success kept
+        ending = ending_of(view.run)
     if view.run is not None and ending is None and state not in (*TERMINAL, SUSPENDED):
         return Step((Action(kind, name, {"spec": {"suspend": True}},
                             f"suspended {kind} {name}: its pod gets SIGTERM and saves a checkpoint"),))

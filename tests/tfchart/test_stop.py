@@ -87,8 +87,9 @@ def test_stop_after_success_frees_ps_and_workers_in_the_context_namespace(server
         assert replicas(server, "StatefulSet", name) == 0
     # on the run's Job, as the supervisor writes it: `helm upgrade` of this run keeps it stopped (the lookup)
     annotations = server.get("Job", NS, f"{PREFIX}-chief")["metadata"]["annotations"]  # type: ignore[index]
-    assert annotations["tf-distributed.io/ending"] == "stopped"
-    assert annotations["tf-distributed.io/end-reason"] == "stopped by tfchart stop (chief Job Succeeded)"
+    # the Job controller's ending, a success kept (as the supervisor records it), not `stopped`
+    assert annotations["tf-distributed.io/ending"] == "succeeded"
+    assert annotations["tf-distributed.io/end-reason"] == f"Succeeded: Job {PREFIX}-chief completed"
     assert f"recorded the ending on Job {PREFIX}-chief" in result.stdout
     assert replicas(server, "Deployment", f"{PREFIX}-supervisor") == 0
     assert f"scaled StatefulSet {PREFIX}-worker from 4 to 0 replicas" in result.stdout
@@ -186,7 +187,7 @@ def test_a_ready_supervisor_that_does_nothing_times_out_naming_what_is_pending_a
     supervisor = replicas(server, "Deployment", f"{PREFIX}-supervisor")
     assert replicas(server, "StatefulSet", f"{PREFIX}-ps") == supervisor == 0
     annotations = server.get("Job", NS, f"{PREFIX}-chief")["metadata"]["annotations"]  # type: ignore[index]
-    assert (annotations["tf-distributed.io/ending"], annotations[WANTED_ANNOTATION]) == ("stopped", STOPPED_WANTED)
+    assert (annotations["tf-distributed.io/ending"], annotations[WANTED_ANNOTATION]) == ("succeeded", STOPPED_WANTED)
     assert len(server.writes()) == 5  # wanted once, then ps, worker, the record, the supervisor
 
 
@@ -267,5 +268,5 @@ def test_a_release_installed_with_name_override_is_found_by_stop_and_status(serv
     assert result.returncode == 0, result.stderr
     assert replicas(server, "StatefulSet", f"{prefix}-worker") == replicas(server, "StatefulSet", f"{prefix}-ps") == 0
     found = status.collect(server.api(), "mnist", NS, now=kf.NOW)
-    assert found.chief.name == f"{prefix}-chief" and found.chief.ending == "stopped"
+    assert found.chief.name == f"{prefix}-chief" and found.chief.ending == "succeeded"
     assert {s.name for s in found.stateful_sets} == {f"{prefix}-ps", f"{prefix}-worker"}
