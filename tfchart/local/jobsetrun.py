@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from tfchart.local.jobset import (
     COMPLETE,
@@ -30,20 +30,12 @@ from tfchart.local.jobset import (
 )
 from tfdcontract.runstate import FAILED, RUNNING
 
+if TYPE_CHECKING:
+    from tfchart.local.processes import LocalCluster
+
 MAX_BACKOFF_S = 10.0
 PROBE_EVERY_S = 1.0
 COMPLETED = "Completed"  # the JobSet's condition (its other states: tfdcontract.runstate's)
-
-
-class Engine(Protocol):
-    """What the run drives: processes.LocalCluster or containers.ContainerCluster."""
-
-    @property
-    def processes(self) -> Mapping[str, Any]: ...  # pod name -> .pod, .running, .exit_code, .restarts
-    def start(self, pods: Sequence[Any]) -> None: ...  # starts them (again, under the same name and address)
-    def kill(self, name: str, sig: int = signal.SIGKILL, grace: float | None = None) -> None: ...
-    def probe(self, name: str) -> bool: ...  # its readiness probe passes (a pod without one: it runs)
-    def stop(self, grace: float = 10.0) -> None: ...  # every pod, for good
 
 
 @dataclass(frozen=True)
@@ -99,7 +91,7 @@ class JobRun:
 @dataclass
 class JobSetRun:
     spec: JobSetSpec
-    engine: Engine
+    engine: LocalCluster  # processes (containers.ContainerCluster: containers)
     pods: Mapping[str, Any]  # pod name -> the pod to start (processes.LocalPod)
     on_event: Callable[[Event], None]
     clock: Callable[[], float] = time.monotonic

@@ -29,7 +29,6 @@ from typing import Any
 
 from tfchart.errors import TfchartError
 from tfchart.local import jobset
-from tfchart.local.jobsetrun import Engine
 from tfchart.local.pods import rendered_pods, workload_of
 from tfdcontract import (
     CHIEF,
@@ -197,12 +196,6 @@ class LocalCluster:
             self.processes[pod.name] = Process(pod, popen, reader)
             reader.start()
 
-    def wait_for(self, name: str, timeout: float | None = None, poll: Callable[[], None] | None = None) -> int:
-        process = self.processes[name]
-        await_end(name, lambda: not process.running, timeout, poll)
-        process.reader.join(timeout=5)
-        return process.popen.wait()
-
     def send(self, process: Process, sig: int) -> None:
         """Signals a pod's whole process group (the /bin/sh prelude execs, so this is the program)."""
         with suppress(ProcessLookupError):
@@ -247,21 +240,15 @@ class LocalCluster:
             return True
         return False
 
-    def restart(self, name: str) -> None:
-        self.start([self.processes[name].pod])
-
     def stop(self, grace: float = 10.0) -> None:
         """SIGTERM every pod, then SIGKILL whatever is left after `grace` seconds."""
         self.end(list(self.processes.values()), signal.SIGTERM, grace)
         if self.stopped:
             self.stopped()
 
-    def pids(self) -> list[int]:
-        return [p.popen.pid for p in self.processes.values()]
-
 
 @contextmanager
-def running(cluster: Engine) -> Iterator[Engine]:
+def running(cluster: LocalCluster) -> Iterator[LocalCluster]:
     """Guarantees every pod is stopped: on success, failure, Ctrl-C and SIGTERM to tfchart (either engine)."""
 
     def terminate(signum: int, frame: Any) -> None:
@@ -301,7 +288,7 @@ class LocalPlan:
     def headline(self) -> str:
         return f"{len(self.pods)} processes, run directory {self.workdir}"
 
-    def cluster(self, on_line: Callable[[LocalPod, str], None]) -> Engine:
+    def cluster(self, on_line: Callable[[LocalPod, str], None]) -> LocalCluster:
         """The pods as processes; the TensorFlow ones in a private network (netns.py), the metrics ports forwarded."""
         from tfchart.local.netns import PrivateNetwork
 

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from tfchart.local import objects
-from tfchart.local.jobsetrun import Engine, Event, JobSetRun
+from tfchart.local.jobsetrun import Event, JobSetRun
 from tfchart.local.processes import (
     PALETTE,
+    LocalCluster,
     LocalPlan,
     LocalPod,
     await_end,
@@ -136,7 +137,7 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
             handle.close()
 
 
-def run_workload(plan: LocalPlan, cluster: Engine, controller: JobSetRun, timeout: float | None, poll: Any,
+def run_workload(plan: LocalPlan, cluster: LocalCluster, controller: JobSetRun, timeout: float | None, poll: Any,
                  suspending: list[str], console: Any) -> int:  # fmt: skip
     """The pods outside the controllers (TensorBoard) at once, the others as their controllers start them, and
     tfdcontract.lifecycle's plan carried out on them (objects.py) until the run is suspended (SUSPENDED_EXIT) or
@@ -207,7 +208,7 @@ def reported(result: dict[str, Any]) -> str:
     return ": " + ", ".join(parts) if parts else ""
 
 
-def finish(plan: LocalPlan, cluster: Engine, chief: str, code: int, elapsed: float, keep_tensorboard: bool,
+def finish(plan: LocalPlan, cluster: LocalCluster, chief: str, code: int, elapsed: float, keep_tensorboard: bool,
            console: Any, controller: JobSetRun | None = None) -> int:  # fmt: skip
     """The final summary (and TensorBoard kept on request, until Ctrl-C)."""
     from rich.markup import escape
