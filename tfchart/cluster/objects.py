@@ -22,8 +22,8 @@ from tfdcontract import (
     PROGRESS_ANNOTATION,
     WORKER,
     parse_suspension,
+    runstate,
 )
-from tfdcontract.runstate import ended, is_suspended
 
 
 @dataclass(frozen=True)
@@ -149,36 +149,47 @@ def job_info(role: str, jobs: list[Any], pods: list[Any]) -> JobInfo:
     if job is None:
         why = f"no {role} Job (deleted, or removed by ttlSecondsAfterFinished)"
         return JobInfo(role, None, "Missing", "NotFound", why)
-    status, name, annotations = job.status, name_of(job), job.metadata.annotations or {}
+    return run_info({**as_json(job), "kind": "Job"}, role, job, pods)
+
+
+def run_info(run: dict[str, Any], role: str, job: Any | None, pods: list[Any]) -> JobInfo:
+    """The state of the run's object as JSON (a Job, or a JobSet whose `role` Job is `job`): the conditions its
+    controller ended it with (tfdcontract.runstate), its suspension, then the newest of `pods`. The records are the
+    run object's, the progress record the `role` Job's (the supervisor writes it on the chief's Job)."""
+    kind, annotations, status = run["kind"], runstate.annotations_of(run), job.status if job is not None else None
     counts: dict[str, Any] = {key: (getattr(status, key) if status else None) or 0
                               for key in ("active", "succeeded", "failed")}  # fmt: skip
     counts.update(ending=annotations.get(ENDING_ANNOTATION, ""), end_reason=annotations.get(END_REASON_ANNOTATION, ""),
-                  progress=annotations.get(PROGRESS_ANNOTATION, ""))
-    conditions = {c.type: c for c in ((status.conditions if status else None) or []) if c.status == "True"}
-    document = as_json(job)
-    if (found := ended(document)) is not None:  # tfdcontract.runstate: which conditions end a Job
+                  kind=kind, restarts=int((run.get("status") or {}).get("restarts") or 0),
+                  progress=((job.metadata.annotations or {}) if job is not None else {}).get(PROGRESS_ANNOTATION, ""))
+    name = str(run["metadata"]["name"])
+    if (found := runstate.ended(run, kind)) is not None:  # which conditions end a Job or JobSet
         state, cond = found
         return JobInfo(role, name, state, cond.get("reason") or cond["type"], cond.get("message") or "", **counts)
-    if is_suspended(document):
-        condition = conditions.get("Suspended")
+    if runstate.is_suspended(run):
+        cond = runstate.condition(run, "Suspended") or {}
         record = parse_suspension(annotations)
-        since = record.since if record else stamp(condition.last_transition_time if condition else None)
-        message = (condition.message if condition else "") or "Job suspended"
+        since = record.since if record else stamp(cond.get("lastTransitionTime"))
+        message = cond.get("message") or f"{kind} suspended"
         return JobInfo(role, name, "Suspended", "Suspended", message, **counts, suspended_since=since)
     pod = newest(pods)
-    if pod is None:
-        return JobInfo(role, name, "Pending", "NoPod", "the Job controller has not created a pod yet", **counts)
-    if pod.status and pod.status.phase == "Running":
+    if pod is not None and pod.status and pod.status.phase == "Running":
         return JobInfo(role, name, "Running", "", "", **counts)
-    reason, message = pod_reason(pod)
-    return JobInfo(role, name, "Pending", reason or "Pending", message, **counts)
+    if pod is not None:
+        reason, message = pod_reason(pod)
+        return JobInfo(role, name, "Pending", reason or "Pending", message, **counts)
+    if job is None:  # a JobSet that has not created the role's Job yet
+        starting = runstate.condition(run, "StartupPolicyInProgress")
+        why = (starting or {}).get("message") or (f"the JobSet creates the {role}'s Job once the roles before it are "
+                                                  "Ready (dependsOn)")  # fmt: skip
+        return JobInfo(role, name, "Pending", "StartupPolicyInProgress" if starting else "NoJob", why, **counts)
+    return JobInfo(role, name, "Pending", "NoPod", "the Job controller has not created a pod yet", **counts)
 
 
 def stamp(moment: datetime | str | None) -> str:
     """A time as the API writes it (RFC 3339, UTC, whole seconds); "" for none."""
-    if isinstance(moment, datetime):
-        return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return moment or ""
+    seconds = moment.timestamp() if isinstance(moment, datetime) else runstate.parse_time(moment)
+    return "" if seconds is None else runstate.now_text(seconds)
 
 
 def main_container(pod: Any, role: str) -> str | None:

@@ -12,10 +12,10 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.kube import as_model
-from tfchart.cluster.objects import gpu_requests, has_started, is_chief_pod, newest, role_of, run_role
+from tfchart.cluster.objects import gpu_requests, is_chief_pod, role_of, run_role
 from tfchart.cluster.runs import jobsets, may_be_jobset, newest_document, run_of
-from tfchart.cluster.status import progress_from_record, read_progress, training_state
-from tfdcontract import CHART_NAME, CHIEF, COMPONENT_LABEL, INSTANCE_LABEL, PART_OF_LABEL, WORKER, parse_job_progress
+from tfchart.cluster.status import read_progress, training_state
+from tfdcontract import CHART_NAME, CHIEF, COMPONENT_LABEL, INSTANCE_LABEL, PART_OF_LABEL, WORKER
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
@@ -105,9 +105,7 @@ def count_pod(each: Found, pod: dict[str, Any]) -> None:
 
 def release_run(api: KubeApi, release: str, namespace: str, each: Found, now: datetime) -> ReleaseRun:
     chief = run_of(newest_document(each.jobsets), each.jobs, each.chief_pods).info
-    started = [pod for pod in each.chief_pods if has_started(pod) and role_of(pod) == chief.role]
-    progress, recorded = read_progress(api, namespace, newest(started))[0], parse_job_progress(chief.progress)
-    progress = progress or (progress_from_record(recorded) if recorded else None)  # the log gone: the Job's record
+    progress = read_progress(api, namespace, chief, [pod for pod in each.chief_pods if role_of(pod) == chief.role])[0]
     training = training_state(chief, progress)
     age = int((now - each.created).total_seconds()) if each.created else None
     step, total = (progress.step, progress.train_steps) if progress else (None, None)

@@ -12,16 +12,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.kube import CUSTOM, AccessDenied
-from tfchart.cluster.objects import JobInfo, job_info, name_of, newest, pod_reason, role_of, run_role, stamp
-from tfdcontract import (
-    CHIEF,
-    END_REASON_ANNOTATION,
-    ENDING_ANNOTATION,
-    PROGRESS_ANNOTATION,
-    parse_suspension,
-    release_selector,
-)
-from tfdcontract.runstate import JOBSET_NAME_LABEL, ended, is_suspended
+from tfchart.cluster.objects import JobInfo, as_json, job_info, name_of, newest, role_of, run_info, run_role
+from tfdcontract import CHIEF, release_selector
+from tfdcontract.runstate import JOBSET_NAME_LABEL, annotations_of, spec
 from tfdcontract.runstate import QUEUE_LABEL as QUEUE_LABEL  # the preflight's, from here
 
 if TYPE_CHECKING:
@@ -32,11 +25,11 @@ JOBSET = CUSTOM["JobSet"]
 
 @dataclass(frozen=True)
 class Run:
-    """A release's run: its object (`kind` Job or JobSet; a client model, or the JobSet's JSON) and its state."""
+    """A release's run: its object (`kind` Job or JobSet, as the API's JSON) and its state."""
 
     kind: str
     info: JobInfo
-    document: Any = None  # None: no run object (info.state Missing)
+    document: Any = None  # the JSON; None: no run object (info.state Missing)
     jobs: tuple[Any, ...] = ()  # a JobSet's child Jobs (client models)
 
     @property
@@ -45,20 +38,12 @@ class Run:
 
     @property
     def annotations(self) -> dict[str, str]:
-        if self.kind == "JobSet":
-            return dict((self.document.get("metadata") or {}).get("annotations") or {})
-        return dict(self.document.metadata.annotations or {}) if self.document is not None else {}
+        return dict(annotations_of(self.document))
 
     @property
     def suspend(self) -> bool:
         """Its spec.suspend."""
-        if self.kind == "JobSet":
-            return bool((self.document.get("spec") or {}).get("suspend"))
-        return bool(self.document is not None and self.document.spec and self.document.spec.suspend)
-
-    def child(self, role: str) -> Any | None:
-        """A JobSet's newest child Job of `role` (the chief Job `<jobset>-chief-0`), else None."""
-        return newest([job for job in self.jobs if role_of(job) == role])
+        return bool(spec(self.document).get("suspend"))
 
 
 def in_jobset(obj: Any) -> bool:
@@ -94,13 +79,14 @@ def run_of(jobset: dict[str, Any] | None, jobs: list[Any], pods: list[Any]) -> R
         native = [job for job in jobs if not in_jobset(job)]
         role = run_role(native)
         info = job_info(role, native, [pod for pod in pods if role_of(pod) == role and not in_jobset(pod)])
-        document = next((job for job in native if name_of(job) == info.name), None)
+        document = next((as_json(job) | {"kind": "Job"} for job in native if name_of(job) == info.name), None)
         return Run("Job", info, document)
-    name = str(jobset["metadata"]["name"])
+    name, jobset = str(jobset["metadata"]["name"]), {**jobset, "kind": "JobSet"}
     children = tuple(job for job in jobs if (job.metadata.labels or {}).get(JOBSET_NAME_LABEL) == name)
     role = jobset_role(jobset)
     own = [pod for pod in pods if role_of(pod) == role and (pod.metadata.labels or {}).get(JOBSET_NAME_LABEL) == name]
-    return Run("JobSet", jobset_info(jobset, role, list(children), own), jobset, children)
+    info = run_info(jobset, role, newest([job for job in children if role_of(job) == role]), own)
+    return Run("JobSet", info, jobset, children)
 
 
 def newest_document(documents: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -112,39 +98,3 @@ def jobset_role(jobset: dict[str, Any]) -> str:
     """The role whose Job completes the run: the success policy's target (chief, or worker without a chief)."""
     targets = ((jobset.get("spec") or {}).get("successPolicy") or {}).get("targetReplicatedJobs") or [CHIEF]
     return str(targets[0])
-
-
-def jobset_info(jobset: dict[str, Any], role: str, jobs: list[Any], pods: list[Any]) -> JobInfo:
-    """The state of a JobSet run: its Completed/Failed/Suspended conditions, then its `role` Job's newest pod; the
-    records are the JobSet's, the progress record its `role` Job's (the supervisor writes it on the chief's Job)."""
-    metadata, status = jobset["metadata"], jobset.get("status") or {}
-    annotations = metadata.get("annotations") or {}
-    job = newest([job for job in jobs if role_of(job) == role])
-    counts: dict[str, Any] = {key: (getattr(job.status, key) if job is not None and job.status else None) or 0
-                              for key in ("active", "succeeded", "failed")}  # fmt: skip
-    counts.update(ending=annotations.get(ENDING_ANNOTATION, ""), end_reason=annotations.get(END_REASON_ANNOTATION, ""),
-                  kind="JobSet", restarts=int(status.get("restarts") or 0),
-                  progress=((job.metadata.annotations or {}) if job is not None else {}).get(PROGRESS_ANNOTATION, ""))
-    name = str(metadata["name"])
-    conditions = {c.get("type"): c for c in status.get("conditions") or [] if c.get("status") == "True"}
-    if (found := ended(jobset, "JobSet")) is not None:  # tfdcontract.runstate: which conditions end a JobSet
-        state, cond = found
-        return JobInfo(role, name, state, cond.get("reason") or cond["type"], cond.get("message") or "", **counts)
-    if is_suspended(jobset):
-        condition = conditions.get("Suspended") or {}
-        record = parse_suspension(annotations)
-        since = record.since if record else stamp(condition.get("lastTransitionTime"))
-        message = condition.get("message") or "JobSet suspended"
-        return JobInfo(role, name, "Suspended", "Suspended", message, **counts, suspended_since=since)
-    pod = newest(pods)
-    if pod is not None and pod.status and pod.status.phase == "Running":
-        return JobInfo(role, name, "Running", "", "", **counts)
-    if pod is not None:
-        reason, message = pod_reason(pod)
-        return JobInfo(role, name, "Pending", reason or "Pending", message, **counts)
-    if job is None:
-        starting = conditions.get("StartupPolicyInProgress")
-        why = (starting or {}).get("message") or (f"the JobSet creates the {role}'s Job once the roles before it are "
-                                                  "Ready (dependsOn)")  # fmt: skip
-        return JobInfo(role, name, "Pending", "StartupPolicyInProgress" if starting else "NoJob", why, **counts)
-    return JobInfo(role, name, "Pending", "NoPod", "the Job controller has not created a pod yet", **counts)

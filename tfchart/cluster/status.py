@@ -171,9 +171,7 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
     chief_pods = [pod for pod in pods if role_of(pod) == role and is_chief_pod(pod) and in_jobset(pod) == run.jobset]
     evaluator_jobs = [job for job in jobs if role_of(job) == EVALUATOR]
     evaluator_pods = [pod for pod in pods if role_of(pod) == EVALUATOR]
-    progress, log_note = read_progress(api, namespace, newest([pod for pod in chief_pods if has_started(pod)]))
-    recorded = parse_job_progress(chief.progress)
-    progress = progress or (progress_from_record(recorded) if recorded else None)
+    progress, recorded, log_note = read_progress(api, namespace, chief, chief_pods)
     moment = now or datetime.now(timezone.utc)
     pod_infos = sorted((pod_info(pod, moment) for pod in pods), key=pod_sort_key)
     set_infos = sorted((stateful_set_info(s) for s in stateful_sets), key=lambda s: role_rank(s.role))
@@ -288,15 +286,24 @@ def pinned_but_missing(release: str, versions: ServingVersions | None) -> list[s
 
 
 # -- progress from the chief's log --------------------------------------------------------------
-def read_progress(api: KubeApi, namespace: str, chief_pod: Any | None) -> tuple[Progress | None, str]:
-    """The chief's reported progress, and a note when its log could not be read (403 on pods/log, a race)."""
-    if chief_pod is None:
-        return None, ""
-    try:
-        text = api.read_pod_log(namespace, name_of(chief_pod), main_container(chief_pod, CHIEF), LOG_TAIL_LINES)
-    except KubernetesError as error:
-        return None, f"cannot read the chief's log: {error.message} ({error.hint})"
-    return parse_progress(text), ""
+def read_progress(
+    api: KubeApi, namespace: str, chief: JobInfo, pods: list[Any]
+) -> tuple[Progress | None, JobProgress | None, str]:
+    """The progress the chief reported in the log of its newest started pod of `pods`, else as the supervisor last
+    recorded it on the Job (the log gone or unreadable); the record; a note when the log could not be read (403 on
+    pods/log, a race)."""
+    pod, recorded, note = newest([pod for pod in pods if has_started(pod)]), parse_job_progress(chief.progress), ""
+    progress = None
+    if pod is not None:
+        try:
+            log = api.read_pod_log(namespace, name_of(pod), main_container(pod, CHIEF), LOG_TAIL_LINES)
+            progress = parse_progress(log)
+        except KubernetesError as error:
+            note = f"cannot read the chief's log: {error.message} ({error.hint})"
+    if progress is None and recorded is not None:
+        progress = Progress(source="job-record", state=recorded.state, step=recorded.step, train_steps=recorded.target,
+                            loss=recorded.loss, accuracy=recorded.accuracy, updated_at=recorded.updated_at or None)
+    return progress, recorded, note
 
 
 def parse_progress(log: str) -> Progress | None:
@@ -318,12 +325,6 @@ def progress_from_status(status: Status) -> Progress:
         exported_versions=None if status.exported_versions is None else list(status.exported_versions),
         **{key: getattr(status, key) or None for key in UNSET_WHEN_EMPTY},
     )
-
-
-def progress_from_record(record: JobProgress) -> Progress:
-    """The chief's report as the supervisor last wrote it on the Job (its pod's log gone or unreadable)."""
-    return Progress(source="job-record", state=record.state, step=record.step, train_steps=record.target,
-                    loss=record.loss, accuracy=record.accuracy, updated_at=record.updated_at or None)
 
 
 def training_state(chief: JobInfo, progress: Progress | None) -> Training:
