@@ -51,7 +51,7 @@ def test_pod_states_from_their_output_and_exits() -> None:
     run.exited("chief", 0)
     run.exited("worker-0", 137, restarts=2)
     assert run.pods["chief"].state == "succeeded"
-    assert run.pods["worker-0"].line() == "worker-0: exited 137, restarted 2"
+    assert (run.pods["worker-0"].state, run.pods["worker-0"].restarts) == ("exited 137", 2)
 
 
 def test_the_live_view_draws_the_bar_and_a_line_per_pod() -> None:

@@ -99,6 +99,11 @@ class ReplicatedJob:
     depends_on: tuple[tuple[str, str], ...]  # (replicatedJob, Ready|Complete)
     jobs: tuple[JobTemplate, ...]
 
+    @property
+    def waits_for(self) -> str:
+        """Its dependsOn, as a line says it: `ps Ready, chief Complete`."""
+        return ", ".join(f"{name} {status}" for name, status in self.depends_on)
+
 
 @dataclass(frozen=True)
 class JobSetSpec:
@@ -221,26 +226,23 @@ def pod_templates(doc: dict[str, Any], namespace: str) -> list[PodTemplate]:
     attempt 0: jobsetrun.py sets the env its restarts change)."""
     name, spec = str(doc["metadata"]["name"]), doc.get("spec") or {}
     rjobs = spec.get("replicatedJobs") or []
-    total = sum(int(r.get("replicas", 1)) for r in rjobs)
+    counts = [int(r.get("replicas", 1)) for r in rjobs]
     uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"jobset/{namespace}/{name}"))  # no API server: a stable stand-in
     pods = []
     groups = [str(r.get("groupName") or "default") for r in rjobs]  # the CRD's default group
     for position, rjob in enumerate(rjobs):
-        replicas, group = int(rjob.get("replicas", 1)), groups[position]
-        before = sum(int(r.get("replicas", 1)) for r in rjobs[:position])
-        in_group = [int(r.get("replicas", 1)) for r, g in zip(rjobs, groups, strict=True) if g == group]
-        before_in_group = sum(int(r.get("replicas", 1)) for r, g in zip(rjobs[:position], groups, strict=False)
-                              if g == group)  # fmt: skip
+        replicas, group = counts[position], groups[position]
+        in_group = [count if g == group else 0 for count, g in zip(counts, groups, strict=True)]
         for job_index in range(replicas):
             job_name = f"{name}-{rjob['name']}-{job_index}"
             marks = {JOBSET_NAME: name, JOBSET_UID: uid, REPLICATED_JOB: str(rjob["name"]),
                      RESTART_ATTEMPT: "0", "jobset.sigs.k8s.io/replicatedjob-replicas": str(replicas),
-                     "jobset.sigs.k8s.io/global-replicas": str(total),
+                     "jobset.sigs.k8s.io/global-replicas": str(sum(counts)),
                      "jobset.sigs.k8s.io/job-index": str(job_index),
                      "jobset.sigs.k8s.io/job-key": hashlib.sha1(f"{namespace}/{job_name}".encode()).hexdigest(),
-                     "jobset.sigs.k8s.io/job-global-index": str(before + job_index),
+                     "jobset.sigs.k8s.io/job-global-index": str(sum(counts[:position]) + job_index),
                      "jobset.sigs.k8s.io/group-name": group, "jobset.sigs.k8s.io/group-replicas": str(sum(in_group)),
-                     "jobset.sigs.k8s.io/job-group-index": str(before_in_group + job_index)}  # fmt: skip
+                     "jobset.sigs.k8s.io/job-group-index": str(sum(in_group[:position]) + job_index)}  # fmt: skip
             job = job_document(doc, rjob, job_name, marks)
             template = job["spec"]["template"]
             owner = str(uuid.uuid5(uuid.NAMESPACE_URL, f"job/{namespace}/{job_name}"))

@@ -281,7 +281,7 @@ class JobSetRun:
         for rjob in self.spec.replicated_jobs:
             if self._created(rjob.name) or not all(self._reached(dep, status) for dep, status in rjob.depends_on):
                 continue
-            after = f" (dependsOn {', '.join(f'{d} {s}' for d, s in rjob.depends_on)})" if rjob.depends_on else ""
+            after = f" (dependsOn {rjob.waits_for})" if rjob.depends_on else ""
             for template in rjob.jobs:
                 job = self.jobs[template.name]
                 job.created = now
@@ -357,8 +357,8 @@ class JobSetRun:
                 if run.name != pod or run.alive:
                     continue
                 if job.created is None:
-                    deps = next(r.depends_on for r in self.spec.replicated_jobs if r.name == job.template.rjob)
-                    return "pending: Job waits for " + ", ".join(f"{d} {s}" for d, s in deps)
+                    rjob = next(r for r in self.spec.replicated_jobs if r.name == job.template.rjob)
+                    return f"pending: Job waits for {rjob.waits_for}"
                 if run.due is not None and job.condition is None:
                     return f"pending: new pod in {max(0.0, run.due - self.clock()):.0f} s"
         return None

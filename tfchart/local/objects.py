@@ -101,7 +101,7 @@ def describe(run: JobSetRun) -> str:
     for rjob in run.spec.replicated_jobs:
         jobs = [run.jobs[t.name] for t in rjob.jobs]
         if not any(job.created is not None for job in jobs):
-            parts.append(f"{rjob.name} waits for " + ", ".join(f"{d} {s}" for d, s in rjob.depends_on))
+            parts.append(f"{rjob.name} waits for {rjob.waits_for}")
         elif failed := next((job for job in jobs if job.condition == "Failed"), None):
             parts.append(f"{rjob.name} Failed ({failed.reason})")
         elif all(job.condition == COMPLETE for job in jobs):

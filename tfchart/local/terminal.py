@@ -23,10 +23,6 @@ class PodState:
     state: str = "starting"
     restarts: int = 0
 
-    def line(self) -> str:
-        restarted = f", restarted {self.restarts}" if self.restarts else ""
-        return f"{self.name}: {self.state}{restarted}"
-
 
 @dataclass
 class Board:
