@@ -21,6 +21,7 @@ from rich.console import Console
 from tests import kubeapi as kf
 from tests.kubeapi import Call, KubeServer, kube_server
 from tfchart.cluster import kube, status, status_view
+from tfchart.cluster.kubeconfig import configured_namespace
 from tfchart.cluster.objects import GpuRequest
 from tfchart.errors import KubernetesError
 
@@ -427,21 +428,7 @@ def test_bad_kubeconfig_and_unknown_context(tmp_path: Path) -> None:
     assert "context 'prod' not found" in error.value.message
     assert "kubectl config get-contexts" in error.value.hint
     with pytest.raises(KubernetesError, match="context 'prod' not found"):
-        kube.KubeApi.from_config(config, "prod").default_namespace()
-
-
-def test_default_namespace_is_the_contexts_like_kubectl(tmp_path: Path, cluster: KubeServer) -> None:
-    config = tmp_path / "config"
-    config.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: kind\n"
-        "clusters: [{name: kind, cluster: {server: 'https://127.0.0.1:1'}}]\n"
-        "users: [{name: kind, user: {token: abc}}]\n"
-        "contexts: [{name: kind, context: {cluster: kind, user: kind}},\n"
-        "           {name: team, context: {cluster: kind, user: kind, namespace: ml-training}}]\n"
-    )
-    assert kube.KubeApi.from_config(config, None).default_namespace() == "default"
-    assert kube.KubeApi.from_config(config, "team").default_namespace() == "ml-training"
-    assert cluster.api().default_namespace() == "default"  # its context sets none
+        configured_namespace(config, "prod")  # the namespace of a command (test_namespace.py: the contexts')
 
 
 # -- a live cluster ----------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, TypeVar
 
-from tfchart.cluster.kubeconfig import configured_namespace, describe_source, load_api_client
+from tfchart.cluster.kubeconfig import describe_source, load_api_client
 from tfchart.errors import ClusterUnavailable, KubernetesError
 
 T = TypeVar("T")
@@ -92,23 +92,15 @@ class KubeApi:
     """The few list/read/log/patch/delete calls tfchart needs. `client_factory` builds the ApiClient on first use
     (from_config: from the kubeconfig); `source` says where the configuration came from, for error hints."""
 
-    def __init__(
-        self, client_factory: Callable[[], Any], source: str = "", namespace_resolver: Callable[[], str] | None = None
-    ) -> None:
+    def __init__(self, client_factory: Callable[[], Any], source: str = "") -> None:
         self._client_factory = client_factory
         self._client: Any = None
-        self._namespace_resolver = namespace_resolver or (lambda: "default")
         self.source = source
 
     @classmethod
     def from_config(cls, kubeconfig: Path | None = None, context: str | None = None) -> KubeApi:
         """A KubeApi for the kubeconfig (or in-cluster) configuration; nothing is read until the first call."""
-        return cls(lambda: load_api_client(kubeconfig, context), describe_source(kubeconfig, context),
-                   lambda: configured_namespace(kubeconfig, context))
-
-    def default_namespace(self) -> str:
-        """The namespace kubectl would use: the context's namespace, the pod's own in a cluster, else default."""
-        return self._namespace_resolver()
+        return cls(lambda: load_api_client(kubeconfig, context), describe_source(kubeconfig, context))
 
     def _api(self, name: str) -> Any:
         """The client's API `name` (CoreV1Api...) on the one checked ApiClient, or None: the client has none."""

@@ -245,12 +245,6 @@ def _less(a: str | None, b: str | None) -> bool:
     return qa is not None and qb is not None and qa < qb
 
 
-def immutable_changes(live: KubeApi, namespace: str, deployed: list[dict[str, Any]],
-                      new: list[dict[str, Any]]) -> list[ImmutableChange]:  # fmt: skip
-    """The changes from the deployed manifests to the new ones that the API server refuses."""
-    return GuardRun(live, namespace).changes(deployed, new)
-
-
 # -- planning and refusing ---------------------------------------------------------------------------
 @dataclass
 class UpgradePlan:
