@@ -20,6 +20,7 @@ from tfdcontract.lifecycle import (
     SUSPENDED_WANTED,
     WANTED_ANNOTATION,
     Action,
+    Backoff,
     Ending,
     RunView,
     Step,
@@ -378,3 +379,47 @@ def annotations_patch(action: Action) -> dict[str, Any]:
 def test_a_step_is_reached_only_with_nothing_to_do_wait_for_or_refuse() -> None:
     assert Step().reached and not Step(pending=("x",)).reached and not Step(blocked="x").reached
     assert not Step((Action("Job", "j", {}, "line"),)).reached
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_pod_stuck_terminating_is_named_waited_for_or_with_force_counted_as_gone(force: bool) -> None:
+    """A pod on an unreachable node keeps its deletionTimestamp for ever: past it by its grace period again, the
+    pending line says so (and what deleting it by force means); with force the plan goes on without it."""
+    objects = native(evaluator=False)
+    apply(objects, plan(view(objects), SUSPENDED_WANTED, now=NOW).actions[0])  # the chief's Job suspended
+    chief = objects["pods"][0]
+    chief["metadata"].update(deletionTimestamp="2026-11-28T11:58:00Z", deletionGracePeriodSeconds=30)
+    chief["spec"]["nodeName"] = "gpu-7"
+    assert plan(view(objects), SUSPENDED_WANTED, now="2026-11-28T11:58:20Z").pending == (
+        "pod r-chief-x to stop (it saves a checkpoint at its step boundary)",)  # within its grace: not stuck
+    step = plan(view(objects), SUSPENDED_WANTED, now=NOW, force=force)
+    stuck = ("stuck terminating since 2026-11-28T11:58:00Z, past its grace period, on node gpu-7 (unreachable?); "
+             "`kubectl delete pod r-chief-x --force` frees its name, your decision: the node may still run it")
+    if force:
+        assert [a.name for a in step.actions] == ["r-ps", "r-worker"]
+        assert step.unchanged[-1].line == f"counted pod r-chief-x as gone: {stuck}"
+    else:
+        saving = "it saves a checkpoint at its step boundary"
+        assert step.actions == () and step.pending == (f"pod r-chief-x to stop ({saving}; {stuck}; `--force` counts "
+                                                       "it as gone)",)  # fmt: skip
+
+
+def test_the_same_actions_planned_again_after_they_were_carried_out_back_off() -> None:
+    """Something undoing a write (a GitOps self-heal scaling the StatefulSet back) makes the same step come back:
+    the executor waits 1, 2, 4... s (at most 60) before each repeat, and says what keeps being undone."""
+    objects, backoff, waits = native(), Backoff(), []
+    carry_out(objects, SUSPENDED_WANTED)
+    objects["sets"][0]["spec"]["replicas"] = 1  # the self-heal, every time
+    clock = 100.0
+    for _ in range(9):
+        step = plan(view(objects), SUSPENDED_WANTED, now=NOW)
+        pause = backoff.wait(step, clock)
+        if pause:
+            waits.append(pause)
+            clock += pause
+        else:
+            apply(objects, step.actions[0])
+            objects["sets"][0]["spec"]["replicas"] = 1
+    assert waits == [1.0, 2.0, 4.0, 8.0] and backoff.times == 5
+    assert "carried out 5 times and undone each time" in backoff.undone(step)
+    assert backoff.wait(Step((Action("Job", "j", {}, "another"),)), clock) == 0.0 and backoff.undone(step) == ""

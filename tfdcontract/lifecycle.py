@@ -23,9 +23,8 @@ another executor taking over) continues from what the cluster holds. docs/lifecy
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 from tfdcontract import (
@@ -53,6 +52,7 @@ from tfdcontract.runstate import (
     SUSPENDED_WANTED,
     TERMINAL,
     WANTED_ANNOTATION,
+    WANTED_SEEN_ANNOTATION,
     WANTED_STATES,
     Ending,
     RunView,
@@ -65,51 +65,52 @@ from tfdcontract.runstate import (
     marked,
     metadata,
     name_of,
+    owned,
     pod_ended,
     recorded_ending,
     replicas_of,
     role_of,
     run_state,
     spec,
+    stuck_terminating,
     wanted_of,
     wanted_patch,
     why_not_running,
 )
+from tfdcontract.steps import Action, Backoff, Step, describe
 
 # -- the plan ----------------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Action:
-    """One write: a JSON merge patch of an object (of its /scale subresource when `subresource` says so)."""
-
-    kind: str  # "Job" | "StatefulSet" | "JobSet" | "Deployment" | "Workload"
-    name: str
-    patch: Mapping[str, Any]
-    line: str  # one line for the user / the supervisor's log
-    subresource: str = ""  # "scale": the patch is of the object's Scale (the supervisor's Role grants only that)
-
-
-@dataclass(frozen=True)
-class Step:
-    """The next step: actions to carry out now, in order (then read again and plan again), or what must happen
-    first; `unchanged` says what already is as wanted (patch empty), `blocked` why the wanted state cannot be
-    reached (the run ended, a suspension not recorded): an executor refuses with it."""
-
-    actions: tuple[Action, ...] = ()
-    pending: tuple[str, ...] = ()
-    unchanged: tuple[Action, ...] = ()
-    blocked: str = ""
-
-    @property
-    def reached(self) -> bool:
-        return not self.actions and not self.pending and not self.blocked
-
-
-def plan(view: RunView, wanted: str, *, now: str, ending: Ending | None = None, keep: bool = False) -> Step:
+def plan(view: RunView, wanted: str, *, now: str, ending: Ending | None = None, keep: bool = False,
+         force: bool = False) -> Step:  # fmt: skip
     """The next step towards `wanted` (RUNNING_WANTED, SUSPENDED_WANTED or STOPPED_WANTED). `now` (RFC 3339, UTC)
     stamps a record written; `ending` is the supervisor's (None: stop asked for, the ending `stopped`); `keep`
-    leaves ps/worker up (the ending's cleanup policy keep)."""
+    leaves ps/worker up (the ending's cleanup policy keep). A pod stuck terminating (stuck_terminating: its node
+    does not answer) is waited for, its pending line saying so; with `force` it counts as gone (`unchanged` says
+    which): deleting it by force is the user's decision, never the plan's."""
+    stuck = {name_of(pod): pod for pod in view.pods if stuck_terminating(pod, now)}
+    if not stuck:
+        return _plan(view, wanted, now, ending, keep)
+    if force:
+        step = _plan(replace(view, pods=[p for p in view.pods if name_of(p) not in stuck]), wanted, now, ending, keep)
+        return replace(step, unchanged=step.unchanged + tuple(
+            _unchanged("Pod", name, f"counted pod {name} as gone: {_stuck(pod)}") for name, pod in stuck.items()))
+    step = _plan(view, wanted, now, ending, keep)
+    return replace(step, pending=tuple(next((f"{line[:-1]}; {_stuck(pod)}; `--force` counts it as gone)" for name, pod
+                                             in stuck.items() if line.startswith(f"pod {name} to stop (")), line)
+                                       for line in step.pending))  # fmt: skip
+
+
+def _stuck(pod: Mapping[str, Any]) -> str:
+    node, namespace = spec(pod).get("nodeName") or "unknown", metadata(pod).get("namespace")
+    where = f" -n {namespace}" if namespace else ""
+    return (f"stuck terminating since {metadata(pod).get('deletionTimestamp')}, past its grace period, on node {node} "
+            f"(unreachable?); `kubectl delete pod {name_of(pod)}{where} --force` frees its name, your decision: the "
+            "node may still run it")
+
+
+def _plan(view: RunView, wanted: str, now: str, ending: Ending | None, keep: bool) -> Step:
     if wanted == STOPPED_WANTED:
         return _stop_jobset(view, now, ending) if view.kind == "JobSet" else _stop_native(view, now, ending, keep)
     if view.run is None:
@@ -381,17 +382,12 @@ def _stop_jobset(view: RunView, now: str, ending: Ending | None) -> Step:
     return Step(tuple(actions + record + own), unchanged=tuple(unchanged + more))
 
 
-def describe(step: Step) -> str:
-    """The step as JSON (the supervisor's log, a test's failure message)."""
-    return json.dumps({"actions": [a.line for a in step.actions], "pending": list(step.pending),
-                       "blocked": step.blocked}, separators=(",", ":"))
-
-
 
 __all__ = [
     "FAILED", "GANG_MARKERS", "JOBSET_NAME_LABEL", "MISSING", "QUEUE_LABEL", "RUNNING", "RUNNING_WANTED", "STOPPED",
     "STOPPED_BY", "STOPPED_WANTED", "SUCCEEDED", "SUSPENDED", "SUSPENDED_WANTED", "TERMINAL", "WANTED_ANNOTATION",
-    "WANTED_STATES", "Action", "Ending", "RunView", "Step", "annotations_of", "condition", "describe", "ending_of",
-    "is_suspended", "job_ending", "jobset_ending", "marked", "metadata", "name_of", "plan", "pod_ended",
-    "recorded_ending", "replicas_of", "role_of", "run_state", "spec", "wanted_of", "wanted_patch", "why_not_running",
+    "WANTED_SEEN_ANNOTATION", "WANTED_STATES", "Action", "Backoff", "Ending", "RunView", "Step", "annotations_of",
+    "condition", "describe", "ending_of", "is_suspended", "job_ending", "jobset_ending", "marked", "metadata",
+    "name_of", "owned", "plan", "pod_ended", "recorded_ending", "replicas_of", "role_of", "run_state", "spec",
+    "stuck_terminating", "wanted_of", "wanted_patch", "why_not_running",
 ]

@@ -49,6 +49,9 @@ RUNNING_WANTED = "running"
 SUSPENDED_WANTED = "suspended"
 STOPPED_WANTED = "stopped"
 WANTED_STATES = (RUNNING_WANTED, SUSPENDED_WANTED, STOPPED_WANTED)
+#: On the run's object, by the run supervisor: the wanted state it has taken up ("<wanted>"), or "<wanted>: <why>"
+#: where it cannot carry it out (an API error, its Role). tfchart, seeing none soon, says so rather than wait.
+WANTED_SEEN_ANNOTATION = ANNOTATION_PREFIX + "wanted-seen"
 #: The ending `tfchart stop` records.
 STOPPED = "stopped"
 
@@ -104,6 +107,21 @@ def condition(obj: Mapping[str, Any] | None, kind: str) -> Mapping[str, Any] | N
 
 def pod_ended(pod: Mapping[str, Any]) -> bool:
     return ((pod.get("status") or {}).get("phase")) in TERMINAL
+
+
+def stuck_terminating(pod: Mapping[str, Any], now: str) -> bool:
+    """Whether a pod is being deleted and is still there past its deletionTimestamp (the delete asked for plus its
+    grace period) by its grace period (at least 30 s) again: its kubelet does not answer (a node unreachable)."""
+    deleting, moment = parse_time(metadata(pod).get("deletionTimestamp")), parse_time(now)
+    grace = metadata(pod).get("deletionGracePeriodSeconds") or 30
+    return deleting is not None and moment is not None and not pod_ended(pod) and moment >= deleting + max(grace, 30)
+
+
+def owned(objects: Sequence[Mapping[str, Any]], owner: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The first of `objects` whose owner reference is `owner` (by kind and uid): Kueue's Workload of a JobSet."""
+    uid = metadata(owner).get("uid")
+    return next((o for o in objects if any(ref.get("kind") == owner.get("kind") and ref.get("uid") == uid
+                                           for ref in metadata(o).get("ownerReferences") or [])), None)  # fmt: skip
 
 
 def marked(workload: Mapping[str, Any], marker: str) -> bool:
