@@ -128,18 +128,6 @@ def localise_metrics(pods: list[LocalPod], taken: Sequence[str] = ()) -> dict[st
     return ports
 
 
-def await_end(name: str, ended: Callable[[], bool], timeout: float | None, poll: Callable[[], None] | None) -> None:
-    """Waits until `ended()`, calling `poll` meanwhile; a TfchartError once `timeout` seconds have passed."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while not ended():
-        if deadline is not None and time.monotonic() > deadline:
-            raise TfchartError(f"{name} did not finish within {timeout:.0f} s",
-                               "raise --timeout, or look at the logs above")
-        if poll:
-            poll()
-        time.sleep(0.2)
-
-
 def relay(pod: LocalPod, popen: subprocess.Popen[bytes], on_line: Callable[[LocalPod, str], None]) -> int:
     """Hands every line the pod writes to `on_line`; its exit code once it has ended."""
     assert popen.stdout is not None

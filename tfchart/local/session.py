@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from tfchart.errors import TfchartError
 from tfchart.local import objects
 from tfchart.local.jobsetrun import Event, JobSetRun
 from tfchart.local.processes import (
@@ -24,7 +25,6 @@ from tfchart.local.processes import (
     LocalCluster,
     LocalPlan,
     LocalPod,
-    await_end,
     python_bin_dir,
     running,
 )
@@ -144,24 +144,24 @@ def run_workload(plan: LocalPlan, cluster: LocalCluster, controller: JobSetRun, 
     has ended: 0 once the run's Job (or the JobSet) completed; once it failed, the exit code of the pod that failed
     it (a JobSet's, or without one: 1)."""
     cluster.start([pod for pod in plan.pods if not controller.manages(pod.name)])
-    state = [""]
-
-    def step() -> None:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
         controller.reconcile()
-        state[0], lines = objects.advance(controller, bool(suspending))
+        state, lines = objects.advance(controller, bool(suspending))
         for line in lines if not controller.finished else []:
             console.print(f"  {line}", soft_wrap=True)
         poll()
-
-    def done() -> bool:
-        return state[0] in (SUCCEEDED, FAILED) or (bool(suspending) and state[0] == SUSPENDED)
-
-    await_end(f"{plan.workload.kind} {plan.workload.name}", done, timeout, step)
-    if state[0] == SUSPENDED:
+        if state in (SUCCEEDED, FAILED) or (suspending and state == SUSPENDED):
+            break
+        if deadline is not None and time.monotonic() > deadline:
+            raise TfchartError(f"{plan.workload.kind} {plan.workload.name} did not finish within {timeout:.0f} s",
+                               "raise --timeout, or look at the logs above")  # fmt: skip
+        time.sleep(0.2)
+    if state == SUSPENDED:
         return SUSPENDED_EXIT
     culprit = cluster.processes.get(controller.first_failed.culprit or "") if controller.first_failed else None
     failed = 1 if plan.jobset or culprit is None or not culprit.exit_code else int(culprit.exit_code)
-    return 0 if state[0] == SUCCEEDED else failed
+    return 0 if state == SUCCEEDED else failed
 
 
 def serving_notes(values: dict[str, Any], workdir: Path, trainer: bool = True, engine: str = "docker") -> list[str]:
