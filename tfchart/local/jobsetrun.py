@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tfchart.errors import plural
 from tfchart.local.jobset import (
     COMPLETE,
     COUNT,
@@ -362,6 +363,3 @@ class JobSetRun:
                 if run.due is not None and job.condition is None:
                     return f"pending: new pod in {max(0.0, run.due - self.clock()):.0f} s"
         return None
-
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
