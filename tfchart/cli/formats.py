@@ -66,8 +66,15 @@ def positional_chart(kwargs: dict[str, Any], chart_argument: str | None, chart_o
     return chart_argument or chart_option
 
 
-def go_duration(seconds: float) -> str:
-    """Seconds as helm's --timeout takes them (a Go duration)."""
+def timeout_option(help: str) -> Callable[[F], F]:
+    """--timeout DURATION, in seconds (None when not given)."""
+    return click.option("--timeout", type=DURATION, default=None, help=help)
+
+
+def go_duration(seconds: float | None) -> str | None:
+    """Seconds as helm's --timeout takes them (a Go duration); None stays None."""
+    if seconds is None:
+        return None
     return f"{int(seconds)}s" if float(seconds).is_integer() else f"{round(seconds * 1000)}ms"
 
 

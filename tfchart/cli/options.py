@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from tfchart.cli.formats import DURATION, go_duration, positional_chart
+from tfchart.cli.formats import go_duration, positional_chart, timeout_option
 
 if TYPE_CHECKING:
     from tfchart.helm.chart import Chart
@@ -111,22 +111,24 @@ class ValuesInputs:
 
 @dataclass(frozen=True)
 class KubeInputs:
-    """--kubeconfig and --kube-context: the cluster every API call and helm command of a command reach."""
+    """-n, --kubeconfig and --kube-context: the namespace and cluster every API call and helm command of a command
+    reach."""
 
     settings: Settings
     kubeconfig: Path | None
     context: str | None
+    given_namespace: str | None = None
 
     def api(self) -> Any:
         from tfchart.cluster import kube
 
         return kube.KubeApi.from_config(self.kubeconfig, self.context)
 
-    def namespace(self, namespace: str | None) -> str:
+    def namespace(self) -> str:
         """The one namespace of a command, for helm's --namespace and every API call alike: -n, else the
         kubeconfig context's (the service account's in a pod), else `default`, as helm and kubectl pick."""
-        if namespace:
-            return namespace
+        if self.given_namespace:
+            return self.given_namespace
         from tfchart.cluster.kubeconfig import configured_namespace
 
         return configured_namespace(self.kubeconfig, self.context)
@@ -189,35 +191,35 @@ def values_inputs() -> Callable[[F], F]:
 
 
 def kube_inputs(function: F) -> F:
-    """--kubeconfig and --kube-context, passed to the command as `kube: KubeInputs`."""
+    """-n, --kubeconfig and --kube-context, passed to the command as `kube: KubeInputs`."""
 
+    @click.option("-n", "--namespace", default=None, help="Namespace (default: the kubeconfig context's).")
     @click.option("--kubeconfig", type=click.Path(path_type=Path, dir_okay=False), default=None,
                   help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")  # fmt: skip
     @click.option("--kube-context", default=None, help="kubeconfig context to use.")
     @functools.wraps(function)
-    def command(*args: Any, kubeconfig: Path | None, kube_context: str | None, **kwargs: Any) -> Any:
-        return function(*args, kube=KubeInputs(click.get_current_context().obj, kubeconfig, kube_context), **kwargs)
+    def command(*args: Any, namespace: str | None, kubeconfig: Path | None, kube_context: str | None,
+                **kwargs: Any) -> Any:  # fmt: skip
+        settings = click.get_current_context().obj
+        return function(*args, kube=KubeInputs(settings, kubeconfig, kube_context, namespace), **kwargs)
 
     return command  # type: ignore[return-value]
 
 
 def release_flags(function: F) -> F:
-    """-n, --wait, --timeout, --atomic and --dry-run, passed to the command as `flags: release.Options`
-    (its create_namespace left False)."""
+    """--wait, --timeout, --atomic and --dry-run, passed to the command as `flags: release.Options` (its namespace
+    and create_namespace left to the command)."""
 
-    @click.option("-n", "--namespace", default=None, help="Release namespace.")
     @click.option("--wait", is_flag=True, help="Wait until the pods are ready (not until training ends).")
-    @click.option("--timeout", type=DURATION, default=None, help="How long helm waits: 90s, 10m, 1h30m or seconds.")
+    @timeout_option("How long helm waits: 90s, 10m, 1h30m or seconds.")
     @click.option("--atomic", is_flag=True, help="Roll back if the operation fails (helm 4: --rollback-on-failure).")
     @click.option("--dry-run", "dry_run", type=click.Choice(["client", "server"]), default=None, is_flag=False,
                   flag_value="client", help="Simulate: client (no cluster writes) or server.")  # fmt: skip
     @functools.wraps(function)
-    def command(*args: Any, namespace: str | None, wait: bool, timeout: float | None, atomic: bool,
-                dry_run: str | None, **kwargs: Any) -> Any:  # fmt: skip
+    def command(*args: Any, wait: bool, timeout: float | None, atomic: bool, dry_run: str | None, **kwargs: Any) -> Any:
         from tfchart.helm.release import Options
 
-        helm_timeout = go_duration(timeout) if timeout is not None else None
-        flags = Options(namespace=namespace, wait=wait, timeout=helm_timeout, atomic=atomic, dry_run=dry_run)
+        flags = Options(wait=wait, timeout=go_duration(timeout), atomic=atomic, dry_run=dry_run)
         return function(*args, flags=flags, **kwargs)
 
     return command  # type: ignore[return-value]

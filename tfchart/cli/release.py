@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tfchart.cli.formats import DURATION, emit, go_duration, output_option
+from tfchart.cli.formats import emit, go_duration, output_option, timeout_option
 from tfchart.cli.options import (
     CONTEXT,
     KubeInputs,
@@ -24,14 +24,14 @@ if TYPE_CHECKING:
     from tfchart.images.registry import Access
 
 
-def namespace_after_values(kube: KubeInputs, values: ValuesInputs, name: str, namespace: str | None) -> str:
+def namespace_after_values(kube: KubeInputs, values: ValuesInputs, name: str) -> str:
     """The release's namespace; where the kubeconfig cannot say it, the values' problems are reported first."""
     from tfchart.errors import KubernetesError
 
     try:
-        return kube.namespace(namespace)
+        return kube.namespace()
     except KubernetesError:
-        values.manifests(name, namespace)
+        values.manifests(name, kube.given_namespace)
         raise
 
 
@@ -49,7 +49,7 @@ def install(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, c
     from tfchart.cluster import preflight
     from tfchart.helm import release
 
-    namespace = namespace_after_values(kube, values, name, flags.namespace)
+    namespace = namespace_after_values(kube, values, name)
     manifests = values.manifests(name, namespace)
     if flags.dry_run == "client" and not (skip_preflight and registries is None):
         click.secho("note: --dry-run=client asks neither the cluster nor a registry: no preflight, no image check "
@@ -93,7 +93,7 @@ def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, i
     from tfchart.helm import release
     from tfchart.helm.release import parse_duration
 
-    namespace = namespace_after_values(kube, values, name, flags.namespace)
+    namespace = namespace_after_values(kube, values, name)
     options = replace(flags, namespace=namespace, install=install, create_namespace=create_namespace,
                       reuse_values=reuse)  # fmt: skip
     manifests = [] if reuse else values.manifests(name, namespace)  # the values' problems before the cluster's
@@ -123,21 +123,20 @@ def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, i
 
 @click.command(context_settings=CONTEXT)
 @click.argument("name")
-@click.option("-n", "--namespace", default=None, help="Release namespace.")
 @click.option("--wait", is_flag=True, help="Wait until the objects are deleted.")
-@click.option("--timeout", type=DURATION, default=None, help="How long helm waits: 90s, 10m, 1h30m or seconds.")
+@timeout_option("How long helm waits: 90s, 10m, 1h30m or seconds.")
 @click.option("--keep-history", is_flag=True, help="Keep the release's history (`helm history` lists it).")
 @click.option("--delete-data", is_flag=True, help="Also delete the shared claim (checkpoints, logs, exported models).")
 @kube_inputs
-def uninstall(name: str, namespace: str | None, wait: bool, timeout: float | None, keep_history: bool,
-              delete_data: bool, kube: KubeInputs) -> None:  # fmt: skip
+def uninstall(name: str, wait: bool, timeout: float | None, keep_history: bool, delete_data: bool,
+              kube: KubeInputs) -> None:  # fmt: skip
     """`helm uninstall NAME`, keeping the shared volume unless --delete-data."""
     from tfchart.helm import release
 
-    namespace = kube.namespace(namespace)
+    namespace = kube.namespace()
     claims = release.uninstall(kube.helm(), name, namespace, wait=wait, keep_history=keep_history,
-                               timeout=go_duration(timeout) if timeout is not None else None,
-                               delete_data=delete_data, deleter=kube.api() if delete_data else None)  # fmt: skip
+                               timeout=go_duration(timeout), delete_data=delete_data,
+                               deleter=kube.api() if delete_data else None)  # fmt: skip
     click.secho(f"✓ uninstalled {name}", fg="green")
     for claim in claims:
         if delete_data:
@@ -150,18 +149,16 @@ def uninstall(name: str, namespace: str | None, wait: bool, timeout: float | Non
 @click.command(context_settings=CONTEXT)
 @click.argument("name", default=DEFAULT_RELEASE, required=False)
 @values_inputs()
-@click.option("-n", "--namespace", default=None, help="Namespace the install would use.")
 @kube_inputs
 @image_check
 @output_option("table")
-def preflight(name: str, values: ValuesInputs, namespace: str | None, kube: KubeInputs, registries: Access | None,
-              output: str) -> None:  # fmt: skip
+def preflight(name: str, values: ValuesInputs, kube: KubeInputs, registries: Access | None, output: str) -> None:
     """Check the live cluster can run these values as release NAME (GPUs, storage, quota, NetworkPolicy
     enforcement) and that every image resolves in its registry. Exit 0 passed, 1 a check failed."""
     from tfchart.cluster import preflight as checks
     from tfchart.console import console
 
-    namespace = kube.namespace(namespace)
+    namespace = kube.namespace()
     findings = checks.run(kube.api(), values.manifests(name, namespace), name, namespace, registries)
     if output == "table":
         checks.render(findings, console())

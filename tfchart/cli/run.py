@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from tfchart.cli.formats import DURATION, emit, output_option
+from tfchart.cli.formats import DURATION, emit, output_option, timeout_option
 from tfchart.cli.options import CONTEXT, KubeInputs, kube_inputs
 from tfdcontract import CHIEF, EVALUATOR, PS, SERVING, TENSORBOARD, WORKER
 
@@ -22,16 +22,15 @@ def force_flag(function: Any) -> Any:
 
 @click.command(context_settings=CONTEXT)
 @click.argument("name")
-@click.option("-n", "--namespace", default=None, help="Release namespace (default: the kubeconfig context's).")
 @output_option("table")
 @kube_inputs
-def status(name: str, namespace: str | None, output: str, kube: KubeInputs) -> None:
+def status(name: str, output: str, kube: KubeInputs) -> None:
     """Pods per role, the chief Job, training progress and endpoints of release NAME."""
     from tfchart.cluster import status as release_status
     from tfchart.cluster import status_view
     from tfchart.console import console
 
-    collected = release_status.collect(kube.api(), name, kube.namespace(namespace))
+    collected = release_status.collect(kube.api(), name, kube.namespace())
     if output == "table":
         status_view.render(collected, console())
     else:
@@ -40,19 +39,16 @@ def status(name: str, namespace: str | None, output: str, kube: KubeInputs) -> N
 
 @click.command(context_settings=CONTEXT)
 @click.argument("name")
-@click.option("-n", "--namespace", default=None, help="Release namespace (default: the kubeconfig context's).")
 @click.option("--end-run", is_flag=True, help="Also end a chief that is still training (its Job is suspended).")
-@click.option("--timeout", type=DURATION, default=None, metavar="DURATION",
-              help="How long to wait for the stop to be carried out (default 60s; --end-run: plus the grace period).")
+@timeout_option("How long to wait for the stop to be carried out (default 60s; --end-run: plus the grace period).")
 @force_flag
 @kube_inputs
-def stop(name: str, namespace: str | None, end_run: bool, timeout: float | None, force: bool, kube: KubeInputs) -> None:
+def stop(name: str, end_run: bool, timeout: float | None, force: bool, kube: KubeInputs) -> None:
     """Free what release NAME's ps, worker and evaluator pods hold once its run ended (scale to 0). Asks the run
     supervisor and waits; without one running (or with --force) tfchart does it."""
     from tfchart.cluster import suspend as lifecycle
 
-    stopped = lifecycle.stop(kube.api(), name, kube.namespace(namespace), end_run=end_run, timeout=timeout,
-                             force=force)  # fmt: skip
+    stopped = lifecycle.stop(kube.api(), name, kube.namespace(), end_run=end_run, timeout=timeout, force=force)
     report(stopped, "text", "" if stopped.actions else f"nothing to stop: release {name} holds no ps/worker/"
                                                        "evaluator pods")  # fmt: skip
 
@@ -66,12 +62,11 @@ def stop(name: str, namespace: str | None, end_run: bool, timeout: float | None,
 @click.option("-f", "--follow", is_flag=True, help="Stream new lines until Ctrl-C (--all-roles: interleaved).")
 @click.option("--tail", type=int, default=None, help="Only the last N lines.")
 @click.option("-p", "--previous", is_flag=True, help="The log of the previous (restarted) container.")
-@click.option("--since", type=DURATION, default=None, metavar="DURATION", help="Only lines newer than this, e.g. 5m.")
+@click.option("--since", type=DURATION, default=None, help="Only lines newer than this, e.g. 5m.")
 @click.option("--timestamps", is_flag=True, help="Prefix each line with the time it was written (RFC 3339).")
-@click.option("-n", "--namespace", default=None, help="Release namespace.")
 @kube_inputs
 def logs(name: str, role: str | None, index: int, all_roles: bool, follow: bool, tail: int | None, previous: bool,
-         since: float | None, timestamps: bool, namespace: str | None, kube: KubeInputs) -> None:  # fmt: skip
+         since: float | None, timestamps: bool, kube: KubeInputs) -> None:  # fmt: skip
     """The log of the chief of release NAME, of one task (--role worker --index 1), or of all (--all-roles)."""
     from tfchart.cluster import logs as pod_logs
     from tfchart.errors import UsageError
@@ -81,7 +76,7 @@ def logs(name: str, role: str | None, index: int, all_roles: bool, follow: bool,
                          f"leave them out, or drop --all-roles: `tfchart logs {name} --role {role or WORKER}`")
     seconds = None if since is None else max(1, math.ceil(since))  # the API counts whole seconds
     options = pod_logs.LogOptions(previous, seconds, timestamps)
-    api, where = kube.api(), kube.namespace(namespace)
+    api, where = kube.api(), kube.namespace()
     if all_roles:
         pod_logs.stream_all(api, name, where, follow, tail, sys.stdout, sys.stderr, options)
     else:
@@ -90,16 +85,14 @@ def logs(name: str, role: str | None, index: int, all_roles: bool, follow: bool,
 
 @click.command(context_settings=CONTEXT)
 @click.argument("name")
-@click.option("-n", "--namespace", default=None, help="Release namespace (default: the kubeconfig context's).")
-@click.option("--timeout", type=DURATION, default=None, metavar="DURATION",
-              help="Give up after this long (90s, 10m, 1h30m, or seconds); default: wait until the run ends.")
+@timeout_option("Give up after this long (90s, 10m, 1h30m, or seconds); default: wait until the run ends.")
 @kube_inputs
-def wait(name: str, namespace: str | None, timeout: float | None, kube: KubeInputs) -> None:
+def wait(name: str, timeout: float | None, kube: KubeInputs) -> None:
     """Block until release NAME's run ends. Exit 0 Succeeded, 1 Failed (the reason on stderr), 3 no run
     (never there, or deleted while waiting), 124 --timeout passed."""
     from tfchart.cluster import wait as run_wait
 
-    ended = run_wait.wait(kube.api(), name, kube.namespace(namespace), timeout,
+    ended = run_wait.wait(kube.api(), name, kube.namespace(), timeout,
                           notice=lambda line: click.secho(f"note: {line}", fg="yellow", err=True))
     click.echo(f"{name}: {ended.state}")
     if ended.state != "Succeeded":
@@ -108,16 +101,15 @@ def wait(name: str, namespace: str | None, timeout: float | None, kube: KubeInpu
 
 
 @click.command("list", context_settings=CONTEXT)
-@click.option("-n", "--namespace", default=None, help="Namespace (default: the kubeconfig context's).")
 @click.option("-A", "--all-namespaces", is_flag=True, help="Releases in every namespace.")
 @output_option("table")
 @kube_inputs
-def list_releases(namespace: str | None, all_namespaces: bool, output: str, kube: KubeInputs) -> None:
+def list_releases(all_namespaces: bool, output: str, kube: KubeInputs) -> None:
     """This chart's releases: run state, step, GPUs their pods hold and age."""
     from tfchart.cluster import releases
     from tfchart.cluster.status_view import human_age
 
-    where = None if all_namespaces else kube.namespace(namespace)
+    where = None if all_namespaces else kube.namespace()
     runs = releases.list_runs(kube.api(), where)
     if output != "table":
         emit([run.as_dict() for run in runs], output)
@@ -146,15 +138,13 @@ def local_flags(function: Any) -> Any:
 
 @click.command(context_settings=CONTEXT)
 @click.argument("name")
-@click.option("-n", "--namespace", default=None, help="Release namespace (default: the kubeconfig context's).")
-@click.option("--timeout", type=DURATION, default=None, metavar="DURATION",
-              help="How long to wait for the pods to stop (default: their terminationGracePeriodSeconds plus 60s).")
+@timeout_option("How long to wait for the pods to stop (default: their terminationGracePeriodSeconds plus 60s).")
 @force_flag
 @local_flags
 @output_option("text")
 @kube_inputs
-def suspend(name: str, namespace: str | None, timeout: float | None, force: bool, on_this_machine: bool,
-            workdir: Path | None, output: str, kube: KubeInputs) -> None:  # fmt: skip
+def suspend(name: str, timeout: float | None, force: bool, on_this_machine: bool, workdir: Path | None, output: str,
+            kube: KubeInputs) -> None:  # fmt: skip
     """Pause release NAME's run: the chief saves a checkpoint at its next step boundary, then every pod is
     released (ps/workers scaled to 0, the evaluator suspended). `tfchart resume NAME` continues."""
     if on_this_machine:
@@ -166,7 +156,7 @@ def suspend(name: str, namespace: str | None, timeout: float | None, force: bool
         from tfchart.cluster import suspend as run_suspend
 
         no_workdir(workdir)
-        where = kube.namespace(namespace)
+        where = kube.namespace()
         outcome = run_suspend.suspend(kube.api(), name, where, timeout, force=force)
         resume = f"tfchart resume {name} -n {where}"
     report(outcome, output, f"{name} is suspended (since {outcome.since}): `{resume}` continues from the checkpoint")
@@ -174,15 +164,13 @@ def suspend(name: str, namespace: str | None, timeout: float | None, force: bool
 
 @click.command(context_settings=CONTEXT)
 @click.argument("name")
-@click.option("-n", "--namespace", default=None, help="Release namespace (default: the kubeconfig context's).")
-@click.option("--timeout", type=DURATION, default=None, metavar="DURATION",
-              help="How long to wait for the ps/worker pods to be Ready (default 10m); with --local, for training.")
+@timeout_option("How long to wait for the ps/worker pods to be Ready (default 10m); with --local, for training.")
 @force_flag
 @local_flags
 @output_option("text")
 @kube_inputs
-def resume(name: str, namespace: str | None, timeout: float | None, force: bool, on_this_machine: bool,
-           workdir: Path | None, output: str, kube: KubeInputs) -> None:  # fmt: skip
+def resume(name: str, timeout: float | None, force: bool, on_this_machine: bool, workdir: Path | None, output: str,
+           kube: KubeInputs) -> None:  # fmt: skip
     """Continue release NAME's suspended run from its checkpoint: ps/workers back to their replicas, then, once
     they are Ready, the chief. With --local: the local run, again in its run directory, to its end."""
     if on_this_machine:
@@ -194,7 +182,7 @@ def resume(name: str, namespace: str | None, timeout: float | None, force: bool,
     from tfchart.cluster import suspend as run_suspend
 
     no_workdir(workdir)
-    where = kube.namespace(namespace)
+    where = kube.namespace()
     outcome = run_suspend.resume(kube.api(), name, where, timeout, force=force)
     report(outcome, output, f"{name} runs again: follow it with `tfchart logs {name} -n {where} -f`")
 
