@@ -28,9 +28,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, 
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(top / "dist"), str(source)],
                    check=True, capture_output=True)  # fmt: skip
     (wheel,) = (top / "dist").glob("tf_distributed-*.whl")
-    venv.create(top / "venv", with_pip=True)
-    subprocess.run([str(top / "venv" / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
-                   check=True, capture_output=True)  # fmt: skip
+    venv.create(top / "venv")  # this pip installs into it (--python): no ensurepip, no .pyc of every dependency
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(top / "venv" / "bin" / "python"), "install", "-q",
+                    "--no-compile", str(wheel)], check=True, capture_output=True)  # fmt: skip
     empty = top / "work"
     empty.mkdir()
     env = {**os.environ, "PATH": f"{helm_path('4').parent}:/usr/bin:/bin"}
