@@ -60,6 +60,7 @@ from tfdcontract.env import HEALTH_PORT_ENV
 from tfdcontract.lifecycle import (
     STOPPED_WANTED,
     SUSPENDED_WANTED,
+    Backoff,
     Ending,
     ending_of,
     is_suspended,
@@ -112,6 +113,7 @@ class Supervisor(Following, Planning):
     # When the last look's time-based check is due (the chief missing long enough, a start timeout): the loop
     # looks then rather than at the next poll.
     due: float | None = None
+    backoff: Backoff = field(default_factory=Backoff)  # the plan's actions carried out last (undone: they wait)
     kube: Kube = field(init=False)
 
     def __post_init__(self) -> None:

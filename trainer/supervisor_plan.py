@@ -23,18 +23,22 @@ from tfdcontract.lifecycle import (
     QUEUE_LABEL,
     RUNNING_WANTED,
     STOPPED_WANTED,
+    WANTED_ANNOTATION,
+    WANTED_SEEN_ANNOTATION,
     Action,
+    Backoff,
     Ending,
     RunView,
     Step,
     annotations_of,
     describe,
     metadata,
+    owned,
     plan,
     wanted_of,
 )
 from tfdcontract.runstate import now_text
-from trainer.kube import scale_path
+from trainer.kube import ApiException, scale_path
 from trainer.supervisor_act import Acting
 from trainer.supervisor_kinds import JOBSET_API
 
@@ -51,6 +55,8 @@ class Planning(Acting):
     """The plan's executor: the view read, the step applied, the wanted state followed."""
 
     woken: threading.Event
+    backoff: Backoff  # the actions carried out last: planned again, something undid them, and they wait
+    due: float | None
     workload_version: str = ""  # the API version Kueue's Workload of a JobSet was read at
     waiting: bool = False  # the last step waits for pods or StatefulSets: they are watched
     said: str = ""  # the last step logged (a step that waits, or cannot be taken, is said once)
@@ -80,15 +86,12 @@ class Planning(Acting):
         """Kueue's Workload of a JobSet that Kueue manages (its queue label): the one it owns."""
         if not (metadata(run).get("labels") or {}).get(QUEUE_LABEL):
             return None
-        uid = metadata(run).get("uid")
         for version in KUEUE_VERSIONS:
             listed = self.api("GET", self.path(f"{KUEUE}/{version}", "workloads"))
             if listed is None:
                 continue  # not served at this version
             self.workload_version = version
-            return next((w for w in listed.get("items") or [] if any(
-                o.get("kind") == "JobSet" and o.get("uid") == uid for o in metadata(w).get("ownerReferences") or [])),
-                None)  # fmt: skip
+            return owned(listed.get("items") or [], {**(run or {}), "kind": "JobSet"})
         return None
 
     def action_path(self, action: Action) -> str:
@@ -103,11 +106,37 @@ class Planning(Acting):
             return scale_path(self.namespace, resource, action.name)
         return self.path("apps/v1", resource, action.name)
 
-    def apply(self, step: Step) -> None:
-        """The step's merge patches, in order (one the API answers 404 for is gone: nothing to change)."""
+    def take_up(self, run: Mapping[str, Any] | None, wanted: str, failure: str | None = None) -> None:
+        """Says on the run's object (WANTED_SEEN_ANNOTATION) that this supervisor has taken `wanted` up (`failure`
+        None: a failure said before stands until a step succeeds, ""), or why it cannot carry it out (`failure`)."""
+        seen = str(annotations_of(run).get(WANTED_SEEN_ANNOTATION) or "")
+        failed, said = seen.startswith(f"{wanted}: "), f"{wanted}: {failure}" if failure else wanted
+        if wanted_of(run) != wanted or WANTED_ANNOTATION not in annotations_of(run) or seen == said:
+            return
+        if failure or (failure is None and not failed) or (failure == "" and failed):
+            self.annotate_run({WANTED_SEEN_ANNOTATION: said})
+
+    def apply(self, step: Step, run: Mapping[str, Any] | None, wanted: str) -> bool:
+        """The step's merge patches, in order (one the API answers 404 for is gone: nothing to change); False where
+        they wait: planned again just after they were carried out, something undid them (Backoff)."""
+        pause = self.backoff.wait(step, self.clock())
+        if pause:
+            self.due = self.clock() + pause
+            if self.said != (said := f"{describe(step)} {self.backoff.times}"):
+                log.warning("%s asked for: %s%s; again in %.0f s", wanted, step.actions[0].line,
+                            self.backoff.undone(step), pause)
+                self.said = said
+            return False
         for action in step.actions:
-            self.api("PATCH", self.action_path(action), dict(action.patch))
+            try:
+                self.api("PATCH", self.action_path(action), dict(action.patch))
+            except ApiException as error:
+                if error.status in (401, 403):  # its Role does not allow it: tfchart says so (--force acts)
+                    self.take_up(run, wanted, f"{action.line}: HTTP {error.status} {error.reason}")
+                raise
             log.info("%s", action.line)
+        self.take_up(run, wanted, "")
+        return True
 
     def conclude(self, run: Mapping[str, Any] | None, ending: Ending | None) -> bool:
         """Ends the run through the plan: `ending` is the supervisor's, None the stop asked for on the run's object.
@@ -122,11 +151,13 @@ class Planning(Acting):
             policy = s.on_success if ending.succeeded else s.on_failure
             log.info("run ended (%s): %s; ps/worker policy %s", ending.kind, ending.reason, policy)
             keep = policy == "keep"
+        self.take_up(run, STOPPED_WANTED)
         for _ in range(ENDING_ROUNDS):
             step = plan(self.read_view(run), STOPPED_WANTED, now=now_text(self.clock()), ending=ending, keep=keep)
             if not step.actions:
                 return step.reached
-            self.apply(step)
+            if not self.apply(step, run, STOPPED_WANTED):
+                return False
             run = self.api("GET", self.kind.path(self))
         return False
 
@@ -137,11 +168,12 @@ class Planning(Acting):
         if wanted == RUNNING_WANTED and parse_suspension(annotations_of(run)) is None:
             self.waiting, self.said = False, ""
             return
+        self.take_up(run, wanted)
         step = plan(self.read_view(run), wanted, now=now_text(self.clock()))
         self.waiting = bool(step.actions or step.pending)
         if step.actions:
-            self.apply(step)
-            self.woken.set()
+            if self.apply(step, run, wanted):
+                self.woken.set()
             return
         said = describe(step)
         if said != self.said:

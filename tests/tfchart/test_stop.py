@@ -21,8 +21,8 @@ from rich.console import Console
 from tests import kubeapi as kf
 from tests.chartlib import REPO
 from tests.kubeapi import KubeServer, kube_server
-from tfchart.cluster import status, status_view
-from tfdcontract.lifecycle import STOPPED_WANTED, WANTED_ANNOTATION
+from tfchart.cluster import status, status_view, suspend
+from tfdcontract.lifecycle import STOPPED_WANTED, WANTED_ANNOTATION, WANTED_SEEN_ANNOTATION
 from trainer.kube import KubeTarget
 from trainer.supervisor import Settings, Supervisor
 
@@ -189,6 +189,27 @@ def test_a_ready_supervisor_that_does_nothing_times_out_naming_what_is_pending_a
     annotations = server.get("Job", NS, f"{PREFIX}-chief")["metadata"]["annotations"]  # type: ignore[index]
     assert (annotations["tf-distributed.io/ending"], annotations[WANTED_ANNOTATION]) == ("succeeded", STOPPED_WANTED)
     assert len(server.writes()) == 5  # wanted once, then ps, worker, the record, the supervisor
+
+
+@pytest.mark.parametrize("seen", ["", "stopped: scaled StatefulSet x from 2 to 0 replicas: HTTP 403 Forbidden"])
+def test_a_ready_supervisor_that_does_not_take_the_stop_up_is_named_at_once_not_after_the_timeout(
+    server: KubeServer, seen: str
+) -> None:
+    """An older supervisor image ignores the wanted state, one whose Role refuses a step says so on the run's Job
+    (WANTED_SEEN_ANNOTATION): tfchart tells which within SEEN_SECONDS of its 60 s, suggesting --force."""
+    deploy(server, "complete")
+    server.update("Deployment", NS, f"{PREFIX}-supervisor", {"status": {"replicas": 1, "readyReplicas": 1}})
+    if seen:
+        server.update("Job", NS, f"{PREFIX}-chief", {"metadata": {"annotations": {WANTED_SEEN_ANNOTATION: seen}}})
+    now = [0.0]
+    with pytest.raises(suspend.TimedOut) as timed_out:
+        suspend.stop(server.api(), "mnist", NS, None, suspend.Clock(lambda: now[0], lambda s: now.__setitem__(
+            0, now[0] + s)))  # fmt: skip
+    said = str(timed_out.value)
+    assert now[0] == (0 if seen else suspend.SEEN_SECONDS) and f"tfchart stop mnist -n {NS} --force" in \
+        timed_out.value.hint  # fmt: skip
+    assert ("cannot carry it out: scaled StatefulSet x from 2 to 0 replicas: HTTP 403 Forbidden" if seen else
+            f"has not taken it up in 15s: an older supervisor image ignores {WANTED_ANNOTATION}") in said
 
 
 def test_an_unknown_release_is_one_line_with_the_fix(server: KubeServer) -> None:

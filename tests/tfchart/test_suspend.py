@@ -332,3 +332,30 @@ def test_a_supervisor_gone_while_tfchart_waits_for_it_leaves_the_steps_to_tfchar
     assert [path for _, path, _ in server.writes()] == [f"{JOBS}/{CHIEF}", f"{JOBS}/{CHIEF}",
                                                         f"{STS}/{PREFIX}-ps/scale", f"{STS}/{PREFIX}-worker/scale"]
     assert record(server)["suspend"] is True and replicas(server, "ps") == replicas(server, "worker") == 0
+
+
+def test_a_step_something_keeps_undoing_backs_off_within_the_timeout_and_says_what_is_undone(
+    server: KubeServer,
+) -> None:
+    """tfchart acting itself, a GitOps self-heal scaling ps back after each scale: each repeat waits twice as long
+    (1, 2, 4, 8 s), the --timeout holds, and the pending line says the step is undone each time."""
+    training(server, evaluator=False)
+    server.delete("Pod", NS, f"{CHIEF}-x7k2p")
+    api, now, sleeps, scale = server.api(), [0.0], list[float](), server.api().scale
+
+    def self_heal(kind: str, name: str, namespace: str, count: int) -> None:
+        scale(kind, name, namespace, count)
+        if name == f"{PREFIX}-ps":
+            assert len(server.writes()) < 20, "a write loop"
+            server.update("StatefulSet", NS, name, {"spec": {"replicas": 1}})
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        now[0] += seconds
+
+    api.scale = self_heal  # type: ignore[method-assign]
+    with pytest.raises(suspend.TimedOut) as timed_out:
+        suspend.suspend(api, "mnist", NS, 20, suspend.Clock(lambda: now[0], sleep))
+    assert sleeps == [1.0, 2.0, 4.0, 8.0, 5.0]  # the last one cut short by the timeout
+    assert f"not done yet: scaled StatefulSet {PREFIX}-ps from 1 to 0 replicas (carried out 5 times and undone " \
+           "each time" in str(timed_out.value)  # fmt: skip

@@ -37,13 +37,14 @@ from tests.trainer.test_supervisor import (
     dies_before_write,
     free_port,
     health,
+    job_annotations,
     objects,
     supervisor,
 )
 from tfchart.local.processes import python_bin_dir
 from tfdcontract import PROGRESS_ANNOTATION, SUSPENDED_ANNOTATION, parse_suspension
-from tfdcontract.lifecycle import WANTED_ANNOTATION
-from trainer.kube import KubeTarget
+from tfdcontract.lifecycle import WANTED_ANNOTATION, WANTED_SEEN_ANNOTATION
+from trainer.kube import ApiException, KubeTarget
 from trainer.supervisor import Settings, Supervisor
 
 SA_TOKEN = "test-token"  # the supervisor's (service_account_dir); tfchart's kubeconfig holds the admin's
@@ -197,13 +198,14 @@ def test_suspend_resume_and_stop_are_carried_out_by_the_supervisor_alone(
     shown = [(path, sorted(body.get("spec") or {}), sorted((body.get("metadata") or {}).get("annotations") or {}))
              for who, path, body in writes if who == "supervisor"]
     ending = ["tf-distributed.io/end-reason", "tf-distributed.io/ended-at", "tf-distributed.io/ending"]
+    seen = (job_path, [], [WANTED_SEEN_ANNOTATION])  # taken up, said first: tfchart waits for it, knowing it acts
     assert shown == [
-        (job_path, ["suspend"], [SUSPENDED_ANNOTATION]),  # the chief's pod stops (it saves its checkpoint) first
+        seen, (job_path, ["suspend"], [SUSPENDED_ANNOTATION]),  # the chief's pod stops (it saves its checkpoint) first
         (scale.format("ps"), ["replicas"], []), (scale.format("worker"), ["replicas"], []),
-        (scale.format("ps"), ["replicas"], []), (scale.format("worker"), ["replicas"], []),  # Ready before the chief
+        seen, (scale.format("ps"), ["replicas"], []), (scale.format("worker"), ["replicas"], []),  # Ready first
         (job_path, ["suspend"], [SUSPENDED_ANNOTATION]),
-        (job_path, ["suspend"], []), (scale.format("ps"), ["replicas"], []), (scale.format("worker"), ["replicas"], []),
-        (job_path, [], ending), (SELF, ["replicas"], []),
+        seen, (job_path, ["suspend"], []), (scale.format("ps"), ["replicas"], []),
+        (scale.format("worker"), ["replicas"], []), (job_path, [], ending), (SELF, ["replicas"], []),
     ], log
     assert "suspended asked for: reached" in log and "stop asked for on chief Job" in log
 
@@ -263,11 +265,12 @@ def test_under_a_jobset_with_kueue_the_supervisor_alone_suspends_resumes_and_sto
         ("tfchart", path, {"metadata": {"annotations": {WANTED_ANNOTATION: state}}})
         for state in ("suspended", "running", "stopped")]
     ending = ["tf-distributed.io/end-reason", "tf-distributed.io/ended-at", "tf-distributed.io/ending"]
+    seen = (path, None, [WANTED_SEEN_ANNOTATION])
     assert [(path, body.get("spec"), sorted((body.get("metadata") or {}).get("annotations") or {}))
             for who, path, body in writes if who == "supervisor"] == [
-        (path, None, [SUSPENDED_ANNOTATION]), (workload_path, {"active": False}, []),  # the record first
-        (workload_path, {"active": True}, []), (path, None, [SUSPENDED_ANNOTATION]),  # the record last
-        (f"/apis/batch/v1/namespaces/{JOBSET_NS}/jobs/{PREFIX}-chief-0", {"activeDeadlineSeconds": 1}, []),
+        seen, (path, None, [SUSPENDED_ANNOTATION]), (workload_path, {"active": False}, []),  # the record first
+        seen, (workload_path, {"active": True}, []), (path, None, [SUSPENDED_ANNOTATION]),  # the record last
+        seen, (f"/apis/batch/v1/namespaces/{JOBSET_NS}/jobs/{PREFIX}-chief-0", {"activeDeadlineSeconds": 1}, []),
         (path, None, ending), (f"/apis/apps/v1/namespaces/{JOBSET_NS}/deployments/{PREFIX}-supervisor/scale",
                                {"replicas": 0}, [])]  # fmt: skip
 
@@ -318,3 +321,38 @@ def test_a_supervisor_killed_at_any_write_of_a_suspension_or_resume_finishes_it_
                 looks_until_reached(dies_before_write(supervisor(server), killed_at), server)
             looks_until_reached(supervisor(server), server)
             assert suspension_state(server) == expected, f"killed before write {killed_at + 1}"
+
+
+def test_a_step_something_keeps_undoing_backs_off_and_one_its_role_refuses_is_said_on_the_run() -> None:
+    """A GitOps self-heal scaling ps back after each scale: the supervisor, woken by every change, carries the step
+    out again only after 1, 2, 4... s (Backoff), not in a write loop; a write its Role refuses (403) is said on the
+    run's object (WANTED_SEEN_ANNOTATION), for tfchart to tell the user at once."""
+    with kf.kube_server() as server:
+        server.add(*objects())
+        server.update("Job", NAMESPACE, "r-chief", {"metadata": {"annotations": {WANTED_ANNOTATION: "suspended"}}})
+        now, sup = [1000.0], supervisor(server)
+        sup.clock, api = (lambda: now[0]), sup.api
+
+        def self_heal(method: str, path: str, body: Any = None) -> Any:
+            answer = api(method, path, body)
+            if method == "PATCH" and path.endswith("/r-ps/scale"):
+                server.update("StatefulSet", NAMESPACE, "r-ps", {"spec": {"replicas": 2}})
+            return answer
+
+        def looks(count: int) -> int:
+            for _ in range(count):  # every write wakes it at once: look after look
+                assert sup.observe() is None and sup.seen is not None
+                sup.pursue(sup.seen)
+            return len([r for r in server.requests if r.writes and r.path.endswith("/r-ps/scale")])
+
+        sup.api = self_heal  # type: ignore[method-assign]
+        assert looks(12) == 2 and sup.due == 1001.0  # the record, all three freed, ps again: then it waits
+        now[0] += 1
+        assert looks(12) == 3 and sup.due == 1003.0
+        assert job_annotations(server)[WANTED_SEEN_ANNOTATION] == "suspended"
+        server.fail("patch", "statefulsets/scale", 403, "forbidden")
+        now[0] += 2
+        with pytest.raises(ApiException):
+            looks(1)
+        assert job_annotations(server)[WANTED_SEEN_ANNOTATION].startswith(
+            "suspended: scaled StatefulSet r-ps from 2 to 0 replicas: HTTP 403")

@@ -11,10 +11,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from tfchart.cluster.objects import JobInfo, as_json, newest, role_of, stamp
+from tfchart.cluster.objects import as_json, newest, role_of
 from tfchart.cluster.runs import Run, find_run
 from tfchart.errors import KubernetesError, TfchartError
 from tfdcontract import EVALUATOR, STATEFUL_ROLES, SUPERVISOR, TF_ROLES, WORKER, release_selector
@@ -25,20 +25,25 @@ from tfdcontract.lifecycle import (
     STOPPED_WANTED,
     SUSPENDED_WANTED,
     WANTED_ANNOTATION,
+    WANTED_SEEN_ANNOTATION,
     Action,
+    Backoff,
     RunView,
     Step,
     annotations_of,
+    owned,
     plan,
     run_state,
     wanted_patch,
 )
 from tfdcontract.lifecycle import name_of as named
+from tfdcontract.runstate import now_text
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
 
 POLL_SECONDS = 1.0
+SEEN_SECONDS = 15.0  # for a Ready supervisor to take the wanted state up (its watch wakes it at once; its poll is 10 s)
 GRACE_MARGIN_SECONDS = 60  # after the pods' terminationGracePeriodSeconds, for the kubelet to report them gone
 RESUME_TIMEOUT_SECONDS = 600.0  # ps/workers scheduled, images pulled, servers listening
 TIMED_OUT_EXIT = 124  # as `tfchart wait` and timeout(1)
@@ -75,7 +80,6 @@ class Clock:
 
     now: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
-    wall: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
 
 
 @dataclass
@@ -85,10 +89,6 @@ class Found:
     run: Run
     view: RunView
     workload_version: str = ""  # the API version Kueue's Workload was read at
-
-    @property
-    def info(self) -> JobInfo:
-        return self.run.info
 
 
 def read(api: KubeApi, release: str, namespace: str) -> Found:
@@ -105,7 +105,7 @@ def read(api: KubeApi, release: str, namespace: str) -> Found:
     supervisor, tf_pods = as_json(found) if found else None, [as_json(p) for p in pods if role_of(p) in TF_ROLES]
     if run.jobset:
         queue = str(((run.document.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL) or "")
-        version, workload = kueue_workload(api, run, release, namespace) if queue else ("", None)
+        version, workload = kueue_workload(api, run, namespace) if queue else ("", None)
         children = [as_json(job) for job in run.jobs]
         view = RunView("JobSet", {**run.document, "kind": "JobSet"}, (), None, supervisor, tf_pods, workload, children)
         return Found(run, view, version)
@@ -115,32 +115,15 @@ def read(api: KubeApi, release: str, namespace: str) -> Found:
                               as_json(evaluator) if evaluator else None, supervisor, tf_pods))  # fmt: skip
 
 
-def suspend(api: KubeApi, release: str, namespace: str, timeout: float | None, clock: Clock | None = None, *,
-            force: bool = False) -> Outcome:  # fmt: skip
-    return carry_out(api, release, namespace, SUSPENDED_WANTED, timeout, clock or Clock(), force=force)
-
-
-def resume(api: KubeApi, release: str, namespace: str, timeout: float | None, clock: Clock | None = None, *,
-           force: bool = False) -> Outcome:  # fmt: skip
-    return carry_out(api, release, namespace, RUNNING_WANTED, timeout, clock or Clock(), force=force)
-
-
-def stop(api: KubeApi, release: str, namespace: str, *, end_run: bool, timeout: float | None = None,
-         force: bool = False, clock: Clock | None = None) -> Outcome:  # fmt: skip
-    """What the supervisor does on an ending (ps/worker to 0, the evaluator suspended, the ending recorded, the
-    supervisor to 0); a run still training only with `end_run`. Nothing is deleted."""
-    return carry_out(api, release, namespace, STOPPED_WANTED, timeout, clock or Clock(), force=force, end_run=end_run)
-
-
-def carry_out(api: KubeApi, release: str, namespace: str, wanted: str, timeout: float | None, clock: Clock, *,
-              force: bool = False, end_run: bool = False) -> Outcome:  # fmt: skip
-    """Asks for `wanted` and waits until the plan is reached: carried out by the supervisor where it runs, else (or
-    with `force`) by tfchart, step by step."""
-    found = read(api, release, namespace)
+def carry_out(api: KubeApi, release: str, namespace: str, timeout: float | None, clock: Clock | None = None, *,
+              wanted: str, force: bool = False, end_run: bool = False) -> Outcome:  # fmt: skip
+    """Asks for `wanted` and waits until the plan is reached: carried out by the supervisor where it runs (and takes
+    the wanted state up within SEEN_SECONDS), else (or with `force`) by tfchart, step by step. A stop frees what an
+    ended run holds; one still training only with `end_run`. Nothing is deleted."""
+    clock, found = clock or Clock(), read(api, release, namespace)
     refuse(found, wanted, release, namespace, end_run)
-    done = Outcome(release, namespace, STATES[wanted])
-    record = found.view.suspension
-    step = plan(found.view, wanted, now=stamp(clock.wall()))
+    done, record = Outcome(release, namespace, STATES[wanted]), found.view.suspension
+    step = plan(found.view, wanted, now=now_text(), force=force)
     run = found.view.run  # none (its Job deleted, or gone after keep): nothing carries the wanted state; tfchart acts
     if run is not None and not step.reached and annotations_of(run).get(WANTED_ANNOTATION) != wanted:
         api.patch(found.view.kind, found.view.name, namespace, wanted_patch(wanted))
@@ -149,7 +132,7 @@ def carry_out(api: KubeApi, release: str, namespace: str, wanted: str, timeout: 
         done.actions.append(f"asked the run supervisor ({named(found.view.supervisor)}) for {wanted} on "
                             f"{found.view.kind} {found.view.name}; it carries it out")
     limit = default_timeout(found, wanted) if timeout is None else timeout
-    deadline, waiting = clock.now() + limit, list[str]()
+    asked, waiting, backoff = clock.now(), list[str](), Backoff()
     acted: set[tuple[str, str]] = set()
     unchanged: dict[tuple[str, str], str] = {}
     while True:
@@ -164,22 +147,44 @@ def carry_out(api: KubeApi, release: str, namespace: str, wanted: str, timeout: 
             unchanged.setdefault((action.kind, action.name), action.line)
         if step.reached:
             break
-        for action in step.actions:  # carried out here, or by the supervisor (its lines once, as it takes them)
+        pause = 0.0 if by_supervisor or not step.actions else backoff.wait(step, clock.now())  # undone: not at once
+        for action in () if pause else step.actions:  # carried out here, or by the supervisor (its lines once)
             if not by_supervisor:
                 apply(api, found, namespace, action)
             acted.add((action.kind, action.name))
             done.actions += [] if by_supervisor and action.line in done.actions else [action.line]
-        if by_supervisor or not step.actions:  # waiting: for the supervisor, for pods
-            if clock.now() >= deadline:
-                raise timed_out(step, release, namespace, wanted, limit, by_supervisor)
-            clock.sleep(POLL_SECONDS)
+        if by_supervisor or pause or not step.actions:  # waiting: for the supervisor, for pods, before a repeat
+            waited = clock.now() - asked
+            late = unseen(found, wanted, waited) if by_supervisor else ""
+            if late or waited >= limit:
+                who = late or ("the run supervisor has not reached it" if by_supervisor else "still pending")
+                after = round(waited) if late else min(waited, limit)
+                raise timed_out(step, done, wanted, after, who, by_supervisor, backoff)
+            clock.sleep(min(pause or POLL_SECONDS, max(asked + limit - clock.now(), 0.0)))
         found = read(api, release, namespace)
-        step = plan(found.view, wanted, now=stamp(clock.wall()))
+        step = plan(found.view, wanted, now=now_text(), force=force)
         by_supervisor = by_supervisor and supervising(found.view.supervisor)  # one gone meanwhile: tfchart goes on
     done.unchanged = [line for key, line in unchanged.items() if key not in acted]
     record = found.view.suspension or record
     done.since, done.replicas = (record.since, dict(record.replicas)) if record else ("", {})
     return done
+
+
+suspend = partial(carry_out, wanted=SUSPENDED_WANTED)
+resume = partial(carry_out, wanted=RUNNING_WANTED)
+stop = partial(carry_out, wanted=STOPPED_WANTED)
+
+
+def unseen(found: Found, wanted: str, waited: float) -> str:
+    """Why the run supervisor is not carrying `wanted` out, as it says (its wanted-seen annotation), or once it has
+    not taken it up within SEEN_SECONDS (an older image ignores it; its Role may not let it write); else ""."""
+    seen, supervisor = str(annotations_of(found.view.run).get(WANTED_SEEN_ANNOTATION) or ""), found.view.supervisor
+    if seen.startswith(f"{wanted}: "):
+        return f"the run supervisor {named(supervisor)} cannot carry it out: {seen.partition(': ')[2]}"
+    if seen == wanted or waited < SEEN_SECONDS:
+        return ""
+    return (f"the run supervisor {named(supervisor)} has not taken it up in {SEEN_SECONDS:g}s: an older supervisor "
+            f"image ignores {WANTED_ANNOTATION}, or its Role does not let it act (its log says which)")
 
 
 def supervising(supervisor: Mapping[str, Any] | None) -> bool:
@@ -190,7 +195,7 @@ def supervising(supervisor: Mapping[str, Any] | None) -> bool:
 
 def refuse(found: Found, wanted: str, release: str, namespace: str, end_run: bool) -> None:
     """What the command will not ask for, in one line with the fix."""
-    info, kind, name, verb = found.info, found.run.kind, str(found.info.name), VERBS[wanted]
+    info, kind, name, verb = found.run.info, found.run.kind, str(found.run.info.name), VERBS[wanted]
     if wanted == STOPPED_WANTED:
         running = info.state not in (*TERMINAL, "Missing", "Suspended") and not info.ending
         if running and not end_run:
@@ -232,13 +237,15 @@ def apply(api: KubeApi, found: Found, namespace: str, action: Action) -> None:
         api.patch(action.kind, action.name, namespace, dict(action.patch))
 
 
-def timed_out(step: Step, release: str, namespace: str, wanted: str, limit: float, by_supervisor: bool) -> TimedOut:
-    pending = [*step.pending, *(f"not done yet: {action.line}" for action in step.actions)]
-    who = "the run supervisor has not reached it" if by_supervisor else "still pending"
-    again = (f"`tfchart {VERBS[wanted]} {release} -n {namespace} --force` carries it out from here" if by_supervisor
-             else f"run `tfchart {VERBS[wanted]} {release} -n {namespace}` again to finish (it carries on from here)")
+def timed_out(step: Step, done: Outcome, wanted: str, after: float, why: str, by_supervisor: bool,
+              backoff: Backoff) -> TimedOut:  # fmt: skip
+    """The wait given up after `after` seconds (`why`), naming what is pending and what to do from here."""
+    release, namespace, verb = done.release, done.namespace, VERBS[wanted]
+    pending = [*step.pending, *(f"not done yet: {action.line}{backoff.undone(step)}" for action in step.actions)]
+    again = (f"`tfchart {verb} {release} -n {namespace} --force` carries it out from here" if by_supervisor
+             else f"run `tfchart {verb} {release} -n {namespace}` again to finish (it carries on from here)")
     lines = "".join(f"\n  {line}" for line in pending)
-    return TimedOut(f"release {release}'s run is not {STATES[wanted].lower()} after {limit:g}s ({who}):{lines}",
+    return TimedOut(f"release {release}'s run is not {STATES[wanted].lower()} after {after:g}s ({why}):{lines}",
                     f"see why with `tfchart status {release} -n {namespace}`; {again}")
 
 
@@ -264,20 +271,12 @@ def grace(templates: list[Any]) -> float:
     return float(max((30 if p is None else p for p in periods), default=0))
 
 
-def kueue_workload(api: KubeApi, run: Run, release: str, namespace: str) -> tuple[str, dict[str, Any] | None]:
-    """Kueue's Workload of the JobSet (API version, JSON): the one whose owner reference is the JobSet."""
-    uid = run.document["metadata"].get("uid")
+def kueue_workload(api: KubeApi, run: Run, namespace: str) -> tuple[str, dict[str, Any] | None]:
+    """Kueue's Workload of the JobSet (API version, JSON): the one whose owner is the JobSet; none, the plan says
+    why it cannot go on (Kueue has not admitted it to a queue yet, or is not running)."""
     for version in KUEUE_VERSIONS:
         listed = api.list_namespaced_custom(KUEUE, version, "workloads", namespace)
-        if listed is None:
-            continue
-        for workload in listed:
-            owners = (workload.get("metadata") or {}).get("ownerReferences") or []
-            if any(owner.get("kind") == "JobSet" and owner.get("uid") == uid for owner in owners):
-                return version, workload
-        break
-    raise TfchartError(f"JobSet {run.info.name} of release {release} is managed by Kueue, but no Kueue Workload in "
-                       f"namespace {namespace} is owned by it: Kueue has not admitted it to a queue yet, or is not "
-                       "running", f"see `kubectl -n {namespace} get workloads` and `kubectl -n {namespace} describe "
-                       f"jobset {run.info.name}`; suspending needs the Workload (Kueue undoes a spec.suspend it did "
-                       "not write)")  # fmt: skip
+        if listed is not None:
+            found = owned(listed, {**run.document, "kind": "JobSet"})
+            return version, None if found is None else dict(found)
+    return "", None
