@@ -332,7 +332,7 @@ def test_preflight_reads_kueue_s_queue_from_the_jobset_and_its_jobset_integratio
                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kueue-manager-config",
                                                                      "namespace": "kueue-system"},
                 "data": {"controller_manager_config.yaml": json.dumps(config)}})  # fmt: skip
-    first, *rest = check_kueue(server.api(), planned_release, NS)
+    first, *rest = check_kueue(preflight.Context(server.api(), planned_release, NS))
     if "jobset.x-k8s.io/jobset" in frameworks:
         assert (first.severity, first.message) == ("ok", "Kueue's configuration enables the jobset.x-k8s.io/jobset "
                                                          "integration")  # fmt: skip

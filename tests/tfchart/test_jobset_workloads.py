@@ -90,7 +90,7 @@ def test_preflight_plans_and_counts_the_same_gpus() -> None:
     assert jobset.objects["pods"] == 2 + 4 + 1 + 1 + 1 + 1 + 1  # ps, workers, chief, evaluator, TB, Serving, supervisor
     with kube_server(read_only=True) as cluster:
         cluster.add(*[kf.node(f"gpu-{i}", gpus={"nvidia.com/gpu": 2}) for i in range(2)])
-        findings = [check_gpus(cluster.api(), plan, "mnist", NS) for plan in (native, jobset)]
+        findings = [check_gpus(preflight.Context(cluster.api(), plan, NS, "mnist")) for plan in (native, jobset)]
     assert findings[0] == findings[1]
     assert "4 nvidia.com/gpu needed (worker 4x1)" in findings[1][0].message
 

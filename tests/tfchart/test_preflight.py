@@ -26,7 +26,7 @@ from tests.kubeapi import served as served_pod
 from tests.tfchart.hostile import helm_env, measured
 from tfchart.cli import main
 from tfchart.cluster import kube, preflight
-from tfchart.cluster.preflight import FAIL, OK, WARN
+from tfchart.cluster.preflight import FAIL, OK, WARN, Context
 from tfchart.cluster.preflight.gang import check_gang
 from tfchart.cluster.preflight.gpus import check_gpus
 from tfchart.cluster.preflight.kueue import check_kueue
@@ -67,6 +67,10 @@ def plan_of(*files: str, sets: Sequence[str] = ()) -> preflight.Plan:
 
 def gpu_nodes(*counts: int) -> list[dict[str, Any]]:
     return [kf.node(f"gpu-{i}", gpus={GPU: count}) for i, count in enumerate(counts)]
+
+
+def context(cluster: KubeServer, planned: preflight.Plan) -> Context:
+    return Context(cluster.api(), planned, NS, "mnist")
 
 
 def only(findings: list[preflight.Finding], check: str) -> preflight.Finding:
@@ -171,7 +175,7 @@ def test_plan_matches_the_rendered_manifests(values_file: str) -> None:
 def test_gpus_fit_with_room(cluster: KubeServer) -> None:
     cluster.add(*gpu_nodes(4, 4), kf.node("cpu-0"))
     cluster.add(kf.running_pod("other-training", "team-b", "gpu-0", {GPU: "2", "cpu": "1"}))
-    findings = check_gpus(cluster.api(), plan_of("values/gpu.yaml"), "mnist", NS)
+    findings = check_gpus(context(cluster, plan_of("values/gpu.yaml")))
     assert findings == [
         preflight.Finding(
             "gpu-capacity",
@@ -187,7 +191,7 @@ def test_gpus_tight_when_other_pods_hold_them(cluster: KubeServer) -> None:
     cluster.add(*gpu_nodes(2, 2))
     cluster.add(kf.running_pod("notebook", "team-b", "gpu-1", {GPU: "1"}))
     cluster.add(kf.running_pod("done", "team-b", "gpu-0", {GPU: "2"}, phase="Succeeded"))  # finished: not counted
-    [finding] = check_gpus(cluster.api(), plan_of("values/gpu.yaml"), "mnist", NS)
+    [finding] = check_gpus(context(cluster, plan_of("values/gpu.yaml")))
     assert finding.severity == WARN
     assert finding.message.startswith("tight: the release needs 4 nvidia.com/gpu (worker 4x1); 3 of 4 are free now")
 
@@ -196,13 +200,13 @@ def test_own_release_pods_do_not_count_as_used(cluster: KubeServer) -> None:
     cluster.add(*gpu_nodes(2, 2))
     worker = kf.manifest(docs("values/gpu.yaml"), "StatefulSet", "worker")
     cluster.add(kf.pod(worker, index=0, node="gpu-0"), kf.pod(worker, index=1, node="gpu-1"))  # an upgrade
-    [finding] = check_gpus(cluster.api(), plan_of("values/gpu.yaml"), "mnist", NS)
+    [finding] = check_gpus(context(cluster, plan_of("values/gpu.yaml")))
     assert finding.severity == OK
 
 
 def test_gpus_fail_when_the_cluster_is_too_small_or_a_pod_cannot_fit_one_node(cluster: KubeServer) -> None:
     cluster.add(*gpu_nodes(2), kf.node("gpu-9", gpus={GPU: 8}, unschedulable=True))
-    [finding] = check_gpus(cluster.api(), plan_of("values/gpu.yaml"), "mnist", NS)
+    [finding] = check_gpus(context(cluster, plan_of("values/gpu.yaml")))
     assert finding.severity == FAIL
     assert finding.message.startswith(
         "the release needs 4 nvidia.com/gpu (worker 4x1); schedulable nodes have 2 (gpu-0: 2)"
@@ -210,7 +214,7 @@ def test_gpus_fail_when_the_cluster_is_too_small_or_a_pod_cannot_fit_one_node(cl
 
     cluster.reset()
     cluster.add(*gpu_nodes(2, 2))
-    [finding] = check_gpus(cluster.api(), plan_of("values/multi-gpu.yaml"), "mnist", NS)
+    [finding] = check_gpus(context(cluster, plan_of("values/multi-gpu.yaml")))
     assert finding.severity == FAIL
     assert finding.message.startswith(
         "a pod needs 4 nvidia.com/gpu but the largest node has 2: a pod cannot span nodes"
@@ -219,7 +223,7 @@ def test_gpus_fail_when_the_cluster_is_too_small_or_a_pod_cannot_fit_one_node(cl
 
 def test_gpus_fail_without_a_device_plugin(cluster: KubeServer) -> None:
     cluster.add(kf.node("cpu-0"), kf.node("cpu-1"))
-    [finding] = check_gpus(cluster.api(), plan_of("values/sync-allreduce.yaml"), "mnist", NS)
+    [finding] = check_gpus(context(cluster, plan_of("values/sync-allreduce.yaml")))
     assert finding.severity == FAIL
     assert (
         "needs 4 nvidia.com/gpu (worker 3x1, chief 1x1) but no schedulable node advertises nvidia.com/gpu"
@@ -229,7 +233,7 @@ def test_gpus_fail_without_a_device_plugin(cluster: KubeServer) -> None:
 
 
 def test_no_gpus_requested_needs_no_api_call(cluster: KubeServer) -> None:
-    assert check_gpus(cluster.api(), plan_of("values/cpu.yaml"), "mnist", NS)[0].severity == OK
+    assert check_gpus(context(cluster, plan_of("values/cpu.yaml")))[0].severity == OK
     assert cluster.calls == []
 
 
@@ -240,7 +244,7 @@ def test_a_release_of_the_same_name_in_another_namespace_is_another_release(clus
         pod = kf.pod(worker, index=index, node=node)
         pod["metadata"]["namespace"] = "team-b"  # `mnist` of another team: its GPUs are taken
         cluster.add(pod)
-    [finding] = check_gpus(cluster.api(), plan_of("values/gpu.yaml"), "mnist", NS)
+    [finding] = check_gpus(context(cluster, plan_of("values/gpu.yaml")))
     assert finding.severity == WARN and "2 of 4 are free now" in finding.message, finding
 
 
@@ -248,7 +252,7 @@ def test_gpu_usage_is_read_a_page_at_a_time(cluster: KubeServer) -> None:
     cluster.add(*gpu_nodes(2, 2))
     cluster.add(*(kf.running_pod(f"other-{n:04d}", "team-b", "gpu-0", {"cpu": "10m"}) for n in range(1200)))
     cluster.add(kf.running_pod("notebook", "team-c", "gpu-1", {GPU: "1"}))
-    [finding] = check_gpus(cluster.api(), plan_of("values/gpu.yaml"), "mnist", NS)
+    [finding] = check_gpus(context(cluster, plan_of("values/gpu.yaml")))
     assert "3 of 4 are free now" in finding.message, finding
     pages = [call for call in cluster.calls if call.resource == "pods"]
     assert ["continue" in dict(call.params) for call in pages] == [False, True, True]  # the server's opaque token
@@ -257,7 +261,7 @@ def test_gpu_usage_is_read_a_page_at_a_time(cluster: KubeServer) -> None:
 def test_gpu_usage_unknown_when_listing_all_pods_is_forbidden(cluster: KubeServer) -> None:
     cluster.add(*gpu_nodes(4))
     cluster.fail("list", "pods", 403, "pods is forbidden: cannot list resource pods at the cluster scope")
-    [finding] = check_gpus(cluster.api(), plan_of("values/gpu.yaml"), "mnist", NS)
+    [finding] = check_gpus(context(cluster, plan_of("values/gpu.yaml")))
     assert finding.severity == OK
     assert "other pods' GPU use is unknown" in finding.message
 
@@ -275,7 +279,7 @@ def kind_cluster(cluster: KubeServer, *extra: dict[str, Any]) -> KubeServer:
 
 def test_multi_node_rwx_values_are_not_installable_on_an_rwo_only_cluster(cluster: KubeServer) -> None:
     kind_cluster(cluster)
-    [finding] = check_storage(cluster.api(), plan_of("values/gpu.yaml"), NS)
+    [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml")))
     assert finding.severity == FAIL
     assert finding.message == (
         "needs ReadWriteMany: 10 pods mount the claim (ps 2, worker 4, chief 1, tensorboard 1, serving 1, helm test 1) "
@@ -332,7 +336,7 @@ def test_preflight_command_fails_before_anything_is_applied_and_names_the_fix(
 
 def test_an_rwx_class_passes_and_is_named(cluster: KubeServer) -> None:
     cluster.add(kf.storage_class("nfs", "nfs.csi.k8s.io", default=True), kf.storage_class("fast", "ebs.csi.aws.com"))
-    [finding] = check_storage(cluster.api(), plan_of("values/gpu.yaml"), NS)
+    [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml")))
     assert finding == preflight.Finding(
         "storage",
         OK,
@@ -344,12 +348,12 @@ def test_an_rwx_class_passes_and_is_named(cluster: KubeServer) -> None:
 
 def test_an_rwx_class_that_is_not_the_default_is_the_fix(cluster: KubeServer) -> None:
     kind_cluster(cluster, kf.storage_class("cephfs", "rook-ceph.cephfs.csi.ceph.com"))
-    [finding] = check_storage(cluster.api(), plan_of("values/gpu.yaml"), NS)
+    [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml")))
     assert finding.severity == FAIL
     assert "cephfs (rook-ceph.cephfs.csi.ceph.com): offers ReadWriteMany" in finding.message
     assert finding.hint.startswith(f"--set storage.storageClassName=cephfs (it offers ReadWriteMany), or {RWO_FIX}")
     data = plan_of("values/gpu.yaml", sets=["storage.storageClassName=cephfs"])
-    [finding] = check_storage(cluster.api(), data, NS)
+    [finding] = check_storage(context(cluster, data))
     assert (finding.severity, finding.message.split(". ")[0]) == (
         OK,
         "needs ReadWriteMany: StorageClass cephfs (rook-ceph.cephfs.csi.ceph.com) offers it",
@@ -358,7 +362,7 @@ def test_an_rwx_class_that_is_not_the_default_is_the_fix(cluster: KubeServer) ->
 
 def test_co_located_values_name_the_class_that_would_let_pods_spread(cluster: KubeServer) -> None:
     kind_cluster(cluster, kf.storage_class("nfs", "nfs.csi.k8s.io"))
-    [finding] = check_storage(cluster.api(), plan_of("values/cpu.yaml"), NS)
+    [finding] = check_storage(context(cluster, plan_of("values/cpu.yaml")))
     assert finding.severity == OK
     assert finding.message.startswith(
         "needs ReadWriteOnce: default StorageClass standard (rancher.io/local-path) offers it (nfs offers "
@@ -381,7 +385,7 @@ def test_node_local_and_unknown_provisioners(
 ) -> None:
     cluster.add(kf.storage_class("local", provisioner, default=True))
     cluster.add(*(kf.node(f"node-{i}") for i in range(nodes)))
-    [finding] = check_storage(cluster.api(), plan_of("values/gpu.yaml"), NS)
+    [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml")))
     assert finding.severity == severity
     assert says in finding.message
     assert RWO_FIX in finding.hint
@@ -389,15 +393,15 @@ def test_node_local_and_unknown_provisioners(
 
 def test_missing_default_or_named_class_fails(cluster: KubeServer) -> None:
     cluster.add(kf.storage_class("gp3", "ebs.csi.aws.com"), kf.storage_class("efs", "efs.csi.aws.com"))
-    [finding] = check_storage(cluster.api(), plan_of("values/gpu.yaml"), NS)
+    [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml")))
     assert finding.severity == FAIL
     assert finding.message.startswith("no default StorageClass and storage.storageClassName is not set")
     assert finding.hint.startswith("--set storage.storageClassName=<one that offers ReadWriteMany: efs>")
-    [finding] = check_storage(cluster.api(), plan_of("values/gpu.yaml", sets=["storage.storageClassName=nfs"]), NS)
+    [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml", sets=["storage.storageClassName=nfs"])))
     assert (finding.severity, finding.message.split(". ")[0]) == (FAIL, "StorageClass nfs does not exist")
-    [finding] = check_storage(cluster.api(), plan_of("values/gpu.yaml", sets=["storage.storageClassName=efs"]), NS)
+    [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml", sets=["storage.storageClassName=efs"])))
     assert finding.severity == OK
-    [finding] = check_storage(cluster.api(), plan_of("values/cpu.yaml"), NS)
+    [finding] = check_storage(context(cluster, plan_of("values/cpu.yaml")))
     assert finding.hint.startswith("--set storage.storageClassName=<one that offers ReadWriteOnce: efs, gp3>")
 
 
@@ -411,12 +415,12 @@ def volume(name: str, size: str, class_name: str = "", phase: str = "Available",
 
 
 def test_a_cluster_without_storage_classes_is_told_what_to_create(cluster: KubeServer) -> None:
-    [finding] = check_storage(cluster.api(), plan_of("values/gpu.yaml"), NS)
+    [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml")))
     assert finding.severity == FAIL and "<one of" not in finding.hint, finding.hint
     assert finding.hint == ("the cluster has no StorageClass: install a provisioner that offers ReadWriteMany (NFS, "
                             "CephFS, EFS, Azure Files, Filestore, Longhorn...), or create a PersistentVolume that does "
                             'and --set storage.storageClassName=""')
-    [finding] = check_storage(cluster.api(), plan_of("values/gpu.yaml", sets=["storage.storageClassName=nfs"]), NS)
+    [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml", sets=["storage.storageClassName=nfs"])))
     assert finding.severity == FAIL and finding.hint.startswith("the cluster has no StorageClass: install")
 
 
@@ -424,17 +428,17 @@ def test_a_pre_created_volume_that_offers_read_write_many_is_what_the_claim_bind
     """No class offers ReadWriteMany, but an admin's NFS volume does: the claim binds to it (too small, bound or of
     another class, a volume does not count)."""
     cluster.add(volume("small", "1Gi"), volume("taken", "100Gi", phase="Bound"), volume("other", "100Gi", "gold"))
-    [finding] = check_storage(cluster.api(), plan_of("values/gpu.yaml"), NS)
+    [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml")))
     assert finding.severity == FAIL, finding.message
     cluster.add(volume("nfs-data", "100Gi"))
-    [finding] = check_storage(cluster.api(), plan_of("values/gpu.yaml"), NS)
+    [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml")))
     assert (finding.severity, finding.message) == (
         OK, "needs ReadWriteMany: the claim has no StorageClass and binds to PersistentVolume nfs-data (pre-created, "
             "Available, 100Gi, ReadWriteMany)")  # fmt: skip
-    [finding] = check_storage(cluster.api(), plan_of("values/gpu.yaml", sets=["storage.storageClassName="]), NS)
+    [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml", sets=["storage.storageClassName="])))
     assert finding.severity == OK and "binds to PersistentVolume nfs-data" in finding.message
     kind_cluster(cluster, volume("manual-nfs", "50Gi", "standard"))  # local-path's class, ReadWriteOnce only
-    [finding] = check_storage(cluster.api(), plan_of("values/gpu.yaml"), NS)
+    [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml")))
     assert (finding.severity, finding.message.split(". ")[0]) == (
         OK, "needs ReadWriteMany: the claim of default StorageClass standard (rancher.io/local-path) binds to "
             "PersistentVolume manual-nfs (pre-created, Available, 50Gi, ReadWriteMany)")  # fmt: skip
@@ -447,10 +451,9 @@ def test_existing_claim_is_judged_by_its_own_access_modes(cluster: KubeServer) -
         kf.claim("rwop", NS, access_modes=["ReadWriteOncePod"]),
         kf.claim("new", NS, phase="Pending"),
     )
-    api = cluster.api()
 
     def check(claim: str, values_file: str = "values/gpu.yaml") -> preflight.Finding:
-        return check_storage(api, plan_of(values_file, sets=[f"storage.existingClaim={claim}"]), NS)[0]
+        return check_storage(context(cluster, plan_of(values_file, sets=[f"storage.existingClaim={claim}"])))[0]
 
     assert check("shared") == preflight.Finding(
         "storage", OK, "claim shared is Bound with ReadWriteMany: the release needs ReadWriteMany"
@@ -521,7 +524,7 @@ def test_spread_values_have_no_co_location_check(cluster: KubeServer) -> None:
 
 
 def test_no_quota_passes(cluster: KubeServer) -> None:
-    findings = check_quota(cluster.api(), plan_of("values/gpu.yaml"), NS)
+    findings = check_quota(context(cluster, plan_of("values/gpu.yaml")))
     assert findings == [preflight.Finding("quota", OK, "no ResourceQuota in namespace ml-training")]
     assert cluster.calls == [Call("list", "resourcequotas", NS)]
 
@@ -536,10 +539,10 @@ def test_quota_with_room_passes_and_nearly_full_warns(cluster: KubeServer) -> No
     }
     cluster.add(kf.resource_quota("team", NS, hard, {"requests.cpu": "2", "pods": "2"}))
     plan = plan_of("values/gpu.yaml")
-    assert check_quota(cluster.api(), plan, NS)[0].severity == OK
+    assert check_quota(context(cluster, plan))[0].severity == OK
     cluster.reset()
     cluster.add(kf.resource_quota("team", NS, {"requests.cpu": "21"}, {"requests.cpu": "0"}))
-    [finding] = check_quota(cluster.api(), plan, NS)
+    [finding] = check_quota(context(cluster, plan))
     assert (finding.severity, finding.message) == (
         WARN,
         "ResourceQuota team is almost full: requests.cpu: 19.61 of 21 after install",
@@ -562,7 +565,7 @@ def test_quota_exceeded_fails_with_each_resource(cluster: KubeServer) -> None:
         "configmaps": "1",
     }
     cluster.add(kf.resource_quota("gpu-quota", NS, hard, used))
-    [finding] = check_quota(cluster.api(), plan_of("values/gpu.yaml"), NS)
+    [finding] = check_quota(context(cluster, plan_of("values/gpu.yaml")))
     assert finding.severity == FAIL
     assert finding.message == (
         "ResourceQuota gpu-quota would be exceeded: pods: 3 used + 10 > 10; requests.nvidia.com/gpu: 2 used + 4 > 4"
@@ -574,9 +577,9 @@ def test_quota_on_a_resource_the_pods_do_not_request_fails(cluster: KubeServer) 
     cluster.add(kf.resource_quota("q", NS, {"requests.cpu": "100"}, {}))
     no_request = ["tensorboard.resources.requests.cpu=null"]
     # with a limit, the API server makes the request the limit: the quota admits the pod
-    assert check_quota(cluster.api(), plan_of("values/cpu.yaml", sets=no_request), NS)[0].severity == OK
+    assert check_quota(context(cluster, plan_of("values/cpu.yaml", sets=no_request)))[0].severity == OK
     no_limit = [*no_request, "tensorboard.resources.limits.cpu=null"]
-    [finding] = check_quota(cluster.api(), plan_of("values/cpu.yaml", sets=no_limit), NS)
+    [finding] = check_quota(context(cluster, plan_of("values/cpu.yaml", sets=no_limit)))
     assert finding.severity == FAIL
     assert "tensorboard pods set no requests.cpu and would be rejected by the quota" in finding.message
 
@@ -586,20 +589,20 @@ def test_quota_on_a_resource_the_pods_do_not_request_fails(cluster: KubeServer) 
 
 def test_network_policy_enforced_by_a_known_cni(cluster: KubeServer) -> None:
     cluster.add(kf.daemon_set("kube-proxy"), kf.daemon_set("calico-node"))
-    [finding] = check_network_policy(cluster.api(), plan_of())
+    [finding] = check_network_policy(context(cluster, plan_of()))
     assert finding == preflight.Finding("network-policy", OK, "NetworkPolicies are enforced by calico-node")
     assert cluster.calls == [Call("list", "daemonsets", "kube-system")]
 
 
 def test_network_policy_without_an_enforcing_cni_warns(cluster: KubeServer) -> None:
     cluster.add(kf.daemon_set("kube-proxy"), kf.daemon_set("kindnet"), kf.daemon_set("calico-node", "other"))
-    [finding] = check_network_policy(cluster.api(), plan_of())
+    [finding] = check_network_policy(context(cluster, plan_of()))
     assert finding.severity == WARN
     assert finding.message.startswith("NetworkPolicies are likely NOT enforced (no known enforcing CNI found")
 
 
 def test_network_policy_disabled_warns_without_api_calls(cluster: KubeServer) -> None:
-    [finding] = check_network_policy(cluster.api(), plan_of(sets=["networkPolicy.enabled=false"]))
+    [finding] = check_network_policy(context(cluster, plan_of(sets=["networkPolicy.enabled=false"])))
     assert finding.severity == WARN
     assert "any pod can reach the TensorFlow gRPC ports" in finding.message
     assert cluster.calls == []
@@ -639,7 +642,7 @@ def team_queues(quota: dict[str, str] | None = None, **cluster_queue: Any) -> li
 
 
 def kueue_findings(cluster: KubeServer, release: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    findings = check_kueue(cluster.api(), preflight.plan(release), NS)
+    findings = check_kueue(context(cluster, preflight.plan(release)))
     assert {f.check for f in findings} == {"kueue"}
     return [(f.severity, f.message) for f in findings]
 
@@ -660,7 +663,7 @@ def test_gang_and_kueue_are_not_checked_unless_the_values_ask(values_file: str, 
 
 def test_volcano_podgroup_crd_and_open_queue_pass(cluster: KubeServer) -> None:
     cluster.add(*kf.crds(*kf.VOLCANO_CRDS), kf.volcano_queue("research"))
-    findings = check_gang(cluster.api(), preflight.plan(volcano("research")))
+    findings = check_gang(context(cluster, preflight.plan(volcano("research"))))
     assert [(f.severity, f.message) for f in findings] == [
         (
             OK,
@@ -671,14 +674,15 @@ def test_volcano_podgroup_crd_and_open_queue_pass(cluster: KubeServer) -> None:
     ]
     assert cluster.calls == [VOLCANO_DISCOVERY, Call("get", "queues", None, "research")]
     cluster.requests.clear()
-    assert [f.severity for f in check_gang(cluster.api(), preflight.plan(volcano()))] == [OK]  # default queue: not read
+    default_queue = check_gang(context(cluster, preflight.plan(volcano())))
+    assert [f.severity for f in default_queue] == [OK]  # the default queue: not read
     assert cluster.calls == [VOLCANO_DISCOVERY]
 
 
 @pytest.mark.parametrize("installed", [(), kf.COSCHEDULING_CRDS])
 def test_volcano_without_its_podgroup_crd_fails(installed: tuple[str, ...], cluster: KubeServer) -> None:
     cluster.add(*kf.crds(*installed))
-    [finding] = check_gang(cluster.api(), preflight.plan(volcano("research")))
+    [finding] = check_gang(context(cluster, preflight.plan(volcano("research"))))
     assert (finding.check, finding.severity, finding.message) == (
         "gang-scheduling",
         FAIL,
@@ -725,7 +729,7 @@ def test_volcano_queue_missing_or_not_open(
     cluster.add(*kf.crds(*kf.VOLCANO_CRDS), kf.volcano_queue("other"))
     if queue:
         cluster.add(queue)
-    crd, finding = check_gang(cluster.api(), preflight.plan(volcano("research")))
+    crd, finding = check_gang(context(cluster, preflight.plan(volcano("research"))))
     assert crd.severity == OK
     assert (finding.severity, finding.message) == (severity, message)
     assert hint in finding.hint
@@ -734,18 +738,18 @@ def test_volcano_queue_missing_or_not_open(
 def test_coscheduling_podgroup_crd_passes_or_fails(cluster: KubeServer) -> None:
     cluster.add(*kf.crds(*kf.COSCHEDULING_CRDS))
     coscheduled = ["scheduling.gang.provider=coscheduling"]
-    [finding] = check_gang(cluster.api(), plan_of("values/gpu.yaml", sets=coscheduled))
+    [finding] = check_gang(context(cluster, plan_of("values/gpu.yaml", sets=coscheduled)))
     assert (finding.severity, finding.message) == (
         OK,
         "CRD podgroups.scheduling.x-k8s.io serves scheduling.x-k8s.io/v1alpha1 "
         "(that a scheduler runs as scheduler-plugins-scheduler is not checked)",
     )
     named = plan_of("values/gpu.yaml", sets=[*coscheduled, "schedulerName=coscheduler"])
-    assert "runs as coscheduler" in check_gang(cluster.api(), named)[0].message
+    assert "runs as coscheduler" in check_gang(context(cluster, named))[0].message
     assert cluster.calls == [COSCHEDULING_DISCOVERY, COSCHEDULING_DISCOVERY]
     cluster.reset()
     cluster.add(*kf.crds(*kf.VOLCANO_CRDS))
-    [finding] = check_gang(cluster.api(), named)
+    [finding] = check_gang(context(cluster, named))
     assert (finding.severity, finding.message) == (
         FAIL,
         "scheduling.gang.provider=coscheduling but CRD podgroups.scheduling.x-k8s.io is not installed (the API server "
@@ -803,7 +807,7 @@ def test_kueue_not_installed_fails(cluster: KubeServer) -> None:
 
 def test_missing_local_queue_fails_and_the_priority_class_is_still_checked(cluster: KubeServer) -> None:
     kueue_cluster(cluster, kf.local_queue("team-b", NS, "team"), kf.local_queue("team-a", "other", "team"))
-    findings = check_kueue(cluster.api(), preflight.plan(kueue(priority="high")), NS)
+    findings = check_kueue(context(cluster, preflight.plan(kueue(priority="high"))))
     assert [(f.severity, f.message) for f in findings] == [
         (FAIL, f"LocalQueue team-a does not exist in namespace {NS}: Kueue would hold the pods until it does"),
         (FAIL, "WorkloadPriorityClass high does not exist: Kueue would not admit the pods"),
@@ -902,7 +906,7 @@ def test_kueue_quota_a_cohort_can_lend_warns(
 def test_kueue_reads_that_rbac_forbids_become_warnings_check_by_check(cluster: KubeServer) -> None:
     kueue_cluster(cluster, *team_queues(), kf.workload_priority_class("high", 1000))
     cluster.fail("get", "clusterqueues", 403, 'clusterqueues.kueue.x-k8s.io "team" is forbidden')
-    findings = check_kueue(cluster.api(), preflight.plan(kueue(priority="high")), NS)
+    findings = check_kueue(context(cluster, preflight.plan(kueue(priority="high"))))
     assert [(f.severity, f.message) for f in findings] == [
         (OK, f"LocalQueue team-a exists in namespace {NS} (ClusterQueue team)"),
         (
@@ -925,7 +929,7 @@ def test_kueue_reads_that_rbac_forbids_become_warnings_check_by_check(cluster: K
 def test_volcano_queue_read_forbidden_keeps_the_crd_finding(cluster: KubeServer) -> None:
     cluster.add(*kf.crds(*kf.VOLCANO_CRDS))
     cluster.fail("get", "queues", 403, 'queues.scheduling.volcano.sh "research" is forbidden')
-    crd, queue = check_gang(cluster.api(), preflight.plan(volcano("research")))
+    crd, queue = check_gang(context(cluster, preflight.plan(volcano("research"))))
     assert (crd.severity, queue.severity) == (OK, WARN)
     assert queue.message.startswith("could not check: forbidden: you may not get queues.scheduling.volcano.sh/research")
 

@@ -19,8 +19,7 @@ from tests.chartlib import render
 from tests.kubeapi import Call, KubeServer, kube_server
 from tfchart.cli import main
 from tfchart.cluster import preflight
-from tfchart.cluster.preflight import FAIL, OK, WARN, Finding
-from tfchart.cluster.preflight.findings import schedulable_nodes
+from tfchart.cluster.preflight import FAIL, OK, WARN, Context, Finding
 from tfchart.cluster.preflight.topology import check_topology
 
 NS = "ml-training"
@@ -52,7 +51,7 @@ def kueue_release(*more: str) -> list[dict[str, Any]]:
 
 
 def findings(cluster: KubeServer, docs: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
-    found = check_topology(cluster.api(), docs, NS, schedulable_nodes(cluster.api()))
+    found = check_topology(Context(cluster.api(), preflight.plan(docs), NS))
     assert {f.check for f in found} <= {"topology"}
     return [(f.severity, f.message, f.hint) for f in found]
 
@@ -80,7 +79,7 @@ def test_the_level_of_the_flavors_topology_passes_with_its_nodes_and_domains(clu
              "(required): 4 schedulable node(s) in 2 domain(s)", ""),
     ]  # fmt: skip
     assert [call for call in cluster.calls if call.resource not in ("nodes",)] == [
-        Call("discover", "kueue.x-k8s.io/v1beta2"), Call("discover", "kueue.x-k8s.io/v1beta2"),
+        Call("discover", "kueue.x-k8s.io/v1beta2"),
         Call("get", "localqueues", NS, "team-a"), Call("get", "clusterqueues", None, "team"),
         Call("get", "resourceflavors", None, "default"), Call("get", "resourceflavors", None, "tas"),
         Call("get", "topologies", None, "default"),
@@ -152,7 +151,7 @@ def test_a_missing_queue_is_left_to_the_kueue_check(cluster: KubeServer) -> None
     cluster.add(*kf.crds(*kf.KUEUE_CRDS, *kf.KUEUE_TAS_CRDS))
     assert findings(cluster, kueue_release()) == []
     assert findings(cluster, release(*KUEUE)) == []  # no topology asked: nothing read
-    assert not preflight.topology.asked(release(*KUEUE))
+    assert not preflight.topology.asked(preflight.plan(release(*KUEUE)))
 
 
 # -- Volcano: HyperNodes --------------------------------------------------------------------------------------

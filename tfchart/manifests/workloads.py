@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tfdcontract import COMPONENT_LABEL, HELM_TEST
@@ -38,6 +38,7 @@ class Workload:
     spec: dict[str, Any]
     hook: bool
     pod_labels: dict[str, str]
+    pod_annotations: dict[str, str] = field(default_factory=dict)
 
     @property
     def role(self) -> str:
@@ -87,8 +88,9 @@ def workloads(docs: list[dict[str, Any]]) -> list[Workload]:
         for name, component, template, replicas in _pod_templates(doc):
             pod = template.get("spec")
             if isinstance(pod, dict):
-                labels = (template.get("metadata") or {}).get("labels")
-                found.append(Workload(str(doc.get("kind")), name, component, replicas, pod, hook, dict(labels or {})))
+                meta = template.get("metadata") or {}
+                found.append(Workload(str(doc.get("kind")), name, component, replicas, pod, hook,
+                                      dict(meta.get("labels") or {}), dict(meta.get("annotations") or {})))
     return found
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.preflight import gang, gpus, images, jobset, kueue, network, quota, storage, topology
-from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Finding, guarded, schedulable_nodes
+from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Context, Finding, guarded
 from tfchart.cluster.preflight.plan import QUEUE_LABEL, Plan, plan
 from tfchart.errors import TfchartError
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
     from tfchart.images.registry import Access
 
-__all__ = ["FAIL", "OK", "WARN", "Finding", "Plan", "enforce", "plan", "refusal", "report", "run"]
+__all__ = ["FAIL", "OK", "WARN", "Context", "Finding", "Plan", "enforce", "plan", "refusal", "report", "run"]
 
 
 def run(api: KubeApi | None, docs: list[dict[str, Any]], release: str, namespace: str,
@@ -30,36 +31,28 @@ def run(api: KubeApi | None, docs: list[dict[str, Any]], release: str, namespace
     """Every check's findings, in order: GPUs, storage, co-location (co-located releases only), quota,
     network policy, JobSet, gang scheduling, Kueue and topology when the render asks for them (all only with an
     api), then the images (only with `registries`)."""
-    checks = cluster_checks(api, docs, release, namespace) if api is not None else []
+    checks: list[tuple[str, Callable[[], list[Finding]]]] = []
+    if api is not None:
+        context = Context(api, plan(docs), namespace, release)
+        checks = [(name, partial(check, context)) for name, check in cluster_checks(context.planned)]
     if registries is not None:
-        checks.append((images.CHECK, lambda: images.check_images(docs, registries)))
+        checks.append((images.CHECK, partial(images.check_images, docs, registries)))
     return [finding for name, check in checks for finding in guarded(name, check)]
 
 
-def cluster_checks(api: KubeApi, docs: list[dict[str, Any]], release: str,
-                   namespace: str) -> list[tuple[str, Callable[[], list[Finding]]]]:  # fmt: skip
-    planned = plan(docs)
-    need = planned.storage
-    nodes = schedulable_nodes(api)
-    checks: list[tuple[str, Callable[[], list[Finding]]]] = [
-        ("gpu-capacity", lambda: gpus.check_gpus(api, planned, release, namespace, nodes)),
-        ("storage", lambda: storage.check_storage(api, planned, namespace, nodes)),
-    ]
-    if need is not None and need.colocated:
-        checks.append(("co-location", lambda: storage.check_colocation(planned, need, nodes)))
-    checks += [
-        ("quota", lambda: quota.check_quota(api, planned, namespace)),
-        ("network-policy", lambda: network.check_network_policy(api, planned)),
-    ]
-    if planned.jobset is not None:
-        checks.append((jobset.CHECK, lambda: jobset.check_jobset(api)))
-    if planned.pod_group is not None:
-        checks.append(("gang-scheduling", lambda: gang.check_gang(api, planned)))
-    if planned.label(QUEUE_LABEL):
-        checks.append(("kueue", lambda: kueue.check_kueue(api, planned, namespace)))
-    if topology.asked(docs):
-        checks.append((topology.CHECK, lambda: topology.check_topology(api, docs, namespace, nodes)))
-    return checks
+CHECKS: tuple[tuple[str, Callable[[Context], list[Finding]]], ...] = (
+    ("gpu-capacity", gpus.check_gpus), ("storage", storage.check_storage), ("co-location", storage.check_colocation),
+    ("quota", quota.check_quota), ("network-policy", network.check_network_policy), (jobset.CHECK, jobset.check_jobset),
+    ("gang-scheduling", gang.check_gang), ("kueue", kueue.check_kueue), (topology.CHECK, topology.check_topology),
+)
+
+
+def cluster_checks(planned: Plan) -> list[tuple[str, Callable[[Context], list[Finding]]]]:
+    """The cluster's checks in order, less those of what the render does not ask for."""
+    asked = {"co-location": planned.storage is not None and planned.storage.colocated,
+             jobset.CHECK: planned.jobset is not None, "gang-scheduling": planned.pod_group is not None,
+             "kueue": bool(planned.label(QUEUE_LABEL)), topology.CHECK: topology.asked(planned)}  # fmt: skip
+    return [(name, check) for name, check in CHECKS if asked.get(name, True)]
 
 
 SEVERITY_STYLE = {OK: ("green", "✓ ok"), WARN: ("yellow", "! warn"), FAIL: ("red", "✗ fail")}

@@ -1,12 +1,13 @@
-"""A check's verdict, and what the checks share: the cluster's schedulable nodes (listed once), and a
-read that RBAC forbids turning into one `could not check` warning instead of failing the run."""
+"""A check's verdict, and what the checks share (Context): the release's plan, the cluster's schedulable nodes
+and its API discovery (each read once, however many checks ask), and a read that RBAC forbids turning into one
+`could not check` warning instead of failing the run."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
-from functools import cache
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.kube import AccessDenied
@@ -15,6 +16,7 @@ from tfchart.manifests import quantity
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
+    from tfchart.cluster.preflight.plan import Plan
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 
@@ -27,9 +29,35 @@ class Finding:
     hint: str = ""
 
 
-def schedulable_nodes(api: KubeApi) -> Callable[[], list[Any]]:
-    """The schedulable nodes, listed on first use (once, however many checks ask)."""
-    return cache(lambda: [node for node in api.list_objects("Node") if schedulable(node)])
+@dataclass
+class Context:
+    """What a cluster check reads: the API, the release's plan, its namespace and name."""
+
+    api: KubeApi
+    planned: Plan
+    namespace: str
+    release: str = ""
+    read: dict[tuple[str | None, ...], Any] = field(default_factory=dict)  # what was read, read once
+
+    @cached_property
+    def nodes(self) -> list[Any]:
+        """The schedulable nodes, listed on first use."""
+        return [node for node in self.api.list_objects("Node") if schedulable(node)]
+
+    def serves(self, group: str, version: str, plural: str) -> bool:
+        """Whether the API server serves `plural` in group/version (API discovery)."""
+        return plural in (self.once((group, version), lambda: self.api.served_resources(group, version)) or [])
+
+    def custom(self, group: str, version: str, plural: str, name: str, namespace: str | None = None) -> Any:
+        """A custom object as JSON, None where it does not exist."""
+        key = (group, version, plural, name, namespace)
+        return self.once(key, lambda: self.api.read_custom_object(*key))
+
+    def once(self, key: tuple[str | None, ...], read: Callable[[], Any]) -> Any:
+        """What `read` returns, read only the first time `key` is asked for (however many checks ask)."""
+        if key not in self.read:
+            self.read[key] = read()
+        return self.read[key]
 
 
 def schedulable(node: Any) -> bool:

@@ -5,57 +5,42 @@ schedulerName is not checked (its name lives in its own config)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Finding, guarded
-from tfchart.cluster.preflight.plan import GANG_ROLES, Plan
+from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Context, Finding, guarded
+from tfchart.cluster.preflight.plan import GANG_ROLES
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
 
 
-@dataclass(frozen=True)
-class GangProvider:
-    """Where a gang provider's PodGroup is served, the scheduler the chart names by default, how to install it."""
-
-    group: str
-    version: str
-    scheduler: str
-    install: str
-
-
+# The PodGroup's API group (its version is the render's): the provider named in the values, and how to install it.
 GANG_PROVIDERS = {
-    "volcano": GangProvider(
-        "scheduling.volcano.sh", "v1beta1", "volcano",
-        "install Volcano (`helm repo add volcano-sh https://volcano-sh.github.io/helm-charts && "
-        "helm install volcano volcano-sh/volcano -n volcano-system --create-namespace`)",
-    ),
-    "coscheduling": GangProvider(
-        "scheduling.x-k8s.io", "v1alpha1", "scheduler-plugins-scheduler",
-        "install kubernetes-sigs/scheduler-plugins as a second scheduler with the Coscheduling plugin "
-        "(its chart manifests/install/charts/as-a-second-scheduler)",
-    ),
-}
+    "scheduling.volcano.sh": ("volcano", "install Volcano (`helm repo add volcano-sh https://volcano-sh.github.io/"
+                              "helm-charts && helm install volcano volcano-sh/volcano -n volcano-system "
+                              "--create-namespace`)"),
+    "scheduling.x-k8s.io": ("coscheduling", "install kubernetes-sigs/scheduler-plugins as a second scheduler with the "
+                            "Coscheduling plugin (its chart manifests/install/charts/as-a-second-scheduler)"),
+}  # fmt: skip
 
 
-def check_gang(api: KubeApi, planned: Plan) -> list[Finding]:
-    """The PodGroup's CRD serves the chart's version (API discovery); Volcano's named queue exists and is Open."""
-    group = planned.pod_group or {}
-    name = next(key for key, known in GANG_PROVIDERS.items() if str(group.get("apiVersion")).startswith(known.group))
-    provider = GANG_PROVIDERS[name]
-    crd, served = f"podgroups.{provider.group}", f"{provider.group}/{provider.version}"
-    if "podgroups" not in (api.served_resources(provider.group, provider.version) or []):
+def check_gang(context: Context) -> list[Finding]:
+    """The PodGroup's CRD serves the render's version (API discovery); Volcano's named queue exists and is Open."""
+    group = context.planned.pod_group or {}
+    api_group, _, version = str(group.get("apiVersion")).partition("/")
+    name, install = GANG_PROVIDERS[api_group]
+    crd, served = f"podgroups.{api_group}", f"{api_group}/{version}"
+    if not context.serves(api_group, version, "podgroups"):
         return [Finding("gang-scheduling", FAIL, f"scheduling.gang.provider={name} but CRD {crd} is not installed "
                         f"(the API server serves no podgroups in {served}): the chart's PodGroup cannot be created",
-                        f"{provider.install}, or --set scheduling.gang.provider=none")]
-    named = [role.scheduler for role in planned.roles if role.role in GANG_ROLES and role.scheduler]
-    scheduler = named[0] if named else provider.scheduler
+                        f"{install}, or --set scheduling.gang.provider=none")]
+    # the chart names the provider's scheduler on the TensorFlow pods unless the values name another
+    scheduler = next((r.scheduler for r in context.planned.roles if r.role in GANG_ROLES and r.scheduler), "")
     checked = f"CRD {crd} serves {served} (that a scheduler runs as {scheduler} is not checked)"
     findings = [Finding("gang-scheduling", OK, checked)]
     queue = str((group.get("spec") or {}).get("queue") or "")
     if name == "volcano" and queue:
-        findings += guarded("gang-scheduling", lambda: [check_volcano_queue(api, queue)])
+        findings += guarded("gang-scheduling", lambda: [check_volcano_queue(context.api, queue)])
     return findings
 
 

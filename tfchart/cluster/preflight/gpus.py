@@ -6,13 +6,12 @@ evaluated; the message says so when a GPU role sets them."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.kube import AccessDenied
 from tfchart.cluster.objects import gpu_requests, name_of
-from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Finding, allocatable, schedulable_nodes
-from tfchart.cluster.preflight.plan import Plan, PlannedRole
+from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Context, Finding, allocatable
+from tfchart.cluster.preflight.plan import PlannedRole
 from tfdcontract import CHART_NAME, INSTANCE_LABEL, PART_OF_LABEL
 
 if TYPE_CHECKING:
@@ -21,18 +20,16 @@ if TYPE_CHECKING:
 NOT_FINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 
 
-def check_gpus(
-    api: KubeApi, planned: Plan, release: str, namespace: str, nodes: Callable[[], list[Any]] | None = None
-) -> list[Finding]:
+def check_gpus(context: Context) -> list[Finding]:
     demand: dict[str, list[PlannedRole]] = {}
-    for role in planned.roles:
+    for role in context.planned.roles:
         if role.gpus_per_pod > 0:
             demand.setdefault(role.gpu_resource, []).append(role)
     if not demand:
         return [Finding("gpu-capacity", OK, "the release requests no GPUs")]
-    listed = (nodes or schedulable_nodes(api))()
-    used, usage_note = gpu_usage(api, release, namespace)
-    return [gpu_finding(resource, roles, listed, used, usage_note) for resource, roles in sorted(demand.items())]
+    nodes = context.nodes
+    used, usage_note = gpu_usage(context.api, context.release, context.namespace)
+    return [gpu_finding(resource, roles, nodes, used, usage_note) for resource, roles in sorted(demand.items())]
 
 
 def gpu_usage(api: KubeApi, release: str, namespace: str) -> tuple[dict[tuple[str, str], int], str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Finding, guarded
+from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Context, Finding, guarded
 from tfchart.cluster.runs import JOBSET
 
 if TYPE_CHECKING:
@@ -22,14 +22,13 @@ INSTALL = ("install JobSet (`kubectl apply --server-side -f "
 SERVICE_LABEL = "kubernetes.io/service-name"
 
 
-def check_jobset(api: KubeApi) -> list[Finding]:
-    served = api.served_resources(JOBSET.group, JOBSET.version) or []
-    if JOBSET.plural not in served:
+def check_jobset(context: Context) -> list[Finding]:
+    if not context.serves(JOBSET.group, JOBSET.version, JOBSET.plural):
         return [Finding(CHECK, FAIL, f"workload.kind=jobset but JobSet is not installed: the API server serves no "
                         f"{JOBSET.plural} in {JOBSET.group}/{JOBSET.version}, so the release cannot be installed",
                         f"{INSTALL}, or --set workload.kind=native")]
     served_ok = Finding(CHECK, OK, f"the API server serves {JOBSET.name}/{JOBSET.version}")
-    return [served_ok, *guarded(CHECK, lambda: [controller(api)])]
+    return [served_ok, *guarded(CHECK, lambda: [controller(context.api)])]
 
 
 def covers_jobsets(webhook: Any) -> bool:

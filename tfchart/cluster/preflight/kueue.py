@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Finding, guarded
+from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Context, Finding, guarded
 from tfchart.cluster.preflight.plan import GANG_ROLES, PRIORITY_LABEL, QUEUE_LABEL, Plan
 from tfchart.manifests.quantity import parse, shown
 
@@ -28,9 +28,10 @@ DEFAULT_FRAMEWORKS = ("batch/job",)  # Kueue v0.19 apis/config/v1beta2/defaults.
 JOBSET_FRAMEWORK = "jobset.x-k8s.io/jobset"
 
 
-def check_kueue(api: KubeApi, planned: Plan, namespace: str) -> list[Finding]:
+def check_kueue(context: Context) -> list[Finding]:
+    planned, api = context.planned, context.api
     queue, priority = planned.label(QUEUE_LABEL), planned.label(PRIORITY_LABEL)
-    version = kueue_version(api)
+    version = kueue_version(context)
     if version is None:
         return [Finding("kueue", FAIL, f"scheduling.kueue.queueName={queue} but Kueue is not installed: CRD "
                         f"localqueues.{KUEUE} is missing (the API server serves no localqueues in "
@@ -39,7 +40,7 @@ def check_kueue(api: KubeApi, planned: Plan, namespace: str) -> list[Finding]:
                         "https://github.com/kubernetes-sigs/kueue/releases/download/v0.19.2/manifests.yaml`), "
                         'or --set scheduling.kueue.queueName=""')]
     findings = guarded("kueue", lambda: [check_integration(api, JOBSET_FRAMEWORK)]) if planned.jobset else []
-    findings += guarded("kueue", lambda: check_local_queue(api, version, queue, namespace, planned))
+    findings += guarded("kueue", lambda: check_local_queue(context, version, queue))
     if priority:
         findings += guarded("kueue", lambda: [check_priority_class(api, version, priority)])
     return findings
@@ -70,13 +71,14 @@ def check_integration(api: KubeApi, framework: str) -> Finding:
     return Finding("kueue", OK, f"Kueue's configuration enables the {framework} integration")
 
 
-def kueue_version(api: KubeApi) -> str | None:
+def kueue_version(context: Context) -> str | None:
     """The newest Kueue API version the cluster serves LocalQueues in."""
-    return next((v for v in KUEUE_VERSIONS if "localqueues" in (api.served_resources(KUEUE, v) or [])), None)
+    return next((v for v in KUEUE_VERSIONS if context.serves(KUEUE, v, "localqueues")), None)
 
 
-def check_local_queue(api: KubeApi, version: str, name: str, namespace: str, planned: Plan) -> list[Finding]:
-    queue = api.read_custom_object(KUEUE, version, "localqueues", name, namespace)
+def check_local_queue(context: Context, version: str, name: str) -> list[Finding]:
+    namespace = context.namespace
+    queue = context.custom(KUEUE, version, "localqueues", name, namespace)
     if queue is None:
         return [Finding("kueue", FAIL, f"LocalQueue {name} does not exist in namespace {namespace}: Kueue would hold "
                         "the pods until it does",
@@ -93,7 +95,7 @@ def check_local_queue(api: KubeApi, version: str, name: str, namespace: str, pla
     else:
         head = Finding("kueue", OK, f"LocalQueue {name} exists in namespace {namespace} (ClusterQueue {cluster_queue})")
     where = QueueRef(name, namespace, cluster_queue)
-    return [head, *guarded("kueue", lambda: check_cluster_queue(api, version, where, planned))]
+    return [head, *guarded("kueue", lambda: check_cluster_queue(context, version, where))]
 
 
 @dataclass(frozen=True)
@@ -103,15 +105,15 @@ class QueueRef:
     cluster_queue: str
 
 
-def check_cluster_queue(api: KubeApi, version: str, where: QueueRef, planned: Plan) -> list[Finding]:
+def check_cluster_queue(context: Context, version: str, where: QueueRef) -> list[Finding]:
     name = where.cluster_queue
-    cluster_queue = api.read_custom_object(KUEUE, version, "clusterqueues", name)
+    cluster_queue = context.custom(KUEUE, version, "clusterqueues", name)
     if cluster_queue is None:
         return [Finding("kueue", FAIL, f"ClusterQueue {name} of LocalQueue {where.local_queue} does not exist: nothing "
                         "would admit the pods",
                         "ask the Kueue admin to create it (`kubectl get clusterqueues`), or "
                         f"--set scheduling.kueue.queueName=<queue> (`kubectl get localqueues -n {where.namespace}`)")]
-    return [*inactive(cluster_queue), kueue_quota(cluster_queue, where, planned)]
+    return [*inactive(cluster_queue), kueue_quota(cluster_queue, where, context.planned)]
 
 
 def inactive(cluster_queue: dict[str, Any]) -> list[Finding]:

@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from tfchart.cluster.objects import name_of
-from tfchart.cluster.preflight.findings import OK, WARN, Finding
-from tfchart.cluster.preflight.plan import Plan
-
-if TYPE_CHECKING:
-    from tfchart.cluster.kube import KubeApi
+from tfchart.cluster.preflight.findings import OK, WARN, Context, Finding
 
 ENFORCING_CNIS = ("calico-node", "cilium", "weave-net", "antrea-agent", "kube-router", "canal")
 
 
-def check_network_policy(api: KubeApi, planned: Plan) -> list[Finding]:
-    if not planned.network_policies:
+def check_network_policy(context: Context) -> list[Finding]:
+    if not context.planned.network_policies:
         return [Finding("network-policy", WARN, "networkPolicy.enabled=false: any pod can reach the TensorFlow gRPC "
                         "ports, which run any graph sent",
                         "--set networkPolicy.enabled=true (the default) on a cluster whose CNI enforces "
                         "NetworkPolicies")]
-    daemon_sets = [name_of(ds) for ds in api.list_objects("DaemonSet", "kube-system")]
+    daemon_sets = [name_of(ds) for ds in context.api.list_objects("DaemonSet", "kube-system")]
     found = sorted({cni for cni in ENFORCING_CNIS for ds in daemon_sets if ds == cni or ds.startswith(f"{cni}-")})
     if found:
         return [Finding("network-policy", OK, f"NetworkPolicies are enforced by {', '.join(found)}")]

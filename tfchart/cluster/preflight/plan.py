@@ -35,6 +35,7 @@ class PlannedRole:
     placement: tuple[str, ...] = ()  # placement the values set (nodeSelector, tolerations, node affinity)
     scheduler: str = ""
     labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -108,7 +109,7 @@ def rendered_role(workload: Workload) -> PlannedRole:
               "affinity": (spec.get("affinity") or {}).get("nodeAffinity")}
     placement = tuple(key for key, value in chosen.items() if value)
     return PlannedRole(workload.component, workload.replicas, requests, limits, resource, int(count), placement,
-                       str(spec.get("schedulerName") or ""), workload.pod_labels)
+                       str(spec.get("schedulerName") or ""), workload.pod_labels, workload.pod_annotations)
 
 
 def total(roles: list[PlannedRole], kind: str, resource: str) -> Decimal:

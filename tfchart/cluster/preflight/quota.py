@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tfchart.cluster.objects import name_of
-from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Finding
+from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Context, Finding
 from tfchart.cluster.preflight.plan import Plan, total
 from tfchart.manifests.quantity import parse, shown
 
-if TYPE_CHECKING:
-    from tfchart.cluster.kube import KubeApi
 
-
-def check_quota(api: KubeApi, planned: Plan, namespace: str) -> list[Finding]:
-    quotas = api.list_objects("ResourceQuota", namespace)
+def check_quota(context: Context) -> list[Finding]:
+    quotas = context.api.list_objects("ResourceQuota", context.namespace)
     if not quotas:
-        return [Finding("quota", OK, f"no ResourceQuota in namespace {namespace}")]
-    return [quota_finding(quota, planned) for quota in sorted(quotas, key=name_of)]
+        return [Finding("quota", OK, f"no ResourceQuota in namespace {context.namespace}")]
+    return [quota_finding(quota, context.planned) for quota in sorted(quotas, key=name_of)]
 
 
 def release_adds(planned: Plan, key: str) -> Decimal | None:

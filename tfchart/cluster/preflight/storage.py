@@ -7,14 +7,13 @@ requests of every pod of the release (allocatable, other pods' requests not coun
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.kube import AccessDenied
 from tfchart.cluster.objects import name_of
-from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Finding, allocatable, schedulable_nodes
-from tfchart.cluster.preflight.plan import Plan, total
+from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Context, Finding, allocatable
+from tfchart.cluster.preflight.plan import total
 from tfchart.manifests.quantity import parse_or_none, shown
 from tfchart.values.storage import RWX_EXAMPLES, StorageNeed
 from tfdcontract import SUPERVISOR
@@ -30,7 +29,7 @@ RWX, RWO_ONLY, NODE_LOCAL, DEPENDS, UNKNOWN = "rwx", "rwo-only", "node-local", "
 class Provisioner:
     """What a StorageClass's provisioner offers, for ReadWriteMany (every provisioner offers ReadWriteOnce)."""
 
-    rwx: str  # RWX | RWO_ONLY | NODE_LOCAL | DEPENDS
+    rwx: str  # RWX | RWO_ONLY | NODE_LOCAL | DEPENDS | UNKNOWN
     what: str
 
 
@@ -79,16 +78,14 @@ DEFAULT_CLASS_ANNOTATIONS = (
 )
 
 
-def check_storage(
-    api: KubeApi, planned: Plan, namespace: str, nodes: Callable[[], list[Any]] | None = None
-) -> list[Finding]:
-    need = planned.storage
+def check_storage(context: Context) -> list[Finding]:
+    need = context.planned.storage
     if need is None:
         return [Finding("storage", FAIL, "no pod of the release mounts a volume for checkpoints, logs and exports",
                         "--set storage.create=true or --set storage.existingClaim=<pvc-name>")]
     if need.claim_spec is None:
-        return [check_existing_claim(api, need.claim, namespace, need)]
-    return [check_storage_class(api, need.claim_spec.get("storageClassName"), need, nodes or schedulable_nodes(api))]
+        return [check_existing_claim(context.api, need.claim, context.namespace, need)]
+    return [check_storage_class(context, need.claim_spec.get("storageClassName"), need)]
 
 
 COLOCATE_FIX = (
@@ -130,20 +127,17 @@ def check_existing_claim(api: KubeApi, claim: str, namespace: str, need: Storage
     return Finding("storage", OK, f"claim {claim} is {state} with {modes}: the release needs {need.mode}{spread}")
 
 
-def provisioner_of(storage_class: Any) -> Provisioner | None:
+def provisioner_of(storage_class: Any) -> Provisioner:
+    """What the class's provisioner offers (PROVISIONERS, matched exactly or as a suffix after a dot), else UNKNOWN."""
     name = str(storage_class.provisioner)
-    for known, provisioner in PROVISIONERS.items():
-        if name == known or name.endswith(f".{known}"):
-            return provisioner
-    return None
+    return next((known for key, known in PROVISIONERS.items() if name == key or name.endswith(f".{key}")),
+                Provisioner(UNKNOWN, f"{name} is not a provisioner tfchart knows"))  # fmt: skip
 
 
 def offers(storage_class: Any, mode: str) -> str:
     """RWX (offers the mode), RWO_ONLY, NODE_LOCAL, DEPENDS or UNKNOWN: what the class offers for `mode`."""
-    if mode != "ReadWriteMany":
-        return RWX  # every provisioner offers ReadWriteOnce (and a one-pod ReadWriteOncePod)
-    provisioner = provisioner_of(storage_class)
-    return provisioner.rwx if provisioner else UNKNOWN
+    # every provisioner offers ReadWriteOnce (and a one-pod ReadWriteOncePod)
+    return provisioner_of(storage_class).rwx if mode == "ReadWriteMany" else RWX
 
 
 CAPABILITY = {
@@ -162,10 +156,8 @@ def describe_class(storage_class: Any, mode: str) -> str:
     return f"{name_of(storage_class)} ({storage_class.provisioner}{default}): {capability}"
 
 
-def check_storage_class(
-    api: KubeApi, class_name: str | None, need: StorageNeed, nodes: Callable[[], list[Any]]
-) -> Finding:
-    mode = need.mode
+def check_storage_class(context: Context, class_name: str | None, need: StorageNeed) -> Finding:
+    api, mode = context.api, need.mode
     classes = [] if class_name == "" else sorted(api.list_objects("StorageClass"), key=name_of)
     defaults = [c for c in classes if is_default_class(c)]
     if (class_name == "" or (class_name is None and not defaults)) and (volume := static_volume(api, need, "")):
@@ -215,16 +207,14 @@ def check_storage_class(
         message = f"{why}, but {label} offers ReadWriteOnce only: the claim would stay Pending. {listing}"
         return Finding("storage", FAIL, message, hint)
     if capability == NODE_LOCAL:
-        count = len(nodes())
+        count = len(context.nodes)
         if count > 1:
             return Finding("storage", FAIL, f"{why}, but {label} keeps each volume on one node's disk: pods on the "
                            f"other {count - 1} node(s) would not see the data. {listing}", hint)
         return Finding("storage", WARN,
                        f"{why}: {label} keeps each volume on one node's disk, shared only because this cluster has one "
                        f"schedulable node (if the claim stays Pending, it refuses {mode}). {listing}", hint)
-    what = provisioner_of(chosen)
-    detail = what.what if capability == DEPENDS and what else f"{chosen.provisioner} is not a provisioner tfchart knows"
-    message = f"{why}: whether {label} offers it is unknown ({detail}): check its docs. {listing}"
+    message = f"{why}: whether {label} offers it is unknown ({provisioner_of(chosen).what}): check its docs. {listing}"
     return Finding("storage", WARN, message, hint)
 
 
@@ -249,19 +239,20 @@ def is_default_class(storage_class: Any) -> bool:
     return any(annotations.get(key) == "true" for key in DEFAULT_CLASS_ANNOTATIONS)
 
 
-def check_colocation(planned: Plan, need: StorageNeed, nodes: Callable[[], list[Any]]) -> list[Finding]:
+def check_colocation(context: Context) -> list[Finding]:
     """Co-located pods must all fit one node: their requests against each schedulable node's allocatable.
     The supervisor mounts no claim, so it is free to run elsewhere."""
-    roles = [role for role in planned.roles if role.role not in UNMOUNTED_ROLES]
+    roles = [role for role in context.planned.roles if role.role not in UNMOUNTED_ROLES]
     pods = sum(role.replicas for role in roles)
     resources = sorted({key for role in roles for key in role.requests})
     needed = {key: value for key in resources if (value := total(roles, "requests", key)) > 0}
     what = ", ".join(f"{shown(value)} {key}" for key, value in needed.items()) or "nothing"
     placement = sorted({key for role in roles for key in role.placement})
     note = f" ({'/'.join(placement)} not evaluated)" if placement else ""
-    listed = nodes()
+    listed = context.nodes
     fitting = [name_of(n) for n in listed if all(allocatable(n, key) >= value for key, value in needed.items())]
-    head = f"storage needs {need.mode}, so all {pods} pods run on one node: they request {what}"
+    mode = context.planned.storage.mode if context.planned.storage else "ReadWriteOnce"  # run only when co-located
+    head = f"storage needs {mode}, so all {pods} pods run on one node: they request {what}"
     if fitting:
         return [Finding("co-location", OK, f"{head}; fits {', '.join(fitting)} (allocatable, before other pods){note}")]
     sizes = "; ".join(f"{name_of(node)}: " + ", ".join(f"{shown(allocatable(node, key))} {key}" for key in needed)

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import difflib
 from collections import Counter
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Finding
+from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Context, Finding
 from tfchart.cluster.preflight.kueue import KUEUE, kueue_version
-from tfchart.cluster.preflight.plan import QUEUE_LABEL
-from tfdcontract import CHIEF, COMPONENT_LABEL, PS, WORKER
+from tfchart.cluster.preflight.plan import QUEUE_LABEL, Plan
+from tfdcontract import CHIEF, PS, WORKER
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
@@ -45,41 +44,21 @@ def pods_of(roles: tuple[str, ...]) -> str:
     return f"the {' and '.join(filter(None, (', '.join(roles[:-1]), roles[-1])))} pods"
 
 
-def mappings(node: Any) -> Iterator[dict[str, Any]]:
-    """Every mapping of the manifests, at any depth (a JobSet's pod templates sit deeper than a Job's)."""
-    if isinstance(node, dict):
-        yield node
-    for value in node.values() if isinstance(node, dict) else node if isinstance(node, list) else ():
-        yield from mappings(value)
-
-
-def templates(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every pod template's metadata (StatefulSet, Job, a JobSet's replicatedJobs...)."""
-    return [m["metadata"] for m in mappings(docs)
-            if isinstance(m.get("metadata"), dict) and isinstance(m.get("spec"), dict) and "containers" in m["spec"]]
-
-
-def role_of(metadata: dict[str, Any]) -> str:
-    return str((metadata.get("labels") or {}).get(COMPONENT_LABEL, ""))
-
-
-def kueue_asks(docs: list[dict[str, Any]]) -> list[Ask]:
+def kueue_asks(planned: Plan) -> list[Ask]:
     """One Ask per (mode, level) the TensorFlow pod templates carry, with the roles that carry it."""
     found: dict[tuple[str, str], list[str]] = {}
-    for metadata in templates(docs):
-        notes = metadata.get("annotations") or {}
+    for role in planned.roles:
         for mode, key in TAS.items():
-            if key in notes and role_of(metadata) not in found.setdefault((mode, str(notes[key])), []):
-                found[(mode, str(notes[key]))].append(role_of(metadata))
+            if key in role.annotations and role.role not in found.setdefault((mode, role.annotations[key]), []):
+                found[(mode, role.annotations[key])].append(role.role)
     return [Ask(tuple(roles), mode, level) for (mode, level), roles in found.items()]
 
 
-def volcano_asks(docs: list[dict[str, Any]], rendered: tuple[str, ...]) -> list[Ask]:
+def volcano_asks(planned: Plan) -> list[Ask]:
     """The Volcano PodGroup's network topology: its own (every placed pod of the gang) and each subGroupPolicy's."""
-    group = next((d for d in docs if d.get("kind") == "PodGroup" and str(d.get("apiVersion")).startswith(
-        "scheduling.volcano.sh/")), {})  # fmt: skip
-    spec = group.get("spec") or {}
-    units = [(rendered, spec.get("networkTopology"))] if spec.get("networkTopology") else []
+    group = planned.pod_group or {}
+    spec = (group.get("spec") or {}) if str(group.get("apiVersion")).startswith("scheduling.volcano.sh/") else {}
+    units = [(rendered_roles(planned), spec.get("networkTopology"))] if spec.get("networkTopology") else []
     for policy in spec.get("subGroupPolicy") or []:
         selector = (policy.get("labelSelector") or {}).get("matchExpressions") or [{}]
         units.append((tuple(selector[0].get("values") or ()), policy.get("networkTopology")))
@@ -87,14 +66,8 @@ def volcano_asks(docs: list[dict[str, Any]], rendered: tuple[str, ...]) -> list[
                 tier=topo.get("highestTierAllowed")) for roles, topo in units if topo]  # fmt: skip
 
 
-def queue_of(docs: list[dict[str, Any]]) -> str:
-    """The Kueue LocalQueue the render names (on the pod templates, or on the workload itself)."""
-    return next((str(m["labels"][QUEUE_LABEL]) for m in mappings(docs)
-                 if isinstance(m.get("labels"), dict) and m["labels"].get(QUEUE_LABEL)), "")  # fmt: skip
-
-
-def rendered_roles(docs: list[dict[str, Any]]) -> tuple[str, ...]:
-    roles = {role_of(metadata) for metadata in templates(docs)}
+def rendered_roles(planned: Plan) -> tuple[str, ...]:
+    roles = {role.role for role in planned.roles}
     return tuple(role for role in PLACED if role in roles)
 
 
@@ -106,18 +79,16 @@ def sets(field: str, ask: Ask, rendered: tuple[str, ...], value: object) -> str:
     return " ".join(f"--set {key}={value}" for key in keys)
 
 
-def asked(docs: list[dict[str, Any]]) -> bool:
+def asked(planned: Plan) -> bool:
     """Whether the render places pods by topology (Kueue annotations or the Volcano PodGroup's)."""
-    return bool(kueue_asks(docs) or volcano_asks(docs, ()))
+    return bool(kueue_asks(planned) or volcano_asks(planned))
 
 
-def check_topology(api: KubeApi, docs: list[dict[str, Any]], namespace: str, nodes: Callable[[], list[Any]]) -> list[
-        Finding]:  # fmt: skip
-    rendered = rendered_roles(docs)
-    if asks := kueue_asks(docs):
-        return check_kueue_topology(api, asks, queue_of(docs), namespace, rendered, nodes)
-    if asks := volcano_asks(docs, rendered):
-        return check_hypernodes(api, asks, rendered)
+def check_topology(context: Context) -> list[Finding]:
+    if asks := kueue_asks(context.planned):
+        return check_kueue_topology(context, asks)
+    if asks := volcano_asks(context.planned):
+        return check_hypernodes(context, asks)
     return []
 
 
@@ -132,22 +103,21 @@ class TasFlavor:
     node_labels: dict[str, str]
 
 
-def check_kueue_topology(api: KubeApi, asks: list[Ask], queue: str, namespace: str, rendered: tuple[str, ...],
-                         nodes: Callable[[], list[Any]]) -> list[Finding]:  # fmt: skip
-    version = kueue_version(api)
+def check_kueue_topology(context: Context, asks: list[Ask]) -> list[Finding]:
+    version, queue = kueue_version(context), context.planned.label(QUEUE_LABEL)
     if version is None or not queue:
         return []  # the kueue check says Kueue is missing
-    if "topologies" not in (api.served_resources(KUEUE, version) or []):
+    if not context.serves(KUEUE, version, "topologies"):
         return [Finding(CHECK, FAIL, f"Kueue serves no Topology in {KUEUE}/{version}: its topology-aware scheduling "
                         "(beta and on by default since Kueue v0.14) is missing, so nothing would admit the pods that "
                         "ask for a topology",
                         "upgrade Kueue to v0.14 or later, or --set scheduling.topology.mode=none")]  # fmt: skip
-    local_queue = api.read_custom_object(KUEUE, version, "localqueues", queue, namespace)
+    local_queue = context.custom(KUEUE, version, "localqueues", queue, context.namespace)
     name = str(((local_queue or {}).get("spec") or {}).get("clusterQueue") or "")
-    cluster_queue = api.read_custom_object(KUEUE, version, "clusterqueues", name) if name else None
+    cluster_queue = context.custom(KUEUE, version, "clusterqueues", name) if name else None
     if cluster_queue is None:
         return []  # the kueue check says the LocalQueue or ClusterQueue is missing
-    flavors = tas_flavors(api, version, cluster_queue)
+    flavors = tas_flavors(context.api, version, cluster_queue)
     if not flavors:
         return [Finding(CHECK, FAIL, f"ClusterQueue {name} has no flavor with a Topology (no ResourceFlavor of it "
                         "names one in spec.topologyName): Kueue admits no pod that asks for a topology there",
@@ -157,7 +127,8 @@ def check_kueue_topology(api: KubeApi, asks: list[Ask], queue: str, namespace: s
                         f"ClusterQueue {name} inactive (TopologyNotFound)",
                         "ask the Kueue admin to create it (`kubectl get topologies` lists those there are)")
                 for f in flavors if f.levels is None]  # fmt: skip
-    return findings + [level_finding(ask, name, flavors, rendered, nodes) for ask in asks]
+    rendered = rendered_roles(context.planned)
+    return findings + [level_finding(ask, name, flavors, rendered, context.nodes) for ask in asks]
 
 
 def tas_flavors(api: KubeApi, version: str, cluster_queue: dict[str, Any]) -> list[TasFlavor]:
@@ -177,7 +148,7 @@ def tas_flavors(api: KubeApi, version: str, cluster_queue: dict[str, Any]) -> li
 
 
 def level_finding(ask: Ask, cluster_queue: str, flavors: list[TasFlavor], rendered: tuple[str, ...],
-                  nodes: Callable[[], list[Any]]) -> Finding:  # fmt: skip
+                  nodes: list[Any]) -> Finding:  # fmt: skip
     having = [f for f in flavors if f.levels and ask.level in f.levels]
     if not having:
         known = [f for f in flavors if f.levels]
@@ -189,7 +160,7 @@ def level_finding(ask: Ask, cluster_queue: str, flavors: list[TasFlavor], render
                        f"{ask.pods} ask for ({ask.mode}): Kueue would not admit them; the levels: {shown}",
                        f"{use}ask the Kueue admin to add {ask.level} to a Topology of ClusterQueue {cluster_queue}")
     flavor = having[0]
-    carrying = [node for node in nodes() if matches(node, flavor.node_labels) and ask.level in labels_of(node)]
+    carrying = [node for node in nodes if matches(node, flavor.node_labels) and ask.level in labels_of(node)]
     domains = len({labels_of(node)[ask.level] for node in carrying})
     where = f"level {ask.level} of Topology {flavor.topology} (ResourceFlavor {flavor.flavor})"
     if not carrying:
@@ -219,18 +190,19 @@ def matches(node: Any, selector: dict[str, str]) -> bool:
 # -- Volcano: HyperNodes of the tier -------------------------------------------------------------------------
 
 
-def check_hypernodes(api: KubeApi, asks: list[Ask], rendered: tuple[str, ...]) -> list[Finding]:
+def check_hypernodes(context: Context, asks: list[Ask]) -> list[Finding]:
     """Volcano v1.15.1 places a hard unit in one HyperNode of a tier at most highestTierAllowed, below a virtual
     HyperNode of the whole cluster one tier above the highest (tier 1 without any; framework/session.go
     addClusterTopHyperNode); a soft unit in the lowest tier that fits it."""
-    hard = [ask for ask in asks if ask.mode == "required"]
+    hard, rendered = [ask for ask in asks if ask.mode == "required"], rendered_roles(context.planned)
     group, version, plural = HYPERNODES
-    if plural not in (api.served_resources(group, version) or []):
+    if not context.serves(group, version, plural):
         return [Finding(CHECK, FAIL if hard else WARN, f"Volcano serves no HyperNodes ({group}/{version}): before "
                         "v1.12 Volcano has no network topology, its PodGroup CRD drops networkTopology and the pods "
                         "would be placed without one", "upgrade Volcano to v1.14 or later (subGroupPolicy) and build "
                         "its HyperNodes, or --set scheduling.topology.mode=none")]  # fmt: skip
-    tiers = Counter(int((node.get("spec") or {}).get("tier", 0)) for node in api.list_custom_objects(*HYPERNODES))
+    hypernodes = context.api.list_custom_objects(*HYPERNODES)
+    tiers = Counter(int((node.get("spec") or {}).get("tier", 0)) for node in hypernodes)
     shown = ", ".join(f"{count} of tier {tier}" for tier, count in sorted(tiers.items())) or "none"
     findings = [tier_finding(ask, tiers, shown, rendered) for ask in hard]
     if preferred := tuple(role for ask in asks if ask.mode == "preferred" for role in ask.roles):
