@@ -20,23 +20,20 @@ DURATION_FORMS = "a duration such as 90s, 10m or 1h30m (helm's), or plain second
 
 
 class Duration(click.ParamType[float, Any]):
-    """A timeout as helm and kubectl write it (Go's 300ms, 90s, 10m, 1h30m), or plain seconds; in seconds."""
+    """A timeout as helm and kubectl write it (Go's 300ms, 90s, 10m, 1h30m, read by durationpy, the kubernetes
+    client's parser), or plain seconds; in seconds."""
 
     name = "duration"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
-        if isinstance(value, int | float):
-            return float(value)
-        text = str(value).strip()
-        try:
-            seconds = float(text)
-        except ValueError:
-            from tfchart.errors import UsageError
-            from tfchart.helm.release import parse_duration
+        import durationpy
 
+        try:
+            seconds = float(value)
+        except ValueError:
             try:
-                seconds = parse_duration(text)
-            except UsageError:
+                seconds = durationpy.from_str(str(value).strip()).total_seconds()
+            except durationpy.DurationError:
                 self.fail(f"{value!r} is not {DURATION_FORMS}", param, ctx)
         if not math.isfinite(seconds) or seconds < 0:
             self.fail(f"{value!r} is not {DURATION_FORMS}", param, ctx)

@@ -143,15 +143,6 @@ class KubeInputs:
 
 def values_inputs() -> Callable[[F], F]:
     """-f/--values, helm's --set family and --policy, passed to the command as `values: ValuesInputs`."""
-    optional = [
-        click.option("--set-json", "set_jsons", multiple=True, metavar="KEY=JSON",
-                     help="Set values to JSON values (helm's --set-json)."),
-        click.option("--set-file", "set_files", multiple=True, metavar="KEY=PATH",
-                     help="Set values to the content of files (helm's --set-file)."),
-        click.option("--policy", "policy", type=click.Path(path_type=Path, dir_okay=False), default=None,
-                     metavar="FILE", help="A platform team's policy file: refuse values that break its rules "
-                     "(GPUs, images, priority class, queue, NetworkPolicy, downloads, storage, placement)."),
-    ]  # fmt: skip
     listed = [
         click.option("-f", "--values", "files", multiple=True, metavar="FILE",
                      help="Values file (repeatable; later files win; - is standard input). values/NAME.yaml "
@@ -160,7 +151,13 @@ def values_inputs() -> Callable[[F], F]:
                      help="Set values with helm's --set syntax (a.b=c, a={x,y}, a[0]=x, a\\.b=c)."),
         click.option("--set-string", "set_strings", multiple=True, metavar="KEY=VAL",
                      help="Like --set, values stay strings."),
-        *optional,
+        click.option("--set-json", "set_jsons", multiple=True, metavar="KEY=JSON",
+                     help="Set values to JSON values (helm's --set-json)."),
+        click.option("--set-file", "set_files", multiple=True, metavar="KEY=PATH",
+                     help="Set values to the content of files (helm's --set-file)."),
+        click.option("--policy", "policy", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                     metavar="FILE", help="A platform team's policy file: refuse values that break its rules "
+                     "(GPUs, images, priority class, queue, NetworkPolicy, downloads, storage, placement)."),
         click.option("--chart", default=None, metavar="CHART",
                      help="The chart, as the CHART argument after NAME: a directory, a packaged .tgz or oci://REGISTRY/"
                           "CHART (default: $TFCHART_CHART or the chart tfchart ships, charts/tf-distributed)."),
@@ -174,7 +171,7 @@ def values_inputs() -> Callable[[F], F]:
         @functools.wraps(function)
         def command(*args: Any, files: tuple[str, ...], sets: tuple[str, ...], set_strings: tuple[str, ...],
                     chart_argument: str | None, chart: str | None, chart_version: str | None, plain_http: bool,
-                    set_jsons: tuple[str, ...] = (), set_files: tuple[str, ...] = (), policy: Path | None = None,
+                    set_jsons: tuple[str, ...], set_files: tuple[str, ...], policy: Path | None,
                     **kwargs: Any) -> Any:  # fmt: skip
             chart = positional_chart(kwargs, chart_argument, chart)
             ordered = [*(("--set-json", item) for item in set_jsons), *(("--set", item) for item in sets),

@@ -8,18 +8,11 @@ from typing import TYPE_CHECKING
 import click
 
 from tfchart.cli.formats import emit, go_duration, output_option, timeout_option
-from tfchart.cli.options import (
-    CONTEXT,
-    KubeInputs,
-    ValuesInputs,
-    image_check,
-    kube_inputs,
-    release_flags,
-    values_inputs,
-)
+from tfchart.cli.options import CONTEXT, image_check, kube_inputs, release_flags, values_inputs
 from tfchart.cli.values import DEFAULT_RELEASE
 
 if TYPE_CHECKING:
+    from tfchart.cli.options import KubeInputs, ValuesInputs
     from tfchart.helm.release import Options
     from tfchart.images.registry import Access
 
