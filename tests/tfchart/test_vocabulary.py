@@ -66,7 +66,7 @@ def test_each_flag_spelled_as_helm_or_kubectl_means_the_same(name: str) -> None:
     if name in REPORTING:  # every command that reports: its human format by default, json and yaml on demand
         found = option(cmd, "-o")
         assert found is not None and found.default == REPORTING[name], name
-    if (found := option(cmd, "--timeout")) is not None:
+    if (found := option(cmd, "--timeout")) is not None:  # one type reads them all (tests/tfchart/test_wait.py)
         assert isinstance(found.type, Duration) and found.default is None, name
     if name in TIMEOUTS:
         assert option(cmd, "--timeout") is not None, name
@@ -101,24 +101,6 @@ def test_debug_after_the_command_shows_the_helm_commands() -> None:
                             text=True, timeout=120)  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "helm: " in result.stderr and " template release-name " in result.stderr
-
-
-@pytest.mark.parametrize(("given", "seconds"), [("90s", 90), ("10m", 600), ("1h30m", 5400), ("90", 90), ("1.5", 1.5),
-                                                ("300ms", 0.3)])  # fmt: skip
-def test_a_timeout_takes_durations_and_plain_seconds(given: str, seconds: float) -> None:
-    for name in sorted(TIMEOUTS):
-        found = option(command(name), "--timeout")
-        assert found is not None and found.type.convert(given, found, None) == pytest.approx(seconds), name
-
-
-@pytest.mark.parametrize("name", sorted(TIMEOUTS))
-def test_a_bad_duration_is_a_usage_error_naming_the_forms(name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    args = [name, *(["mnist"] if name in ("install", "upgrade", "uninstall") else []), "--timeout", "ten minutes"]
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    err = capsys.readouterr().err
-    assert exit_info.value.code == 2
-    assert "'ten minutes' is not a duration such as 90s, 10m or 1h30m (helm's), or plain seconds (90)" in err
 
 
 def run_main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
