@@ -65,9 +65,15 @@ def stream(
     else:
         pod = pick_pod(api.list_objects("Pod", namespace, release_selector(release, role)), release, namespace, role,
                        index)  # fmt: skip
+    write(open_log(api, namespace, pod, role, tail, follow, options), follow, out)
+
+
+def open_log(
+    api: KubeApi, namespace: str, pod: Any, role: str, tail: int | None, follow: bool, options: LogOptions
+) -> Generator[str, None, None]:
+    """The lines of the pod's main container's log, once check_started found that it has one."""
     check_started(pod, role, options.previous)
-    lines = api.stream_pod_log(namespace, name_of(pod), main_container(pod, role), tail, follow, **asdict(options))
-    write(lines, follow, out)
+    return api.stream_pod_log(namespace, name_of(pod), main_container(pod, role), tail, follow, **asdict(options))
 
 
 def write(lines: Generator[str, None, None], follow: bool, out: TextIO, prefix: str = "") -> None:
@@ -108,14 +114,11 @@ def stream_all(
     streams = []
     for pod in pods:
         try:
-            check_started(pod, role_of(pod), options.previous)
+            lines = open_log(api, namespace, pod, role_of(pod), tail, follow, options)
         except KubernetesError as error:
             err.write(f"skipped: {error.message}\n")
             continue
-        container = main_container(pod, role_of(pod))
-        prefix = f"[pod/{name_of(pod)}/{container}] "
-        lines = api.stream_pod_log(namespace, name_of(pod), container, tail, follow, **asdict(options))
-        streams.append((prefix, lines))
+        streams.append((f"[pod/{name_of(pod)}/{main_container(pod, role_of(pod))}] ", lines))
     if not follow:
         for prefix, lines in streams:
             write(lines, False, out, prefix)

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.kube import CUSTOM, AccessDenied
 from tfchart.cluster.objects import JobInfo, as_json, job_info, name_of, newest, role_of, run_info, run_role
-from tfdcontract import CHIEF, release_selector
-from tfdcontract.runstate import JOBSET_NAME_LABEL, annotations_of, spec
+from tfdcontract import release_selector
+from tfdcontract.runstate import JOBSET_NAME_LABEL, RunView, annotations_of, spec
 from tfdcontract.runstate import QUEUE_LABEL as QUEUE_LABEL  # the preflight's, from here
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ def run_of(jobset: dict[str, Any] | None, jobs: list[Any], pods: list[Any]) -> R
         return Run("Job", info, document)
     name, jobset = str(jobset["metadata"]["name"]), {**jobset, "kind": "JobSet"}
     children = tuple(job for job in jobs if (job.metadata.labels or {}).get(JOBSET_NAME_LABEL) == name)
-    role = jobset_role(jobset)
+    role = RunView("JobSet", jobset).role  # its success policy's target: chief, or worker without a chief
     own = [pod for pod in pods if role_of(pod) == role and (pod.metadata.labels or {}).get(JOBSET_NAME_LABEL) == name]
     info = run_info(jobset, role, newest([job for job in children if role_of(job) == role]), own)
     return Run("JobSet", info, jobset, children)
@@ -92,9 +92,3 @@ def run_of(jobset: dict[str, Any] | None, jobs: list[Any], pods: list[Any]) -> R
 def newest_document(documents: list[dict[str, Any]]) -> dict[str, Any] | None:
     return max(documents, key=lambda d: (d["metadata"].get("creationTimestamp") or "", d["metadata"]["name"]),
                default=None)  # fmt: skip
-
-
-def jobset_role(jobset: dict[str, Any]) -> str:
-    """The role whose Job completes the run: the success policy's target (chief, or worker without a chief)."""
-    targets = ((jobset.get("spec") or {}).get("successPolicy") or {}).get("targetReplicatedJobs") or [CHIEF]
-    return str(targets[0])

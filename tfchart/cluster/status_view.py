@@ -50,9 +50,7 @@ def summary_lines(status: ReleaseStatus) -> Any:
     if progress and progress.export_path:
         grid.add_row("Export", escape(progress.export_path))
     chief = status.chief
-    label = "Chief Job" if chief.role == CHIEF else "Workers' Job"  # worker 0 is the chief
-    if chief.kind == "JobSet":
-        label = "JobSet"
+    label = "JobSet" if chief.kind == "JobSet" else "Chief Job" if chief.role == CHIEF else "Workers' Job"
     grid.add_row(label, f"[{STATE_STYLE.get(chief.state, 'white')}]{escape(job_text(chief))}[/]")
     if chief.ending:
         grid.add_row("Run ended", escape(f"{chief.ending}: {chief.end_reason}" if chief.end_reason else chief.ending))
