@@ -11,7 +11,6 @@ import functools
 import json
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,26 +34,18 @@ class RenderFailed(HelmError):
 def template(helm: Helm, chart: Chart, release: str, inputs: Inputs, namespace: str | None = None,
              more: Sequence[str] = ()) -> str:  # fmt: skip
     """`helm template` exactly as the user would run it; RenderFailed when helm refuses."""
-    return start(helm, chart, release, inputs, namespace, more).result()
-
-
-@dataclass(frozen=True)
-class Rendering:
-    """A `helm template` under way: the caller can load what reads its output meanwhile."""
-
-    process: subprocess.Popen[bytes]
-
-    def result(self) -> str:
-        completed = finish(self.process)
-        if completed.returncode != 0:
-            raise RenderFailed(completed.stderr.decode(errors="replace"))
-        return completed.stdout.decode()
+    return result(start(helm, chart, release, inputs, namespace, more))
 
 
 def start(helm: Helm, chart: Chart, release: str, inputs: Inputs, namespace: str | None = None,
-          more: Sequence[str] = ()) -> Rendering:  # fmt: skip
+          more: Sequence[str] = ()) -> subprocess.Popen[bytes]:  # fmt: skip
+    """`template`, started: the caller can load what reads its output meanwhile (`result` waits for it)."""
     namespaced = ["--namespace", namespace] if namespace else []
-    return Rendering(helm.start(["template", release, str(chart.path), *namespaced, *inputs.args(), *more]))
+    return helm.start(["template", release, str(chart.path), *namespaced, *inputs.args(), *more])
+
+
+def result(rendering: subprocess.Popen[bytes]) -> str:
+    return finish(rendering, failed=RenderFailed).decode()
 
 
 def manifests(text: str) -> list[dict[str, Any]]:
@@ -67,7 +58,7 @@ def manifests(text: str) -> list[dict[str, Any]]:
 def merged_values(helm: Helm, chart: Chart | None, inputs: Inputs) -> Any:
     """The values helm renders `chart` with for `inputs` (chart None: the inputs alone, no defaults)."""
     defaults = (chart.file("values.yaml") or b"") if chart else b""
-    text = Rendering(helm.start(["template", "values", str(_dump_chart(defaults)), *inputs.args()])).result()
+    text = result(helm.start(["template", "values", str(_dump_chart(defaults)), *inputs.args()]))
     body = text.split("# Source: values/templates/values.json\n", 1)[-1]
     try:
         return json.loads(body)

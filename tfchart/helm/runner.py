@@ -15,7 +15,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -99,13 +99,6 @@ class Helm:
         return version(self.executable)[0]
 
     def __call__(self, args: Sequence[str], stdin: bytes | None = None) -> bytes:
-        completed = self.run(args, stdin)
-        if completed.returncode != 0:
-            raise failure(completed.stderr.decode(errors="replace"))
-        return completed.stdout
-
-    def run(self, args: Sequence[str], stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-        """The command's outcome, failed or not (tfchart.values reads a failed render's stderr)."""
         return finish(self.start(args), stdin)
 
     def start(self, args: Sequence[str]) -> subprocess.Popen[bytes]:
@@ -120,9 +113,13 @@ class Helm:
             raise HelmError(f"cannot run {self.executable}: {error.strerror}", INSTALL_HINT) from None
 
 
-def finish(process: subprocess.Popen[bytes], stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+def finish(process: subprocess.Popen[bytes], stdin: bytes | None = None,
+           failed: Callable[[str], Exception] = lambda stderr: failure(stderr)) -> bytes:  # fmt: skip
+    """A started command's stdout; its failure as `failed` makes it of helm's stderr (an error in helm's words)."""
     stdout, stderr = process.communicate(stdin or b"")
-    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+    if process.returncode != 0:
+        raise failed(stderr.decode(errors="replace"))
+    return stdout
 
 
 def major_version(runner: Runner) -> int:
