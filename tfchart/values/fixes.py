@@ -89,16 +89,12 @@ class Fixes:
         meanings = self.schema.get("x-pattern-meanings") or {}
         kept = _kept(node, origin, meanings)
         value, why = kept if kept is not None else (_nearest(node, origin), "")
-        value = self.default_of(path) if value is _NONE and null and self.default_of(path) is not None else value
+        value = self.origins.default(path) if value is _NONE and null and self.origins.default(path) is not None \
+            else value
         if value is _NONE:
             return allowed(node, meanings), ()
         edit = self.edit_at(path, value, origin, node)
         return edit.shown(why), (edit,)
-
-    def default_of(self, path: str) -> Any:
-        """The chart default at `path`, as its values.yaml writes it (None where it sets none)."""
-        text, kind = self.origins.default_text(path) or ("null", "plain")
-        return text if kind == "quoted" else [] if kind == "list" else yaml.safe_load(text)
 
     def of_rule(self, fix: str) -> tuple[str, tuple[Edit, ...]]:
         """A chart rule's own fix, its leading `--set KEY=VALUE` arguments written where each key was set."""

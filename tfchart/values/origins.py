@@ -62,16 +62,18 @@ def compose(data: bytes | None) -> list[yaml.Node]:
     return documents
 
 
-def walk(root: yaml.Node, path: str) -> tuple[yaml.Node, yaml.Node | None, str, int]:
-    """The deepest node along `path`: (that node, its key node, what is left of `path`, steps taken)."""
-    node, key_node, rest, steps = root, None, path, 0
+def walk(root: yaml.Node, path: str) -> tuple[yaml.Node, yaml.Node | None, str, list[str]]:
+    """The deepest node along `path`: (that node, its key node, what is left of `path`, the keys taken)."""
+    node, key_node, rest, keys = root, None, path, []
     while rest and (step := _step(node, rest)) is not None:
-        key_node, node, rest = step
-        steps += 1
-    return node, key_node, rest, steps
+        key_node, node, key = step
+        keys.append(key)
+        rest = rest[len(key) + 1 :]
+    return node, key_node, rest, keys
 
 
 def _step(node: yaml.Node, rest: str) -> tuple[yaml.Node, yaml.Node, str] | None:
+    """(key node, value node, key) of the entry `rest` starts with (for a list item: the item twice, its index)."""
     if isinstance(node, yaml.MappingNode):
         best: tuple[yaml.Node, yaml.Node, str] | None = None
         for key, value in node.value:  # the last of duplicate keys wins (as in helm), the longest dotted one
@@ -80,19 +82,12 @@ def _step(node: yaml.Node, rest: str) -> tuple[yaml.Node, yaml.Node, str] | None
                 best is None or len(text) >= len(best[2])
             ):
                 best = (key, value, text)
-        return (best[0], best[1], rest[len(best[2]) + 1:]) if best else None
+        return best
     if isinstance(node, yaml.SequenceNode):
         index = rest.split(".", 1)[0]
         if index.isdigit() and int(index) < len(node.value):
-            item = node.value[int(index)]
-            return item, item, rest[len(index) + 1:]
+            return node.value[int(index)], node.value[int(index)], index
     return None
-
-
-def keys_named(node: yaml.Node, name: str) -> Iterator[str]:
-    """The dotted paths of the map keys called `name`, in document order (helm 4 names a bad map key
-    without its path)."""
-    return (path for path, key, value, _ in _entries(node) if key is not value and getattr(key, "value", 0) == name)
 
 
 class Origins:
@@ -138,7 +133,8 @@ class Origins:
             if path in paths or any(parent in paths and parent + ".#leaf" in paths for parent in above):
                 value = paths.get(path)
                 scalar = not isinstance(value, (dict, list))
-                return Origin(shown(source), None, _json(value) if scalar else None, value if scalar else None)
+                shown_value = value if isinstance(value, str) else json.dumps(value)
+                return Origin(shown(source), None, shown_value if scalar else None, value if scalar else None)
         for name, documents in self.files:
             for root in reversed(documents):
                 node, key, rest, _ = walk(root, path)
@@ -154,38 +150,33 @@ class Origins:
         best: tuple[int, Origin] | None = None
         for name, documents in self.files:
             for root in documents:
-                _, key, _, steps = walk(root, path)
-                if key is not None and (best is None or steps > best[0]):
-                    best = (steps, Origin(name, key.start_mark.line + 1))
+                _, key, _, keys = walk(root, path)
+                if key is not None and (best is None or len(keys) > best[0]):
+                    best = (len(keys), Origin(name, key.start_mark.line + 1))
         return best[1] if best else None
 
     def key_named(self, name: str) -> str | None:
-        """The next key called `name` in the files not handed out yet (one per problem helm 4 reports)."""
-        for _, documents in self.files:
-            for root in documents:
-                for path in keys_named(root, name):
-                    if path not in self.handed_out:
-                        self.handed_out.add(path)
-                        return path
-        return None
+        """The next key called `name` in the files not handed out yet (one per problem helm 4 reports: it names
+        a bad map key without its path), in document order."""
+        found = (path for _, documents in self.files for root in documents for path, key, value, _ in _entries(root)
+                 if key is not value and getattr(key, "value", 0) == name and path not in self.handed_out)  # fmt: skip
+        if (path := next(found, None)) is not None:
+            self.handed_out.add(path)
+        return path
 
-    def default_text(self, path: str) -> tuple[str, str] | None:
-        """The chart default at `path` as written in values.yaml, and its YAML node kind."""
+    def default(self, path: str) -> Any:
+        """The chart default at `path` as its values.yaml writes it, typed (None where it sets none)."""
         for root in self.defaults:
             node, _, rest, _ = walk(root, path)
             if not rest:
-                if isinstance(node, yaml.ScalarNode):
-                    return node.value, "quoted" if node.style in ("'", '"') else "plain"
-                return ("{}", "list") if isinstance(node, yaml.SequenceNode) and not node.value else None
+                return _typed(node) if isinstance(node, yaml.ScalarNode) else [] if isinstance(
+                    node, yaml.SequenceNode) and not node.value else None  # fmt: skip
         return None
 
     def set_path(self, path: str) -> str:
         """`path` as --set spells it: the dots inside a key (nvidia.com/gpu) escaped, a list index in brackets."""
         for root in [*self.defaults, *(doc for _, documents in self.files for doc in documents)]:
-            keys, node, rest = [], root, path
-            while rest and (step := _step(node, rest)) is not None:
-                keys.append(step[0].value if step[0] is not step[1] else rest.split(".", 1)[0])
-                _, node, rest = step
+            _, _, rest, keys = walk(root, path)
             if any("." in key for key in keys):
                 path = ".".join([*(key.replace(".", "\\.") for key in keys), *([rest] if rest else [])])
                 break
@@ -224,10 +215,6 @@ def _typed(node: yaml.Node) -> Any:
         return yaml.constructor.SafeConstructor().construct_object(node) if isinstance(node, yaml.ScalarNode) else None
     except (yaml.YAMLError, ValueError, TypeError):
         return None
-
-
-def _json(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
 
 
 def shown(source: str) -> str:

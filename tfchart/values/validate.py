@@ -84,7 +84,7 @@ def check(helm: Helm, chart: Chart, inputs: Inputs, release: str, namespace: str
     from tfchart.values import storage
 
     try:
-        text = rendering.result()
+        text = render.result(rendering)
     except render.RenderFailed as failed:
         refused = refusal(failed.stderr, helm, chart, inputs, release, namespace, _helm_seconds() - since)
         report.problems, report.rules_checked, report.note, report.manifests, checked = refused
@@ -131,7 +131,7 @@ def refusal(stderr: str, helm: Helm, chart: Chart, inputs: Inputs, release: str,
             path, line = located or ("(root)", item.line or _line_of(name, item.message))
             problems.append(Located(path, item.message, None, "fix the YAML of this file", name, line, kind="file"))
         elif item.kind == "set":
-            problems.append(Located("(root)", item.message, None, "fix the argument", _broken_set(helm, inputs, item),
+            problems.append(Located("(root)", item.message, None, "fix the argument", _broken_set(origins, item),
                                     kind="set"))  # fmt: skip
         else:
             problems.append(_located(item, origins, fixes))
@@ -185,7 +185,7 @@ def _fixed(problems: list[Problem], fixes: Fixes, inputs: Inputs) -> tuple[Input
             sets.append((edit.flag, edit.argument))
         if not edits and problem.path != "(root)" and problem.message != UNKNOWN and not problem.message.startswith(
                 "key ") and not re.search(r"\.\d+(\.|$)", problem.path):  # fmt: skip
-            sets.append(set_argument(fixes.origins.set_path(problem.path), fixes.default_of(problem.path)))
+            sets.append(set_argument(fixes.origins.set_path(problem.path), fixes.origins.default(problem.path)))
             defaults.append(problem.path)
     return Inputs(inputs.files, sets), defaults
 
@@ -250,19 +250,14 @@ def _located(item: Found, origins: Origins, fixes: Fixes) -> Problem:
     return replace(problem, file=origin.source, line=origin.line) if origin else problem
 
 
-def _broken_set(helm: Helm, inputs: Inputs, item: Found) -> str:
-    """The argument of `item.source` (a --set flag) that helm cannot parse, found by asking helm for each;
-    all of them where none fails alone (it fails on what the files set before it)."""
+def _broken_set(origins: Origins, item: Found) -> str:
+    """The argument of `item.source` (a --set flag) that helm cannot parse (Origins asks helm for each); all of them
+    where none fails alone (it fails on what the files set before it)."""
     from tfchart.values.origins import shown
 
-    given = [f"{flag} {argument}" for flag, argument in inputs.sets if flag == item.source]
-    for flag, argument in inputs.sets if len(given) > 1 else ():
-        if flag == item.source:
-            try:
-                render.merged_values(helm, None, Inputs([], [(flag, argument)]))
-            except render.RenderFailed:
-                return shown(f"{flag} {argument}")
-    return shown(" ".join(given) or item.source)
+    given = [f"{flag} {argument}" for flag, argument in origins.inputs.sets if flag == item.source]
+    broken = [source for source, paths in reversed(origins.set_paths) if source in given and not paths]
+    return shown(broken[0] if len(given) > 1 and broken else " ".join(given) or item.source)
 
 
 def check_policy(report: Report, path: Path, helm: Helm, chart: Chart, inputs: Inputs) -> Report:
