@@ -13,15 +13,14 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
+from tests.images import loopback
 from tests.images.registrylib import HOST
 
 ISSUER = "tfd-test-issuer"
@@ -89,29 +88,15 @@ class TokenService:
 
 @contextmanager
 def serving(workdir: Path, users: dict[str, str]) -> Iterator[TokenService]:
+    """The token service on HOST:<free port> (a tests/images/loopback server); stopped after the block."""
     service = TokenService(workdir, users)
     service.make_key()
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            status, body = service.answer(self.path, self.headers.get("Authorization", ""))
-            payload = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+    def answer(method: str, path: str, authorization: str) -> tuple[int, dict[str, str], bytes]:
+        status, body = service.answer(path, authorization)
+        return status, {"Content-Type": "application/json"}, json.dumps(body).encode()
 
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer((HOST, 0), Handler)
-    service.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with loopback.serving(HOST) as server:
+        server.answer = answer
+        service.port = server.port
         yield service
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
