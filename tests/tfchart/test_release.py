@@ -232,36 +232,24 @@ def test_upgrade_with_an_allowed_change() -> None:
     ]
 
 
-def test_upgrade_that_changes_the_training_spec_is_a_new_run() -> None:
-    """ps resources are part of the run's spec: the chief Job would change, so --recreate starts a new run."""
+@pytest.mark.parametrize("change", ["ps.resources.limits.memory=6Gi", "worker.replicas=8"])
+def test_upgrade_that_changes_the_training_spec_is_a_new_run(change: str) -> None:
+    """ps resources and the workers are part of the run's spec: the chief's pod template carries the run's identity,
+    so the chief Job would change and --recreate starts a new run."""
     helm = RecordingHelm("4", ["--values", str(GPU)])
     with pytest.raises(ImmutableFieldChange) as refused:
-        upgrade(
-            helm, inputs([GPU], [("--set", "ps.resources.limits.memory=6Gi")]), release.Options(namespace="ml-training")
-        )
-    assert 'annotations["tf-distributed.io/run-spec"]' in refused.value.message
-    assert "--recreate" in refused.value.hint
-    assert not any(call[0] == "upgrade" for call in helm.calls), "helm upgrade must not run"
-
-
-def test_upgrade_that_changes_the_chief_job_template_is_refused() -> None:
-    helm = RecordingHelm("4", ["--values", str(GPU)])
-    with pytest.raises(ImmutableFieldChange) as refused:
-        upgrade(helm, inputs([GPU], [("--set", "worker.replicas=8")]), release.Options(namespace="ml-training"))
-    # A changed training spec is a new run: the chief's pod template carries the run's identity.
+        upgrade(helm, inputs([GPU], [("--set", change)]), release.Options(namespace="ml-training"))
     lines = refused.value.message.splitlines()
     run_spec = 'Job mnist-tf-distributed-chief: spec.template.metadata.annotations["tf-distributed.io/run-spec"]'
     assert any(run_spec in line for line in lines)
-    # The leaf that changes, with both values shown around their difference: the new worker's address.
-    line = next(line for line in lines if "Job mnist-tf-distributed-chief:" in line and "TFD_CLUSTER" in line)
-    assert (
-        "Job mnist-tf-distributed-chief: spec.template.spec.containers[name=chief].env[name=TFD_CLUSTER].value: "
-        in line
-    )
-    old, new = line.split(".value: ", 1)[1].split(" -> ")
-    assert "worker-7" not in old and "mnist-tf-distributed-worker-7.mnist-tf-distributed-worker.ml-training" in new
     assert "--recreate" in refused.value.hint
     assert not any(call[0] == "upgrade" for call in helm.calls), "helm upgrade must not run"
+    if change.startswith("worker."):  # the leaf that changes, both values shown around their difference
+        line = next(line for line in lines if "Job mnist-tf-distributed-chief:" in line and "TFD_CLUSTER" in line)
+        field = "spec.template.spec.containers[name=chief].env[name=TFD_CLUSTER].value: "
+        assert f"Job mnist-tf-distributed-chief: {field}" in line
+        old, new = line.split(".value: ", 1)[1].split(" -> ")
+        assert "worker-7" not in old and "mnist-tf-distributed-worker-7.mnist-tf-distributed-worker.ml-training" in new
 
 
 @pytest.fixture
