@@ -81,26 +81,11 @@ def only(findings: list[preflight.Finding], check: str) -> preflight.Finding:
 # -- quantities -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
+@pytest.mark.parametrize(  # the kubernetes client parses; a few of each kind hold tfchart's use of it
     ("text", "expected"),
-    [
-        ("100m", Decimal("0.1")),
-        ("2", Decimal(2)),
-        (4, Decimal(4)),
-        ("1.5", Decimal("1.5")),
-        ("1k", Decimal(1000)),
-        ("1Ki", Decimal(1024)),
-        ("1M", Decimal(10**6)),
-        ("512Mi", Decimal(512 * 2**20)),
-        ("2G", Decimal(2 * 10**9)),
-        ("1.5Gi", Decimal(3 * 2**29)),
-        ("1T", Decimal(10**12)),
-        ("1Ti", Decimal(2**40)),
-        ("1E", Decimal(10**18)),
-        ("2e3", Decimal(2000)),
-        ("1E3", Decimal(1000)),
-    ],
-)
+    [("100m", Decimal("0.1")), (4, Decimal(4)), ("1k", Decimal(1000)), ("1.5Gi", Decimal(3 * 2**29)),
+     ("1E", Decimal(10**18)), ("2e3", Decimal(2000))],
+)  # fmt: skip
 def test_quantities(text: str | int, expected: Decimal) -> None:
     assert quantity.parse(text) == expected
 
@@ -187,38 +172,37 @@ def test_gpus_fit_with_room(cluster: KubeServer) -> None:
     assert cluster.calls == [NODES, ALL_PODS]
 
 
-def test_gpus_tight_when_other_pods_hold_them(cluster: KubeServer) -> None:
-    cluster.add(*gpu_nodes(2, 2))
-    cluster.add(kf.running_pod("notebook", "team-b", "gpu-1", {GPU: "1"}))
-    cluster.add(kf.running_pod("done", "team-b", "gpu-0", {GPU: "2"}, phase="Succeeded"))  # finished: not counted
-    [finding] = check_gpus(context(cluster, plan_of("values/gpu.yaml")))
-    assert finding.severity == WARN
-    assert finding.message.startswith("tight: the release needs 4 nvidia.com/gpu (worker 4x1); 3 of 4 are free now")
-
-
-def test_own_release_pods_do_not_count_as_used(cluster: KubeServer) -> None:
-    cluster.add(*gpu_nodes(2, 2))
+def release_pods(namespace: str = NS) -> list[dict[str, Any]]:
+    """The gpu.yaml release's own two workers on gpu-0 and gpu-1 (an upgrade), in `namespace`."""
     worker = kf.manifest(docs("values/gpu.yaml"), "StatefulSet", "worker")
-    cluster.add(kf.pod(worker, index=0, node="gpu-0"), kf.pod(worker, index=1, node="gpu-1"))  # an upgrade
-    [finding] = check_gpus(context(cluster, plan_of("values/gpu.yaml")))
-    assert finding.severity == OK
+    pods = [kf.pod(worker, index=index, node=f"gpu-{index}") for index in range(2)]
+    return [{**pod, "metadata": {**pod["metadata"], "namespace": namespace}} for pod in pods]
 
 
-def test_gpus_fail_when_the_cluster_is_too_small_or_a_pod_cannot_fit_one_node(cluster: KubeServer) -> None:
-    cluster.add(*gpu_nodes(2), kf.node("gpu-9", gpus={GPU: 8}, unschedulable=True))
-    [finding] = check_gpus(context(cluster, plan_of("values/gpu.yaml")))
-    assert finding.severity == FAIL
-    assert finding.message.startswith(
-        "the release needs 4 nvidia.com/gpu (worker 4x1); schedulable nodes have 2 (gpu-0: 2)"
-    )
-
-    cluster.reset()
-    cluster.add(*gpu_nodes(2, 2))
-    [finding] = check_gpus(context(cluster, plan_of("values/multi-gpu.yaml")))
-    assert finding.severity == FAIL
-    assert finding.message.startswith(
-        "a pod needs 4 nvidia.com/gpu but the largest node has 2: a pod cannot span nodes"
-    )
+@pytest.mark.parametrize(
+    ("objects", "values_file", "severity", "says"),
+    [
+        pytest.param(lambda: [kf.running_pod("notebook", "team-b", "gpu-1", {GPU: "1"}),
+                              kf.running_pod("done", "team-b", "gpu-0", {GPU: "2"}, phase="Succeeded")],
+                     "values/gpu.yaml", WARN, "tight: the release needs 4 nvidia.com/gpu (worker 4x1); 3 of 4 are "
+                     "free now", id="other-pods-hold-them-finished-ones-do-not"),
+        pytest.param(release_pods, "values/gpu.yaml", OK, "4 of 4 free", id="the-releases-own-pods-are-not-used"),
+        pytest.param(lambda: release_pods("team-b"), "values/gpu.yaml", WARN, "2 of 4 are free now",
+                     id="the-same-name-in-another-namespace-is-another-release"),
+        pytest.param(lambda: [kf.node("gpu-1", unschedulable=True, gpus={GPU: 8})], "values/gpu.yaml", FAIL,
+                     "the release needs 4 nvidia.com/gpu (worker 4x1); schedulable nodes have 2 (gpu-0: 2)",
+                     id="too-small-unschedulable-nodes-aside"),
+        pytest.param(list, "values/multi-gpu.yaml", FAIL, "a pod needs 4 nvidia.com/gpu but the largest node has 2: "
+                     "a pod cannot span nodes", id="a-pod-larger-than-any-node"),
+    ],
+)  # fmt: skip
+def test_gpu_capacity(
+    objects: Any, values_file: str, severity: str, says: str, cluster: KubeServer
+) -> None:
+    """Two 2-GPU nodes (gpu-0, gpu-1; `objects` may replace gpu-1) against the release's GPUs."""
+    cluster.add(*gpu_nodes(2, 2), *objects())
+    [finding] = check_gpus(context(cluster, plan_of(values_file)))
+    assert finding.severity == severity and says in finding.message, finding
 
 
 def test_gpus_fail_without_a_device_plugin(cluster: KubeServer) -> None:
@@ -235,17 +219,6 @@ def test_gpus_fail_without_a_device_plugin(cluster: KubeServer) -> None:
 def test_no_gpus_requested_needs_no_api_call(cluster: KubeServer) -> None:
     assert check_gpus(context(cluster, plan_of("values/cpu.yaml")))[0].severity == OK
     assert cluster.calls == []
-
-
-def test_a_release_of_the_same_name_in_another_namespace_is_another_release(cluster: KubeServer) -> None:
-    cluster.add(*gpu_nodes(2, 2))
-    worker = kf.manifest(docs("values/gpu.yaml"), "StatefulSet", "worker")
-    for index, node in enumerate(("gpu-0", "gpu-1")):
-        pod = kf.pod(worker, index=index, node=node)
-        pod["metadata"]["namespace"] = "team-b"  # `mnist` of another team: its GPUs are taken
-        cluster.add(pod)
-    [finding] = check_gpus(context(cluster, plan_of("values/gpu.yaml")))
-    assert finding.severity == WARN and "2 of 4 are free now" in finding.message, finding
 
 
 def test_gpu_usage_is_read_a_page_at_a_time(cluster: KubeServer) -> None:
@@ -587,25 +560,23 @@ def test_quota_on_a_resource_the_pods_do_not_request_fails(cluster: KubeServer) 
 # -- (d) NetworkPolicy enforcement --------------------------------------------------------------
 
 
-def test_network_policy_enforced_by_a_known_cni(cluster: KubeServer) -> None:
-    cluster.add(kf.daemon_set("kube-proxy"), kf.daemon_set("calico-node"))
-    [finding] = check_network_policy(context(cluster, plan_of()))
-    assert finding == preflight.Finding("network-policy", OK, "NetworkPolicies are enforced by calico-node")
-    assert cluster.calls == [Call("list", "daemonsets", "kube-system")]
-
-
-def test_network_policy_without_an_enforcing_cni_warns(cluster: KubeServer) -> None:
-    cluster.add(kf.daemon_set("kube-proxy"), kf.daemon_set("kindnet"), kf.daemon_set("calico-node", "other"))
-    [finding] = check_network_policy(context(cluster, plan_of()))
-    assert finding.severity == WARN
-    assert finding.message.startswith("NetworkPolicies are likely NOT enforced (no known enforcing CNI found")
-
-
-def test_network_policy_disabled_warns_without_api_calls(cluster: KubeServer) -> None:
-    [finding] = check_network_policy(context(cluster, plan_of(sets=["networkPolicy.enabled=false"])))
-    assert finding.severity == WARN
-    assert "any pod can reach the TensorFlow gRPC ports" in finding.message
-    assert cluster.calls == []
+@pytest.mark.parametrize(
+    ("sets", "daemon_sets", "severity", "says"),
+    [
+        ((), [("kube-proxy",), ("calico-node",)], OK, "NetworkPolicies are enforced by calico-node"),
+        ((), [("kube-proxy",), ("kindnet",), ("calico-node", "other")], WARN,
+         "NetworkPolicies are likely NOT enforced (no known enforcing CNI found"),
+        (("networkPolicy.enabled=false",), [], WARN, "any pod can reach the TensorFlow gRPC ports"),
+    ],
+)  # fmt: skip
+def test_network_policy_enforcement(
+    sets: tuple[str, ...], daemon_sets: list[tuple[str, ...]], severity: str, says: str, cluster: KubeServer
+) -> None:
+    """A known CNI in kube-system enforces them (one in another namespace does not); disabled, nothing is read."""
+    cluster.add(*(kf.daemon_set(*each) for each in daemon_sets))
+    [finding] = check_network_policy(context(cluster, plan_of(sets=sets)))
+    assert (finding.check, finding.severity) == ("network-policy", severity) and says in finding.message, finding
+    assert cluster.calls == ([Call("list", "daemonsets", "kube-system")] if daemon_sets else [])
 
 
 # -- (e) gang scheduling and (f) Kueue: only when the values ask for them ----------------------------

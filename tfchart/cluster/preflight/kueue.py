@@ -6,14 +6,13 @@ request; the WorkloadPriorityClass the pods name exists."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Context, Finding, guarded
-from tfchart.cluster.preflight.plan import GANG_ROLES, PRIORITY_LABEL, QUEUE_LABEL, Plan
+from tfchart.cluster.preflight.plan import GANG_ROLES, PRIORITY_LABEL, QUEUE_LABEL, Plan, total
 from tfchart.manifests.quantity import parse, shown
 
 if TYPE_CHECKING:
@@ -94,26 +93,17 @@ def check_local_queue(context: Context, version: str, name: str) -> list[Finding
                        f"scheduling.kueue.queueName=<queue> (`kubectl get localqueues -n {namespace}`)")
     else:
         head = Finding("kueue", OK, f"LocalQueue {name} exists in namespace {namespace} (ClusterQueue {cluster_queue})")
-    where = QueueRef(name, namespace, cluster_queue)
-    return [head, *guarded("kueue", lambda: check_cluster_queue(context, version, where))]
+    return [head, *guarded("kueue", lambda: check_cluster_queue(context, version, name, cluster_queue))]
 
 
-@dataclass(frozen=True)
-class QueueRef:
-    local_queue: str
-    namespace: str
-    cluster_queue: str
-
-
-def check_cluster_queue(context: Context, version: str, where: QueueRef) -> list[Finding]:
-    name = where.cluster_queue
+def check_cluster_queue(context: Context, version: str, local_queue: str, name: str) -> list[Finding]:
     cluster_queue = context.custom(KUEUE, version, "clusterqueues", name)
     if cluster_queue is None:
-        return [Finding("kueue", FAIL, f"ClusterQueue {name} of LocalQueue {where.local_queue} does not exist: nothing "
+        return [Finding("kueue", FAIL, f"ClusterQueue {name} of LocalQueue {local_queue} does not exist: nothing "
                         "would admit the pods",
                         "ask the Kueue admin to create it (`kubectl get clusterqueues`), or "
-                        f"--set scheduling.kueue.queueName=<queue> (`kubectl get localqueues -n {where.namespace}`)")]
-    return [*inactive(cluster_queue), kueue_quota(cluster_queue, where, context.planned)]
+                        f"--set scheduling.kueue.queueName=<queue> (`kubectl get localqueues -n {context.namespace}`)")]
+    return [*inactive(cluster_queue), kueue_quota(cluster_queue, context.planned, context.namespace)]
 
 
 def inactive(cluster_queue: dict[str, Any]) -> list[Finding]:
@@ -132,11 +122,9 @@ def kueue_asks(planned: Plan, covered: set[str]) -> tuple[int, dict[str, Decimal
     `pods` too when the ClusterQueue covers it (Kueue then counts pods)."""
     roles = [role for role in planned.roles if role.role in GANG_ROLES]
     pods = sum(role.replicas for role in roles)
-    asks: dict[str, Decimal] = {"pods": Decimal(pods)} if "pods" in covered else {}
-    for role in roles:
-        for key, value in (role.limits | role.requests).items():
-            asks[key] = asks.get(key, Decimal(0)) + role.replicas * value
-    return pods, {key: value for key, value in sorted(asks.items()) if value > 0}
+    keys = sorted({key for role in roles for key in role.requests} | ({"pods"} & covered))
+    asks = {key: Decimal(pods) if key == "pods" else total(roles, "requests", key) for key in keys}
+    return pods, {key: value for key, value in asks.items() if value > 0}
 
 
 def flavor_quotas(cluster_queue: dict[str, Any]) -> list[dict[str, Any]]:
@@ -168,11 +156,11 @@ def borrowable(cluster_queue: dict[str, Any], resource: str) -> bool:
     return bool(cohort_of(cluster_queue)) and any(limit is None or parse(limit) > 0 for limit in limits)
 
 
-def kueue_quota(cluster_queue: dict[str, Any], where: QueueRef, planned: Plan) -> Finding:
+def kueue_quota(cluster_queue: dict[str, Any], planned: Plan, namespace: str) -> Finding:
     """Kueue admits the pod group whole or not at all: its requests against the ClusterQueue's nominal quota; a
     requested resource the ClusterQueue does not cover makes it inadmissible (`resource X unavailable in
     ClusterQueue`, pkg/scheduler/flavorassigner, Kueue v0.19.2)."""
-    name = where.cluster_queue
+    name = str(cluster_queue["metadata"]["name"])
     quotas = nominal_quotas(cluster_queue)
     pods, asks = kueue_asks(planned, set(quotas))
     short = [key for key, ask in asks.items() if ask > quotas.get(key, Decimal(0))]
@@ -190,7 +178,7 @@ def kueue_quota(cluster_queue: dict[str, Any], where: QueueRef, planned: Plan) -
                    f"{said}: it can never be admitted (Kueue admits the {pods} TensorFlow pods together)",
                    f"{listing}: lower the replicas or requests of the TensorFlow pods, ask the Kueue admin for "
                    f"{admin_fix(short, quotas)}, or --set scheduling.kueue.queueName=<queue> "
-                   f"(`kubectl get localqueues -n {where.namespace}`)")
+                   f"(`kubectl get localqueues -n {namespace}`)")
 
 
 def shortfall(key: str, ask: Decimal, quotas: dict[str, Decimal], name: str) -> str:
