@@ -13,11 +13,9 @@ from tfchart.cli.formats import DURATION, emit, output_option, timeout_option
 from tfchart.cli.options import CONTEXT, KubeInputs, kube_inputs
 from tfdcontract import CHIEF, EVALUATOR, PS, SERVING, TENSORBOARD, WORKER
 
-
-def force_flag(function: Any) -> Any:
-    """--force: tfchart carries the plan out itself, also where the run supervisor runs (it did not in time)."""
-    return click.option("--force", is_flag=True, help="Carry the steps out here, not through the run supervisor "
-                        "(for one that does not reach the wanted state in time).")(function)
+# --force: tfchart carries the plan out itself, also where the run supervisor runs (it did not in time)
+force_flag = click.option("--force", is_flag=True, help="Carry the steps out here, not through the run supervisor "
+                          "(for one that does not reach the wanted state in time).")  # fmt: skip
 
 
 @click.command(context_settings=CONTEXT)
