@@ -27,10 +27,9 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.chart.test_render import run_prelude
-from tests.chartlib import CHART, REPO, by_kind, env_of, helm, helm_path, named, pod_spec, render, template
+from tests.chartlib import CHART, REPO, by_kind, env_of, helm, helm_path, named, parse_all, pod_spec, render, template
 
 ENV_LIMIT = 131072  # Linux MAX_ARG_STRLEN: one argument or NAME=value string, NUL included
 DNS_NAME_MAX = 253
@@ -326,7 +325,7 @@ def test_the_charts_size_helpers_match_the_rendered_map(seed: int, probe_chart: 
     args = ["template", release, str(probe_chart), "--namespace", namespace]
     result = helm("4", *args, *(arg for item in sets for arg in ("--set", item)))
     assert result.returncode == 0, result.stderr
-    docs = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    docs = parse_all(result.stdout)
     computed = named(docs, "ConfigMap", "size-probe")["data"]
     cluster_text = env_of(container_of(docs, "Job", "-chief"))["TFD_CLUSTER"]
     assert int(computed["mapBytes"]) == len(cluster_text)

@@ -20,9 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate
 import pytest
-import yaml
 
 from tests.chart.test_cluster_limits import domain_of_length, hosts, map_sets, size_probe_chart
 from tests.chart.test_render import run_prelude
@@ -33,11 +31,12 @@ from tests.chartlib import (
     env_of,
     helm,
     named,
+    openapi_problems,
+    parse_all,
     pod_spec,
     pod_template,
     render,
     selects,
-    template,
     workloads,
 )
 from tests.crds import crdlib
@@ -239,23 +238,8 @@ def test_the_jobset_and_everything_else_are_valid(case: str) -> None:
     for doc in custom[1:]:
         problems += [f"{doc['kind']}: {problem}" for problem in crdlib.validate(doc)]
     # every other object, and each Job the JobSet creates from its templates
-    for version in KUBERNETES:
-        for doc in [*(doc for doc in docs if doc not in custom), *child_jobs(jobset)]:
-            try:
-                kubernetes_validate.validate(doc, version, strict=True)
-            except kubernetes_validate.ValidationError as error:
-                problems.append(f"{version} {doc['kind']}/{doc['metadata']['name']}: {error.message} at {error.path}")
+    problems += openapi_problems([*(doc for doc in docs if doc not in custom), *child_jobs(jobset)], KUBERNETES)
     assert not problems, "\n".join(problems)
-
-
-# every branch of jobset.yaml and its helpers (order, gang, Kueue, no chief, metrics Services, TTL)
-@pytest.mark.parametrize("case", ["evaluator", "workers-only", "volcano", "kueue", "metrics"])
-def test_helm3_renders_the_same(case: str) -> None:
-    values, _ = CASES[case]
-    helm3 = template("3", values=values, sets=jobset_sets(case), namespace=NS)
-    helm4 = template("4", values=values, sets=jobset_sets(case), namespace=NS)
-    assert helm3.returncode == helm4.returncode == 0, helm3.stderr + helm4.stderr
-    assert helm3.stdout == helm4.stdout
 
 
 # -- the JobSet carries the native pods under JobSet's names --------------------------------------------------
@@ -487,7 +471,7 @@ def test_the_charts_size_helpers_match_the_jobset_map(seed: int, probe_chart: Pa
     result = helm("4", "template", release, str(probe_chart), "--namespace", namespace,
                   *(arg for item in sets for arg in ("--set", item)))  # fmt: skip
     assert result.returncode == 0, result.stderr
-    docs = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    docs = parse_all(result.stdout)
     computed = named(docs, "ConfigMap", "size-probe")["data"]
     jobset = the_jobset(docs)
     text = env_of(child_jobs(jobset)[0]["spec"]["template"]["spec"]["containers"][0])["TFD_CLUSTER"]

@@ -7,11 +7,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate
 import pytest
 from kubernetes_validate.utils import latest_version
 
-from tests.chartlib import CHART, file_id, helm, render, values_files
+from tests.chart import test_jobset as jobset
+from tests.chart import test_metrics as metrics
+from tests.chart import test_prometheusrule as prometheusrule
+from tests.chartlib import CHART, file_id, helm, openapi_problems, render, template, values_files
 from tests.crds import crdlib
 
 FILES = values_files()
@@ -61,24 +63,26 @@ def test_manifests_validate_against_every_kubernetes_version(values_file: Path) 
     custom = [doc for doc in docs if is_custom(doc)]
     for doc in custom:
         problems += [f"{doc['kind']}/{doc['metadata']['name']}: {problem}" for problem in crdlib.validate(doc)]
-    for version in kubernetes_versions():
-        for doc in docs:
-            if doc in custom:
-                continue
-            try:
-                kubernetes_validate.validate(doc, version, strict=True)
-            except kubernetes_validate.ValidationError as error:
-                problems.append(
-                    f"{version} {doc['kind']}/{doc['metadata']['name']}: {error.message} at {list(error.path)}"
-                )
+    problems += openapi_problems([doc for doc in docs if doc not in custom], kubernetes_versions())
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("values_file", FILES, ids=file_id)
-def test_helm3_and_helm4_render_identically_and_deterministically(values_file: Path) -> None:
-    first = helm("4", "template", "mnist", str(CHART), "-n", "ml-training", "-f", str(values_file))
-    again = helm("4", "template", "mnist", str(CHART), "-n", "ml-training", "-f", str(values_file))
-    helm3 = helm("3", "template", "mnist", str(CHART), "-n", "ml-training", "-f", str(values_file))
+# every values file, and the --set cases that reach branches none of them does: each JobSet branch (order, gang,
+# Kueue, no chief, metrics Services), every monitor setting, the PrometheusRule's
+SAME_RENDER: dict[str, tuple[list[Path], list[str]]] = {
+    **{file_id(path): ([path], []) for path in FILES},
+    **{f"jobset-{case}": (jobset.CASES[case][0], jobset.jobset_sets(case))
+       for case in ("evaluator", "workers-only", "volcano", "kueue", "metrics")},
+    "monitors": ([], [*metrics.MONITOR_CASES["custom"], metrics.MONITORS["ServiceMonitor"]]),
+    "prometheusrule": ([], list(prometheusrule.CUSTOM)),
+}
+
+
+@pytest.mark.parametrize("case", SAME_RENDER)
+def test_helm3_and_helm4_render_identically_and_deterministically(case: str) -> None:
+    values, sets = SAME_RENDER[case]
+    first, again = template("4", values, sets), template("4", values, sets, fresh=True)
+    helm3 = template("3", values, sets)
     assert first.returncode == again.returncode == helm3.returncode == 0, first.stderr + helm3.stderr
     assert first.stdout == again.stdout
     assert first.stdout == helm3.stdout

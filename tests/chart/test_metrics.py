@@ -18,7 +18,6 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, te
 
 from tests.chartlib import (
     CHART,
-    CI_DIR,
     HELM_MAJORS,
     by_kind,
     env_of,
@@ -391,15 +390,6 @@ def test_without_serving_metrics_there_is_no_monitoring_config() -> None:
 
 
 # -- helm 3 and 4, the ci scenario, refusals -----------------------------------------------------------
-
-
-def test_helm_3_and_4_render_the_metrics_identically() -> None:
-    sets = [*MONITOR_CASES["custom"], MONITORS["ServiceMonitor"]]
-    outputs = {major: template(major, sets=sets) for major in HELM_MAJORS}
-    assert all(result.returncode == 0 for result in outputs.values()), [r.stderr for r in outputs.values()]
-    assert len({result.stdout for result in outputs.values()}) == 1
-    scenario = {major: template(major, values=[CI_DIR / "metrics-values.yaml"]) for major in HELM_MAJORS}
-    assert len({result.stdout for result in scenario.values()}) == 1 and scenario["4"].returncode == 0
 
 
 @pytest.mark.parametrize(("sets", "message"), [

@@ -7,10 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import kubernetes_validate
 from kubernetes_validate.utils import latest_version
 
-from tests.chartlib import named, pod_spec, render, template
+from tests.chartlib import named, openapi_problems, pod_spec, render, template
 
 TCP = {"tcpSocket": {"port": "tf-grpc"}}
 DEFAULTS = {
@@ -76,10 +75,7 @@ def test_a_probe_of_ones_own_replaces_the_charts(helm_major: str) -> None:
     worker = probes(docs, "worker")
     assert worker == {"startupProbe": ready, "livenessProbe": alive, "readinessProbe": DEFAULTS["readinessProbe"]}
     assert probes(docs, "ps") == DEFAULTS
-    newest = latest_version()
-    for doc in docs:
-        if doc["kind"] == "StatefulSet":
-            kubernetes_validate.validate(doc, newest, strict=True)
+    assert openapi_problems([doc for doc in docs if doc["kind"] == "StatefulSet"], [latest_version()]) == []
 
 
 def test_probe_values_kubernetes_refuses_are_refused_first(helm_major: str) -> None:

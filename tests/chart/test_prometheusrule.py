@@ -140,13 +140,6 @@ def test_under_a_jobset_the_other_roles_jobs_are_watched() -> None:
     assert owners in complete and owners in failed and f"{FULL}-chief-0|" not in gpus
 
 
-def test_helm_3_and_4_render_the_rule_identically() -> None:
-    outputs = {major: template(major, sets=CUSTOM, extra=["--show-only", "templates/metrics/prometheusrule.yaml"])
-               for major in HELM_MAJORS}  # fmt: skip
-    assert all(result.returncode == 0 for result in outputs.values()), [r.stderr for r in outputs.values()]
-    assert len({result.stdout for result in outputs.values()}) == 1
-
-
 def needs_monitor(alert: str, enabled: bool = False, service: bool = False) -> str:
     return (f"metrics.prometheusRule.{alert}.enabled: the alert reads the trainer's tfd_ metrics as the chart's "
             f"ServiceMonitor or PodMonitor scrapes them (labelled with the release), but metrics.enabled="

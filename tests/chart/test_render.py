@@ -563,11 +563,6 @@ def test_existing_claim_with_declared_read_write_once_is_co_located_too() -> Non
         assert selector_matches(term["labelSelector"]["matchLabels"], labels), name
 
 
-def test_co_located_render_is_deterministic() -> None:
-    runs = [template(values=[VALUES_DIR / "cpu.yaml"]).stdout for _ in range(3)]
-    assert runs[0] and runs[0] == runs[1] == runs[2]
-
-
 # -- multi_worker_mirrored with chief.replicas=0: worker 0 is the chief ------------------------------
 
 WORKERS_ONLY = ["training.strategy=multi_worker_mirrored", "chief.replicas=0", "worker.replicas=3",
