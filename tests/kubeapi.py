@@ -77,7 +77,6 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from functools import cache
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -103,6 +102,7 @@ from tests.kubeapi_wire import (
     not_found,
 )
 from tfchart.cluster.kube import KubeApi
+from tfdcontract.runstate import now_text
 
 if TYPE_CHECKING:
     from tfchart.local.processes import LocalCluster, LocalPod
@@ -962,17 +962,11 @@ def never_started_reason(pod: dict[str, Any]) -> str | None:
 # -- the chart's objects, with the status their controllers write ----------------------------------------
 
 
-@cache
-def _rendered(values: tuple[str, ...], sets: tuple[str, ...], release: str, namespace: str) -> str:
-    return json.dumps(render("4", [Path(v) for v in values], list(sets), release, namespace))
-
-
 def rendered(
     values: Sequence[str] = (), sets: Sequence[str] = (), release: str = "mnist", namespace: str = "ml-training"
 ) -> list[dict[str, Any]]:
-    """The chart's manifests (helm 4 template), cached per argument set; a fresh copy each call."""
-    docs: list[dict[str, Any]] = json.loads(_rendered(tuple(map(str, values)), tuple(sets), release, namespace))
-    return docs
+    """The chart's manifests (helm 4 template; tests/chartlib.py renders each argument set once), a fresh copy."""
+    return render("4", [Path(v) for v in values], list(sets), release, namespace)
 
 
 def manifest(docs: list[dict[str, Any]], kind: str, component: str) -> dict[str, Any]:
@@ -1375,10 +1369,6 @@ def volcano_queue(name: str, state: str | None = "Open") -> dict[str, Any]:
 
 
 # -- Kubernetes' Job controller, for one chief Job whose pod runs as a local process -------------------------
-
-
-def now_text() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def exit_code_rule_matches(rule: dict[str, Any], code: int) -> bool:
