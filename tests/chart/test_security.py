@@ -41,7 +41,8 @@ def checkov() -> Path:
 def run_checkov(*args: str) -> list[dict[str, Any]]:
     helm_dir = str(helm_path("4").parent)
     proc = subprocess.run(
-        [str(checkov()), "--config-file", str(CHECKOV_CONFIG), "--output", "json", "--quiet", "--compact", *args],
+        [str(checkov()), "--config-file", str(CHECKOV_CONFIG), "--output", "json", "--quiet", "--compact",
+         "--skip-download", *args],  # no guideline download: no network here, nor a timeout waiting for one
         capture_output=True,
         text=True,
         timeout=600,
@@ -70,6 +71,8 @@ def test_checkov_config_skips_at_most_two_checks_each_with_a_reason() -> None:
         assert lines[index - 1].strip().startswith("#") and len(lines[index - 1]) > 30, lines[index]
 
 
+# checkov's helm framework renders the chart with helm and runs its Kubernetes checks on the manifests (the same
+# checks as --framework kubernetes on `helm template`'s output, which is why that run is not made as well)
 @pytest.mark.parametrize("values_file", FILES, ids=file_id)
 def test_checkov_helm_framework_passes(values_file: Path) -> None:
     reports = run_checkov(
@@ -78,21 +81,6 @@ def test_checkov_helm_framework_passes(values_file: Path) -> None:
     helm_reports = [r for r in reports if r.get("check_type") == "helm"]
     assert helm_reports, f"checkov produced no helm report (framework disabled?): {reports}"
     assert helm_reports[0]["summary"]["passed"] > 50
-    assert failed_checks(reports) == []
-
-
-@pytest.mark.parametrize("values_file", FILES, ids=file_id)
-def test_checkov_on_rendered_manifests_passes(values_file: Path, tmp_path: Path) -> None:
-    result = subprocess.run(
-        [str(helm_path("4")), "template", "mnist", str(CHART), "-n", "ml-training", "-f", str(values_file)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    (tmp_path / "manifests.yaml").write_text(result.stdout)
-    reports = run_checkov("--framework", "kubernetes", "-d", str(tmp_path))
-    assert reports[0]["check_type"] == "kubernetes"
-    assert reports[0]["summary"]["passed"] > 50
     assert failed_checks(reports) == []
 
 
