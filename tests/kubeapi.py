@@ -1484,10 +1484,7 @@ class JobController:
                 continue
             self.pods_started += 1
             self._pod_object("Running")
-            if self.pod.name in self.cluster.processes:
-                self.cluster.restart(self.pod.name)
-            else:
-                self.cluster.start([self.pod])
+            self.cluster.start([self.pod])  # a new process under the pod's name (LocalCluster.restart is gone)
             self.server.update("Job", self.namespace, self.name, {"status": {"active": 1}})
             code = None
             while code is None:
@@ -1633,10 +1630,7 @@ class StatefulSetController:
             for each in self.pods:
                 alive = each.name in self.running()
                 if each.index < wanted and not alive:
-                    if each.name in self.cluster.processes:
-                        self.cluster.restart(each.name)
-                    else:
-                        self.cluster.start([each])
+                    self.cluster.start([each])
                     ready.discard(each.name)
                     self.server.add(pod(self.doc, index=each.index, ready=False, created=now_text()))
                 elif each.index < wanted and each.name not in ready and self._ready(each):
