@@ -650,19 +650,26 @@ def test_volcano_podgroup_crd_and_open_queue_pass(cluster: KubeServer) -> None:
     assert cluster.calls == [VOLCANO_DISCOVERY]
 
 
-@pytest.mark.parametrize("installed", [(), kf.COSCHEDULING_CRDS])
-def test_volcano_without_its_podgroup_crd_fails(installed: tuple[str, ...], cluster: KubeServer) -> None:
+@pytest.mark.parametrize(
+    ("provider", "installed", "served", "install"),
+    [
+        ("volcano", (), "scheduling.volcano.sh/v1beta1", "install Volcano (`helm repo add volcano-sh"),
+        ("volcano", kf.COSCHEDULING_CRDS, "scheduling.volcano.sh/v1beta1", "install Volcano (`helm repo add"),
+        ("coscheduling", kf.VOLCANO_CRDS, "scheduling.x-k8s.io/v1alpha1",
+         "install kubernetes-sigs/scheduler-plugins as a second scheduler with the Coscheduling"),
+    ],
+)  # fmt: skip
+def test_a_gang_provider_without_its_podgroup_crd_fails(
+    provider: str, installed: tuple[str, ...], served: str, install: str, cluster: KubeServer
+) -> None:
     cluster.add(*kf.crds(*installed))
-    [finding] = check_gang(context(cluster, preflight.plan(volcano("research"))))
+    [finding] = check_gang(context(cluster, plan_of("values/gpu.yaml", sets=[f"scheduling.gang.provider={provider}"])))
+    crd = f"podgroups.{served.split('/')[0]}"
     assert (finding.check, finding.severity, finding.message) == (
-        "gang-scheduling",
-        FAIL,
-        "scheduling.gang.provider=volcano but CRD podgroups.scheduling.volcano.sh is not installed (the API server "
-        "serves no podgroups in scheduling.volcano.sh/v1beta1): the chart's PodGroup cannot be created",
-    )
-    assert "helm install volcano volcano-sh/volcano" in finding.hint
-    assert finding.hint.endswith("or --set scheduling.gang.provider=none")
-    assert cluster.calls == [VOLCANO_DISCOVERY]
+        "gang-scheduling", FAIL, f"scheduling.gang.provider={provider} but CRD {crd} is not installed (the API server "
+        f"serves no podgroups in {served}): the chart's PodGroup cannot be created")  # fmt: skip
+    assert finding.hint.startswith(install) and finding.hint.endswith("or --set scheduling.gang.provider=none")
+    assert cluster.calls == [Call("discover", served)]
 
 
 @pytest.mark.parametrize(
@@ -706,7 +713,7 @@ def test_volcano_queue_missing_or_not_open(
     assert hint in finding.hint
 
 
-def test_coscheduling_podgroup_crd_passes_or_fails(cluster: KubeServer) -> None:
+def test_coscheduling_podgroup_crd_passes_and_names_the_pods_scheduler(cluster: KubeServer) -> None:
     cluster.add(*kf.crds(*kf.COSCHEDULING_CRDS))
     coscheduled = ["scheduling.gang.provider=coscheduling"]
     [finding] = check_gang(context(cluster, plan_of("values/gpu.yaml", sets=coscheduled)))
@@ -717,19 +724,7 @@ def test_coscheduling_podgroup_crd_passes_or_fails(cluster: KubeServer) -> None:
     )
     named = plan_of("values/gpu.yaml", sets=[*coscheduled, "schedulerName=coscheduler"])
     assert "runs as coscheduler" in check_gang(context(cluster, named))[0].message
-    assert cluster.calls == [COSCHEDULING_DISCOVERY, COSCHEDULING_DISCOVERY]
-    cluster.reset()
-    cluster.add(*kf.crds(*kf.VOLCANO_CRDS))
-    [finding] = check_gang(context(cluster, named))
-    assert (finding.severity, finding.message) == (
-        FAIL,
-        "scheduling.gang.provider=coscheduling but CRD podgroups.scheduling.x-k8s.io is not installed (the API server "
-        "serves no podgroups in scheduling.x-k8s.io/v1alpha1): the chart's PodGroup cannot be created",
-    )
-    assert finding.hint.startswith(
-        "install kubernetes-sigs/scheduler-plugins as a second scheduler with the Coscheduling"
-    )
-    assert finding.hint.endswith("or --set scheduling.gang.provider=none")
+    assert cluster.calls == [COSCHEDULING_DISCOVERY, COSCHEDULING_DISCOVERY]  # once per run
 
 
 def test_kueue_queue_quota_and_priority_class_pass(cluster: KubeServer) -> None:

@@ -7,7 +7,6 @@ requests of every pod of the release (allocatable, other pods' requests not coun
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.kube import AccessDenied
@@ -25,54 +24,55 @@ UNMOUNTED_ROLES = (SUPERVISOR,)  # pods that do not mount the shared claim
 RWX, RWO_ONLY, NODE_LOCAL, DEPENDS, UNKNOWN = "rwx", "rwo-only", "node-local", "depends", "unknown"
 
 
-@dataclass(frozen=True)
-class Provisioner:
-    """What a StorageClass's provisioner offers, for ReadWriteMany (every provisioner offers ReadWriteOnce)."""
-
-    rwx: str  # RWX | RWO_ONLY | NODE_LOCAL | DEPENDS | UNKNOWN
-    what: str
-
-
-# Well-known provisioners, from each driver's documentation (and source where named). A class is
-# matched by its provisioner, exactly or as a suffix after a dot (Rook names its Ceph drivers
-# <operator-namespace>.cephfs.csi.ceph.com). Anything else is reported as unknown.
-PROVISIONERS: dict[str, Provisioner] = {
+# Well-known provisioners by what they offer for ReadWriteMany (every provisioner offers ReadWriteOnce), from each
+# driver's documentation (and source where named). A class is matched by its provisioner, exactly or as a suffix
+# after a dot (Rook names its Ceph drivers <operator-namespace>.cephfs.csi.ceph.com). Anything else is unknown.
+OFFERS: dict[str, dict[str, str]] = {
     # ReadWriteOnce only: a ReadWriteMany claim stays Pending (ProvisioningFailed). local-path says
     # "NodePath only supports ReadWriteOnce and ReadWriteOncePod (1.22+) access modes".
-    "rancher.io/local-path": Provisioner(RWO_ONLY, "local-path: kind, k3d, k3s"),
-    "kubernetes.io/no-provisioner": Provisioner(RWO_ONLY, "pre-created local volumes"),
-    "openebs.io/local": Provisioner(RWO_ONLY, "OpenEBS local PV"),
-    "ebs.csi.aws.com": Provisioner(RWO_ONLY, "Amazon EBS"),
-    "kubernetes.io/aws-ebs": Provisioner(RWO_ONLY, "Amazon EBS"),
-    "pd.csi.storage.gke.io": Provisioner(RWO_ONLY, "GCE persistent disk"),
-    "kubernetes.io/gce-pd": Provisioner(RWO_ONLY, "GCE persistent disk"),
-    "disk.csi.azure.com": Provisioner(RWO_ONLY, "Azure Disk"),
-    "kubernetes.io/azure-disk": Provisioner(RWO_ONLY, "Azure Disk"),
-    "cinder.csi.openstack.org": Provisioner(RWO_ONLY, "OpenStack Cinder"),
-    "dobs.csi.digitalocean.com": Provisioner(RWO_ONLY, "DigitalOcean block storage"),
-    "rbd.csi.ceph.com": Provisioner(RWO_ONLY, "Ceph RBD (ReadWriteMany only as raw block)"),
+    RWO_ONLY: {
+        "rancher.io/local-path": "local-path: kind, k3d, k3s",
+        "kubernetes.io/no-provisioner": "pre-created local volumes",
+        "openebs.io/local": "OpenEBS local PV",
+        "ebs.csi.aws.com": "Amazon EBS",
+        "kubernetes.io/aws-ebs": "Amazon EBS",
+        "pd.csi.storage.gke.io": "GCE persistent disk",
+        "kubernetes.io/gce-pd": "GCE persistent disk",
+        "disk.csi.azure.com": "Azure Disk",
+        "kubernetes.io/azure-disk": "Azure Disk",
+        "cinder.csi.openstack.org": "OpenStack Cinder",
+        "dobs.csi.digitalocean.com": "DigitalOcean block storage",
+        "rbd.csi.ceph.com": "Ceph RBD (ReadWriteMany only as raw block)",
+    },
     # hostPath on one node's disk, any access mode accepted (minikube copies the claim's modes into
     # a hostPath volume: kubernetes/minikube pkg/storage/storage_provisioner.go): ReadWriteMany
     # binds, but pods on other nodes would not see the data.
-    "k8s.io/minikube-hostpath": Provisioner(NODE_LOCAL, "minikube hostPath"),
-    "docker.io/hostpath": Provisioner(NODE_LOCAL, "Docker Desktop hostPath"),
+    NODE_LOCAL: {
+        "k8s.io/minikube-hostpath": "minikube hostPath",
+        "docker.io/hostpath": "Docker Desktop hostPath",
+    },
     # ReadWriteMany: shared file systems.
-    "nfs.csi.k8s.io": Provisioner(RWX, "NFS CSI driver"),
-    "k8s-sigs.io/nfs-subdir-external-provisioner": Provisioner(RWX, "NFS subdir provisioner"),
-    "cluster.local/nfs-subdir-external-provisioner": Provisioner(RWX, "NFS subdir provisioner"),
-    "cephfs.csi.ceph.com": Provisioner(RWX, "CephFS"),
-    "efs.csi.aws.com": Provisioner(RWX, "Amazon EFS"),
-    "fsx.csi.aws.com": Provisioner(RWX, "Amazon FSx for Lustre"),
-    "file.csi.azure.com": Provisioner(RWX, "Azure Files"),
-    "kubernetes.io/azure-file": Provisioner(RWX, "Azure Files"),
-    "filestore.csi.storage.gke.io": Provisioner(RWX, "GKE Filestore"),
-    "driver.longhorn.io": Provisioner(RWX, "Longhorn, through its share manager"),
-    "smb.csi.k8s.io": Provisioner(RWX, "SMB CSI driver"),
+    RWX: {
+        "nfs.csi.k8s.io": "NFS CSI driver",
+        "k8s-sigs.io/nfs-subdir-external-provisioner": "NFS subdir provisioner",
+        "cluster.local/nfs-subdir-external-provisioner": "NFS subdir provisioner",
+        "cephfs.csi.ceph.com": "CephFS",
+        "efs.csi.aws.com": "Amazon EFS",
+        "fsx.csi.aws.com": "Amazon FSx for Lustre",
+        "file.csi.azure.com": "Azure Files",
+        "kubernetes.io/azure-file": "Azure Files",
+        "filestore.csi.storage.gke.io": "GKE Filestore",
+        "driver.longhorn.io": "Longhorn, through its share manager",
+        "smb.csi.k8s.io": "SMB CSI driver",
+    },
     # ReadWriteMany depending on the class's parameters or backend.
-    "csi.vsphere.vmware.com": Provisioner(DEPENDS, "vSphere: ReadWriteMany only for vSAN file volumes"),
-    "csi.trident.netapp.io": Provisioner(DEPENDS, "NetApp Trident: ReadWriteMany with NAS backends only"),
-    "pxd.portworx.com": Provisioner(DEPENDS, "Portworx: ReadWriteMany with sharedv4 volumes only"),
+    DEPENDS: {
+        "csi.vsphere.vmware.com": "vSphere: ReadWriteMany only for vSAN file volumes",
+        "csi.trident.netapp.io": "NetApp Trident: ReadWriteMany with NAS backends only",
+        "pxd.portworx.com": "Portworx: ReadWriteMany with sharedv4 volumes only",
+    },
 }
+PROVISIONERS = {name: (rwx, what) for rwx, known in OFFERS.items() for name, what in known.items()}
 DEFAULT_CLASS_ANNOTATIONS = (
     "storageclass.kubernetes.io/is-default-class", "storageclass.beta.kubernetes.io/is-default-class"
 )
@@ -127,17 +127,18 @@ def check_existing_claim(api: KubeApi, claim: str, namespace: str, need: Storage
     return Finding("storage", OK, f"claim {claim} is {state} with {modes}: the release needs {need.mode}{spread}")
 
 
-def provisioner_of(storage_class: Any) -> Provisioner:
-    """What the class's provisioner offers (PROVISIONERS, matched exactly or as a suffix after a dot), else UNKNOWN."""
+def provisioner_of(storage_class: Any) -> tuple[str, str]:
+    """What the class's provisioner offers for ReadWriteMany (RWX, RWO_ONLY, NODE_LOCAL, DEPENDS or UNKNOWN) and
+    what it is."""
     name = str(storage_class.provisioner)
     return next((known for key, known in PROVISIONERS.items() if name == key or name.endswith(f".{key}")),
-                Provisioner(UNKNOWN, f"{name} is not a provisioner tfchart knows"))  # fmt: skip
+                (UNKNOWN, f"{name} is not a provisioner tfchart knows"))  # fmt: skip
 
 
 def offers(storage_class: Any, mode: str) -> str:
     """RWX (offers the mode), RWO_ONLY, NODE_LOCAL, DEPENDS or UNKNOWN: what the class offers for `mode`."""
     # every provisioner offers ReadWriteOnce (and a one-pod ReadWriteOncePod)
-    return provisioner_of(storage_class).rwx if mode == "ReadWriteMany" else RWX
+    return provisioner_of(storage_class)[0] if mode == "ReadWriteMany" else RWX
 
 
 CAPABILITY = {
@@ -214,7 +215,7 @@ def check_storage_class(context: Context, class_name: str | None, need: StorageN
         return Finding("storage", WARN,
                        f"{why}: {label} keeps each volume on one node's disk, shared only because this cluster has one "
                        f"schedulable node (if the claim stays Pending, it refuses {mode}). {listing}", hint)
-    message = f"{why}: whether {label} offers it is unknown ({provisioner_of(chosen).what}): check its docs. {listing}"
+    message = f"{why}: whether {label} offers it is unknown ({provisioner_of(chosen)[1]}): check its docs. {listing}"
     return Finding("storage", WARN, message, hint)
 
 
