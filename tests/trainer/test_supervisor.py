@@ -20,7 +20,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -29,7 +28,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +35,14 @@ import pytest
 
 from tests.chartlib import REPO, named, render
 from tests.kubeapi import JobController, KubeServer, Request, kube_server
-from tests.trainer.conftest import service_account_dir
+from tests.trainer.conftest import free_ports, service_account_dir
 from tfchart.cluster.upgrade import GuardRun, delete_to_recreate
 from tfchart.local.processes import LocalCluster, LocalPod, localise_cluster, pods_from_manifests, python_bin_dir
 from tfdcontract import COMPONENT_LABEL, JobProgress, parse_job_progress, parse_step_line
 from tfdcontract import ENDED_AT_ANNOTATION as ENDED_AT
 from tfdcontract import PROGRESS_ANNOTATION as PROGRESS
 from tfdcontract import RECREATING_ANNOTATION as RECREATING
+from tfdcontract.runstate import parse_time
 from trainer.kube import KubeTarget
 from trainer.supervisor import Settings, Supervisor, main, now_text, serve_health
 
@@ -81,7 +80,7 @@ class Run:
             if set(annotations) == {PROGRESS} and set(body) == {"metadata"}:
                 continue
             if ENDED_AT in annotations:
-                assert time.time() - 120 < time_of(annotations[ENDED_AT]) <= time.time() + 1
+                assert time.time() - 120 < parse_time(annotations[ENDED_AT]) <= time.time() + 1
                 annotations[ENDED_AT] = "<now>"
             out.append((method, path, body))
         return out
@@ -96,10 +95,6 @@ class Run:
         return [parse_job_progress(body["metadata"]["annotations"][PROGRESS]) for method, path, body
                 in self.server.writes() if path == f"{JOBS}/{PREFIX}-chief"
                 and PROGRESS in ((body or {}).get("metadata") or {}).get("annotations", {})]
-
-
-def time_of(text: str) -> float:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def recorded(kind: str, reason: str) -> tuple[str, str, Any]:
@@ -128,12 +123,6 @@ def container_env(container: dict[str, Any]) -> dict[str, str]:
             assert item["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
             env[item["name"]] = NAMESPACE
     return env
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def health(port: int) -> int | None:
@@ -191,7 +180,7 @@ class Release:
         deployment = named(docs, "Deployment", f"{PREFIX}-supervisor")
         container = deployment["spec"]["template"]["spec"]["containers"][0]
         assert container["command"] == ["python", "-m", "trainer.supervisor"]
-        port = free_port()
+        [port] = free_ports(1)
         assert container["ports"] == [{"name": "health", "containerPort": 8080, "protocol": "TCP"}]
         env = {**container_env(container), "TFD_KUBE_API": self.server.url, "TFD_SERVICEACCOUNT_DIR": str(self.sa),
                "PATH": f"{python_bin_dir()}:/usr/bin:/bin", "TFD_HEALTH_PORT": str(port)}
@@ -716,10 +705,10 @@ def test_a_marked_job_that_stays_terminating_is_waited_for_from_its_deletion_onl
         marked = {"deletionTimestamp": STUCK, "finalizers": ["example.com/never-removed"],
                   "annotations": {RECREATING: "true"}}
         server.update("Job", NAMESPACE, "r-chief", {"metadata": marked})
-        now = [time_of(STUCK) + 30]
+        now = [parse_time(STUCK) + 30]
         first = supervisor(server, chief_missing_seconds=60)
         first.clock = lambda: now[0]
-        assert first.observe() is None and first.due == time_of(STUCK) + 60
+        assert first.observe() is None and first.due == parse_time(STUCK) + 60
         now[0] += 29  # 59 s: a supervisor restarted meanwhile goes on counting from the deletion
         restarted = supervisor(server, chief_missing_seconds=60)
         restarted.clock = lambda: now[0]
@@ -755,7 +744,7 @@ def test_a_marked_job_stuck_terminating_ends_the_run_within_the_grace_and_a_poll
         thread.start()
         thread.join(30)
         assert outcome == [0], "the supervisor still waits for a Job that stays terminating"
-        assert time.time() - time_of(now_text(deleted_at)) < 2 + 5  # the grace, and a busy machine's slack
+        assert time.time() - parse_time(now_text(deleted_at)) < 2 + 5  # the grace, and a busy machine's slack
         assert job_annotations(server)["tf-distributed.io/ending"] == "deleted"
         assert server.get("StatefulSet", NAMESPACE, "r-worker")["spec"]["replicas"] == 0  # type: ignore[index]
 
@@ -981,7 +970,7 @@ def test_the_api_being_away_is_retried(tmp_path: Path) -> None:
 def test_health_answers_503_once_the_loop_is_stuck() -> None:
     sup = Supervisor(Settings("r-chief", ("r-ps",), poll_seconds=10), KubeTarget("http://127.0.0.1:9", NAMESPACE,
                                                                                   None, None))
-    port = free_port()
+    [port] = free_ports(1)
     server = serve_health(sup, port)
     try:
         assert health(port) == 200
