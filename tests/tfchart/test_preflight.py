@@ -279,7 +279,7 @@ def test_cpu_values_pass_on_an_rwo_only_one_node_cluster(cluster: KubeServer) ->
         "storage needs ReadWriteOnce, so all 6 pods run on one node: they request 1.95 cpu, 4352Mi memory; "
         "fits kind-control-plane (allocatable, before other pods)",
     )
-    assert not preflight.has_failures(findings)
+    assert preflight.refusal(findings) is None
 
 
 def test_preflight_command_fails_before_anything_is_applied_and_names_the_fix(
@@ -523,20 +523,10 @@ def test_quota_with_room_passes_and_nearly_full_warns(cluster: KubeServer) -> No
 
 
 def test_quota_exceeded_fails_with_each_resource(cluster: KubeServer) -> None:
-    hard = {
-        "requests.nvidia.com/gpu": "4",
-        "pods": "10",
-        "limits.memory": "200Gi",
-        "count/jobs.batch": "5",
-        "configmaps": "1",
-    }
-    used = {
-        "requests.nvidia.com/gpu": "2",
-        "pods": "3",
-        "limits.memory": "8Gi",
-        "count/jobs.batch": "0",
-        "configmaps": "1",
-    }
+    hard = {"requests.nvidia.com/gpu": "4", "pods": "10", "limits.memory": "200Gi", "count/jobs.batch": "5",
+            "configmaps": "1"}  # fmt: skip
+    used = {"requests.nvidia.com/gpu": "2", "pods": "3", "limits.memory": "8Gi", "count/jobs.batch": "0",
+            "configmaps": "1"}  # fmt: skip
     cluster.add(kf.resource_quota("gpu-quota", NS, hard, used))
     [finding] = check_quota(context(cluster, plan_of("values/gpu.yaml")))
     assert finding.severity == FAIL
@@ -675,32 +665,16 @@ def test_a_gang_provider_without_its_podgroup_crd_fails(
 @pytest.mark.parametrize(
     ("queue", "severity", "message", "hint"),
     [
-        (
-            None,
-            FAIL,
-            "Volcano Queue research does not exist: Volcano refuses a PodGroup in an unknown queue",
-            'or --set scheduling.gang.volcanoQueue="" for Volcano\'s default queue',
-        ),
-        (
-            kf.volcano_queue("research", "Closed"),
-            FAIL,
-            "Volcano Queue research is Closed: Volcano refuses new PodGroups in a queue that is not Open",
-            "open it (`vcctl queue operate --name research --action open`)",
-        ),
-        (
-            kf.volcano_queue("research", "Closing"),
-            FAIL,
-            "Volcano Queue research is Closing: Volcano refuses new PodGroups in a queue that is not Open",
-            "--set scheduling.gang.volcanoQueue=<queue>",
-        ),
-        (
-            kf.volcano_queue("research", None),
-            WARN,
-            "Volcano Queue research has no state yet: Volcano accepts PodGroups only in an Open queue",
-            "kubectl get pods -n volcano-system",
-        ),
+        (None, FAIL, "Volcano Queue research does not exist: Volcano refuses a PodGroup in an unknown queue",
+         'or --set scheduling.gang.volcanoQueue="" for Volcano\'s default queue'),
+        (kf.volcano_queue("research", "Closed"), FAIL, "Volcano Queue research is Closed: Volcano refuses new "
+         "PodGroups in a queue that is not Open", "open it (`vcctl queue operate --name research --action open`)"),
+        (kf.volcano_queue("research", "Closing"), FAIL, "Volcano Queue research is Closing: Volcano refuses new "
+         "PodGroups in a queue that is not Open", "--set scheduling.gang.volcanoQueue=<queue>"),
+        (kf.volcano_queue("research", None), WARN, "Volcano Queue research has no state yet: Volcano accepts "
+         "PodGroups only in an Open queue", "kubectl get pods -n volcano-system"),
     ],
-)
+)  # fmt: skip
 def test_volcano_queue_missing_or_not_open(
     queue: dict[str, Any] | None, severity: str, message: str, hint: str, cluster: KubeServer
 ) -> None:
@@ -909,7 +883,7 @@ def test_run_checks_gang_scheduling_and_kueue_last(cluster: KubeServer) -> None:
     good_cluster(cluster).add(*kf.crds(*kf.KUEUE_CRDS), *team_queues())
     findings = preflight.run(cluster.api(), kueue(), "mnist", NS)
     assert [(f.check, f.severity) for f in findings][-3:] == [("network-policy", OK), ("kueue", OK), ("kueue", OK)]
-    assert not preflight.has_failures(findings)
+    assert preflight.refusal(findings) is None
 
 
 def test_fake_kueue_objects_validate_against_the_vendored_crds() -> None:
@@ -938,7 +912,7 @@ def test_run_calls_each_api_once_and_renders(cluster: KubeServer) -> None:
         ("quota", OK),
         ("network-policy", OK),
     ]
-    assert not preflight.has_failures(findings)
+    assert preflight.refusal(findings) is None
     assert cluster.calls == [
         NODES,
         ALL_PODS,
@@ -969,11 +943,11 @@ def test_forbidden_check_becomes_a_warning_and_failures_are_reported(cluster: Ku
     assert only(findings, "storage").hint.startswith(
         "RBAC verb `list` on resource `storageclasses.storage.k8s.io` is missing"
     )
-    assert not preflight.has_failures(findings)
+    assert preflight.refusal(findings) is None
     cluster.reset()
     cluster.add(*gpu_nodes(1))
     findings = preflight.run(cluster.api(), docs("values/multi-gpu.yaml"), "mnist", NS)
-    assert preflight.has_failures(findings)
+    assert preflight.refusal(findings) is not None
 
 
 def test_unreachable_cluster_is_an_error_not_four_warnings(cluster: KubeServer) -> None:

@@ -58,10 +58,6 @@ def cluster_checks(planned: Plan) -> list[tuple[str, Callable[[Context], list[Fi
 SEVERITY_STYLE = {OK: ("green", "✓ ok"), WARN: ("yellow", "! warn"), FAIL: ("red", "✗ fail")}
 
 
-def has_failures(findings: list[Finding]) -> bool:
-    return any(finding.severity == FAIL for finding in findings)
-
-
 def render(findings: list[Finding], console: Console) -> None:
     from rich.markup import escape
     from rich.table import Table
@@ -81,7 +77,7 @@ def render(findings: list[Finding], console: Console) -> None:
 def report(findings: list[Finding], release: str, namespace: str) -> dict[str, Any]:
     """`tfchart preflight -o json|yaml`: the findings in the order run, and whether the release may go on."""
     counts = Counter(finding.severity for finding in findings)
-    return {"release": release, "namespace": namespace, "passed": not has_failures(findings),
+    return {"release": release, "namespace": namespace, "passed": not counts[FAIL],
             "counts": {severity: counts[severity] for severity in (OK, WARN, FAIL)},
             "findings": [asdict(finding) for finding in findings]}  # fmt: skip
 
