@@ -417,44 +417,32 @@ def test_a_pre_created_volume_that_offers_read_write_many_is_what_the_claim_bind
             "PersistentVolume manual-nfs (pre-created, Available, 50Gi, ReadWriteMany)")  # fmt: skip
 
 
-def test_existing_claim_is_judged_by_its_own_access_modes(cluster: KubeServer) -> None:
-    cluster.add(
-        kf.claim("shared", NS),
-        kf.claim("rwo", NS, access_modes=["ReadWriteOnce"]),
-        kf.claim("rwop", NS, access_modes=["ReadWriteOncePod"]),
-        kf.claim("new", NS, phase="Pending"),
-    )
-
-    def check(claim: str, values_file: str = "values/gpu.yaml") -> preflight.Finding:
-        return check_storage(context(cluster, plan_of(values_file, sets=[f"storage.existingClaim={claim}"])))[0]
-
-    assert check("shared") == preflight.Finding(
-        "storage", OK, "claim shared is Bound with ReadWriteMany: the release needs ReadWriteMany"
-    )
-    assert check("new").severity == OK
-    missing = check("absent")
-    assert (missing.severity, missing.message) == (
-        FAIL,
-        "storage.existingClaim absent does not exist in namespace ml-training",
-    )
-    mismatch = check("rwo")
-    assert mismatch.severity == FAIL
-    assert mismatch.message.startswith(
-        "claim rwo has access modes ReadWriteOnce, the release needs ReadWriteMany: 10 pods mount the claim"
-    )
-    assert mismatch.hint.startswith(RWO_FIX)
-    assert check("rwo", "values/cpu.yaml") == preflight.Finding(
-        "storage", OK, "claim rwo is Bound with ReadWriteOnce: the release needs ReadWriteOnce"
-    )
-    spread = check("shared", "values/cpu.yaml")
-    assert spread.severity == OK and "--set storage.accessModes={ReadWriteMany} lets the pods spread" in spread.message
-    one_pod = check("rwop", "values/cpu.yaml")
-    assert (one_pod.severity, one_pod.message.split(":")[0]) == (
-        FAIL,
-        "claim rwop has access modes ReadWriteOncePod",
-    )
-    assert [c.name for c in cluster.calls] == ["shared", "new", "absent", "rwo", "rwo", "shared", "rwop"]
-    assert all(c == Call("get", "persistentvolumeclaims", NS, c.name) for c in cluster.calls)
+@pytest.mark.parametrize(
+    ("claim", "values_file", "severity", "says"),
+    [
+        ("shared", "values/gpu.yaml", OK, "claim shared is Bound with ReadWriteMany: the release needs ReadWriteMany"),
+        ("new", "values/gpu.yaml", OK, "claim new is Pending (binds when the first pod is scheduled"),
+        ("absent", "values/gpu.yaml", FAIL, "storage.existingClaim absent does not exist in namespace ml-training"),
+        ("rwo", "values/gpu.yaml", FAIL, "claim rwo has access modes ReadWriteOnce, the release needs ReadWriteMany: "
+         "10 pods mount the claim"),
+        ("rwo", "values/cpu.yaml", OK, "claim rwo is Bound with ReadWriteOnce: the release needs ReadWriteOnce"),
+        ("shared", "values/cpu.yaml", OK, "; it offers ReadWriteMany: --set storage.accessModes={ReadWriteMany} lets "
+         "the pods spread"),
+        ("rwop", "values/cpu.yaml", FAIL, "claim rwop has access modes ReadWriteOncePod: not one that 7 pods can "
+         "share"),
+    ],
+)  # fmt: skip
+def test_existing_claim_is_judged_by_its_own_access_modes(
+    claim: str, values_file: str, severity: str, says: str, cluster: KubeServer
+) -> None:
+    modes = {"shared": "ReadWriteMany", "rwo": "ReadWriteOnce", "rwop": "ReadWriteOncePod"}
+    cluster.add(*(kf.claim(name, NS, access_modes=[mode]) for name, mode in modes.items()),
+                kf.claim("new", NS, phase="Pending"))  # fmt: skip
+    [finding] = check_storage(context(cluster, plan_of(values_file, sets=[f"storage.existingClaim={claim}"])))
+    assert finding.severity == severity and says in finding.message, finding
+    if (claim, severity) == ("rwo", FAIL):
+        assert finding.hint.startswith(RWO_FIX)
+    assert cluster.calls == [Call("get", "persistentvolumeclaims", NS, claim)]
 
 
 # -- co-location: every pod on one node -------------------------------------------------------
