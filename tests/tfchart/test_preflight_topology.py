@@ -139,8 +139,6 @@ def test_nodes_without_the_label_warn(cluster: KubeServer) -> None:
 
 
 def test_kueue_before_v0_14_has_no_topology(cluster: KubeServer) -> None:
-    tas_cluster(cluster, served=("v1beta1",))
-    cluster.reset()
     cluster.add(*kf.crds(*kf.KUEUE_CRDS, served=("v1beta1",)), kf.local_queue("team-a", NS, "team", version="v1beta1"))
     [(severity, message, hint)] = findings(cluster, kueue_release())
     assert severity == FAIL and message.startswith("Kueue serves no Topology in kueue.x-k8s.io/v1beta1")

@@ -44,7 +44,7 @@ CHECKS: tuple[tuple[str, Callable[[Context], list[Finding]]], ...] = (
     ("gpu-capacity", gpus.check_gpus), ("storage", storage.check_storage), ("co-location", storage.check_colocation),
     ("quota", quota.check_quota), ("network-policy", network.check_network_policy), (jobset.CHECK, jobset.check_jobset),
     ("gang-scheduling", gang.check_gang), ("kueue", kueue.check_kueue), (topology.CHECK, topology.check_topology),
-)
+)  # fmt: skip
 
 
 def cluster_checks(planned: Plan) -> list[tuple[str, Callable[[Context], list[Finding]]]]:
