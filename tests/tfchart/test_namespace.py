@@ -1,6 +1,6 @@
 """Every command without -n acts in the kubeconfig context's namespace: helm's --namespace and every API call.
 
-The real CLI runs as a subprocess with a kubeconfig whose current context's namespace is `team-a`
+The real CLI runs (in this process) with a kubeconfig whose current context's namespace is `team-a`
 (not `default`). Its API server is the fake on the loopback (tests/kubeapi.py), so the kubeconfig
 loading, URL building and deserialisation of the real client all run, and every request (DELETE
 too) is recorded. helm is the real binary for `version` and `template` (and `get manifest`, answered
@@ -14,10 +14,8 @@ such an answer is one line naming the URL, never a traceback.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,37 +71,42 @@ class Run:
     helm_calls: list[list[str]]
 
 
-def tfchart(tmp_path: Path, config: Path, *args: str, deployed: list[str] | None = None,
-            helm_env: dict[str, str] | None = None) -> Run:  # fmt: skip
-    log = tmp_path / "helm-calls.jsonl"
-    log.unlink(missing_ok=True)
-    wrapper = tmp_path / "helm"
+Tfchart = Callable[..., Run]
+
+
+@pytest.fixture
+def tfchart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Tfchart:
+    """The real CLI in this process (no interpreter to start), `config` its kubeconfig (KUBECONFIG), the helm wrapper
+    its helm; `deployed`: the values of the release's deployed revision (none: no such release)."""
+    from tfchart.cli.app import main
+
+    log, wrapper = tmp_path / "helm-calls.jsonl", tmp_path / "helm"
     wrapper.write_text(
         HELM_WRAPPER.format(python=sys.executable, log=str(log), real=str(helm_path("4")), chart=str(CHART))
     )
     wrapper.chmod(0o755)
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(config),
-        "HOME": str(tmp_path),
-        "NO_PROXY": "127.0.0.1",
-        "no_proxy": "127.0.0.1",
-        "DEPLOYED_SETS": json.dumps(deployed or []),
-        **({"HISTORY": json.dumps([{"revision": 1, "status": "deployed"}])} if deployed is not None else {}),
-        **(helm_env or {}),
-    }
+    monkeypatch.chdir(REPO)
     for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "HELM_NAMESPACE"):
-        env.pop(proxy, None)
-    result = subprocess.run(
-        [sys.executable, "-m", "tfchart", "--helm", str(wrapper), *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-    return Run(result.returncode, result.stdout, result.stderr, calls)
+        monkeypatch.delenv(proxy, raising=False)
+
+    def run(config: Path, *args: str, deployed: list[str] | None = None, helm_env: dict[str, str] | None = None) -> Run:
+        log.unlink(missing_ok=True)
+        env = {"KUBECONFIG": str(config), "HOME": str(tmp_path), "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1",
+               "DEPLOYED_SETS": json.dumps(deployed or []), **(helm_env or {}),
+               **({"HISTORY": json.dumps([{"revision": 1, "status": "deployed"}])} if deployed is not None else {})}
+        monkeypatch.delenv("HISTORY", raising=False)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        try:
+            main(["--helm", str(wrapper), *args])
+            code = 0
+        except SystemExit as exit_info:
+            code = int(exit_info.code or 0)
+        captured = capsys.readouterr()
+        calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        return Run(code, captured.out, captured.err, calls)
+
+    return run
 
 
 def cluster_calls(run: Run) -> list[list[str]]:
@@ -136,9 +139,9 @@ def add_release(cluster: KubeServer, namespace: str = NS) -> None:
     cluster.add(kf.node("cpu-node-1"), kf.storage_class("nfs", "nfs.csi.k8s.io", default=True))
 
 
-def test_uninstall_delete_data_deletes_the_claim_in_the_context_namespace(tmp_path: Path, server: KubeServer) -> None:
+def test_uninstall_delete_data_deletes_the_claim_in_the_context_namespace(tfchart: Tfchart, server: KubeServer) -> None:
     add_release(server)
-    run = tfchart(tmp_path, server.kubeconfig(NS), "uninstall", RELEASE, "--delete-data")
+    run = tfchart(server.kubeconfig(NS), "uninstall", RELEASE, "--delete-data")
     assert run.returncode == 0, run.stderr
     assert cluster_calls(run) == [
         ["get", "manifest", RELEASE, "--namespace", NS],
@@ -148,27 +151,26 @@ def test_uninstall_delete_data_deletes_the_claim_in_the_context_namespace(tmp_pa
     assert f"deleted PersistentVolumeClaim {CLAIM}" in run.stdout
 
 
-def test_an_explicit_namespace_wins_over_the_context(tmp_path: Path, server: KubeServer) -> None:
+def test_an_explicit_namespace_wins_over_the_context(tfchart: Tfchart, server: KubeServer) -> None:
     server.add(kf.claim(CLAIM, "other"))
-    run = tfchart(tmp_path, server.kubeconfig(NS), "uninstall", RELEASE, "-n", "other", "--delete-data")
+    run = tfchart(server.kubeconfig(NS), "uninstall", RELEASE, "-n", "other", "--delete-data")
     assert run.returncode == 0, run.stderr
     assert ["uninstall", RELEASE, "--namespace", "other"] in cluster_calls(run)
     assert deletes(server) == [Call("delete", "persistentvolumeclaims", "other", CLAIM)]
 
 
-def test_a_context_without_namespace_means_default(tmp_path: Path, server: KubeServer) -> None:
+def test_a_context_without_namespace_means_default(tfchart: Tfchart, server: KubeServer) -> None:
     server.add(kf.claim(CLAIM, "default"))
-    run = tfchart(tmp_path, server.kubeconfig(None), "uninstall", RELEASE, "--delete-data")
+    run = tfchart(server.kubeconfig(None), "uninstall", RELEASE, "--delete-data")
     assert run.returncode == 0, run.stderr
     assert ["uninstall", RELEASE, "--namespace", "default"] in cluster_calls(run)
     assert deletes(server) == [Call("delete", "persistentvolumeclaims", "default", CLAIM)]
 
 
-def test_upgrade_recreate_deletes_the_chief_job_in_the_context_namespace(tmp_path: Path, server: KubeServer) -> None:
+def test_upgrade_recreate_deletes_the_chief_job_in_the_context_namespace(tfchart: Tfchart, server: KubeServer) -> None:
     add_release(server)
     config = server.kubeconfig(NS)
     run = tfchart(
-        tmp_path,
         config,
         "upgrade",
         RELEASE,
@@ -190,16 +192,16 @@ def test_upgrade_recreate_deletes_the_chief_job_in_the_context_namespace(tmp_pat
     assert rendered and all(call[call.index("--namespace") + 1] == NS for call in rendered)
 
 
-def test_install_gives_helm_the_context_namespace(tmp_path: Path, server: KubeServer) -> None:
-    run = tfchart(tmp_path, server.kubeconfig(NS), "install", RELEASE, "--skip-preflight",
+def test_install_gives_helm_the_context_namespace(tfchart: Tfchart, server: KubeServer) -> None:
+    run = tfchart(server.kubeconfig(NS), "install", RELEASE, "--skip-preflight",
                   "--skip-image-check")
     assert run.returncode == 0, run.stderr
     assert cluster_calls(run) == [["install", RELEASE, str(CHART), "--namespace", NS]]
 
 
-def test_install_preflight_reads_the_context_namespace(tmp_path: Path, server: KubeServer) -> None:
+def test_install_preflight_reads_the_context_namespace(tfchart: Tfchart, server: KubeServer) -> None:
     add_release(server)
-    run = tfchart(tmp_path, server.kubeconfig(NS), "install", RELEASE)
+    run = tfchart(server.kubeconfig(NS), "install", RELEASE)
     reads = namespaced(server)
     assert reads, server.calls
     assert {call.namespace for call in reads} == {NS}, reads
@@ -221,9 +223,9 @@ def test_install_preflight_reads_the_context_namespace(tmp_path: Path, server: K
     ],
     ids=lambda args: "-".join(args[:2] + args[3:4]),
 )
-def test_reads_land_in_the_context_namespace(args: list[str], tmp_path: Path, server: KubeServer) -> None:
+def test_reads_land_in_the_context_namespace(args: list[str], tfchart: Tfchart, server: KubeServer) -> None:
     add_release(server)
-    run = tfchart(tmp_path, server.kubeconfig(NS), *args)
+    run = tfchart(server.kubeconfig(NS), *args)
     assert "Traceback" not in run.stderr
     reads = namespaced(server)
     assert reads, server.calls
@@ -232,9 +234,9 @@ def test_reads_land_in_the_context_namespace(args: list[str], tmp_path: Path, se
         assert run.returncode == 0, run.stderr
 
 
-def test_status_reports_what_it_found_in_the_context_namespace(tmp_path: Path, server: KubeServer) -> None:
+def test_status_reports_what_it_found_in_the_context_namespace(tfchart: Tfchart, server: KubeServer) -> None:
     add_release(server)
-    run = tfchart(tmp_path, server.kubeconfig(NS), "status", RELEASE, "-o", "json")
+    run = tfchart(server.kubeconfig(NS), "status", RELEASE, "-o", "json")
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
     assert report["namespace"] == NS
@@ -266,10 +268,10 @@ PROXY_ANSWERS = {
     ids=lambda args: args[0],
 )
 def test_an_answer_that_is_not_kubernetes_is_one_line_naming_the_url(
-    args: list[str], answer: str, tmp_path: Path, server: KubeServer
+    args: list[str], answer: str, tfchart: Tfchart, server: KubeServer
 ) -> None:
     server.proxy_answer = PROXY_ANSWERS[answer]
-    run = tfchart(tmp_path, server.kubeconfig(NS), *args)
+    run = tfchart(server.kubeconfig(NS), *args)
     assert run.returncode == 69, run.stdout + run.stderr  # not an answer: the cluster could not be asked
     assert "Traceback" not in run.stderr and "validation error" not in run.stderr
     errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
