@@ -86,8 +86,7 @@ def deprecated_source(value: Path | None) -> Path | None:
               help="As processes, without a private network namespace (where user namespaces are unavailable, "
                    "e.g. macOS): TensorFlow's servers then listen on every interface. Trusted networks only.")
 def local(name: str, values: ValuesInputs, namespace: str, workdir: Path | None, timeout: float | None, clean: bool,
-          keep_runs: int, keep_tensorboard: bool, engine: str, follow_logs: bool, allow_privileged: bool,
-          host_network: bool) -> None:  # fmt: skip
+          keep_runs: int, **options: Any) -> None:  # fmt: skip
     """Run the rendered release NAME (default local: pod names follow it) on this machine, one process (or
     container) per pod, no cluster needed.
 
@@ -101,8 +100,6 @@ def local(name: str, values: ValuesInputs, namespace: str, workdir: Path | None,
     if clean:
         click.echo("\n".join(runstate.clean(name, keep_runs)))
         return
-    options = {"engine": engine, "keep_tensorboard": keep_tensorboard, "follow_logs": follow_logs,
-               "allow_privileged": allow_privileged, "host_network": host_network}
     start(name, values, namespace, workdir, timeout, options)
 
 
