@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import io
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -14,7 +12,6 @@ from typing import Any
 import pytest
 
 from tests import kubeapi as kf
-from tests.chartlib import REPO
 from tests.kubeapi import Call, KubeServer, kube_server
 from tfchart.cluster import kube, logs
 from tfchart.errors import KubernetesError, UsageError
@@ -356,15 +353,14 @@ def test_all_roles_followed_interleaves_lines_as_they_arrive(cluster: KubeServer
         "[pod/mnist-tf-distributed-chief-new22/chief] c2")
 
 
-def test_cli_passes_since_as_seconds_and_refuses_all_roles_with_a_role(cluster: KubeServer) -> None:
+def test_cli_passes_since_as_seconds_and_refuses_all_roles_with_a_role(
+    cluster: KubeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     release(cluster)
     cluster.set_log(NS, "mnist-tf-distributed-chief-new22", ["chief here"])
-    command = [sys.executable, "-m", "tfchart", "logs", "mnist", "--since", "1m30s", "--kubeconfig",
-               str(cluster.kubeconfig(NS))]  # fmt: skip
-    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
-    assert (result.returncode, result.stdout) == (0, "chief here\n"), result.stderr
+    command = ("logs", "mnist", "--since", "1m30s")
+    assert kf.tfchart_in_process(cluster, capsys, NS, *command)[:2] == (0, "chief here\n")
     assert cluster.calls[-1].params == (("container", "chief"), ("sinceSeconds", "90"))
-    refused = subprocess.run([*command, "--all-roles", "--role", "ps"], cwd=REPO, capture_output=True, text=True,
-                             timeout=60, check=False)  # fmt: skip
-    assert refused.returncode == 2
-    assert refused.stderr.startswith("error: --all-roles shows every pod: it takes no --role or --index")
+    code, _, err = kf.tfchart_in_process(cluster, capsys, NS, *command, "--all-roles", "--role", "ps")
+    assert code == 2
+    assert err.startswith("error: --all-roles shows every pod: it takes no --role or --index")
