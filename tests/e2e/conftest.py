@@ -205,7 +205,18 @@ class Run:
         raise AssertionError(f"no step {step} within {timeout} s:\n{self.log(self.pod('chief').name)[-3000:]}")
 
     def wait_chief(self, timeout: float = 300) -> int:
-        return self.cluster.wait_for(self.pod("chief").name, timeout)
+        return self.wait_exit(self.pod("chief").name, timeout)
+
+    def wait_exit(self, name: str, timeout: float = 300) -> int:
+        """The exit code of pod `name`'s process, once it ended and its output was read to the end."""
+        process = self.cluster.processes[name]
+        code = process.popen.wait(timeout)
+        process.reader.join(timeout=5)
+        return code
+
+    def restart(self, name: str) -> None:
+        """A new process for pod `name`, under the same name and address (as its StatefulSet or Job would)."""
+        self.cluster.start([self.cluster.processes[name].pod])
 
     def wait_replaced(self, name: str, old: Process, timeout: float = 120) -> Process:
         """The process a controller started in place of `old` (a Job's retry)."""

@@ -166,25 +166,18 @@ def _start_ps_servers(procs: Procs, cluster: dict[str, list[str]], args: list[st
     return started
 
 
-def test_parameter_server_sigterm_chief_then_whole_workload(procs: Procs, tmp_path: Path) -> None:
-    """1. SIGTERM the chief alone; the Job restarts it: resumes at the exact step.
-    2. SIGTERM every task at once (a node drain, a Kueue preemption): the servers keep
-       serving until the chief has saved, then exit 0; everything restarts and resumes at
-       the exact step, then completes. Finally the idle servers exit 0 at once."""
+def test_parameter_server_sigterm_to_the_whole_workload(procs: Procs, tmp_path: Path) -> None:
+    """SIGTERM every task at once (a node drain, a Kueue preemption): the servers keep serving until the
+    chief has saved, then exit 0; everything restarts and resumes at the exact step, then completes.
+    Finally the idle servers exit 0 at once. (The chief's SIGTERM alone, the Job retrying it: the rendered
+    pods' test, tests/e2e/test_netns.py::test_chief_sigterm_loses_no_steps.)"""
     root = tmp_path / "data"
     cluster = ps_cluster(2)
-    steps = 800
+    steps = 400
     args = _ps_args(root, steps)
     servers = _start_ps_servers(procs, cluster, args)
     chief = procs.trainer("chief", args, tf_config(cluster, "chief", 0))
     chief.wait_for(r"^step 120,", 180)
-    rc, took = _sigterm_and_wait(chief)
-    first = _assert_stopped(chief, rc, root)
-    _assert_within_grace(chief, took)
-    assert all(p.alive() for p in servers)  # not signalled: still serving
-    chief = procs.trainer("chief-restarted", args, tf_config(cluster, "chief", 0))
-    _assert_resumed(chief, first)
-    chief.wait_for(rf"^step {first // 20 * 20 + 100},", 150)
 
     sent = time.monotonic()
     for p in [chief, *servers]:
@@ -192,22 +185,21 @@ def test_parameter_server_sigterm_chief_then_whole_workload(procs: Procs, tmp_pa
     rc = chief.wait(GRACE + 10)
     # "checkpoint saved" (not "NOT saved", not "abandoned"): the ps and the workers served
     # the in-flight steps and the save although they had been signalled too
-    second = _assert_stopped(chief, rc, root)
-    assert second > first
+    stopped = _assert_stopped(chief, rc, root)
+    assert stopped >= 120
     for p in servers:
         assert p.wait(GRACE + 60) == 0, p.tail()
     assert time.monotonic() - sent < GRACE + 5  # once the chief had saved, not at the grace's end
 
     servers = _start_ps_servers(procs, cluster, args, "-restarted")
-    chief = procs.trainer("chief-restarted-2", args, tf_config(cluster, "chief", 0))
-    _assert_resumed(chief, second)
+    chief = procs.trainer("chief-restarted", args, tf_config(cluster, "chief", 0))
+    _assert_resumed(chief, stopped)
     assert chief.wait(240) == 0, chief.tail()
     _assert_succeeded(root, steps)
     # the run Succeeded: the idle servers have no chief to wait for and exit 0 at once
     assert [_sigterm_and_wait(p)[0] for p in servers] == [0] * len(servers)
     assert not [p.name for p in servers if "serving until the chief has saved" in p.output()]
-    print(f"\nparameter_server: chief SIGTERM at step {first} (exit in {took:.2f}s), whole "
-          f"workload SIGTERM at step {second}: both resumed exactly, 0 steps lost")
+    print(f"\nparameter_server: whole workload SIGTERM at step {stopped}: resumed exactly, 0 steps lost")
 
 
 def test_jobset_suspension_stops_every_task_at_once_and_no_server_completes(procs: Procs,
