@@ -33,10 +33,10 @@ LISTS = [
     Call("list", "statefulsets", NS, label_selector=SELECTOR),
     Call("list", "jobs", NS, label_selector=SELECTOR),
     Call("list", "services", NS, label_selector=SELECTOR),
-    # Serving is on by default: its model config says which exported versions it loads
-    Call("list", "configmaps", NS, label_selector=SELECTOR + ",app.kubernetes.io/component=serving"),
 ]
 CHIEF_LOG_CALL = Call("log", "pods", NS, CHIEF_POD, params=(("container", "chief"), ("tailLines", "2000")))
+# Serving is on by default: its model config says which of the exported versions (the chief's log says) it loads
+CONFIG_MAPS = Call("list", "configmaps", NS, label_selector=SELECTOR + ",app.kubernetes.io/component=serving")
 
 
 @pytest.fixture
@@ -120,7 +120,7 @@ def test_running_parameter_server_training_shows_progress_pods_and_endpoints(clu
 
     report = collect(cluster)
 
-    assert cluster.calls == [*LISTS, CHIEF_LOG_CALL]
+    assert cluster.calls == [*LISTS, CHIEF_LOG_CALL, CONFIG_MAPS]
     assert report.training.state == "Running"
     assert report.training.progress is not None
     assert (report.training.progress.source, report.training.progress.step) == ("tfd-status", 1200)
@@ -175,7 +175,7 @@ def test_succeeded_and_scaled_down_shows_accuracy_and_export(cluster: KubeServer
 
     report = collect(cluster)
 
-    assert cluster.calls == [*LISTS, CHIEF_LOG_CALL]
+    assert cluster.calls == [*LISTS, CHIEF_LOG_CALL, CONFIG_MAPS]
     assert report.training.state == "Succeeded"
     assert report.chief.state == "Succeeded"
     assert report.chief.reason == "CompletionsReached"
@@ -260,7 +260,7 @@ def test_pending_gpu_pod_shows_the_scheduler_reason(cluster: KubeServer) -> None
 
     report = collect(cluster)
 
-    assert cluster.calls == LISTS  # no log read: the chief never started
+    assert cluster.calls == [*LISTS, CONFIG_MAPS]  # no log read: the chief never started
     pending = next(p for p in report.pods if p.name == "mnist-tf-distributed-worker-3")
     assert (pending.phase, pending.reason, pending.node) == ("Pending", "Unschedulable", None)
     assert pending.gpus == (GpuRequest("nvidia.com/gpu", 1),)
@@ -529,7 +529,7 @@ def test_status_lists_exported_versions_and_those_serving_loads(
 
     report = collect(cluster)
 
-    assert cluster.calls == [*LISTS, CHIEF_LOG_CALL]
+    assert cluster.calls == [*LISTS, CHIEF_LOG_CALL, CONFIG_MAPS]
     assert report.serving is not None
     assert (report.serving.exported, report.serving.loaded, report.serving.policy) == ([1, 2, 3], loaded, policy)
     assert report.serving.config_map == "mnist-tf-distributed-serving"

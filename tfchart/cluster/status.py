@@ -165,7 +165,6 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
         raise KubernetesError(f"no release {release} in namespace {namespace}: no pods, StatefulSets, Jobs or "
                               "Services carry its labels",
                               f"check the release name and namespace: `helm list -n {namespace}` (or `helm list -A`)")
-    serving_maps, config_note = serving_config_maps(api, release, namespace, services)
     run = find_run(api, release, namespace, jobs, [pod for pod in pods if is_chief_pod(pod)])
     chief, role = run.info, run.info.role
     chief_pods = [pod for pod in pods if role_of(pod) == role and is_chief_pod(pod) and in_jobset(pod) == run.jobset]
@@ -175,7 +174,7 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
     moment = now or datetime.now(timezone.utc)
     pod_infos = sorted((pod_info(pod, moment) for pod in pods), key=pod_sort_key)
     set_infos = sorted((stateful_set_info(s) for s in stateful_sets), key=lambda s: role_rank(s.role))
-    versions = versions_served(serving_maps, progress)
+    versions, config_note = versions_served(api, release, namespace, services, progress)
     held = held_after_the_end(release, namespace, chief, set_infos, pod_infos)
     client_services = sorted((s for s in services if role_of(s) in (TENSORBOARD, SERVING)),
                              key=lambda s: (role_rank(role_of(s)), name_of(s)))
@@ -249,24 +248,23 @@ def held_after_the_end(
 
 
 # -- model versions ---------------------------------------------------------------------------
-def serving_config_maps(api: KubeApi, release: str, namespace: str, services: list[Any]) -> tuple[list[Any], str]:
-    """Serving's ConfigMap (when the release serves), and a note when it cannot be read (403 on configmaps)."""
+def versions_served(
+    api: KubeApi, release: str, namespace: str, services: list[Any], progress: Progress | None
+) -> tuple[ServingVersions | None, str]:
+    """When the release serves: the versions the chief reported exported and those Serving's model config (the policy
+    recorded on its ConfigMap) loads of them; a note when the ConfigMap cannot be read (403 on configmaps)."""
     if not any(role_of(service) == SERVING for service in services):
-        return [], ""
+        return None, ""
     try:
-        return api.list_objects("ConfigMap", namespace, release_selector(release, SERVING)), ""
+        config_maps = api.list_objects("ConfigMap", namespace, release_selector(release, SERVING))
     except KubernetesError as error:
-        return [], f"cannot read Serving's model config: {error.message} ({error.hint})"
-
-
-def versions_served(config_maps: list[Any], progress: Progress | None) -> ServingVersions | None:
-    """The versions the chief reported exported and those Serving's model config loads of them."""
+        return None, f"cannot read Serving's model config: {error.message} ({error.hint})"
     if not config_maps:
-        return None
+        return None, ""
     config_map = sorted(config_maps, key=name_of)[0]
     text = (config_map.metadata.annotations or {}).get(MODEL_VERSION_POLICY_ANNOTATION)
     exported = progress.exported_versions if progress and progress.source == "tfd-status" else None
-    return serving_versions(name_of(config_map), text, exported)
+    return serving_versions(name_of(config_map), text, exported), ""
 
 
 def pinned_but_missing(release: str, versions: ServingVersions | None) -> list[str]:
