@@ -59,6 +59,8 @@ STOPPED = "stopped"
 GANG_MARKERS = ("scheduling.k8s.io/group-name", "scheduling.x-k8s.io/pod-group", "kueue.x-k8s.io/pod-group-name")
 #: Kueue's queue label: on a JobSet, the chart puts it on the JobSet only (Kueue makes one Workload of it).
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+#: Kueue's API group, and the versions of its Workload an executor reads (newest first).
+KUEUE_GROUP, KUEUE_VERSIONS = "kueue.x-k8s.io", ("v1beta2", "v1beta1")
 #: The label JobSet puts on its child Jobs and their pods (jobset.x-k8s.io/v1alpha2).
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 #: Run states (run_state); the first two are the trainer's SUCCEEDED/FAILED.

@@ -37,15 +37,14 @@ from tfdcontract.lifecycle import (
     plan,
     wanted_of,
 )
-from tfdcontract.runstate import now_text
+from tfdcontract.runstate import KUEUE_GROUP as KUEUE
+from tfdcontract.runstate import KUEUE_VERSIONS, now_text
 from trainer.kube import ApiException, scale_path
 from trainer.supervisor_act import Acting
 from trainer.supervisor_kinds import JOBSET_API
 
 log = logging.getLogger("trainer.supervisor")
 
-KUEUE = "kueue.x-k8s.io"
-KUEUE_VERSIONS = ("v1beta2", "v1beta1")
 # Rounds of an ending's plan in one look, each after reading the run's objects again: a stop is one step, and a
 # cluster that changes under it may take another; past that the next look goes on.
 ENDING_ROUNDS = 4

@@ -161,7 +161,7 @@ def test_the_watching_supervisor_hears_stop_at_once_and_carries_it_out_alone(ser
               and list((r.body.get("metadata") or {}).get("annotations") or {}) != ["tf-distributed.io/progress"]]
     assert [(own, path, list(body["metadata"]["annotations"]) if "metadata" in body else body)
             for own, path, body in writes] == [
-        (False, job, [WANTED_ANNOTATION]),
+        (False, job, [WANTED_ANNOTATION]), (True, job, [WANTED_SEEN_ANNOTATION]),  # asked; taken up
         (True, job, {"spec": {"suspend": True}}),
         (True, f"{apps}/statefulsets/{PREFIX}-ps/scale", {"spec": {"replicas": 0}}),
         (True, f"{apps}/statefulsets/{PREFIX}-worker/scale", {"spec": {"replicas": 0}}),
@@ -203,8 +203,7 @@ def test_a_ready_supervisor_that_does_not_take_the_stop_up_is_named_at_once_not_
         server.update("Job", NS, f"{PREFIX}-chief", {"metadata": {"annotations": {WANTED_SEEN_ANNOTATION: seen}}})
     now = [0.0]
     with pytest.raises(suspend.TimedOut) as timed_out:
-        suspend.stop(server.api(), "mnist", NS, None, suspend.Clock(lambda: now[0], lambda s: now.__setitem__(
-            0, now[0] + s)))  # fmt: skip
+        suspend.stop(server.api(), "mnist", NS, None, now=lambda: now[0], sleep=lambda s: now.append(now.pop() + s))
     said = str(timed_out.value)
     assert now[0] == (0 if seen else suspend.SEEN_SECONDS) and f"tfchart stop mnist -n {NS} --force" in \
         timed_out.value.hint  # fmt: skip

@@ -326,7 +326,7 @@ def test_a_supervisor_gone_while_tfchart_waits_for_it_leaves_the_steps_to_tfchar
     def supervisor_crashes(seconds: float) -> None:
         server.update("Deployment", NS, f"{PREFIX}-supervisor", {"status": {"readyReplicas": 0}})
 
-    outcome = suspend.suspend(server.api(), "mnist", NS, 30, suspend.Clock(sleep=supervisor_crashes))
+    outcome = suspend.suspend(server.api(), "mnist", NS, 30, sleep=supervisor_crashes)
     assert outcome.actions[0] == f"asked the run supervisor ({PREFIX}-supervisor) for suspended on Job {CHIEF}; it " \
                                  "carries it out"  # fmt: skip
     assert [path for _, path, _ in server.writes()] == [f"{JOBS}/{CHIEF}", f"{JOBS}/{CHIEF}",
@@ -355,7 +355,7 @@ def test_a_step_something_keeps_undoing_backs_off_within_the_timeout_and_says_wh
 
     api.scale = self_heal  # type: ignore[method-assign]
     with pytest.raises(suspend.TimedOut) as timed_out:
-        suspend.suspend(api, "mnist", NS, 20, suspend.Clock(lambda: now[0], sleep))
+        suspend.suspend(api, "mnist", NS, 20, now=lambda: now[0], sleep=sleep)
     assert sleeps == [1.0, 2.0, 4.0, 8.0, 5.0]  # the last one cut short by the timeout
     assert f"not done yet: scaled StatefulSet {PREFIX}-ps from 1 to 0 replicas (carried out 5 times and undone " \
            "each time" in str(timed_out.value)  # fmt: skip

@@ -30,7 +30,7 @@ from tests.trainer.conftest import service_account_dir
 from tests.trainer.test_supervisor import E2E_VALUES, JOBS, NAMESPACE, PREFIX, STS, Release, helm_owned, scale_down
 from tfchart.local.processes import LocalCluster, LocalPod, localise_cluster, pods_from_manifests, python_bin_dir
 from tfdcontract import CHIEF, PROGRESS_ANNOTATION, PS, STATUS_FILE, SUSPENDED_ANNOTATION, WORKER, parse_step_line
-from tfdcontract.lifecycle import WANTED_ANNOTATION
+from tfdcontract.lifecycle import WANTED_ANNOTATION, WANTED_SEEN_ANNOTATION
 
 pytestmark = pytest.mark.slow
 
@@ -50,9 +50,11 @@ def status_of(storage: Path) -> dict[str, Any]:
 
 
 def state_writes(server: KubeServer) -> list[tuple[str, str, Any]]:
-    """The requests that changed something, less the supervisor's progress records (the chief's log as it went)."""
+    """The requests that changed something, less the supervisor's progress records (the chief's log as it went) and
+    its acknowledgements of the wanted state (WANTED_SEEN_ANNOTATION)."""
+    own = {PROGRESS_ANNOTATION, WANTED_SEEN_ANNOTATION}
     return [(method, path, body) for method, path, body in server.writes()
-            if set((body or {}).get("metadata", {}).get("annotations") or {}) != {PROGRESS_ANNOTATION}
+            if not set((body or {}).get("metadata", {}).get("annotations") or {"-"}) <= own
             or set(body) != {"metadata"}]  # fmt: skip
 
 

@@ -10,34 +10,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.objects import as_json, newest, role_of
 from tfchart.cluster.runs import Run, find_run
+from tfchart.cluster.wait import TimedOut
 from tfchart.errors import KubernetesError, TfchartError
-from tfdcontract import EVALUATOR, STATEFUL_ROLES, SUPERVISOR, TF_ROLES, WORKER, release_selector
-from tfdcontract.lifecycle import (
-    QUEUE_LABEL,
-    RUNNING,
-    RUNNING_WANTED,
-    STOPPED_WANTED,
-    SUSPENDED_WANTED,
-    WANTED_ANNOTATION,
-    WANTED_SEEN_ANNOTATION,
-    Action,
-    Backoff,
-    RunView,
-    Step,
-    annotations_of,
-    owned,
-    plan,
-    run_state,
-    wanted_patch,
-)
+from tfdcontract import EVALUATOR, STATEFUL_ROLES, SUPERVISOR, TF_ROLES, WORKER, lifecycle, release_selector
+from tfdcontract.lifecycle import RUNNING_WANTED, STOPPED_WANTED, SUSPENDED_WANTED, TERMINAL, Backoff, Step
+from tfdcontract.lifecycle import annotations_of as notes
 from tfdcontract.lifecycle import name_of as named
-from tfdcontract.runstate import now_text
+from tfdcontract.runstate import KUEUE_GROUP, KUEUE_VERSIONS, now_text, spec
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
@@ -46,16 +31,8 @@ POLL_SECONDS = 1.0
 SEEN_SECONDS = 15.0  # for a Ready supervisor to take the wanted state up (its watch wakes it at once; its poll is 10 s)
 GRACE_MARGIN_SECONDS = 60  # after the pods' terminationGracePeriodSeconds, for the kubelet to report them gone
 RESUME_TIMEOUT_SECONDS = 600.0  # ps/workers scheduled, images pulled, servers listening
-TIMED_OUT_EXIT = 124  # as `tfchart wait` and timeout(1)
-TERMINAL = ("Succeeded", "Failed")
-KUEUE = "kueue.x-k8s.io"
-KUEUE_VERSIONS = ("v1beta2", "v1beta1")
 VERBS = {SUSPENDED_WANTED: "suspend", RUNNING_WANTED: "resume", STOPPED_WANTED: "stop"}
 STATES = {SUSPENDED_WANTED: "Suspended", RUNNING_WANTED: "Running", STOPPED_WANTED: "Stopped"}
-
-
-class TimedOut(TfchartError):
-    exit_code = TIMED_OUT_EXIT
 
 
 @dataclass
@@ -75,20 +52,11 @@ class Outcome:
 
 
 @dataclass
-class Clock:
-    """Time for the waits (injectable in tests)."""
-
-    now: Callable[[], float] = time.monotonic
-    sleep: Callable[[float], None] = time.sleep
-
-
-@dataclass
 class Found:
     """A release's run as read now: the planner's view of it, and tfchart's reading of its state."""
 
     run: Run
-    view: RunView
-    workload_version: str = ""  # the API version Kueue's Workload was read at
+    view: lifecycle.RunView
 
 
 def read(api: KubeApi, release: str, namespace: str) -> Found:
@@ -104,35 +72,34 @@ def read(api: KubeApi, release: str, namespace: str) -> Found:
     found = newest([d for d in deployments if role_of(d) == SUPERVISOR])
     supervisor, tf_pods = as_json(found) if found else None, [as_json(p) for p in pods if role_of(p) in TF_ROLES]
     if run.jobset:
-        queue = str(((run.document.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL) or "")
-        version, workload = kueue_workload(api, run, namespace) if queue else ("", None)
-        children = [as_json(job) for job in run.jobs]
-        view = RunView("JobSet", {**run.document, "kind": "JobSet"}, (), None, supervisor, tf_pods, workload, children)
-        return Found(run, view, version)
+        view = lifecycle.RunView("JobSet", {**run.document, "kind": "JobSet"}, supervisor=supervisor, pods=tf_pods,
+                                 jobs=[as_json(job) for job in run.jobs])  # fmt: skip
+        return Found(run, replace(view, workload=kueue_workload(api, run, namespace) if view.queue else None))
     evaluator = newest([job for job in jobs if role_of(job) == EVALUATOR])
     job = None if run.document is None else {**as_json(run.document), "kind": "Job"}
-    return Found(run, RunView("Job", job, [as_json(s) for s in sets if role_of(s) in STATEFUL_ROLES],
-                              as_json(evaluator) if evaluator else None, supervisor, tf_pods))  # fmt: skip
+    return Found(run, lifecycle.RunView("Job", job, [as_json(s) for s in sets if role_of(s) in STATEFUL_ROLES],
+                                        as_json(evaluator) if evaluator else None, supervisor, tf_pods))  # fmt: skip
 
 
-def carry_out(api: KubeApi, release: str, namespace: str, timeout: float | None, clock: Clock | None = None, *,
-              wanted: str, force: bool = False, end_run: bool = False) -> Outcome:  # fmt: skip
+def carry_out(api: KubeApi, release: str, namespace: str, timeout: float | None, *, wanted: str, force: bool = False,
+              end_run: bool = False, now: Callable[[], float] = time.monotonic,
+              sleep: Callable[[float], None] = time.sleep) -> Outcome:  # fmt: skip
     """Asks for `wanted` and waits until the plan is reached: carried out by the supervisor where it runs (and takes
     the wanted state up within SEEN_SECONDS), else (or with `force`) by tfchart, step by step. A stop frees what an
-    ended run holds; one still training only with `end_run`. Nothing is deleted."""
-    clock, found = clock or Clock(), read(api, release, namespace)
+    ended run holds; one still training only with `end_run`. Nothing is deleted. `now`, `sleep`: the waits' clock."""
+    found = read(api, release, namespace)
     refuse(found, wanted, release, namespace, end_run)
     done, record = Outcome(release, namespace, STATES[wanted]), found.view.suspension
-    step = plan(found.view, wanted, now=now_text(), force=force)
+    step = lifecycle.plan(found.view, wanted, now=now_text(), force=force)
     run = found.view.run  # none (its Job deleted, or gone after keep): nothing carries the wanted state; tfchart acts
-    if run is not None and not step.reached and annotations_of(run).get(WANTED_ANNOTATION) != wanted:
-        api.patch(found.view.kind, found.view.name, namespace, wanted_patch(wanted))
+    if run is not None and not step.reached and notes(run).get(lifecycle.WANTED_ANNOTATION) != wanted:
+        api.patch(found.view.kind, found.view.name, namespace, lifecycle.wanted_patch(wanted))
     by_supervisor = not force and run is not None and supervising(found.view.supervisor)
     if by_supervisor:
         done.actions.append(f"asked the run supervisor ({named(found.view.supervisor)}) for {wanted} on "
                             f"{found.view.kind} {found.view.name}; it carries it out")
     limit = default_timeout(found, wanted) if timeout is None else timeout
-    asked, waiting, backoff = clock.now(), list[str](), Backoff()
+    asked, waiting, backoff = now(), list[str](), Backoff()
     acted: set[tuple[str, str]] = set()
     unchanged: dict[tuple[str, str], str] = {}
     while True:
@@ -147,22 +114,20 @@ def carry_out(api: KubeApi, release: str, namespace: str, timeout: float | None,
             unchanged.setdefault((action.kind, action.name), action.line)
         if step.reached:
             break
-        pause = 0.0 if by_supervisor or not step.actions else backoff.wait(step, clock.now())  # undone: not at once
+        pause = 0.0 if by_supervisor or not step.actions else backoff.wait(step, now())  # undone: not at once
         for action in () if pause else step.actions:  # carried out here, or by the supervisor (its lines once)
             if not by_supervisor:
                 apply(api, found, namespace, action)
             acted.add((action.kind, action.name))
             done.actions += [] if by_supervisor and action.line in done.actions else [action.line]
         if by_supervisor or pause or not step.actions:  # waiting: for the supervisor, for pods, before a repeat
-            waited = clock.now() - asked
+            waited = now() - asked
             late = unseen(found, wanted, waited) if by_supervisor else ""
             if late or waited >= limit:
-                who = late or ("the run supervisor has not reached it" if by_supervisor else "still pending")
-                after = round(waited) if late else min(waited, limit)
-                raise timed_out(step, done, wanted, after, who, by_supervisor, backoff)
-            clock.sleep(min(pause or POLL_SECONDS, max(asked + limit - clock.now(), 0.0)))
+                raise timed_out(step, done, wanted, round(waited) if late else limit, late, by_supervisor, backoff)
+            sleep(min(pause or POLL_SECONDS, max(asked + limit - now(), 0.0)))
         found = read(api, release, namespace)
-        step = plan(found.view, wanted, now=now_text(), force=force)
+        step = lifecycle.plan(found.view, wanted, now=now_text(), force=force)
         by_supervisor = by_supervisor and supervising(found.view.supervisor)  # one gone meanwhile: tfchart goes on
     done.unchanged = [line for key, line in unchanged.items() if key not in acted]
     record = found.view.suspension or record
@@ -178,45 +143,41 @@ stop = partial(carry_out, wanted=STOPPED_WANTED)
 def unseen(found: Found, wanted: str, waited: float) -> str:
     """Why the run supervisor is not carrying `wanted` out, as it says (its wanted-seen annotation), or once it has
     not taken it up within SEEN_SECONDS (an older image ignores it; its Role may not let it write); else ""."""
-    seen, supervisor = str(annotations_of(found.view.run).get(WANTED_SEEN_ANNOTATION) or ""), found.view.supervisor
+    seen, supervisor = str(notes(found.view.run).get(lifecycle.WANTED_SEEN_ANNOTATION) or ""), found.view.supervisor
     if seen.startswith(f"{wanted}: "):
         return f"the run supervisor {named(supervisor)} cannot carry it out: {seen.partition(': ')[2]}"
     if seen == wanted or waited < SEEN_SECONDS:
         return ""
     return (f"the run supervisor {named(supervisor)} has not taken it up in {SEEN_SECONDS:g}s: an older supervisor "
-            f"image ignores {WANTED_ANNOTATION}, or its Role does not let it act (its log says which)")
+            f"image ignores {lifecycle.WANTED_ANNOTATION}, or its Role does not let it act (its log says which)")
 
 
 def supervising(supervisor: Mapping[str, Any] | None) -> bool:
     """Whether the run supervisor runs: its Deployment has a Ready replica and is not scaled to 0."""
-    spec, status = (supervisor or {}).get("spec") or {}, (supervisor or {}).get("status") or {}
-    return (status.get("readyReplicas") or 0) > 0 and spec.get("replicas") != 0
+    ready = ((supervisor or {}).get("status") or {}).get("readyReplicas") or 0
+    return ready > 0 and spec(supervisor).get("replicas") != 0
 
 
 def refuse(found: Found, wanted: str, release: str, namespace: str, end_run: bool) -> None:
     """What the command will not ask for, in one line with the fix."""
     info, kind, name, verb = found.run.info, found.run.kind, str(found.run.info.name), VERBS[wanted]
     if wanted == STOPPED_WANTED:
-        running = info.state not in (*TERMINAL, "Missing", "Suspended") and not info.ending
-        if running and not end_run:
+        if lifecycle.run_state(found.view) == lifecycle.RUNNING and not end_run:
             what = "JobSet" if found.run.jobset else {WORKER: "workers' Job"}.get(info.role, "chief Job")
             raise TfchartError(f"the {what} {name} of release {release} has not ended: stopping now ends its training",
                                f"wait for it (`tfchart status {release} -n {namespace}`), or end the run now: "
                                f"`tfchart stop {release} -n {namespace} --end-run` (the project's trainer saves a "
                                "checkpoint on SIGTERM)")  # fmt: skip
         return
-    if info.name is None:
-        raise TfchartError(f"release {release} has no run to {verb}: its run's Job is gone ({info.message})",
-                           f"start a new run: `tfchart upgrade {release} -n {namespace} ...` creates it again")
     if info.state in TERMINAL or info.ending:
         ended = f"{info.ending}: {info.end_reason}" if info.ending else info.state
         raise TfchartError(f"release {release}'s run has ended ({ended}): there is nothing to {verb}",
                            f"free what it holds with `tfchart stop {release} -n {namespace}`; train again with "
                            f"`tfchart upgrade {release} -n {namespace} ... --recreate`")
-    if wanted != RUNNING_WANTED or found.view.suspension is not None:
+    if wanted != RUNNING_WANTED or found.view.run is None or found.view.suspension is not None:  # gone: the plan says
         return
     workload = found.view.workload
-    held = found.run.suspend or (workload is not None and not (workload.get("spec") or {}).get("active", True))
+    held = found.run.suspend or not spec(workload).get("active", True)
     if not held:
         raise TfchartError(f"release {release}'s run is not suspended: its {kind} {name} runs",
                            f"suspend it with `tfchart suspend {release} -n {namespace}`")
@@ -227,10 +188,11 @@ def refuse(found: Found, wanted: str, release: str, namespace: str, end_run: boo
                        "`tfchart suspend` (no record of what to bring back)", f"let it run: {let_run}")
 
 
-def apply(api: KubeApi, found: Found, namespace: str, action: Action) -> None:
+def apply(api: KubeApi, found: Found, namespace: str, action: lifecycle.Action) -> None:
     """One action of the plan: a merge patch of the object, or of its Scale."""
     if action.kind == "Workload":
-        api.patch_custom(KUEUE, found.workload_version, "workloads", action.name, namespace, dict(action.patch))
+        version = str((found.view.workload or {}).get("apiVersion")).rpartition("/")[2]  # as kueue_workload read it
+        api.patch_custom(KUEUE_GROUP, version, "workloads", action.name, namespace, dict(action.patch))
     elif action.subresource == "scale":
         api.scale(action.kind, action.name, namespace, int(action.patch["spec"]["replicas"]))
     else:
@@ -239,8 +201,9 @@ def apply(api: KubeApi, found: Found, namespace: str, action: Action) -> None:
 
 def timed_out(step: Step, done: Outcome, wanted: str, after: float, why: str, by_supervisor: bool,
               backoff: Backoff) -> TimedOut:  # fmt: skip
-    """The wait given up after `after` seconds (`why`), naming what is pending and what to do from here."""
+    """The wait given up after `after` seconds (`why`, else the timeout), naming what is pending and what to do."""
     release, namespace, verb = done.release, done.namespace, VERBS[wanted]
+    why = why or ("the run supervisor has not reached it" if by_supervisor else "still pending")
     pending = [*step.pending, *(f"not done yet: {action.line}{backoff.undone(step)}" for action in step.actions)]
     again = (f"`tfchart {verb} {release} -n {namespace} --force` carries it out from here" if by_supervisor
              else f"run `tfchart {verb} {release} -n {namespace}` again to finish (it carries on from here)")
@@ -254,29 +217,28 @@ def default_timeout(found: Found, wanted: str) -> float:
     a minute; resume: scheduling, image pulls and servers listening; stop: a minute."""
     if wanted == RUNNING_WANTED:
         return RESUME_TIMEOUT_SECONDS
-    if wanted == STOPPED_WANTED and run_state(found.view) != RUNNING:  # --end-run: its checkpoint is waited for
+    if wanted == STOPPED_WANTED and lifecycle.run_state(found.view) != lifecycle.RUNNING:  # --end-run: its checkpoint
         return GRACE_MARGIN_SECONDS
+    run = spec(found.view.run)
     if found.run.jobset:
-        templates = [(r.get("template") or {}).get("spec") or {} for r in (found.view.run or {}).get("spec", {})
-                     .get("replicatedJobs") or []]  # fmt: skip
-        return grace([t.get("template") or {} for t in templates]) + GRACE_MARGIN_SECONDS
-    run = (found.view.run or {}).get("spec") or {}
-    servers = [(s.get("spec") or {}).get("template") or {} for s in found.view.stateful_sets]
-    return grace([run.get("template") or {}]) + grace(servers) + GRACE_MARGIN_SECONDS
+        return grace([spec(job.get("template")).get("template") for job in run.get("replicatedJobs") or []]) + \
+            GRACE_MARGIN_SECONDS  # fmt: skip
+    servers = grace([spec(stateful_set).get("template") for stateful_set in found.view.stateful_sets])
+    return grace([run.get("template")]) + servers + GRACE_MARGIN_SECONDS
 
 
 def grace(templates: list[Any]) -> float:
     """The longest terminationGracePeriodSeconds of these pod templates (Kubernetes' default 30)."""
-    periods = [((t.get("spec") or {}).get("terminationGracePeriodSeconds")) for t in templates]
-    return float(max((30 if p is None else p for p in periods), default=0))
+    periods = [spec(template).get("terminationGracePeriodSeconds") for template in templates]
+    return float(max((30 if period is None else period for period in periods), default=0))
 
 
-def kueue_workload(api: KubeApi, run: Run, namespace: str) -> tuple[str, dict[str, Any] | None]:
-    """Kueue's Workload of the JobSet (API version, JSON): the one whose owner is the JobSet; none, the plan says
-    why it cannot go on (Kueue has not admitted it to a queue yet, or is not running)."""
+def kueue_workload(api: KubeApi, run: Run, namespace: str) -> dict[str, Any] | None:
+    """Kueue's Workload of the JobSet (JSON, its apiVersion the one read): the one whose owner is the JobSet; none,
+    the plan says why it cannot go on (Kueue has not admitted it to a queue yet, or is not running)."""
     for version in KUEUE_VERSIONS:
-        listed = api.list_namespaced_custom(KUEUE, version, "workloads", namespace)
+        listed = api.list_namespaced_custom(KUEUE_GROUP, version, "workloads", namespace)
         if listed is not None:
-            found = owned(listed, {**run.document, "kind": "JobSet"})
-            return version, None if found is None else dict(found)
-    return "", None
+            found = lifecycle.owned(listed, {**run.document, "kind": "JobSet"})
+            return None if found is None else {**found, "apiVersion": f"{KUEUE_GROUP}/{version}"}
+    return None

@@ -28,7 +28,9 @@ NO_RUN_EXIT = 3  # no run to wait for: the release (or its run's Job) is not the
 FAILED_POLLS_TOLERATED = 5  # in a row, once the run was seen
 
 
-class WaitTimedOut(TfchartError):
+class TimedOut(TfchartError):
+    """A wait given up at its --timeout (`tfchart wait`, `stop`, `suspend`, `resume`)."""
+
     exit_code = TIMED_OUT_EXIT
 
 
@@ -47,12 +49,12 @@ def wait(
     clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
     notice: Callable[[str], None] = lambda line: None,
 ) -> Ended:  # fmt: skip
-    """The run's ending, once it has one; raises WaitTimedOut after `timeout` seconds (None: never). `notice`
+    """The run's ending, once it has one; raises TimedOut after `timeout` seconds (None: never). `notice`
     gets a line when the run is found suspended (once per suspension)."""
     deadline = None if timeout is None else clock() + timeout
     seen, failed_polls, suspended, recreating = False, 0, False, False
-    last_look = False  # the look taken once the deadline passed: a run that ended meanwhile is an answer, not a timeout
     while True:
+        left = None if deadline is None else deadline - clock()  # before the look: a run ended by then is an answer
         try:
             found = run_job(api, release, namespace, seen, recreating)
             marked = found is None or RECREATING_ANNOTATION in found.annotations
@@ -75,15 +77,11 @@ def wait(
         if ended is not None:
             return ended
         seen = True
-        left = None if deadline is None else deadline - clock()
-        if left is not None and left <= 0 and not last_look:
-            last_look = True
-            continue
         if left is not None and left <= 0:
             still = "is suspended" if suspended else "still runs"
-            raise WaitTimedOut(f"release {release}'s run has not ended after {describe(timeout or 0)}: it {still}",
-                               f"see where it is: `tfchart status {release} -n {namespace}`; wait longer with "
-                               "--timeout, or leave it out to wait until the run ends")
+            raise TimedOut(f"release {release}'s run has not ended after {describe(timeout or 0)}: it {still}",
+                           f"see where it is: `tfchart status {release} -n {namespace}`; wait longer with "
+                           "--timeout, or leave it out to wait until the run ends")
         sleep(POLL_SECONDS if left is None else min(POLL_SECONDS, left))
 
 
