@@ -17,7 +17,7 @@ import yaml
 
 from tests.chartlib import CHART, REPO
 from tests.kubeapi import KubeServer, kube_server
-from tests.tfchart.test_namespace import NS, RELEASE, add_release, cluster_calls, tfchart
+from tests.tfchart.test_namespace import NS, RELEASE, Tfchart, add_release, cluster_calls, tfchart  # noqa: F401 (a fixture)
 from tfchart.cli.app import COMMANDS, main, main_group
 from tfchart.cli.formats import Duration
 
@@ -209,9 +209,9 @@ def test_a_piped_validate_prints_one_line_per_problem_whatever_the_width(columns
     assert {line.split()[1] for line in problems} == {"worker.replicas:", "ps.replicas:", "training.strategy:"}
 
 
-def test_upgrade_install_of_a_release_helm_does_not_hold_installs_it(tmp_path: Path) -> None:
+def test_upgrade_install_of_a_release_helm_does_not_hold_installs_it(tfchart: Tfchart) -> None:  # noqa: F811
     with kube_server() as server:
-        run = tfchart(tmp_path, server.kubeconfig(NS), "upgrade", RELEASE, "--install", "--create-namespace",
+        run = tfchart(server.kubeconfig(NS), "upgrade", RELEASE, "--install", "--create-namespace",
                       "--skip-image-check", "--set", "worker.replicas=3")  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert cluster_calls(run) == [
@@ -221,14 +221,14 @@ def test_upgrade_install_of_a_release_helm_does_not_hold_installs_it(tmp_path: P
     ]  # fmt: skip
 
 
-def test_upgrade_reuse_values_checks_the_deployed_values_under_the_new_ones(tmp_path: Path) -> None:
+def test_upgrade_reuse_values_checks_the_deployed_values_under_the_new_ones(tfchart: Tfchart) -> None:  # noqa: F811
     """Deployed with the mirrored strategy: checked against chart defaults (parameter_server), the chief Job's
     template would change and the upgrade be refused; over the deployed values it is a plain upgrade."""
     with kube_server() as server:
         add_release(server)
         deployed = {"training": {"strategy": "mirrored"}, "ps": {"replicas": 0}, "worker": {"replicas": 0}}
         history = json.dumps([{"revision": 1, "status": "deployed"}])
-        run = tfchart(tmp_path, server.kubeconfig(NS), "upgrade", RELEASE, "--install", "--reuse-values",
+        run = tfchart(server.kubeconfig(NS), "upgrade", RELEASE, "--install", "--reuse-values",
                       "--skip-image-check", "--set", "serving.replicas=2",
                       deployed=["--set", "training.strategy=mirrored,ps.replicas=0,worker.replicas=0"],
                       helm_env={"HISTORY": history, "DEPLOYED_VALUES": json.dumps(deployed)})  # fmt: skip
