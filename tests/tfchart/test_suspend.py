@@ -359,3 +359,18 @@ def test_a_step_something_keeps_undoing_backs_off_within_the_timeout_and_says_wh
     assert sleeps == [1.0, 2.0, 4.0, 8.0, 5.0]  # the last one cut short by the timeout
     assert f"not done yet: scaled StatefulSet {PREFIX}-ps from 1 to 0 replicas (carried out 5 times and undone " \
            "each time" in str(timed_out.value)  # fmt: skip
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_chief_pod_stuck_terminating_is_named_and_with_force_counted_as_gone(
+    server: KubeServer, capsys: pytest.CaptureFixture[str], force: bool
+) -> None:
+    training(server, evaluator=False)
+    server.update("Pod", NS, f"{CHIEF}-x7k2p", {"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z",
+                                                             "deletionGracePeriodSeconds": 30}})  # fmt: skip
+    code, out, err = in_process(server, capsys, "suspend", "mnist", "--timeout", "0s", *(["--force"] * force))
+    scaled = [path for _, path, _ in server.writes() if path.endswith("/scale")]
+    assert (code, scaled) == ((0, [f"{STS}/{PREFIX}-ps/scale", f"{STS}/{PREFIX}-worker/scale"]) if force else (124, []))
+    stuck = "stuck terminating since 2026-01-01T00:00:00+00:00, past its grace period, on node gpu-node-1"
+    assert (f"  counted pod {CHIEF}-x7k2p as gone: {stuck}" in out if force else
+            f"pod {CHIEF}-x7k2p to stop (it saves a checkpoint at its step boundary; {stuck}" in err), (out, err)
