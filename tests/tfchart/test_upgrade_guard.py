@@ -21,7 +21,7 @@ import pytest
 from tests import kubeapi as kf
 from tests.chartlib import CHART
 from tests.kubeapi import Call, KubeServer, kube_server
-from tests.tfchart.test_namespace import cluster_calls, tfchart
+from tests.tfchart.test_namespace import Tfchart, cluster_calls, tfchart  # noqa: F401 (a fixture)
 from tests.tfchart.test_release import DEFAULT_CLASS, RecordingHelm, deployed_docs, inputs, live_cluster, upgrade
 from tfchart.cluster import fields
 from tfchart.cluster import upgrade as guard
@@ -561,10 +561,9 @@ def test_many_changed_fields_of_one_object_are_counted_after_the_first_ones() ->
 # -- the command line, through the real client against the fake API server over HTTP --------------------
 
 
-def test_cli_prints_each_refused_field_then_the_fix(tmp_path: Path, cluster: KubeServer) -> None:
+def test_cli_prints_each_refused_field_then_the_fix(tfchart: Tfchart, cluster: KubeServer) -> None:  # noqa: F811
     live_cluster(cluster, RecordingHelm("4", ["--set", "storage.size=20Gi"]), namespace="team-a")
     run = tfchart(
-        tmp_path,
         cluster.kubeconfig("team-a"),
         "upgrade",
         "mnist",
@@ -582,11 +581,10 @@ def test_cli_prints_each_refused_field_then_the_fix(tmp_path: Path, cluster: Kub
     assert cluster.writes() == [] and not any(call[0] == "upgrade" for call in cluster_calls(run))
 
 
-def test_cli_upgrades_past_a_chief_job_removed_by_its_ttl(tmp_path: Path, cluster: KubeServer) -> None:
+def test_cli_upgrades_past_a_chief_job_removed_by_its_ttl(tfchart: Tfchart, cluster: KubeServer) -> None:  # noqa: F811
     deployed = ["--set", "chief.ttlSecondsAfterFinished=600", "--set", "training.trainSteps=2000"]
     live_cluster(cluster, RecordingHelm("4", deployed), namespace="team-a", chief=False)
     run = tfchart(
-        tmp_path,
         cluster.kubeconfig("team-a"),
         "upgrade",
         "mnist",
