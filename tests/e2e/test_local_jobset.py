@@ -511,7 +511,8 @@ worker:
   args:
     - --strategy=parameter_server
 chief:
-  terminationGracePeriodSeconds: 15  # the chief cannot reach a step boundary without its workers: its grace ends
+  # the chief cannot reach a step boundary without its workers: its grace ends (--shutdown-grace-seconds=1)
+  terminationGracePeriodSeconds: 6
 """
 
 
