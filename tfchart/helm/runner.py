@@ -94,10 +94,6 @@ class Helm:
     kube_context: str | None = None
     debug: bool = False  # print each command on stderr
 
-    @property
-    def major(self) -> int:
-        return version(self.executable)[0]
-
     def __call__(self, args: Sequence[str], stdin: bytes | None = None) -> bytes:
         return finish(self.start(args), stdin)
 
@@ -125,7 +121,7 @@ def finish(process: subprocess.Popen[bytes], stdin: bytes | None = None,
 def major_version(runner: Runner) -> int:
     """The major version of the helm behind `runner` (its flags differ: --atomic / --rollback-on-failure)."""
     if isinstance(runner, Helm):
-        return runner.major
+        return version(runner.executable)[0]
     output = runner(["version", "--template", "{{.Version}}"]).decode().strip()
     if not (match := re.match(r"v?(\d+)\.", output)):
         raise HelmError(f"cannot read the helm version from {output!r}", INSTALL_HINT)
