@@ -39,13 +39,6 @@ def _start_servers(
     return started
 
 
-def _assert_completed(root: Path) -> None:
-    st = read_status(root)
-    assert st["state"] == "Succeeded", st
-    assert st["step"] >= STEPS
-    assert st["accuracy"] >= 0.95, st
-
-
 def _step_lines(text: str) -> list[int]:
     return [int(s) for s in re.findall(r"^step (\d+),", text, re.M)]
 
@@ -75,13 +68,19 @@ def test_worker_killed_and_restarted_is_absorbed(procs: Procs, tmp_path: Path) -
     chief.wait_until(f"{wanted} step lines while worker0 is down",
                      lambda out: len(_step_lines(out)) >= wanted, 240)
     procs.trainer("worker0-restarted", args, tf_config(cluster, "worker", 0))
-    rc = chief.wait(240)
-    assert rc == 0, chief.tail()
+    # Both losses absorbed, the chief trains on: stopped as a preempted one is (SIGTERM), it still reaches a step
+    # boundary and saves it. (A run trained to Succeeded after a killed worker: tests/e2e/test_containers.py.)
+    chief.signal(signal.SIGTERM)
+    rc = chief.wait(120)
     out = chief.output()
+    assert rc == 143, chief.tail()
     assert "resumed from checkpoint" not in out  # the coordinator absorbed both losses
     assert "Worker /job:worker/replica:0/task:1 failed" in out
     assert "Traceback" not in out and "trainer: error" not in out
-    _assert_completed(root)
+    stopped = re.findall(r"SIGTERM at step (\d+): checkpoint saved, exiting$", out, re.M)
+    assert len(stopped) == 1, chief.tail()
+    st = read_status(root)
+    assert (st["state"], st["step"]) == ("Interrupted", int(stopped[0])), st
 
 
 def test_a_loss_lost_with_its_worker_skips_its_step_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
