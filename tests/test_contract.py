@@ -139,6 +139,9 @@ def test_each_strategy_renders_the_roles_the_contract_names(strategy: str) -> No
     chief = next(doc for doc in docs if doc["metadata"]["name"].endswith(f"-{contract.CHIEF}") and doc["kind"] == "Job")
     env = {e["name"]: e.get("value") for e in chief["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert set(json.loads(env["TFD_CLUSTER"])) == set(contract.STRATEGY_ROLES[strategy]) & set(contract.CLUSTER_JOBS)
+    assert f"--strategy={strategy}" in chief["spec"]["template"]["spec"]["containers"][0]["args"]  # the one switch
+    statefulsets = {doc["metadata"]["labels"][contract.COMPONENT_LABEL] for doc in docs if doc["kind"] == "StatefulSet"}
+    assert statefulsets == set(contract.STRATEGY_ROLES[strategy]) - {contract.CHIEF}
     selector = contract.release_selector("mnist")
     for doc in docs:
         labels = doc["metadata"]["labels"]

@@ -93,24 +93,6 @@ def test_custom_ports_and_cluster_domain_flow_into_the_map() -> None:
     assert chief_service["spec"]["ports"][0]["port"] == 5555
 
 
-@pytest.mark.parametrize(
-    ("strategy", "sets", "jobs"),
-    [
-        ("parameter_server", [], {"chief", "ps", "worker"}),
-        ("multi_worker_mirrored", ["worker.replicas=3"], {"chief", "worker"}),
-        ("mirrored", ["chief.gpu.count=4"], {"chief"}),
-        ("single_device", [], {"chief"}),
-    ],
-)
-def test_one_switch_selects_the_topology(strategy: str, sets: list[str], jobs: set[str]) -> None:
-    docs = render(sets=[f"training.strategy={strategy}", *sets])
-    assert set(cluster_map(docs)) == jobs
-    statefulsets = {doc["metadata"]["name"].removeprefix(f"{PREFIX}-") for doc in by_kind(docs, "StatefulSet")}
-    assert statefulsets == jobs - {"chief"}
-    chief = pod_spec(named(docs, "Job", f"{PREFIX}-chief"))["containers"][0]
-    assert f"--strategy={strategy}" in chief["args"]
-
-
 def test_chief_job_has_stable_dns_through_its_headless_service() -> None:
     docs = render()
     job = named(docs, "Job", f"{PREFIX}-chief")
