@@ -46,28 +46,24 @@ def finished(process: subprocess.Popen[str]) -> tuple[int, str, str]:
     return process.returncode, out, err
 
 
-def test_a_run_that_already_succeeded_answers_at_once(server: KubeServer) -> None:
-    run_job(server, "complete")
-    code, out, err = finished(tfchart_wait(server))
-    assert (code, out, err) == (0, "mnist: Succeeded\n", "")
-    assert server.calls == [LIST_JOBS]
+STOPPED = "stopped by tfchart stop (training ended early)"
 
 
-def test_a_failed_run_exits_1_with_the_reason_on_stderr(server: KubeServer) -> None:
-    run_job(server, "failed")
-    code, out, err = finished(tfchart_wait(server, "-n", NS))
-    assert code == 1 and out == "mnist: Failed\n"
-    assert err == ("error: release mnist's run failed: BackoffLimitExceeded: Job has reached the specified backoff "
-                   "limit\n")
-
-
-def test_a_run_stopped_early_is_not_a_success(server: KubeServer) -> None:
-    job = run_job(server, "running")
-    reason = "stopped by tfchart stop (training ended early)"
-    server.update("Job", NS, job["metadata"]["name"], {"spec": {"suspend": True}, "metadata": {"annotations": {
-        "tf-distributed.io/ending": "stopped", "tf-distributed.io/end-reason": reason}}})  # fmt: skip
-    code, _, err = finished(tfchart_wait(server))
-    assert code == 1 and err == f"error: release mnist's run failed: {reason}\n"
+@pytest.mark.parametrize(("state", "code", "err"), [
+    ("complete", 0, ""),
+    ("failed", 1, "error: release mnist's run failed: BackoffLimitExceeded: Job has reached the specified backoff "
+                  "limit\n"),
+    ("stopped", 1, f"error: release mnist's run failed: {STOPPED}\n"),  # ended early: not a success
+])  # fmt: skip
+def test_a_run_that_already_ended_answers_at_once_with_its_ending(server: KubeServer, state: str, code: int,
+                                                                  err: str) -> None:  # fmt: skip
+    job = run_job(server, "running" if state == "stopped" else state)
+    if state == "stopped":
+        server.update("Job", NS, job["metadata"]["name"], {"spec": {"suspend": True}, "metadata": {"annotations": {
+            "tf-distributed.io/ending": "stopped", "tf-distributed.io/end-reason": STOPPED}}})  # fmt: skip
+    answer = finished(tfchart_wait(server))
+    assert answer == (code, f"mnist: {'Succeeded' if code == 0 else 'Failed'}\n", err)
+    assert server.calls == [LIST_JOBS]  # one look
 
 
 def test_a_run_that_ends_while_waiting(server: KubeServer) -> None:
