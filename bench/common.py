@@ -168,7 +168,9 @@ def train_locally(pods: Sequence[LocalPod], batch_size: int, timeout: float = 60
     try:
         cluster.start(tf_pods)
         chief = next(pod.name for pod in tf_pods if pod.is_chief)
-        code = cluster.wait_for(chief, timeout=timeout)
+        process = cluster.processes[chief]
+        code = process.popen.wait(timeout=timeout)
+        process.reader.join(timeout=5)
     finally:
         cluster.stop(grace=5)
     if code != 0 or not samples:

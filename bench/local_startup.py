@@ -55,7 +55,7 @@ def time_to_first_step(strategy: str, helm: str) -> tuple[float, float]:
             if not first.wait(timeout=300):
                 raise SystemExit(f"{strategy}: no training step within 300 s")
             elapsed = time.perf_counter() - start
-            cpu = sum(cpu_seconds(pid) for pid in cluster.pids())
+            cpu = sum(cpu_seconds(process.popen.pid) for process in cluster.processes.values())
             return elapsed, cpu
         finally:
             cluster.stop(grace=5)
