@@ -25,7 +25,7 @@ from tests import kubeapi as kf
 from tests.chartlib import REPO, named, render
 from tests.kubeapi import KubeServer, Request
 from tests.kubeapi_rbac import service_account
-from tests.trainer.conftest import service_account_dir
+from tests.trainer.conftest import free_ports, service_account_dir
 from tests.trainer.test_supervisor import (
     E2E_VALUES,
     JOBS,
@@ -35,7 +35,6 @@ from tests.trainer.test_supervisor import (
     Killed,
     container_env,
     dies_before_write,
-    free_port,
     health,
     job_annotations,
     objects,
@@ -115,7 +114,7 @@ def release(tmp_path: Path) -> Iterator[tuple[KubeServer, list[dict[str, Any]], 
     server.add(*[d for d in docs if d["kind"] in kinds])
     server.authenticate({SA_TOKEN: service_account(NAMESPACE, f"{PREFIX}-supervisor")})
     container = named(docs, "Deployment", f"{PREFIX}-supervisor")["spec"]["template"]["spec"]["containers"][0]
-    port = free_port()
+    [port] = free_ports(1)
     env = {**container_env(container), "TFD_KUBE_API": server.url, "PATH": f"{python_bin_dir()}:/usr/bin:/bin",
            "TFD_SERVICEACCOUNT_DIR": str(service_account_dir(tmp_path / "sa", NAMESPACE)),
            "TFD_HEALTH_PORT": str(port)}  # fmt: skip
