@@ -246,7 +246,7 @@ def test_servers_that_do_not_come_up_keep_the_run_suspended_and_say_why(
     assert record(server)["suspend"] is True
 
 
-@pytest.mark.parametrize("case", ["ended", "missing", "running", "by hand"])
+@pytest.mark.parametrize("case", ["ended", "missing", "running", "by hand", "job gone"])
 def test_refusals_are_one_line_with_the_fix(server: KubeServer, capsys: pytest.CaptureFixture[str], case: str) -> None:
     if case == "ended":
         chief = kf.manifest(kf.rendered(namespace=NS), "Job", "chief")
@@ -263,6 +263,12 @@ def test_refusals_are_one_line_with_the_fix(server: KubeServer, capsys: pytest.C
         code, _, err = in_process(server, capsys, "resume", "mnist")
         assert code == 1 and f"error: release mnist's run is not suspended: its Job {CHIEF} runs" in err
         assert "suspend it with `tfchart suspend mnist -n team-a`" in err
+    elif case == "job gone":  # deleted by hand, or by its TTL: the servers are left
+        training(server)
+        server.delete("Job", NS, CHIEF)
+        code, _, err = in_process(server, capsys, "suspend", "mnist")
+        assert code == 1 and "error: release mnist's run cannot be suspended: its run's Job is gone" in err
+        assert "start a new run: `tfchart upgrade mnist -n team-a ...` creates it again" in err
     else:
         training(server)
         server.update("Job", NS, CHIEF, {"spec": {"suspend": True}})

@@ -92,20 +92,22 @@ def carry_out(api: KubeApi, release: str, namespace: str, timeout: float | None,
     done, record = Outcome(release, namespace, STATES[wanted]), found.view.suspension
     step = lifecycle.plan(found.view, wanted, now=now_text(), force=force)
     run = found.view.run  # none (its Job deleted, or gone after keep): nothing carries the wanted state; tfchart acts
-    if run is not None and not step.reached and notes(run).get(lifecycle.WANTED_ANNOTATION) != wanted:
-        api.patch(found.view.kind, found.view.name, namespace, lifecycle.wanted_patch(wanted))
+    ask = lifecycle.wanted_patch(wanted)
+    if str(notes(run).get(lifecycle.WANTED_SEEN_ANNOTATION) or "").startswith(f"{wanted}: "):  # asked again: the
+        ask["metadata"]["annotations"][lifecycle.WANTED_SEEN_ANNOTATION] = None  # supervisor's refusal is old news
+    if run is not None and not step.reached and notes(run) | ask["metadata"]["annotations"] != notes(run):
+        api.patch(found.view.kind, found.view.name, namespace, ask)
     by_supervisor = not force and run is not None and supervising(found.view.supervisor)
     if by_supervisor:
         done.actions.append(f"asked the run supervisor ({named(found.view.supervisor)}) for {wanted} on "
                             f"{found.view.kind} {found.view.name}; it carries it out")
     limit = default_timeout(found, wanted) if timeout is None else timeout
-    asked, waiting, backoff = now(), list[str](), Backoff()
+    asked, waiting, backoff, before = now(), list[str](), Backoff(), found  # `before`: read before asking
     acted: set[tuple[str, str]] = set()
     unchanged: dict[tuple[str, str], str] = {}
     while True:
         if step.blocked:
-            raise TfchartError(f"release {release}'s run cannot be {STATES[wanted].lower()}: {step.blocked}",
-                               f"see `tfchart status {release} -n {namespace}`")
+            raise blocked(found.view, step, wanted, release, namespace)
         waiting += [] if waiting else step.pending
         if waiting and not step.pending:
             done.actions.append(f"waited for {'; '.join(waiting)}")
@@ -122,7 +124,7 @@ def carry_out(api: KubeApi, release: str, namespace: str, timeout: float | None,
             done.actions += [] if by_supervisor and action.line in done.actions else [action.line]
         if by_supervisor or pause or not step.actions:  # waiting: for the supervisor, for pods, before a repeat
             waited = now() - asked
-            late = unseen(found, wanted, waited) if by_supervisor else ""
+            late = unseen(found, wanted, waited) if by_supervisor and found is not before else ""
             if late or waited >= limit:
                 raise timed_out(step, done, wanted, round(waited) if late else limit, late, by_supervisor, backoff)
             sleep(min(pause or POLL_SECONDS, max(asked + limit - now(), 0.0)))
@@ -150,6 +152,18 @@ def unseen(found: Found, wanted: str, waited: float) -> str:
         return ""
     return (f"the run supervisor {named(supervisor)} has not taken it up in {SEEN_SECONDS:g}s: an older supervisor "
             f"image ignores {lifecycle.WANTED_ANNOTATION}, or its Role does not let it act (its log says which)")
+
+
+def blocked(view: lifecycle.RunView, step: Step, wanted: str, release: str, namespace: str) -> TfchartError:
+    """The plan's refusal in one line, with the fix for its case."""
+    fix = f"see `tfchart status {release} -n {namespace}`"
+    if view.run is None:
+        fix = f"start a new run: `tfchart upgrade {release} -n {namespace} ...` creates it again"
+    elif view.queue and view.workload is None:
+        fix = (f"see `kubectl -n {namespace} get workloads` and `kubectl -n {namespace} describe jobset {view.name}`;"
+               f" to {VERBS[wanted]} it tfchart needs its Workload (Kueue undoes a spec.suspend it did not write)")
+    done = {RUNNING_WANTED: "resumed"}.get(wanted, STATES[wanted].lower())
+    return TfchartError(f"release {release}'s run cannot be {done}: {step.blocked}", fix)
 
 
 def supervising(supervisor: Mapping[str, Any] | None) -> bool:
