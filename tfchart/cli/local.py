@@ -167,11 +167,6 @@ def recorded(name: str, namespace: str, options: dict[str, Any], values: ValuesI
     return runstate.LocalRun(name, namespace, options, chart, values.chart_version, values.plain_http, files, sets)
 
 
-def suspend_local(name: str, workdir: Path | None, timeout: float | None) -> runstate.LocalOutcome:
-    """`tfchart suspend NAME --local`: the running local run asked to suspend, waited for."""
-    return runstate.request_suspend(name, *runstate.find(name, workdir, "suspend"), timeout)
-
-
 def resume_local(name: str, workdir: Path | None, timeout: float | None) -> NoReturn:
     """`tfchart resume NAME --local`: the suspended local run started again in its run directory, to its end."""
     run_dir, run = runstate.find(name, workdir, "resume")

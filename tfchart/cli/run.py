@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -146,9 +147,9 @@ def suspend(name: str, timeout: float | None, force: bool, on_this_machine: bool
     """Pause release NAME's run: the chief saves a checkpoint at its next step boundary, then every pod is
     released (ps/workers scaled to 0, the evaluator suspended). `tfchart resume NAME` continues."""
     if on_this_machine:
-        from tfchart.cli.local import suspend_local
+        from tfchart.local import runstate  # the running local run asked to suspend, waited for
 
-        outcome: Any = suspend_local(name, workdir, timeout)
+        outcome: Any = runstate.request_suspend(name, *runstate.find(name, workdir, "suspend"), timeout)
         resume = f"tfchart resume {name} --local --workdir {outcome.run_directory}"
     else:
         from tfchart.cluster import suspend as run_suspend
@@ -193,7 +194,7 @@ def no_workdir(workdir: Path | None) -> None:
 def report(outcome: Any, output: str, closing: str) -> None:
     """One line per thing done (then per thing already done), and where the run stands; or the outcome as data."""
     if output != "text":
-        emit(outcome.as_dict(), output)
+        emit(asdict(outcome), output)
         return
     for line in outcome.unchanged:
         click.echo(f"  {line}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +37,7 @@ STATES = {SUSPENDED_WANTED: "Suspended", RUNNING_WANTED: "Running", STOPPED_WANT
 
 @dataclass
 class Outcome:
-    """What the command did (one line each) and where the run stands; `-o json` prints as_dict()."""
+    """What the command did (one line each) and where the run stands; `-o json` prints it as a dict."""
 
     release: str
     namespace: str
@@ -46,9 +46,6 @@ class Outcome:
     replicas: dict[str, int] = field(default_factory=dict)  # the ps/worker replicas a resume brings back
     actions: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass

@@ -203,7 +203,7 @@ def clean(name: str, keep: int) -> list[str]:
 
 @dataclass
 class LocalOutcome:
-    """What `tfchart suspend NAME --local` did; `-o json` prints as_dict()."""
+    """What `tfchart suspend NAME --local` did; `-o json` prints it as a dict."""
 
     release: str
     run_directory: str
@@ -212,6 +212,3 @@ class LocalOutcome:
     step: int | None
     actions: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)

@@ -252,7 +252,8 @@ def _kept(node: Schema, origin: Origin | None, meanings: Mapping[str, str]) -> t
         typed = float(scaled[1]) * {"k": 1e3, "K": 1e3, "M": 1e6}[scaled[2]]
     whole = int(typed) if isinstance(typed, float) and typed.is_integer() else _NONE
     for candidate in (whole, typed, text):
-        if candidate is not _NONE and not _is_same(candidate, origin.value) and fits(node, candidate):
+        same = type(candidate) is type(origin.value) and candidate == origin.value  # 1 is not 1.0 nor True
+        if candidate is not _NONE and not same and fits(node, candidate):
             return candidate, f"{text} is {candidate}" if scaled else "in quotes" if isinstance(candidate, str) \
                 else "without quotes"
     return None
@@ -305,7 +306,3 @@ def _helm_typed(text: str) -> Any:
     if text == "0" or (re.fullmatch(r"[+-]?[1-9][0-9]*", text) and -(2**63) <= int(text) < 2**63):
         return int(text)
     return text
-
-
-def _is_same(value: Any, other: Any) -> bool:
-    return type(value) is type(other) and value == other

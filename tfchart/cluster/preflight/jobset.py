@@ -8,7 +8,7 @@ are Ready). Reading webhook configurations takes a ClusterRole: a denied read is
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Context, Finding, guarded
 from tfchart.cluster.runs import JOBSET
@@ -31,15 +31,11 @@ def check_jobset(context: Context) -> list[Finding]:
     return [served_ok, *guarded(CHECK, lambda: [controller(context.api)])]
 
 
-def covers_jobsets(webhook: Any) -> bool:
-    return any(JOBSET.group in (rule.api_groups or []) and JOBSET.plural in (rule.resources or [])
-               for rule in webhook.rules or [])  # fmt: skip
-
-
 def controller(api: KubeApi) -> Finding:
     """Whether JobSet's controller answers: the ready endpoints of the Service its jobsets webhook calls."""
     hooks = [hook for config in api.list_objects("ValidatingWebhookConfiguration") for hook in config.webhooks or []
-             if covers_jobsets(hook)]  # fmt: skip
+             if any(JOBSET.group in (rule.api_groups or []) and JOBSET.plural in (rule.resources or [])
+                    for rule in hook.rules or [])]  # fmt: skip
     if not hooks:
         return Finding(CHECK, FAIL, f"no validating webhook guards {JOBSET.name}: JobSet's controller is not installed "
                        "(its manifests add jobset-validating-webhook-configuration), so nothing would run the JobSet",

@@ -14,13 +14,12 @@ import yaml
 from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Context, Finding, guarded
 from tfchart.cluster.preflight.plan import GANG_ROLES, PRIORITY_LABEL, QUEUE_LABEL, Plan, total
 from tfchart.manifests.quantity import parse, shown
+from tfdcontract.runstate import KUEUE_GROUP as KUEUE
+from tfdcontract.runstate import KUEUE_VERSIONS  # v1beta2 since Kueue v0.15, v1beta1 (deprecated) before and beside it
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
 
-
-KUEUE = "kueue.x-k8s.io"
-KUEUE_VERSIONS = ("v1beta2", "v1beta1")  # v1beta2 since Kueue v0.15, v1beta1 (deprecated) before and beside it
 # Kueue's configuration (config/components/manager, namePrefix kueue-, namespace kueue-system; its chart alike)
 CONFIG_NAMESPACE, CONFIG_MAP, CONFIG_KEY = "kueue-system", "kueue-manager-config", "controller_manager_config.yaml"
 DEFAULT_FRAMEWORKS = ("batch/job",)  # Kueue v0.19 apis/config/v1beta2/defaults.go, when the list is left out

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Context, Finding
-from tfchart.cluster.preflight.kueue import KUEUE, kueue_version
+from tfchart.cluster.preflight.kueue import kueue_version
 from tfchart.cluster.preflight.plan import QUEUE_LABEL, Plan
 from tfdcontract import CHIEF, PS, WORKER
+from tfdcontract.runstate import KUEUE_GROUP as KUEUE
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
