@@ -18,14 +18,14 @@ import re
 import shlex
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import NamedTuple
 
 from tfchart.errors import EngineNotFound, TfchartError, UsageError
-from tfchart.images.engines import INSTALL_HINT, Engine, answer, check_engine_reachable, detect_engine, engine_name
+from tfchart.images import engines
+from tfchart.images.engines import BUILD_COMMANDS, DAEMONLESS
 
 VARIANTS = ("cpu", "gpu")
 DEFAULT_REGISTRY = "ghcr.io"
@@ -41,23 +41,19 @@ HOST_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
 REGISTRY_PATTERN = re.compile(rf"(?:{HOST_LABEL}(?:\.{HOST_LABEL})*|\[[0-9A-Fa-f:]+\])(?::[0-9]+)?")
 
 
-@dataclass(frozen=True)
-class BuildStep:
-    """One command of a build: the exact argv, what it does, and the image it builds or pushes."""
+class BuildStep(NamedTuple):
+    """One command of a build: the exact argv (`<engine> push ...` for a push), what it does, the image it builds
+    or pushes, and the engine (a key of engines.BUILD_COMMANDS)."""
 
     argv: list[str]
     description: str
     image: str
-    engine: Engine
-    action: Literal["build", "push"] = "build"
-
-    @property
-    def shell(self) -> str:
-        return shlex.join(self.argv)  # one copy-pasteable shell line
+    engine: str
 
 
 def project_version(repo_root: Path) -> str:
-    """[project] version from the repository's pyproject.toml."""
+    """[project] version from the repository's pyproject.toml (its `version = "..."` line, read so on every
+    Python: 3.10 has no tomllib)."""
     pyproject = repo_root / "pyproject.toml"
     try:
         text = pyproject.read_text(encoding="utf-8")
@@ -66,17 +62,11 @@ def project_version(repo_root: Path) -> str:
             f"cannot read the project version from {pyproject}: {error.strerror or error}",
             "run tfchart build from a tf-distributed checkout (the images are built from its Dockerfiles)",
         ) from None
-    version = _scan_project_version(text)
-    if not version:
-        raise TfchartError(f"no [project] version in {pyproject}", "set `version = \"X.Y.Z\"` under [project]")
-    return version
-
-
-def _scan_project_version(text: str) -> str | None:
-    """The `version = "..."` line of the [project] table (read so on every Python: 3.10 has no tomllib)."""
     section = re.search(r"^\[project\][ \t]*$(.*?)(?=^\[|\Z)", text, re.M | re.S)
     found = section and re.search(r"""^version\s*=\s*["']([^"']+)["']""", section.group(1), re.M)
-    return found.group(1) if found else None
+    if not found:
+        raise TfchartError(f"no [project] version in {pyproject}", "set `version = \"X.Y.Z\"` under [project]")
+    return found.group(1)
 
 
 def build_context(explicit: Path | None, start: Path, installed_from: Path) -> Path:
@@ -89,23 +79,20 @@ def build_context(explicit: Path | None, start: Path, installed_from: Path) -> P
 
     if explicit is not None:
         if not is_checkout(explicit):
-            raise UsageError(
-                f"--source {explicit} holds no tf-distributed checkout (pyproject.toml and Dockerfile.cpu)",
-                "point --source at the repository root",
-            )
+            raise UsageError(f"--source {explicit} holds no tf-distributed checkout (pyproject.toml and "
+                             "Dockerfile.cpu)", "point --source at the repository root")  # fmt: skip
         return explicit.resolve()
     found = next((d for d in (start.resolve(), *start.resolve().parents, installed_from) if is_checkout(d)), None)
     if found is None:
-        raise UsageError(
-            f"no tf-distributed checkout at or above {start} (the images are built from its Dockerfiles)",
-            "run tfchart build inside a clone of the repository, or pass --source <repository root>",
-        )
+        raise UsageError(f"no tf-distributed checkout at or above {start} (the images are built from its "
+                         "Dockerfiles)", "run tfchart build inside a clone of the repository, or pass --source "
+                         "<repository root>")  # fmt: skip
     return found
 
 
 def git_revision(repo_root: Path) -> str | None:
     """HEAD's commit when repo_root is the top of a git checkout; None otherwise (no git, not a checkout)."""
-    answered = answer(["git", "-C", str(repo_root), "rev-parse", "--show-toplevel", "HEAD"])
+    answered = engines.answer(["git", "-C", str(repo_root), "rev-parse", "--show-toplevel", "HEAD"])
     lines = answered.stdout.split() if answered.returncode == 0 else []
     if len(lines) != 2 or not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", lines[1]):
         return None
@@ -121,17 +108,8 @@ def image_reference(registry: str, repository: str, tag: str) -> str:
     return f"{registry}/{repository}:{tag}" if registry else f"{repository}:{tag}"
 
 
-def _variants(variants: Sequence[str]) -> list[str]:
-    names = [name for variant in variants for name in (VARIANTS if variant == "all" else (variant,))]
-    unknown = next((name for name in names if name not in VARIANTS), None)
-    if unknown is not None:
-        raise UsageError(f"unknown image variant: {unknown}", "use --cpu, --gpu or --all")
-    if not names:
-        raise UsageError("no image to build", "use --cpu, --gpu or --all")
-    return [name for name in VARIANTS if name in names]
-
-
-def _check_reference(registry: str, repository: str, tag: str) -> None:
+def _check_options(registry: str, repository: str, tag: str, push: bool, tls_verify: bool, engine: str,
+                   bases: Sequence[str | None]) -> None:  # fmt: skip
     registry = registry.strip().rstrip("/")
     if registry and not REGISTRY_PATTERN.fullmatch(registry):
         raise UsageError(f"invalid registry: {registry!r}", "a host name with an optional port, e.g. ghcr.io or "
@@ -142,71 +120,61 @@ def _check_reference(registry: str, repository: str, tag: str) -> None:
     if not TAG_PATTERN.fullmatch(tag) or len(tag) > 124:  # the GPU tag adds "-gpu": room for it within 128 characters
         raise UsageError(f"invalid tag: {tag!r}", "letters, digits, '_', '.' and '-', not starting with '.' or '-', "
                          "at most 124 characters")  # fmt: skip
+    if not tls_verify and push and engine not in DAEMONLESS:
+        raise UsageError(f"{engine} cannot be told per push to use plain HTTP", 'add the registry to '
+                         '"insecure-registries" in the Docker daemon configuration, or use --engine podman')
+    for option, base, example in zip(("--base-image", "--gpu-base-image"), bases, ("python:3.11-slim-bookworm",
+                                     "tensorflow/tensorflow:2.21.0-gpu"), strict=True):  # fmt: skip
+        if base is not None and not base.strip():
+            raise UsageError(f"{option} is empty", f"name an image, e.g. {example}")
 
 
-def plan(variants: list[str], tag: str | None, registry: str, repository: str, push: bool, platform: str | None,
-         engine: str | None, repo_root: Path, *, base_image: str | None = None, gpu_base_image: str | None = None,
-         tls_verify: bool = True) -> list[BuildStep]:  # fmt: skip
+def plan(variants: Collection[str], tag: str | None, registry: str, repository: str, push: bool,
+         platform: str | None, engine: str | None, repo_root: Path, *, base_image: str | None = None,
+         gpu_base_image: str | None = None, tls_verify: bool = True) -> list[BuildStep]:  # fmt: skip
     """The commands that build (and with push, publish) the trainer images, in the order to run them.
 
-    variants: "cpu", "gpu" (or "all"); tag: replaces the project version in the tags; registry may be ""
-    for `repository:tag` images; engine: docker, buildx, podman or buildah, or None for the one
-    `detect_engine` finds (docker when none is installed, so a dry run works anywhere). base_image:
+    variants: "cpu", "gpu" or "all" (as the flags give them); tag: replaces the project version in the tags;
+    registry may be "" for `repository:tag` images; engine: docker, buildx, podman or buildah, or None for the
+    one `detect_engine` finds (docker when none is installed, so a dry run works anywhere). base_image:
     `--build-arg BASE_IMAGE=...` for every variant (the Dockerfiles default to the official TensorFlow
     images; a GPU build on another base needs CUDA libraries in it to use GPUs). tls_verify=False: push
     over plain HTTP (podman and buildah `--tls-verify=false`; docker reads insecure registries from its
     daemon configuration only, so it is refused there). Raises UsageError for bad names, TfchartError
     without pyproject.toml or a Dockerfile."""
-    chosen = _variants(variants)
     root = repo_root.resolve()
     version = project_version(root)
     version_part = version if tag is None else tag
-    _check_reference(registry, repository, version_part)
     try:
-        builder = Engine(engine_name(engine)) if engine is not None else detect_engine(None)
+        builder = engines.detect_engine(None) if engine is None else engine
     except EngineNotFound:
-        builder = Engine("docker")  # none installed: a dry run prints docker's commands
-    if not tls_verify and push and not builder.daemonless:
-        raise UsageError(
-            f"{builder.name} cannot be told per push to use plain HTTP",
-            'add the registry to "insecure-registries" in the Docker daemon configuration, or use --engine podman',
-        )
-    if base_image is not None and not base_image.strip():
-        raise UsageError("--base-image is empty", "name an image, e.g. python:3.11-slim-bookworm")
-    if gpu_base_image is not None and not gpu_base_image.strip():
-        raise UsageError("--gpu-base-image is empty", "name an image, e.g. tensorflow/tensorflow:2.21.0-gpu")
-    revision = git_revision(root)
+        builder = "docker"  # none installed: a dry run prints docker's commands
+    if builder not in BUILD_COMMANDS:
+        raise UsageError(f"unknown container engine: {builder}", f"use one of: {', '.join(BUILD_COMMANDS)}")
+    _check_options(registry, repository, version_part, push, tls_verify, builder, (base_image, gpu_base_image))
+    revision, executable = git_revision(root), BUILD_COMMANDS[builder][0]
     builds: list[BuildStep] = []
     pushes: list[BuildStep] = []
-    for variant in chosen:
+    for variant in (v for v in VARIANTS if v in variants or "all" in variants):
         dockerfile = root / f"Dockerfile.{variant}"
         if not dockerfile.is_file():
             raise TfchartError(f"{dockerfile} not found", "run tfchart build from a tf-distributed checkout")
         image = image_reference(registry, repository, version_part if variant == "cpu" else f"{version_part}-gpu")
-        argv = [*builder.build_command, "-f", str(dockerfile), "-t", image, "--label", f"{VERSION_LABEL}={version}"]
+        argv = [*BUILD_COMMANDS[builder], "-f", str(dockerfile), "-t", image, "--label", f"{VERSION_LABEL}={version}"]
         argv += ["--label", f"{REVISION_LABEL}={revision}"] if revision else []
         base = gpu_base_image if variant == "gpu" and gpu_base_image else base_image
         argv += ["--build-arg", f"BASE_IMAGE={base.strip()}"] if base else []
         argv += ["--platform", platform] if platform else []
-        if builder.daemonless:
-            argv += ["--format", "docker"]  # OCI format would drop the Dockerfiles' HEALTHCHECK
-        if builder.pushes_while_building:
-            # without --push or --load a docker-container builder keeps the result in its cache only
-            argv.append("--push" if push else "--load")
-        argv.append(str(root))
-        pushed = " and push" if push and builder.pushes_while_building else ""
-        builds.append(BuildStep(argv, f"build{pushed} the {variant.upper()} trainer image {image}", image, builder))
-        if push and not builder.pushes_while_building:
+        argv += ["--format", "docker"] if builder in DAEMONLESS else []  # OCI format would drop the HEALTHCHECK
+        # buildx pushes while building; without --push or --load a docker-container builder keeps only its cache
+        argv += ["--push" if push else "--load"] if builder == "buildx" else []
+        pushed = " and push" if push and builder == "buildx" else ""
+        builds.append(BuildStep([*argv, str(root)], f"build{pushed} the {variant.upper()} trainer image {image}",
+                                image, builder))  # fmt: skip
+        if push and builder != "buildx":
             tls = [] if tls_verify else ["--tls-verify=false"]
-            pushes.append(BuildStep([builder.executable, "push", *tls, image], f"push {image}", image, builder, "push"))
+            pushes.append(BuildStep([executable, "push", *tls, image], f"push {image}", image, builder))
     return builds + pushes
-
-
-def _failure_hint(step: BuildStep) -> str:
-    if step.action == "push":
-        registry = step.image.split("/", 1)[0] if "/" in step.image else "the registry"
-        return f"log in first (`{step.engine.executable} login {registry}`) and check that you may push to {step.image}"
-    return "the build output above shows the failing Dockerfile step; --dry-run prints the commands to rerun by hand"
 
 
 def run(steps: Sequence[BuildStep], dry_run: bool, echo: Callable[[str], None],
@@ -216,21 +184,26 @@ def run(steps: Sequence[BuildStep], dry_run: bool, echo: Callable[[str], None],
     nothing half-done. A failing command raises TfchartError naming the image and the exit code."""
     if not dry_run:
         for engine in dict.fromkeys(step.engine for step in steps):
-            check_engine_reachable(detect_engine(engine.name))
+            engines.check_engine_reachable(engines.detect_engine(engine))
     for number, step in enumerate(steps, 1):
         if not dry_run:
             progress(f"[{number}/{len(steps)}] {step.description}")
-        echo(step.shell)
+        echo(shlex.join(step.argv))  # one copy-pasteable shell line
         if dry_run:
             continue
         started = time.monotonic()
         try:
             code = subprocess.run(step.argv, stdin=subprocess.DEVNULL, check=False).returncode
         except OSError as error:
-            raise EngineNotFound(f"cannot run {step.argv[0]}: {error.strerror or error}", INSTALL_HINT) from None
+            reason = error.strerror or error
+            raise EngineNotFound(f"cannot run {step.argv[0]}: {reason}", engines.INSTALL_HINT) from None
+        if code != 0 and step.argv[1] == "push":
+            registry = step.image.split("/", 1)[0] if "/" in step.image else "the registry"
+            raise TfchartError(f"pushing {step.image} failed: `{shlex.join(step.argv[:2])}` exited with code {code}",
+                               f"log in first (`{step.argv[0]} login {registry}`) and check that you may push to "
+                               f"{step.image}")  # fmt: skip
         if code != 0:
-            verb = "pushing" if step.action == "push" else "building"
-            command = step.engine.build_command if step.action == "build" else step.argv[:2]
-            message = f"{verb} {step.image} failed: `{shlex.join(command)}` exited with code {code}"
-            raise TfchartError(message, _failure_hint(step))
+            raise TfchartError(f"building {step.image} failed: `{shlex.join(BUILD_COMMANDS[step.engine])}` exited "
+                               f"with code {code}", "the build output above shows the failing Dockerfile step; "
+                               "--dry-run prints the commands to rerun by hand")  # fmt: skip
         progress(f"[{number}/{len(steps)}] done in {time.monotonic() - started:.0f} s: {step.image}")
