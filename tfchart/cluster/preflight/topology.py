@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import difflib
 from collections import Counter
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import Any, NamedTuple
 
 from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Context, Finding
 from tfchart.cluster.preflight.kueue import kueue_version
@@ -16,28 +16,23 @@ from tfchart.cluster.preflight.plan import QUEUE_LABEL, Plan
 from tfdcontract import CHIEF, PS, WORKER
 from tfdcontract.runstate import KUEUE_GROUP as KUEUE
 
-if TYPE_CHECKING:
-    from tfchart.cluster.kube import KubeApi
-
 CHECK = "topology"
 PLACED = (PS, WORKER, CHIEF)  # the roles scheduling.topology places (never the evaluator)
 TAS = {"required": f"{KUEUE}/podset-required-topology", "preferred": f"{KUEUE}/podset-preferred-topology"}
 HYPERNODES = ("topology.volcano.sh", "v1alpha1", "hypernodes")
 HOSTNAME = "kubernetes.io/hostname"
+NO_TOPOLOGY = "--set scheduling.topology.mode=none"
+BUILD = "build the HyperNodes (by hand or by Volcano's HyperNode auto-discovery"
+finding = partial(Finding, CHECK)
 
 
-@dataclass(frozen=True)
-class Ask:
+class Ask(NamedTuple):
     """Pods of some roles placed together: Kueue by a Topology level (a node label), Volcano within a tier."""
 
     roles: tuple[str, ...]
     mode: str  # required | preferred
     level: str = ""
-    tier: int | None = None
-
-    @property
-    def pods(self) -> str:
-        return pods_of(self.roles)
+    tier: int = 0
 
 
 def pods_of(roles: tuple[str, ...]) -> str:
@@ -59,12 +54,12 @@ def volcano_asks(planned: Plan) -> list[Ask]:
     """The Volcano PodGroup's network topology: its own (every placed pod of the gang) and each subGroupPolicy's."""
     group = planned.pod_group or {}
     spec = (group.get("spec") or {}) if str(group.get("apiVersion")).startswith("scheduling.volcano.sh/") else {}
-    units = [(rendered_roles(planned), spec.get("networkTopology"))] if spec.get("networkTopology") else []
+    units = [(rendered_roles(planned), spec.get("networkTopology"))]
     for policy in spec.get("subGroupPolicy") or []:
         selector = (policy.get("labelSelector") or {}).get("matchExpressions") or [{}]
         units.append((tuple(selector[0].get("values") or ()), policy.get("networkTopology")))
     return [Ask(roles, "required" if topo.get("mode", "hard") == "hard" else "preferred",
-                tier=topo.get("highestTierAllowed")) for roles, topo in units if topo]  # fmt: skip
+                tier=int(topo.get("highestTierAllowed") or 0)) for roles, topo in units if topo]  # fmt: skip
 
 
 def rendered_roles(planned: Plan) -> tuple[str, ...]:
@@ -72,10 +67,10 @@ def rendered_roles(planned: Plan) -> tuple[str, ...]:
     return tuple(role for role in PLACED if role in roles)
 
 
-def sets(field: str, ask: Ask, rendered: tuple[str, ...], value: object) -> str:
+def sets(field: str, ask: Ask, planned: Plan, value: object) -> str:
     """The --set that gives `ask` another level or tier: the shared key when every placed role of the render asks
     the same, else each asking role's own (which wins whether or not the role set one)."""
-    shared = set(ask.roles) == set(rendered)
+    shared = set(ask.roles) == set(rendered_roles(planned))
     keys = [f"scheduling.topology.{field}"] if shared else [f"scheduling.topology.{r}.{field}" for r in ask.roles]
     return " ".join(f"--set {key}={value}" for key in keys)
 
@@ -96,8 +91,7 @@ def check_topology(context: Context) -> list[Finding]:
 # -- Kueue: LocalQueue -> ClusterQueue -> ResourceFlavors -> Topology levels ------------------------------------
 
 
-@dataclass(frozen=True)
-class TasFlavor:
+class TasFlavor(NamedTuple):
     flavor: str
     topology: str
     levels: tuple[str, ...] | None  # None: the Topology does not exist
@@ -109,67 +103,61 @@ def check_kueue_topology(context: Context, asks: list[Ask]) -> list[Finding]:
     if version is None or not queue:
         return []  # the kueue check says Kueue is missing
     if not context.serves(KUEUE, version, "topologies"):
-        return [Finding(CHECK, FAIL, f"Kueue serves no Topology in {KUEUE}/{version}: its topology-aware scheduling "
-                        "(beta and on by default since Kueue v0.14) is missing, so nothing would admit the pods that "
-                        "ask for a topology",
-                        "upgrade Kueue to v0.14 or later, or --set scheduling.topology.mode=none")]  # fmt: skip
+        return [finding(FAIL, f"Kueue serves no Topology in {KUEUE}/{version}: its topology-aware scheduling (beta and "
+                        "on by default since Kueue v0.14) is missing, so nothing would admit the pods that ask for a "
+                        f"topology", f"upgrade Kueue to v0.14 or later, or {NO_TOPOLOGY}")]
     local_queue = context.custom(KUEUE, version, "localqueues", queue, context.namespace)
     name = str(((local_queue or {}).get("spec") or {}).get("clusterQueue") or "")
     cluster_queue = context.custom(KUEUE, version, "clusterqueues", name) if name else None
     if cluster_queue is None:
         return []  # the kueue check says the LocalQueue or ClusterQueue is missing
-    flavors = tas_flavors(context.api, version, cluster_queue)
+    flavors = tas_flavors(context, version, cluster_queue)
     if not flavors:
-        return [Finding(CHECK, FAIL, f"ClusterQueue {name} has no flavor with a Topology (no ResourceFlavor of it "
-                        "names one in spec.topologyName): Kueue admits no pod that asks for a topology there",
-                        "ask the Kueue admin for a topology-aware flavor (a Topology and a ResourceFlavor with "
-                        "spec.topologyName) in it, or --set scheduling.topology.mode=none")]
-    findings = [Finding(CHECK, FAIL, f"Topology {f.topology} of ResourceFlavor {f.flavor} does not exist: Kueue keeps "
-                        f"ClusterQueue {name} inactive (TopologyNotFound)",
-                        "ask the Kueue admin to create it (`kubectl get topologies` lists those there are)")
-                for f in flavors if f.levels is None]  # fmt: skip
-    rendered = rendered_roles(context.planned)
-    return findings + [level_finding(ask, name, flavors, rendered, context.nodes) for ask in asks]
+        return [finding(FAIL, f"ClusterQueue {name} has no flavor with a Topology (no ResourceFlavor of it names one "
+                        "in spec.topologyName): Kueue admits no pod that asks for a topology there", "ask the Kueue "
+                        "admin for a topology-aware flavor (a Topology and a ResourceFlavor with spec.topologyName) in "
+                        f"it, or {NO_TOPOLOGY}")]  # fmt: skip
+    findings = [finding(FAIL, f"Topology {f.topology} of ResourceFlavor {f.flavor} does not exist: Kueue keeps "
+                        f"ClusterQueue {name} inactive (TopologyNotFound)", "ask the Kueue admin to create it "
+                        "(`kubectl get topologies` lists those there are)") for f in flavors if f.levels is None]
+    return findings + [level_finding(context, ask, name, flavors) for ask in asks]
 
 
-def tas_flavors(api: KubeApi, version: str, cluster_queue: dict[str, Any]) -> list[TasFlavor]:
+def tas_flavors(context: Context, version: str, cluster_queue: dict[str, Any]) -> list[TasFlavor]:
     """The ClusterQueue's flavors that name a Topology, with its levels (None when it does not exist)."""
     groups = (cluster_queue.get("spec") or {}).get("resourceGroups") or []
-    names = dict.fromkeys(str(f["name"]) for group in groups for f in group.get("flavors") or [])
-    found, topologies = [], {}
-    for flavor in names:
-        spec = (api.read_custom_object(KUEUE, version, "resourceflavors", flavor) or {}).get("spec") or {}
+    found = []
+    for flavor in dict.fromkeys(str(f["name"]) for group in groups for f in group.get("flavors") or []):
+        spec = (context.custom(KUEUE, version, "resourceflavors", flavor) or {}).get("spec") or {}
         if topology := str(spec.get("topologyName") or ""):
-            if topology not in topologies:
-                read = api.read_custom_object(KUEUE, version, "topologies", topology)
-                topologies[topology] = None if read is None else tuple(
-                    str(level.get("nodeLabel")) for level in (read.get("spec") or {}).get("levels") or [])
-            found.append(TasFlavor(flavor, topology, topologies[topology], dict(spec.get("nodeLabels") or {})))
+            read = context.custom(KUEUE, version, "topologies", topology)
+            levels = None if read is None else tuple(str(level.get("nodeLabel")) for level in (read.get("spec") or {})
+                                                     .get("levels") or [])  # fmt: skip
+            found.append(TasFlavor(flavor, topology, levels, dict(spec.get("nodeLabels") or {})))
     return found
 
 
-def level_finding(ask: Ask, cluster_queue: str, flavors: list[TasFlavor], rendered: tuple[str, ...],
-                  nodes: list[Any]) -> Finding:  # fmt: skip
-    having = [f for f in flavors if f.levels and ask.level in f.levels]
+def level_finding(context: Context, ask: Ask, cluster_queue: str, flavors: list[TasFlavor]) -> Finding:
+    having, pods = [f for f in flavors if f.levels and ask.level in f.levels], pods_of(ask.roles)
     if not having:
         known = [f for f in flavors if f.levels]
         shown = "; ".join(f"Topology {f.topology} (ResourceFlavor {f.flavor}): {', '.join(f.levels or ())}"
                           for f in known) or "none of its Topologies exists"  # fmt: skip
         levels = [level for f in known for level in f.levels or ()]
-        use = f"{sets('level', ask, rendered, suggest(ask.level, levels))} (a level there), or " if levels else ""
-        return Finding(CHECK, FAIL, f"no Topology of ClusterQueue {cluster_queue} has the level {ask.level} that "
-                       f"{ask.pods} ask for ({ask.mode}): Kueue would not admit them; the levels: {shown}",
-                       f"{use}ask the Kueue admin to add {ask.level} to a Topology of ClusterQueue {cluster_queue}")
+        use = sets("level", ask, context.planned, suggest(ask.level, levels)) + " (a level there), or " if levels \
+            else ""
+        return finding(FAIL, f"no Topology of ClusterQueue {cluster_queue} has the level {ask.level} that {pods} ask "
+                       f"for ({ask.mode}): Kueue would not admit them; the levels: {shown}", f"{use}ask the Kueue "
+                       f"admin to add {ask.level} to a Topology of ClusterQueue {cluster_queue}")  # fmt: skip
     flavor = having[0]
-    carrying = [node for node in nodes if matches(node, flavor.node_labels) and ask.level in labels_of(node)]
+    carrying = [node for node in context.nodes if matches(node, flavor.node_labels) and ask.level in labels_of(node)]
     domains = len({labels_of(node)[ask.level] for node in carrying})
-    where = f"level {ask.level} of Topology {flavor.topology} (ResourceFlavor {flavor.flavor})"
+    where = f"{pods} ask for level {ask.level} of Topology {flavor.topology} (ResourceFlavor {flavor.flavor})"
     if not carrying:
-        return Finding(CHECK, WARN, f"{ask.pods} ask for {where}, but no schedulable node of that flavor carries the "
-                       f"label {ask.level}: Kueue finds no domain to place them in until one does",
-                       f"`kubectl get nodes -L {ask.level}` shows the label; ask the Kueue admin to label the nodes")
-    return Finding(CHECK, OK, f"{ask.pods} ask for {where} ({ask.mode}): {len(carrying)} schedulable node(s) in "
-                   f"{domains} domain(s)")
+        return finding(WARN, f"{where}, but no schedulable node of that flavor carries the label {ask.level}: Kueue "
+                       "finds no domain to place them in until one does", f"`kubectl get nodes -L {ask.level}` shows "
+                       "the label; ask the Kueue admin to label the nodes")  # fmt: skip
+    return finding(OK, f"{where} ({ask.mode}): {len(carrying)} schedulable node(s) in {domains} domain(s)")
 
 
 def suggest(level: str, levels: list[str]) -> str:
@@ -195,43 +183,36 @@ def check_hypernodes(context: Context, asks: list[Ask]) -> list[Finding]:
     """Volcano v1.15.1 places a hard unit in one HyperNode of a tier at most highestTierAllowed, below a virtual
     HyperNode of the whole cluster one tier above the highest (tier 1 without any; framework/session.go
     addClusterTopHyperNode); a soft unit in the lowest tier that fits it."""
-    hard, rendered = [ask for ask in asks if ask.mode == "required"], rendered_roles(context.planned)
-    group, version, plural = HYPERNODES
-    if not context.serves(group, version, plural):
-        return [Finding(CHECK, FAIL if hard else WARN, f"Volcano serves no HyperNodes ({group}/{version}): before "
+    hard = [ask for ask in asks if ask.mode == "required"]
+    if not context.serves(*HYPERNODES):
+        return [finding(FAIL if hard else WARN, f"Volcano serves no HyperNodes ({'/'.join(HYPERNODES[:2])}): before "
                         "v1.12 Volcano has no network topology, its PodGroup CRD drops networkTopology and the pods "
                         "would be placed without one", "upgrade Volcano to v1.14 or later (subGroupPolicy) and build "
-                        "its HyperNodes, or --set scheduling.topology.mode=none")]  # fmt: skip
-    hypernodes = context.api.list_custom_objects(*HYPERNODES)
-    tiers = Counter(int((node.get("spec") or {}).get("tier", 0)) for node in hypernodes)
+                        f"its HyperNodes, or {NO_TOPOLOGY}")]  # fmt: skip
+    listed = context.api.list_custom_objects(*HYPERNODES)
+    tiers = Counter(int((node.get("spec") or {}).get("tier", 0)) for node in listed)
     shown = ", ".join(f"{count} of tier {tier}" for tier, count in sorted(tiers.items())) or "none"
-    findings = [tier_finding(ask, tiers, shown, rendered) for ask in hard]
+    findings = [tier_finding(context, ask, tiers, shown) for ask in hard]
     if preferred := tuple(role for ask in asks if ask.mode == "preferred" for role in ask.roles):
         soft = pods_of(preferred)
-        findings.append(
-            Finding(CHECK, OK, f"HyperNodes ({shown}): Volcano keeps {soft} in the lowest tier that fits them")
-            if tiers else Finding(CHECK, WARN, f"no HyperNode exists: Volcano places {soft} without a network "
-                                  "topology", "build the HyperNodes (by hand or by Volcano's HyperNode "
-                                  "auto-discovery; `kubectl get hypernodes`)"))  # fmt: skip
+        findings.append(finding(OK, f"HyperNodes ({shown}): Volcano keeps {soft} in the lowest tier that fits them")
+                        if tiers else finding(WARN, f"no HyperNode exists: Volcano places {soft} without a network "
+                                              f"topology", f"{BUILD}; `kubectl get hypernodes`)"))  # fmt: skip
     return findings
 
 
-def tier_finding(ask: Ask, tiers: Counter[int], shown: str, rendered: tuple[str, ...]) -> Finding:
-    tier, top = int(ask.tier or 0), max(tiers, default=0) + 1
+def tier_finding(context: Context, ask: Ask, tiers: Counter[int], shown: str) -> Finding:
+    tier, top, pods = ask.tier, max(tiers, default=0) + 1, pods_of(ask.roles)
     below = [known for known in tiers if known <= tier]
-
-    def hint(value: int) -> str:
-        return f"{sets('tier', ask, rendered, value)}, or build HyperNodes of tier {tier} (`kubectl get hypernodes`)"
-
+    tip = f", or build HyperNodes of tier {tier} (`kubectl get hypernodes`)"
     if tier >= top:
-        return Finding(CHECK, WARN, f"{ask.pods} may spread across a HyperNode of tier {tier}, but the highest tier "
-                       f"there is is {top - 1} ({shown}): tier {top} is the whole cluster, the pods are not kept "
-                       "together", hint(top - 1) if tiers else "build the HyperNodes (by hand or by Volcano's "
-                       "HyperNode auto-discovery)")  # fmt: skip
+        return finding(WARN, f"{pods} may spread across a HyperNode of tier {tier}, but the highest tier there is is "
+                       f"{top - 1} ({shown}): tier {top} is the whole cluster, the pods are not kept together",
+                       sets("tier", ask, context.planned, top - 1) + tip if tiers else f"{BUILD})")
     if not below:
-        return Finding(CHECK, FAIL, f"no HyperNode of tier {tier} or lower ({shown}): Volcano would hold {ask.pods} "
-                       "forever", hint(min(tiers)))
+        return finding(FAIL, f"no HyperNode of tier {tier} or lower ({shown}): Volcano would hold {pods} forever",
+                       sets("tier", ask, context.planned, min(tiers)) + tip)
     if tier not in tiers:
-        return Finding(CHECK, WARN, f"no HyperNode of tier {tier} ({shown}): {ask.pods} must fit in one HyperNode of "
-                       f"tier {max(below)}", hint(max(below)))
-    return Finding(CHECK, OK, f"{ask.pods} stay within one HyperNode of tier {tier} at most ({shown})")
+        return finding(WARN, f"no HyperNode of tier {tier} ({shown}): {pods} must fit in one HyperNode of tier "
+                       f"{max(below)}", sets("tier", ask, context.planned, max(below)) + tip)
+    return finding(OK, f"{pods} stay within one HyperNode of tier {tier} at most ({shown})")
