@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.preflight import gang, gpus, images, jobset, kueue, network, quota, storage, topology
 from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Context, Finding, guarded
-from tfchart.cluster.preflight.plan import QUEUE_LABEL, Plan, plan
+from tfchart.cluster.preflight.plan import Plan, plan
 from tfchart.errors import TfchartError
 
 if TYPE_CHECKING:
@@ -28,13 +28,13 @@ __all__ = ["FAIL", "OK", "WARN", "Context", "Finding", "Plan", "enforce", "plan"
 
 def run(api: KubeApi | None, docs: list[dict[str, Any]], release: str, namespace: str,
         registries: Access | None = None) -> list[Finding]:  # fmt: skip
-    """Every check's findings, in order: GPUs, storage, co-location (co-located releases only), quota,
-    network policy, JobSet, gang scheduling, Kueue and topology when the render asks for them (all only with an
-    api), then the images (only with `registries`)."""
+    """Every check's findings, in order: GPUs, storage, co-location, quota, network policy, JobSet, gang scheduling,
+    Kueue and topology (all only with an api; a check of what the render does not ask for finds nothing and reads
+    nothing), then the images (only with `registries`)."""
     checks: list[tuple[str, Callable[[], list[Finding]]]] = []
     if api is not None:
         context = Context(api, plan(docs), namespace, release)
-        checks = [(name, partial(check, context)) for name, check in cluster_checks(context.planned)]
+        checks = [(name, partial(check, context)) for name, check in CHECKS]
     if registries is not None:
         checks.append((images.CHECK, partial(images.check_images, docs, registries)))
     return [finding for name, check in checks for finding in guarded(name, check)]
@@ -45,16 +45,6 @@ CHECKS: tuple[tuple[str, Callable[[Context], list[Finding]]], ...] = (
     ("quota", quota.check_quota), ("network-policy", network.check_network_policy), (jobset.CHECK, jobset.check_jobset),
     ("gang-scheduling", gang.check_gang), ("kueue", kueue.check_kueue), (topology.CHECK, topology.check_topology),
 )  # fmt: skip
-
-
-def cluster_checks(planned: Plan) -> list[tuple[str, Callable[[Context], list[Finding]]]]:
-    """The cluster's checks in order, less those of what the render does not ask for."""
-    asked = {"co-location": planned.storage is not None and planned.storage.colocated,
-             jobset.CHECK: planned.jobset is not None, "gang-scheduling": planned.pod_group is not None,
-             "kueue": bool(planned.label(QUEUE_LABEL)), topology.CHECK: topology.asked(planned)}  # fmt: skip
-    return [(name, check) for name, check in CHECKS if asked.get(name, True)]
-
-
 SEVERITY_STYLE = {OK: ("green", "✓ ok"), WARN: ("yellow", "! warn"), FAIL: ("red", "✗ fail")}
 
 
@@ -66,7 +56,7 @@ def render(findings: list[Finding], console: Console) -> None:
     for column in ("CHECK", "RESULT", "MESSAGE"):
         table.add_column(column, overflow="fold")
     for finding in findings:
-        style, label = SEVERITY_STYLE.get(finding.severity, ("white", finding.severity))
+        style, label = SEVERITY_STYLE[finding.severity]
         message = escape(finding.message) + (f"\n[dim]hint: {escape(finding.hint)}[/]" if finding.hint else "")
         table.add_row(finding.check, f"[{style}]{label}[/]", message)
     console.print(table)

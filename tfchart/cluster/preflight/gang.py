@@ -26,7 +26,8 @@ GANG_PROVIDERS = {
 
 def check_gang(context: Context) -> list[Finding]:
     """The PodGroup's CRD serves the render's version (API discovery); Volcano's named queue exists and is Open."""
-    group = context.planned.pod_group or {}
+    if (group := context.planned.pod_group) is None:
+        return []
     api_group, _, version = str(group.get("apiVersion")).partition("/")
     name, install = GANG_PROVIDERS[api_group]
     crd, served = f"podgroups.{api_group}", f"{api_group}/{version}"

@@ -23,6 +23,8 @@ SERVICE_LABEL = "kubernetes.io/service-name"
 
 
 def check_jobset(context: Context) -> list[Finding]:
+    if context.planned.jobset is None:
+        return []
     if not context.serves(JOBSET.group, JOBSET.version, JOBSET.plural):
         return [Finding(CHECK, FAIL, f"workload.kind=jobset but JobSet is not installed: the API server serves no "
                         f"{JOBSET.plural} in {JOBSET.group}/{JOBSET.version}, so the release cannot be installed",

@@ -30,8 +30,9 @@ def kueue_finding(severity: str, message: str, hint: str = "") -> Finding:
 
 def check_kueue(context: Context) -> list[Finding]:
     queue, priority = context.planned.label(QUEUE_LABEL), context.planned.label(PRIORITY_LABEL)
-    version = kueue_version(context)
-    if version is None:
+    if not queue:
+        return []
+    if (version := kueue_version(context)) is None:
         return [kueue_finding(FAIL, f"scheduling.kueue.queueName={queue} but Kueue is not installed: CRD localqueues."
                               f"{KUEUE} is missing (the API server serves no localqueues in {KUEUE}/"
                               f"{' or '.join(KUEUE_VERSIONS)}), so the pods would start unqueued",

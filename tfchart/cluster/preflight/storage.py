@@ -242,7 +242,9 @@ def is_default_class(storage_class: Any) -> bool:
 
 def check_colocation(context: Context) -> list[Finding]:
     """Co-located pods must all fit one node: their requests against each schedulable node's allocatable.
-    The supervisor mounts no claim, so it is free to run elsewhere."""
+    The supervisor mounts no claim, so it is free to run elsewhere. Run only when the values co-locate the pods."""
+    if not (context.planned.storage and context.planned.storage.colocated):
+        return []
     roles = [role for role in context.planned.roles if role.role not in UNMOUNTED_ROLES]
     pods = sum(role.replicas for role in roles)
     resources = sorted({key for role in roles for key in role.requests})
@@ -252,8 +254,7 @@ def check_colocation(context: Context) -> list[Finding]:
     note = f" ({'/'.join(placement)} not evaluated)" if placement else ""
     listed = context.nodes
     fitting = [name_of(n) for n in listed if all(allocatable(n, key) >= value for key, value in needed.items())]
-    mode = context.planned.storage.mode if context.planned.storage else "ReadWriteOnce"  # run only when co-located
-    head = f"storage needs {mode}, so all {pods} pods run on one node: they request {what}"
+    head = f"storage needs {context.planned.storage.mode}, so all {pods} pods run on one node: they request {what}"
     if fitting:
         return [Finding("co-location", OK, f"{head}; fits {', '.join(fitting)} (allocatable, before other pods){note}")]
     sizes = "; ".join(f"{name_of(node)}: " + ", ".join(f"{shown(allocatable(node, key))} {key}" for key in needed)

@@ -75,11 +75,6 @@ def sets(field: str, ask: Ask, planned: Plan, value: object) -> str:
     return " ".join(f"--set {key}={value}" for key in keys)
 
 
-def asked(planned: Plan) -> bool:
-    """Whether the render places pods by topology (Kueue annotations or the Volcano PodGroup's)."""
-    return bool(kueue_asks(planned) or volcano_asks(planned))
-
-
 def check_topology(context: Context) -> list[Finding]:
     if asks := kueue_asks(context.planned):
         return check_kueue_topology(context, asks)
