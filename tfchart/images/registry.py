@@ -1,29 +1,40 @@
 """Does an image resolve in its registry? `HEAD /v2/<repository>/manifests/<tag or digest>` over the distribution
-API (OCI and Docker manifests and indexes accepted), with the user's credentials (tfchart.images.credentials) when
-the registry asks: a Bearer token from the challenge's realm, or Basic. HTTPS always, except for the registries named
-as insecure (plain HTTP). Docker Hub is registry-1.docker.io and a one-part name is library/<name>, as docker and
-podman pull them. Credentials go to the registry only: a redirect is followed without them, a 401 from where it led
-is not answered, a token realm gets them over HTTPS or plain HTTP to an insecure host only (never file://).
+API (OCI and Docker manifests and indexes accepted), with the user's credentials when the registry asks: a Bearer
+token from the challenge's realm, or Basic. HTTPS always, except for the registries named as insecure (plain HTTP).
+Docker Hub is registry-1.docker.io and a one-part name is library/<name>, as docker and podman pull them.
+Credentials go to the registry only: a redirect is followed without them, a 401 from where it led is not answered,
+a token realm gets them over HTTPS or plain HTTP to an insecure host only (never file://).
+
+Credentials are read where podman and docker keep them: $REGISTRY_AUTH_FILE, $XDG_RUNTIME_DIR/containers/auth.json,
+~/.config/containers/auth.json, then $DOCKER_CONFIG/config.json (~/.docker/config.json). In each file:
+`credHelpers.<host>`, an `auths` entry (base64 user:password in `auth`, or username/password), else `credsStore`;
+a helper runs as `docker-credential-<name> get`.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import json
+import os
 import re
 import ssl
+import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from email.message import Message
-
-from tfchart.images import credentials
+from pathlib import Path
+from typing import Any, NamedTuple
 
 TIMEOUT_S = 10.0
+HELPER_TIMEOUT_S = 10.0
 DOCKER_HUB = "docker.io"
 DOCKER_HUB_ENDPOINT = "registry-1.docker.io"
+DOCKER_HUB_KEYS = ("docker.io", "index.docker.io", "registry-1.docker.io", "https://index.docker.io/v1/")
+DOCKER_HUB_SERVER = "https://index.docker.io/v1/"  # the name docker's credential helpers store Hub logins under
 MANIFEST_TYPES = ", ".join(("application/vnd.oci.image.index.v1+json", "application/vnd.oci.image.manifest.v1+json",
                             "application/vnd.docker.distribution.manifest.list.v2+json",
                             "application/vnd.docker.distribution.manifest.v2+json"))  # fmt: skip
@@ -49,6 +60,12 @@ class Verdict:
     detail: str = ""  # why (unauthorised: which credentials were tried; unreachable: the error)
 
 
+class Credentials(NamedTuple):
+    username: str
+    password: str
+    source: str  # the file or helper they came from
+
+
 class Refused(Exception):
     """The credentials (or a token) withheld from where the registry pointed: the message says where and why."""
 
@@ -56,7 +73,7 @@ class Refused(Exception):
 def resolve(registry: str, repository: str, reference: str, access: Access) -> Verdict:
     """Whether registry/repository:reference (a tag or a digest) exists, as a node's pull would find it."""
     registry = registry or DOCKER_HUB
-    host = DOCKER_HUB_ENDPOINT if registry in credentials.DOCKER_HUB_KEYS else registry
+    host = DOCKER_HUB_ENDPOINT if registry in DOCKER_HUB_KEYS else registry
     repository = f"library/{repository}" if host == DOCKER_HUB_ENDPOINT and "/" not in repository else repository
     scheme = "http" if registry in access.insecure else "https"
     url = f"{scheme}://{host}/v2/{repository}/manifests/{reference}"
@@ -66,10 +83,10 @@ def resolve(registry: str, repository: str, reference: str, access: Access) -> V
         if status == 401 and not answered.startswith(f"{scheme}://{host}/"):
             raise Refused(f"HTTP 401 from {answered}, where the registry redirected: no credentials sent there")
         if status == 401:
-            found = credentials.find(registry, repository, access.environ)
-            authorization = authorize(headers.get("WWW-Authenticate", ""), found.credentials, repository, access)
-            tried = (f"the credentials from {found.credentials.source}" if found.credentials else
-                     f"no credentials ({'; '.join(found.problems)})" if found.problems else tried)  # fmt: skip
+            found, problems = find_credentials(registry, repository, access.environ)
+            authorization = authorize(headers.get("WWW-Authenticate", ""), found, repository, access)
+            tried = (f"the credentials from {found.source}" if found else
+                     f"no credentials ({'; '.join(problems)})" if problems else tried)  # fmt: skip
             if authorization:
                 status, headers, _ = head(url, {"Authorization": authorization}, access.timeout)
     except Refused as refused:
@@ -81,13 +98,10 @@ def resolve(registry: str, repository: str, reference: str, access: Access) -> V
         if scheme == "https" and isinstance(reason, ssl.SSLError) and speaks_plain_http(host, access.timeout):
             return Verdict(PLAIN_HTTP, registry, "it answers plain HTTP, not HTTPS")
         return Verdict(UNREACHABLE, registry, str(reason))
-    if status == 200:
-        return Verdict(PRESENT, registry)
-    if status == 404:
-        return Verdict(MISSING, registry)
-    if status in (401, 403):
-        return Verdict(UNAUTHORISED, registry, f"HTTP {status} with {tried}")
-    return Verdict(UNREACHABLE, registry, f"it answered HTTP {status}")
+    answers = {200: (PRESENT, ""), 404: (MISSING, ""), 401: (UNAUTHORISED, f"HTTP 401 with {tried}"),
+               403: (UNAUTHORISED, f"HTTP 403 with {tried}")}  # fmt: skip
+    state, detail = answers.get(status, (UNREACHABLE, f"it answered HTTP {status}"))
+    return Verdict(state, registry, detail)
 
 
 def head(url: str, authorization: Mapping[str, str], timeout: float) -> tuple[int, Message, str]:
@@ -101,7 +115,7 @@ def head(url: str, authorization: Mapping[str, str], timeout: float) -> tuple[in
         return error.code, error.headers, str(error.filename)
 
 
-def authorize(challenge: str, found: credentials.Credentials | None, repository: str, access: Access) -> str:
+def authorize(challenge: str, found: Credentials | None, repository: str, access: Access) -> str:
     """The Authorization header that answers a 401's challenge ("" when there is nothing to answer with)."""
     scheme, _, params = challenge.partition(" ")
     basic = "Basic " + base64.b64encode(f"{found.username}:{found.password}".encode()).decode() if found else ""
@@ -136,3 +150,81 @@ def speaks_plain_http(host: str, timeout: float) -> bool:
         return head(f"http://{host}/v2/", {}, timeout)[0] in (200, 401)
     except (urllib.error.URLError, OSError, ValueError):
         return False
+
+
+def host_of(key: str) -> str:
+    """An auths key as a host[/path]: `https://host/v1/` and `host` alike."""
+    return key.split("://", 1)[-1].rstrip("/").removesuffix("/v1").removesuffix("/v2")
+
+
+def matching(table: Mapping[str, Any], registry: str, repository: str) -> Any:
+    """The entry for registry (or, as podman allows, for registry/namespace...), the most specific first."""
+    hosts = {host_of(name) for name in (DOCKER_HUB_KEYS if registry in DOCKER_HUB_KEYS else (registry,))}
+    best: tuple[int, Any] = (-1, None)
+    for key, entry in table.items():
+        scope = host_of(key)
+        host, _, path = scope.partition("/")
+        if host in hosts and (not path or f"{repository}/".startswith(f"{path}/")) and len(scope) > best[0]:
+            best = (len(scope), entry)
+    return best[1]
+
+
+def find_credentials(registry: str, repository: str,
+                     environ: Mapping[str, str] | None) -> tuple[Credentials | None, list[str]]:  # fmt: skip
+    """The credentials for registry (host[:port]; docker.io for Docker Hub) from the first file that has some, and
+    what could not be read on the way."""
+    environ = os.environ if environ is None else environ
+    home, runtime = Path(environ.get("HOME") or Path.home()), environ.get("XDG_RUNTIME_DIR")
+    places = (environ.get("REGISTRY_AUTH_FILE"), runtime and f"{runtime}/containers/auth.json",
+              home / ".config" / "containers" / "auth.json",
+              Path(environ.get("DOCKER_CONFIG") or home / ".docker") / "config.json")  # fmt: skip
+    problems: list[str] = []
+    for path in [Path(place) for place in places if place]:
+        try:
+            config = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError) as error:
+            problems.append(f"cannot read {path}: {error}")
+            continue
+        config = config if isinstance(config, dict) else {}
+        helper = matching(config.get("credHelpers") or {}, registry, repository)
+        entry = matching(config.get("auths") or {}, registry, repository)
+        found = None
+        if isinstance(helper, str) and helper:
+            found = from_helper(helper, registry, problems)
+        elif isinstance(entry, dict) and entry.get("username"):
+            found = Credentials(str(entry["username"]), str(entry.get("password") or ""), str(path))
+        elif isinstance(entry, dict) and entry.get("auth"):
+            try:
+                username, _, password = base64.b64decode(str(entry["auth"]), validate=True).decode().partition(":")
+                found = Credentials(username, password, str(path))
+            except (binascii.Error, UnicodeDecodeError):
+                problems.append(f"{path}: an `auth` that is not base64 of user:password")
+        elif config.get("credsStore"):
+            found = from_helper(str(config["credsStore"]), registry, problems)
+        if found is not None:
+            return found, problems
+    return None, problems
+
+
+def from_helper(helper: str, registry: str, problems: list[str]) -> Credentials | None:
+    program = f"docker-credential-{helper}"
+    server = DOCKER_HUB_SERVER if registry in DOCKER_HUB_KEYS else registry
+    try:
+        answer = subprocess.run([program, "get"], input=server, capture_output=True, text=True,
+                                timeout=HELPER_TIMEOUT_S, check=False)  # fmt: skip
+        secret = json.loads(answer.stdout) if answer.returncode == 0 else None
+    except FileNotFoundError:
+        problems.append(f"{program} (the credential helper your configuration names) is not on PATH")
+        return None
+    except subprocess.TimeoutExpired:
+        problems.append(f"{program} get did not answer in {HELPER_TIMEOUT_S:.0f} s")
+        return None
+    except ValueError:
+        secret = None
+    if not isinstance(secret, dict) or not secret.get("Secret"):
+        said = answer.stderr.strip() or answer.stdout.strip()
+        problems.append(f"{program} get has no credentials for {server}: {said}")
+        return None
+    return Credentials(str(secret.get("Username") or ""), str(secret["Secret"]), program)
