@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from tests.chartlib import REPO
-from tfchart.cli.shell import SHELLS
+from tfchart.cli.app import SHELLS
 
 
 def tfchart(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -1,7 +1,7 @@
 """The tfchart command line: the click group, and the one place where errors become messages and exit codes
 (docs/cli.md, "Exit codes"; --debug shows tracebacks and the helm commands run). The commands live by family in
 tfchart.cli.values (validate, template, images), .release (install, upgrade, uninstall, preflight), .run (status, stop,
-logs, wait, list, suspend, resume), .shell (completion) and .local (local, build); a command's module is imported only
+logs, wait, list, suspend, resume) and .local (local, build); `completion` is here; a command's module is imported only
 when that command runs, and imports what it needs then, so `tfchart validate` costs little more than its helm run.
 """
 
@@ -21,7 +21,7 @@ COMMANDS = {  # each command, as <family>.<function> of tfchart.cli.<family>
     "install": "release.install", "upgrade": "release.upgrade", "uninstall": "release.uninstall",
     "preflight": "release.preflight", "status": "run.status", "stop": "run.stop", "logs": "run.logs",
     "wait": "run.wait", "list": "run.list_releases", "suspend": "run.suspend", "resume": "run.resume",
-    "completion": "shell.completion",
+    "completion": "app.completion",
     "local": "local.local", "build": "local.build",
 }  # fmt: skip
 
@@ -85,6 +85,22 @@ def global_options() -> list[click.Parameter]:
 def main_group(ctx: click.Context) -> None:
     """Validate, render, install and watch distributed TensorFlow training on Kubernetes."""
     ctx.ensure_object(Settings)
+
+
+SHELLS = ("bash", "zsh", "fish")
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("shell", type=click.Choice(SHELLS))
+def completion(shell: str) -> None:
+    """Print the completion script of SHELL: `source <(tfchart completion bash)` in ~/.bashrc,
+    `tfchart completion zsh > "${fpath[1]}/_tfchart"`,
+    `tfchart completion fish > ~/.config/fish/completions/tfchart.fish`."""
+    from click.shell_completion import get_completion_class
+
+    script_class = get_completion_class(shell)
+    assert script_class is not None  # click ships all of SHELLS
+    click.echo(script_class(main_group, {}, "tfchart", "_TFCHART_COMPLETE").source())
 
 
 def show_error(error: TfchartError, debug: bool) -> None:
