@@ -17,6 +17,11 @@ from tfdcontract import CHIEF, EVALUATOR, PS, SERVING, TENSORBOARD, WORKER
 # --force: tfchart carries the plan out itself, also where the run supervisor runs (it did not in time)
 force_flag = click.option("--force", is_flag=True, help="Carry the steps out here, not through the run supervisor "
                           "(for one that does not reach the wanted state in time).")  # fmt: skip
+# --local and --workdir: suspend and resume act on a `tfchart local` run of NAME on this machine
+local_flag = click.option("--local", "on_this_machine", is_flag=True,
+                          help="A `tfchart local` run of NAME on this machine, not a release.")  # fmt: skip
+workdir_flag = click.option("--workdir", type=click.Path(path_type=Path, file_okay=False), default=None,
+                            help="With --local: the run directory (default: the newest runs/NAME-<time>).")
 
 
 @click.command(context_settings=CONTEXT)
@@ -111,35 +116,26 @@ def list_releases(all_namespaces: bool, output: str, kube: KubeInputs) -> None:
     where = None if all_namespaces else kube.namespace()
     runs = releases.list_runs(kube.api(), where)
     if output != "table":
-        emit([run.as_dict() for run in runs], output)
-        return
+        return emit([asdict(run) for run in runs], output)
     if not runs:
-        click.echo(f"no tf-distributed releases {'in any namespace' if where is None else f'in namespace {where}'}",
-                   err=True)  # fmt: skip
-        return
+        return click.echo(f"no tf-distributed releases {f'in namespace {where}' if where else 'in any namespace'}",
+                          err=True)  # fmt: skip
     rows = [("NAME", "NAMESPACE", "STATE", "STEP", "GPUS", "AGE")]
     for run in runs:
         step = "-" if run.step is None else f"{run.step}/{run.train_steps}" if run.train_steps else str(run.step)
         gpus = ",".join(f"{count} {resource}" for resource, count in run.gpus.items()) or "0"
         rows.append((run.release, run.namespace, run.state, step, gpus, human_age(run.age_seconds)))
-    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    widths = [max(map(len, column)) for column in zip(*rows, strict=True)]
     for row in rows:
         click.echo("   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
-
-
-def local_flags(function: Any) -> Any:
-    """--local and --workdir: the command acts on a `tfchart local` run of NAME on this machine."""
-    function = click.option("--workdir", type=click.Path(path_type=Path, file_okay=False), default=None,
-                            help="With --local: the run directory (default: the newest runs/NAME-<time>).")(function)
-    return click.option("--local", "on_this_machine", is_flag=True,
-                        help="A `tfchart local` run of NAME on this machine, not a release.")(function)
 
 
 @click.command(context_settings=CONTEXT)
 @click.argument("name")
 @timeout_option("How long to wait for the pods to stop (default: their terminationGracePeriodSeconds plus 60s).")
 @force_flag
-@local_flags
+@local_flag
+@workdir_flag
 @output_option("text")
 @kube_inputs
 def suspend(name: str, timeout: float | None, force: bool, on_this_machine: bool, workdir: Path | None, output: str,
@@ -154,10 +150,8 @@ def suspend(name: str, timeout: float | None, force: bool, on_this_machine: bool
     else:
         from tfchart.cluster import suspend as run_suspend
 
-        no_workdir(workdir)
-        where = kube.namespace()
-        outcome = run_suspend.suspend(kube.api(), name, where, timeout, force=force)
-        resume = f"tfchart resume {name} -n {where}"
+        outcome = run_suspend.suspend(kube.api(), name, no_workdir(workdir, kube), timeout, force=force)
+        resume = f"tfchart resume {name} -n {outcome.namespace}"
     report(outcome, output, f"{name} is suspended (since {outcome.since}): `{resume}` continues from the checkpoint")
 
 
@@ -165,7 +159,8 @@ def suspend(name: str, timeout: float | None, force: bool, on_this_machine: bool
 @click.argument("name")
 @timeout_option("How long to wait for the ps/worker pods to be Ready (default 10m); with --local, for training.")
 @force_flag
-@local_flags
+@local_flag
+@workdir_flag
 @output_option("text")
 @kube_inputs
 def resume(name: str, timeout: float | None, force: bool, on_this_machine: bool, workdir: Path | None, output: str,
@@ -180,22 +175,21 @@ def resume(name: str, timeout: float | None, force: bool, on_this_machine: bool,
         resume_local(name, workdir, timeout)
     from tfchart.cluster import suspend as run_suspend
 
-    no_workdir(workdir)
-    where = kube.namespace()
-    outcome = run_suspend.resume(kube.api(), name, where, timeout, force=force)
+    outcome = run_suspend.resume(kube.api(), name, where := no_workdir(workdir, kube), timeout, force=force)
     report(outcome, output, f"{name} runs again: follow it with `tfchart logs {name} -n {where} -f`")
 
 
-def no_workdir(workdir: Path | None) -> None:
+def no_workdir(workdir: Path | None, kube: KubeInputs) -> str:
+    """The release's namespace; --workdir (a local run's) is refused without --local."""
     if workdir is not None:
         raise click.UsageError("--workdir names a local run's directory: give --local too")
+    return kube.namespace()
 
 
 def report(outcome: Any, output: str, closing: str) -> None:
     """One line per thing done (then per thing already done), and where the run stands; or the outcome as data."""
     if output != "text":
-        emit(asdict(outcome), output)
-        return
+        return emit(asdict(outcome), output)
     for line in outcome.unchanged:
         click.echo(f"  {line}")
     for line in outcome.actions:
