@@ -7,7 +7,8 @@ requests of every pod of the release (allocatable, other pods' requests not coun
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import Any
 
 from tfchart.cluster.kube import AccessDenied
 from tfchart.cluster.objects import name_of
@@ -17,12 +18,9 @@ from tfchart.manifests.quantity import parse_or_none, shown
 from tfchart.values.storage import RWX_EXAMPLES, StorageNeed
 from tfdcontract import SUPERVISOR
 
-if TYPE_CHECKING:
-    from tfchart.cluster.kube import KubeApi
-
 UNMOUNTED_ROLES = (SUPERVISOR,)  # pods that do not mount the shared claim
 RWX, RWO_ONLY, NODE_LOCAL, DEPENDS, UNKNOWN = "rwx", "rwo-only", "node-local", "depends", "unknown"
-
+RWM = "ReadWriteMany"
 
 # Well-known provisioners by what they offer for ReadWriteMany (every provisioner offers ReadWriteOnce), from each
 # driver's documentation (and source where named). A class is matched by its provisioner, exactly or as a suffix
@@ -31,39 +29,26 @@ OFFERS: dict[str, dict[str, str]] = {
     # ReadWriteOnce only: a ReadWriteMany claim stays Pending (ProvisioningFailed). local-path says
     # "NodePath only supports ReadWriteOnce and ReadWriteOncePod (1.22+) access modes".
     RWO_ONLY: {
-        "rancher.io/local-path": "local-path: kind, k3d, k3s",
-        "kubernetes.io/no-provisioner": "pre-created local volumes",
-        "openebs.io/local": "OpenEBS local PV",
-        "ebs.csi.aws.com": "Amazon EBS",
-        "kubernetes.io/aws-ebs": "Amazon EBS",
-        "pd.csi.storage.gke.io": "GCE persistent disk",
-        "kubernetes.io/gce-pd": "GCE persistent disk",
-        "disk.csi.azure.com": "Azure Disk",
-        "kubernetes.io/azure-disk": "Azure Disk",
-        "cinder.csi.openstack.org": "OpenStack Cinder",
+        "rancher.io/local-path": "local-path: kind, k3d, k3s", "openebs.io/local": "OpenEBS local PV",
+        "kubernetes.io/no-provisioner": "pre-created local volumes", "ebs.csi.aws.com": "Amazon EBS",
+        "kubernetes.io/aws-ebs": "Amazon EBS", "pd.csi.storage.gke.io": "GCE persistent disk",
+        "kubernetes.io/gce-pd": "GCE persistent disk", "disk.csi.azure.com": "Azure Disk",
+        "kubernetes.io/azure-disk": "Azure Disk", "cinder.csi.openstack.org": "OpenStack Cinder",
         "dobs.csi.digitalocean.com": "DigitalOcean block storage",
         "rbd.csi.ceph.com": "Ceph RBD (ReadWriteMany only as raw block)",
     },
     # hostPath on one node's disk, any access mode accepted (minikube copies the claim's modes into
     # a hostPath volume: kubernetes/minikube pkg/storage/storage_provisioner.go): ReadWriteMany
     # binds, but pods on other nodes would not see the data.
-    NODE_LOCAL: {
-        "k8s.io/minikube-hostpath": "minikube hostPath",
-        "docker.io/hostpath": "Docker Desktop hostPath",
-    },
+    NODE_LOCAL: {"k8s.io/minikube-hostpath": "minikube hostPath", "docker.io/hostpath": "Docker Desktop hostPath"},
     # ReadWriteMany: shared file systems.
     RWX: {
-        "nfs.csi.k8s.io": "NFS CSI driver",
-        "k8s-sigs.io/nfs-subdir-external-provisioner": "NFS subdir provisioner",
-        "cluster.local/nfs-subdir-external-provisioner": "NFS subdir provisioner",
-        "cephfs.csi.ceph.com": "CephFS",
-        "efs.csi.aws.com": "Amazon EFS",
-        "fsx.csi.aws.com": "Amazon FSx for Lustre",
-        "file.csi.azure.com": "Azure Files",
-        "kubernetes.io/azure-file": "Azure Files",
+        "nfs.csi.k8s.io": "NFS CSI driver", "k8s-sigs.io/nfs-subdir-external-provisioner": "NFS subdir provisioner",
+        "cluster.local/nfs-subdir-external-provisioner": "NFS subdir provisioner", "cephfs.csi.ceph.com": "CephFS",
+        "efs.csi.aws.com": "Amazon EFS", "fsx.csi.aws.com": "Amazon FSx for Lustre", "smb.csi.k8s.io": "SMB CSI driver",
+        "file.csi.azure.com": "Azure Files", "kubernetes.io/azure-file": "Azure Files",
         "filestore.csi.storage.gke.io": "GKE Filestore",
         "driver.longhorn.io": "Longhorn, through its share manager",
-        "smb.csi.k8s.io": "SMB CSI driver",
     },
     # ReadWriteMany depending on the class's parameters or backend.
     DEPENDS: {
@@ -71,159 +56,137 @@ OFFERS: dict[str, dict[str, str]] = {
         "csi.trident.netapp.io": "NetApp Trident: ReadWriteMany with NAS backends only",
         "pxd.portworx.com": "Portworx: ReadWriteMany with sharedv4 volumes only",
     },
-}
+}  # fmt: skip
 PROVISIONERS = {name: (rwx, what) for rwx, known in OFFERS.items() for name, what in known.items()}
+CAPABILITY = {RWX: "offers {mode}", RWO_ONLY: "ReadWriteOnce only", NODE_LOCAL: "one node's disk",
+              DEPENDS: "{mode} depends on the class", UNKNOWN: "unknown provisioner, check its docs"}  # fmt: skip
 DEFAULT_CLASS_ANNOTATIONS = (
     "storageclass.kubernetes.io/is-default-class", "storageclass.beta.kubernetes.io/is-default-class"
 )
+COLOCATE_FIX = (
+    "--set storage.accessModes={ReadWriteOnce} to co-locate every pod on one node, which any StorageClass serves "
+    "(as values/cpu.yaml does; the node must fit them all)"
+)
+finding, colocation = partial(Finding, "storage"), partial(Finding, "co-location")
 
 
 def check_storage(context: Context) -> list[Finding]:
     need = context.planned.storage
     if need is None:
-        return [Finding("storage", FAIL, "no pod of the release mounts a volume for checkpoints, logs and exports",
+        return [finding(FAIL, "no pod of the release mounts a volume for checkpoints, logs and exports",
                         "--set storage.create=true or --set storage.existingClaim=<pvc-name>")]
     if need.claim_spec is None:
-        return [check_existing_claim(context.api, need.claim, context.namespace, need)]
+        return [check_existing_claim(context, need)]
     return [check_storage_class(context, need.claim_spec.get("storageClassName"), need)]
 
 
-COLOCATE_FIX = (
-    "--set storage.accessModes={ReadWriteOnce} to co-locate every pod on one node, which any StorageClass serves "
-    "(as values/cpu.yaml does; the node must fit them all)"
-)
-
-
-def check_existing_claim(api: KubeApi, claim: str, namespace: str, need: StorageNeed) -> Finding:
+def check_existing_claim(context: Context, need: StorageNeed) -> Finding:
     """The claim's own access modes (as bound, else as requested) against what the values need."""
-    pvc = api.read_object("PersistentVolumeClaim", claim, namespace)
+    claim, namespace = need.claim, context.namespace
+    pvc = context.api.read_object("PersistentVolumeClaim", claim, namespace)
     if pvc is None:
-        return Finding("storage", FAIL, f"storage.existingClaim {claim} does not exist in namespace {namespace}",
-                       f"create the PersistentVolumeClaim first (`kubectl -n {namespace} get pvc`) or unset "
-                       "storage.existingClaim")
+        return finding(FAIL, f"storage.existingClaim {claim} does not exist in namespace {namespace}", "create the "
+                       f"PersistentVolumeClaim first (`kubectl -n {namespace} get pvc`) or unset storage.existingClaim")
     status, spec = pvc.get("status") or {}, pvc.get("spec") or {}
     phase = status.get("phase") or "Pending"
-    has = list((status.get("accessModes") if phase == "Bound" else None) or spec.get("accessModes") or [])
-    if phase not in ("Bound", "Pending"):
-        return Finding("storage", FAIL, f"claim {claim} is {phase}", "its volume is gone: recreate the claim")
-    modes = ", ".join(has) or "none"
-    if need.mode == "ReadWriteMany" and "ReadWriteMany" not in has:
-        return Finding("storage", FAIL,
-                       f"claim {claim} has access modes {modes}, the release needs ReadWriteMany: {need.pods_phrase} "
-                       "from any node",
-                       f"{COLOCATE_FIX}, or use a claim that offers ReadWriteMany ({RWX_EXAMPLES})")
-    if need.total > 1 and not {"ReadWriteOnce", "ReadWriteMany"} & set(has):
-        return Finding("storage", FAIL, f"claim {claim} has access modes {modes}: not one that {need.total} pods can "
-                       f"share ({need.pods_phrase})",
-                       "use a ReadWriteOnce claim (the chart co-locates the pods) or a ReadWriteMany one")
-    if not {"ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod"} & set(has):
-        return Finding("storage", FAIL, f"claim {claim} has access modes {modes}: not writable", "use a writable claim")
+    listed = list((status.get("accessModes") if phase == "Bound" else None) or spec.get("accessModes") or [])
+    has, modes = set(listed), ", ".join(listed) or "none"
+    refusals = (
+        (phase not in ("Bound", "Pending"), f"claim {claim} is {phase}", "its volume is gone: recreate the claim"),
+        (need.mode == RWM and RWM not in has, f"claim {claim} has access modes {modes}, the release needs "
+         f"ReadWriteMany: {need.pods_phrase} from any node", f"{COLOCATE_FIX}, or use a claim that offers "
+         f"ReadWriteMany ({RWX_EXAMPLES})"),
+        (need.total > 1 and not {"ReadWriteOnce", RWM} & has, f"claim {claim} has access modes {modes}: not one that "
+         f"{need.total} pods can share ({need.pods_phrase})", "use a ReadWriteOnce claim (the chart co-locates the "
+         "pods) or a ReadWriteMany one"),
+        (not {"ReadWriteOnce", RWM, "ReadWriteOncePod"} & has, f"claim {claim} has access modes {modes}: not "
+         "writable", "use a writable claim"),
+    )  # fmt: skip
+    if refused := next((refusal for refusal in refusals if refusal[0]), None):
+        return finding(FAIL, *refused[1:])
     state = "Bound" if phase == "Bound" else "Pending (binds when the first pod is scheduled, or waits for a volume)"
-    spread = (
-        "; it offers ReadWriteMany: --set storage.accessModes={ReadWriteMany} lets the pods spread over nodes"
-        if need.colocated and "ReadWriteMany" in has and need.total > 1
-        else ""
-    )
-    return Finding("storage", OK, f"claim {claim} is {state} with {modes}: the release needs {need.mode}{spread}")
+    spread = "; it offers ReadWriteMany: --set storage.accessModes={ReadWriteMany} lets the pods spread over nodes" \
+        if need.colocated and RWM in has and need.total > 1 else ""  # fmt: skip
+    return finding(OK, f"claim {claim} is {state} with {modes}: the release needs {need.mode}{spread}")
 
 
-def provisioner_of(storage_class: Any) -> tuple[str, str]:
-    """What the class's provisioner offers for ReadWriteMany (RWX, RWO_ONLY, NODE_LOCAL, DEPENDS or UNKNOWN) and
-    what it is."""
+def offers(storage_class: Any, mode: str) -> tuple[str, str]:
+    """What the class offers for `mode` (RWX: offers it, RWO_ONLY, NODE_LOCAL, DEPENDS or UNKNOWN), and what its
+    provisioner is. Every provisioner offers ReadWriteOnce (and a one-pod ReadWriteOncePod)."""
     name = str(storage_class.provisioner)
-    return next((known for key, known in PROVISIONERS.items() if name == key or name.endswith(f".{key}")),
-                (UNKNOWN, f"{name} is not a provisioner tfchart knows"))  # fmt: skip
+    known = next((known for key, known in PROVISIONERS.items() if name == key or name.endswith(f".{key}")),
+                 (UNKNOWN, f"{name} is not a provisioner tfchart knows"))  # fmt: skip
+    return known if mode == RWM else (RWX, known[1])
 
 
-def offers(storage_class: Any, mode: str) -> str:
-    """RWX (offers the mode), RWO_ONLY, NODE_LOCAL, DEPENDS or UNKNOWN: what the class offers for `mode`."""
-    # every provisioner offers ReadWriteOnce (and a one-pod ReadWriteOncePod)
-    return provisioner_of(storage_class)[0] if mode == "ReadWriteMany" else RWX
-
-
-CAPABILITY = {
-    RWX: "offers {mode}",
-    RWO_ONLY: "ReadWriteOnce only",
-    NODE_LOCAL: "one node's disk",
-    DEPENDS: "{mode} depends on the class",
-    UNKNOWN: "unknown provisioner, check its docs",
-}
-
-
-def describe_class(storage_class: Any, mode: str) -> str:
-    """`nfs (nfs.csi.k8s.io, default): offers ReadWriteMany`"""
-    default = ", default" if is_default_class(storage_class) else ""
-    capability = CAPABILITY[offers(storage_class, mode)].format(mode=mode)
-    return f"{name_of(storage_class)} ({storage_class.provisioner}{default}): {capability}"
+def is_default_class(storage_class: Any) -> bool:
+    annotations = storage_class.metadata.annotations or {}
+    return any(annotations.get(key) == "true" for key in DEFAULT_CLASS_ANNOTATIONS)
 
 
 def check_storage_class(context: Context, class_name: str | None, need: StorageNeed) -> Finding:
-    api, mode = context.api, need.mode
-    classes = [] if class_name == "" else sorted(api.list_objects("StorageClass"), key=name_of)
+    mode = need.mode
+    classes = [] if class_name == "" else sorted(context.api.list_objects("StorageClass"), key=name_of)
     defaults = [c for c in classes if is_default_class(c)]
-    if (class_name == "" or (class_name is None and not defaults)) and (volume := static_volume(api, need, "")):
-        return Finding("storage", OK, f"needs {mode}: the claim has no StorageClass and binds to {volume}")
+    if (class_name == "" or (class_name is None and not defaults)) and (volume := static_volume(context, need, "")):
+        return finding(OK, f"needs {mode}: the claim has no StorageClass and binds to {volume}")
     if class_name == "":
-        return Finding("storage", WARN, 'storage.storageClassName is "": the claim binds only to a pre-created '
-                       f"PersistentVolume with {mode}",
-                       "create a matching PersistentVolume, or set storage.storageClassName (null = the default class)")
-    listing = "StorageClasses: " + ("; ".join(describe_class(c, mode) for c in classes) or "none")
-    offering = [name_of(c) for c in classes if offers(c, mode) == RWX]
-    every = ", ".join(map(name_of, classes))
-    choose = f"<one that offers {mode}: {', '.join(offering)}>" if offering else f"<one of: {every}>"
+        return finding(WARN, f'storage.storageClassName is "": the claim binds only to a pre-created PersistentVolume '
+                       f"with {mode}", "create a matching PersistentVolume, or set storage.storageClassName (null = "
+                       "the default class)")  # fmt: skip
+    listing = "StorageClasses: " + ("; ".join(
+        f"{name_of(c)} ({c.provisioner}{', default' * is_default_class(c)}): "
+        + CAPABILITY[offers(c, mode)[0]].format(mode=mode) for c in classes) or "none")  # fmt: skip
+    offering = [name_of(c) for c in classes if offers(c, mode)[0] == RWX]
+    choose = f"<one that offers {mode}: {', '.join(offering)}>" if offering else \
+        f"<one of: {', '.join(map(name_of, classes))}>"  # fmt: skip
     fix = (f"--set storage.storageClassName={choose}" if classes else "the cluster has no StorageClass: install a "
-           f"provisioner that offers {mode}{f' ({RWX_EXAMPLES})' * (mode == 'ReadWriteMany')}, or create a "
+           f"provisioner that offers {mode}{f' ({RWX_EXAMPLES})' * (mode == RWM)}, or create a "
            f'PersistentVolume that does and --set storage.storageClassName=""')  # fmt: skip
-    if class_name is None:
-        if not defaults:
-            return Finding("storage", FAIL, "no default StorageClass and storage.storageClassName is not set: the "
-                           f"claim would stay Pending. {listing}", fix + ", or mark a class as default" * bool(classes))
+    if class_name is None and not defaults:
+        return finding(FAIL, "no default StorageClass and storage.storageClassName is not set: the claim would stay "
+                       f"Pending. {listing}", fix + ", or mark a class as default" * bool(classes))
+    if class_name is None:  # Kubernetes picks the newest default
         chosen = max(defaults, key=lambda c: (c.metadata.creation_timestamp is not None, c.metadata.creation_timestamp))
-        label = f"default StorageClass {name_of(chosen)}"
-        if len(defaults) > 1:
-            label += f" (one of {len(defaults)} default classes: Kubernetes picks the newest)"
+        label = f"default StorageClass {name_of(chosen)}" + (f" (one of {len(defaults)} default classes: Kubernetes "
+                                                             "picks the newest)" if len(defaults) > 1 else "")
+    elif (found := next((c for c in classes if name_of(c) == class_name), None)) is None:
+        return finding(FAIL, f"StorageClass {class_name} does not exist. {listing}", fix)
     else:
-        found = next((c for c in classes if name_of(c) == class_name), None)
-        if found is None:
-            return Finding("storage", FAIL, f"StorageClass {class_name} does not exist. {listing}", fix)
         chosen, label = found, f"StorageClass {class_name}"
     label += f" ({chosen.provisioner})"
-    capability = offers(chosen, mode)
-    if capability != RWX and (volume := static_volume(api, need, name_of(chosen))):
-        return Finding("storage", OK, f"needs {mode}: the claim of {label} binds to {volume}. {listing}")
+    capability, provisioner = offers(chosen, mode)
+    if capability != RWX and (volume := static_volume(context, need, name_of(chosen))):
+        return finding(OK, f"needs {mode}: the claim of {label} binds to {volume}. {listing}")
     if capability == RWX:
-        colocated = need.colocated and need.total > 1
-        spread = [name_of(c) for c in classes if offers(c, "ReadWriteMany") == RWX] if colocated else []
+        spread = [name_of(c) for c in classes if offers(c, RWM)[0] == RWX] if need.colocated and need.total > 1 else []
         tip = (f" ({spread[0]} offers ReadWriteMany: --set storage.accessModes={{ReadWriteMany}} "
                f"--set storage.storageClassName={spread[0]} lets the pods spread over nodes)") if spread else ""
-        return Finding("storage", OK, f"needs {mode}: {label} offers it{tip}. {listing}")
-    others = [name for name in offering if name != name_of(chosen)]
-    if others:
+        return finding(OK, f"needs {mode}: {label} offers it{tip}. {listing}")
+    if others := [name for name in offering if name != name_of(chosen)]:
         hint = f"--set storage.storageClassName={others[0]} (it offers {mode}), or {COLOCATE_FIX}"
     else:
         hint = (f"on one node: {COLOCATE_FIX}; across nodes: install a provisioner that offers {mode} "
                 f"({RWX_EXAMPLES}) and --set storage.storageClassName=<its class>")
     why = f"needs {mode}: {need.pods_phrase} from any node"
     if capability == RWO_ONLY:
-        message = f"{why}, but {label} offers ReadWriteOnce only: the claim would stay Pending. {listing}"
-        return Finding("storage", FAIL, message, hint)
-    if capability == NODE_LOCAL:
-        count = len(context.nodes)
-        if count > 1:
-            return Finding("storage", FAIL, f"{why}, but {label} keeps each volume on one node's disk: pods on the "
-                           f"other {count - 1} node(s) would not see the data. {listing}", hint)
-        return Finding("storage", WARN,
-                       f"{why}: {label} keeps each volume on one node's disk, shared only because this cluster has one "
-                       f"schedulable node (if the claim stays Pending, it refuses {mode}). {listing}", hint)
-    message = f"{why}: whether {label} offers it is unknown ({provisioner_of(chosen)[1]}): check its docs. {listing}"
-    return Finding("storage", WARN, message, hint)
+        severity, message = FAIL, f"{why}, but {label} offers ReadWriteOnce only: the claim would stay Pending"
+    elif capability == NODE_LOCAL and (count := len(context.nodes)) > 1:
+        severity, message = FAIL, f"{why}, but {label} keeps each volume on one node's disk: pods on the other " \
+            f"{count - 1} node(s) would not see the data"  # fmt: skip
+    elif capability == NODE_LOCAL:
+        severity, message = WARN, f"{why}: {label} keeps each volume on one node's disk, shared only because this " \
+            f"cluster has one schedulable node (if the claim stays Pending, it refuses {mode})"  # fmt: skip
+    else:
+        severity, message = WARN, f"{why}: whether {label} offers it is unknown ({provisioner}): check its docs"
+    return finding(severity, f"{message}. {listing}", hint)
 
 
-def static_volume(api: KubeApi, need: StorageNeed, class_name: str) -> str | None:
+def static_volume(context: Context, need: StorageNeed, class_name: str) -> str | None:
     """A pre-created PersistentVolume of the class ("": none) that the new claim binds to before any is provisioned:
     Available, reserved for no other claim, with the mode and the size; None also where volumes may not be listed."""
     try:
-        volumes = sorted(api.list_objects("PersistentVolume"), key=name_of)
+        volumes = sorted(context.api.list_objects("PersistentVolume"), key=name_of)
     except AccessDenied:
         return None
     wanted = parse_or_none((((need.claim_spec or {}).get("resources") or {}).get("requests") or {}).get("storage")) or 0
@@ -233,11 +196,6 @@ def static_volume(api: KubeApi, need: StorageNeed, class_name: str) -> str | Non
                 "Filesystem") and need.mode in (spec.access_modes or []) and size >= wanted):  # fmt: skip
             return f"PersistentVolume {name_of(volume)} (pre-created, Available, {capacity}, {need.mode})"
     return None
-
-
-def is_default_class(storage_class: Any) -> bool:
-    annotations = storage_class.metadata.annotations or {}
-    return any(annotations.get(key) == "true" for key in DEFAULT_CLASS_ANNOTATIONS)
 
 
 def check_colocation(context: Context) -> list[Finding]:
@@ -256,10 +214,10 @@ def check_colocation(context: Context) -> list[Finding]:
     fitting = [name_of(n) for n in listed if all(allocatable(n, key) >= value for key, value in needed.items())]
     head = f"storage needs {context.planned.storage.mode}, so all {pods} pods run on one node: they request {what}"
     if fitting:
-        return [Finding("co-location", OK, f"{head}; fits {', '.join(fitting)} (allocatable, before other pods){note}")]
+        return [colocation(OK, f"{head}; fits {', '.join(fitting)} (allocatable, before other pods){note}")]
     sizes = "; ".join(f"{name_of(node)}: " + ", ".join(f"{shown(allocatable(node, key))} {key}" for key in needed)
                       for node in listed)
-    return [Finding("co-location", FAIL,
-                    f"{head}; no schedulable node has that much allocatable ({sizes or 'no schedulable node'}){note}",
-                    "lower the requests (values/cpu.yaml fits a 4-CPU, 8 GiB node), add a bigger node, or "
-                    "--set storage.accessModes={ReadWriteMany} with a StorageClass that offers it, so pods may spread")]
+    return [colocation(FAIL, f"{head}; no schedulable node has that much allocatable ({sizes or 'no schedulable node'})"
+                       f"{note}", "lower the requests (values/cpu.yaml fits a 4-CPU, 8 GiB node), add a bigger node, "
+                       "or --set storage.accessModes={ReadWriteMany} with a StorageClass that offers it, so pods may "
+                       "spread")]
