@@ -20,7 +20,6 @@ import yaml
 
 from tfchart.errors import EngineNotFound, TfchartError, UsageError
 from tfchart.images import build as images
-from tfchart.images import engines as container_engines
 
 REPO = Path(__file__).resolve().parents[2]
 VERSION = "1.2.3"
@@ -179,7 +178,7 @@ def test_all_with_plain_docker_builds_everything_before_pushing(engines: FakeEng
 
 def test_podman_when_it_is_the_only_engine(engines: FakeEngines, repo: Path) -> None:
     engines.install("podman")
-    assert container_engines.detect_engine(None) == "podman"
+    assert images.detect_engine(None) == "podman"
     steps = default_plan(repo, ["all"], push=True)
     expected = [
         ["podman", "build", "-f", f"{repo}/Dockerfile.cpu", "-t", "ghcr.io/tf-distributed/trainer:1.2.3",
@@ -199,9 +198,9 @@ def test_podman_when_it_is_the_only_engine(engines: FakeEngines, repo: Path) -> 
 def test_explicit_engine_wins_over_detection(engines: FakeEngines, repo: Path) -> None:
     engines.install("docker", buildx=True)
     engines.install("podman")
-    assert container_engines.detect_engine(None) == "buildx"
-    assert container_engines.detect_engine("docker") == "docker"
-    assert container_engines.detect_engine("podman") == "podman"
+    assert images.detect_engine(None) == "buildx"
+    assert images.detect_engine("docker") == "docker"
+    assert images.detect_engine("podman") == "podman"
     assert default_plan(repo, ["cpu"], engine="docker")[0].argv[:2] == ["docker", "build"]
     assert default_plan(repo, ["cpu"], engine="podman")[0].argv[:2] == ["podman", "build"]
 
@@ -258,7 +257,7 @@ def test_build_without_any_engine_fails_before_running_anything(engines: FakeEng
     assert "--dry-run" in raised.value.hint
     assert echoed == []
     with pytest.raises(EngineNotFound, match="none of docker, podman or buildah"):
-        container_engines.detect_engine(None)
+        images.detect_engine(None)
 
 
 def test_docker_cli_without_daemon_fails_with_the_fix(engines: FakeEngines, repo: Path) -> None:
@@ -278,13 +277,13 @@ def test_docker_cli_without_daemon_fails_with_the_fix(engines: FakeEngines, repo
 def test_buildx_without_daemon_fails_the_same_way(engines: FakeEngines, repo: Path) -> None:
     engines.install("docker", buildx=True, info=False)
     with pytest.raises(EngineNotFound, match="no Docker engine answers"):
-        container_engines.check_engine_reachable("buildx")
+        images.check_engine_reachable("buildx")
 
 
 def test_podman_that_does_not_work(engines: FakeEngines) -> None:
     engines.install("podman", info=False, info_error="Error: unable to connect to Podman socket")
     with pytest.raises(EngineNotFound) as raised:
-        container_engines.check_engine_reachable("podman")
+        images.check_engine_reachable("podman")
     assert raised.value.message == "the podman CLI is installed but podman does not work: " \
                                    "Error: unable to connect to Podman socket"
     assert "podman machine start" in raised.value.hint
@@ -294,22 +293,22 @@ def test_reachable_engines_pass(engines: FakeEngines) -> None:
     engines.install("docker", buildx=True)
     engines.install("podman")
     for name in ("docker", "buildx", "podman"):
-        container_engines.check_engine_reachable(name)
+        images.check_engine_reachable(name)
 
 
 def test_missing_preferred_engine(engines: FakeEngines) -> None:
     with pytest.raises(EngineNotFound, match="none of docker, podman or buildah"):
-        container_engines.detect_engine("podman")
+        images.detect_engine("podman")
     engines.install("docker", buildx=False)
     with pytest.raises(EngineNotFound) as raised:
-        container_engines.detect_engine("podman")
+        images.detect_engine("podman")
     assert raised.value.message == "podman is not installed (not found on PATH)"
     assert "--engine docker" in raised.value.hint
     with pytest.raises(EngineNotFound, match="buildx plugin") as buildx:
-        container_engines.detect_engine("buildx")
+        images.detect_engine("buildx")
     assert "--engine docker" in buildx.value.hint
     with pytest.raises(UsageError, match="unknown container engine: nerdctl"):
-        container_engines.detect_engine("nerdctl")
+        images.detect_engine("nerdctl")
 
 
 def docker_engine_answers() -> bool:
@@ -474,7 +473,7 @@ def test_variants_are_deduplicated_in_cpu_gpu_order(engines: FakeEngines, repo: 
 
 def test_buildah_is_found_after_podman_and_builds_and_pushes_over_plain_http(engines: FakeEngines, repo: Path) -> None:
     engines.install("buildah")
-    assert container_engines.detect_engine(None) == "buildah"
+    assert images.detect_engine(None) == "buildah"
     steps = images.plan(
         ["all"], "t1", "127.0.0.1:5000", "ml/trainer", True, None, None, repo,
         base_image="localhost/tf-base:2.21.0", tls_verify=False,

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tfchart.errors import EngineNotFound, TfchartError, UsageError
-from tfchart.images.engines import answer, check_engine_reachable, detect_engine
+from tfchart.images.build import answer, check_engine_reachable, detect_engine
 from tfchart.local.containerpods import (
     RUN_LABEL,
     VOLUME_TARGET,
