@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 import yaml
@@ -21,11 +22,8 @@ from tfdcontract.runstate import KUEUE_VERSIONS  # v1beta2 since Kueue v0.15, v1
 CONFIG_NAMESPACE, CONFIG_MAP, CONFIG_KEY = "kueue-system", "kueue-manager-config", "controller_manager_config.yaml"
 DEFAULT_FRAMEWORKS = ("batch/job",)  # Kueue v0.19 apis/config/v1beta2/defaults.go, when the list is left out
 JOBSET_FRAMEWORK = "jobset.x-k8s.io/jobset"
+finding = partial(Finding, "kueue")
 PICK_QUEUE = "--set scheduling.kueue.queueName=<queue> (`kubectl get localqueues -n {}`)"
-
-
-def kueue_finding(severity: str, message: str, hint: str = "") -> Finding:
-    return Finding("kueue", severity, message, hint)
 
 
 def check_kueue(context: Context) -> list[Finding]:
@@ -33,11 +31,11 @@ def check_kueue(context: Context) -> list[Finding]:
     if not queue:
         return []
     if (version := kueue_version(context)) is None:
-        return [kueue_finding(FAIL, f"scheduling.kueue.queueName={queue} but Kueue is not installed: CRD localqueues."
-                              f"{KUEUE} is missing (the API server serves no localqueues in {KUEUE}/"
-                              f"{' or '.join(KUEUE_VERSIONS)}), so the pods would start unqueued",
-                              "install Kueue (`kubectl apply --server-side -f https://github.com/kubernetes-sigs/kueue/"
-                              'releases/download/v0.19.2/manifests.yaml`), or --set scheduling.kueue.queueName=""')]
+        return [finding(FAIL, f"scheduling.kueue.queueName={queue} but Kueue is not installed: CRD localqueues."
+                        f"{KUEUE} is missing (the API server serves no localqueues in {KUEUE}/"
+                        f"{' or '.join(KUEUE_VERSIONS)}), so the pods would start unqueued",
+                        "install Kueue (`kubectl apply --server-side -f https://github.com/kubernetes-sigs/kueue/"
+                        'releases/download/v0.19.2/manifests.yaml`), or --set scheduling.kueue.queueName=""')]
     steps: list[Callable[[], list[Finding]]] = [lambda: [check_integration(context)]] if context.planned.jobset else []
     steps.append(lambda: check_local_queue(context, version, queue))
     if priority:
@@ -52,20 +50,20 @@ def check_integration(context: Context, framework: str = JOBSET_FRAMEWORK) -> Fi
     where, check = f"{CONFIG_NAMESPACE}/{CONFIG_MAP}", f"check that Kueue's integrations.frameworks lists {framework}"
     found = context.api.read_object("ConfigMap", CONFIG_MAP, CONFIG_NAMESPACE)
     if found is None:
-        return kueue_finding(WARN, "could not check that Kueue queues JobSets: its configuration is not in ConfigMap "
-                             f"{where} (Kueue installed elsewhere?)", check)
+        return finding(WARN, "could not check that Kueue queues JobSets: its configuration is not in ConfigMap "
+                       f"{where} (Kueue installed elsewhere?)", check)
     try:
         config = yaml.safe_load((found.get("data") or {}).get(CONFIG_KEY) or "") or {}
         frameworks = [str(each) for each in (config.get("integrations") or {}).get("frameworks") or DEFAULT_FRAMEWORKS]
     except (yaml.YAMLError, AttributeError):
-        return kueue_finding(WARN, f"could not read Kueue's configuration in ConfigMap {where} ({CONFIG_KEY})", check)
+        return finding(WARN, f"could not read Kueue's configuration in ConfigMap {where} ({CONFIG_KEY})", check)
     if framework not in frameworks:
-        return kueue_finding(FAIL, f"Kueue's configuration (ConfigMap {where}) does not enable the {framework} "
-                             f"integration (integrations.frameworks: {', '.join(frameworks)}): Kueue would ignore the "
-                             "JobSet's queue label, and it would start unqueued",
-                             f"ask the Kueue admin to add {framework} to integrations.frameworks (and restart "
-                             "kueue-controller-manager), or --set scheduling.kueue.queueName=\"\"")
-    return kueue_finding(OK, f"Kueue's configuration enables the {framework} integration")
+        return finding(FAIL, f"Kueue's configuration (ConfigMap {where}) does not enable the {framework} "
+                       f"integration (integrations.frameworks: {', '.join(frameworks)}): Kueue would ignore the "
+                       "JobSet's queue label, and it would start unqueued",
+                       f"ask the Kueue admin to add {framework} to integrations.frameworks (and restart "
+                       "kueue-controller-manager), or --set scheduling.kueue.queueName=\"\"")
+    return finding(OK, f"Kueue's configuration enables the {framework} integration")
 
 
 def kueue_version(context: Context) -> str | None:
@@ -77,32 +75,32 @@ def check_local_queue(context: Context, version: str, name: str) -> list[Finding
     namespace = context.namespace
     queue = context.custom(KUEUE, version, "localqueues", name, namespace)
     if queue is None:
-        return [kueue_finding(FAIL, f"LocalQueue {name} does not exist in namespace {namespace}: Kueue would hold the "
-                              "pods until it does", f"`kubectl get localqueues -n {namespace}` lists the queues "
-                              f"there: --set scheduling.kueue.queueName=<queue>, or ask the Kueue admin to create "
-                              f"{name}")]  # fmt: skip
+        return [finding(FAIL, f"LocalQueue {name} does not exist in namespace {namespace}: Kueue would hold the "
+                        "pods until it does", f"`kubectl get localqueues -n {namespace}` lists the queues "
+                        f"there: --set scheduling.kueue.queueName=<queue>, or ask the Kueue admin to create "
+                        f"{name}")]  # fmt: skip
     spec = queue.get("spec") or {}
     cluster_queue, stop = str(spec.get("clusterQueue") or ""), str(spec.get("stopPolicy") or "None")
-    head = kueue_finding(OK, f"LocalQueue {name} exists in namespace {namespace} (ClusterQueue {cluster_queue})")
+    head = finding(OK, f"LocalQueue {name} exists in namespace {namespace} (ClusterQueue {cluster_queue})")
     if stop != "None":
-        head = kueue_finding(FAIL, f"LocalQueue {name} in namespace {namespace} is stopped (stopPolicy {stop}): it "
-                             "admits no new workload", "ask the Kueue admin to resume it (stopPolicy None), or "
-                             + PICK_QUEUE.format(namespace))  # fmt: skip
+        head = finding(FAIL, f"LocalQueue {name} in namespace {namespace} is stopped (stopPolicy {stop}): it "
+                       "admits no new workload", "ask the Kueue admin to resume it (stopPolicy None), or "
+                       + PICK_QUEUE.format(namespace))  # fmt: skip
     return [head, *guarded("kueue", lambda: check_cluster_queue(context, version, name, cluster_queue))]
 
 
 def check_cluster_queue(context: Context, version: str, local_queue: str, name: str) -> list[Finding]:
     cluster_queue = context.custom(KUEUE, version, "clusterqueues", name)
     if cluster_queue is None:
-        return [kueue_finding(FAIL, f"ClusterQueue {name} of LocalQueue {local_queue} does not exist: nothing would "
-                              "admit the pods", "ask the Kueue admin to create it (`kubectl get clusterqueues`), or "
-                              + PICK_QUEUE.format(context.namespace))]  # fmt: skip
+        return [finding(FAIL, f"ClusterQueue {name} of LocalQueue {local_queue} does not exist: nothing would "
+                        "admit the pods", "ask the Kueue admin to create it (`kubectl get clusterqueues`), or "
+                        + PICK_QUEUE.format(context.namespace))]  # fmt: skip
     for condition in (cluster_queue.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Active" and condition.get("status") == "False":
             why = f"{condition.get('reason', 'Unknown')}: {condition.get('message', '')}".rstrip(": ")
-            return [kueue_finding(FAIL, f"ClusterQueue {name} is not active ({why}): it admits no workload, the pods "
-                                  "would wait gated", f"ask the Kueue admin to fix it (`kubectl describe clusterqueue "
-                                  f"{name}`)"), kueue_quota(context, cluster_queue)]  # fmt: skip
+            return [finding(FAIL, f"ClusterQueue {name} is not active ({why}): it admits no workload, the pods "
+                            "would wait gated", f"ask the Kueue admin to fix it (`kubectl describe clusterqueue "
+                            f"{name}`)"), kueue_quota(context, cluster_queue)]  # fmt: skip
     return [kueue_quota(context, cluster_queue)]
 
 
@@ -125,8 +123,8 @@ def kueue_quota(context: Context, cluster_queue: dict[str, Any]) -> Finding:
     short = [key for key, ask in asks.items() if ask > quotas.get(key, Decimal(0))]
     if not short:
         offered = ", ".join(f"{key} {shown(value)} of {shown(quotas[key])}" for key, value in asks.items())
-        return kueue_finding(OK, f"ClusterQueue {name} has the nominal quota for the {pods} TensorFlow pods: {offered} "
-                             "(other workloads' usage not counted)")
+        return finding(OK, f"ClusterQueue {name} has the nominal quota for the {pods} TensorFlow pods: {offered} "
+                       "(other workloads' usage not counted)")
     said = "; ".join(f"{key}: the release asks {shown(asks[key])}, ClusterQueue {name} " + (
         f"offers {shown(quotas[key])} nominal" if key in quotas else f"does not cover {key}") for key in short)
     listing = f"`kubectl get clusterqueue {name} -o yaml` shows its quota"
@@ -134,15 +132,15 @@ def kueue_quota(context: Context, cluster_queue: dict[str, Any]) -> Finding:
     lends = {str(entry["name"]) for entry in entries  # no borrowingLimit: unlimited
              if entry.get("borrowingLimit") is None or parse(entry["borrowingLimit"]) > 0}
     if cohort and all(key in quotas and key in lends for key in short):
-        return kueue_finding(WARN, f"{said}: admitted only by borrowing from cohort {cohort}, while other "
-                             "ClusterQueues leave that much unused", f"{listing}: ask the Kueue admin for more "
-                             "nominalQuota, or lower the TensorFlow pods' requests")  # fmt: skip
+        return finding(WARN, f"{said}: admitted only by borrowing from cohort {cohort}, while other "
+                       "ClusterQueues leave that much unused", f"{listing}: ask the Kueue admin for more "
+                       "nominalQuota, or lower the TensorFlow pods' requests")  # fmt: skip
     uncovered = [key for key in short if key not in quotas]
     wants = ["more nominalQuota"] * (len(uncovered) < len(short)) + [
         f"{', '.join(uncovered)} in its coveredResources"] * bool(uncovered)
-    return kueue_finding(FAIL, f"{said}: it can never be admitted (Kueue admits the {pods} TensorFlow pods together)",
-                         f"{listing}: lower the replicas or requests of the TensorFlow pods, ask the Kueue admin for "
-                         f"{' and '.join(wants)}, or {PICK_QUEUE.format(context.namespace)}")
+    return finding(FAIL, f"{said}: it can never be admitted (Kueue admits the {pods} TensorFlow pods together)",
+                   f"{listing}: lower the replicas or requests of the TensorFlow pods, ask the Kueue admin for "
+                   f"{' and '.join(wants)}, or {PICK_QUEUE.format(context.namespace)}")
 
 
 def check_priority_class(context: Context, version: str, name: str) -> Finding:
@@ -150,7 +148,7 @@ def check_priority_class(context: Context, version: str, name: str) -> Finding:
     pod group whose class does not exist."""
     found = context.api.read_custom_object(KUEUE, version, "workloadpriorityclasses", name)
     if found is None:
-        return kueue_finding(FAIL, f"WorkloadPriorityClass {name} does not exist: Kueue would not admit the pods",
-                             "`kubectl get workloadpriorityclasses` lists them: --set scheduling.kueue.priorityClass="
-                             '<class>, or --set scheduling.kueue.priorityClass="" for the default priority')
-    return kueue_finding(OK, f"WorkloadPriorityClass {name} exists (value {found.get('value')})")
+        return finding(FAIL, f"WorkloadPriorityClass {name} does not exist: Kueue would not admit the pods",
+                       "`kubectl get workloadpriorityclasses` lists them: --set scheduling.kueue.priorityClass="
+                       '<class>, or --set scheduling.kueue.priorityClass="" for the default priority')
+    return finding(OK, f"WorkloadPriorityClass {name} exists (value {found.get('value')})")
