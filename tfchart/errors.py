@@ -38,12 +38,6 @@ class Problem:
     file: str = ""  # where the offending value came from: a file, "--set", or "" (chart defaults)
     line: int | None = None
 
-    @property
-    def location(self) -> str:
-        if self.file and self.line is not None:
-            return f"{self.file}:{self.line}"
-        return self.file
-
 
 def plural(count: int, word: str) -> str:
     return f"{count} {word}{'s' if count != 1 else ''}"

@@ -101,7 +101,8 @@ def print_problems(error: ValidationFailed, console: Console) -> None:
     for problem in error.problems:
         rule = getattr(problem, "rule", "")
         broken = f"  [magenta](rule {escape(rule)})[/]" if rule else ""
-        where = escape(problem.location or "chart default")
+        where = escape(f"{problem.file}:{problem.line}" if problem.file and problem.line is not None
+                       else problem.file or "chart default")  # fmt: skip
         console.print(f"  [cyan]{where}[/]  [bold]{escape(problem.path)}[/]: {escape(problem.message)}{broken}")
         if problem.fix:
             console.print(f"      fix: [green]{escape(problem.fix)}[/]")

@@ -73,13 +73,9 @@ def answer(argv: Sequence[str], timeout: float = PROBE_TIMEOUT_S) -> subprocess.
 
 
 def detect_engine(preferred: str | None = None) -> str:
-    """The container engine to build with (a key of BUILD_COMMANDS), as installed on PATH (`check_engine_reachable`
-    asks whether it answers).
-
-    With no preference: `docker buildx build` when docker's buildx plugin answers `docker buildx version`,
-    else plain `docker build`, else `podman build`, else `buildah build`; but podman (or buildah) before a docker
-    whose engine does not answer `docker info`. A preference is used as given once its CLI is found. Raises
-    EngineNotFound, with a hint, when none is installed."""
+    """The engine to build with (a key of BUILD_COMMANDS), as installed on PATH: a preference once its CLI is found;
+    else buildx where `docker buildx version` answers, docker, podman, buildah, in that order, but podman (or
+    buildah) before a docker whose engine does not answer `docker info`. EngineNotFound where none is installed."""
     if preferred is not None:
         if preferred not in BUILD_COMMANDS:
             raise UsageError(f"unknown container engine: {preferred}", f"use one of: {', '.join(BUILD_COMMANDS)}")
@@ -216,16 +212,11 @@ def _check_options(registry: str, repository: str, tag: str, push: bool, tls_ver
 def plan(variants: Collection[str], tag: str | None, registry: str, repository: str, push: bool,
          platform: str | None, engine: str | None, repo_root: Path, *, base_image: str | None = None,
          gpu_base_image: str | None = None, tls_verify: bool = True) -> list[BuildStep]:  # fmt: skip
-    """The commands that build (and with push, publish) the trainer images, in the order to run them.
+    """The commands that build (and with push, publish) the images of `variants` ("cpu", "gpu", "all"), in order.
 
-    variants: "cpu", "gpu" or "all" (as the flags give them); tag: replaces the project version in the tags;
-    registry may be "" for `repository:tag` images; engine: docker, buildx, podman or buildah, or None for the
-    one `detect_engine` finds (docker when none is installed, so a dry run works anywhere). base_image:
-    `--build-arg BASE_IMAGE=...` for every variant (the Dockerfiles default to the official TensorFlow
-    images; a GPU build on another base needs CUDA libraries in it to use GPUs). tls_verify=False: push
-    over plain HTTP (podman and buildah `--tls-verify=false`; docker reads insecure registries from its
-    daemon configuration only, so it is refused there). Raises UsageError for bad names, TfchartError
-    without pyproject.toml or a Dockerfile."""
+    registry "" gives `repository:tag` images; engine None: the one `detect_engine` finds (docker where none is
+    installed, so a dry run works anywhere). tls_verify=False pushes over plain HTTP (podman and buildah
+    `--tls-verify=false`; docker reads insecure registries from its daemon configuration only: refused there)."""
     root = repo_root.resolve()
     version = project_version(root)
     version_part = version if tag is None else tag
