@@ -62,35 +62,30 @@ class Workload:
                 if isinstance(volume.get("persistentVolumeClaim"), dict)]  # fmt: skip
 
 
-def _pod_templates(doc: dict[str, Any]) -> list[tuple[str, str, dict[str, Any], int]]:
-    """(name, component, pod template, pods) of each pod template of one object; a Pod is its own template."""
-    kind, spec, meta = str(doc.get("kind")), doc.get("spec") or {}, doc.get("metadata") or {}
-    name, component = str(meta.get("name")), str((meta.get("labels") or {}).get(COMPONENT_LABEL, kind))
-    if kind == "Pod":
-        return [(name, component, doc, 1)]
-    if kind == "JobSet":  # a replicatedJob's Job template: its pods carry the role's component
-        found = []
-        for rjob in spec.get("replicatedJobs") or []:
-            job = (rjob.get("template") or {}).get("spec") or {}
-            labels = ((job.get("template") or {}).get("metadata") or {}).get("labels") or {}
-            pods = int(rjob.get("replicas", 1)) * int(job.get("parallelism", 1))
-            found.append((f"{name}-{rjob.get('name')}", str(labels.get(COMPONENT_LABEL, rjob.get("name"))),
-                          job.get("template") or {}, pods))  # fmt: skip
-        return found
-    count = spec.get("parallelism", 1) if kind == "Job" else spec.get("replicas", 1)
-    return [(name, component, spec.get("template") or {}, int(count))]
-
-
 def workloads(docs: list[dict[str, Any]]) -> list[Workload]:
+    """Every pod template (and bare pod) of the manifests, with its pod count; a Pod is its own template."""
     found = []
     for doc in docs:
-        hook = HOOK in ((doc.get("metadata") or {}).get("annotations") or {})
-        for name, component, template, replicas in _pod_templates(doc):
-            pod = template.get("spec")
+        kind, spec, meta = str(doc.get("kind")), doc.get("spec") or {}, doc.get("metadata") or {}
+        name, component = str(meta.get("name")), str((meta.get("labels") or {}).get(COMPONENT_LABEL, kind))
+        if kind == "Pod":
+            templates = [(name, component, doc, 1)]
+        elif kind == "JobSet":  # a replicatedJob's Job template: its pods carry the role's component
+            templates = []
+            for rjob in spec.get("replicatedJobs") or []:
+                job = (rjob.get("template") or {}).get("spec") or {}
+                labels = ((job.get("template") or {}).get("metadata") or {}).get("labels") or {}
+                pods = int(rjob.get("replicas", 1)) * int(job.get("parallelism", 1))
+                templates.append((f"{name}-{rjob.get('name')}", str(labels.get(COMPONENT_LABEL, rjob.get("name"))),
+                                  job.get("template") or {}, pods))  # fmt: skip
+        else:
+            count = spec.get("parallelism", 1) if kind == "Job" else spec.get("replicas", 1)
+            templates = [(name, component, spec.get("template") or {}, int(count))]
+        for name, component, template, replicas in templates:
+            pod, pod_meta = template.get("spec"), template.get("metadata") or {}
             if isinstance(pod, dict):
-                meta = template.get("metadata") or {}
-                found.append(Workload(str(doc.get("kind")), name, component, replicas, pod, hook,
-                                      dict(meta.get("labels") or {}), dict(meta.get("annotations") or {})))
+                found.append(Workload(kind, name, component, replicas, pod, HOOK in (meta.get("annotations") or {}),
+                                      dict(pod_meta.get("labels") or {}), dict(pod_meta.get("annotations") or {})))
     return found
 
 
