@@ -5,49 +5,44 @@ nodes may pull through a mirror it cannot see."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Finding
 from tfchart.images.build import DEFAULT_REPOSITORY
-from tfchart.images.registry import MISSING, PLAIN_HTTP, PRESENT, UNAUTHORISED, Access, Verdict, resolve
+from tfchart.images.registry import MISSING, PLAIN_HTTP, PRESENT, UNAUTHORISED, Access, resolve
 from tfchart.manifests.images import PulledImage, pulled_images
 from tfdcontract import HELM_TEST, SUPERVISOR
 
 CHECK = "images"
 PROJECT_COMPONENTS = (SUPERVISOR, HELM_TEST)  # they always run the project's own image (its CPU build)
+finding = partial(Finding, CHECK)
 
 
 def check_images(docs: list[dict[str, Any]], access: Access) -> list[Finding]:
     pulled = pulled_images(docs)
     project = {DEFAULT_REPOSITORY} | {image.repository for image in pulled
                                       if set(image.components) & set(PROJECT_COMPONENTS)}  # fmt: skip
-    findings = []
-    for image in pulled:
-        verdict = resolve(image.registry, image.repository, image.digest or image.tag or "latest", access)
-        findings.append(finding(image, verdict, image.repository in project, access))
-    return findings
+    return [image_finding(image, access, image.repository in project) for image in pulled]
 
 
-def finding(image: PulledImage, verdict: Verdict, built_here: bool, access: Access) -> Finding:
-    pulled_by = f"(pulled by {', '.join(sorted(image.components))})"
+def image_finding(image: PulledImage, access: Access, built_here: bool) -> Finding:
+    verdict = resolve(image.registry, image.repository, image.digest or image.tag or "latest", access)
+    pulled_by, registry = f"(pulled by {', '.join(sorted(image.components))})", verdict.registry
     if verdict.state == PRESENT:
-        return Finding(CHECK, OK, f"{image.image} is in {verdict.registry}")
+        return finding(OK, f"{image.image} is in {registry}")
     if verdict.state == MISSING:
-        return Finding(CHECK, FAIL, f"{image.image} is not in {verdict.registry} {pulled_by}",
-                       push_command(image, verdict.registry, access) if built_here else
-                       f"push it (podman push {image.image}, or docker push), or set the component's image.* "
-                       "to an image that exists")  # fmt: skip
+        return finding(FAIL, f"{image.image} is not in {registry} {pulled_by}", push_command(image, registry, access)
+                       if built_here else f"push it (podman push {image.image}, or docker push), or set the "
+                       "component's image.* to an image that exists")  # fmt: skip
     if verdict.state == UNAUTHORISED:
-        return Finding(CHECK, FAIL, f"{verdict.registry} refused {image.image} {pulled_by}: {verdict.detail}; "
-                       "it is private, or does not exist",
-                       f"podman login {verdict.registry} (or docker login {verdict.registry}), then run this again; "
-                       "the nodes need the same credentials: global.imagePullSecrets")  # fmt: skip
+        return finding(FAIL, f"{registry} refused {image.image} {pulled_by}: {verdict.detail}; it is private, or does "
+                       f"not exist", f"podman login {registry} (or docker login {registry}), then run this again; the "
+                       "nodes need the same credentials: global.imagePullSecrets")  # fmt: skip
     if verdict.state == PLAIN_HTTP:
-        return Finding(CHECK, FAIL, f"{verdict.registry} ({image.image}): {verdict.detail}",
-                       f"--insecure-registry {verdict.registry} if it is meant to serve plain HTTP (the nodes' "
-                       "container runtime must allow it too)")  # fmt: skip
-    return Finding(CHECK, WARN, f"could not check {image.image}: {verdict.registry} unreachable from here "
-                   f"({verdict.detail})",
+        return finding(FAIL, f"{registry} ({image.image}): {verdict.detail}", f"--insecure-registry {registry} if it "
+                       "is meant to serve plain HTTP (the nodes' container runtime must allow it too)")  # fmt: skip
+    return finding(WARN, f"could not check {image.image}: {registry} unreachable from here ({verdict.detail})",
                    "the nodes may reach it (a mirror, a private network); --skip-image-check skips this check")
 
 
