@@ -63,18 +63,14 @@ def summary(text: str) -> str:
 def global_options() -> list[click.Parameter]:
     """tfchart's own options, accepted before and after the subcommand (`tfchart validate --debug`), as helm's are."""
 
-    def set_debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
-        if value:
-            ctx.ensure_object(Settings).debug = True
-
-    def set_helm(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-        if value:
-            ctx.ensure_object(Settings).helm_binary = value
+    def setting(ctx: click.Context, param: click.Parameter, value: bool | str | None) -> None:
+        if value:  # --debug sets Settings.debug, --helm Settings.helm_binary
+            setattr(ctx.ensure_object(Settings), "debug" if param.name == "global_debug" else "helm_binary", value)
 
     return [
-        click.Option(["--debug", "global_debug"], is_flag=True, expose_value=False, callback=set_debug,
+        click.Option(["--debug", "global_debug"], is_flag=True, expose_value=False, callback=setting,
                      help="Show tracebacks and the helm commands run."),
-        click.Option(["--helm", "global_helm"], metavar="PATH", expose_value=False, callback=set_helm,
+        click.Option(["--helm", "global_helm"], metavar="PATH", expose_value=False, callback=setting,
                      help="helm binary (default: $TFCHART_HELM, helm on PATH, or the repository's .tools/bin/helm)."),
     ]  # fmt: skip
 
