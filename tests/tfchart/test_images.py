@@ -61,24 +61,10 @@ class FakeEngines:
         self.bin_dir = bin_dir
         self.log = log
 
-    def install(
-        self,
-        name: str,
-        *,
-        buildx: bool = False,
-        info: bool = True,
-        build_exit: int = 0,
-        push_exit: int = 0,
-        info_error: str = DAEMON_DOWN,
-    ) -> None:
-        config = {
-            "log": str(self.log),
-            "buildx": buildx,
-            "info": info,
-            "info_error": info_error,
-            "build_exit": build_exit,
-            "push_exit": push_exit,
-        }
+    def install(self, name: str, **answers: object) -> None:
+        """A fake `name` CLI; answers: buildx (False), info (True), info_error, build_exit and push_exit (0)."""
+        config = {"log": str(self.log), "buildx": False, "info": True, "info_error": DAEMON_DOWN, "build_exit": 0,
+                  "push_exit": 0, **answers}  # fmt: skip
         script = self.bin_dir / name
         script.write_text(FAKE_CLI.format(python=sys.executable, config=json.dumps(config)))
         script.chmod(0o755)
