@@ -23,7 +23,7 @@ finding = partial(Finding, "gang-scheduling")
 
 def check_gang(context: Context) -> list[Finding]:
     """The PodGroup's CRD serves the render's version (API discovery); Volcano's named queue exists and is Open."""
-    if (group := context.planned.pod_group) is None:
+    if (group := context.planned.doc("PodGroup")) is None:
         return []
     api_group, _, version = str(group.get("apiVersion")).partition("/")
     name, install = GANG_PROVIDERS[api_group]

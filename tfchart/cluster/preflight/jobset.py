@@ -21,7 +21,7 @@ finding = partial(Finding, CHECK)
 
 
 def check_jobset(context: Context) -> list[Finding]:
-    if context.planned.jobset is None:
+    if context.planned.doc("JobSet") is None:
         return []
     if not context.serves(JOBSET.group, JOBSET.version, JOBSET.plural):
         return [finding(FAIL, f"workload.kind=jobset but JobSet is not installed: the API server serves no "

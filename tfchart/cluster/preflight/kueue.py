@@ -36,8 +36,9 @@ def check_kueue(context: Context) -> list[Finding]:
                         f"{' or '.join(KUEUE_VERSIONS)}), so the pods would start unqueued",
                         "install Kueue (`kubectl apply --server-side -f https://github.com/kubernetes-sigs/kueue/"
                         'releases/download/v0.19.2/manifests.yaml`), or --set scheduling.kueue.queueName=""')]
-    steps: list[Callable[[], list[Finding]]] = [lambda: [check_integration(context)]] if context.planned.jobset else []
-    steps.append(lambda: check_local_queue(context, version, queue))
+    steps: list[Callable[[], list[Finding]]] = [lambda: check_local_queue(context, version, queue)]
+    if context.planned.doc("JobSet"):
+        steps.insert(0, lambda: [check_integration(context)])
     if priority:
         steps.append(lambda: [check_priority_class(context, version, priority)])
     return [finding for step in steps for finding in guarded("kueue", step)]

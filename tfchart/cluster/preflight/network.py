@@ -12,7 +12,7 @@ finding = partial(Finding, "network-policy")
 
 
 def check_network_policy(context: Context) -> list[Finding]:
-    if not context.planned.network_policies:
+    if not context.planned.doc("NetworkPolicy"):
         return [finding(WARN, "networkPolicy.enabled=false: any pod can reach the TensorFlow gRPC ports, which run any "
                         "graph sent", "--set networkPolicy.enabled=true (the default) on a cluster whose CNI enforces "
                         "NetworkPolicies")]  # fmt: skip

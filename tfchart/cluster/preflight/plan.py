@@ -1,7 +1,8 @@
 """What the release would create, read from its render (helm template of the same values): pods and
-their requests per role, objects quota counts, the claim and its need, the NetworkPolicies, the gang
-PodGroup and the Kueue labels. Init containers are ignored (the chart's are smaller than the main
-containers); the `helm test` pod is not counted (it runs only on `helm test`)."""
+their requests per role, objects quota counts (and the claim's size), the claim and its need, and the render
+itself for the objects a check looks for (NetworkPolicies, the gang PodGroup, the JobSet and its Kueue labels).
+Init containers are ignored (the chart's are smaller than the main containers); the `helm test` pod is not
+counted (it runs only on `helm test`)."""
 
 from __future__ import annotations
 
@@ -40,53 +41,47 @@ class PlannedRole:
 
 @dataclass
 class Plan:
+    docs: list[dict[str, Any]]
     roles: list[PlannedRole] = field(default_factory=list)
     objects: Counter[str] = field(default_factory=Counter)  # quota resource names: pods, services, ...
-    claim_size: Decimal | None = None
     storage: StorageNeed | None = None
-    network_policies: int = 0
-    pod_group: dict[str, Any] | None = None  # the gang scheduler's PodGroup
-    jobset: dict[str, Any] | None = None  # workload.kind=jobset: the JobSet that runs every TensorFlow pod
+
+    def doc(self, kind: str) -> dict[str, Any] | None:
+        """The render's first object of `kind` (the gang's PodGroup, the JobSet, a NetworkPolicy), None if none."""
+        return next((doc for doc in self.docs if doc.get("kind") == kind), None)
 
     def label(self, key: str) -> str:
         """A label of the run (Kueue's queue and priority class): the JobSet's (the chart puts Kueue's labels on the
         JobSet only), else one the TensorFlow pods carry."""
-        if self.jobset is not None:
-            return str(((self.jobset.get("metadata") or {}).get("labels") or {}).get(key) or "")
+        if (jobset := self.doc("JobSet")) is not None:
+            return str(((jobset.get("metadata") or {}).get("labels") or {}).get(key) or "")
         return next((role.labels[key] for role in self.roles if role.role in GANG_ROLES and role.labels.get(key)), "")
 
 
 def plan(docs: list[dict[str, Any]]) -> Plan:
-    result = Plan(storage=need(docs))
+    result = Plan(docs, storage=need(docs))
+    objects = result.objects
     for workload in running(docs):
         if workload.kind != "JobSet":  # a JobSet counts once, with one Job per replicatedJob (below)
-            result.objects[f"count/{WORKLOAD_QUOTA.get(workload.kind, workload.kind.lower())}"] += 1
+            objects[f"count/{WORKLOAD_QUOTA.get(workload.kind, workload.kind.lower())}"] += 1
         result.roles.append(rendered_role(workload))
-        result.objects["pods"] += workload.replicas
+        objects["pods"] += workload.replicas
     for doc in docs:
         kind, spec = doc.get("kind"), doc.get("spec") or {}
         if kind == "Service":
-            result.objects["services"] += 1
-            if spec.get("type") in ("NodePort", "LoadBalancer"):
-                result.objects["services.nodeports"] += 1
-            if spec.get("type") == "LoadBalancer":
-                result.objects["services.loadbalancers"] += 1
+            objects["services"] += 1
+            objects["services.nodeports"] += spec.get("type") in ("NodePort", "LoadBalancer")
+            objects["services.loadbalancers"] += spec.get("type") == "LoadBalancer"
         elif kind == "PersistentVolumeClaim":
-            result.objects["persistentvolumeclaims"] += 1
-            requests = (spec.get("resources") or {}).get("requests") or {}
-            result.claim_size = quantity.parse(requests.get("storage", "0"))
-        elif kind == "NetworkPolicy":
-            result.network_policies += 1
-        elif kind == "PodGroup":
-            result.pod_group = doc
+            objects["persistentvolumeclaims"] += 1
+            objects["requests.storage"] = int(quantity.parse(((spec.get("resources") or {}).get("requests") or {})
+                                                             .get("storage", "0")))  # fmt: skip
         elif kind == "JobSet":
-            result.jobset = doc
-            result.objects[f"count/{WORKLOAD_QUOTA[kind]}"] += 1
-            rjobs = spec.get("replicatedJobs") or []
-            result.objects["count/jobs.batch"] += sum(int(rjob.get("replicas", 1)) for rjob in rjobs)
-    result.objects["secrets"] += 1  # helm's release record (sh.helm.release.v1.<release>.v1)
+            objects[f"count/{WORKLOAD_QUOTA[kind]}"] += 1
+            objects["count/jobs.batch"] += sum(int(job.get("replicas", 1)) for job in spec.get("replicatedJobs") or [])
+    objects["secrets"] += 1  # helm's release record (sh.helm.release.v1.<release>.v1)
     for plain in ("pods", "services", "persistentvolumeclaims", "secrets"):
-        result.objects[f"count/{plain}"] = result.objects[plain]
+        objects[f"count/{plain}"] = objects[plain]
     return result
 
 

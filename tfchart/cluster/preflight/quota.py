@@ -26,8 +26,6 @@ def release_adds(planned: Plan, key: str) -> Decimal:
     kind, _, resource = key.partition(".")
     if key in planned.objects:
         return Decimal(planned.objects[key])
-    if key == "requests.storage":
-        return planned.claim_size or Decimal(0)
     if kind in ("requests", "limits") and resource:
         return total(planned.roles, kind, resource)
     return total(planned.roles, "requests", key) if key in ("cpu", "memory", "ephemeral-storage") else Decimal(0)

@@ -52,7 +52,7 @@ def kueue_asks(planned: Plan) -> list[Ask]:
 
 def volcano_asks(planned: Plan) -> list[Ask]:
     """The Volcano PodGroup's network topology: its own (every placed pod of the gang) and each subGroupPolicy's."""
-    group = planned.pod_group or {}
+    group = planned.doc("PodGroup") or {}
     spec = (group.get("spec") or {}) if str(group.get("apiVersion")).startswith("scheduling.volcano.sh/") else {}
     units = [(rendered_roles(planned), spec.get("networkTopology"))]
     for policy in spec.get("subGroupPolicy") or []:
