@@ -60,11 +60,11 @@ def render(findings: list[Finding], console: Console) -> None:
         message = escape(finding.message) + (f"\n[dim]hint: {escape(finding.hint)}[/]" if finding.hint else "")
         table.add_row(finding.check, f"[{style}]{label}[/]", message)
     console.print(table)
-    counts = Counter(finding.severity for finding in findings)
+    counts = report(findings)["counts"]
     console.print(f"{counts[FAIL]} failed, {counts[WARN]} warning(s), {counts[OK]} ok")
 
 
-def report(findings: list[Finding], release: str, namespace: str) -> dict[str, Any]:
+def report(findings: list[Finding], release: str = "", namespace: str = "") -> dict[str, Any]:
     """`tfchart preflight -o json|yaml`: the findings in the order run, and whether the release may go on."""
     counts = Counter(finding.severity for finding in findings)
     return {"release": release, "namespace": namespace, "passed": not counts[FAIL],
@@ -91,6 +91,5 @@ def enforce(api: KubeApi | None, docs: list[dict[str, Any]], release: str, names
 
     findings = run(api, docs, release, namespace, registries)
     render(findings, console(stderr=True))
-    error = refusal(findings)
-    if error is not None:
+    if (error := refusal(findings)) is not None:
         raise error

@@ -31,13 +31,13 @@ class Finding:
 
 @dataclass
 class Context:
-    """What a cluster check reads: the API, the release's plan, its namespace and name."""
+    """What a cluster check reads: the API, the release's plan, its namespace and name; what it read, read once."""
 
     api: KubeApi
     planned: Plan
     namespace: str
     release: str = ""
-    read: dict[tuple[str | None, ...], Any] = field(default_factory=dict)  # what was read, read once
+    read: dict[tuple[str | None, ...], Any] = field(default_factory=dict)
 
     @cached_property
     def nodes(self) -> list[Any]:
@@ -46,17 +46,14 @@ class Context:
 
     def serves(self, group: str, version: str, plural: str) -> bool:
         """Whether the API server serves `plural` in group/version (API discovery)."""
-        return plural in (self.once((group, version), lambda: self.api.served_resources(group, version)) or [])
+        if (group, version) not in self.read:
+            self.read[(group, version)] = self.api.served_resources(group, version) or []
+        return plural in self.read[(group, version)]
 
     def custom(self, group: str, version: str, plural: str, name: str, namespace: str | None = None) -> Any:
         """A custom object as JSON, None where it does not exist."""
-        key = (group, version, plural, name, namespace)
-        return self.once(key, lambda: self.api.read_custom_object(*key))
-
-    def once(self, key: tuple[str | None, ...], read: Callable[[], Any]) -> Any:
-        """What `read` returns, read only the first time `key` is asked for (however many checks ask)."""
-        if key not in self.read:
-            self.read[key] = read()
+        if (key := (group, version, plural, name, namespace)) not in self.read:
+            self.read[key] = self.api.read_custom_object(*key)
         return self.read[key]
 
 
