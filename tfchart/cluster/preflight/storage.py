@@ -25,39 +25,29 @@ RWM = "ReadWriteMany"
 # Well-known provisioners by what they offer for ReadWriteMany (every provisioner offers ReadWriteOnce), from each
 # driver's documentation (and source where named). A class is matched by its provisioner, exactly or as a suffix
 # after a dot (Rook names its Ceph drivers <operator-namespace>.cephfs.csi.ceph.com). Anything else is unknown.
-OFFERS: dict[str, dict[str, str]] = {
-    # ReadWriteOnce only: a ReadWriteMany claim stays Pending (ProvisioningFailed). local-path says
-    # "NodePath only supports ReadWriteOnce and ReadWriteOncePod (1.22+) access modes".
-    RWO_ONLY: {
-        "rancher.io/local-path": "local-path: kind, k3d, k3s", "openebs.io/local": "OpenEBS local PV",
-        "kubernetes.io/no-provisioner": "pre-created local volumes", "ebs.csi.aws.com": "Amazon EBS",
-        "kubernetes.io/aws-ebs": "Amazon EBS", "pd.csi.storage.gke.io": "GCE persistent disk",
-        "kubernetes.io/gce-pd": "GCE persistent disk", "disk.csi.azure.com": "Azure Disk",
-        "kubernetes.io/azure-disk": "Azure Disk", "cinder.csi.openstack.org": "OpenStack Cinder",
-        "dobs.csi.digitalocean.com": "DigitalOcean block storage",
-        "rbd.csi.ceph.com": "Ceph RBD (ReadWriteMany only as raw block)",
-    },
+DEPENDING = {  # ReadWriteMany depending on the class's parameters or backend: what it depends on
+    "csi.vsphere.vmware.com": "vSphere: ReadWriteMany only for vSAN file volumes",
+    "csi.trident.netapp.io": "NetApp Trident: ReadWriteMany with NAS backends only",
+    "pxd.portworx.com": "Portworx: ReadWriteMany with sharedv4 volumes only",
+}
+OFFERS: dict[str, tuple[str, ...]] = {
+    # ReadWriteOnce only: a ReadWriteMany claim stays Pending (ProvisioningFailed). local-path (kind, k3d, k3s) says
+    # "NodePath only supports ReadWriteOnce and ReadWriteOncePod (1.22+) access modes"; Ceph RBD offers ReadWriteMany
+    # only as raw block.
+    RWO_ONLY: ("rancher.io/local-path", "kubernetes.io/no-provisioner", "openebs.io/local", "ebs.csi.aws.com",
+               "kubernetes.io/aws-ebs", "pd.csi.storage.gke.io", "kubernetes.io/gce-pd", "disk.csi.azure.com",
+               "kubernetes.io/azure-disk", "cinder.csi.openstack.org", "dobs.csi.digitalocean.com", "rbd.csi.ceph.com"),
     # hostPath on one node's disk, any access mode accepted (minikube copies the claim's modes into
     # a hostPath volume: kubernetes/minikube pkg/storage/storage_provisioner.go): ReadWriteMany
     # binds, but pods on other nodes would not see the data.
-    NODE_LOCAL: {"k8s.io/minikube-hostpath": "minikube hostPath", "docker.io/hostpath": "Docker Desktop hostPath"},
-    # ReadWriteMany: shared file systems.
-    RWX: {
-        "nfs.csi.k8s.io": "NFS CSI driver", "k8s-sigs.io/nfs-subdir-external-provisioner": "NFS subdir provisioner",
-        "cluster.local/nfs-subdir-external-provisioner": "NFS subdir provisioner", "cephfs.csi.ceph.com": "CephFS",
-        "efs.csi.aws.com": "Amazon EFS", "fsx.csi.aws.com": "Amazon FSx for Lustre", "smb.csi.k8s.io": "SMB CSI driver",
-        "file.csi.azure.com": "Azure Files", "kubernetes.io/azure-file": "Azure Files",
-        "filestore.csi.storage.gke.io": "GKE Filestore",
-        "driver.longhorn.io": "Longhorn, through its share manager",
-    },
-    # ReadWriteMany depending on the class's parameters or backend.
-    DEPENDS: {
-        "csi.vsphere.vmware.com": "vSphere: ReadWriteMany only for vSAN file volumes",
-        "csi.trident.netapp.io": "NetApp Trident: ReadWriteMany with NAS backends only",
-        "pxd.portworx.com": "Portworx: ReadWriteMany with sharedv4 volumes only",
-    },
+    NODE_LOCAL: ("k8s.io/minikube-hostpath", "docker.io/hostpath"),
+    # ReadWriteMany: shared file systems (Longhorn through its share manager).
+    RWX: ("nfs.csi.k8s.io", "k8s-sigs.io/nfs-subdir-external-provisioner", "cephfs.csi.ceph.com", "efs.csi.aws.com",
+          "cluster.local/nfs-subdir-external-provisioner", "fsx.csi.aws.com", "file.csi.azure.com", "smb.csi.k8s.io",
+          "kubernetes.io/azure-file", "filestore.csi.storage.gke.io", "driver.longhorn.io"),
+    DEPENDS: tuple(DEPENDING),
 }  # fmt: skip
-PROVISIONERS = {name: (rwx, what) for rwx, known in OFFERS.items() for name, what in known.items()}
+PROVISIONERS = {name: offer for offer, names in OFFERS.items() for name in names}
 CAPABILITY = {RWX: "offers {mode}", RWO_ONLY: "ReadWriteOnce only", NODE_LOCAL: "one node's disk",
               DEPENDS: "{mode} depends on the class", UNKNOWN: "unknown provisioner, check its docs"}  # fmt: skip
 DEFAULT_CLASS_ANNOTATIONS = (
@@ -111,12 +101,12 @@ def check_existing_claim(context: Context, need: StorageNeed) -> Finding:
 
 
 def offers(storage_class: Any, mode: str) -> tuple[str, str]:
-    """What the class offers for `mode` (RWX: offers it, RWO_ONLY, NODE_LOCAL, DEPENDS or UNKNOWN), and what its
-    provisioner is. Every provisioner offers ReadWriteOnce (and a one-pod ReadWriteOncePod)."""
+    """What the class offers for `mode` (RWX: offers it, RWO_ONLY, NODE_LOCAL, DEPENDS or UNKNOWN), and what that
+    depends on. Every provisioner offers ReadWriteOnce (and a one-pod ReadWriteOncePod)."""
     name = str(storage_class.provisioner)
-    known = next((known for key, known in PROVISIONERS.items() if name == key or name.endswith(f".{key}")),
-                 (UNKNOWN, f"{name} is not a provisioner tfchart knows"))  # fmt: skip
-    return known if mode == RWM else (RWX, known[1])
+    key = next((key for key in PROVISIONERS if name == key or name.endswith(f".{key}")), "")
+    return PROVISIONERS.get(key, UNKNOWN) if mode == RWM else RWX, DEPENDING.get(
+        key, f"{name} is not a provisioner tfchart knows")
 
 
 def is_default_class(storage_class: Any) -> bool:
