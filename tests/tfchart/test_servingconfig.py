@@ -29,12 +29,12 @@ def test_the_policy_selects_as_tf_serving_does(policy: VersionPolicy, exported: 
 
 def test_versions_of_a_missing_or_unreadable_record_say_why() -> None:
     absent = serving_versions("cm", None, [1])
-    assert absent.loaded is None and "has no tf-distributed.io/model-version-policy annotation" in absent.note
+    assert absent["loaded"] is None and "has no tf-distributed.io/model-version-policy annotation" in absent["note"]
     for text in ("{", '{"type": "newest"}', '{"type": "specific", "versions": ["1"]}', "[]"):
         broken = serving_versions("cm", text, [1])
-        assert broken.loaded is None and "annotation cannot be read" in broken.note, text
+        assert broken["loaded"] is None and "annotation cannot be read" in broken["note"], text
     pinned = serving_versions("cm", json.dumps({"model": "m", "type": "specific", "versions": [2, 7]}), [1, 2])
-    assert (pinned.model, pinned.loaded, pinned.missing, pinned.policy) == ("m", [2], [7], "specific: 2, 7")
+    assert [pinned[key] for key in ("model", "loaded", "missing", "policy")] == ["m", [2], [7], "specific: 2, 7"]
     unknown = serving_versions("cm", json.dumps({"model": "m", "type": "all"}), None)
-    assert unknown.loaded is None and "exported versions are unknown" in unknown.note
+    assert unknown["loaded"] is None and "exported versions are unknown" in unknown["note"]
     assert read_policy('{"type": "latest", "latest": 3, "versions": []}') == ("", VersionPolicy("latest", 3))

@@ -531,8 +531,8 @@ def test_status_lists_exported_versions_and_those_serving_loads(
 
     assert cluster.calls == [*LISTS, CHIEF_LOG_CALL, CONFIG_MAPS]
     assert report.serving is not None
-    assert (report.serving.exported, report.serving.loaded, report.serving.policy) == ([1, 2, 3], loaded, policy)
-    assert report.serving.config_map == "mnist-tf-distributed-serving"
+    assert [report.serving[key] for key in ("exported", "loaded", "policy")] == [[1, 2, 3], loaded, policy]
+    assert report.serving["config_map"] == "mnist-tf-distributed-serving"
     assert report.warnings == []
     text = render_text(report)
     assert re.search(r"Exported +v1, v2, v3 +│", text)
@@ -546,7 +546,7 @@ def test_a_pinned_version_never_exported_is_a_warning_with_the_fix(cluster: Kube
     report = collect(finished_release_with_versions(cluster, sets, [1, 2, 3]))
 
     assert report.serving is not None
-    assert (report.serving.loaded, report.serving.missing) == ([2], [7])
+    assert (report.serving["loaded"], report.serving["missing"]) == ([2], [7])
     assert report.warnings == [
         "Serving is configured to load version(s) 7 of mnist, which were never exported (exported: 1, 2, 3): it "
         "answers nothing for them; pin exported versions only, e.g. `tfchart upgrade mnist ... "
@@ -559,12 +559,12 @@ def test_versions_unknown_without_the_chiefs_report_and_no_configmap_read_withou
     cluster: KubeServer,
 ) -> None:
     older = collect(finished_release_with_versions(cluster, (), None))  # a trainer that did not report them: unknown
-    assert older.serving is not None and older.serving.exported is None and older.serving.loaded is None
+    assert older.serving is not None and older.serving["exported"] is None and older.serving["loaded"] is None
     assert older.warnings == [] and "Exported" not in render_text(older)
     assert re.search(r"Serving loads +mnist \(latest 1, mnist-tf-distributed-serving\); the exported versions are "
                      r"unknown", render_text(older))
     none_yet = collect(finished_release_with_versions(cluster, (), []))
-    assert none_yet.serving is not None and none_yet.serving.loaded == []
+    assert none_yet.serving is not None and none_yet.serving["loaded"] == []
     assert re.search(r"Exported +no version yet", render_text(none_yet))
 
     cluster.reset()
@@ -572,7 +572,7 @@ def test_versions_unknown_without_the_chiefs_report_and_no_configmap_read_withou
     cluster.add(kf.pod(kf.manifest(docs, "Job", "chief"), phase="Succeeded", ready=False, terminated=("Completed", 0)))
     cluster.set_log(NS, CHIEF_POD, ["step 2000, loss = 0.0470 (2117.3 examples/sec; 0.121 sec/batch)"])
     report = collect(cluster)
-    assert report.serving is not None and report.serving.exported is None and report.serving.loaded is None
+    assert report.serving is not None and report.serving["exported"] is None and report.serving["loaded"] is None
     assert "Serving loads  mnist-tf-distributed-serving" not in render_text(report)
     assert "the exported versions are unknown" in render_text(report)
 

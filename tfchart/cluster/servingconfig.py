@@ -11,52 +11,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from tfdcontract import MODEL_VERSION_POLICY_ANNOTATION
 
 
-@dataclass(frozen=True)
-class VersionPolicy:
+class VersionPolicy(NamedTuple):
     """A model's model_version_policy: `latest` N, `specific` versions, or `all`."""
 
     kind: str  # latest | specific | all
     latest: int = 1
     versions: tuple[int, ...] = ()
 
-    def describe(self) -> str:
-        if self.kind == "all":
-            return "all versions"
-        if self.kind == "specific":
-            return "specific: " + ", ".join(str(v) for v in self.versions)
-        return f"latest {self.serves}"
-
     def selects(self, exported: Sequence[int]) -> list[int]:
-        """The exported versions this policy loads (TF Serving's rule), ascending."""
+        """The exported versions this policy loads (TF Serving's rule: num_versions 0 loads one), ascending."""
         ordered = sorted(set(exported))
-        if self.kind == "all":
-            return ordered
         if self.kind == "specific":
             return [v for v in ordered if v in self.versions]
-        return ordered[-self.serves :]
-
-    @property
-    def serves(self) -> int:
-        """How many of the newest versions `latest` loads: TF Serving reads num_versions 0 as 1."""
-        return max(self.latest, 1)
-
-
-@dataclass(frozen=True)
-class ServingVersions:
-    """What `tfchart status` shows about model versions: exported, configured, loaded."""
-
-    config_map: str
-    model: str
-    policy: str  # VersionPolicy.describe(), or "" when the config could not be read
-    exported: list[int] | None  # None: the chief's status did not say (log gone, older trainer)
-    loaded: list[int] | None
-    missing: list[int] = field(default_factory=list)  # pinned (specific) but not exported
-    note: str = ""
+        return ordered if self.kind == "all" else ordered[-max(self.latest, 1) :]
 
 
 def read_policy(text: str) -> tuple[str, VersionPolicy]:
@@ -68,18 +40,24 @@ def read_policy(text: str) -> tuple[str, VersionPolicy]:
     return str(document.get("model", "")), VersionPolicy(kind, int(latest), tuple(int(v) for v in versions))
 
 
-def serving_versions(config_map: str, text: str | None, exported: list[int] | None) -> ServingVersions:
-    """Apply the policy recorded on Serving's ConfigMap (its annotation's `text`) to `exported`."""
+def serving_versions(config_map: str, text: str | None, exported: list[int] | None) -> dict[str, Any]:
+    """What `tfchart status` shows of model versions: the policy recorded on Serving's ConfigMap (its annotation's
+    `text`; `policy` "" when it cannot be read) applied to `exported` (None: the chief's status did not say: its
+    log gone, an older trainer); `missing`: pinned (specific) but not exported; a `note` says what is unknown."""
+    versions = {"config_map": config_map, "model": "", "policy": "", "exported": exported, "loaded": None,
+                "missing": [], "note": ""}  # fmt: skip
     if text is None:
-        return ServingVersions(config_map, "", "", exported, None, note=f"{config_map} has no "
-                               f"{MODEL_VERSION_POLICY_ANNOTATION} annotation (made by an older chart)")  # fmt: skip
+        return versions | {"note": f"{config_map} has no {MODEL_VERSION_POLICY_ANNOTATION} annotation (made by an "
+                                   "older chart)"}  # fmt: skip
     try:
         model, policy = read_policy(text)
     except (ValueError, KeyError, TypeError) as error:
-        note = f"{config_map}'s {MODEL_VERSION_POLICY_ANNOTATION} annotation cannot be read: {error}"
-        return ServingVersions(config_map, "", "", exported, None, note=note)
+        return versions | {"note": f"{config_map}'s {MODEL_VERSION_POLICY_ANNOTATION} annotation cannot be read: "
+                                   f"{error}"}  # fmt: skip
+    described = {"all": "all versions", "specific": "specific: " + ", ".join(map(str, policy.versions))}
+    versions |= {"model": model, "policy": described.get(policy.kind, f"latest {max(policy.latest, 1)}")}
     if exported is None:
-        unknown = "the exported versions are unknown (no tfd-status line in the chief's log lists them)"
-        return ServingVersions(config_map, model, policy.describe(), None, None, note=unknown)
+        versions["note"] = "the exported versions are unknown (no tfd-status line in the chief's log lists them)"
+        return versions
     missing = sorted(set(policy.versions) - set(exported)) if policy.kind == "specific" else []
-    return ServingVersions(config_map, model, policy.describe(), exported, policy.selects(exported), missing)
+    return versions | {"loaded": policy.selects(exported), "missing": missing}

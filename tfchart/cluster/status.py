@@ -30,7 +30,7 @@ from tfchart.cluster.objects import (
     role_of,
 )
 from tfchart.cluster.runs import find_run, in_jobset
-from tfchart.cluster.servingconfig import ServingVersions, serving_versions
+from tfchart.cluster.servingconfig import serving_versions
 from tfchart.errors import KubernetesError
 from tfdcontract import (
     CHIEF,
@@ -134,7 +134,7 @@ class ReleaseStatus:
     stateful_sets: list[StatefulSetInfo] = field(default_factory=list)
     pods: list[PodInfo] = field(default_factory=list)
     endpoints: list[Endpoint] = field(default_factory=list)
-    serving: ServingVersions | None = None  # the versions exported and those Serving is configured to load
+    serving: dict[str, Any] | None = None  # the versions exported and those Serving is configured to load
     job_progress: JobProgress | None = None  # the record on the chief's Job: ETA, last checkpoint
     notes: list[str] = field(default_factory=list)  # what could not be read
     warnings: list[str] = field(default_factory=list)  # what needs the user: GPUs held after the run ended
@@ -250,7 +250,7 @@ def held_after_the_end(
 # -- model versions ---------------------------------------------------------------------------
 def versions_served(
     api: KubeApi, release: str, namespace: str, services: list[Any], progress: Progress | None
-) -> tuple[ServingVersions | None, str]:
+) -> tuple[dict[str, Any] | None, str]:
     """When the release serves: the versions the chief reported exported and those Serving's model config (the policy
     recorded on its ConfigMap) loads of them; a note when the ConfigMap cannot be read (403 on configmaps)."""
     if not any(role_of(service) == SERVING for service in services):
@@ -267,18 +267,16 @@ def versions_served(
     return serving_versions(name_of(config_map), text, exported), ""
 
 
-def pinned_but_missing(release: str, versions: ServingVersions | None) -> list[str]:
+def pinned_but_missing(release: str, versions: dict[str, Any] | None) -> list[str]:
     """A warning when serving.modelVersionPolicy pins versions that were never exported."""
-    if versions is None or not versions.missing or versions.exported is None:
+    if versions is None or not versions["missing"] or versions["exported"] is None:
         return []
-    missing = ", ".join(str(v) for v in versions.missing)
-    if not versions.exported:
-        return [f"Serving is configured to load version(s) {missing} of {versions.model}, but no version was exported "
+    missing, model, exported = ", ".join(map(str, versions["missing"])), versions["model"], versions["exported"]
+    if not exported:
+        return [f"Serving is configured to load version(s) {missing} of {model}, but no version was exported "
                 f"yet: it answers nothing until one is (or use `--set serving.modelVersionPolicy.type=latest`)"]
-    have = ", ".join(str(v) for v in versions.exported)
-    keep = versions.loaded or versions.exported[-1:]
-    pins = ",".join(str(v) for v in keep)
-    return [f"Serving is configured to load version(s) {missing} of {versions.model}, which were never exported "
+    have, pins = ", ".join(map(str, exported)), ",".join(map(str, versions["loaded"] or exported[-1:]))
+    return [f"Serving is configured to load version(s) {missing} of {model}, which were never exported "
             f"(exported: {have}): it answers nothing for them; pin exported versions only, e.g. "
             f"`tfchart upgrade {release} ... --set serving.modelVersionPolicy.versions={{{pins}}}`"]
 

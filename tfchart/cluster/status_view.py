@@ -75,19 +75,17 @@ def summary_lines(status: ReleaseStatus) -> Any:
 def versions_rows(status: ReleaseStatus) -> list[tuple[str, str]]:
     """'Exported' (every version of the model) and 'Serving loads' (those the model config selects)."""
     versions = status.serving
-    exported = versions.exported if versions else (status.training.progress or Progress("")).exported_versions
-    rows = []
-    if exported is not None:
-        rows.append(("Exported", ", ".join(f"v{v}" for v in exported) or "no version yet"))
+    exported = versions["exported"] if versions else (status.training.progress or Progress("")).exported_versions
+    rows = [] if exported is None else [("Exported", ", ".join(f"v{v}" for v in exported) or "no version yet")]
     if versions is None:
         return rows
-    if not versions.policy:
-        return [*rows, ("Serving loads", f"unknown: {versions.note}")]
-    configured = f"{versions.model} ({versions.policy}, {versions.config_map})"
-    if versions.loaded is None:
-        return [*rows, ("Serving loads", f"{configured}; {versions.note}")]
-    loaded = ", ".join(f"v{v}" for v in versions.loaded) or "nothing"
-    missing = f"; not exported: {', '.join(f'v{v}' for v in versions.missing)}" if versions.missing else ""
+    if not versions["policy"]:
+        return [*rows, ("Serving loads", f"unknown: {versions['note']}")]
+    configured = f"{versions['model']} ({versions['policy']}, {versions['config_map']})"
+    if versions["loaded"] is None:
+        return [*rows, ("Serving loads", f"{configured}; {versions['note']}")]
+    loaded = ", ".join(f"v{v}" for v in versions["loaded"]) or "nothing"
+    missing = "; not exported: " + ", ".join(f"v{v}" for v in versions["missing"]) if versions["missing"] else ""
     return [*rows, ("Serving loads", f"{loaded} of {configured}{missing}")]
 
 
