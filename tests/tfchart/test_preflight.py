@@ -108,24 +108,13 @@ def test_quantities_print_readably(value: Decimal, text: str) -> None:
 
 def effective(resources: dict[str, Any], kind: str) -> dict[str, Decimal]:
     """A container's requests (defaulted from limits, like the API server) or limits."""
-    chosen = (
-        dict(resources.get("limits") or {})
-        if kind == "limits"
-        else {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-    )
+    chosen = {**(resources.get("limits") or {}), **(resources.get(kind) or {})}
     return {key: quantity.parse(value) for key, value in chosen.items()}
 
 
-@pytest.mark.parametrize(
-    "values_file",
-    [
-        "values/cpu.yaml",
-        "values/gpu.yaml",
-        "values/multi-gpu.yaml",
-        "values/sync-allreduce.yaml",
-        "charts/tf-distributed/ci/sync-workers-only-values.yaml",
-    ],
-)
+@pytest.mark.parametrize("values_file", ["values/cpu.yaml", "values/gpu.yaml", "values/multi-gpu.yaml",
+                                         "values/sync-allreduce.yaml",
+                                         "charts/tf-distributed/ci/sync-workers-only-values.yaml"])  # fmt: skip
 def test_plan_matches_the_rendered_manifests(values_file: str) -> None:
     rendered = docs(values_file)
     plan = preflight.plan(rendered)
@@ -146,11 +135,8 @@ def test_plan_matches_the_rendered_manifests(values_file: str) -> None:
     assert plan.objects["pods"] == pods
     assert plan.objects["services"] == sum(1 for d in release if d["kind"] == "Service")
     assert plan.objects["persistentvolumeclaims"] == sum(1 for d in release if d["kind"] == "PersistentVolumeClaim")
-    for kind, quota_key in (
-        ("StatefulSet", "count/statefulsets.apps"),
-        ("Deployment", "count/deployments.apps"),
-        ("Job", "count/jobs.batch"),
-    ):
+    for kind, quota_key in (("StatefulSet", "count/statefulsets.apps"), ("Deployment", "count/deployments.apps"),
+                            ("Job", "count/jobs.batch")):  # fmt: skip
         assert plan.objects[quota_key] == sum(1 for d in release if d["kind"] == kind), kind
 
 
@@ -161,14 +147,9 @@ def test_gpus_fit_with_room(cluster: KubeServer) -> None:
     cluster.add(*gpu_nodes(4, 4), kf.node("cpu-0"))
     cluster.add(kf.running_pod("other-training", "team-b", "gpu-0", {GPU: "2", "cpu": "1"}))
     findings = check_gpus(context(cluster, plan_of("values/gpu.yaml")))
-    assert findings == [
-        preflight.Finding(
-            "gpu-capacity",
-            OK,
-            "4 nvidia.com/gpu needed (worker 4x1); 6 of 8 free (gpu-0: 2, gpu-1: 4) "
-            "(tolerations of the GPU roles not evaluated: counted every schedulable node)",
-        )
-    ]
+    assert findings == [preflight.Finding("gpu-capacity", OK, "4 nvidia.com/gpu needed (worker 4x1); 6 of 8 free "
+                                          "(gpu-0: 2, gpu-1: 4) (tolerations of the GPU roles not evaluated: counted "
+                                          "every schedulable node)")]  # fmt: skip
     assert cluster.calls == [NODES, ALL_PODS]
 
 
@@ -208,12 +189,9 @@ def test_gpu_capacity(
 def test_gpus_fail_without_a_device_plugin(cluster: KubeServer) -> None:
     cluster.add(kf.node("cpu-0"), kf.node("cpu-1"))
     [finding] = check_gpus(context(cluster, plan_of("values/sync-allreduce.yaml")))
-    assert finding.severity == FAIL
-    assert (
-        "needs 4 nvidia.com/gpu (worker 3x1, chief 1x1) but no schedulable node advertises nvidia.com/gpu"
-        in finding.message
-    )
-    assert "device plugin" in finding.hint
+    assert finding.severity == FAIL and "device plugin" in finding.hint
+    assert "needs 4 nvidia.com/gpu (worker 3x1, chief 1x1) but no schedulable node advertises nvidia.com/gpu" \
+        in finding.message  # fmt: skip
 
 
 def test_no_gpus_requested_needs_no_api_call(cluster: KubeServer) -> None:
@@ -267,18 +245,14 @@ def test_multi_node_rwx_values_are_not_installable_on_an_rwo_only_cluster(cluste
 def test_cpu_values_pass_on_an_rwo_only_one_node_cluster(cluster: KubeServer) -> None:
     kind_cluster(cluster)
     findings = preflight.run(cluster.api(), docs("values/cpu.yaml"), "mnist", NS)
-    assert only(findings, "storage") == preflight.Finding(
-        "storage",
-        OK,
-        "needs ReadWriteOnce: default StorageClass standard (rancher.io/local-path) offers it. "
-        "StorageClasses: standard (rancher.io/local-path, default): offers ReadWriteOnce",
-    )
-    assert only(findings, "co-location") == preflight.Finding(
-        "co-location",
-        OK,
-        "storage needs ReadWriteOnce, so all 6 pods run on one node: they request 1.95 cpu, 4352Mi memory; "
-        "fits kind-control-plane (allocatable, before other pods)",
-    )
+    assert only(findings, "storage") == preflight.Finding("storage", OK, "needs ReadWriteOnce: default StorageClass "
+                                                          "standard (rancher.io/local-path) offers it. StorageClasses: "
+                                                          "standard (rancher.io/local-path, default): offers "
+                                                          "ReadWriteOnce")  # fmt: skip
+    assert only(findings, "co-location") == preflight.Finding("co-location", OK, "storage needs ReadWriteOnce, so all "
+                                                              "6 pods run on one node: they request 1.95 cpu, 4352Mi "
+                                                              "memory; fits kind-control-plane (allocatable, before "
+                                                              "other pods)")  # fmt: skip
     assert preflight.refusal(findings) is None
 
 
@@ -310,12 +284,9 @@ def test_preflight_command_fails_before_anything_is_applied_and_names_the_fix(
 def test_an_rwx_class_passes_and_is_named(cluster: KubeServer) -> None:
     cluster.add(kf.storage_class("nfs", "nfs.csi.k8s.io", default=True), kf.storage_class("fast", "ebs.csi.aws.com"))
     [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml")))
-    assert finding == preflight.Finding(
-        "storage",
-        OK,
-        "needs ReadWriteMany: default StorageClass nfs (nfs.csi.k8s.io) offers it. StorageClasses: "
-        "fast (ebs.csi.aws.com): ReadWriteOnce only; nfs (nfs.csi.k8s.io, default): offers ReadWriteMany",
-    )
+    assert finding == preflight.Finding("storage", OK, "needs ReadWriteMany: default StorageClass nfs (nfs.csi.k8s.io) "
+                                        "offers it. StorageClasses: fast (ebs.csi.aws.com): ReadWriteOnce only; nfs "
+                                        "(nfs.csi.k8s.io, default): offers ReadWriteMany")  # fmt: skip
     assert cluster.calls == [Call("list", "storageclasses")]
 
 
@@ -328,9 +299,7 @@ def test_an_rwx_class_that_is_not_the_default_is_the_fix(cluster: KubeServer) ->
     data = plan_of("values/gpu.yaml", sets=["storage.storageClassName=cephfs"])
     [finding] = check_storage(context(cluster, data))
     assert (finding.severity, finding.message.split(". ")[0]) == (
-        OK,
-        "needs ReadWriteMany: StorageClass cephfs (rook-ceph.cephfs.csi.ceph.com) offers it",
-    )
+        OK, "needs ReadWriteMany: StorageClass cephfs (rook-ceph.cephfs.csi.ceph.com) offers it")  # fmt: skip
 
 
 def test_co_located_values_name_the_class_that_would_let_pods_spread(cluster: KubeServer) -> None:
@@ -491,23 +460,16 @@ def test_no_quota_passes(cluster: KubeServer) -> None:
 
 
 def test_quota_with_room_passes_and_nearly_full_warns(cluster: KubeServer) -> None:
-    hard = {
-        "requests.cpu": "40",
-        "requests.memory": "64Gi",
-        "limits.memory": "128Gi",
-        "requests.nvidia.com/gpu": "8",
-        "pods": "20",
-    }
+    hard = {"requests.cpu": "40", "requests.memory": "64Gi", "limits.memory": "128Gi", "requests.nvidia.com/gpu": "8",
+            "pods": "20"}  # fmt: skip
     cluster.add(kf.resource_quota("team", NS, hard, {"requests.cpu": "2", "pods": "2"}))
     plan = plan_of("values/gpu.yaml")
     assert check_quota(context(cluster, plan))[0].severity == OK
     cluster.reset()
     cluster.add(kf.resource_quota("team", NS, {"requests.cpu": "21"}, {"requests.cpu": "0"}))
     [finding] = check_quota(context(cluster, plan))
-    assert (finding.severity, finding.message) == (
-        WARN,
-        "ResourceQuota team is almost full: requests.cpu: 19.61 of 21 after install",
-    )
+    assert (finding.severity, finding.message) == (WARN, "ResourceQuota team is almost full: requests.cpu: 19.61 of "
+                                                   "21 after install")  # fmt: skip
 
 
 def test_quota_exceeded_fails_with_each_resource(cluster: KubeServer) -> None:
@@ -517,10 +479,8 @@ def test_quota_exceeded_fails_with_each_resource(cluster: KubeServer) -> None:
             "configmaps": "1"}  # fmt: skip
     cluster.add(kf.resource_quota("gpu-quota", NS, hard, used))
     [finding] = check_quota(context(cluster, plan_of("values/gpu.yaml")))
-    assert finding.severity == FAIL
-    assert finding.message == (
-        "ResourceQuota gpu-quota would be exceeded: pods: 3 used + 10 > 10; requests.nvidia.com/gpu: 2 used + 4 > 4"
-    )
+    assert (finding.severity, finding.message) == (FAIL, "ResourceQuota gpu-quota would be exceeded: pods: 3 used + "
+                                                   "10 > 10; requests.nvidia.com/gpu: 2 used + 4 > 4")  # fmt: skip
     assert "kubectl describe resourcequota gpu-quota" in finding.hint
 
 
@@ -679,43 +639,32 @@ def test_coscheduling_podgroup_crd_passes_and_names_the_pods_scheduler(cluster: 
     cluster.add(*kf.crds(*kf.COSCHEDULING_CRDS))
     coscheduled = ["scheduling.gang.provider=coscheduling"]
     [finding] = check_gang(context(cluster, plan_of("values/gpu.yaml", sets=coscheduled)))
-    assert (finding.severity, finding.message) == (
-        OK,
-        "CRD podgroups.scheduling.x-k8s.io serves scheduling.x-k8s.io/v1alpha1 "
-        "(that a scheduler runs as scheduler-plugins-scheduler is not checked)",
-    )
+    assert (finding.severity, finding.message) == (OK, "CRD podgroups.scheduling.x-k8s.io serves scheduling.x-k8s.io/"
+                                                   "v1alpha1 (that a scheduler runs as scheduler-plugins-scheduler is "
+                                                   "not checked)")  # fmt: skip
     named = plan_of("values/gpu.yaml", sets=[*coscheduled, "schedulerName=coscheduler"])
     assert "runs as coscheduler" in check_gang(context(cluster, named))[0].message
     assert cluster.calls == [COSCHEDULING_DISCOVERY, COSCHEDULING_DISCOVERY]  # once per run
 
 
 def test_kueue_queue_quota_and_priority_class_pass(cluster: KubeServer) -> None:
-    kueue_cluster(
-        cluster, *team_queues({"cpu": "32", "memory": "64Gi", GPU: "8"}), kf.workload_priority_class("high", 1000)
-    )
+    kueue_cluster(cluster, *team_queues({"cpu": "32", "memory": "64Gi", GPU: "8"}), kf.workload_priority_class("high",
+                                                                                                           1000))
     assert kueue_findings(cluster, kueue(priority="high")) == [
         (OK, f"LocalQueue team-a exists in namespace {NS} (ClusterQueue team)"),
-        (
-            OK,
-            "ClusterQueue team has the nominal quota for the 7 TensorFlow pods: cpu 19 of 32, memory 38Gi of 64Gi, "
-            "nvidia.com/gpu 4 of 8 (other workloads' usage not counted)",
-        ),
+        (OK, "ClusterQueue team has the nominal quota for the 7 TensorFlow pods: cpu 19 of 32, memory 38Gi of 64Gi, "
+             "nvidia.com/gpu 4 of 8 (other workloads' usage not counted)"),
         (OK, "WorkloadPriorityClass high exists (value 1000)"),
-    ]
-    assert cluster.calls == [
-        KUEUE_V1BETA2,
-        Call("get", "localqueues", NS, "team-a"),
-        Call("get", "clusterqueues", None, "team"),
-        Call("get", "workloadpriorityclasses", None, "high"),
-    ]
+    ]  # fmt: skip
+    assert cluster.calls == [KUEUE_V1BETA2, Call("get", "localqueues", NS, "team-a"),
+                             Call("get", "clusterqueues", None, "team"),
+                             Call("get", "workloadpriorityclasses", None, "high")]  # fmt: skip
 
 
 def test_kueue_before_v0_15_is_read_at_v1beta1(cluster: KubeServer) -> None:
-    objects = [
-        kf.local_queue("team-a", NS, "team", version="v1beta1"),
-        kf.cluster_queue("team", [{"default-flavor": GPU_ASKS}], version="v1beta1"),
-        kf.workload_priority_class("high", 1000, version="v1beta1"),
-    ]
+    objects = [kf.local_queue("team-a", NS, "team", version="v1beta1"),
+               kf.cluster_queue("team", [{"default-flavor": GPU_ASKS}], version="v1beta1"),
+               kf.workload_priority_class("high", 1000, version="v1beta1")]  # fmt: skip
     kueue_cluster(cluster, *objects, served=("v1beta1",))
     assert [severity for severity, _ in kueue_findings(cluster, kueue(priority="high"))] == [OK, OK, OK]
     assert cluster.calls[:2] == [KUEUE_V1BETA2, KUEUE_V1BETA1]
@@ -725,11 +674,9 @@ def test_kueue_before_v0_15_is_read_at_v1beta1(cluster: KubeServer) -> None:
 def test_kueue_not_installed_fails(cluster: KubeServer) -> None:
     cluster.add(*kf.crds(*kf.VOLCANO_CRDS))
     [(severity, message)] = kueue_findings(cluster, kueue(priority="high"))
-    assert (severity, message) == (
-        FAIL,
-        "scheduling.kueue.queueName=team-a but Kueue is not installed: CRD localqueues.kueue.x-k8s.io is missing "
-        "(the API server serves no localqueues in kueue.x-k8s.io/v1beta2 or v1beta1), so the pods would start unqueued",
-    )
+    assert (severity, message) == (FAIL, "scheduling.kueue.queueName=team-a but Kueue is not installed: CRD "
+                                   "localqueues.kueue.x-k8s.io is missing (the API server serves no localqueues in "
+                                   "kueue.x-k8s.io/v1beta2 or v1beta1), so the pods would start unqueued")  # fmt: skip
     assert cluster.calls == [KUEUE_V1BETA2, KUEUE_V1BETA1]
 
 
@@ -750,63 +697,41 @@ def test_stopped_local_queue_missing_or_inactive_cluster_queue_fail(cluster: Kub
         (FAIL, f"LocalQueue team-a in namespace {NS} is stopped (stopPolicy Hold): it admits no new workload"),
         (FAIL, "ClusterQueue team of LocalQueue team-a does not exist: nothing would admit the pods"),
     ]
-    missing_flavor = (
-        "FlavorNotFound",
-        "Can't admit new workloads: references missing ResourceFlavor(s): default-flavor.",
-    )
+    missing_flavor = ("FlavorNotFound", "Can't admit new workloads: references missing ResourceFlavor(s): "
+                      "default-flavor.")
     cluster.reset()
     kueue_cluster(cluster, *team_queues(inactive=missing_flavor))
-    assert kueue_findings(cluster, kueue())[1] == (
-        FAIL,
-        "ClusterQueue team is not active (FlavorNotFound: Can't admit new workloads: references missing "
-        "ResourceFlavor(s): default-flavor.): it admits no workload, the pods would wait gated",
-    )
+    assert kueue_findings(cluster, kueue())[1] == (FAIL, "ClusterQueue team is not active (FlavorNotFound: Can't admit "
+                                                   "new workloads: references missing ResourceFlavor(s): default-flavor"
+                                                   ".): it admits no workload, the pods would wait gated")  # fmt: skip
 
 
 @pytest.mark.parametrize(
     ("groups", "message"),
-    [
-        (
-            [{"default-flavor": {"cpu": "32", "memory": "64Gi", GPU: "2"}}],
-            "nvidia.com/gpu: the release asks 4, ClusterQueue team offers 2 nominal",
-        ),
-        (
-            [{"default-flavor": {"cpu": "32", GPU: "8"}}],
-            "memory: the release asks 38Gi, ClusterQueue team does not cover memory",
-        ),
-        (
-            [{"default-flavor": {"cpu": "8", "memory": "64Gi", "pods": "5"}}],
-            "cpu: the release asks 19, ClusterQueue team offers 8 nominal; nvidia.com/gpu: the release asks 4, "
-            "ClusterQueue team does not cover nvidia.com/gpu; pods: the release asks 7, ClusterQueue team offers 5 "
-            "nominal",
-        ),
-    ],
-)
+    [([{"default-flavor": {"cpu": "32", "memory": "64Gi", GPU: "2"}}],
+      "nvidia.com/gpu: the release asks 4, ClusterQueue team offers 2 nominal"),
+     ([{"default-flavor": {"cpu": "32", GPU: "8"}}],
+      "memory: the release asks 38Gi, ClusterQueue team does not cover memory"),
+     ([{"default-flavor": {"cpu": "8", "memory": "64Gi", "pods": "5"}}],
+      "cpu: the release asks 19, ClusterQueue team offers 8 nominal; nvidia.com/gpu: the release asks 4, "
+      "ClusterQueue team does not cover nvidia.com/gpu; pods: the release asks 7, ClusterQueue team offers 5 nominal")],
+)  # fmt: skip
 def test_kueue_quota_that_can_never_admit_the_release_fails(
     groups: list[dict[str, dict[str, str]]], message: str, cluster: KubeServer
 ) -> None:
     kueue_cluster(cluster, kf.local_queue("team-a", NS, "team"), kf.cluster_queue("team", groups))
     _, (severity, text) = kueue_findings(cluster, kueue())
-    assert (severity, text) == (
-        FAIL,
-        f"{message}: it can never be admitted (Kueue admits the 7 TensorFlow pods together)",
-    )
+    assert (severity, text) == (FAIL, f"{message}: it can never be admitted (Kueue admits the 7 TensorFlow pods "
+                                "together)")  # fmt: skip
 
 
 def test_kueue_quota_sums_flavors_and_groups_and_counts_pods_when_covered(cluster: KubeServer) -> None:
-    groups = [
-        {
-            "default-flavor": {"cpu": "10", "memory": "20Gi", "pods": "4"},
-            "spot": {"cpu": "10", "memory": "20Gi", "pods": "4"},
-        },
-        {"a100": {GPU: "2"}, "h100": {GPU: "2"}},
-    ]
+    groups = [{"default-flavor": {"cpu": "10", "memory": "20Gi", "pods": "4"},
+               "spot": {"cpu": "10", "memory": "20Gi", "pods": "4"}}, {"a100": {GPU: "2"}, "h100": {GPU: "2"}}]
     kueue_cluster(cluster, kf.local_queue("team-a", NS, "team"), kf.cluster_queue("team", groups))
-    assert kueue_findings(cluster, kueue())[1] == (
-        OK,
-        "ClusterQueue team has the nominal quota for the 7 TensorFlow pods: cpu 19 of 20, memory 38Gi of 40Gi, "
-        "nvidia.com/gpu 4 of 4, pods 7 of 8 (other workloads' usage not counted)",
-    )
+    assert kueue_findings(cluster, kueue())[1] == (OK, "ClusterQueue team has the nominal quota for the 7 TensorFlow "
+                                                   "pods: cpu 19 of 20, memory 38Gi of 40Gi, nvidia.com/gpu 4 of 4, "
+                                                   "pods 7 of 8 (other workloads' usage not counted)")  # fmt: skip
 
 
 def test_kueue_requests_default_from_limits_and_leave_out_tensorboard_and_serving(cluster: KubeServer) -> None:
@@ -886,28 +811,18 @@ def test_fake_kueue_objects_validate_against_the_vendored_crds() -> None:
 
 
 def good_cluster(cluster: KubeServer) -> KubeServer:
-    return cluster.add(
-        *gpu_nodes(4, 4), kf.storage_class("nfs", "nfs.csi.k8s.io", default=True), kf.daemon_set("cilium")
-    )
+    return cluster.add(*gpu_nodes(4, 4), kf.storage_class("nfs", "nfs.csi.k8s.io", default=True),
+                       kf.daemon_set("cilium"))
 
 
 def test_run_calls_each_api_once_and_renders(cluster: KubeServer) -> None:
     good_cluster(cluster)
     findings = preflight.run(cluster.api(), docs("values/gpu.yaml"), "mnist", NS)
-    assert [(f.check, f.severity) for f in findings] == [
-        ("gpu-capacity", OK),
-        ("storage", OK),
-        ("quota", OK),
-        ("network-policy", OK),
-    ]
+    assert [(f.check, f.severity) for f in findings] == [("gpu-capacity", OK), ("storage", OK), ("quota", OK),
+                                                         ("network-policy", OK)]  # fmt: skip
     assert preflight.refusal(findings) is None
-    assert cluster.calls == [
-        NODES,
-        ALL_PODS,
-        Call("list", "storageclasses"),
-        Call("list", "resourcequotas", NS),
-        Call("list", "daemonsets", "kube-system"),
-    ]
+    assert cluster.calls == [NODES, ALL_PODS, Call("list", "storageclasses"), Call("list", "resourcequotas", NS),
+                             Call("list", "daemonsets", "kube-system")]  # fmt: skip
     console = Console(width=250, record=True, color_system=None)
     preflight.render(findings, console)
     text = console.export_text()
@@ -917,20 +832,17 @@ def test_run_calls_each_api_once_and_renders(cluster: KubeServer) -> None:
 
 def test_forbidden_check_becomes_a_warning_and_failures_are_reported(cluster: KubeServer) -> None:
     good_cluster(cluster)
-    cluster.fail(
-        "list", "daemonsets", 403, 'daemonsets.apps is forbidden: User "dev" cannot list resource "daemonsets"'
-    )
+    cluster.fail("list", "daemonsets", 403, 'daemonsets.apps is forbidden: User "dev" cannot list resource '
+                 '"daemonsets"')
     cluster.fail("list", "storageclasses", 403, "storageclasses.storage.k8s.io is forbidden")
     findings = preflight.run(cluster.api(), docs("values/multi-gpu.yaml"), "mnist", NS)
     network = only(findings, "network-policy")
     assert network.severity == WARN
-    assert network.message.startswith(
-        "could not check: forbidden: you may not list daemonsets.apps in namespace kube-system"
-    )
+    assert network.message.startswith("could not check: forbidden: you may not list daemonsets.apps in namespace "
+                                      "kube-system")  # fmt: skip
     assert "kubectl auth can-i list daemonsets.apps -n kube-system" in network.hint
-    assert only(findings, "storage").hint.startswith(
-        "RBAC verb `list` on resource `storageclasses.storage.k8s.io` is missing"
-    )
+    assert only(findings, "storage").hint.startswith("RBAC verb `list` on resource `storageclasses.storage.k8s.io` "
+                                                     "is missing")  # fmt: skip
     assert preflight.refusal(findings) is None
     cluster.reset()
     cluster.add(*gpu_nodes(1))

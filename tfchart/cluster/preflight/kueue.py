@@ -31,11 +31,11 @@ def check_kueue(context: Context) -> list[Finding]:
     if not queue:
         return []
     if (version := kueue_version(context)) is None:
-        return [finding(FAIL, f"scheduling.kueue.queueName={queue} but Kueue is not installed: CRD localqueues."
-                        f"{KUEUE} is missing (the API server serves no localqueues in {KUEUE}/"
-                        f"{' or '.join(KUEUE_VERSIONS)}), so the pods would start unqueued",
-                        "install Kueue (`kubectl apply --server-side -f https://github.com/kubernetes-sigs/kueue/"
-                        'releases/download/v0.19.2/manifests.yaml`), or --set scheduling.kueue.queueName=""')]
+        return [finding(FAIL, f"scheduling.kueue.queueName={queue} but Kueue is not installed: CRD localqueues.{KUEUE} "
+                        f"is missing (the API server serves no localqueues in {KUEUE}/{' or '.join(KUEUE_VERSIONS)}), "
+                        "so the pods would start unqueued", "install Kueue (`kubectl apply --server-side -f https://"
+                        "github.com/kubernetes-sigs/kueue/releases/download/v0.19.2/manifests.yaml`), or --set "
+                        'scheduling.kueue.queueName=""')]  # fmt: skip
     steps: list[Callable[[], list[Finding]]] = [lambda: check_local_queue(context, version, queue)]
     if context.planned.doc("JobSet"):
         steps.insert(0, lambda: [check_integration(context)])
@@ -59,11 +59,10 @@ def check_integration(context: Context, framework: str = JOBSET_FRAMEWORK) -> Fi
     except (yaml.YAMLError, AttributeError):
         return finding(WARN, f"could not read Kueue's configuration in ConfigMap {where} ({CONFIG_KEY})", check)
     if framework not in frameworks:
-        return finding(FAIL, f"Kueue's configuration (ConfigMap {where}) does not enable the {framework} "
-                       f"integration (integrations.frameworks: {', '.join(frameworks)}): Kueue would ignore the "
-                       "JobSet's queue label, and it would start unqueued",
-                       f"ask the Kueue admin to add {framework} to integrations.frameworks (and restart "
-                       "kueue-controller-manager), or --set scheduling.kueue.queueName=\"\"")
+        return finding(FAIL, f"Kueue's configuration (ConfigMap {where}) does not enable the {framework} integration "
+                       f"(integrations.frameworks: {', '.join(frameworks)}): Kueue would ignore the JobSet's queue "
+                       f"label, and it would start unqueued", f"ask the Kueue admin to add {framework} to integrations."
+                       'frameworks (and restart kueue-controller-manager), or --set scheduling.kueue.queueName=""')
     return finding(OK, f"Kueue's configuration enables the {framework} integration")
 
 
@@ -76,10 +75,9 @@ def check_local_queue(context: Context, version: str, name: str) -> list[Finding
     namespace = context.namespace
     queue = context.custom(KUEUE, version, "localqueues", name, namespace)
     if queue is None:
-        return [finding(FAIL, f"LocalQueue {name} does not exist in namespace {namespace}: Kueue would hold the "
-                        "pods until it does", f"`kubectl get localqueues -n {namespace}` lists the queues "
-                        f"there: --set scheduling.kueue.queueName=<queue>, or ask the Kueue admin to create "
-                        f"{name}")]  # fmt: skip
+        return [finding(FAIL, f"LocalQueue {name} does not exist in namespace {namespace}: Kueue would hold the pods "
+                        f"until it does", f"`kubectl get localqueues -n {namespace}` lists the queues there: --set "
+                        f"scheduling.kueue.queueName=<queue>, or ask the Kueue admin to create {name}")]  # fmt: skip
     spec = queue.get("spec") or {}
     cluster_queue, stop = str(spec.get("clusterQueue") or ""), str(spec.get("stopPolicy") or "None")
     head = finding(OK, f"LocalQueue {name} exists in namespace {namespace} (ClusterQueue {cluster_queue})")
