@@ -13,8 +13,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.preflight import gang, gpus, images, jobset, kueue, network, quota, storage, topology
-from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Context, Finding, guarded
-from tfchart.cluster.preflight.plan import Plan, plan
+from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding, Plan, guarded, plan
 from tfchart.errors import TfchartError
 
 if TYPE_CHECKING:

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Context, Finding, guarded
-from tfchart.cluster.preflight.plan import GANG_ROLES
+from tfchart.cluster.preflight.plan import FAIL, GANG_ROLES, OK, WARN, Context, Finding, guarded
 
 # The PodGroup's API group (its version is the render's): the provider named in the values, and how to install it.
 GANG_PROVIDERS = {

@@ -11,8 +11,7 @@ from typing import Any
 
 from tfchart.cluster.kube import AccessDenied
 from tfchart.cluster.objects import gpu_requests, name_of
-from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Context, Finding, allocatable
-from tfchart.cluster.preflight.plan import PlannedRole
+from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding, PlannedRole, allocatable
 from tfdcontract import CHART_NAME, INSTANCE_LABEL, PART_OF_LABEL
 
 NOT_FINISHED = "status.phase!=Succeeded,status.phase!=Failed"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Finding
+from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Finding
 from tfchart.images.build import DEFAULT_REPOSITORY
 from tfchart.images.registry import MISSING, PLAIN_HTTP, PRESENT, UNAUTHORISED, Access, resolve
 from tfchart.manifests.images import PulledImage, pulled_images

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Context, Finding, guarded
+from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding, guarded
 from tfchart.cluster.runs import JOBSET
 
 CHECK = "jobset"

@@ -12,8 +12,18 @@ from typing import Any
 
 import yaml
 
-from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Context, Finding, guarded
-from tfchart.cluster.preflight.plan import GANG_ROLES, PRIORITY_LABEL, QUEUE_LABEL, total
+from tfchart.cluster.preflight.plan import (
+    FAIL,
+    GANG_ROLES,
+    OK,
+    PRIORITY_LABEL,
+    QUEUE_LABEL,
+    WARN,
+    Context,
+    Finding,
+    guarded,
+    total,
+)
 from tfchart.manifests.quantity import parse, shown
 from tfdcontract.runstate import KUEUE_GROUP as KUEUE
 from tfdcontract.runstate import KUEUE_VERSIONS  # v1beta2 since Kueue v0.15, v1beta1 (deprecated) before and beside it

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import partial
 
 from tfchart.cluster.objects import name_of
-from tfchart.cluster.preflight.findings import OK, WARN, Context, Finding
+from tfchart.cluster.preflight.plan import OK, WARN, Context, Finding
 
 ENFORCING_CNIS = ("calico-node", "cilium", "weave-net", "antrea-agent", "kube-router", "canal")
 finding = partial(Finding, "network-policy")

@@ -7,8 +7,7 @@ from functools import partial
 from typing import Any
 
 from tfchart.cluster.objects import name_of
-from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Context, Finding
-from tfchart.cluster.preflight.plan import Plan, total
+from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding, Plan, total
 from tfchart.manifests.quantity import parse, shown
 
 finding = partial(Finding, "quota")

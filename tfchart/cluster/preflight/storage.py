@@ -12,8 +12,7 @@ from typing import Any
 
 from tfchart.cluster.kube import AccessDenied
 from tfchart.cluster.objects import name_of
-from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Context, Finding, allocatable
-from tfchart.cluster.preflight.plan import total
+from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding, allocatable, total
 from tfchart.manifests.quantity import parse_or_none, shown
 from tfchart.values.storage import RWX_EXAMPLES, StorageNeed
 from tfdcontract import SUPERVISOR

@@ -10,9 +10,8 @@ from collections import Counter
 from functools import partial
 from typing import Any, NamedTuple
 
-from tfchart.cluster.preflight.findings import FAIL, OK, WARN, Context, Finding
 from tfchart.cluster.preflight.kueue import kueue_version
-from tfchart.cluster.preflight.plan import QUEUE_LABEL, Plan
+from tfchart.cluster.preflight.plan import FAIL, OK, QUEUE_LABEL, WARN, Context, Finding, Plan
 from tfdcontract import CHIEF, PS, WORKER
 from tfdcontract.runstate import KUEUE_GROUP as KUEUE
 
