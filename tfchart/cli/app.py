@@ -127,12 +127,9 @@ def main(argv: list[str] | None = None) -> None:
     except TfchartError as error:
         show_error(error, debug)
         sys.exit(error.exit_code)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
     except click.ClickException as error:  # a usage error exits 2, any other 1
         error.show()
         sys.exit(error.exit_code)
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
+    except (click.exceptions.Abort, KeyboardInterrupt) as stopped:  # Ctrl-C: 130, as a shell says it
+        click.echo("aborted" if isinstance(stopped, click.exceptions.Abort) else "interrupted", err=True)
         sys.exit(130)
