@@ -24,7 +24,6 @@ from tests.tfchart.test_release import RecordingHelm
 from tests.tfchart.test_upgrade_guard import as_args, live_cluster, planned, refused, run_upgrade
 from tfchart.cluster import preflight
 from tfchart.cluster.preflight.kueue import check_kueue
-from tfchart.cluster.preflight.plan import QUEUE_LABEL
 from tfdcontract import (
     ENDING_ANNOTATION,
     PROGRESS_ANNOTATION,
@@ -35,6 +34,7 @@ from tfdcontract import (
     parse_suspension,
 )
 from tfdcontract.lifecycle import WANTED_ANNOTATION
+from tfdcontract.runstate import QUEUE_LABEL
 
 NS = "ml-jobs"
 PREFIX = "mnist-tf-distributed"

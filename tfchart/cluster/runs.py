@@ -15,7 +15,6 @@ from tfchart.cluster.kube import CUSTOM, AccessDenied
 from tfchart.cluster.objects import JobInfo, as_json, job_info, name_of, newest, role_of, run_info, run_role
 from tfdcontract import release_selector
 from tfdcontract.runstate import JOBSET_NAME_LABEL, RunView, annotations_of, spec
-from tfdcontract.runstate import QUEUE_LABEL as QUEUE_LABEL  # the preflight's, from here
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi

@@ -12,26 +12,16 @@ from typing import Any
 
 import yaml
 
-from tfchart.cluster.preflight.plan import (
-    FAIL,
-    GANG_ROLES,
-    OK,
-    PRIORITY_LABEL,
-    QUEUE_LABEL,
-    WARN,
-    Context,
-    Finding,
-    guarded,
-    total,
-)
+from tfchart.cluster.preflight.plan import FAIL, GANG_ROLES, OK, WARN, Context, Finding, guarded, total
 from tfchart.manifests.quantity import parse, shown
 from tfdcontract.runstate import KUEUE_GROUP as KUEUE
-from tfdcontract.runstate import KUEUE_VERSIONS  # v1beta2 since Kueue v0.15, v1beta1 (deprecated) before and beside it
+from tfdcontract.runstate import KUEUE_VERSIONS, QUEUE_LABEL  # versions: v1beta2 since v0.15, v1beta1 before and beside
 
 # Kueue's configuration (config/components/manager, namePrefix kueue-, namespace kueue-system; its chart alike)
 CONFIG_NAMESPACE, CONFIG_MAP, CONFIG_KEY = "kueue-system", "kueue-manager-config", "controller_manager_config.yaml"
 DEFAULT_FRAMEWORKS = ("batch/job",)  # Kueue v0.19 apis/config/v1beta2/defaults.go, when the list is left out
 JOBSET_FRAMEWORK = "jobset.x-k8s.io/jobset"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 finding = partial(Finding, "kueue")
 PICK_QUEUE = "--set scheduling.kueue.queueName=<queue> (`kubectl get localqueues -n {}`)"
 

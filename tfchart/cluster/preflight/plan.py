@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.kube import AccessDenied
 from tfchart.cluster.objects import condition_true
-from tfchart.cluster.runs import QUEUE_LABEL as QUEUE_LABEL
 from tfchart.manifests import quantity
 from tfchart.manifests.workloads import Workload, is_gpu_resource, running
 from tfchart.values.storage import StorageNeed, need
@@ -27,7 +26,6 @@ if TYPE_CHECKING:
 WORKLOAD_QUOTA = {"StatefulSet": "statefulsets.apps", "Deployment": "deployments.apps", "Job": "jobs.batch",
                   "JobSet": "jobsets.jobset.x-k8s.io"}
 GANG_ROLES = (PS, WORKER, CHIEF, EVALUATOR)  # the pods of the PodGroup / Kueue pod group
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 
 
 @dataclass(frozen=True)

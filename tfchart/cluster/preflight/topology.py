@@ -11,9 +11,10 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from tfchart.cluster.preflight.kueue import kueue_version
-from tfchart.cluster.preflight.plan import FAIL, OK, QUEUE_LABEL, WARN, Context, Finding, Plan
+from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding, Plan
 from tfdcontract import CHIEF, PS, WORKER
 from tfdcontract.runstate import KUEUE_GROUP as KUEUE
+from tfdcontract.runstate import QUEUE_LABEL
 
 CHECK = "topology"
 PLACED = (PS, WORKER, CHIEF)  # the roles scheduling.topology places (never the evaluator)
