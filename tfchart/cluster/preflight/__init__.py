@@ -27,9 +27,8 @@ __all__ = ["FAIL", "OK", "WARN", "Context", "Finding", "Plan", "enforce", "plan"
 
 def run(api: KubeApi | None, docs: list[dict[str, Any]], release: str, namespace: str,
         registries: Access | None = None) -> list[Finding]:  # fmt: skip
-    """Every check's findings, in order: GPUs, storage, co-location, quota, network policy, JobSet, gang scheduling,
-    Kueue and topology (all only with an api; a check of what the render does not ask for finds nothing and reads
-    nothing), then the images (only with `registries`)."""
+    """Every check's findings in CHECKS' order (only with an api; a check of what the render does not ask for finds
+    nothing and reads nothing), then the images' (only with `registries`)."""
     checks: list[tuple[str, Callable[[], list[Finding]]]] = []
     if api is not None:
         context = Context(api, plan(docs), namespace, release)

@@ -5,7 +5,6 @@ pods request, covering every resource they request; the WorkloadPriorityClass th
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from decimal import Decimal
 from functools import partial
 from typing import Any
@@ -36,12 +35,11 @@ def check_kueue(context: Context) -> list[Finding]:
                         "so the pods would start unqueued", "install Kueue (`kubectl apply --server-side -f https://"
                         "github.com/kubernetes-sigs/kueue/releases/download/v0.19.2/manifests.yaml`), or --set "
                         'scheduling.kueue.queueName=""')]  # fmt: skip
-    steps: list[Callable[[], list[Finding]]] = [lambda: check_local_queue(context, version, queue)]
-    if context.planned.doc("JobSet"):
-        steps.insert(0, lambda: [check_integration(context)])
+    findings = guarded("kueue", lambda: [check_integration(context)]) if context.planned.doc("JobSet") else []
+    findings += guarded("kueue", lambda: check_local_queue(context, version, queue))
     if priority:
-        steps.append(lambda: [check_priority_class(context, version, priority)])
-    return [finding for step in steps for finding in guarded("kueue", step)]
+        findings += guarded("kueue", lambda: [check_priority_class(context, version, priority)])
+    return findings
 
 
 def check_integration(context: Context, framework: str = JOBSET_FRAMEWORK) -> Finding:
