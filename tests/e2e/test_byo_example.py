@@ -123,10 +123,10 @@ def test_the_example_trains_to_a_saved_model_in_containers(tmp_path: Path, examp
     lines = [status for status in map(parse_status_line, chief_log.splitlines()) if status]
     assert [status.state for status in lines][-1] == SUCCEEDED and len(lines) >= 2
     progress = parse_progress(chief_log)
-    assert progress is not None and progress.source == "tfd-status"
-    assert (progress.state, progress.step, progress.train_steps) == (SUCCEEDED, STEPS, STEPS)
-    assert progress.export_path == "/data/export/byo-keras/1" and progress.exported_versions == [1]
-    assert progress.model_name == "byo-keras"
+    assert progress is not None and progress["source"] == "tfd-status"
+    assert (progress["state"], progress["step"], progress["train_steps"]) == (SUCCEEDED, STEPS, STEPS)
+    assert progress["export_path"] == "/data/export/byo-keras/1" and progress["exported_versions"] == [1]
+    assert progress["model_name"] == "byo-keras"
     status = read_status_file(workdir)
     assert status is not None and status.state == SUCCEEDED and status.step == STEPS
 

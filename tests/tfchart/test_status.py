@@ -22,7 +22,6 @@ from tests import kubeapi as kf
 from tests.kubeapi import Call, KubeServer, kube_server
 from tfchart.cluster import kube, status, status_view
 from tfchart.cluster.kubeconfig import configured_namespace
-from tfchart.cluster.objects import GpuRequest
 from tfchart.errors import KubernetesError
 
 NS = "ml-training"
@@ -63,7 +62,7 @@ def tfd_status(**fields: Any) -> str:
     return "INFO trainer.metrics tfd-status: " + json.dumps(document)
 
 
-def render_text(report: status.ReleaseStatus) -> str:
+def render_text(report: dict[str, Any]) -> str:
     console = Console(width=320, record=True, color_system=None)
     status_view.render(report, console)
     return console.export_text()
@@ -98,7 +97,7 @@ def base_release(
     return docs
 
 
-def collect(cluster: KubeServer) -> status.ReleaseStatus:
+def collect(cluster: KubeServer) -> dict[str, Any]:
     return status.collect(cluster.api(), "mnist", NS, now=kf.NOW)
 
 
@@ -121,12 +120,12 @@ def test_running_parameter_server_training_shows_progress_pods_and_endpoints(clu
     report = collect(cluster)
 
     assert cluster.calls == [*LISTS, CHIEF_LOG_CALL, CONFIG_MAPS]
-    assert report.training.state == "Running"
-    assert report.training.progress is not None
-    assert (report.training.progress.source, report.training.progress.step) == ("tfd-status", 1200)
-    assert report.chief.state == "Running"
-    assert [(s.role, s.ready, s.desired) for s in report.stateful_sets] == [("ps", 1, 1), ("worker", 2, 2)]
-    assert [(p.role, p.name) for p in report.pods] == [
+    assert report["training"]["state"] == "Running"
+    assert report["training"]["progress"] is not None
+    assert (report["training"]["progress"]["source"], report["training"]["progress"]["step"]) == ("tfd-status", 1200)
+    assert report["chief"]["state"] == "Running"
+    assert [(s["role"], s["ready"], s["desired"]) for s in report["stateful_sets"]] == [("ps", 1, 1), ("worker", 2, 2)]
+    assert [(p["role"], p["name"]) for p in report["pods"]] == [
         ("chief", CHIEF_POD),
         ("ps", "mnist-tf-distributed-ps-0"),
         ("worker", "mnist-tf-distributed-worker-0"),
@@ -135,18 +134,18 @@ def test_running_parameter_server_training_shows_progress_pods_and_endpoints(clu
         ("serving", "mnist-tf-distributed-serving-5f7d8c6b9-abcde"),
         ("supervisor", "mnist-tf-distributed-supervisor-5f7d8c6b9-abcde"),
     ]
-    assert [e.port_forward for e in report.endpoints] == [
+    assert [e["port_forward"] for e in report["endpoints"]] == [
         "kubectl -n ml-training port-forward svc/mnist-tf-distributed-tensorboard 6006:6006",
         "kubectl -n ml-training port-forward svc/mnist-tf-distributed-serving 8501:8501 8500:8500",
     ]
-    assert report.endpoints[0].dns == "mnist-tf-distributed-tensorboard.ml-training.svc"
-    assert report.endpoints[0].ready_pods == 1
+    assert report["endpoints"][0]["dns"] == "mnist-tf-distributed-tensorboard.ml-training.svc"
+    assert report["endpoints"][0]["ready_pods"] == 1
     text = render_text(report)
     assert "Running  training" in text
     assert "step 1200/2000 (60%), loss 0.2345, 2117.3 examples/sec" in text
     assert "ps 1/1 ready, worker 2/2 ready" in text
     assert "mnist-tf-distributed-worker-1" in text
-    data = report.as_dict()
+    data = report
     json.dumps(data)  # JSON-able for --output json
     assert data["training"]["progress"]["step"] == 1200
     assert data["endpoints"][1]["ports"] == [{"name": "http", "port": 8501}, {"name": "grpc", "port": 8500}]
@@ -176,11 +175,11 @@ def test_succeeded_and_scaled_down_shows_accuracy_and_export(cluster: KubeServer
     report = collect(cluster)
 
     assert cluster.calls == [*LISTS, CHIEF_LOG_CALL, CONFIG_MAPS]
-    assert report.training.state == "Succeeded"
-    assert report.chief.state == "Succeeded"
-    assert report.chief.reason == "CompletionsReached"
-    assert [(s.role, s.ready, s.desired) for s in report.stateful_sets] == [("ps", 0, 0), ("worker", 0, 0)]
-    assert {p.role for p in report.pods} == {"chief", "tensorboard", "serving"}
+    assert report["training"]["state"] == "Succeeded"
+    assert report["chief"]["state"] == "Succeeded"
+    assert report["chief"]["reason"] == "CompletionsReached"
+    assert [(s["role"], s["ready"], s["desired"]) for s in report["stateful_sets"]] == [("ps", 0, 0), ("worker", 0, 0)]
+    assert {p["role"] for p in report["pods"]} == {"chief", "tensorboard", "serving"}
     text = render_text(report)
     assert "Succeeded  training completed: 2000 steps, held-out accuracy 0.9861" in text
     assert "step 2000/2000 (100%), loss 0.0470, accuracy 0.9861" in text
@@ -204,10 +203,10 @@ def test_failed_chief_reports_backoff_limit_and_trainer_message(cluster: KubeSer
 
     report = collect(cluster)
 
-    assert report.training.state == "Failed"
-    assert report.chief.reason == "BackoffLimitExceeded"
-    assert report.pods[0].display_status == "Failed: Error"
-    assert report.pods[0].restarts == 6
+    assert report["training"]["state"] == "Failed"
+    assert report["chief"]["reason"] == "BackoffLimitExceeded"
+    assert report["pods"][0]["status"] == "Failed: Error"
+    assert report["pods"][0]["restarts"] == 6
     text = render_text(report)
     assert "Failed  chief Job failed: BackoffLimitExceeded (Job has reached the specified backoff limit)" in text
     assert "trainer: dataset not found: /data/datasets/mnist.npz" in text
@@ -233,10 +232,10 @@ def test_worker_in_crash_loop_shows_restarts_and_reason(cluster: KubeServer) -> 
 
     report = collect(cluster)
 
-    crashing = next(p for p in report.pods if p.name == "mnist-tf-distributed-worker-1")
-    assert (crashing.reason, crashing.restarts, crashing.ready) == ("CrashLoopBackOff", 7, False)
-    assert crashing.message.startswith("last exit: OOMKilled, code 137")
-    assert report.training.detail == status.NO_PROGRESS
+    crashing = next(p for p in report["pods"] if p["name"] == "mnist-tf-distributed-worker-1")
+    assert (crashing["reason"], crashing["restarts"], crashing["ready"]) == ("CrashLoopBackOff", 7, False)
+    assert crashing["message"].startswith("last exit: OOMKilled, code 137")
+    assert report["training"]["detail"] == status.NO_PROGRESS
     text = render_text(report)
     assert "Running: CrashLoopBackOff" in text
     assert "worker 1/2 ready" in text
@@ -261,11 +260,11 @@ def test_pending_gpu_pod_shows_the_scheduler_reason(cluster: KubeServer) -> None
     report = collect(cluster)
 
     assert cluster.calls == [*LISTS, CONFIG_MAPS]  # no log read: the chief never started
-    pending = next(p for p in report.pods if p.name == "mnist-tf-distributed-worker-3")
-    assert (pending.phase, pending.reason, pending.node) == ("Pending", "Unschedulable", None)
-    assert pending.gpus == (GpuRequest("nvidia.com/gpu", 1),)
-    assert report.training.state == "Pending"
-    assert report.chief.reason == "ContainerCreating"
+    pending = next(p for p in report["pods"] if p["name"] == "mnist-tf-distributed-worker-3")
+    assert (pending["phase"], pending["reason"], pending["node"]) == ("Pending", "Unschedulable", None)
+    assert pending["gpus"] == [{"resource": "nvidia.com/gpu", "count": 1}]
+    assert report["training"]["state"] == "Pending"
+    assert report["chief"]["reason"] == "ContainerCreating"
     text = render_text(report)
     assert "Pending: Unschedulable" in text
     assert "3 Insufficient nvidia.com/gpu" in text
@@ -300,7 +299,7 @@ def test_progress_prefers_the_last_status_line_then_step_lines(
     log: list[str], expected: tuple[str, int] | None
 ) -> None:
     progress = status.parse_progress("\n".join(log))
-    assert (progress.source, progress.step) == expected if progress else expected is None
+    assert (progress["source"], progress["step"]) == expected if progress else expected is None
 
 
 def test_forbidden_log_still_shows_the_release(cluster: KubeServer) -> None:
@@ -308,9 +307,10 @@ def test_forbidden_log_still_shows_the_release(cluster: KubeServer) -> None:
     cluster.add(kf.pod(kf.manifest(docs, "Job", "chief")))
     cluster.fail("log", "pods", 403, 'pods "x" is forbidden: cannot get resource "pods/log"')
     report = collect(cluster)
-    assert report.training.state == "Running"
-    assert report.training.progress is None
-    assert report.notes[0].startswith("cannot read the chief's log: forbidden: you may not get pods/log/" + CHIEF_POD)
+    assert report["training"]["state"] == "Running"
+    assert report["training"]["progress"] is None
+    forbidden = f"cannot read the chief's log: forbidden: you may not get pods/log/{CHIEF_POD}"
+    assert report["notes"][0].startswith(forbidden)
     assert "note: cannot read the chief's log" in render_text(report)
 
 
@@ -457,8 +457,8 @@ def test_live_cluster_release_status() -> None:
     report = status.collect(
         kube.KubeApi.from_config(None, None), release, os.environ.get("TFCHART_TEST_NAMESPACE", "default")
     )
-    assert report.training.state in {"Running", "Succeeded", "Failed", "Pending", "Unknown"}
-    json.dumps(report.as_dict())
+    assert report["training"]["state"] in {"Running", "Succeeded", "Failed", "Pending", "Unknown"}
+    json.dumps(report)
     render_text(report)
 
 
@@ -483,10 +483,10 @@ def test_without_a_chief_the_workers_job_owns_completion_and_worker_0_reports_pr
     workers_only_release(cluster, "running")
     cluster.set_log(NS, "mnist-tf-distributed-worker-0-q0z9x", [tfd_status(step=700, loss=0.25)])
     report = collect(cluster)
-    assert (report.chief.role, report.chief.name, report.chief.state) == ("worker", "mnist-tf-distributed-worker",
-                                                                           "Running")
-    assert report.training.state == "Running" and report.training.progress is not None
-    assert report.training.progress.step == 700
+    chief = report["chief"]
+    assert (chief["role"], chief["name"], chief["state"]) == ("worker", "mnist-tf-distributed-worker", "Running")
+    assert report["training"]["state"] == "Running" and report["training"]["progress"] is not None
+    assert report["training"]["progress"]["step"] == 700
     assert Call("log", "pods", NS, "mnist-tf-distributed-worker-0-q0z9x",
                 params=(("container", "worker"), ("tailLines", "2000"))) in cluster.calls
     console = Console(record=True, width=200)
@@ -496,7 +496,7 @@ def test_without_a_chief_the_workers_job_owns_completion_and_worker_0_reports_pr
     cluster.reset()
     workers_only_release(cluster, "complete")
     finished = collect(cluster)
-    assert finished.training.state == "Succeeded" and finished.warnings == []
+    assert finished["training"]["state"] == "Succeeded" and finished["warnings"] == []
 
 
 def finished_release_with_versions(
@@ -530,24 +530,24 @@ def test_status_lists_exported_versions_and_those_serving_loads(
     report = collect(cluster)
 
     assert cluster.calls == [*LISTS, CHIEF_LOG_CALL, CONFIG_MAPS]
-    assert report.serving is not None
-    assert [report.serving[key] for key in ("exported", "loaded", "policy")] == [[1, 2, 3], loaded, policy]
-    assert report.serving["config_map"] == "mnist-tf-distributed-serving"
-    assert report.warnings == []
+    assert report["serving"] is not None
+    assert [report["serving"][key] for key in ("exported", "loaded", "policy")] == [[1, 2, 3], loaded, policy]
+    assert report["serving"]["config_map"] == "mnist-tf-distributed-serving"
+    assert report["warnings"] == []
     text = render_text(report)
     assert re.search(r"Exported +v1, v2, v3 +│", text)
     shown = ", ".join(f"v{v}" for v in loaded)
     assert re.search(rf"Serving loads +{shown} of mnist \({policy}, mnist-tf-distributed-serving\) +│", text)
-    assert json.loads(json.dumps(report.as_dict()))["serving"]["loaded"] == loaded
+    assert json.loads(json.dumps(report))["serving"]["loaded"] == loaded
 
 
 def test_a_pinned_version_never_exported_is_a_warning_with_the_fix(cluster: KubeServer) -> None:
     sets = ("serving.modelVersionPolicy.type=specific", "serving.modelVersionPolicy.versions={2,7}")
     report = collect(finished_release_with_versions(cluster, sets, [1, 2, 3]))
 
-    assert report.serving is not None
-    assert (report.serving["loaded"], report.serving["missing"]) == ([2], [7])
-    assert report.warnings == [
+    assert report["serving"] is not None
+    assert (report["serving"]["loaded"], report["serving"]["missing"]) == ([2], [7])
+    assert report["warnings"] == [
         "Serving is configured to load version(s) 7 of mnist, which were never exported (exported: 1, 2, 3): it "
         "answers nothing for them; pin exported versions only, e.g. `tfchart upgrade mnist ... "
         "--set serving.modelVersionPolicy.versions={2}`"
@@ -559,12 +559,12 @@ def test_versions_unknown_without_the_chiefs_report_and_no_configmap_read_withou
     cluster: KubeServer,
 ) -> None:
     older = collect(finished_release_with_versions(cluster, (), None))  # a trainer that did not report them: unknown
-    assert older.serving is not None and older.serving["exported"] is None and older.serving["loaded"] is None
-    assert older.warnings == [] and "Exported" not in render_text(older)
+    assert older["serving"] is not None and older["serving"]["exported"] is None and older["serving"]["loaded"] is None
+    assert older["warnings"] == [] and "Exported" not in render_text(older)
     assert re.search(r"Serving loads +mnist \(latest 1, mnist-tf-distributed-serving\); the exported versions are "
                      r"unknown", render_text(older))
     none_yet = collect(finished_release_with_versions(cluster, (), []))
-    assert none_yet.serving is not None and none_yet.serving["loaded"] == []
+    assert none_yet["serving"] is not None and none_yet["serving"]["loaded"] == []
     assert re.search(r"Exported +no version yet", render_text(none_yet))
 
     cluster.reset()
@@ -572,7 +572,7 @@ def test_versions_unknown_without_the_chiefs_report_and_no_configmap_read_withou
     cluster.add(kf.pod(kf.manifest(docs, "Job", "chief"), phase="Succeeded", ready=False, terminated=("Completed", 0)))
     cluster.set_log(NS, CHIEF_POD, ["step 2000, loss = 0.0470 (2117.3 examples/sec; 0.121 sec/batch)"])
     report = collect(cluster)
-    assert report.serving is not None and report.serving["exported"] is None and report.serving["loaded"] is None
+    assert report["serving"] is not None and report["serving"]["exported"] is report["serving"]["loaded"] is None
     assert "Serving loads  mnist-tf-distributed-serving" not in render_text(report)
     assert "the exported versions are unknown" in render_text(report)
 
@@ -588,8 +588,8 @@ def test_forbidden_configmaps_still_show_the_release(cluster: KubeServer) -> Non
 
     report = collect(cluster)
 
-    assert report.training.state == "Succeeded" and report.serving is None
-    assert any(note.startswith("cannot read Serving's model config") for note in report.notes)
+    assert report["training"]["state"] == "Succeeded" and report["serving"] is None
+    assert any(note.startswith("cannot read Serving's model config") for note in report["notes"])
     assert re.search(r"Exported +v1 +│", render_text(report))
 
 
@@ -609,13 +609,14 @@ def test_the_progress_record_on_the_job_gives_the_eta_and_last_checkpoint(cluste
     # the pod gone (evicted, or the log unreadable): the record is the progress
     cluster.delete("Pod", NS, CHIEF_POD)
     report = collect(cluster)
-    assert report.training.progress is not None and report.training.progress.source == "job-record"
+    assert report["training"]["progress"] is not None and report["training"]["progress"]["source"] == "job-record"
     assert "step 1200/2000 (60%), loss 0.2345, updated 2026-11-22T11:59:50Z" in render_text(report)
-    assert report.as_dict()["job_progress"]["checkpoint_step"] == 1100
+    assert report["job_progress"]["checkpoint_step"] == 1100
     # stalled: the supervisor recorded the ending while the Job controller has not failed the Job yet
     reason = "Stalled: step 1200 has not risen for 1800 s"
     cluster.update("Job", NS, "mnist-tf-distributed-chief", {"metadata": {"annotations": {
         "tf-distributed.io/ending": "stalled", "tf-distributed.io/end-reason": reason}}})
     report = collect(cluster)
-    assert (report.training.state, report.training.detail) == ("Failed", f"the run ended (stalled): {reason}")
+    assert report["training"]["state"] == "Failed"
+    assert report["training"]["detail"] == f"the run ended (stalled): {reason}"
     assert re.search(rf"Run ended\s+stalled: {reason}", render_text(report))

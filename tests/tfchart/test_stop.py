@@ -245,7 +245,7 @@ def held_release(cluster: KubeServer, chief: str, ending: str = "") -> None:
 
 
 def warnings_of(cluster: KubeServer) -> list[str]:
-    return status.collect(cluster.api(), "mnist", "ml-training", now=kf.NOW).warnings
+    return status.collect(cluster.api(), "mnist", "ml-training", now=kf.NOW)["warnings"]
 
 
 def test_status_warns_when_gpus_are_held_after_the_chief_ended(server: KubeServer) -> None:
@@ -276,7 +276,7 @@ def test_status_shows_the_ending_recorded_on_this_runs_job_only(server: KubeServ
         console = Console(record=True, width=400)
         status_view.render(found, console)
         rows = [line.strip("│ ") for line in console.export_text().splitlines() if "Run ended" in line]
-        return found.chief.ending, " ".join(rows[0].split()) if rows else ""
+        return found["chief"]["ending"], " ".join(rows[0].split()) if rows else ""
 
     held_release(server, "complete", ending="succeeded")
     ending, line = shown()
@@ -297,5 +297,5 @@ def test_a_release_installed_with_name_override_is_found_by_stop_and_status(serv
     assert result.returncode == 0, result.stderr
     assert replicas(server, "StatefulSet", f"{prefix}-worker") == replicas(server, "StatefulSet", f"{prefix}-ps") == 0
     found = status.collect(server.api(), "mnist", NS, now=kf.NOW)
-    assert found.chief.name == f"{prefix}-chief" and found.chief.ending == "succeeded"
-    assert {s.name for s in found.stateful_sets} == {f"{prefix}-ps", f"{prefix}-worker"}
+    assert found["chief"]["name"] == f"{prefix}-chief" and found["chief"]["ending"] == "succeeded"
+    assert {s["name"] for s in found["stateful_sets"]} == {f"{prefix}-ps", f"{prefix}-worker"}

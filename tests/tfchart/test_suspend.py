@@ -281,9 +281,10 @@ def test_refusals_are_one_line_with_the_fix(server: KubeServer, capsys: pytest.C
 def test_status_list_and_wait_know_a_suspended_run(server: KubeServer, capsys: pytest.CaptureFixture[str]) -> None:
     since = suspended(server, evaluator=False)
     found = status.collect(server.api(), "mnist", NS, now=kf.NOW)
-    assert (found.training.state, found.chief.state, found.chief.suspended_since) == ("Suspended", "Suspended", since)
-    assert found.training.detail.startswith(f"suspended since {since}: its pods are released")
-    assert found.warnings == []
+    assert (found["training"]["state"], found["chief"]["state"]) == ("Suspended", "Suspended")
+    assert found["chief"]["suspended_since"] == since
+    assert found["training"]["detail"].startswith(f"suspended since {since}: its pods are released")
+    assert found["warnings"] == []
     [run] = releases.list_runs(server.api(), NS, now=kf.NOW)
     assert (run.state, run.suspended_since) == ("Suspended", since)
     code, out, err = in_process(server, capsys, "status", "mnist")
@@ -296,7 +297,7 @@ def test_status_list_and_wait_know_a_suspended_run(server: KubeServer, capsys: p
     server.update("StatefulSet", NS, f"{PREFIX}-ps", {"spec": {"replicas": 1}})
     docs = kf.rendered(sets=("ps.replicas=1", "worker.replicas=2"), namespace=NS)
     server.add(kf.pod(kf.manifest(docs, "StatefulSet", "ps"), index=0))
-    [warning] = status.collect(server.api(), "mnist", NS, now=kf.NOW).warnings
+    [warning] = status.collect(server.api(), "mnist", NS, now=kf.NOW)["warnings"]
     assert warning.startswith("the run is suspended but 1 pod(s) still run")
     assert warning.endswith(f"`tfchart suspend mnist -n {NS}` finishes it")
 

@@ -38,7 +38,7 @@ def status(name: str, output: str, kube: KubeInputs) -> None:
     if output == "table":
         status_view.render(collected, console())
     else:
-        emit(collected.as_dict(), output)
+        emit(collected, output)
 
 
 @click.command(context_settings=CONTEXT)

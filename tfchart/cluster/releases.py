@@ -108,7 +108,7 @@ def release_run(api: KubeApi, release: str, namespace: str, each: Found, now: da
     progress = read_progress(api, namespace, chief, [pod for pod in each.chief_pods if role_of(pod) == chief.role])[0]
     training = training_state(chief, progress)
     age = int((now - each.created).total_seconds()) if each.created else None
-    step, total = (progress.step, progress.train_steps) if progress else (None, None)
-    since = chief.suspended_since if training.state == "Suspended" else None
-    return ReleaseRun(release, namespace, training.state, step, total, dict(sorted(each.gpus.items())), age, since,
+    step, total = (progress["step"], progress["train_steps"]) if progress else (None, None)
+    since = chief.suspended_since if training["state"] == "Suspended" else None
+    return ReleaseRun(release, namespace, training["state"], step, total, dict(sorted(each.gpus.items())), age, since,
                       chief.kind)

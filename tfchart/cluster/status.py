@@ -1,21 +1,20 @@
 """`tfchart status`: what a release is doing, from its objects (found by the chart's labels) and the
-chief's log. The chief Job owns completion (Complete = Succeeded, Failed condition = Failed); training
-progress comes from the last `tfd-status: {json}` line of the chief pod's log (the same document as
-<storage>/status.json), else from the last `step N, loss = L (X examples/sec; Y sec/batch)` line, else
-from the record the run supervisor wrote on the chief's Job (tf-distributed.io/progress), which also
-gives the ETA and the last checkpoint.
+chief's log, as the JSON `-o json` prints and status_view draws. The chief Job owns completion (Complete =
+Succeeded, Failed condition = Failed); training progress comes from the last `tfd-status: {json}` line of the
+chief pod's log (the same document as <storage>/status.json), else from the last `step N, loss = L (X
+examples/sec; Y sec/batch)` line, else from the record the run supervisor wrote on the chief's Job
+(tf-distributed.io/progress), which also gives the ETA and the last checkpoint.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.objects import (
-    GpuRequest,
     JobInfo,
     condition_true,
     container_statuses,
@@ -42,7 +41,6 @@ from tfdcontract import (
     SERVING,
     TENSORBOARD,
     JobProgress,
-    Status,
     parse_job_progress,
     parse_status_line,
     parse_step_line,
@@ -56,105 +54,14 @@ LOG_TAIL_LINES = 2000
 NO_PROGRESS = "no progress reported yet"
 #: `kubectl wait --for=jsonpath=` of the run's ending, written on the run's object however the run ends (lifecycle.md)
 ENDED = "jsonpath='{.metadata.annotations." + ENDING_ANNOTATION.replace(".", "\\.") + "}'"
-# Fields of a tfd-status document where "" or 0 means not reported.
+#: What the trainer reported, as `training.progress` shows it (with its `source`: tfd-status, step-line or
+#: job-record); a key not reported is None, as are those of a tfd-status document where "" or 0 means not reported.
+PROGRESS_KEYS = ("state", "strategy", "step", "train_steps", "loss", "accuracy", "examples_per_sec", "export_path",
+                 "exported_versions", "model_name", "started_at", "updated_at", "message")  # fmt: skip
 UNSET_WHEN_EMPTY = ("strategy", "train_steps", "export_path", "model_name", "started_at", "updated_at", "message")
 
 
-# -- what status reports ------------------------------------------------------------------------
-@dataclass(frozen=True)
-class PodInfo:
-    role: str
-    name: str
-    phase: str
-    ready: bool
-    restarts: int
-    node: str | None
-    gpus: tuple[GpuRequest, ...]
-    age_seconds: int | None
-    reason: str = ""  # CrashLoopBackOff, Unschedulable, ImagePullBackOff, OOMKilled, ...
-    message: str = ""
-
-    @property
-    def display_status(self) -> str:
-        return f"{self.phase}: {self.reason}" if self.reason and self.reason != self.phase else self.phase
-
-
-@dataclass(frozen=True)
-class StatefulSetInfo:
-    role: str
-    name: str
-    ready: int
-    desired: int
-
-
-@dataclass(frozen=True)
-class Progress:
-    """What the trainer reported: a tfd-status document or a step line."""
-
-    source: str  # "tfd-status" or "step-line"
-    state: str | None = None
-    strategy: str | None = None
-    step: int | None = None
-    train_steps: int | None = None
-    loss: float | None = None
-    accuracy: float | None = None
-    examples_per_sec: float | None = None
-    export_path: str | None = None
-    exported_versions: list[int] | None = None  # every SavedModel version of the model, ascending
-    model_name: str | None = None
-    started_at: str | None = None
-    updated_at: str | None = None
-    message: str | None = None
-
-
-@dataclass(frozen=True)
-class Training:
-    state: str  # Running | Succeeded | Failed | Pending | Suspended | Unknown
-    detail: str
-    progress: Progress | None
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    component: str
-    service: str
-    dns: str
-    ports: tuple[tuple[str, int], ...]  # (port name, port)
-    ready_pods: int
-    port_forward: str
-
-
-@dataclass
-class ReleaseStatus:
-    release: str
-    namespace: str
-    training: Training
-    chief: JobInfo
-    evaluator: JobInfo | None
-    stateful_sets: list[StatefulSetInfo] = field(default_factory=list)
-    pods: list[PodInfo] = field(default_factory=list)
-    endpoints: list[Endpoint] = field(default_factory=list)
-    serving: dict[str, Any] | None = None  # the versions exported and those Serving is configured to load
-    job_progress: JobProgress | None = None  # the record on the chief's Job: ETA, last checkpoint
-    notes: list[str] = field(default_factory=list)  # what could not be read
-    warnings: list[str] = field(default_factory=list)  # what needs the user: GPUs held after the run ended
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain JSON-able data for `--output json`."""
-        data = asdict(self)
-        for pod, info in zip(data["pods"], self.pods, strict=True):
-            pod["status"] = info.display_status
-        for endpoint in data["endpoints"]:
-            endpoint["ports"] = [{"name": name, "port": port} for name, port in endpoint["ports"]]
-        run = f"{self.chief.kind.lower()}/{self.chief.name}" if self.chief.name else None  # the one object to wait on
-        wait = f"kubectl wait {run} -n {self.namespace} --for={ENDED}"
-        data["run"] = {"object": run, "wait": run and f"{wait} --timeout=24h", "succeeded": run and f"{wait}=succeeded "
-                       "--timeout=0"}  # fmt: skip
-        return data
-
-
-# -- collecting -------------------------------------------------------------------------------
-def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None = None) -> ReleaseStatus:
+def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None = None) -> dict[str, Any]:
     """Everything `tfchart status` shows, from four list calls (five with Serving: its ConfigMap) and one
     log read of the chief pod."""
     selector = release_selector(release)
@@ -169,54 +76,55 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
     chief, role = run.info, run.info.role
     chief_pods = [pod for pod in pods if role_of(pod) == role and is_chief_pod(pod) and in_jobset(pod) == run.jobset]
     evaluator_jobs = [job for job in jobs if role_of(job) == EVALUATOR]
-    evaluator_pods = [pod for pod in pods if role_of(pod) == EVALUATOR]
+    evaluator = job_info(EVALUATOR, evaluator_jobs, [pod for pod in pods if role_of(pod) == EVALUATOR])
     progress, recorded, log_note = read_progress(api, namespace, chief, chief_pods)
     moment = now or datetime.now(timezone.utc)
-    pod_infos = sorted((pod_info(pod, moment) for pod in pods), key=pod_sort_key)
-    set_infos = sorted((stateful_set_info(s) for s in stateful_sets), key=lambda s: role_rank(s.role))
+    pod_rows = sorted((pod_row(pod, moment) for pod in pods), key=display_order)
+    set_rows = sorted(({"role": role_of(s), "name": name_of(s), "ready": (s.status.ready_replicas if s.status else None)
+                        or 0, "desired": 1 if s.spec.replicas is None else s.spec.replicas} for s in stateful_sets),
+                      key=display_order)  # fmt: skip
     versions, config_note = versions_served(api, release, namespace, services, progress)
-    held = held_after_the_end(release, namespace, chief, set_infos, pod_infos)
     client_services = sorted((s for s in services if role_of(s) in (TENSORBOARD, SERVING)),
                              key=lambda s: (role_rank(role_of(s)), name_of(s)))
-    return ReleaseStatus(
-        release=release, namespace=namespace, training=training_state(chief, progress), chief=chief,
-        evaluator=job_info(EVALUATOR, evaluator_jobs, evaluator_pods) if evaluator_jobs else None,
-        stateful_sets=set_infos, pods=pod_infos, serving=versions,
-        notes=[note for note in (log_note, config_note) if note],
-        warnings=[*held, *pinned_but_missing(release, versions)],
-        endpoints=[endpoint(service, namespace, pods) for service in client_services], job_progress=recorded,
-    )
+    run_object = f"{chief.kind.lower()}/{chief.name}" if chief.name else None  # the one object to wait on
+    wait = f"kubectl wait {run_object} -n {namespace} --for={ENDED}"
+    return {
+        "release": release, "namespace": namespace, "training": training_state(chief, progress), "chief": asdict(chief),
+        "evaluator": asdict(evaluator) if evaluator_jobs else None, "stateful_sets": set_rows, "pods": pod_rows,
+        "endpoints": [endpoint(service, namespace, pods) for service in client_services], "serving": versions,
+        "job_progress": recorded and asdict(recorded), "notes": [note for note in (log_note, config_note) if note],
+        "warnings": [*held_after_the_end(release, namespace, chief, set_rows, pod_rows),
+                     *pinned_but_missing(release, versions)],
+        "run": {"object": run_object, "wait": run_object and f"{wait} --timeout=24h",
+                "succeeded": run_object and f"{wait}=succeeded --timeout=0"},
+    }  # fmt: skip
 
 
 def role_rank(role: str) -> int:
     return DISPLAY_ORDER.index(role) if role in DISPLAY_ORDER else len(DISPLAY_ORDER)
 
 
-def pod_sort_key(pod: PodInfo) -> tuple[int, int, str]:
-    ordinal = re.search(r"-(\d+)$", pod.name)
-    return (role_rank(pod.role), int(ordinal.group(1)) if ordinal else 0, pod.name)
+def display_order(row: dict[str, Any]) -> tuple[int, int, str]:
+    """Pods and StatefulSets in role order, a role's pods by the ordinal their name ends with."""
+    number = re.search(r"-(\d+)$", row["name"])
+    return role_rank(row["role"]), int(number.group(1)) if number else 0, row["name"]
 
 
-def pod_info(pod: Any, now: datetime) -> PodInfo:
+def pod_row(pod: Any, now: datetime) -> dict[str, Any]:
+    """A pod as the table and `pods` show it; `status` is its phase and, when it is another, why."""
     reason, message = pod_reason(pod)
     created = pod.metadata.creation_timestamp
     phase = (pod.status.phase if pod.status else None) or "Unknown"
-    return PodInfo(
-        role=role_of(pod), name=name_of(pod), phase="Terminating" if pod.metadata.deletion_timestamp else phase,
-        ready=condition_true(pod, "Ready"), restarts=sum(s.restart_count or 0 for s in container_statuses(pod)),
-        node=pod.spec.node_name if pod.spec else None, gpus=pod_gpus(pod),
-        age_seconds=int((now - created).total_seconds()) if created else None, reason=reason, message=message,
-    )
-
-
-def stateful_set_info(stateful_set: Any) -> StatefulSetInfo:
-    replicas = stateful_set.spec.replicas if stateful_set.spec else None
-    ready = (stateful_set.status.ready_replicas if stateful_set.status else None) or 0
-    return StatefulSetInfo(role_of(stateful_set), name_of(stateful_set), ready, 1 if replicas is None else replicas)
+    phase = "Terminating" if pod.metadata.deletion_timestamp else phase
+    return {"role": role_of(pod), "name": name_of(pod), "phase": phase, "ready": condition_true(pod, "Ready"),
+            "restarts": sum(s.restart_count or 0 for s in container_statuses(pod)),
+            "node": pod.spec.node_name if pod.spec else None, "gpus": [asdict(gpu) for gpu in pod_gpus(pod)],
+            "age_seconds": int((now - created).total_seconds()) if created else None, "reason": reason,
+            "message": message, "status": f"{phase}: {reason}" if reason and reason != phase else phase}  # fmt: skip
 
 
 def held_after_the_end(
-    release: str, namespace: str, chief: JobInfo, stateful_sets: list[StatefulSetInfo], pods: list[PodInfo]
+    release: str, namespace: str, chief: JobInfo, stateful_sets: list[dict[str, Any]], pods: list[dict[str, Any]]
 ) -> list[str]:
     """A warning when the chief Job ended but ps/worker/evaluator pods still run (and hold their GPUs)."""
     suspended = chief.state == "Suspended" and not chief.ending
@@ -224,16 +132,16 @@ def held_after_the_end(
         return []
     if chief.kind == "JobSet" and not suspended:  # JobSet deletes its running Jobs when it ends: nothing to free
         return []
-    holding = [p for p in pods if p.role in HOLDING_ROLES and p.phase not in ("Succeeded", "Failed", "Terminating")]
-    up = [s for s in stateful_sets if s.desired > 0]
-    if not holding and not up:
+    done = ("Succeeded", "Failed", "Terminating")
+    holding = [p for p in pods if p["role"] in HOLDING_ROLES and p["phase"] not in done]
+    if not holding and not any(s["desired"] > 0 for s in stateful_sets):
         return []
     gpus: Counter[str] = Counter()
     for pod in holding:
-        gpus.update({gpu.resource: gpu.count for gpu in pod.gpus})
+        gpus.update({gpu["resource"]: gpu["count"] for gpu in pod["gpus"]})
     held = ", ".join(f"{count} {resource}" for resource, count in sorted(gpus.items()))
     what = f"{len(holding)} pod(s) still run" + (f" and hold {held}" if held else "")
-    names = ", ".join(p.name for p in holding[:4]) + (", ..." if len(holding) > 4 else "")
+    names = ", ".join(p["name"] for p in holding[:4]) + (", ..." if len(holding) > 4 else "")
     listed = f" ({names})" if names else ""
     if suspended:
         return [f"the run is suspended but {what}{listed}: the suspension is under way or was interrupted; "
@@ -249,7 +157,7 @@ def held_after_the_end(
 
 # -- model versions ---------------------------------------------------------------------------
 def versions_served(
-    api: KubeApi, release: str, namespace: str, services: list[Any], progress: Progress | None
+    api: KubeApi, release: str, namespace: str, services: list[Any], progress: dict[str, Any] | None
 ) -> tuple[dict[str, Any] | None, str]:
     """When the release serves: the versions the chief reported exported and those Serving's model config (the policy
     recorded on its ConfigMap) loads of them; a note when the ConfigMap cannot be read (403 on configmaps)."""
@@ -263,7 +171,7 @@ def versions_served(
         return None, ""
     config_map = sorted(config_maps, key=name_of)[0]
     text = (config_map.metadata.annotations or {}).get(MODEL_VERSION_POLICY_ANNOTATION)
-    exported = progress.exported_versions if progress and progress.source == "tfd-status" else None
+    exported = progress["exported_versions"] if progress and progress["source"] == "tfd-status" else None
     return serving_versions(name_of(config_map), text, exported), ""
 
 
@@ -284,7 +192,7 @@ def pinned_but_missing(release: str, versions: dict[str, Any] | None) -> list[st
 # -- progress from the chief's log --------------------------------------------------------------
 def read_progress(
     api: KubeApi, namespace: str, chief: JobInfo, pods: list[Any]
-) -> tuple[Progress | None, JobProgress | None, str]:
+) -> tuple[dict[str, Any] | None, JobProgress | None, str]:
     """The progress the chief reported in the log of its newest started pod of `pods`, else as the supervisor last
     recorded it on the Job (the log gone or unreadable); the record; a note when the log could not be read (403 on
     pods/log, a race)."""
@@ -292,71 +200,67 @@ def read_progress(
     progress = None
     if pod is not None:
         try:
-            log = api.read_pod_log(namespace, name_of(pod), main_container(pod, CHIEF), LOG_TAIL_LINES)
-            progress = parse_progress(log)
+            progress = parse_progress(api.read_pod_log(namespace, name_of(pod), main_container(pod, CHIEF),
+                                                       LOG_TAIL_LINES))  # fmt: skip
         except KubernetesError as error:
             note = f"cannot read the chief's log: {error.message} ({error.hint})"
     if progress is None and recorded is not None:
-        progress = Progress(source="job-record", state=recorded.state, step=recorded.step, train_steps=recorded.target,
+        progress = reported("job-record", state=recorded.state, step=recorded.step, train_steps=recorded.target,
                             loss=recorded.loss, accuracy=recorded.accuracy, updated_at=recorded.updated_at or None)
     return progress, recorded, note
 
 
-def parse_progress(log: str) -> Progress | None:
+def reported(source: str, **values: Any) -> dict[str, Any]:
+    return {"source": source} | {key: values.get(key) for key in PROGRESS_KEYS}
+
+
+def parse_progress(log: str) -> dict[str, Any] | None:
     """The last tfd-status document, else the last step line, else None."""
     lines = log.splitlines()[::-1]
     status = next((status for status in map(parse_status_line, lines) if status is not None), None)
     if status is not None:
-        return progress_from_status(status)
+        document = asdict(status)
+        return reported("tfd-status", **{key: document[key] or None if key in UNSET_WHEN_EMPTY else document[key]
+                                         for key in PROGRESS_KEYS})  # fmt: skip
     step = next((step for step in map(parse_step_line, lines) if step), None)
     if step is None:
         return None
-    return Progress(source="step-line", step=step.step, loss=step.loss, examples_per_sec=step.examples_per_sec)
+    return reported("step-line", step=step.step, loss=step.loss, examples_per_sec=step.examples_per_sec)
 
 
-def progress_from_status(status: Status) -> Progress:
-    return Progress(
-        source="tfd-status", state=status.state, step=status.step, loss=status.loss, accuracy=status.accuracy,
-        examples_per_sec=status.examples_per_sec,
-        exported_versions=None if status.exported_versions is None else list(status.exported_versions),
-        **{key: getattr(status, key) or None for key in UNSET_WHEN_EMPTY},
-    )
-
-
-def training_state(chief: JobInfo, progress: Progress | None) -> Training:
+def training_state(chief: JobInfo, progress: dict[str, Any] | None) -> dict[str, Any]:
     """The chief Job decides completion; the trainer's report adds the numbers and its message."""
-    reported = progress.message if progress and progress.message else ""
+    message = (progress or {}).get("message") or ""
     what = "JobSet" if chief.kind == "JobSet" else "chief Job"
-    if chief.state in ("Running", "Pending") and chief.ending and chief.ending != "succeeded":
-        # ended by the supervisor (start timeout, stall) or `tfchart stop`, the Job not failed yet
-        return Training("Failed", f"the run ended ({chief.ending}): {chief.end_reason or reported}", progress)
-    if chief.state == "Succeeded":
-        return Training("Succeeded", reported or f"the {what} completed", progress)
-    if chief.state == "Failed":
+    state, detail = chief.state, message
+    early = chief.state == "Suspended" or (chief.state in ("Running", "Pending") and chief.ending != "succeeded")
+    if chief.ending and early:  # by the supervisor (start timeout, stall) or `tfchart stop` (--end-run: suspended to
+        # end it), the Job not failed yet
+        state, detail = "Failed", f"the run ended ({chief.ending}): {chief.end_reason or message}"
+    elif chief.state == "Succeeded":
+        detail = message or f"the {what} completed"
+    elif chief.state == "Failed":
         job = f"{what} failed: {chief.reason}" + (f" ({chief.message})" if chief.message else "")
-        return Training("Failed", f"{job}; trainer: {reported}" if reported else job, progress)
-    if chief.state == "Running":
-        if progress and progress.state == "Failed":
-            retried = f"the last attempt failed ({reported}); the {chief.kind} retries from the checkpoint"
-            return Training("Running", retried, progress)
-        return Training("Running", reported or ("training in progress" if progress else NO_PROGRESS), progress)
-    if chief.state == "Suspended" and chief.ending:  # `tfchart stop --end-run`: suspended to end it
-        return Training("Failed", f"the run ended ({chief.ending}): {chief.end_reason}", progress)
-    if chief.state == "Suspended":
-        saved = f" at step {progress.step}" if progress and progress.step is not None else ""
-        return Training("Suspended", f"suspended since {chief.suspended_since or '(unknown)'}: its pods are "
-                        f"released; resuming continues from the checkpoint{saved}", progress)
-    if chief.state == "Pending":
-        why = f"{chief.reason}: {chief.message}" if chief.message else chief.reason
-        return Training("Pending", f"the chief pod has not started: {why}", progress)
-    return Training("Unknown", f"{chief.message}; training progress is in <storage>/status.json", progress)
+        detail = f"{job}; trainer: {message}" if message else job
+    elif chief.state == "Running" and progress and progress["state"] == "Failed":
+        detail = f"the last attempt failed ({message}); the {chief.kind} retries from the checkpoint"
+    elif chief.state == "Running":
+        detail = message or ("training in progress" if progress else NO_PROGRESS)
+    elif chief.state == "Suspended":
+        saved = f" at step {progress['step']}" if progress and progress["step"] is not None else ""
+        detail = (f"suspended since {chief.suspended_since or '(unknown)'}: its pods are released; resuming continues "
+                  f"from the checkpoint{saved}")
+    elif chief.state == "Pending":
+        detail = f"the chief pod has not started: {chief.reason}" + (f": {chief.message}" if chief.message else "")
+    else:
+        state, detail = "Unknown", f"{chief.message}; training progress is in <storage>/status.json"
+    return {"state": state, "detail": detail, "progress": progress}
 
 
-# -- endpoints ----------------------------------------------------------------------------------
-def endpoint(service: Any, namespace: str, pods: list[Any]) -> Endpoint:
+def endpoint(service: Any, namespace: str, pods: list[Any]) -> dict[str, Any]:
     role, name = role_of(service), name_of(service)
-    ports = tuple((p.name or str(p.port), int(p.port)) for p in (service.spec.ports if service.spec else None) or [])
-    forwards = " ".join(f"{port}:{port}" for _, port in ports)
-    return Endpoint(component=role, service=name, dns=f"{name}.{namespace}.svc", ports=ports,
-                    ready_pods=sum(1 for pod in pods if role_of(pod) == role and condition_true(pod, "Ready")),
-                    port_forward=f"kubectl -n {namespace} port-forward svc/{name} {forwards}")
+    ports = [{"name": p.name or str(p.port), "port": int(p.port)} for p in service.spec.ports or []]
+    forwards = " ".join(f"{port['port']}:{port['port']}" for port in ports)
+    return {"component": role, "service": name, "dns": f"{name}.{namespace}.svc", "ports": ports,
+            "ready_pods": sum(1 for pod in pods if role_of(pod) == role and condition_true(pod, "Ready")),
+            "port_forward": f"kubectl -n {namespace} port-forward svc/{name} {forwards}"}  # fmt: skip

@@ -1,11 +1,10 @@
-"""What `tfchart status` shows: a summary panel and a pods table, drawn with rich."""
+"""What `tfchart status` shows: a summary panel and a pods table, drawn with rich from status.collect's JSON."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tfchart.cluster.objects import JobInfo
-from tfchart.cluster.status import NO_PROGRESS, Progress, ReleaseStatus
+from tfchart.cluster.status import NO_PROGRESS
 from tfdcontract import CHIEF, TENSORBOARD
 
 if TYPE_CHECKING:
@@ -17,65 +16,62 @@ STATE_STYLE = {"Running": "cyan", "Succeeded": "green", "Failed": "red", "Interr
                "Unknown": "yellow", "Missing": "yellow", "Suspended": "magenta"}
 
 
-def render(status: ReleaseStatus, console: Console) -> None:
+def render(status: dict[str, Any], console: Console) -> None:
     """A summary panel (training, chief Job, workloads, endpoints) and a pods table."""
     from rich.markup import escape
     from rich.panel import Panel
 
-    console.print(Panel(summary_lines(status), title=f"{status.release} ({status.namespace})", expand=False))
-    console.print(pods_table(status))
-    for warning in status.warnings:
+    console.print(Panel(summary_lines(status), title=f"{status['release']} ({status['namespace']})", expand=False))
+    console.print(pods_table(status["pods"]))
+    for warning in status["warnings"]:
         console.print(f"[bold yellow]warning:[/] {escape(warning)}")
-    for note in status.notes:
+    for note in status["notes"]:
         console.print(f"[yellow]note:[/] {escape(note)}")
 
 
-def summary_lines(status: ReleaseStatus) -> Any:
+def summary_lines(status: dict[str, Any]) -> Any:
     from rich.markup import escape
     from rich.table import Table
 
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
-    training = status.training
-    style = STATE_STYLE.get(training.state, "white")
-    grid.add_row("Training", f"[{style}]{training.state}[/]  {escape(training.detail)}")
-    progress = training.progress
-    grid.add_row("Progress", escape(progress_text(progress)) if progress else NO_PROGRESS)
-    record = status.job_progress
-    if record and record.eta:
-        grid.add_row("ETA", escape(record.eta))
-    if record and record.checkpoint_step is not None:
-        grid.add_row("Checkpoint", f"step {record.checkpoint_step}")
-    if progress and progress.export_path:
-        grid.add_row("Export", escape(progress.export_path))
-    chief = status.chief
-    label = "JobSet" if chief.kind == "JobSet" else "Chief Job" if chief.role == CHIEF else "Workers' Job"
-    grid.add_row(label, f"[{STATE_STYLE.get(chief.state, 'white')}]{escape(job_text(chief))}[/]")
-    if chief.ending:
-        grid.add_row("Run ended", escape(f"{chief.ending}: {chief.end_reason}" if chief.end_reason else chief.ending))
-    if chief.state == "Suspended" and not chief.ending:
-        resume = f"tfchart resume {status.release} -n {status.namespace}"
-        grid.add_row("Suspended", escape(f"since {chief.suspended_since}; `{resume}` continues"))
-    if status.evaluator:
-        grid.add_row("Evaluator Job", escape(job_text(status.evaluator)))
-    if status.stateful_sets:
-        sets = ", ".join(f"{s.role} {s.ready}/{s.desired} ready" for s in status.stateful_sets)
-        grid.add_row("StatefulSets", escape(sets))
-    for label, text in versions_rows(status):
-        grid.add_row(label, escape(text))
-    for point in status.endpoints:
-        ports = ", ".join(f"{name} {port}" for name, port in point.ports)
-        label = "TensorBoard" if point.component == TENSORBOARD else "Serving"
-        grid.add_row(label, escape(f"{point.dns} ({ports}); {point.ready_pods} ready pod(s)"))
-        grid.add_row("", f"[dim]{escape(point.port_forward)}[/]")
+    training, chief, record = status["training"], status["chief"], status["job_progress"] or {}
+    progress = training["progress"] or {}
+    rows = [("Training", f"[{STATE_STYLE.get(training['state'], 'white')}]{training['state']}[/]  "
+                         f"{escape(training['detail'])}"),
+            ("Progress", escape(progress_text(progress)) if progress else NO_PROGRESS),
+            ("ETA", escape(record.get("eta") or "")), ("Checkpoint", "" if record.get("checkpoint_step") is None else
+                                                      f"step {record['checkpoint_step']}"),
+            ("Export", escape(progress.get("export_path") or "")),
+            ("JobSet" if chief["kind"] == "JobSet" else "Chief Job" if chief["role"] == CHIEF else "Workers' Job",
+             f"[{STATE_STYLE.get(chief['state'], 'white')}]{escape(job_text(chief))}[/]")]  # fmt: skip
+    if chief["ending"]:
+        rows.append(("Run ended", escape(f"{chief['ending']}: {chief['end_reason']}" if chief["end_reason"]
+                                         else chief["ending"])))  # fmt: skip
+    if chief["state"] == "Suspended" and not chief["ending"]:
+        resume = f"tfchart resume {status['release']} -n {status['namespace']}"
+        rows.append(("Suspended", escape(f"since {chief['suspended_since']}; `{resume}` continues")))
+    if status["evaluator"]:
+        rows.append(("Evaluator Job", escape(job_text(status["evaluator"]))))
+    if status["stateful_sets"]:
+        sets = ", ".join(f"{s['role']} {s['ready']}/{s['desired']} ready" for s in status["stateful_sets"])
+        rows.append(("StatefulSets", escape(sets)))
+    rows += [(label, escape(text)) for label, text in versions_rows(status["serving"], progress)]
+    for point in status["endpoints"]:
+        ports = ", ".join(f"{port['name']} {port['port']}" for port in point["ports"])
+        rows += [("TensorBoard" if point["component"] == TENSORBOARD else "Serving",
+                  escape(f"{point['dns']} ({ports}); {point['ready_pods']} ready pod(s)")),
+                 ("", f"[dim]{escape(point['port_forward'])}[/]")]  # fmt: skip
+    for label, text in rows:
+        if text:  # a row with nothing to say is left out
+            grid.add_row(label, text)
     return grid
 
 
-def versions_rows(status: ReleaseStatus) -> list[tuple[str, str]]:
+def versions_rows(versions: dict[str, Any] | None, progress: dict[str, Any]) -> list[tuple[str, str]]:
     """'Exported' (every version of the model) and 'Serving loads' (those the model config selects)."""
-    versions = status.serving
-    exported = versions["exported"] if versions else (status.training.progress or Progress("")).exported_versions
+    exported = versions["exported"] if versions else progress.get("exported_versions")
     rows = [] if exported is None else [("Exported", ", ".join(f"v{v}" for v in exported) or "no version yet")]
     if versions is None:
         return rows
@@ -89,42 +85,40 @@ def versions_rows(status: ReleaseStatus) -> list[tuple[str, str]]:
     return [*rows, ("Serving loads", f"{loaded} of {configured}{missing}")]
 
 
-def job_text(job: JobInfo) -> str:
-    text = job.state + (f" ({job.reason})" if job.reason else "")
-    if job.kind == "JobSet":  # the JobSet's name and how often its failure policy restarted every Job
-        text = f"{job.name} {text}" + (f", restarted {job.restarts} time(s)" if job.restarts else "")
+def job_text(job: dict[str, Any]) -> str:
+    text: str = job["state"] + (f" ({job['reason']})" if job["reason"] else "")
+    if job["kind"] == "JobSet":  # the JobSet's name and how often its failure policy restarted every Job
+        text = f"{job['name']} {text}" + (f", restarted {job['restarts']} time(s)" if job["restarts"] else "")
     return text
 
 
-def progress_text(progress: Progress) -> str:
+def progress_text(progress: dict[str, Any]) -> str:
     parts = []
-    if progress.step is not None:
-        steps = progress.train_steps
-        share = f"/{steps} ({100 * progress.step / steps:.0f}%)" if steps else ""
-        parts.append(f"step {progress.step}{share}")
-    numbers = (("loss {:.4f}", progress.loss), ("accuracy {:.4f}", progress.accuracy),
-               ("{:.1f} examples/sec", progress.examples_per_sec))
-    parts += [form.format(value) for form, value in numbers if value is not None]
-    if progress.updated_at:
-        parts.append(f"updated {progress.updated_at}")
+    if progress["step"] is not None:
+        steps = progress["train_steps"]
+        parts.append(f"step {progress['step']}" + (f"/{steps} ({100 * progress['step'] / steps:.0f}%)" if steps
+                                                   else ""))
+    numbers = (("loss {:.4f}", "loss"), ("accuracy {:.4f}", "accuracy"), ("{:.1f} examples/sec", "examples_per_sec"))
+    parts += [form.format(progress[key]) for form, key in numbers if progress[key] is not None]
+    parts += [f"updated {progress['updated_at']}"] if progress["updated_at"] else []
     return ", ".join(parts) or "reported, without numbers"
 
 
-def pods_table(status: ReleaseStatus) -> Any:
+def pods_table(pods: list[dict[str, Any]]) -> Any:
     from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="Pods", title_justify="left", show_lines=False)
     for column in ("ROLE", "POD", "STATUS", "READY", "RESTARTS", "NODE", "GPUS", "AGE", "DETAIL"):
         table.add_column(column, overflow="fold")
-    if not status.pods:
+    if not pods:
         table.add_row("-", "(no pods)", "", "", "", "", "", "", "")
-    for pod in status.pods:
-        style = "red" if pod.reason and pod.phase != "Succeeded" else ""
-        shown = f"[{style}]{escape(pod.display_status)}[/]" if style else escape(pod.display_status)
-        gpus = ", ".join(f"{g.count} {g.resource}" for g in pod.gpus) or "-"
-        table.add_row(pod.role, pod.name, shown, "yes" if pod.ready else "no", str(pod.restarts), pod.node or "-",
-                      gpus, human_age(pod.age_seconds), escape(pod.message))
+    for pod in pods:
+        shown = escape(pod["status"])
+        gpus = ", ".join(f"{gpu['count']} {gpu['resource']}" for gpu in pod["gpus"]) or "-"
+        table.add_row(pod["role"], pod["name"], f"[red]{shown}[/]" if pod["reason"] and pod["phase"] != "Succeeded"
+                      else shown, "yes" if pod["ready"] else "no", str(pod["restarts"]), pod["node"] or "-", gpus,
+                      human_age(pod["age_seconds"]), escape(pod["message"]))  # fmt: skip
     return table
 
 
