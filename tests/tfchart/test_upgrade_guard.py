@@ -27,7 +27,7 @@ from tfchart.cluster import fields
 from tfchart.cluster import upgrade as guard
 from tfchart.cluster.recreate import Waiting
 from tfchart.errors import ImmutableFieldChange, KubernetesError, UsageError
-from tfchart.helm.release import Options, parse_duration
+from tfchart.helm.release import Options
 from tfchart.helm.render import manifests
 
 NS = "ml-training"
@@ -467,17 +467,6 @@ def test_recreate_times_out_naming_what_is_still_terminating_and_never_runs_helm
     assert not helm.upgraded()
     assert clock.now - 1000.0 == pytest.approx(10.0)
     assert ("statefulsets", NS, PS) not in cluster.objects, "the deletion that finished is not listed"
-
-
-def test_the_timeout_comes_from_helms_duration_format() -> None:
-    assert parse_duration("5m") == 300
-    assert parse_duration("1h30m") == 5400
-    assert parse_duration("1.5s") == 1.5
-    assert parse_duration("300ms") == pytest.approx(0.3)
-    assert parse_duration("0") == 0
-    for bad in ("5", "ten minutes", "5 m", "", "m5"):
-        with pytest.raises(UsageError, match="is not a duration"):
-            parse_duration(bad)
 
 
 # -- 5. how a refusal reads ----------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tfchart.cli.formats import emit, go_duration, output_option, timeout_option
+from tfchart.cli.formats import DURATION, emit, go_duration, output_option, timeout_option
 from tfchart.cli.options import CONTEXT, image_check, kube_inputs, release_flags, values_inputs
 from tfchart.cli.values import DEFAULT_RELEASE
 
@@ -84,7 +84,6 @@ def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, i
     from tfchart.cluster import upgrade as guard
     from tfchart.cluster.recreate import Waiting
     from tfchart.helm import release
-    from tfchart.helm.release import parse_duration
 
     namespace = namespace_after_values(kube, values, name)
     options = replace(flags, namespace=namespace, install=install, create_namespace=create_namespace,
@@ -104,7 +103,7 @@ def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, i
         click.echo(release.install(helm, name, values.chart, values.inputs, options, verb="upgrade"))
         return
     api = kube.api()
-    waiting = Waiting(parse_duration(flags.timeout)) if flags.timeout else Waiting()
+    waiting = Waiting(DURATION.convert(flags.timeout, None, None)) if flags.timeout else Waiting()  # seconds again
     plan = guard.upgrade(helm, name, values.chart, values.inputs, manifests, options, api, recreate,
                          deleter=api if recreate and not flags.dry_run else None, waiting=waiting,
                          report=lambda line: click.secho(line, fg="yellow", err=True))  # fmt: skip

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Protocol
 
-from tfchart.errors import HelmError, UsageError
+from tfchart.errors import HelmError
 from tfchart.helm.chart import Chart
 from tfchart.helm.inputs import Inputs
 from tfchart.helm.render import manifests
@@ -44,17 +44,6 @@ def release_args(verb: str, major: int, release: str, chart: Chart, inputs: Inpu
     args += ["--install"] if options.install else []
     args += [f"--{options.reuse_values}-values"] if options.reuse_values else []
     return [*args, *inputs.args()]
-
-
-def parse_duration(text: str) -> float:
-    """A Go duration (helm's --timeout: 300s, 5m, 1h30m) in seconds, read by durationpy (the kubernetes client's)."""
-    import durationpy
-
-    try:
-        return float(durationpy.from_str(text.strip()).total_seconds())
-    except durationpy.DurationError:
-        raise UsageError(f"--timeout {text!r} is not a duration",
-                         "use helm's duration format: a number with a unit, e.g. 300s, 10m or 1h30m") from None
 
 
 def format_duration(seconds: float) -> str:
