@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from tfchart.cluster.kube import AccessDenied
 from tfchart.cluster.objects import JobInfo
-from tfchart.cluster.runs import Run, find_run
+from tfchart.cluster.runs import find_run
 from tfchart.errors import KubernetesError, TfchartError
 from tfdcontract import RECREATING_ANNOTATION, release_selector
 
@@ -56,26 +56,32 @@ def wait(
     while True:
         left = None if deadline is None else deadline - clock()  # before the look: a run ended by then is an answer
         try:
-            found = run_job(api, release, namespace, seen, recreating)
-            marked = found is None or RECREATING_ANNOTATION in found.annotations
-            if marked and not recreating:
-                notice(f"release {release}'s run is being re-created (`tfchart upgrade --recreate` deletes its "
-                       f"{found.kind if found else 'run object'}): waiting for the new run to end")
-            run, recreating, failed_polls = None if found is None else found.info, marked, 0
-            ended = None if run is None or marked else ending_of(run)
-            if run and run.state == "Suspended" and ended is None and not suspended:
-                notice(f"release {release}'s run is suspended (since {run.suspended_since}): it has not ended, "
-                       f"waiting until it is resumed (`tfchart resume {release} -n {namespace}`) and ends")
-            suspended = run is not None and run.state == "Suspended"
-        except (NoRun, AccessDenied):
+            run = find_run(api, release, namespace, api.list_objects("Job", namespace, release_selector(release)))
+        except AccessDenied:
             raise
         except KubernetesError:  # an API server restarting or a proxy's hiccup must not end an hours-long wait
             failed_polls += 1
             if not seen or failed_polls > FAILED_POLLS_TOLERATED:
                 raise
-            ended = None
-        if ended is not None:
-            return ended
+        else:
+            failed_polls, info = 0, run.info
+            if info.state == "Missing" and not recreating:  # none, and none is being re-created
+                gone = "was deleted while waiting" if seen else f"has no run in namespace {namespace}"
+                raise NoRun(f"release {release} {gone}: no chief (or workers') Job carries its labels, nor a JobSet",
+                            "check the release name and namespace (`tfchart list -A`); a finished run's Job (or "
+                            "JobSet) may have been removed by ttlSecondsAfterFinished: its result is in "
+                            "<storage>/status.json")  # fmt: skip
+            marked = info.state == "Missing" or RECREATING_ANNOTATION in run.annotations
+            if marked and not recreating:
+                notice(f"release {release}'s run is being re-created (`tfchart upgrade --recreate` deletes its "
+                       f"{run.kind}): waiting for the new run to end")
+            recreating, ended = marked, None if marked else ending_of(info)
+            if ended is not None:
+                return ended
+            if info.state == "Suspended" and not suspended:
+                notice(f"release {release}'s run is suspended (since {info.suspended_since}): it has not ended, "
+                       f"waiting until it is resumed (`tfchart resume {release} -n {namespace}`) and ends")
+            suspended = info.state == "Suspended"
         seen = True
         if left is not None and left <= 0:
             still = "is suspended" if suspended else "still runs"
@@ -83,17 +89,6 @@ def wait(
                            f"see where it is: `tfchart status {release} -n {namespace}`; wait longer with "
                            "--timeout, or leave it out to wait until the run ends")
         sleep(POLL_SECONDS if left is None else min(POLL_SECONDS, left))
-
-
-def run_job(api: KubeApi, release: str, namespace: str, seen: bool, recreating: bool = False) -> Run | None:
-    """The run (its Job, or its JobSet); None while one deleted by `upgrade --recreate` is gone; else NoRun if none."""
-    run = find_run(api, release, namespace, api.list_objects("Job", namespace, release_selector(release)))
-    if run.info.state == "Missing" and not recreating:
-        gone = "was deleted while waiting" if seen else f"has no run in namespace {namespace}"
-        raise NoRun(f"release {release} {gone}: no chief (or workers') Job carries its labels, nor a JobSet",
-                    "check the release name and namespace (`tfchart list -A`); a finished run's Job (or JobSet) may "
-                    "have been removed by ttlSecondsAfterFinished: its result is in <storage>/status.json")
-    return None if run.info.state == "Missing" else run
 
 
 def ending_of(run: JobInfo) -> Ended | None:
