@@ -108,7 +108,7 @@ def start(name: str, values: ValuesInputs, namespace: str, workdir: Path | None,
     """Renders the release for this machine and runs it to its end, recording the run in its directory (a resumed
     run: again, in the same directory, refused when it no longer renders the same run)."""
     from tfchart.console import console
-    from tfchart.helm.render import manifests
+    from tfchart.helm.render import manifests, merged_values
     from tfchart.local import containers, processes, rundirs, session
     from tfchart.values.validate import rendered
 
@@ -121,7 +121,8 @@ def start(name: str, values: ValuesInputs, namespace: str, workdir: Path | None,
     if resumed is not None:
         click.echo(f"resuming the local run of {name} in {run_dir} from its last checkpoint"
                    + (f" (step {resumed.step})" if resumed.step is not None else ""))
-    helm, chart, merged = values.settings.helm, values.chart, values.values()
+    helm, chart = values.settings.helm, values.chart
+    merged = merged_values(helm, chart, values.inputs)  # merged, typed and coalesced by helm
 
     cached = engine == "process" and not merged.get("training", {}).get("dataDir")  # a container sees the run only
     shared = [("--set-string", f"training.dataDir={rundirs.dataset_cache()}")] if cached else []

@@ -102,12 +102,6 @@ class ValuesInputs:
         (Path(folder) / "deployed-values.yaml").write_bytes(deployed)
         return replace(self, files=(str(Path(folder) / "deployed-values.yaml"), *self.files))
 
-    def values(self) -> Any:
-        """The values helm renders the chart with (merged, typed and coalesced by helm)."""
-        from tfchart.helm.render import merged_values
-
-        return merged_values(self.settings.helm, self.chart, self.inputs)
-
 
 @dataclass(frozen=True)
 class KubeInputs:
