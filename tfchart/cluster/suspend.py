@@ -15,7 +15,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.objects import as_json, newest, role_of
-from tfchart.cluster.runs import Run, find_run
+from tfchart.cluster.runs import find_run
 from tfchart.cluster.wait import TimedOut
 from tfchart.errors import KubernetesError, TfchartError
 from tfdcontract import EVALUATOR, STATEFUL_ROLES, SUPERVISOR, TF_ROLES, WORKER, lifecycle, release_selector
@@ -48,16 +48,8 @@ class Outcome:
     unchanged: list[str] = field(default_factory=list)
 
 
-@dataclass
-class Found:
-    """A release's run as read now: the planner's view of it, and tfchart's reading of its state."""
-
-    run: Run
-    view: lifecycle.RunView
-
-
-def read(api: KubeApi, release: str, namespace: str) -> Found:
-    """The release's objects, found by the chart's labels; refused when there are none."""
+def read(api: KubeApi, release: str, namespace: str) -> lifecycle.RunView:
+    """The release's objects as the planner reads them, found by the chart's labels; refused when there are none."""
     selector = release_selector(release)
     sets, jobs, deployments, pods = (api.list_objects(kind, namespace, selector)
                                      for kind in ("StatefulSet", "Job", "Deployment", "Pod"))  # fmt: skip
@@ -71,11 +63,11 @@ def read(api: KubeApi, release: str, namespace: str) -> Found:
     if run.jobset:
         view = lifecycle.RunView("JobSet", {**run.document, "kind": "JobSet"}, supervisor=supervisor, pods=tf_pods,
                                  jobs=[as_json(job) for job in run.jobs])  # fmt: skip
-        return Found(run, replace(view, workload=kueue_workload(api, run, namespace) if view.queue else None))
+        return replace(view, workload=kueue_workload(api, view.run, namespace) if view.queue else None)
     evaluator = newest([job for job in jobs if role_of(job) == EVALUATOR])
     job = None if run.document is None else {**as_json(run.document), "kind": "Job"}
-    return Found(run, lifecycle.RunView("Job", job, [as_json(s) for s in sets if role_of(s) in STATEFUL_ROLES],
-                                        as_json(evaluator) if evaluator else None, supervisor, tf_pods))  # fmt: skip
+    return lifecycle.RunView("Job", job, [as_json(s) for s in sets if role_of(s) in STATEFUL_ROLES],
+                             as_json(evaluator) if evaluator else None, supervisor, tf_pods)
 
 
 def carry_out(api: KubeApi, release: str, namespace: str, timeout: float | None, *, wanted: str, force: bool = False,
@@ -84,27 +76,27 @@ def carry_out(api: KubeApi, release: str, namespace: str, timeout: float | None,
     """Asks for `wanted` and waits until the plan is reached: carried out by the supervisor where it runs (and takes
     the wanted state up within SEEN_SECONDS), else (or with `force`) by tfchart, step by step. A stop frees what an
     ended run holds; one still training only with `end_run`. Nothing is deleted. `now`, `sleep`: the waits' clock."""
-    found = read(api, release, namespace)
-    refuse(found, wanted, release, namespace, end_run)
-    done, record = Outcome(release, namespace, STATES[wanted]), found.view.suspension
-    step = lifecycle.plan(found.view, wanted, now=now_text(), force=force)
-    run = found.view.run  # none (its Job deleted, or gone after keep): nothing carries the wanted state; tfchart acts
+    view = read(api, release, namespace)
+    refuse(view, wanted, release, namespace, end_run)
+    done, record = Outcome(release, namespace, STATES[wanted]), view.suspension
+    step = lifecycle.plan(view, wanted, now=now_text(), force=force)
+    run = view.run  # none (its Job deleted, or gone after keep): nothing carries the wanted state; tfchart acts
     ask = lifecycle.wanted_patch(wanted)
     if str(notes(run).get(lifecycle.WANTED_SEEN_ANNOTATION) or "").startswith(f"{wanted}: "):  # asked again: the
         ask["metadata"]["annotations"][lifecycle.WANTED_SEEN_ANNOTATION] = None  # supervisor's refusal is old news
     if run is not None and not step.reached and notes(run) | ask["metadata"]["annotations"] != notes(run):
-        api.patch(found.view.kind, found.view.name, namespace, ask)
-    by_supervisor = not force and run is not None and supervising(found.view.supervisor)
+        api.patch(view.kind, view.name, namespace, ask)
+    by_supervisor = not force and run is not None and supervising(view.supervisor)
     if by_supervisor:
-        done.actions.append(f"asked the run supervisor ({named(found.view.supervisor)}) for {wanted} on "
-                            f"{found.view.kind} {found.view.name}; it carries it out")
-    limit = default_timeout(found, wanted) if timeout is None else timeout
-    asked, waiting, backoff, before = now(), list[str](), Backoff(), found  # `before`: read before asking
+        done.actions.append(f"asked the run supervisor ({named(view.supervisor)}) for {wanted} on {view.kind} "
+                            f"{view.name}; it carries it out")
+    limit = default_timeout(view, wanted) if timeout is None else timeout
+    asked, waiting, backoff, before = now(), list[str](), Backoff(), view  # `before`: read before asking
     acted: set[tuple[str, str]] = set()
     unchanged: dict[tuple[str, str], str] = {}
     while True:
         if step.blocked:
-            raise blocked(found.view, step, wanted, release, namespace)
+            raise blocked(view, step, wanted, release, namespace)
         waiting += [] if waiting else step.pending
         if waiting and not step.pending:
             done.actions.append(f"waited for {'; '.join(waiting)}")
@@ -116,20 +108,20 @@ def carry_out(api: KubeApi, release: str, namespace: str, timeout: float | None,
         pause = 0.0 if by_supervisor or not step.actions else backoff.wait(step, now())  # undone: not at once
         for action in () if pause else step.actions:  # carried out here, or by the supervisor (its lines once)
             if not by_supervisor:
-                apply(api, found, namespace, action)
+                apply(api, view, namespace, action)
             acted.add((action.kind, action.name))
             done.actions += [] if by_supervisor and action.line in done.actions else [action.line]
         if by_supervisor or pause or not step.actions:  # waiting: for the supervisor, for pods, before a repeat
             waited = now() - asked
-            late = unseen(found, wanted, waited) if by_supervisor and found is not before else ""
+            late = unseen(view, wanted, waited) if by_supervisor and view is not before else ""
             if late or waited >= limit:
                 raise timed_out(step, done, wanted, round(waited) if late else limit, late, by_supervisor, backoff)
             sleep(min(pause or POLL_SECONDS, max(asked + limit - now(), 0.0)))
-        found = read(api, release, namespace)
-        step = lifecycle.plan(found.view, wanted, now=now_text(), force=force)
-        by_supervisor = by_supervisor and supervising(found.view.supervisor)  # one gone meanwhile: tfchart goes on
+        view = read(api, release, namespace)
+        step = lifecycle.plan(view, wanted, now=now_text(), force=force)
+        by_supervisor = by_supervisor and supervising(view.supervisor)  # one gone meanwhile: tfchart goes on
     done.unchanged = [line for key, line in unchanged.items() if key not in acted]
-    record = found.view.suspension or record
+    record = view.suspension or record
     done.since, done.replicas = (record.since, dict(record.replicas)) if record else ("", {})
     return done
 
@@ -139,10 +131,10 @@ resume = partial(carry_out, wanted=RUNNING_WANTED)
 stop = partial(carry_out, wanted=STOPPED_WANTED)
 
 
-def unseen(found: Found, wanted: str, waited: float) -> str:
+def unseen(view: lifecycle.RunView, wanted: str, waited: float) -> str:
     """Why the run supervisor is not carrying `wanted` out, as it says (its wanted-seen annotation), or once it has
     not taken it up within SEEN_SECONDS (an older image ignores it; its Role may not let it write); else ""."""
-    seen, supervisor = str(notes(found.view.run).get(lifecycle.WANTED_SEEN_ANNOTATION) or ""), found.view.supervisor
+    seen, supervisor = str(notes(view.run).get(lifecycle.WANTED_SEEN_ANNOTATION) or ""), view.supervisor
     if seen.startswith(f"{wanted}: "):
         return f"the run supervisor {named(supervisor)} cannot carry it out: {seen.partition(': ')[2]}"
     if seen == wanted or waited < SEEN_SECONDS:
@@ -169,26 +161,27 @@ def supervising(supervisor: Mapping[str, Any] | None) -> bool:
     return ready > 0 and spec(supervisor).get("replicas") != 0
 
 
-def refuse(found: Found, wanted: str, release: str, namespace: str, end_run: bool) -> None:
+def refuse(view: lifecycle.RunView, wanted: str, release: str, namespace: str, end_run: bool) -> None:
     """What the command will not ask for, in one line with the fix."""
-    info, kind, name, verb = found.run.info, found.run.kind, str(found.run.info.name), VERBS[wanted]
+    state, kind, name, verb = lifecycle.run_state(view), view.kind, view.name, VERBS[wanted]
     if wanted == STOPPED_WANTED:
-        if lifecycle.run_state(found.view) == lifecycle.RUNNING and not end_run:
-            what = "JobSet" if found.run.jobset else {WORKER: "workers' Job"}.get(info.role, "chief Job")
+        if state == lifecycle.RUNNING and not end_run:
+            what = "JobSet" if kind == "JobSet" else {WORKER: "workers' Job"}.get(view.role, "chief Job")
             raise TfchartError(f"the {what} {name} of release {release} has not ended: stopping now ends its training",
                                f"wait for it (`tfchart status {release} -n {namespace}`), or end the run now: "
                                f"`tfchart stop {release} -n {namespace} --end-run` (the project's trainer saves a "
                                "checkpoint on SIGTERM)")  # fmt: skip
         return
-    if info.state in TERMINAL or info.ending:
-        ended = f"{info.ending}: {info.end_reason}" if info.ending else info.state
+    if state in TERMINAL:  # by its controller, or recorded (the supervisor's ending, `tfchart stop`)
+        recorded = lifecycle.recorded_ending(view.run)
+        ended = f"{recorded.kind}: {recorded.reason}" if recorded else state
         raise TfchartError(f"release {release}'s run has ended ({ended}): there is nothing to {verb}",
                            f"free what it holds with `tfchart stop {release} -n {namespace}`; train again with "
                            f"`tfchart upgrade {release} -n {namespace} ... --recreate`")
-    if wanted != RUNNING_WANTED or found.view.run is None or found.view.suspension is not None:  # gone: the plan says
+    if wanted != RUNNING_WANTED or view.run is None or view.suspension is not None:  # gone: the plan says
         return
-    workload = found.view.workload
-    held = found.run.suspend or not spec(workload).get("active", True)
+    workload = view.workload
+    held = spec(view.run).get("suspend") or not spec(workload).get("active", True)
     if not held:
         raise TfchartError(f"release {release}'s run is not suspended: its {kind} {name} runs",
                            f"suspend it with `tfchart suspend {release} -n {namespace}`")
@@ -199,10 +192,10 @@ def refuse(found: Found, wanted: str, release: str, namespace: str, end_run: boo
                        "`tfchart suspend` (no record of what to bring back)", f"let it run: {let_run}")
 
 
-def apply(api: KubeApi, found: Found, namespace: str, action: lifecycle.Action) -> None:
+def apply(api: KubeApi, view: lifecycle.RunView, namespace: str, action: lifecycle.Action) -> None:
     """One action of the plan: a merge patch of the object, or of its Scale."""
     if action.kind == "Workload":
-        version = str((found.view.workload or {}).get("apiVersion")).rpartition("/")[2]  # as kueue_workload read it
+        version = str((view.workload or {}).get("apiVersion")).rpartition("/")[2]  # as kueue_workload read it
         api.patch_custom(KUEUE_GROUP, version, "workloads", action.name, namespace, dict(action.patch))
     elif action.subresource == "scale":
         api.scale(action.kind, action.name, namespace, int(action.patch["spec"]["replicas"]))
@@ -223,18 +216,18 @@ def timed_out(step: Step, done: Outcome, wanted: str, after: float, why: str, by
                     f"see why with `tfchart status {release} -n {namespace}`; {again}")
 
 
-def default_timeout(found: Found, wanted: str) -> float:
+def default_timeout(view: lifecycle.RunView, wanted: str) -> float:
     """Suspend and stop --end-run: the pods' longest terminationGracePeriodSeconds (the run's, then the servers') plus
     a minute; resume: scheduling, image pulls and servers listening; stop: a minute."""
     if wanted == RUNNING_WANTED:
         return RESUME_TIMEOUT_SECONDS
-    if wanted == STOPPED_WANTED and lifecycle.run_state(found.view) != lifecycle.RUNNING:  # --end-run: its checkpoint
+    if wanted == STOPPED_WANTED and lifecycle.run_state(view) != lifecycle.RUNNING:  # --end-run: its checkpoint
         return GRACE_MARGIN_SECONDS
-    run = spec(found.view.run)
-    if found.run.jobset:
+    run = spec(view.run)
+    if view.kind == "JobSet":
         return grace([spec(job.get("template")).get("template") for job in run.get("replicatedJobs") or []]) + \
             GRACE_MARGIN_SECONDS  # fmt: skip
-    servers = grace([spec(stateful_set).get("template") for stateful_set in found.view.stateful_sets])
+    servers = grace([spec(stateful_set).get("template") for stateful_set in view.stateful_sets])
     return grace([run.get("template")]) + servers + GRACE_MARGIN_SECONDS
 
 
@@ -244,12 +237,12 @@ def grace(templates: list[Any]) -> float:
     return float(max((30 if period is None else period for period in periods), default=0))
 
 
-def kueue_workload(api: KubeApi, run: Run, namespace: str) -> dict[str, Any] | None:
+def kueue_workload(api: KubeApi, jobset: Mapping[str, Any] | None, namespace: str) -> dict[str, Any] | None:
     """Kueue's Workload of the JobSet (JSON, its apiVersion the one read): the one whose owner is the JobSet; none,
     the plan says why it cannot go on (Kueue has not admitted it to a queue yet, or is not running)."""
     for version in KUEUE_VERSIONS:
         listed = api.list_namespaced_custom(KUEUE_GROUP, version, "workloads", namespace)
         if listed is not None:
-            found = lifecycle.owned(listed, {**run.document, "kind": "JobSet"})
+            found = lifecycle.owned(listed, jobset or {})
             return None if found is None else {**found, "apiVersion": f"{KUEUE_GROUP}/{version}"}
     return None
