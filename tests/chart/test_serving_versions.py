@@ -11,7 +11,7 @@ from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
 from tests.chartlib import named, pod_spec, render, template
-from tfchart.cluster.servingconfig import VersionPolicy, read_policy
+from tfchart.cluster.status import VersionPolicy, read_policy
 from tfdcontract import MODEL_VERSION_POLICY_ANNOTATION
 
 PREFIX = "mnist-tf-distributed"

@@ -593,6 +593,33 @@ def test_forbidden_configmaps_still_show_the_release(cluster: KubeServer) -> Non
     assert re.search(r"Exported +v1 +│", render_text(report))
 
 
+# the version policy the chart records from the release's values on Serving's ConfigMap, applied as TF Serving does
+@pytest.mark.parametrize(("policy", "exported", "loaded"), [
+    (("latest", 1), [1, 2, 3], [3]),
+    (("latest", 5), [3, 1, 2], [1, 2, 3]),
+    (("latest", 2), [], []),
+    (("latest", 0), [1, 2], [2]),  # num_versions 0: the server serves one
+    (("specific", 1, (1, 9)), [1, 2, 3], [1]),
+    (("all",), [2, 1], [1, 2]),
+])  # fmt: skip
+def test_the_policy_selects_as_tf_serving_does(policy: tuple[Any, ...], exported: list[int], loaded: list[int]) -> None:
+    assert status.VersionPolicy(*policy).selects(exported) == loaded
+
+
+def test_versions_of_a_missing_or_unreadable_record_say_why() -> None:
+    absent = status.serving_versions("cm", None, [1])
+    assert absent["loaded"] is None and "has no tf-distributed.io/model-version-policy annotation" in absent["note"]
+    for text in ("{", '{"type": "newest"}', '{"type": "specific", "versions": ["1"]}', "[]"):
+        broken = status.serving_versions("cm", text, [1])
+        assert broken["loaded"] is None and "annotation cannot be read" in broken["note"], text
+    pinned = status.serving_versions("cm", json.dumps({"model": "m", "type": "specific", "versions": [2, 7]}), [1, 2])
+    assert [pinned[key] for key in ("model", "loaded", "missing", "policy")] == ["m", [2], [7], "specific: 2, 7"]
+    unknown = status.serving_versions("cm", json.dumps({"model": "m", "type": "all"}), None)
+    assert unknown["loaded"] is None and "exported versions are unknown" in unknown["note"]
+    latest = status.read_policy('{"type": "latest", "latest": 3, "versions": []}')
+    assert latest == ("", status.VersionPolicy("latest", 3))
+
+
 def test_the_progress_record_on_the_job_gives_the_eta_and_last_checkpoint(cluster: KubeServer) -> None:
     """The run supervisor's record (tf-distributed.io/progress): its ETA and last checkpoint are shown; when
     the chief's log is gone it is the progress; a run it ended as stalled is Failed before its Job is."""
