@@ -26,12 +26,12 @@ from tfchart.cluster.objects import (
     run_role,
 )
 from tfchart.cluster.runs import find_run, in_jobset
+from tfchart.cluster.status import role_rank
 from tfchart.errors import KubernetesError, UsageError
 from tfdcontract import (
     CHIEF,
     CLIENT_ROLES,
     COMPLETION_INDEX_ANNOTATION,
-    DISPLAY_ORDER,
     JOB_ROLES,
     POD_INDEX_LABEL,
     STATEFUL_ROLES,
@@ -60,11 +60,14 @@ def stream(
     """Write the log of task `role`/`index` (None: the chief) to `out`; with `follow`, until the container ends
     or Ctrl-C."""
     check_arguments(role or CHIEF, index, tail)
-    if role is None:
-        pod, role = chief_pod(api, release, namespace)
-    else:
-        pod = pick_pod(api.list_objects("Pod", namespace, release_selector(release, role)), release, namespace, role,
-                       index)  # fmt: skip
+    chief = role is None
+    if role is None:  # the chief's newest pod: the chief Job's, or worker 0's of the workers' Job (under a JobSet, of
+        # Job `<jobset>-chief-0`, or worker 0 of `<jobset>-worker-0`: the role its success policy targets)
+        jobs = api.list_objects("Job", namespace, release_selector(release))
+        role = find_run(api, release, namespace, jobs).info.role if any(map(in_jobset, jobs)) else run_role(jobs)
+    pods = api.list_objects("Pod", namespace, release_selector(release, role))
+    pod = pick_pod([pod for pod in pods if is_chief_pod(pod)] if chief else pods, release, namespace,
+                   CHIEF if chief else role, index)  # fmt: skip
     write(open_log(api, namespace, pod, role, tail, follow, options), follow, out)
 
 
@@ -87,15 +90,6 @@ def write(lines: Generator[str, None, None], follow: bool, out: TextIO, prefix: 
         out.flush()
 
 
-def chief_pod(api: KubeApi, release: str, namespace: str) -> tuple[Any, str]:
-    """The chief's newest pod and its role: the chief Job's, or worker 0's of the workers' Job (under a JobSet, of
-    Job `<jobset>-chief-0`, or worker 0 of `<jobset>-worker-0`: the role its success policy targets)."""
-    jobs = api.list_objects("Job", namespace, release_selector(release))
-    role = find_run(api, release, namespace, jobs).info.role if any(map(in_jobset, jobs)) else run_role(jobs)
-    pods = [pod for pod in api.list_objects("Pod", namespace, release_selector(release, role)) if is_chief_pod(pod)]
-    return pick_pod(pods, release, namespace, CHIEF, 0), role
-
-
 def stream_all(
     api: KubeApi, release: str, namespace: str, follow: bool, tail: int | None, out: TextIO, err: TextIO,
     options: LogOptions = LogOptions(),
@@ -105,8 +99,7 @@ def stream_all(
     A pod without a log (not started; no previous container) is named on `err`."""
     check_arguments(CHIEF, 0, tail)
     pods = sorted(api.list_objects("Pod", namespace, release_selector(release)),
-                  key=lambda pod: (DISPLAY_ORDER.index(role_of(pod)) if role_of(pod) in DISPLAY_ORDER else 99,
-                                   ordinal(pod) or 0, name_of(pod)))  # fmt: skip
+                  key=lambda pod: (role_rank(role_of(pod)), ordinal(pod) or 0, name_of(pod)))  # as status lists them
     if not pods:
         raise KubernetesError(f"release {release} has no pods in namespace {namespace}",
                               f"see `tfchart status {release} -n {namespace}`, or check the release and namespace "
@@ -119,11 +112,8 @@ def stream_all(
             err.write(f"skipped: {error.message}\n")
             continue
         streams.append((f"[pod/{name_of(pod)}/{main_container(pod, role_of(pod))}] ", lines))
-    if not follow:
-        for prefix, lines in streams:
-            write(lines, False, out, prefix)
-        return
-    write(merged(streams), True, out)
+    for prefix, lines in [("", merged(streams))] if follow else streams:  # followed: as the lines arrive
+        write(lines, follow, out, prefix)
 
 
 def merged(streams: Sequence[tuple[str, Iterator[str]]]) -> Generator[str, None, None]:
