@@ -16,6 +16,10 @@ STATE_STYLE = {"Running": "cyan", "Succeeded": "green", "Failed": "red", "Interr
                "Unknown": "yellow", "Missing": "yellow", "Suspended": "magenta"}
 
 
+def style(state: str) -> str:
+    return STATE_STYLE.get(state, "white")
+
+
 def render(status: dict[str, Any], console: Console) -> None:
     """A summary panel (training, chief Job, workloads, endpoints) and a pods table."""
     from rich.markup import escape
@@ -37,34 +41,32 @@ def summary_lines(status: dict[str, Any]) -> Any:
     grid.add_column(style="bold")
     grid.add_column()
     training, chief, record = status["training"], status["chief"], status["job_progress"] or {}
-    progress = training["progress"] or {}
-    rows = [("Training", f"[{STATE_STYLE.get(training['state'], 'white')}]{training['state']}[/]  "
-                         f"{escape(training['detail'])}"),
-            ("Progress", escape(progress_text(progress)) if progress else NO_PROGRESS),
-            ("ETA", escape(record.get("eta") or "")), ("Checkpoint", "" if record.get("checkpoint_step") is None else
-                                                      f"step {record['checkpoint_step']}"),
-            ("Export", escape(progress.get("export_path") or "")),
-            ("JobSet" if chief["kind"] == "JobSet" else "Chief Job" if chief["role"] == CHIEF else "Workers' Job",
-             f"[{STATE_STYLE.get(chief['state'], 'white')}]{escape(job_text(chief))}[/]")]  # fmt: skip
-    if chief["ending"]:
-        rows.append(("Run ended", escape(f"{chief['ending']}: {chief['end_reason']}" if chief["end_reason"]
-                                         else chief["ending"])))  # fmt: skip
-    if chief["state"] == "Suspended" and not chief["ending"]:
-        resume = f"tfchart resume {status['release']} -n {status['namespace']}"
-        rows.append(("Suspended", escape(f"since {chief['suspended_since']}; `{resume}` continues")))
-    if status["evaluator"]:
-        rows.append(("Evaluator Job", escape(job_text(status["evaluator"]))))
-    if status["stateful_sets"]:
-        sets = ", ".join(f"{s['role']} {s['ready']}/{s['desired']} ready" for s in status["stateful_sets"])
-        rows.append(("StatefulSets", escape(sets)))
-    rows += [(label, escape(text)) for label, text in versions_rows(status["serving"], progress)]
+    progress, release, namespace = training["progress"] or {}, status["release"], status["namespace"]
+    checkpoint = record.get("checkpoint_step")
+    rows = [  # a row with nothing to say ("") is left out
+        ("Training", f"[{style(training['state'])}]{training['state']}[/]  {escape(training['detail'])}"),
+        ("Progress", escape(progress_text(progress)) if progress else NO_PROGRESS),
+        ("ETA", escape(record.get("eta") or "")),
+        ("Checkpoint", "" if checkpoint is None else f"step {checkpoint}"),
+        ("Export", escape(progress.get("export_path") or "")),
+        ("JobSet" if chief["kind"] == "JobSet" else "Chief Job" if chief["role"] == CHIEF else "Workers' Job",
+         f"[{style(chief['state'])}]{escape(job_text(chief))}[/]"),
+        ("Run ended", escape(": ".join(filter(None, (chief["ending"], chief["end_reason"]))))
+         if chief["ending"] else ""),
+        ("Suspended", escape(f"since {chief['suspended_since']}; `tfchart resume {release} -n {namespace}` continues")
+         if chief["state"] == "Suspended" and not chief["ending"] else ""),
+        ("Evaluator Job", escape(job_text(status["evaluator"])) if status["evaluator"] else ""),
+        ("StatefulSets", escape(", ".join(f"{s['role']} {s['ready']}/{s['desired']} ready"
+                                          for s in status["stateful_sets"]))),
+        *((label, escape(text)) for label, text in versions_rows(status["serving"], progress)),
+    ]  # fmt: skip
     for point in status["endpoints"]:
         ports = ", ".join(f"{port['name']} {port['port']}" for port in point["ports"])
         rows += [("TensorBoard" if point["component"] == TENSORBOARD else "Serving",
                   escape(f"{point['dns']} ({ports}); {point['ready_pods']} ready pod(s)")),
                  ("", f"[dim]{escape(point['port_forward'])}[/]")]  # fmt: skip
     for label, text in rows:
-        if text:  # a row with nothing to say is left out
+        if text:
             grid.add_row(label, text)
     return grid
 
