@@ -84,8 +84,9 @@ def wait(
             suspended = info.state == "Suspended"
         seen = True
         if left is not None and left <= 0:
-            still = "is suspended" if suspended else "still runs"
-            raise TimedOut(f"release {release}'s run has not ended after {describe(timeout or 0)}: it {still}",
+            still, whole = "is suspended" if suspended else "still runs", int(timeout or 0)
+            after = f"{whole // 60}m{whole % 60:02d}s" if whole >= 60 else f"{timeout:g}s"
+            raise TimedOut(f"release {release}'s run has not ended after {after}: it {still}",
                            f"see where it is: `tfchart status {release} -n {namespace}`; wait longer with "
                            "--timeout, or leave it out to wait until the run ends")
         sleep(POLL_SECONDS if left is None else min(POLL_SECONDS, left))
@@ -98,8 +99,3 @@ def ending_of(run: JobInfo) -> Ended | None:
     if run.ending:  # stopped (`tfchart stop --end-run`) or ended by the supervisor before a Job condition
         return Ended("Failed", run.end_reason or f"the run ended ({run.ending}) before its {run.kind} completed")
     return None
-
-
-def describe(seconds: float) -> str:
-    whole = int(seconds)
-    return f"{whole // 60}m{whole % 60:02d}s" if whole >= 60 else f"{seconds:g}s"
