@@ -129,17 +129,13 @@ def held_after_the_end(
 ) -> list[str]:
     """A warning when the chief Job ended but ps/worker/evaluator pods still run (and hold their GPUs)."""
     suspended = chief.state == "Suspended" and not chief.ending
-    if (chief.state not in ("Succeeded", "Failed", "Missing") and not suspended) or chief.role != CHIEF:
-        return []
-    if chief.kind == "JobSet" and not suspended:  # JobSet deletes its running Jobs when it ends: nothing to free
-        return []
+    # (JobSet deletes its running Jobs when it ends: nothing to free)
+    ended = chief.state in ("Succeeded", "Failed", "Missing") and chief.kind != "JobSet"
     done = ("Succeeded", "Failed", "Terminating")
     holding = [p for p in pods if p["role"] in HOLDING_ROLES and p["phase"] not in done]
-    if not holding and not any(s["desired"] > 0 for s in stateful_sets):
+    if not (ended or suspended) or chief.role != CHIEF or not (holding or any(s["desired"] for s in stateful_sets)):
         return []
-    gpus: Counter[str] = Counter()
-    for pod in holding:
-        gpus.update({gpu["resource"]: gpu["count"] for gpu in pod["gpus"]})
+    gpus = sum((Counter({gpu["resource"]: gpu["count"] for gpu in pod["gpus"]}) for pod in holding), Counter[str]())
     held = ", ".join(f"{count} {resource}" for resource, count in sorted(gpus.items()))
     what = f"{len(holding)} pod(s) still run" + (f" and hold {held}" if held else "")
     names = ", ".join(p["name"] for p in holding[:4]) + (", ..." if len(holding) > 4 else "")
@@ -152,8 +148,8 @@ def held_after_the_end(
         why = f"kept by the cleanup policy (training.cleanup.{policy}=keep)"
     else:
         why = "nothing freed them (supervisor.enabled=false, or the supervisor is not running)"
-    ended = "is gone" if chief.state == "Missing" else f"ended ({chief.state})"
-    return [f"the chief Job {ended} but {what}{listed}: {why}; free them with `tfchart stop {release} -n {namespace}`"]
+    gone = "is gone" if chief.state == "Missing" else f"ended ({chief.state})"
+    return [f"the chief Job {gone} but {what}{listed}: {why}; free them with `tfchart stop {release} -n {namespace}`"]
 
 
 # -- model versions: the chart renders `serving.modelVersionPolicy` as TF Serving's model config and, as the values gave
