@@ -35,22 +35,11 @@ def release(cluster: KubeServer, workers: int = 2) -> list[dict[str, Any]]:
     ps, worker = kf.manifest(docs, "StatefulSet", "ps"), kf.manifest(docs, "StatefulSet", "worker")
     chief = kf.manifest(docs, "Job", "chief")
     cluster.add(kf.pod(ps, index=0), *(kf.pod(worker, index=i) for i in range(workers)))
-    cluster.add(
-        kf.pod(
-            chief,
-            "mnist-tf-distributed-chief-old11",
-            phase="Failed",
-            ready=False,
-            terminated=("Error", 1),
-            created=kf.ago(hours=2),
-        )
-    )
+    cluster.add(kf.pod(chief, "mnist-tf-distributed-chief-old11", phase="Failed", ready=False, terminated=("Error", 1),
+                       created=kf.ago(hours=2)))  # fmt: skip
     cluster.add(kf.pod(chief, "mnist-tf-distributed-chief-new22", created=kf.ago(minutes=10)))
     tensorboard = kf.manifest(docs, "Deployment", "tensorboard")
-    cluster.add(
-        kf.pod(tensorboard, "mnist-tf-distributed-tensorboard-7c9-bbbbb"),
-        kf.pod(tensorboard, "mnist-tf-distributed-tensorboard-7c9-aaaaa"),
-    )
+    cluster.add(*(kf.pod(tensorboard, f"mnist-tf-distributed-tensorboard-7c9-{tail}") for tail in ("bbbbb", "aaaaa")))
     return docs
 
 
@@ -160,15 +149,8 @@ def test_no_pods_of_the_role(cluster: KubeServer) -> None:
 def test_pod_not_started_yet_gives_phase_and_waiting_reason(cluster: KubeServer) -> None:
     docs = release(cluster, workers=1)
     worker = kf.manifest(docs, "StatefulSet", "worker")
-    cluster.add(
-        kf.pod(
-            worker,
-            index=1,
-            phase="Pending",
-            ready=False,
-            waiting=("ImagePullBackOff", 'Back-off pulling image "ghcr.io/tf-distributed/trainer:0.1.0"'),
-        )
-    )
+    cluster.add(kf.pod(worker, index=1, phase="Pending", ready=False,
+                       waiting=("ImagePullBackOff", 'Back-off pulling image "ghcr.io/tf-distributed/trainer:0.1.0"')))
     cluster.add(kf.pod(worker, index=2, phase="Pending", ready=False, unschedulable="0/3 nodes are available"))
     with pytest.raises(KubernetesError) as error:
         run(cluster, "worker", 1)
@@ -185,16 +167,8 @@ def test_pod_not_started_yet_gives_phase_and_waiting_reason(cluster: KubeServer)
 def test_crash_looping_pod_still_has_a_log(cluster: KubeServer) -> None:
     docs = release(cluster, workers=0)
     worker = kf.manifest(docs, "StatefulSet", "worker")
-    cluster.add(
-        kf.pod(
-            worker,
-            index=0,
-            ready=False,
-            restarts=3,
-            waiting=("CrashLoopBackOff", "back-off"),
-            last_terminated=("Error", 1),
-        )
-    )
+    cluster.add(kf.pod(worker, index=0, ready=False, restarts=3, waiting=("CrashLoopBackOff", "back-off"),
+                       last_terminated=("Error", 1)))
     cluster.set_log(NS, "mnist-tf-distributed-worker-0", ["Traceback: boom"])
     assert run(cluster, "worker") == "Traceback: boom\n"
 
