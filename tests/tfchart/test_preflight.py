@@ -232,11 +232,10 @@ def test_multi_node_rwx_values_are_not_installable_on_an_rwo_only_cluster(cluste
     kind_cluster(cluster)
     [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml")))
     assert finding.severity == FAIL
-    assert finding.message == (
-        "needs ReadWriteMany: 10 pods mount the claim (ps 2, worker 4, chief 1, tensorboard 1, serving 1, helm test 1) "
-        "from any node, but default StorageClass standard (rancher.io/local-path) offers ReadWriteOnce only: "
-        "the claim would stay Pending. StorageClasses: standard (rancher.io/local-path, default): ReadWriteOnce only"
-    )
+    assert finding.message == ("needs ReadWriteMany: 10 pods mount the claim (ps 2, worker 4, chief 1, tensorboard 1, "
+                               "serving 1, helm test 1) from any node, but default StorageClass standard (rancher.io/"
+                               "local-path) offers ReadWriteOnce only: the claim would stay Pending. StorageClasses: "
+                               "standard (rancher.io/local-path, default): ReadWriteOnce only")  # fmt: skip
     assert finding.hint.startswith(f"on one node: {RWO_FIX}, which any StorageClass serves (as values/cpu.yaml does")
     assert "across nodes: install a provisioner that offers ReadWriteMany (NFS, CephFS" in finding.hint
     assert cluster.calls == [Call("list", "storageclasses"), Call("list", "persistentvolumes")]  # none pre-created
@@ -306,11 +305,9 @@ def test_co_located_values_name_the_class_that_would_let_pods_spread(cluster: Ku
     kind_cluster(cluster, kf.storage_class("nfs", "nfs.csi.k8s.io"))
     [finding] = check_storage(context(cluster, plan_of("values/cpu.yaml")))
     assert finding.severity == OK
-    assert finding.message.startswith(
-        "needs ReadWriteOnce: default StorageClass standard (rancher.io/local-path) offers it (nfs offers "
-        "ReadWriteMany: --set storage.accessModes={ReadWriteMany} --set storage.storageClassName=nfs lets the pods "
-        "spread over nodes)"
-    )
+    assert finding.message.startswith("needs ReadWriteOnce: default StorageClass standard (rancher.io/local-path) "
+                                      "offers it (nfs offers ReadWriteMany: --set storage.accessModes={ReadWriteMany} "
+                                      "--set storage.storageClassName=nfs lets the pods spread over nodes)")
 
 
 @pytest.mark.parametrize(
@@ -544,10 +541,8 @@ def kueue_cluster(cluster: KubeServer, *objects: dict[str, Any], served: tuple[s
 
 
 def team_queues(quota: dict[str, str] | None = None, **cluster_queue: Any) -> list[dict[str, Any]]:
-    return [
-        kf.local_queue("team-a", NS, "team"),
-        kf.cluster_queue("team", [{"default-flavor": quota or GPU_ASKS}], **cluster_queue),
-    ]
+    return [kf.local_queue("team-a", NS, "team"),
+            kf.cluster_queue("team", [{"default-flavor": quota or GPU_ASKS}], **cluster_queue)]
 
 
 def kueue_findings(cluster: KubeServer, release: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -561,13 +556,8 @@ def test_gang_and_kueue_are_not_checked_unless_the_values_ask(values_file: str, 
     good_cluster(cluster).add(*kf.crds(*kf.VOLCANO_CRDS, *kf.COSCHEDULING_CRDS, *kf.KUEUE_CRDS))
     findings = preflight.run(cluster.api(), docs(values_file), "mnist", NS)
     assert not {"gang-scheduling", "kueue"} & {f.check for f in findings}
-    assert {call.resource for call in cluster.calls} <= {
-        "nodes",
-        "pods",
-        "storageclasses",
-        "resourcequotas",
-        "daemonsets",
-    }
+    assert {call.resource for call in cluster.calls} <= {"nodes", "pods", "storageclasses", "resourcequotas",
+                                                         "daemonsets"}  # fmt: skip
 
 
 def test_volcano_podgroup_crd_and_open_queue_pass(cluster: KubeServer) -> None:
