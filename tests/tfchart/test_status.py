@@ -45,20 +45,9 @@ def cluster() -> Iterator[KubeServer]:
 
 
 def tfd_status(**fields: Any) -> str:
-    document = {
-        "state": "Running",
-        "strategy": "parameter_server",
-        "step": 1200,
-        "train_steps": 2000,
-        "loss": 0.2345,
-        "accuracy": None,
-        "examples_per_sec": 2117.3,
-        "export_path": None,
-        "started_at": "2026-11-22T11:00:00Z",
-        "updated_at": "2026-11-22T11:58:00Z",
-        "message": "training",
-        **fields,
-    }
+    document = {"state": "Running", "strategy": "parameter_server", "step": 1200, "train_steps": 2000, "loss": 0.2345,
+                "accuracy": None, "examples_per_sec": 2117.3, "export_path": None, "started_at": "2026-11-22T11:00:00Z",
+                "updated_at": "2026-11-22T11:58:00Z", "message": "training", **fields}  # fmt: skip
     return "INFO trainer.metrics tfd-status: " + json.dumps(document)
 
 
@@ -106,16 +95,9 @@ def test_running_parameter_server_training_shows_progress_pods_and_endpoints(clu
     ps, worker = kf.manifest(docs, "StatefulSet", "ps"), kf.manifest(docs, "StatefulSet", "worker")
     cluster.add(kf.pod(ps, index=0), kf.pod(worker, index=0), kf.pod(worker, index=1, restarts=1))
     cluster.add(kf.pod(kf.manifest(docs, "Job", "chief")))
-    cluster.set_log(
-        NS,
-        CHIEF_POD,
-        [
-            tfd_status(step=1100, loss=0.3),
-            "step 1150, loss = 0.2500 (2000.0 examples/sec; 0.128 sec/batch)",
-            tfd_status(),
-            "step 1250, loss = 0.2200 (2100.0 examples/sec; 0.122 sec/batch)",
-        ],
-    )
+    cluster.set_log(NS, CHIEF_POD, [tfd_status(step=1100, loss=0.3),
+                                    "step 1150, loss = 0.2500 (2000.0 examples/sec; 0.128 sec/batch)", tfd_status(),
+                                    "step 1250, loss = 0.2200 (2100.0 examples/sec; 0.122 sec/batch)"])  # fmt: skip
 
     report = collect(cluster)
 
@@ -155,22 +137,12 @@ def test_succeeded_and_scaled_down_shows_accuracy_and_export(cluster: KubeServer
     docs = base_release(cluster, chief="complete", stateful_replicas=0)
     chief = kf.manifest(docs, "Job", "chief")
     cluster.add(kf.pod(chief, phase="Succeeded", ready=False, terminated=("Completed", 0)))
-    cluster.set_log(
-        NS,
-        CHIEF_POD,
-        [
-            "step 2000, loss = 0.0470 (2117.3 examples/sec; 0.121 sec/batch)",
-            tfd_status(
-                state="Succeeded",
-                step=2000,
-                loss=0.047,
-                accuracy=0.9861,
-                export_path="/data/export/mnist/1",
-                message="training completed: 2000 steps, held-out accuracy 0.9861",
-            ),
-            "INFO scaled StatefulSets mnist-tf-distributed-ps, mnist-tf-distributed-worker to 0",
-        ],
-    )
+    cluster.set_log(NS, CHIEF_POD, [
+        "step 2000, loss = 0.0470 (2117.3 examples/sec; 0.121 sec/batch)",
+        tfd_status(state="Succeeded", step=2000, loss=0.047, accuracy=0.9861, export_path="/data/export/mnist/1",
+                   message="training completed: 2000 steps, held-out accuracy 0.9861"),
+        "INFO scaled StatefulSets mnist-tf-distributed-ps, mnist-tf-distributed-worker to 0",
+    ])  # fmt: skip
 
     report = collect(cluster)
 
@@ -189,17 +161,10 @@ def test_succeeded_and_scaled_down_shows_accuracy_and_export(cluster: KubeServer
 
 def test_failed_chief_reports_backoff_limit_and_trainer_message(cluster: KubeServer) -> None:
     docs = base_release(cluster, chief="failed")
-    cluster.add(
-        kf.pod(kf.manifest(docs, "Job", "chief"), phase="Failed", ready=False, restarts=6, terminated=("Error", 1))
-    )
-    cluster.set_log(
-        NS,
-        CHIEF_POD,
-        [
-            tfd_status(state="Failed", message="dataset not found: /data/datasets/mnist.npz"),
-            "Traceback (most recent call last): ...",
-        ],
-    )
+    chief = kf.manifest(docs, "Job", "chief")
+    cluster.add(kf.pod(chief, phase="Failed", ready=False, restarts=6, terminated=("Error", 1)))
+    cluster.set_log(NS, CHIEF_POD, [tfd_status(state="Failed", message="dataset not found: /data/datasets/mnist.npz"),
+                                    "Traceback (most recent call last): ..."])  # fmt: skip
 
     report = collect(cluster)
 
@@ -217,16 +182,8 @@ def test_worker_in_crash_loop_shows_restarts_and_reason(cluster: KubeServer) -> 
     ps, worker = kf.manifest(docs, "StatefulSet", "ps"), kf.manifest(docs, "StatefulSet", "worker")
     cluster.add(kf.stateful_set(worker, ready=1))
     cluster.add(kf.pod(ps, index=0), kf.pod(worker, index=0))
-    cluster.add(
-        kf.pod(
-            worker,
-            index=1,
-            ready=False,
-            restarts=7,
-            waiting=("CrashLoopBackOff", "back-off 5m0s restarting failed container=worker"),
-            last_terminated=("OOMKilled", 137),
-        )
-    )
+    cluster.add(kf.pod(worker, index=1, ready=False, restarts=7, last_terminated=("OOMKilled", 137),
+                       waiting=("CrashLoopBackOff", "back-off 5m0s restarting failed container=worker")))
     cluster.add(kf.pod(kf.manifest(docs, "Job", "chief")))
     cluster.set_log(NS, CHIEF_POD, ["waiting for 2 workers"])
 
@@ -248,14 +205,11 @@ def test_pending_gpu_pod_shows_the_scheduler_reason(cluster: KubeServer) -> None
     worker = kf.manifest(docs, "StatefulSet", "worker")
     message = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available."
     ps = kf.manifest(docs, "StatefulSet", "ps")
-    cluster.add(
-        kf.stateful_set(worker, ready=3), kf.pod(ps, index=0, node="cpu-node-1"), kf.pod(ps, index=1, node="cpu-node-1")
-    )
+    cluster.add(kf.stateful_set(worker, ready=3), *(kf.pod(ps, index=i, node="cpu-node-1") for i in (0, 1)))
     cluster.add(*(kf.pod(worker, index=i) for i in range(3)))
     cluster.add(kf.pod(worker, index=3, phase="Pending", ready=False, unschedulable=message))
-    cluster.add(
-        kf.pod(kf.manifest(docs, "Job", "chief"), phase="Pending", ready=False, waiting=("ContainerCreating", ""))
-    )
+    chief = kf.manifest(docs, "Job", "chief")
+    cluster.add(kf.pod(chief, phase="Pending", ready=False, waiting=("ContainerCreating", "")))
 
     report = collect(cluster)
 
