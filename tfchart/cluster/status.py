@@ -81,7 +81,7 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
     progress, recorded, log_note = read_progress(api, namespace, chief, chief_pods)
     moment = now or datetime.now(timezone.utc)
     pod_rows = sorted((pod_row(pod, moment) for pod in pods), key=display_order)
-    set_rows = sorted(({"role": role_of(s), "name": name_of(s), "ready": s.status and s.status.ready_replicas or 0,
+    set_rows = sorted(({"role": role_of(s), "name": name_of(s), "ready": (s.status and s.status.ready_replicas) or 0,
                         "desired": 1 if s.spec.replicas is None else s.spec.replicas} for s in stateful_sets),
                       key=display_order)  # fmt: skip
     versions, config_note = versions_served(api, release, namespace, services, progress)
