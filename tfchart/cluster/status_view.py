@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.status import NO_PROGRESS
@@ -11,13 +12,10 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
-# Interrupted: the chief saved on SIGTERM (preemption, drain) and will resume.
-STATE_STYLE = {"Running": "cyan", "Succeeded": "green", "Failed": "red", "Interrupted": "yellow", "Pending": "yellow",
-               "Unknown": "yellow", "Missing": "yellow", "Suspended": "magenta"}
-
-
-def style(state: str) -> str:
-    return STATE_STYLE.get(state, "white")
+# Interrupted: the chief saved on SIGTERM (preemption, drain) and will resume; any other state is white.
+STATE_STYLE = defaultdict(lambda: "white", {"Running": "cyan", "Succeeded": "green", "Failed": "red",
+                                            "Interrupted": "yellow", "Pending": "yellow", "Unknown": "yellow",
+                                            "Missing": "yellow", "Suspended": "magenta"})  # fmt: skip
 
 
 def render(status: dict[str, Any], console: Console) -> None:
@@ -44,13 +42,13 @@ def summary_lines(status: dict[str, Any]) -> Any:
     progress, release, namespace = training["progress"] or {}, status["release"], status["namespace"]
     checkpoint = record.get("checkpoint_step")
     rows = [  # a row with nothing to say ("") is left out
-        ("Training", f"[{style(training['state'])}]{training['state']}[/]  {escape(training['detail'])}"),
+        ("Training", f"[{STATE_STYLE[training['state']]}]{training['state']}[/]  {escape(training['detail'])}"),
         ("Progress", escape(progress_text(progress)) if progress else NO_PROGRESS),
         ("ETA", escape(record.get("eta") or "")),
         ("Checkpoint", "" if checkpoint is None else f"step {checkpoint}"),
         ("Export", escape(progress.get("export_path") or "")),
         ("JobSet" if chief["kind"] == "JobSet" else "Chief Job" if chief["role"] == CHIEF else "Workers' Job",
-         f"[{style(chief['state'])}]{escape(job_text(chief))}[/]"),
+         f"[{STATE_STYLE[chief['state']]}]{escape(job_text(chief))}[/]"),
         ("Run ended", escape(": ".join(filter(None, (chief["ending"], chief["end_reason"]))))
          if chief["ending"] else ""),
         ("Suspended", escape(f"since {chief['suspended_since']}; `tfchart resume {release} -n {namespace}` continues")
