@@ -80,6 +80,8 @@ def carry_out(api: KubeApi, release: str, namespace: str, timeout: float | None,
     refuse(view, wanted, release, namespace, end_run)
     done, record = Outcome(release, namespace, STATES[wanted]), view.suspension
     step = lifecycle.plan(view, wanted, now=now_text(), force=force)
+    if step.blocked:  # refused before anything is written
+        raise blocked(view, step, wanted, release, namespace)
     run = view.run  # none (its Job deleted, or gone after keep): nothing carries the wanted state; tfchart acts
     ask = lifecycle.wanted_patch(wanted)
     if str(notes(run).get(lifecycle.WANTED_SEEN_ANNOTATION) or "").startswith(f"{wanted}: "):  # asked again: the
@@ -145,12 +147,22 @@ def unseen(view: lifecycle.RunView, wanted: str, waited: float) -> str:
 
 def blocked(view: lifecycle.RunView, step: Step, wanted: str, release: str, namespace: str) -> TfchartError:
     """The plan's refusal in one line, with the fix for its case."""
-    fix = f"see `tfchart status {release} -n {namespace}`"
+    fix, workload = f"see `tfchart status {release} -n {namespace}`", view.workload
     if view.run is None:
         fix = f"start a new run: `tfchart upgrade {release} -n {namespace} ...` creates it again"
-    elif view.queue and view.workload is None:
+    elif lifecycle.run_state(view) in TERMINAL:  # by its controller, or recorded (the supervisor's ending, a stop)
+        recorded = lifecycle.recorded_ending(view.run)
+        ended = f"{recorded.kind}: {recorded.reason}" if recorded else lifecycle.run_state(view)
+        return TfchartError(f"release {release}'s run has ended ({ended}): there is nothing to {VERBS[wanted]}",
+                            f"free what it holds with `tfchart stop {release} -n {namespace}`; train again with "
+                            f"`tfchart upgrade {release} -n {namespace} ... --recreate`")
+    elif view.queue and workload is None:
         fix = (f"see `kubectl -n {namespace} get workloads` and `kubectl -n {namespace} describe jobset {view.name}`;"
                f" to {VERBS[wanted]} it tfchart needs its Workload (Kueue undoes a spec.suspend it did not write)")
+    elif wanted == RUNNING_WANTED and view.suspension is None:  # suspended, but not by `tfchart suspend`
+        target, setting = ((f"workload {named(workload)}", '"active":true') if workload is not None
+                           else (f"{view.kind.lower()} {view.name}", '"suspend":false'))  # fmt: skip
+        fix = f"let it run: `kubectl -n {namespace} patch {target} --type merge -p '{{\"spec\":{{{setting}}}}}'`"
     done = {RUNNING_WANTED: "resumed"}.get(wanted, STATES[wanted].lower())
     return TfchartError(f"release {release}'s run cannot be {done}: {step.blocked}", fix)
 
@@ -162,34 +174,19 @@ def supervising(supervisor: Mapping[str, Any] | None) -> bool:
 
 
 def refuse(view: lifecycle.RunView, wanted: str, release: str, namespace: str, end_run: bool) -> None:
-    """What the command will not ask for, in one line with the fix."""
-    state, kind, name, verb = lifecycle.run_state(view), view.kind, view.name, VERBS[wanted]
-    if wanted == STOPPED_WANTED:
-        if state == lifecycle.RUNNING and not end_run:
-            what = "JobSet" if kind == "JobSet" else {WORKER: "workers' Job"}.get(view.role, "chief Job")
-            raise TfchartError(f"the {what} {name} of release {release} has not ended: stopping now ends its training",
-                               f"wait for it (`tfchart status {release} -n {namespace}`), or end the run now: "
-                               f"`tfchart stop {release} -n {namespace} --end-run` (the project's trainer saves a "
-                               "checkpoint on SIGTERM)")  # fmt: skip
-        return
-    if state in TERMINAL:  # by its controller, or recorded (the supervisor's ending, `tfchart stop`)
-        recorded = lifecycle.recorded_ending(view.run)
-        ended = f"{recorded.kind}: {recorded.reason}" if recorded else state
-        raise TfchartError(f"release {release}'s run has ended ({ended}): there is nothing to {verb}",
-                           f"free what it holds with `tfchart stop {release} -n {namespace}`; train again with "
-                           f"`tfchart upgrade {release} -n {namespace} ... --recreate`")
-    if wanted != RUNNING_WANTED or view.run is None or view.suspension is not None:  # gone: the plan says
-        return
-    workload = view.workload
-    held = spec(view.run).get("suspend") or not spec(workload).get("active", True)
-    if not held:
+    """What the command will not ask for that the plan would carry out, in one line with the fix (what the plan
+    cannot carry out it says itself: blocked)."""
+    state, kind, name = lifecycle.run_state(view), view.kind, view.name
+    if wanted == STOPPED_WANTED and state == lifecycle.RUNNING and not end_run:
+        what = "JobSet" if kind == "JobSet" else {WORKER: "workers' Job"}.get(view.role, "chief Job")
+        raise TfchartError(f"the {what} {name} of release {release} has not ended: stopping now ends its training",
+                           f"wait for it (`tfchart status {release} -n {namespace}`), or end the run now: "
+                           f"`tfchart stop {release} -n {namespace} --end-run` (the project's trainer saves a "
+                           "checkpoint on SIGTERM)")  # fmt: skip
+    held = spec(view.run).get("suspend") or not spec(view.workload).get("active", True)
+    if wanted == RUNNING_WANTED and view.run is not None and state not in TERMINAL and not view.suspension and not held:
         raise TfchartError(f"release {release}'s run is not suspended: its {kind} {name} runs",
                            f"suspend it with `tfchart suspend {release} -n {namespace}`")
-    target, setting = ((f"workload {named(workload)}", '"active":true') if workload is not None
-                       else (f"{kind.lower()} {name}", '"suspend":false'))  # fmt: skip
-    let_run = f"`kubectl -n {namespace} patch {target} --type merge -p '{{\"spec\":{{{setting}}}}}'`"
-    raise TfchartError(f"release {release}'s run is not suspended: its {kind} {name} is suspended, but not by "
-                       "`tfchart suspend` (no record of what to bring back)", f"let it run: {let_run}")
 
 
 def apply(api: KubeApi, view: lifecycle.RunView, namespace: str, action: lifecycle.Action) -> None:
