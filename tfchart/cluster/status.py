@@ -265,9 +265,8 @@ def parse_progress(log: str) -> dict[str, Any] | None:
     lines = log.splitlines()[::-1]
     status = next((status for status in map(parse_status_line, lines) if status is not None), None)
     if status is not None:
-        document = asdict(status)
-        return reported("tfd-status", **{key: document[key] or None if key in UNSET_WHEN_EMPTY else document[key]
-                                         for key in PROGRESS_KEYS})  # fmt: skip
+        return reported("tfd-status", **{key: value or None if key in UNSET_WHEN_EMPTY else value
+                                         for key, value in asdict(status).items()})  # fmt: skip
     step = next((step for step in map(parse_step_line, lines) if step), None)
     if step is None:
         return None
