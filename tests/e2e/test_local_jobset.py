@@ -124,9 +124,9 @@ def test_the_rendered_jobset_is_read_as_its_controller_reads_it() -> None:
         ("ps", ()), ("worker", (("ps", "Ready"),)), ("chief", (("worker", "Ready"),)),
         ("evaluator", (("chief", "Ready"),))]  # fmt: skip
     assert (spec.success_operator, spec.success_targets, spec.max_restarts) == ("All", ("chief",), 3)
-    assert [(r.name, r.action, r.reasons) for r in spec.rules] == [
-        ("ExitCode2FailsTheRun", "FailJobSet", ("PodFailurePolicy",)),
-        ("DeadlineEndsTheRun", "FailJobSet", ("DeadlineExceeded",))]  # fmt: skip
+    assert [(r["name"], r["action"], r["onJobFailureReasons"]) for r in spec.rules] == [
+        ("ExitCode2FailsTheRun", "FailJobSet", ["PodFailurePolicy"]),
+        ("DeadlineEndsTheRun", "FailJobSet", ["DeadlineExceeded"])]  # fmt: skip
     jobs = {job.rjob: job for job in spec.jobs}
     assert (jobs["ps"].name, jobs["ps"].completions, jobs["ps"].backoff_limit) == (f"{JS}-ps-0", 2, 4)
     assert (jobs["chief"].backoff_limit, jobs["chief"].deadline, jobs["ps"].deadline) == (2, 600.0, None)
@@ -272,7 +272,7 @@ def test_exit_code_2_anywhere_fails_the_jobset_at_once() -> None:
     run.engine.exit(worker, 2)
     run.settle(0.0)
     assert run.controller.state == FAILED and run.controller.reason == "FailJobSetFailurePolicyAction"
-    assert run.controller.rule is not None and run.controller.rule.name == "ExitCode2FailsTheRun"
+    assert run.controller.rule is not None and run.controller.rule["name"] == "ExitCode2FailsTheRun"
     first = run.controller.first_failed
     assert first is not None and first.culprit == worker and first.reason == "PodFailurePolicy"
     assert first.message == (f"Container worker for pod {NS}/{worker} failed with exit code 2 matching FailJob rule "
@@ -326,7 +326,7 @@ def test_the_chiefs_deadline_ends_the_run_by_its_rule() -> None:
     assert not run.controller.finished
     run.settle(1.0)
     assert run.controller.state == FAILED and run.controller.rule is not None
-    assert run.controller.rule.name == "DeadlineEndsTheRun" and run.controller.first_failed is not None
+    assert run.controller.rule["name"] == "DeadlineEndsTheRun" and run.controller.first_failed is not None
     assert run.controller.first_failed.message == "Job was active longer than specified deadline"
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -33,20 +34,14 @@ READY, COMPLETE = "Ready", "Complete"
 DEFAULT_GRACE_SECONDS = 30.0  # a pod's terminationGracePeriodSeconds when its template sets none
 
 
-@dataclass(frozen=True)
-class PodFailureRule:
-    """One rule of a Job's podFailurePolicy. onPodConditions rules (DisruptionTarget: preemption, eviction, a node
-    drain) never match here: nothing disrupts a local pod."""
-
-    action: str  # FailJob, Ignore or Count
-    container: str | None
-    operator: str | None  # In or NotIn (onExitCodes); None: an onPodConditions rule
-    values: tuple[int, ...] = ()
-
-    def matches(self, container: str, code: int) -> bool:
-        if self.operator is None or (self.container and self.container != container):
-            return False
-        return code in self.values if self.operator == "In" else code != 0 and code not in self.values
+def pod_rule_matches(rule: dict[str, Any], container: str, code: int) -> bool:
+    """Whether a rule of a Job's podFailurePolicy matches a container's exit. onPodConditions rules (DisruptionTarget:
+    preemption, eviction, a node drain) never match here: nothing disrupts a local pod."""
+    codes = rule.get("onExitCodes")
+    if not codes or (codes.get("containerName") or container) != container:
+        return False
+    values = codes.get("values") or ()
+    return code in values if codes["operator"] == "In" else code != 0 and code not in values
 
 
 @dataclass(frozen=True)
@@ -61,7 +56,7 @@ class JobTemplate:
     deadline: float | None  # activeDeadlineSeconds
     grace: float  # the pods' terminationGracePeriodSeconds
     container: str  # the pods' (first) container, as podFailurePolicy names it
-    rules: tuple[PodFailureRule, ...]
+    rules: tuple[dict[str, Any], ...]  # its podFailurePolicy's rules, as rendered
     attempt_env: tuple[str, ...] = ()  # its env set from the restart-attempt label or annotation (downward API)
     kind: str = "Job"  # or StatefulSet: its pods never complete, each starts again whenever it exits
     names: tuple[str, ...] = ()  # its pods' names, where they are not <job>-<index> (a native NonIndexed Job)
@@ -71,25 +66,17 @@ class JobTemplate:
         """The pods' hostnames (and, here, names) by completion index (a StatefulSet's: by ordinal)."""
         return list(self.names) or [f"{self.name}-{index}" for index in range(self.completions)]
 
-    def first_rule(self, code: int) -> tuple[int, PodFailureRule] | None:
-        return next(((i, rule) for i, rule in enumerate(self.rules) if rule.matches(self.container, code)), None)
+    def first_rule(self, code: int) -> tuple[int, dict[str, Any]] | None:
+        matching = ((i, rule) for i, rule in enumerate(self.rules) if pod_rule_matches(rule, self.container, code))
+        return next(matching, None)
 
 
-@dataclass(frozen=True)
-class FailureRule:
-    """One rule of the JobSet's failurePolicy."""
-
-    name: str
-    action: str
-    reasons: tuple[str, ...]  # onJobFailureReasons (empty: any)
-    targets: tuple[str, ...]  # targetReplicatedJobs (empty: any)
-    patterns: tuple[str, ...]  # onJobFailureMessagePatterns (empty: any)
-
-    def applies(self, rjob: str, reason: str, message: str) -> bool:
-        import re
-
-        return ((not self.reasons or reason in self.reasons) and (not self.targets or rjob in self.targets)
-                and (not self.patterns or any(re.search(p, message) for p in self.patterns)))  # fmt: skip
+def failure_rule_applies(rule: dict[str, Any], rjob: str, reason: str, message: str) -> bool:
+    """Whether a rule of the JobSet's failurePolicy applies to a failed Job (a list left out: any)."""
+    reasons, targets, patterns = (rule.get(key) for key in ("onJobFailureReasons", "targetReplicatedJobs",
+                                                            "onJobFailureMessagePatterns"))  # fmt: skip
+    return ((not reasons or reason in reasons) and (not targets or rjob in targets)
+            and (not patterns or any(re.search(p, message) for p in patterns)))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -113,7 +100,7 @@ class JobSetSpec:
     success_operator: str  # All or Any
     success_targets: tuple[str, ...]  # empty: every replicatedJob
     max_restarts: int
-    rules: tuple[FailureRule, ...]
+    rules: tuple[dict[str, Any], ...]  # its failurePolicy's rules, each named (JobSet's default name where unnamed)
     kind: str = "JobSet"  # or Job: a native release's controllers (native_spec)
 
     @classmethod
@@ -132,10 +119,7 @@ class JobSetSpec:
                 raise UsageError(f"JobSet {name}: failure policy action {rule.get('action')} is not one JobSet v0.12.0 "
                                  "runs by default (RestartJob needs its alpha RestartJob feature gate)",
                                  f"use one of {', '.join(ACTIONS)}")  # fmt: skip
-            rules.append(FailureRule(str(rule.get("name") or f"failurePolicyRule{index}"), str(rule["action"]),
-                                     tuple(rule.get("onJobFailureReasons") or ()),
-                                     tuple(rule.get("targetReplicatedJobs") or ()),
-                                     tuple(rule.get("onJobFailureMessagePatterns") or ())))  # fmt: skip
+            rules.append({**rule, "name": str(rule.get("name") or f"failurePolicyRule{index}")})
         in_order = (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder"  # deprecated: dependsOn
         rjobs: list[ReplicatedJob] = []
         for rjob in spec.get("replicatedJobs") or []:
@@ -167,7 +151,7 @@ def native_spec(workloads: Sequence[tuple[dict[str, Any], list[str]]], run_job: 
         name, kind = str(doc["metadata"]["name"]), str(doc["kind"])
         template = job_template(name, name, 0, doc, tuple(names))
         jobs.append(ReplicatedJob(name, 1, (), (replace(template, kind=kind),)))
-    rule = FailureRule(run_job, FAIL_JOBSET, (), (run_job,), ())
+    rule = {"name": run_job, "action": FAIL_JOBSET, "targetReplicatedJobs": [run_job]}
     return JobSetSpec(run_job, namespace, tuple(jobs), "All", (run_job,), 0, (rule,), kind="Job")
 
 
@@ -180,12 +164,7 @@ def job_template(jobset: str, rjob: str, index: int, template: dict[str, Any],
         raise UsageError(f"JobSet {jobset}: replicatedJob {rjob} is not a plain Indexed Job (completionMode NonIndexed "
                          "or backoffLimitPerIndex): tfchart local emulates Indexed Jobs only")  # fmt: skip
     completions = len(names) or int(spec.get("completions", spec.get("parallelism", 1)))
-    rules = []
-    for rule in (spec.get("podFailurePolicy") or {}).get("rules") or []:
-        codes = rule.get("onExitCodes")
-        rules.append(PodFailureRule(str(rule["action"]), codes.get("containerName") if codes else None,
-                                    codes.get("operator") if codes else None,
-                                    tuple(int(v) for v in (codes or {}).get("values") or ())))  # fmt: skip
+    rules = tuple((spec.get("podFailurePolicy") or {}).get("rules") or ())
     deadline = spec.get("activeDeadlineSeconds")
     container = (pod.get("containers") or [{}])[0]
     fields = {str(item["name"]): ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
@@ -195,7 +174,7 @@ def job_template(jobset: str, rjob: str, index: int, template: dict[str, Any],
                        len(names) if "replicas" in spec else int(spec.get("parallelism", 1)),
                        int(spec.get("backoffLimit", 6)), None if deadline is None else float(deadline),
                        float(pod.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)),
-                       str(container.get("name", "")), tuple(rules), attempt_env, names=names)  # fmt: skip
+                       str(container.get("name", "")), rules, attempt_env, names=names)  # fmt: skip
 
 
 def subdomain(doc: dict[str, Any]) -> str | None:

@@ -25,9 +25,9 @@ from tfchart.local.jobset import (
     IGNORE,
     READY,
     RESTART_JOBSET,
-    FailureRule,
     JobSetSpec,
     JobTemplate,
+    failure_rule_applies,
 )
 from tfdcontract.runstate import FAILED, RUNNING
 
@@ -99,7 +99,7 @@ class JobSetRun:
     state: str = RUNNING
     reason: str = ""
     message: str = ""
-    rule: FailureRule | None = None  # the failure policy rule that ended the run
+    rule: dict[str, Any] | None = None  # the failure policy rule that ended the run
     first_failed: JobRun | None = None
     restarts: int = 0
     counted: int = 0  # restarts counted against maxRestarts
@@ -223,7 +223,7 @@ class JobSetRun:
                         "Always)")  # fmt: skip
             return
         matched = template.first_rule(code)
-        action = matched[1].action if matched else COUNT
+        action = matched[1]["action"] if matched else COUNT
         if matched and action == FAIL_JOB:
             job.culprit = pod.name
             self._fail(job, "PodFailurePolicy", f"Container {template.container} for pod {self.spec.namespace}/"
@@ -299,13 +299,14 @@ class JobSetRun:
         return done > 0 and done >= expected
 
     def _failure_policy(self, failed: list[JobRun]) -> None:
-        rule: FailureRule | None = None
+        rule: dict[str, Any] | None = None
         first = min(failed, key=lambda job: job.ended)
         for candidate in self.spec.rules:  # the first rule that matches a failed Job, and its earliest such Job
-            if matching := [job for job in failed if candidate.applies(job.template.rjob, job.reason, job.message)]:
+            if matching := [job for job in failed
+                            if failure_rule_applies(candidate, job.template.rjob, job.reason, job.message)]:
                 rule, first = candidate, min(matching, key=lambda job: job.ended)
                 break
-        action = rule.action if rule else RESTART_JOBSET
+        action = rule["action"] if rule else RESTART_JOBSET
         self.rule, self.first_failed = rule, first
         why = f"(first failed job: {first.template.name})"
         if action == FAIL_JOBSET:
@@ -315,7 +316,7 @@ class JobSetRun:
         else:
             self.restarts += 1
             self.counted += action == RESTART_JOBSET
-            reason = f"FailurePolicy_{rule.name}" if rule else "DefaultFailurePolicy"
+            reason = f"FailurePolicy_{rule['name']}" if rule else "DefaultFailurePolicy"
             limit = f", {self.counted} of maxRestarts {self.spec.max_restarts}" if action == RESTART_JOBSET else ""
             self._event("JobSet", self.spec.name, "Restarting", f"{reason}: applying {action} failure policy action "
                         f"{why}: every pod stops, then every Job is created again (restart {self.restarts}{limit})")

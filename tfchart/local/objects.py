@@ -121,7 +121,7 @@ def outcome(run: JobSetRun) -> str:
         targets = ", ".join(run.spec.success_targets) or "every replicatedJob"
         return f"JobSet {run.spec.name} Completed: successPolicy {run.spec.success_operator} of {targets}"
     first = run.first_failed
-    by = (f" by failure policy rule {run.rule.name} ({run.rule.action})" if run.rule else
+    by = (f" by failure policy rule {run.rule['name']} ({run.rule['action']})" if run.rule else
           f": no failure policy rule matched, and JobSet's default, RestartJobSet, had used up maxRestarts "
           f"{run.spec.max_restarts}")  # fmt: skip
     job = f"; Job {first.template.name} failed: {first.reason}: {first.message}" if first else ""
