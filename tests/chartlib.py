@@ -216,6 +216,11 @@ def pod_spec(doc: dict[str, Any]) -> dict[str, Any]:
     return dict(pod_template(doc)["spec"])
 
 
+def component(doc: dict[str, Any]) -> str:
+    """The object's app.kubernetes.io/component label ("" without one)."""
+    return str((doc["metadata"].get("labels") or {}).get("app.kubernetes.io/component", ""))
+
+
 def workloads(docs: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     return (doc for doc in docs if doc["kind"] in POD_KINDS)
 

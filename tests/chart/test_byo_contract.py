@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.chartlib import CHART, REPO, env_of, helm, pod_spec, render, template, workloads
+from tests.chartlib import CHART, REPO, component, env_of, helm, pod_spec, render, template, workloads
 from tests.containerlib import engine_works, image_exists, run_in_image
 from tfchart.images.build import DEFAULT_REGISTRY, DEFAULT_REPOSITORY, image_reference, project_version
 from tfchart.local import processes
@@ -32,10 +32,6 @@ EVERYTHING = ["evaluator.enabled=true"]
 # A global batch of 64 over a chief and two workers in sync: not divisible by 3 for the trainer.
 UNEVEN_SYNC = ["training.strategy=multi_worker_mirrored", "training.batchSize=64", "worker.replicas=2"]
 OWN_COMMAND = "{python,/app/train.py}"
-
-
-def component(doc: dict[str, Any]) -> str:
-    return str(doc["metadata"].get("labels", {}).get("app.kubernetes.io/component", ""))
 
 
 def tf_containers(docs: list[dict[str, Any]]) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:

@@ -28,6 +28,7 @@ from tests.chartlib import (
     CHART,
     VALUES_DIR,
     by_kind,
+    component,
     env_of,
     helm,
     named,
@@ -104,10 +105,6 @@ def jobset_render(case: str) -> list[dict[str, Any]]:
 def the_jobset(docs: list[dict[str, Any]]) -> dict[str, Any]:
     [jobset] = by_kind(docs, "JobSet")
     return jobset
-
-
-def component(doc: dict[str, Any]) -> str:
-    return str((doc["metadata"].get("labels") or {}).get("app.kubernetes.io/component", ""))
 
 
 def native_workloads(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -20,6 +20,7 @@ from tests.chartlib import (
     CHART,
     HELM_MAJORS,
     by_kind,
+    component,
     env_of,
     helm,
     helm_path,
@@ -64,10 +65,6 @@ TOPOLOGY_ROLES = {
 @cache
 def rendered(sets: tuple[str, ...], major: str = "4") -> list[dict[str, Any]]:
     return render(major, sets=list(sets))
-
-
-def component(doc: dict[str, Any]) -> str:
-    return str(doc["metadata"].get("labels", {}).get(COMPONENT, ""))
 
 
 def tf_containers(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

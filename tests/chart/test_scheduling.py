@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kubernetes_validate.utils import latest_version
 
-from tests.chartlib import by_kind, openapi_problems, pod_spec, pod_template, render, workloads
+from tests.chartlib import by_kind, component, openapi_problems, pod_spec, pod_template, render, workloads
 from tests.crds import crdlib
 
 TF_ROLES = ("ps", "worker", "chief", "evaluator")
@@ -73,10 +73,6 @@ def renders() -> dict[tuple[str, int, int, str], list[dict[str, Any]]]:
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         return dict(zip(CASES, pool.map(one, CASES), strict=True))
-
-
-def component(doc: dict[str, Any]) -> str:
-    return str(doc["metadata"].get("labels", {}).get("app.kubernetes.io/component", ""))
 
 
 def tf_workloads(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.chartlib import by_kind, pod_template, render, workloads
+from tests.chartlib import by_kind, component, pod_template, render, workloads
 from tests.crds import crdlib
 
 NS = "ml-training"
@@ -49,10 +49,6 @@ def renders() -> dict[str, list[dict[str, Any]]]:
     with ThreadPoolExecutor(max_workers=4) as pool:
         done = pool.map(lambda sets: render(sets=[*sets, "tests.enabled=true"], namespace=NS), RENDERS.values())
         return dict(zip(RENDERS, done, strict=True))
-
-
-def component(doc: dict[str, Any]) -> str:
-    return str(doc["metadata"]["labels"]["app.kubernetes.io/component"])
 
 
 def annotations(docs: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
