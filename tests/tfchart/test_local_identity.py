@@ -2,7 +2,7 @@
 --clean` act on a run only when its tfchart is alive and is the process its record names; a record tfchart did not
 write so is refused in one line. Nothing else is signalled or removed.
 
-A live run is stood in for by a process that holds the directory as `tfchart local` does (rundirs.hold); the real
+A live run is stood in for by a process that holds the directory as `tfchart local` does (runstate.hold); the real
 one, beside `--clean` and signalled the moment its directory exists, is in tests/e2e/test_local_identity.py."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tfchart.local.runstate import LocalRun, started
 
 TFCHART = str(REPO / ".venv" / "bin" / "tfchart")
 DROP = object()  # a key left out of the record
-HOLDER = ("import sys; from pathlib import Path; from tfchart.local.rundirs import hold; "
+HOLDER = ("import sys; from pathlib import Path; from tfchart.local.runstate import hold; "
           "print('held' if hold(Path(sys.argv[1])) is not None else 'busy', flush=True); sys.stdin.read()")  # fmt: skip
 
 
@@ -191,7 +191,7 @@ def test_suspend_signals_the_tfchart_that_holds_the_run_and_is_the_pid_recorded(
     """The stand-in answers SUSPEND_SIGNAL as `tfchart local` does: it records Suspended and exits."""
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    answer = ("import signal, sys; from pathlib import Path; from tfchart.local.rundirs import hold; "
+    answer = ("import signal, sys; from pathlib import Path; from tfchart.local.runstate import hold; "
               "from tfchart.local.runstate import LocalRun; run_dir = Path(sys.argv[1]); hold(run_dir); "
               "signal.signal(signal.SIGUSR1, lambda *_: (LocalRun.load(run_dir).moved('Suspended', 40).save(run_dir), "
               "sys.exit(75))); print('up', flush=True); sys.stdin.read()")  # fmt: skip

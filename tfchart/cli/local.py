@@ -109,14 +109,14 @@ def start(name: str, values: ValuesInputs, namespace: str, workdir: Path | None,
     run: again, in the same directory, refused when it no longer renders the same run)."""
     from tfchart.console import console
     from tfchart.helm.render import manifests, merged_values
-    from tfchart.local import containers, processes, rundirs, session
+    from tfchart.local import containers, processes, session
     from tfchart.values.validate import rendered
 
     engine = options["engine"]
     if engine == "process":
         processes.require_tensorflow()  # before anything is written or started
     values.manifests(name, namespace)  # every problem of the user's values, as validate lists them
-    run_dir = (workdir or rundirs.RUNS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    run_dir = (workdir or runstate.RUNS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     requested = runstate.begin(name, run_dir)  # suspend is answered, and the directory held, before it says Running
     if resumed is not None:
         click.echo(f"resuming the local run of {name} in {run_dir} from its last checkpoint"
@@ -125,7 +125,7 @@ def start(name: str, values: ValuesInputs, namespace: str, workdir: Path | None,
     merged = merged_values(helm, chart, values.inputs)  # merged, typed and coalesced by helm
 
     cached = engine == "process" and not merged.get("training", {}).get("dataDir")  # a container sees the run only
-    shared = [("--set-string", f"training.dataDir={rundirs.dataset_cache()}")] if cached else []
+    shared = [("--set-string", f"training.dataDir={runstate.dataset_cache()}")] if cached else []
     docs: list[dict[str, Any]] = []
 
     def render_for_local(extra: list[tuple[str, str]]) -> list[dict[str, Any]]:

@@ -5,16 +5,20 @@ resume NAME --local` renders the same release again), that tfchart's pid and sta
 (SIGTERM: the trainer saves a checkpoint at its next step boundary), then every other pod, records `suspended`
 and exits with SUSPENDED_EXIT. The state lives in the run directory, so either command run again finishes it.
 
-Who the run is: its tfchart holds the run directory (rundirs.hold) from before its record says Running until it
+Who the run is: its tfchart holds the run directory (hold) from before its record says Running until it
 exits; only then is its pid signalled, and where there is /proc (Linux; macOS: the lock alone) only if it started
 when recorded. A record tfchart did not write so (a field missing or mistyped, pid <= 1) is refused in one line.
+Run directories live under runs/ (`--clean` removes the old ones) beside one dataset cache per user, so MNIST is
+downloaded once, not into every run directory.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+import re
 import shutil
 import signal
 import threading
@@ -24,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from tfchart.errors import TfchartError
-from tfchart.local.rundirs import RUNS, held, hold, made_runs
 from tfdcontract.runstate import FAILED, RUNNING, SUCCEEDED, SUSPENDED, now_text
 
 STATE_FILE = "local-run.json"
@@ -33,6 +36,7 @@ SUSPEND_SIGNAL = signal.SIGUSR1
 SUSPENDED_EXIT = 75  # sysexits.h EX_TEMPFAIL: the run did not finish and can be continued
 INTERRUPTED = "Interrupted"  # Ctrl-C, SIGTERM, --timeout (the others are a run's states: tfdcontract.runstate)
 SUSPEND_TIMEOUT_SECONDS = 180.0  # the chief's grace (60 s by default), then the other pods' 10 s, and a margin
+RUNS = Path("runs")  # runs/NAME-<time>, relative to the working directory
 TYPES = {"str": str, "int": int, "bool": bool, "None": type(None), "dict": dict, "list": list}
 
 
@@ -94,6 +98,37 @@ def malformed(data: Any) -> str:
              "state": data["state"] not in (RUNNING, SUSPENDED, SUCCEEDED, FAILED, INTERRUPTED), "sets": not all(
                  isinstance(s, list) and len(s) == 2 and all(isinstance(x, str) for x in s) for s in data["sets"])}
     return next((f"{key} is {json.dumps(data[key])}" for key, bad in wrong.items() if bad), "")
+
+
+def dataset_cache() -> Path:
+    """The per-user dataset directory local runs share: $XDG_CACHE_HOME/tf-distributed/datasets (or ~/.cache)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).resolve() / "tf-distributed" / "datasets"
+
+
+def hold(run_dir: Path) -> int | None:
+    """Locks run_dir (flock: Linux, macOS) while the descriptor returned is open; None while another process does."""
+    handle = os.open(run_dir, os.O_RDONLY)
+    with contextlib.suppress(BlockingIOError):
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return handle
+    os.close(handle)
+    return None
+
+
+def held(run_dir: Path) -> bool:
+    """Whether a live process holds run_dir (hold): a `tfchart local` runs in it."""
+    if (handle := hold(run_dir)) is not None:
+        os.close(handle)
+    return handle is None
+
+
+def made_runs(name: str) -> list[Path]:
+    """NAME's run directories under runs/ that tfchart made (runs/NAME-YYYYmmdd-HHMMSS with pod-logs/), oldest
+    first; anything else there (another name, a --workdir of one's own) is left."""
+    pattern = re.compile(rf"{re.escape(name)}-\d{{8}}-\d{{6}}")
+    made = [path for path in RUNS.glob(f"{name}-*") if pattern.fullmatch(path.name) and not path.is_symlink()]
+    return sorted(path for path in made if (path / "pod-logs").is_dir())
 
 
 def started(pid: int) -> int | None:
