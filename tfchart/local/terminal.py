@@ -143,16 +143,14 @@ class Board:
                 common += 1
             names = {name: "-".join(name.split("-")[common:]) for name in names}
         name_width = max(map(len, names.values()), default=0)
-        lines = []
+        lines = [Text(self.workload, no_wrap=True, overflow="ellipsis")] if self.workload else []
         for pod in self.pods.values():
             style = STYLES.get(pod.state.split(",")[0], "red" if pod.state.startswith("exited") else "yellow")
             restarted = f" (restarted {pod.restarts})" if pod.restarts else ""
             line = Text(f"  {names[pod.name]:<{name_width}}  ", no_wrap=True, overflow="ellipsis")
             line.append(pod.state + restarted, style=style)
-            line.truncate(width, overflow="ellipsis")
             lines.append(line)
-        workload = [Text(self.workload, no_wrap=True, overflow="ellipsis")] if self.workload else []
-        for line in workload:
+        for line in lines:
             line.truncate(width, overflow="ellipsis")
-        return Group(bar, *workload, *lines)
+        return Group(bar, *lines)
 
