@@ -16,7 +16,7 @@ import hashlib
 import re
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from tfchart.errors import UsageError
@@ -146,13 +146,11 @@ def native_spec(workloads: Sequence[tuple[dict[str, Any], list[str]]], run_job: 
     """A native release's Jobs and StatefulSets (each with its pods' names) as one spec that JobSetRun runs: all
     created at once, StatefulSet pods started again whenever they exit, the Jobs as the Job controller runs them;
     the run's Job (`run_job`: the chief's, else the workers') ends the run, another Job's failure does not."""
-    jobs = []
-    for doc, names in workloads:
-        name, kind = str(doc["metadata"]["name"]), str(doc["kind"])
-        template = job_template(name, name, 0, doc, tuple(names))
-        jobs.append(ReplicatedJob(name, 1, (), (replace(template, kind=kind),)))
+    jobs = [job_template(name, name, 0, doc, tuple(pods)) for doc, pods in workloads
+            for name in [str(doc["metadata"]["name"])]]  # fmt: skip
     rule = {"name": run_job, "action": FAIL_JOBSET, "targetReplicatedJobs": [run_job]}
-    return JobSetSpec(run_job, namespace, tuple(jobs), "All", (run_job,), 0, (rule,), kind="Job")
+    rjobs = tuple(ReplicatedJob(job.name, 1, (), (job,)) for job in jobs)
+    return JobSetSpec(run_job, namespace, rjobs, "All", (run_job,), 0, (rule,), kind="Job")
 
 
 def job_template(jobset: str, rjob: str, index: int, template: dict[str, Any],
@@ -174,7 +172,8 @@ def job_template(jobset: str, rjob: str, index: int, template: dict[str, Any],
                        len(names) if "replicas" in spec else int(spec.get("parallelism", 1)),
                        int(spec.get("backoffLimit", 6)), None if deadline is None else float(deadline),
                        float(pod.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)),
-                       str(container.get("name", "")), rules, attempt_env, names=names)  # fmt: skip
+                       str(container.get("name", "")), rules, attempt_env, str(template.get("kind", "Job")),
+                       names)  # fmt: skip
 
 
 def subdomain(doc: dict[str, Any]) -> str | None:
