@@ -234,18 +234,14 @@ def env_of(container: dict[str, Any]) -> dict[str, Any]:
 
 
 def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    """A Kubernetes label selector (matchLabels, matchExpressions) matches these labels."""
-    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+    """A Kubernetes label selector (matchLabels, matchExpressions: In, NotIn, Exists, DoesNotExist) matches labels."""
+    if any(labels.get(key) != value for key, value in (selector.get("matchLabels") or {}).items()):
         return False
-    for expression in selector.get("matchExpressions", []):
-        value = labels.get(expression["key"])
-        if expression["operator"] == "In" and value not in expression["values"]:
-            return False
-        if expression["operator"] == "NotIn" and value in expression["values"]:
-            return False
-        if expression["operator"] == "Exists" and value is None:
-            return False
-        if expression["operator"] == "DoesNotExist" and value is not None:
+    for expression in selector.get("matchExpressions") or []:
+        key, operator, values = expression["key"], expression["operator"], expression.get("values") or []
+        held = {"In": labels.get(key) in values, "NotIn": labels.get(key) not in values,
+                "Exists": key in labels, "DoesNotExist": key not in labels}[operator]  # fmt: skip
+        if not held:
             return False
     return True
 

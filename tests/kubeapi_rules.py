@@ -18,6 +18,8 @@ from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
+from tests.chartlib import selects
+
 Cause = dict[str, str]
 # StatefulSet spec fields an update may change (apps/validation ValidateStatefulSetUpdate)
 STATEFULSET_MUTABLE = ("replicas", "ordinals", "template", "updateStrategy", "revisionHistoryLimit",
@@ -45,25 +47,11 @@ def job_update(before: dict[str, Any], after: dict[str, Any]) -> list[Cause]:
     return [immutable(f"spec.{key}", new.get(key)) for key in JOB_IMMUTABLE if old.get(key) != new.get(key)]
 
 
-def selector_matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    """matchLabels and matchExpressions (In, NotIn, Exists, DoesNotExist) against labels."""
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expression in selector.get("matchExpressions") or []:
-        key, operator, values = expression["key"], expression["operator"], expression.get("values") or []
-        held = {"In": labels.get(key) in values, "NotIn": labels.get(key) not in values,
-                "Exists": key in labels, "DoesNotExist": key not in labels}[operator]  # fmt: skip
-        if not held:
-            return False
-    return True
-
-
 def stateful_set_update(before: dict[str, Any], after: dict[str, Any]) -> list[Cause]:
     old, new = before.get("spec") or {}, after.get("spec") or {}
     causes = []
     labels = ((new.get("template") or {}).get("metadata") or {}).get("labels") or {}
-    if not selector_matches(new.get("selector") or {}, labels):
+    if not selects(new.get("selector") or {}, labels):
         causes.append({"reason": "FieldValueInvalid", "field": "spec.template.metadata.labels",
                        "message": f"Invalid value: {go_value(labels)}: `selector` does not match template `labels`"})
     fixed = set(old) | set(new)
