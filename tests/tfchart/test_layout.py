@@ -18,7 +18,7 @@ PACKAGE = REPO / "tfchart"
 ALLOWED = {
     "cli": {"helm", "values", "manifests", "cluster", "local", "images"},
     "local": {"helm", "values", "manifests", "images"},
-    # preflight's image check asks registries through images/ (registry.py, credentials.py)
+    # preflight's image check asks registries through images/ (registry.py)
     "cluster": {"helm", "values", "manifests", "images"},
     "values": {"helm", "manifests"},
     "images": set(),
@@ -26,7 +26,7 @@ ALLOWED = {
     "manifests": set(),
 }
 # A limit, not a log: lowered as tfchart/ shrinks, never raised (issue 35's goal is 9,000).
-MAX_LINES = 11017
+MAX_LINES = 10467
 MAX_MODULE_LINES = 400
 
 
