@@ -90,9 +90,9 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
     run_object = f"{chief.kind.lower()}/{chief.name}" if chief.name else None  # the one object to wait on
     wait = f"kubectl wait {run_object} -n {namespace} --for={ENDED}"
     return {
-        "release": release, "namespace": namespace, "training": training_state(chief, progress), "chief": asdict(chief),
-        "evaluator": asdict(evaluator) if evaluator_jobs else None, "stateful_sets": set_rows, "pods": pod_rows,
-        "endpoints": [endpoint(service, namespace, pods) for service in client_services], "serving": versions,
+        "release": release, "namespace": namespace, "training": training_state(chief, progress), CHIEF: asdict(chief),
+        EVALUATOR: asdict(evaluator) if evaluator_jobs else None, "stateful_sets": set_rows, "pods": pod_rows,
+        "endpoints": [endpoint(service, namespace, pods) for service in client_services], SERVING: versions,
         "job_progress": recorded and asdict(recorded), "notes": [note for note in (log_note, config_note) if note],
         "warnings": [*held_after_the_end(release, namespace, chief, set_rows, pod_rows),
                      *pinned_but_missing(release, versions)],

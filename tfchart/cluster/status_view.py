@@ -6,7 +6,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.status import NO_PROGRESS
-from tfdcontract import CHIEF, TENSORBOARD
+from tfdcontract import CHIEF, EVALUATOR, SERVING, TENSORBOARD
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -38,7 +38,7 @@ def summary_lines(status: dict[str, Any]) -> Any:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
-    training, chief, record = status["training"], status["chief"], status["job_progress"] or {}
+    training, chief, record = status["training"], status[CHIEF], status["job_progress"] or {}
     progress, release, namespace = training["progress"] or {}, status["release"], status["namespace"]
     checkpoint = record.get("checkpoint_step")
     rows = [  # a row with nothing to say ("") is left out
@@ -53,10 +53,10 @@ def summary_lines(status: dict[str, Any]) -> Any:
          if chief["ending"] else ""),
         ("Suspended", escape(f"since {chief['suspended_since']}; `tfchart resume {release} -n {namespace}` continues")
          if chief["state"] == "Suspended" and not chief["ending"] else ""),
-        ("Evaluator Job", escape(job_text(status["evaluator"])) if status["evaluator"] else ""),
+        ("Evaluator Job", escape(job_text(status[EVALUATOR])) if status[EVALUATOR] else ""),
         ("StatefulSets", escape(", ".join(f"{s['role']} {s['ready']}/{s['desired']} ready"
                                           for s in status["stateful_sets"]))),
-        *((label, escape(text)) for label, text in versions_rows(status["serving"], progress)),
+        *((label, escape(text)) for label, text in versions_rows(status[SERVING], progress)),
     ]  # fmt: skip
     for point in status["endpoints"]:
         ports = ", ".join(f"{port['name']} {port['port']}" for port in point["ports"])
