@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tfchart.helm import inputs, render  # noqa: E402
+from tfchart.helm import chart as render  # noqa: E402
 from tfchart.helm.chart import Chart  # noqa: E402
 from tfchart.helm.runner import Helm  # noqa: E402
 from tfchart.local.processes import (  # noqa: E402
@@ -91,7 +91,7 @@ def render_pods(
         for index, (name, value) in enumerate((env or {}).items()):
             pairs += [("--set-string", f"{role}.extraEnv[{index}].name={name}"),
                       ("--set-string", f"{role}.extraEnv[{index}].value={value}")]
-    given = inputs.read([str(REPO / values_file)], pairs)
+    given = render.read([str(REPO / values_file)], pairs)
     text = render.template(Helm(helm), Chart(CHART, str(CHART)), "bench", given, "default")
     pods = pods_from_manifests(render.manifests(text), "default")
     localise_cluster(pods)

@@ -33,8 +33,7 @@ from tests.chartlib import (
     workloads,
 )
 from tests.crds import crdlib
-from tfchart.helm.chart import Chart
-from tfchart.helm.inputs import read
+from tfchart.helm.chart import Chart, read
 from tfchart.helm.runner import Helm
 from tfchart.values.validate import check
 from tfdcontract import METRICS_LINGER_ENV, METRICS_PORT_ENV, METRICS_PORT_NAME

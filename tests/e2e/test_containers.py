@@ -25,9 +25,8 @@ import pytest
 from tests.chartlib import CHART, REPO, helm_path, render
 from tests.containerlib import ENGINE, built_images, require_engine
 from tfchart.errors import UsageError
-from tfchart.helm import inputs
-from tfchart.helm.chart import Chart
-from tfchart.helm.render import merged_values as helm_values
+from tfchart.helm.chart import Chart, read
+from tfchart.helm.chart import merged_values as helm_values
 from tfchart.helm.runner import Helm
 from tfchart.local.containerpods import ContainerPod, pull_policy, quantity_bytes, run_argv, sandbox_argv
 from tfchart.local.containers import ContainerPlan, plan_from_manifests
@@ -45,7 +44,7 @@ def render_docs(sets: list[str]) -> list[Any]:
 
 def merged_values(sets: list[str]) -> dict[str, Any]:
     """The values helm renders the chart with for these inputs, as `tfchart local` reads them."""
-    given = inputs.read([str(file) for file in VALUES_FILES], [("--set", item) for item in sets])
+    given = read([str(file) for file in VALUES_FILES], [("--set", item) for item in sets])
     values: dict[str, Any] = helm_values(Helm(str(helm_path("4"))), Chart(CHART, str(CHART)), given)
     return values
 

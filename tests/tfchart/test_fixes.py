@@ -23,8 +23,7 @@ import yaml
 
 from tests.chartlib import CHART, HELM_MAJORS, REPO, helm_path
 from tests.tfchart.hostile import helm_env
-from tfchart.helm.inputs import read
-from tfchart.helm.render import merged_values
+from tfchart.helm.chart import merged_values, read
 from tfchart.helm.runner import Helm
 
 CASES = sorted((REPO / "tests" / "fixtures" / "fixes").glob("*.yaml"))

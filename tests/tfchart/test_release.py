@@ -25,10 +25,8 @@ from tfchart.cluster.kube import Deletion
 from tfchart.cluster.upgrade import UpgradePlan
 from tfchart.cluster.upgrade import upgrade as guarded_upgrade
 from tfchart.errors import ImmutableFieldChange
-from tfchart.helm import release
-from tfchart.helm.chart import Chart
-from tfchart.helm.inputs import Inputs, read
-from tfchart.helm.render import manifests, template
+from tfchart.helm import runner as release
+from tfchart.helm.chart import Chart, Inputs, manifests, read, template
 from tfchart.helm.runner import Helm
 from tfchart.helm.runner import failure as runner_failure
 

@@ -27,8 +27,8 @@ from tfchart.cluster import fields
 from tfchart.cluster import upgrade as guard
 from tfchart.cluster.recreate import Waiting
 from tfchart.errors import ImmutableFieldChange, KubernetesError, UsageError
-from tfchart.helm.release import Options
-from tfchart.helm.render import manifests
+from tfchart.helm.chart import manifests
+from tfchart.helm.runner import Options
 
 NS = "ml-training"
 CHIEF = "mnist-tf-distributed-chief"

@@ -108,7 +108,7 @@ def start(name: str, values: ValuesInputs, namespace: str, workdir: Path | None,
     """Renders the release for this machine and runs it to its end, recording the run in its directory (a resumed
     run: again, in the same directory, refused when it no longer renders the same run)."""
     from tfchart.console import console
-    from tfchart.helm.render import manifests, merged_values
+    from tfchart.helm.chart import manifests, merged_values
     from tfchart.local import containers, processes, session
     from tfchart.values.validate import rendered
 

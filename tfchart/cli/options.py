@@ -21,8 +21,7 @@ import click
 from tfchart.cli.formats import go_duration, positional_chart, timeout_option
 
 if TYPE_CHECKING:
-    from tfchart.helm.chart import Chart
-    from tfchart.helm.inputs import Inputs
+    from tfchart.helm.chart import Chart, Inputs
     from tfchart.helm.runner import Helm
     from tfchart.values.validate import Report
 
@@ -70,7 +69,7 @@ class ValuesInputs:
     @cached_property
     def inputs(self) -> Inputs:
         """The inputs as helm gets them (standard input and pipes read once, here)."""
-        from tfchart.helm.inputs import read
+        from tfchart.helm.chart import read
 
         chart = self.chart.path
         return read(list(self.files), self.sets, chart_dir=chart if chart.is_dir() else None)
@@ -208,7 +207,7 @@ def release_flags(function: F) -> F:
                   flag_value="client", help="Simulate: client (no cluster writes) or server.")  # fmt: skip
     @functools.wraps(function)
     def command(*args: Any, wait: bool, timeout: float | None, atomic: bool, dry_run: str | None, **kwargs: Any) -> Any:
-        from tfchart.helm.release import Options
+        from tfchart.helm.runner import Options
 
         flags = Options(wait=wait, timeout=go_duration(timeout), atomic=atomic, dry_run=dry_run)
         return function(*args, flags=flags, **kwargs)

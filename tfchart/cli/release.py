@@ -13,7 +13,7 @@ from tfchart.cli.values import DEFAULT_RELEASE
 
 if TYPE_CHECKING:
     from tfchart.cli.options import KubeInputs, ValuesInputs
-    from tfchart.helm.release import Options
+    from tfchart.helm.runner import Options
     from tfchart.images.registry import Access
 
 
@@ -40,7 +40,7 @@ def install(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, c
             skip_preflight: bool, registries: Access | None) -> None:  # fmt: skip
     """Validate, run the preflight checks (the images' too), then `helm install NAME`."""
     from tfchart.cluster import preflight
-    from tfchart.helm import release
+    from tfchart.helm import runner as release
 
     namespace = namespace_after_values(kube, values, name)
     manifests = values.manifests(name, namespace)
@@ -83,7 +83,7 @@ def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, i
     from tfchart.cluster import preflight
     from tfchart.cluster import upgrade as guard
     from tfchart.cluster.recreate import Waiting
-    from tfchart.helm import release
+    from tfchart.helm import runner as release
 
     namespace = namespace_after_values(kube, values, name)
     options = replace(flags, namespace=namespace, install=install, create_namespace=create_namespace,
@@ -123,7 +123,7 @@ def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, i
 def uninstall(name: str, wait: bool, timeout: float | None, keep_history: bool, delete_data: bool,
               kube: KubeInputs) -> None:  # fmt: skip
     """`helm uninstall NAME`, keeping the shared volume unless --delete-data."""
-    from tfchart.helm import release
+    from tfchart.helm import runner as release
 
     namespace = kube.namespace()
     claims = release.uninstall(kube.helm(), name, namespace, wait=wait, keep_history=keep_history,

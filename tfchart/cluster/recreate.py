@@ -10,7 +10,7 @@ from typing import Any
 
 from tfchart.cluster.kube import Deletion, KubeApi
 from tfchart.errors import KubernetesError
-from tfchart.helm.release import format_duration
+from tfchart.helm.runner import format_duration
 from tfdcontract import RECREATING_ANNOTATION
 
 DEFAULT_DELETE_TIMEOUT = 300.0  # seconds, helm's default --timeout (5m)

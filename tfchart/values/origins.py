@@ -21,9 +21,7 @@ from typing import Any
 import yaml
 
 from tfchart.errors import TfchartError
-from tfchart.helm.chart import Chart
-from tfchart.helm.inputs import Inputs
-from tfchart.helm.render import merged_values
+from tfchart.helm.chart import Chart, Inputs, merged_values
 from tfchart.helm.runner import Helm
 
 Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

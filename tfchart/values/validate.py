@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tfchart.errors import HelmError, Problem, ValidationFailed, plural
-from tfchart.helm import render
-from tfchart.helm.chart import Chart, private_folder
-from tfchart.helm.inputs import Inputs
+from tfchart.helm import chart as render
+from tfchart.helm.chart import Chart, Inputs, private_folder
 from tfchart.helm.runner import Helm
 
 if TYPE_CHECKING:
