@@ -64,7 +64,7 @@ def deprecated_source(value: Path | None) -> Path | None:
 
 @click.command(context_settings=CONTEXT)
 @click.argument("name", default=LOCAL_RELEASE, required=False)
-@values_inputs()
+@values_inputs
 @click.option("-n", "--namespace", default="default", show_default=True,
               help="Namespace the chart is rendered for (DNS names follow it).")
 @click.option("--workdir", type=click.Path(path_type=Path, file_okay=False), default=None,

@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from tfchart.cli.formats import go_duration, positional_chart, timeout_option
+from tfchart.helm.runner import Options
 
 if TYPE_CHECKING:
     from tfchart.helm.chart import Chart, Inputs
     from tfchart.helm.runner import Helm
+    from tfchart.images.registry import Access
     from tfchart.values.validate import Report
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -92,14 +94,10 @@ class ValuesInputs:
 
     def over(self, deployed: bytes) -> ValuesInputs:
         """These inputs over the values a release holds (upgrade --reuse-values): a file before the -f files."""
-        import atexit
-        import shutil
-        import tempfile
+        from tfchart.helm.chart import private_folder
 
-        folder = tempfile.mkdtemp(prefix="tfchart-")
-        atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        (Path(folder) / "deployed-values.yaml").write_bytes(deployed)
-        return replace(self, files=(str(Path(folder) / "deployed-values.yaml"), *self.files))
+        (path := private_folder("tfchart-") / "deployed-values.yaml").write_bytes(deployed)
+        return replace(self, files=(str(path), *self.files))
 
 
 @dataclass(frozen=True)
@@ -134,100 +132,90 @@ class KubeInputs:
         return Helm(self.settings.helm.executable, self.kubeconfig, self.context, self.settings.debug)
 
 
-def values_inputs() -> Callable[[F], F]:
-    """-f/--values, helm's --set family and --policy, passed to the command as `values: ValuesInputs`."""
-    listed = [
-        click.option("-f", "--values", "files", multiple=True, metavar="FILE",
-                     help="Values file (repeatable; later files win; - is standard input). values/NAME.yaml "
-                          "names the chart's ready file where no such file is here."),
-        click.option("--set", "sets", multiple=True, metavar="KEY=VAL",
-                     help="Set values with helm's --set syntax (a.b=c, a={x,y}, a[0]=x, a\\.b=c)."),
-        click.option("--set-string", "set_strings", multiple=True, metavar="KEY=VAL",
-                     help="Like --set, values stay strings."),
-        click.option("--set-json", "set_jsons", multiple=True, metavar="KEY=JSON",
-                     help="Set values to JSON values (helm's --set-json)."),
-        click.option("--set-file", "set_files", multiple=True, metavar="KEY=PATH",
-                     help="Set values to the content of files (helm's --set-file)."),
-        click.option("--policy", "policy", type=click.Path(path_type=Path, dir_okay=False), default=None,
-                     metavar="FILE", help="A platform team's policy file: refuse values that break its rules "
-                     "(GPUs, images, priority class, queue, NetworkPolicy, downloads, storage, placement)."),
-        click.option("--chart", default=None, metavar="CHART",
-                     help="The chart, as the CHART argument after NAME: a directory, a packaged .tgz or oci://REGISTRY/"
-                          "CHART (default: $TFCHART_CHART or the chart tfchart ships, charts/tf-distributed)."),
-        click.option("--version", "chart_version", default=None, metavar="VERSION",
-                     help="Version of a remote --chart (oci://..., repo/name), as helm's --version."),
-        click.option("--plain-http", is_flag=True,
-                     help="Pull an oci:// --chart over plain HTTP (a registry without TLS)."),
-    ]  # fmt: skip
+def bundle(target: str, build: Callable[..., Any], *options: Callable[[Any], Any]) -> Callable[[F], F]:
+    """A family of options: the command gets, as its `target` argument, what `build` makes of their values
+    (and of the command's other arguments, which `build` may change, as `kwargs`)."""
 
     def decorate(function: F) -> F:
         @functools.wraps(function)
-        def command(*args: Any, files: tuple[str, ...], sets: tuple[str, ...], set_strings: tuple[str, ...],
-                    chart_argument: str | None, chart: str | None, chart_version: str | None, plain_http: bool,
-                    set_jsons: tuple[str, ...], set_files: tuple[str, ...], policy: Path | None,
-                    **kwargs: Any) -> Any:  # fmt: skip
-            chart = positional_chart(kwargs, chart_argument, chart)
-            ordered = [*(("--set-json", item) for item in set_jsons), *(("--set", item) for item in sets),
-                       *(("--set-string", item) for item in set_strings), *(("--set-file", item) for item in set_files)]
-            settings = click.get_current_context().obj
-            values = ValuesInputs(settings, tuple(files), ordered, policy, chart, chart_version, plain_http)
-            return function(*args, values=values, **kwargs)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            given = {name: kwargs.pop(name) for name in names}
+            return function(*args, **{target: build(kwargs, click.get_current_context().obj, **given)}, **kwargs)
 
-        for option in reversed(listed):  # --help lists them in the order above
+        for option in reversed(options):  # --help lists them in the order given
             command = option(command)
-        return click.argument("chart_argument", metavar="[CHART]", required=False)(command)  # type: ignore[return-value]
+        names = [param.name for param in command.__click_params__[-len(options):]]  # type: ignore[attr-defined]
+        return command  # type: ignore[return-value]
 
     return decorate
 
 
-def kube_inputs(function: F) -> F:
-    """-n, --kubeconfig and --kube-context, passed to the command as `kube: KubeInputs`."""
-
-    @click.option("-n", "--namespace", default=None, help="Namespace (default: the kubeconfig context's).")
-    @click.option("--kubeconfig", type=click.Path(path_type=Path, dir_okay=False), default=None,
-                  help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")  # fmt: skip
-    @click.option("--kube-context", default=None, help="kubeconfig context to use.")
-    @functools.wraps(function)
-    def command(*args: Any, namespace: str | None, kubeconfig: Path | None, kube_context: str | None,
-                **kwargs: Any) -> Any:  # fmt: skip
-        settings = click.get_current_context().obj
-        return function(*args, kube=KubeInputs(settings, kubeconfig, kube_context, namespace), **kwargs)
-
-    return command  # type: ignore[return-value]
+def _values(kwargs: dict[str, Any], settings: Settings, chart_argument: str | None, chart: str | None,
+            **given: Any) -> ValuesInputs:
+    ordered = [(f"--{flag.replace('_', '-')}", item) for flag in ("set_json", "set", "set_string", "set_file")
+               for item in given.pop(flag)]  # fmt: skip
+    chart = positional_chart(kwargs, chart_argument, chart)
+    return ValuesInputs(settings, sets=ordered, chart_reference=chart, **given)
 
 
-def release_flags(function: F) -> F:
-    """--wait, --timeout, --atomic and --dry-run, passed to the command as `flags: release.Options` (its namespace
-    and create_namespace left to the command)."""
+# -f/--values, helm's --set family and --policy, passed to the command as `values: ValuesInputs`
+values_inputs = bundle(
+    "values", _values,
+    click.argument("chart_argument", metavar="[CHART]", required=False),
+    click.option("-f", "--values", "files", multiple=True, metavar="FILE",
+                 help="Values file (repeatable; later files win; - is standard input). values/NAME.yaml "
+                      "names the chart's ready file where no such file is here."),
+    click.option("--set", "set", multiple=True, metavar="KEY=VAL",
+                 help="Set values with helm's --set syntax (a.b=c, a={x,y}, a[0]=x, a\\.b=c)."),
+    click.option("--set-string", "set_string", multiple=True, metavar="KEY=VAL",
+                 help="Like --set, values stay strings."),
+    click.option("--set-json", "set_json", multiple=True, metavar="KEY=JSON",
+                 help="Set values to JSON values (helm's --set-json)."),
+    click.option("--set-file", "set_file", multiple=True, metavar="KEY=PATH",
+                 help="Set values to the content of files (helm's --set-file)."),
+    click.option("--policy", "policy", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                 metavar="FILE", help="A platform team's policy file: refuse values that break its rules "
+                 "(GPUs, images, priority class, queue, NetworkPolicy, downloads, storage, placement)."),
+    click.option("--chart", "chart", default=None, metavar="CHART",
+                 help="The chart, as the CHART argument after NAME: a directory, a packaged .tgz or oci://REGISTRY/"
+                      "CHART (default: $TFCHART_CHART or the chart tfchart ships, charts/tf-distributed)."),
+    click.option("--version", "chart_version", default=None, metavar="VERSION",
+                 help="Version of a remote --chart (oci://..., repo/name), as helm's --version."),
+    click.option("--plain-http", is_flag=True, help="Pull an oci:// --chart over plain HTTP (a registry without TLS)."),
+)  # fmt: skip
 
-    @click.option("--wait", is_flag=True, help="Wait until the pods are ready (not until training ends).")
-    @timeout_option("How long helm waits: 90s, 10m, 1h30m or seconds.")
-    @click.option("--atomic", is_flag=True, help="Roll back if the operation fails (helm 4: --rollback-on-failure).")
-    @click.option("--dry-run", "dry_run", type=click.Choice(["client", "server"]), default=None, is_flag=False,
-                  flag_value="client", help="Simulate: client (no cluster writes) or server.")  # fmt: skip
-    @functools.wraps(function)
-    def command(*args: Any, wait: bool, timeout: float | None, atomic: bool, dry_run: str | None, **kwargs: Any) -> Any:
-        from tfchart.helm.runner import Options
+# -n, --kubeconfig and --kube-context, passed to the command as `kube: KubeInputs`
+kube_inputs = bundle(
+    "kube", lambda _, settings, **given: KubeInputs(settings, **given),
+    click.option("-n", "--namespace", "given_namespace", default=None,
+                 help="Namespace (default: the kubeconfig context's)."),
+    click.option("--kubeconfig", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                 help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)."),
+    click.option("--kube-context", "context", default=None, help="kubeconfig context to use."),
+)  # fmt: skip
+release_flags = bundle(  # --wait, --timeout, --atomic and --dry-run, as `flags: Options` (the command adds the rest)
+    "flags", lambda _, __, timeout, **given: Options(timeout=go_duration(timeout), **given),
+    click.option("--wait", is_flag=True, help="Wait until the pods are ready (not until training ends)."),
+    timeout_option("How long helm waits: 90s, 10m, 1h30m or seconds."),
+    click.option("--atomic", is_flag=True, help="Roll back if the operation fails (helm 4: --rollback-on-failure)."),
+    click.option("--dry-run", "dry_run", type=click.Choice(["client", "server"]), default=None, is_flag=False,
+                 flag_value="client", help="Simulate: client (no cluster writes) or server."),
+)  # fmt: skip
 
-        flags = Options(wait=wait, timeout=go_duration(timeout), atomic=atomic, dry_run=dry_run)
-        return function(*args, flags=flags, **kwargs)
 
-    return command  # type: ignore[return-value]
+def _access(_: Any, __: Any, insecure: tuple[str, ...], skip_image_check: bool) -> Access | None:
+    from tfchart.images.registry import Access
+
+    hosts = frozenset(host.split("://")[-1].rstrip("/") for host in insecure)  # http://host:5000/ names it too
+    return None if skip_image_check else Access(hosts)
 
 
-def image_check(function: F) -> F:
-    """--insecure-registry and --skip-image-check, passed to the command as `registries`: how to ask the
-    registries whether the release's images exist (None: do not ask)."""
-
-    @click.option("--insecure-registry", "insecure", multiple=True, metavar="HOST[:PORT]",
-                  help="A registry that serves plain HTTP, not HTTPS (repeatable).")  # fmt: skip
-    @click.option("--skip-image-check", is_flag=True,
-                  help="Do not check that every image resolves in its registry (air-gapped set-ups).")
-    @functools.wraps(function)
-    def command(*args: Any, insecure: tuple[str, ...], skip_image_check: bool, **kwargs: Any) -> Any:
-        from tfchart.images.registry import Access
-
-        hosts = frozenset(host.split("://")[-1].rstrip("/") for host in insecure)  # http://host:5000/ names it too
-        return function(*args, registries=None if skip_image_check else Access(hosts), **kwargs)
-
-    return command  # type: ignore[return-value]
+# --insecure-registry and --skip-image-check, passed to the command as `registries`: how to ask the registries
+# whether the release's images exist (None: do not ask)
+image_check = bundle(
+    "registries", _access,
+    click.option("--insecure-registry", "insecure", multiple=True, metavar="HOST[:PORT]",
+                 help="A registry that serves plain HTTP, not HTTPS (repeatable)."),
+    click.option("--skip-image-check", is_flag=True,
+                 help="Do not check that every image resolves in its registry (air-gapped set-ups)."),
+)  # fmt: skip

@@ -30,7 +30,7 @@ def namespace_after_values(kube: KubeInputs, values: ValuesInputs, name: str) ->
 
 @click.command(context_settings=CONTEXT)
 @click.argument("name")
-@values_inputs()
+@values_inputs
 @release_flags
 @kube_inputs
 @click.option("--create-namespace", is_flag=True, help="Create the namespace if it does not exist.")
@@ -55,7 +55,7 @@ def install(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, c
 
 @click.command(context_settings=CONTEXT)
 @click.argument("name")
-@values_inputs()
+@values_inputs
 @release_flags
 @kube_inputs
 @click.option("-i", "--install", is_flag=True, help="Install the release if helm holds none of this name (helm's).")
@@ -140,7 +140,7 @@ def uninstall(name: str, wait: bool, timeout: float | None, keep_history: bool, 
 
 @click.command(context_settings=CONTEXT)
 @click.argument("name", default=DEFAULT_RELEASE, required=False)
-@values_inputs()
+@values_inputs
 @kube_inputs
 @image_check
 @output_option("table")

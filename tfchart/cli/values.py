@@ -14,7 +14,7 @@ DEFAULT_RELEASE = "release-name"  # helm template's own default name
 
 @click.command(context_settings=CONTEXT)
 @click.argument("name", default=DEFAULT_RELEASE, required=False)
-@values_inputs()
+@values_inputs
 @click.option("-n", "--namespace", default=None, help="Namespace to render for (default: helm's).")
 @output_option("text")
 def validate(name: str, values: ValuesInputs, namespace: str | None, output: str) -> None:
@@ -48,7 +48,7 @@ def validate(name: str, values: ValuesInputs, namespace: str | None, output: str
 
 @click.command(context_settings=CONTEXT)
 @click.argument("name")
-@values_inputs()
+@values_inputs
 @click.option("-n", "--namespace", default=None, help="Namespace to render for (default: helm's).")
 def template(name: str, values: ValuesInputs, namespace: str | None) -> None:
     """Render the manifests exactly as `helm template NAME CHART` does; invalid values are reported as by validate."""
@@ -59,7 +59,7 @@ def template(name: str, values: ValuesInputs, namespace: str | None) -> None:
 
 @click.command("images", context_settings=CONTEXT)
 @click.argument("name", default=DEFAULT_RELEASE, required=False)
-@values_inputs()
+@values_inputs
 @click.option("-n", "--namespace", default="default", show_default=True, help="Namespace to render for.")
 @output_option("text")
 def list_images(name: str, values: ValuesInputs, namespace: str, output: str) -> None:
