@@ -2,26 +2,37 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import click
 
-from tfchart.cli.formats import DURATION, emit, output_option, timeout_option
+from tfchart.cli.formats import DURATION, F, emit, output_option, timeout_option
 from tfchart.cli.options import CONTEXT, KubeInputs, kube_inputs
 from tfdcontract import CHIEF, EVALUATOR, PS, SERVING, TENSORBOARD, WORKER
 
 # --force: tfchart carries the plan out itself, also where the run supervisor runs (it did not in time)
 force_flag = click.option("--force", is_flag=True, help="Carry the steps out here, not through the run supervisor "
                           "(for one that does not reach the wanted state in time).")  # fmt: skip
-# --local and --workdir: suspend and resume act on a `tfchart local` run of NAME on this machine
-local_flag = click.option("--local", "on_this_machine", is_flag=True,
-                          help="A `tfchart local` run of NAME on this machine, not a release.")  # fmt: skip
-workdir_flag = click.option("--workdir", type=click.Path(path_type=Path, file_okay=False), default=None,
-                            help="With --local: the run directory (default: the newest runs/NAME-<time>).")
+
+
+def lifecycle(timeout_help: str) -> Callable[[F], F]:
+    """suspend and resume: NAME, --timeout, --force, --local and --workdir (a `tfchart local` run of NAME on this
+    machine), -o and the cluster's options."""
+    declared = [
+        click.command(context_settings=CONTEXT), click.argument("name"), timeout_option(timeout_help), force_flag,
+        click.option("--local", "on_this_machine", is_flag=True,
+                     help="A `tfchart local` run of NAME on this machine, not a release."),
+        click.option("--workdir", type=click.Path(path_type=Path, file_okay=False), default=None,
+                     help="With --local: the run directory (default: the newest runs/NAME-<time>)."),
+        output_option("text"), kube_inputs,
+    ]  # fmt: skip
+    return lambda function: functools.reduce(lambda command, option: option(command), reversed(declared), function)
 
 
 @click.command(context_settings=CONTEXT)
@@ -130,14 +141,7 @@ def list_releases(all_namespaces: bool, output: str, kube: KubeInputs) -> None:
         click.echo("   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
 
 
-@click.command(context_settings=CONTEXT)
-@click.argument("name")
-@timeout_option("How long to wait for the pods to stop (default: their terminationGracePeriodSeconds plus 60s).")
-@force_flag
-@local_flag
-@workdir_flag
-@output_option("text")
-@kube_inputs
+@lifecycle("How long to wait for the pods to stop (default: their terminationGracePeriodSeconds plus 60s).")
 def suspend(name: str, timeout: float | None, force: bool, on_this_machine: bool, workdir: Path | None, output: str,
             kube: KubeInputs) -> None:  # fmt: skip
     """Pause release NAME's run: the chief saves a checkpoint at its next step boundary, then every pod is
@@ -155,14 +159,7 @@ def suspend(name: str, timeout: float | None, force: bool, on_this_machine: bool
     report(outcome, output, f"{name} is suspended (since {outcome.since}): `{resume}` continues from the checkpoint")
 
 
-@click.command(context_settings=CONTEXT)
-@click.argument("name")
-@timeout_option("How long to wait for the ps/worker pods to be Ready (default 10m); with --local, for training.")
-@force_flag
-@local_flag
-@workdir_flag
-@output_option("text")
-@kube_inputs
+@lifecycle("How long to wait for the ps/worker pods to be Ready (default 10m); with --local, for training.")
 def resume(name: str, timeout: float | None, force: bool, on_this_machine: bool, workdir: Path | None, output: str,
            kube: KubeInputs) -> None:  # fmt: skip
     """Continue release NAME's suspended run from its checkpoint: ps/workers back to their replicas, then, once

@@ -138,13 +138,32 @@ def read(files: list[str], sets: list[tuple[str, str]], stdin: BinaryIO | None =
          chart_dir: Path | None = None) -> Inputs:  # fmt: skip
     """The inputs, with standard input and pipes read now (once, in command-line order). A relative -f path that
     names nothing here but a file of the chart (`values/gpu.yaml`, the ready files it ships) reads the chart's."""
-    copier = _Copier(stdin)
-    inputs = Inputs([ValuesFile(name, copier.path_for(_shipped(name, chart_dir))) for name in files])
+    folder: Path | None = None
+    stdin_read = False
+
+    def copied(name: str) -> str:  # what helm reads for `name`: a private copy of what can be read only once
+        nonlocal folder, stdin_read
+        if not _once_only(name):
+            return name
+        if name.strip() == "-":
+            data = b"" if stdin_read else _read_capped(stdin or sys.stdin.buffer, "standard input")
+            stdin_read = True  # helm reads `-` with io.ReadAll: a second `-` reads nothing
+        else:
+            try:
+                with open(name, "rb") as stream:
+                    data = _read_capped(stream, name)
+            except OSError as error:
+                raise UsageError(f"cannot read {name}: {error.strerror}", "check the path of -f/--set-file") from None
+        folder = folder or private_folder("tfchart-values-")
+        copy = folder / f"{len(list(folder.iterdir())) + 1}.yaml"
+        with os.fdopen(os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
+            out.write(data)
+        return str(copy)
+
+    inputs = Inputs([ValuesFile(name, copied(_shipped(name, chart_dir))) for name in files])
     for flag, argument in sets:
         key, _, path = argument.partition("=")
-        if flag == "--set-file" and path and _once_only(path):
-            argument = f"{key}={copier.path_for(path)}"
-        inputs.sets.append((flag, argument))
+        inputs.sets.append((flag, f"{key}={copied(path)}" if flag == "--set-file" and path else argument))
     return inputs
 
 
@@ -162,30 +181,6 @@ def _once_only(name: str) -> bool:
     except OSError:
         return False  # missing or unreadable: helm says so in its words
     return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
-
-
-class _Copier:
-    def __init__(self, stdin: BinaryIO | None) -> None:
-        self.stdin, self.stdin_read = stdin, False
-        self.folder: Path | None = None
-
-    def path_for(self, name: str) -> str:
-        if not _once_only(name):
-            return name
-        if name.strip() == "-":
-            data = b"" if self.stdin_read else _read_capped(self.stdin or sys.stdin.buffer, "standard input")
-            self.stdin_read = True  # helm reads `-` with io.ReadAll: a second `-` reads nothing
-        else:
-            try:
-                with open(name, "rb") as stream:
-                    data = _read_capped(stream, name)
-            except OSError as error:
-                raise UsageError(f"cannot read {name}: {error.strerror}", "check the path of -f/--set-file") from None
-        self.folder = self.folder or private_folder("tfchart-values-")
-        copy = self.folder / f"{len(list(self.folder.iterdir())) + 1}.yaml"
-        with os.fdopen(os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
-            out.write(data)
-        return str(copy)
 
 
 def _read_capped(stream: BinaryIO, name: str) -> bytes:
