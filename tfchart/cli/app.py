@@ -1,6 +1,6 @@
 """The tfchart command line: the click group, and the one place where errors become messages and exit codes
 (docs/cli.md, "Exit codes"; --debug shows tracebacks and the helm commands run). The commands live by family in
-tfchart.cli.values (validate, template, images), .release (install, upgrade, uninstall, preflight), .run (status, stop,
+tfchart.cli.release (validate, template, images, install, upgrade, uninstall, preflight), .run (status, stop,
 logs, wait, list, suspend, resume) and .local (local, build); `completion` is here; a command's module is imported only
 when that command runs, and imports what it needs then, so `tfchart validate` costs little more than its helm run.
 """
@@ -17,7 +17,7 @@ from tfchart.cli.options import CONTEXT, Settings
 from tfchart.errors import TfchartError, ValidationFailed
 
 COMMANDS = {  # each command, as <family>.<function> of tfchart.cli.<family>
-    "validate": "values.validate", "template": "values.template", "images": "values.list_images",
+    "validate": "release.validate", "template": "release.template", "images": "release.list_images",
     "install": "release.install", "upgrade": "release.upgrade", "uninstall": "release.uninstall",
     "preflight": "release.preflight", "status": "run.status", "stop": "run.stop", "logs": "run.logs",
     "wait": "run.wait", "list": "run.list_releases", "suspend": "run.suspend", "resume": "run.resume",
