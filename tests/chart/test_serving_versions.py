@@ -11,7 +11,7 @@ from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
 from tests.chartlib import named, pod_spec, render, template
-from tfchart.cluster.status import VersionPolicy, read_policy
+from tfchart.cluster.status import read_policy
 from tfdcontract import MODEL_VERSION_POLICY_ANNOTATION
 
 PREFIX = "mnist-tf-distributed"
@@ -46,11 +46,11 @@ def test_the_policy_renders_a_model_config_tf_serving_accepts(sets: list[str], p
     assert not [a for a in container["args"] if a.startswith(("--model_name", "--model_base_path"))]
     # the same policy from the values, recorded for `tfchart status`, reads as TF Serving reads the model config
     config_map = named(docs, "ConfigMap", f"{PREFIX}-serving")
-    name, recorded = read_policy(config_map["metadata"]["annotations"][MODEL_VERSION_POLICY_ANNOTATION])
+    recorded = read_policy(config_map["metadata"]["annotations"][MODEL_VERSION_POLICY_ANNOTATION])
     which = model.model_version_policy.WhichOneof("policy_choice")
     latest = model.model_version_policy.latest.num_versions if which == "latest" else 1
     versions = tuple(model.model_version_policy.specific.versions)
-    assert (name, recorded) == (model.name, VersionPolicy(which, latest, versions))
+    assert recorded == {"model": model.name, "type": which, "latest": latest, "versions": list(versions)}
 
 
 def test_pinning_and_rolling_back_changes_only_the_config() -> None:

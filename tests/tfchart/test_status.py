@@ -549,15 +549,15 @@ def test_forbidden_configmaps_still_show_the_release(cluster: KubeServer) -> Non
 
 # the version policy the chart records from the release's values on Serving's ConfigMap, applied as TF Serving does
 @pytest.mark.parametrize(("policy", "exported", "loaded"), [
-    (("latest", 1), [1, 2, 3], [3]),
-    (("latest", 5), [3, 1, 2], [1, 2, 3]),
-    (("latest", 2), [], []),
-    (("latest", 0), [1, 2], [2]),  # num_versions 0: the server serves one
-    (("specific", 1, (1, 9)), [1, 2, 3], [1]),
-    (("all",), [2, 1], [1, 2]),
+    ('"latest", "latest": 1', [1, 2, 3], [3]),
+    ('"latest", "latest": 5', [3, 1, 2], [1, 2, 3]),
+    ('"latest", "latest": 2', [], []),
+    ('"latest", "latest": 0', [1, 2], [2]),  # num_versions 0: the server serves one
+    ('"specific", "versions": [1, 9]', [1, 2, 3], [1]),
+    ('"all"', [2, 1], [1, 2]),
 ])  # fmt: skip
-def test_the_policy_selects_as_tf_serving_does(policy: tuple[Any, ...], exported: list[int], loaded: list[int]) -> None:
-    assert status.VersionPolicy(*policy).selects(exported) == loaded
+def test_the_policy_selects_as_tf_serving_does(policy: str, exported: list[int], loaded: list[int]) -> None:
+    assert status.selected(status.read_policy(f'{{"type": {policy}}}'), exported) == loaded
 
 
 def test_versions_of_a_missing_or_unreadable_record_say_why() -> None:
@@ -571,7 +571,7 @@ def test_versions_of_a_missing_or_unreadable_record_say_why() -> None:
     unknown = status.serving_versions("cm", json.dumps({"model": "m", "type": "all"}), None)
     assert unknown["loaded"] is None and "exported versions are unknown" in unknown["note"]
     latest = status.read_policy('{"type": "latest", "latest": 3, "versions": []}')
-    assert latest == ("", status.VersionPolicy("latest", 3))
+    assert latest == {"model": "", "type": "latest", "latest": 3, "versions": []}
 
 
 def test_the_progress_record_on_the_job_gives_the_eta_and_last_checkpoint(cluster: KubeServer) -> None:

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.objects import (
     JobInfo,
@@ -155,28 +155,22 @@ def held_after_the_end(
 # -- model versions: the chart renders `serving.modelVersionPolicy` as TF Serving's model config and, as the values gave
 # it, as JSON in MODEL_VERSION_POLICY_ANNOTATION on Serving's ConfigMap; status applies that to the versions the chief
 # reported (tests/chart/test_serving_versions.py holds the two equal as TF Serving's own protos parse the config) ------
-class VersionPolicy(NamedTuple):
-    """A model's model_version_policy: `latest` N, `specific` versions, or `all`."""
-
-    kind: str  # latest | specific | all
-    latest: int = 1
-    versions: tuple[int, ...] = ()
-
-    def selects(self, exported: Sequence[int]) -> list[int]:
-        """The exported versions this policy loads (TF Serving's rule: num_versions 0 loads one), ascending."""
-        ordered = sorted(set(exported))
-        if self.kind == "specific":
-            return [v for v in ordered if v in self.versions]
-        return ordered if self.kind == "all" else ordered[-max(self.latest, 1) :]
-
-
-def read_policy(text: str) -> tuple[str, VersionPolicy]:
-    """The model name and policy of the annotation's JSON (ValueError when it is not the chart's)."""
+def read_policy(text: str) -> dict[str, Any]:
+    """The annotation's JSON: `model`, `type` (latest | specific | all), `latest` N, `versions` (ValueError when it is
+    not the chart's)."""
     document = json.loads(text)
     kind, latest, versions = document["type"], document.get("latest", 1), document.get("versions") or []
     if kind not in ("latest", "specific", "all") or not all(isinstance(v, int) for v in [latest, *versions]):
         raise ValueError(f"unknown policy {document!r}")
-    return str(document.get("model", "")), VersionPolicy(kind, int(latest), tuple(int(v) for v in versions))
+    return {"model": str(document.get("model", "")), "type": kind, "latest": latest, "versions": versions}
+
+
+def selected(policy: dict[str, Any], exported: Sequence[int]) -> list[int]:
+    """The exported versions a policy loads (TF Serving's rule: num_versions 0 loads one), ascending."""
+    ordered = sorted(set(exported))
+    if policy["type"] == "specific":
+        return [v for v in ordered if v in policy["versions"]]
+    return ordered if policy["type"] == "all" else ordered[-max(policy["latest"], 1) :]
 
 
 def serving_versions(config_map: str, text: str | None, exported: list[int] | None) -> dict[str, Any]:
@@ -189,17 +183,18 @@ def serving_versions(config_map: str, text: str | None, exported: list[int] | No
         return versions | {"note": f"{config_map} has no {MODEL_VERSION_POLICY_ANNOTATION} annotation (made by an "
                                    "older chart)"}  # fmt: skip
     try:
-        model, policy = read_policy(text)
+        policy = read_policy(text)
     except (ValueError, KeyError, TypeError) as error:
         return versions | {"note": f"{config_map}'s {MODEL_VERSION_POLICY_ANNOTATION} annotation cannot be read: "
                                    f"{error}"}  # fmt: skip
-    described = {"all": "all versions", "specific": "specific: " + ", ".join(map(str, policy.versions))}
-    versions |= {"model": model, "policy": described.get(policy.kind, f"latest {max(policy.latest, 1)}")}
+    described = {"all": "all versions", "specific": "specific: " + ", ".join(map(str, policy["versions"])),
+                 "latest": f"latest {max(policy['latest'], 1)}"}  # fmt: skip
+    versions |= {"model": policy["model"], "policy": described[policy["type"]]}
     if exported is None:
         versions["note"] = "the exported versions are unknown (no tfd-status line in the chief's log lists them)"
         return versions
-    missing = sorted(set(policy.versions) - set(exported)) if policy.kind == "specific" else []
-    return versions | {"loaded": policy.selects(exported), "missing": missing}
+    missing = sorted(set(policy["versions"]) - set(exported)) if policy["type"] == "specific" else []
+    return versions | {"loaded": selected(policy, exported), "missing": missing}
 
 
 def versions_served(
