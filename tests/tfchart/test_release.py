@@ -324,16 +324,12 @@ def test_uninstall_keeps_the_claim_unless_asked() -> None:
         ["get", "manifest", "mnist", "--namespace", "ml-training"],
         ["uninstall", "mnist", "--namespace", "ml-training", "--wait", "--timeout", "5m"],
     ]
-    deleter = RecordingDeleter()
-    release.uninstall(RecordingHelm("4", []), "mnist", "ml-training", delete_data=True, deleter=deleter)
-    assert deleter.calls == [("PersistentVolumeClaim", "mnist-tf-distributed-data", "ml-training", None)]
 
 
 def test_uninstall_with_existing_claim_deletes_nothing_of_the_user() -> None:
+    """--delete-data deletes the claims uninstall returns (tests/tfchart/test_namespace.py): none of the user's."""
     helm = RecordingHelm("4", ["--set", "storage.existingClaim=team-data"])
-    deleter = RecordingDeleter()
-    assert release.uninstall(helm, "mnist", "ml-training", delete_data=True, deleter=deleter) == []
-    assert deleter.calls == []
+    assert release.uninstall(helm, "mnist", "ml-training") == []
 
 
 def test_the_created_claim_survives_helm_uninstall() -> None:

@@ -189,13 +189,12 @@ def uninstall(name: str, wait: bool, timeout: float | None, keep_history: bool, 
     """`helm uninstall NAME`, keeping the shared volume unless --delete-data."""
     from tfchart.helm import runner as release
 
-    namespace = kube.namespace()
-    claims = release.uninstall(kube.helm(), name, namespace, wait=wait, keep_history=keep_history,
-                               timeout=go_duration(timeout), delete_data=delete_data,
-                               deleter=kube.api() if delete_data else None)  # fmt: skip
+    namespace, api = kube.namespace(), kube.api() if delete_data else None  # the API asked for before helm runs
+    claims = release.uninstall(kube.helm(), name, namespace, wait, go_duration(timeout), keep_history)
     click.secho(f"✓ uninstalled {name}", fg="green")
     for claim in claims:
-        if delete_data:
+        if api:
+            api.delete_pvc(claim, namespace)
             click.echo(f"deleted PersistentVolumeClaim {claim}")
         else:
             click.echo(f"kept PersistentVolumeClaim {claim} (checkpoints, logs, models); "

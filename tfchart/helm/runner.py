@@ -170,12 +170,6 @@ class Options:
     reuse_values: str | None = None  # "reuse" or "reset-then-reuse": helm's --reuse-values, --reset-then-reuse-values
 
 
-class Deleter(Protocol):
-    """Deletes the claim on `uninstall --delete-data`."""
-
-    def delete_pvc(self, name: str, namespace: str) -> None: ...
-
-
 def release_args(verb: str, major: int, release: str, chart: Chart, inputs: Inputs, options: Options) -> list[str]:
     """`helm install|upgrade RELEASE CHART` with the options and the user's values, in order."""
     args = [verb, release, str(chart.path)]
@@ -228,18 +222,12 @@ def install(runner: Runner, release: str, chart: Chart, inputs: Inputs, options:
 
 
 def uninstall(runner: Runner, release: str, namespace: str, wait: bool = False, timeout: str | None = None,
-              delete_data: bool = False, deleter: Deleter | None = None,
               keep_history: bool = False) -> list[str]:  # fmt: skip
-    """Uninstalls the release from `namespace` (helm's --namespace, and where the claims are deleted too).
-    Returns the claims kept (or deleted with delete_data)."""
+    """Uninstalls the release from `namespace`; returns its claims, which helm keeps (helm.sh/resource-policy)."""
     from tfchart.helm.chart import manifests
 
     shown = manifests(runner(["get", "manifest", release, "--namespace", namespace]).decode())
     claims = [doc["metadata"]["name"] for doc in shown if doc.get("kind") == "PersistentVolumeClaim"]
     runner(["uninstall", release, "--namespace", namespace, *(["--wait"] if wait else []),
             *(["--timeout", timeout] if timeout else []), *(["--keep-history"] if keep_history else [])])  # fmt: skip
-    if delete_data:
-        assert deleter is not None, "deleting the claim needs the Kubernetes API"
-        for claim in claims:
-            deleter.delete_pvc(claim, namespace)
     return claims
