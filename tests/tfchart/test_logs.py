@@ -132,7 +132,7 @@ def test_index_out_of_range_says_how_many_pods_exist(cluster: KubeServer) -> Non
     assert error.value.message == "worker index 5 is out of range: release mnist has 2 worker pod(s) (indices 0, 1)"
     with pytest.raises(UsageError) as error:
         run(cluster, "tensorboard", 2)
-    assert error.value.message == "tensorboard index 2 is out of range: release mnist has 2 tensorboard pod(s)"
+    assert error.value.message.endswith("release mnist has 2 tensorboard pod(s) (indices 0, 1)")
     with pytest.raises(UsageError, match="a release has one chief"):
         run(cluster, "chief", 1)
     with pytest.raises(UsageError, match="indices start at 0"):

@@ -157,20 +157,16 @@ def pick_pod(pods: list[Any], release: str, namespace: str, role: str, index: in
                               "after success, or the release/namespace may be wrong")
     if role in JOB_ROLES:
         return newest(pods)
-    if role in STATEFUL_ROLES:
-        by_index = {ordinal(pod): pod for pod in pods}
-        if index in by_index:
-            return by_index[index]
-        known = sorted(i for i in by_index if i is not None)
-        raise UsageError(f"{role} index {index} is out of range: release {release} has {len(pods)} {role} pod(s)"
-                         + (f" (indices {', '.join(map(str, known))})" if known else ""),
-                         f"pick one of those indices, e.g. "
-                         f"`tfchart logs {release} -n {namespace} --role {role} --index {known[0] if known else 0}`")
-    ordered = sorted(pods, key=name_of)
-    if index >= len(ordered):
-        raise UsageError(f"{role} index {index} is out of range: release {release} has {len(ordered)} {role} pod(s)",
-                         f"use an index from 0 to {len(ordered) - 1}")
-    return ordered[index]
+    # StatefulSet tasks by their ordinal, Deployments' pods by position in name order
+    stateful = role in STATEFUL_ROLES
+    by_index = {ordinal(pod): pod for pod in pods} if stateful else dict(enumerate(sorted(pods, key=name_of)))
+    if index in by_index:
+        return by_index[index]
+    known = sorted(i for i in by_index if i is not None)
+    raise UsageError(f"{role} index {index} is out of range: release {release} has {len(pods)} {role} pod(s)"
+                     + (f" (indices {', '.join(map(str, known))})" if known else ""),
+                     f"pick one of those indices, e.g. "
+                     f"`tfchart logs {release} -n {namespace} --role {role} --index {known[0] if known else 0}`")
 
 
 def ordinal(pod: Any) -> int | None:
