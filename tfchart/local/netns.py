@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import http.server
 import shutil
 import socket
+import socketserver
 import struct
 import subprocess
 import sys
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,7 @@ from tfdcontract import TENSORBOARD
 
 IFREQ = "16sH22x"  # struct ifreq: the interface name, its flags
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+PROXY_PORT = 3128  # inside the namespace: the way out for downloads (HTTPS_PROXY), tunnelled to tfchart
 
 
 def loopback_up() -> None:
@@ -55,28 +59,27 @@ def splice(one: socket.socket, other: socket.socket) -> None:
     other.close()
 
 
-def serve(listener: socket.socket, handle: Callable[[socket.socket], None]) -> None:
-    """Each connection accepted on `listener` handled in a thread of its own, until the listener closes."""
-    while True:
-        try:
-            client, _ = listener.accept()
-        except OSError:
-            return
-        threading.Thread(target=handle, args=(client,), daemon=True).start()
+def serve(address: str | tuple[str, int], handler: type[socketserver.BaseRequestHandler]) -> socketserver.BaseServer:
+    """`handler` for every connection to `address` (a Unix socket's path, or host and port), each in a thread of
+    its own, until the server is shut down."""
+    kind = socketserver.ThreadingUnixStreamServer if isinstance(address, str) else socketserver.ThreadingTCPServer
+    server = kind(address, handler, bind_and_activate=False)  # type: ignore[arg-type]
+    server.allow_reuse_address = server.daemon_threads = True
+    server.server_bind()
+    server.server_activate()
+    threading.Thread(target=server.serve_forever, args=(0.1,), daemon=True).start()
+    return server
 
 
-def relay(listener: socket.socket, connect: Callable[[], socket.socket]) -> None:
-    """Each connection accepted on `listener` spliced to a new `connect()`, until the listener closes."""
+def relay(address: str | tuple[str, int], connect: Callable[[], socket.socket]) -> socketserver.BaseServer:
+    """Each connection to `address` spliced to a new `connect()`."""
 
-    def handle(client: socket.socket) -> None:
-        try:
-            upstream = connect()
-        except OSError:
-            client.close()
-            return
-        splice(client, upstream)
+    class Relay(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            with contextlib.suppress(OSError):
+                splice(self.request, connect())
 
-    serve(listener, handle)
+    return serve(address, Relay)
 
 
 def unix_client(path: Path) -> socket.socket:
@@ -85,45 +88,34 @@ def unix_client(path: Path) -> socket.socket:
     return client
 
 
-PROXY_PORT = 3128  # inside the namespace: the way out for downloads (HTTPS_PROXY), tunnelled to tfchart
+class Tunnel(http.server.BaseHTTPRequestHandler):
+    """An HTTP CONNECT request (what urllib sends for HTTPS_PROXY): the tunnel to its host:port; nothing else."""
 
+    protocol_version = "HTTP/1.1"
 
-def tunnel(client: socket.socket) -> None:
-    """An HTTP CONNECT request on `client` (what urllib sends for HTTPS_PROXY): the tunnel to its host:port."""
-    request = b""
-    while b"\r\n\r\n" not in request and len(request) < 65536:
-        if not (chunk := client.recv(4096)):
-            client.close()
+    def do_CONNECT(self) -> None:
+        self.close_connection = True
+        host, _, port = self.path.rpartition(":")
+        try:
+            upstream = socket.create_connection((host.strip("[]"), int(port)), timeout=30)
+        except (OSError, ValueError):
+            self.send_error(502)
             return
-        request += chunk
-    method, target = [*request.split(b"\r\n", 1)[0].split(), b"", b""][:2]
-    host, _, port = target.decode(errors="replace").rpartition(":")
-    if method != b"CONNECT" or not port.isdigit():
-        client.sendall(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
-        client.close()
-        return
-    try:
-        upstream = socket.create_connection((host.strip("[]"), int(port)), timeout=30)
-    except OSError:
-        client.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
-        client.close()
-        return
-    client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-    splice(client, upstream)
+        self.send_response_only(200, "Connection established")
+        self.end_headers()
+        splice(self.connection, upstream)
+
+    def log_message(self, *args: Any) -> None:
+        """Quiet: the pods' downloads are theirs to report."""
 
 
 def hold(folder: Path, ports: Sequence[int]) -> None:
     """Inside the namespace: loopback up, `<folder>/<port>.sock` relayed to 127.0.0.1:<port>, and 127.0.0.1:PROXY_PORT
     relayed out to `<folder>/proxy.sock`, until stdin closes."""
     loopback_up()
-    out = socket.create_server(("127.0.0.1", PROXY_PORT))
-    threading.Thread(target=relay, args=(out, lambda: unix_client(folder / "proxy.sock")), daemon=True).start()
+    relay(("127.0.0.1", PROXY_PORT), lambda: unix_client(folder / "proxy.sock"))
     for port in ports:
-        listener = socket.socket(socket.AF_UNIX)
-        listener.bind(str(folder / f"{port}.sock"))
-        listener.listen(64)
-        connect = lambda port=port: socket.create_connection(("127.0.0.1", port), timeout=10)  # noqa: E731
-        threading.Thread(target=relay, args=(listener, connect), daemon=True).start()
+        relay(str(folder / f"{port}.sock"), partial(socket.create_connection, ("127.0.0.1", port), 10))
     print("ready", flush=True)
     sys.stdin.read()  # tfchart closes it, or ends: the namespace goes with this process
 
@@ -139,10 +131,7 @@ class PrivateNetwork:
                                "install util-linux, run the pods as containers (--engine podman), or accept them on "
                                "every interface on a trusted network: --host-network")  # fmt: skip
         self.folder = Path(tempfile.mkdtemp(prefix="tfd-net-"))
-        self.proxy = socket.socket(socket.AF_UNIX)  # the pods' way out (downloads): CONNECT tunnels only
-        self.proxy.bind(str(self.folder / "proxy.sock"))
-        self.proxy.listen(16)
-        threading.Thread(target=serve, args=(self.proxy, tunnel), daemon=True).start()
+        self.servers = [serve(str(self.folder / "proxy.sock"), Tunnel)]  # the pods' way out (downloads)
         argv = ["unshare", "--user", "--map-root-user", "--net", "--", sys.executable, "-m", "tfchart.local.netns",
                 str(self.folder), *map(str, ports)]  # fmt: skip
         self.holder = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -157,12 +146,8 @@ class PrivateNetwork:
                                "kernel.unprivileged_userns_clone=1; Ubuntu 24.04+: "
                                "kernel.apparmor_restrict_unprivileged_userns=0), run the pods as containers "
                                "(--engine podman), or on a trusted network: --host-network")
-        self.listeners: list[socket.socket] = []
-        for port in ports:
-            listener = socket.create_server(("127.0.0.1", port))
-            self.listeners.append(listener)
-            connect = lambda port=port: unix_client(self.folder / f"{port}.sock")  # noqa: E731
-            threading.Thread(target=relay, args=(listener, connect), daemon=True).start()
+        self.servers += [relay(("127.0.0.1", port), partial(unix_client, self.folder / f"{port}.sock"))
+                         for port in ports]  # fmt: skip
 
     def wrap(self, pod: Any) -> list[str]:
         """What runs a pod inside the namespace (TensorBoard stays outside: it serves this machine's 127.0.0.1)."""
@@ -174,9 +159,9 @@ class PrivateNetwork:
                 "NO_PROXY=127.0.0.1,localhost,::1", "no_proxy=127.0.0.1,localhost,::1"]  # gRPC follows the proxy too
 
     def close(self) -> None:
-        self.proxy.close()
-        for listener in getattr(self, "listeners", []):
-            listener.close()
+        for server in self.servers:
+            server.shutdown()
+            server.server_close()
         if self.holder.stdin:
             with contextlib.suppress(OSError):
                 self.holder.stdin.close()
