@@ -193,7 +193,7 @@ def apply(api: KubeApi, view: lifecycle.RunView, namespace: str, action: lifecyc
     """One action of the plan: a merge patch of the object, or of its Scale."""
     if action.kind == "Workload":
         version = str((view.workload or {}).get("apiVersion")).rpartition("/")[2]  # as kueue_workload read it
-        api.patch_custom(KUEUE_GROUP, version, "workloads", action.name, namespace, dict(action.patch))
+        api.patch(f"workloads.{version}.{KUEUE_GROUP}", action.name, namespace, dict(action.patch))
     elif action.subresource == "scale":
         api.scale(action.kind, action.name, namespace, int(action.patch["spec"]["replicas"]))
     else:
@@ -220,12 +220,11 @@ def default_timeout(view: lifecycle.RunView, wanted: str) -> float:
         return RESUME_TIMEOUT_SECONDS
     if wanted == STOPPED_WANTED and lifecycle.run_state(view) != lifecycle.RUNNING:  # --end-run: its checkpoint
         return GRACE_MARGIN_SECONDS
-    run = spec(view.run)
-    if view.kind == "JobSet":
-        return grace([spec(job.get("template")).get("template") for job in run.get("replicatedJobs") or []]) + \
-            GRACE_MARGIN_SECONDS  # fmt: skip
-    servers = grace([spec(stateful_set).get("template") for stateful_set in view.stateful_sets])
-    return grace([run.get("template")]) + servers + GRACE_MARGIN_SECONDS
+    run = spec(view.run)  # a JobSet's Jobs stop together; a native run's Job, then its servers
+    jobs = [spec(job.get("template")).get("template") for job in run.get("replicatedJobs") or []]
+    servers = [spec(stateful_set).get("template") for stateful_set in view.stateful_sets]
+    stages = [jobs] if view.kind == "JobSet" else [[run.get("template")], servers]
+    return sum(grace(templates) for templates in stages) + GRACE_MARGIN_SECONDS
 
 
 def grace(templates: list[Any]) -> float:
@@ -238,7 +237,7 @@ def kueue_workload(api: KubeApi, jobset: Mapping[str, Any] | None, namespace: st
     """Kueue's Workload of the JobSet (JSON, its apiVersion the one read): the one whose owner is the JobSet; none,
     the plan says why it cannot go on (Kueue has not admitted it to a queue yet, or is not running)."""
     for version in KUEUE_VERSIONS:
-        listed = api.list_namespaced_custom(KUEUE_GROUP, version, "workloads", namespace)
+        listed = api.items(f"workloads.{version}.{KUEUE_GROUP}", namespace)
         if listed is not None:
             found = lifecycle.owned(listed, jobset or {})
             return None if found is None else {**found, "apiVersion": f"{KUEUE_GROUP}/{version}"}

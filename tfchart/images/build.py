@@ -79,8 +79,13 @@ def detect_engine(preferred: str | None = None) -> str:
     if preferred is not None:
         if preferred not in BUILD_COMMANDS:
             raise UsageError(f"unknown container engine: {preferred}", f"use one of: {', '.join(BUILD_COMMANDS)}")
-        if shutil.which(BUILD_COMMANDS[preferred][0]) is None:
-            raise _not_installed(preferred)
+        executable = BUILD_COMMANDS[preferred][0]
+        if shutil.which(executable) is None:
+            other = next((o for o in ("docker", "podman", "buildah") if o != executable and shutil.which(o)), None)
+            if other is None:
+                raise EngineNotFound(NONE_INSTALLED, INSTALL_HINT)
+            raise EngineNotFound(f"{executable} is not installed (not found on PATH)",
+                                 f"{other} is installed: use --engine {other}")  # fmt: skip
         if preferred == "buildx" and answer(BUILDX_PROBE).returncode != 0:
             raise EngineNotFound(
                 "docker is installed but its buildx plugin is not (`docker buildx version` fails)",
@@ -95,21 +100,11 @@ def detect_engine(preferred: str | None = None) -> str:
     raise EngineNotFound(NONE_INSTALLED, INSTALL_HINT)
 
 
-def _not_installed(engine: str) -> EngineNotFound:
-    executable = BUILD_COMMANDS[engine][0]
-    for other in ("docker", "podman", "buildah"):
-        if other != executable and shutil.which(other) is not None:
-            return EngineNotFound(f"{executable} is not installed (not found on PATH)",
-                                  f"{other} is installed: use --engine {other}")  # fmt: skip
-    return EngineNotFound(NONE_INSTALLED, INSTALL_HINT)
-
-
 def check_engine_reachable(engine: str) -> None:
-    """Raise EngineNotFound unless the engine behind the CLI answers (a running Docker daemon, a working podman):
-    `docker info --format {{.ServerVersion}}` for docker and buildx, `<podman|buildah> info` otherwise."""
+    """Raise EngineNotFound unless the engine behind the CLI (found by detect_engine) answers (a running Docker
+    daemon, a working podman): `docker info --format {{.ServerVersion}}` for docker and buildx, `<podman|buildah>
+    info` otherwise."""
     executable = BUILD_COMMANDS[engine][0]
-    if shutil.which(executable) is None:
-        raise _not_installed(engine)
     docker = executable == "docker"
     answered = answer(DOCKER_PROBE if docker else [executable, "info"])  # 125 where it cannot start or hangs
     if answered.returncode == 0 and (answered.stdout.strip() or not docker):
