@@ -159,9 +159,6 @@ class RecordingDeleter:
     def patch(self, kind: str, name: str, namespace: str, body: dict[str, Any]) -> None:
         raise AssertionError("nothing to mark: every object reads as gone")
 
-    def delete_pvc(self, name: str, namespace: str) -> None:
-        self.calls.append(("PersistentVolumeClaim", name, namespace, None))
-
 
 @pytest.mark.parametrize(
     ("major", "wait", "atomic"), [("3", "--wait", "--atomic"), ("4", "--wait=watcher", "--rollback-on-failure")]

@@ -194,7 +194,7 @@ def uninstall(name: str, wait: bool, timeout: float | None, keep_history: bool, 
     click.secho(f"✓ uninstalled {name}", fg="green")
     for claim in claims:
         if api:
-            api.delete_pvc(claim, namespace)
+            api.delete("PersistentVolumeClaim", claim, namespace)
             click.echo(f"deleted PersistentVolumeClaim {claim}")
         else:
             click.echo(f"kept PersistentVolumeClaim {claim} (checkpoints, logs, models); "

@@ -149,17 +149,24 @@ class KubeApi:
                           lambda: self._bound(kind, "list", namespace)(**selectors).items)
 
     def pages(self, kind: str, namespace: str | None = None, label_selector: str = "", field_selector: str = "",
-              page_size: int = 500) -> Iterator[list[dict[str, Any]]]:  # fmt: skip
-        """list_objects' objects (or a plural.version.group's) as JSON, `page_size` at a time (limit and continue): a
-        caller keeps one page, however large the cluster, and builds no models (15,000 pods: 500 MB, 8-17 s)."""
+              page_size: int | None = 500) -> Iterator[list[dict[str, Any]]]:  # fmt: skip
+        """A kind's (or a plural.version.group's) objects as JSON, `page_size` at a time (limit and continue; None: in
+        one answer), none where the resource is not served (404): a caller keeps one page, however large the cluster,
+        and builds no models (15,000 pods: 500 MB, 8-17 s)."""
         operation = Operation("list", resource_name(kind), namespace)
-        more: dict[str, Any] = {"limit": page_size, **_selectors(label_selector, field_selector)}
-        while True:
-            listed = self._call(operation, lambda: _json_or_none(self._bound(kind, "list", namespace), **more, **RAW))
-            yield list((listed or {}).get("items") or [])
-            if not (token := ((listed or {}).get("metadata") or {}).get("continue")):
+        more: dict[str, Any] = ({"limit": page_size} if page_size else {}) | _selectors(label_selector, field_selector)
+        while (listed := self._call(operation, lambda: _json_or_none(
+                self._bound(kind, "list", namespace), **more, **RAW))) is not None:
+            yield list(listed.get("items") or [])
+            if not (token := (listed.get("metadata") or {}).get("continue")):
                 return
             more["_continue"] = token
+
+    def items(self, kind: str, namespace: str | None = None, label_selector: str = "",
+              page_size: int | None = None) -> list[dict[str, Any]] | None:  # fmt: skip
+        """pages' objects all together, None where the resource is not served (a custom resource not installed)."""
+        pages = list(self.pages(kind, namespace, label_selector, page_size=page_size))
+        return None if not pages else [item for page in pages for item in page]
 
     def read_object(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         """An object (cluster-scoped: namespace None) as the server sent it (JSON, no model that may drop what it does
@@ -198,27 +205,7 @@ class KubeApi:
             self._api("CustomObjectsApi").get_api_resources, group, version, **RAW))
         return None if document is None else [str(resource.get("name")) for resource in document.get("resources") or []]
 
-    def read_custom_object(self, group: str, version: str, plural: str, name: str,
-                           namespace: str | None = None) -> dict[str, Any] | None:  # fmt: skip
-        return self.read_object(f"{plural}.{version}.{group}", name, namespace)
-
-    def list_custom_objects(self, group: str, version: str, plural: str, page_size: int = 500) -> list[dict[str, Any]]:
-        """Every object of a cluster-scoped custom resource (Volcano's HyperNodes) as JSON; none where not served."""
-        return [item for page in self.pages(f"{plural}.{version}.{group}", page_size=page_size) for item in page]
-
-    def list_namespaced_custom(self, group: str, version: str, plural: str, namespace: str | None,
-                               label_selector: str = "") -> list[dict[str, Any]] | None:  # fmt: skip
-        """A namespaced custom resource's objects in `namespace` (None: all) as JSON, None where it is not served."""
-        resource, selector = f"{plural}.{version}.{group}", _selectors(label_selector, "")
-        listed = self._call(Operation("list", f"{plural}.{group}", namespace),
-                            lambda: _json_or_none(self._bound(resource, "list", namespace), **selector, **RAW))
-        return None if listed is None else list(listed.get("items") or [])
-
     # -- writes (tfchart stop, upgrade --recreate, uninstall --delete-data) -----------------------
-    def patch_custom(self, group: str, version: str, plural: str, name: str, namespace: str,
-                     body: dict[str, Any]) -> None:  # fmt: skip
-        self.patch(f"{plural}.{version}.{group}", name, namespace, body)
-
     def patch(self, kind: str, name: str, namespace: str, body: dict[str, Any]) -> None:
         """A JSON merge patch (RFC 7386): exactly the fields in body."""
         self._call(Operation("patch", resource_name(kind), namespace, name), lambda: self._bound(
@@ -259,10 +246,6 @@ class KubeApi:
             return "absent" if document is None else "deleted" if document.get("kind") == "Status" else "terminating"
 
         return self._call(operation, delete)
-
-    def delete_pvc(self, name: str, namespace: str) -> None:
-        """Deletes a claim (`uninstall --delete-data`); one already gone is nothing left to do."""
-        self.delete("PersistentVolumeClaim", name, namespace)
 
 
 def _json_or_none(call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any] | None:

@@ -151,7 +151,7 @@ class Context:
     def custom(self, group: str, version: str, plural: str, name: str, namespace: str | None = None) -> Any:
         """A custom object as JSON, None where it does not exist."""
         if (key := (group, version, plural, name, namespace)) not in self.read:
-            self.read[key] = self.api.read_custom_object(*key)
+            self.read[key] = self.api.read_object(f"{plural}.{version}.{group}", name, namespace)
         return self.read[key]
 
 

@@ -184,7 +184,7 @@ def check_hypernodes(context: Context, asks: list[Ask]) -> list[Finding]:
                         "v1.12 Volcano has no network topology, its PodGroup CRD drops networkTopology and the pods "
                         "would be placed without one", "upgrade Volcano to v1.14 or later (subGroupPolicy) and build "
                         f"its HyperNodes, or {NO_TOPOLOGY}")]  # fmt: skip
-    listed = context.api.list_custom_objects(*HYPERNODES)
+    listed = context.api.items("hypernodes.v1alpha1.topology.volcano.sh", page_size=500) or []
     tiers = Counter(int((node.get("spec") or {}).get("tier", 0)) for node in listed)
     shown = ", ".join(f"{count} of tier {tier}" for tier, count in sorted(tiers.items())) or "none"
     findings = [tier_finding(context, ask, tiers, shown) for ask in hard]
