@@ -1,4 +1,4 @@
-"""helm's and kubectl's conventions the commands share: `NAME [CHART]`, durations (`--timeout 90s`), `-o json|yaml`
+"""helm's and kubectl's conventions the commands share: durations (`--timeout 90s`), `-o json|yaml`
 beside each command's human format; and the problem report of invalid values."""
 
 from __future__ import annotations
@@ -41,26 +41,6 @@ class Duration(click.ParamType[float, Any]):
 
 
 DURATION = Duration()
-
-
-def positional_chart(kwargs: dict[str, Any], chart_argument: str | None, chart_option: str | None) -> str | None:
-    """The chart of `NAME [CHART]` and --chart, which must not disagree; a lone positional that is a chart is
-    the chart where NAME has a default (as `helm template CHART`), a usage error where NAME is required."""
-    name = kwargs.get("name")
-    for given in (name, chart_argument):
-        if given and given.endswith((".yaml", ".yml")):
-            raise click.UsageError(f"{given!r} is a values file, not a release name or a chart: pass it with "
-                                   f"-f {given}")  # fmt: skip
-    if chart_argument is None and name and ("/" in name or name.endswith(".tgz")):  # a release name is a DNS label
-        param = next(p for p in click.get_current_context().command.params if p.name == "name")
-        if param.required:
-            raise click.UsageError(f"NAME {name!r} is a chart, not a release name: give the name first, as helm "
-                                   f"does (NAME CHART, e.g. mnist {name})")  # fmt: skip
-        kwargs["name"], chart_argument = param.default, name
-    if chart_argument and chart_option and chart_argument != chart_option:
-        raise click.UsageError(f"the CHART argument {chart_argument!r} and --chart {chart_option!r} name different "
-                               "charts: give one of them")  # fmt: skip
-    return chart_argument or chart_option
 
 
 def timeout_option(help: str) -> Callable[[F], F]:

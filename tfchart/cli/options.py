@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from tfchart.cli.formats import go_duration, positional_chart, timeout_option
+from tfchart.cli.formats import go_duration, timeout_option
 from tfchart.helm.runner import Options
 
 if TYPE_CHECKING:
@@ -152,10 +152,25 @@ def bundle(target: str, build: Callable[..., Any], *options: Callable[[Any], Any
 
 def _values(kwargs: dict[str, Any], settings: Settings, chart_argument: str | None, chart: str | None,
             **given: Any) -> ValuesInputs:
+    """The chart of `NAME [CHART]` and --chart, which must not disagree: a lone positional that is a chart is the
+    chart where NAME has a default (as `helm template CHART`), a usage error where NAME is required."""
+    name = kwargs.get("name")
+    for named in (name, chart_argument):
+        if named and named.endswith((".yaml", ".yml")):
+            raise click.UsageError(f"{named!r} is a values file, not a release name or a chart: pass it with "
+                                   f"-f {named}")  # fmt: skip
+    if chart_argument is None and name and ("/" in name or name.endswith(".tgz")):  # a release name is a DNS label
+        param = next(p for p in click.get_current_context().command.params if p.name == "name")
+        if param.required:
+            raise click.UsageError(f"NAME {name!r} is a chart, not a release name: give the name first, as helm "
+                                   f"does (NAME CHART, e.g. mnist {name})")  # fmt: skip
+        kwargs["name"], chart_argument = param.default, name
+    if chart_argument and chart and chart_argument != chart:
+        raise click.UsageError(f"the CHART argument {chart_argument!r} and --chart {chart!r} name different "
+                               "charts: give one of them")  # fmt: skip
     ordered = [(f"--{flag.replace('_', '-')}", item) for flag in ("set_json", "set", "set_string", "set_file")
                for item in given.pop(flag)]  # fmt: skip
-    chart = positional_chart(kwargs, chart_argument, chart)
-    return ValuesInputs(settings, sets=ordered, chart_reference=chart, **given)
+    return ValuesInputs(settings, sets=ordered, chart_reference=chart_argument or chart, **given)
 
 
 # -f/--values, helm's --set family and --policy, passed to the command as `values: ValuesInputs`
