@@ -69,20 +69,16 @@ def version(executable: str) -> tuple[int, int]:
         except (OSError, subprocess.TimeoutExpired) as error:
             raise HelmError(f"cannot run {executable} version: {error}", INSTALL_HINT) from None
         if key and re.fullmatch(r"v\d+\.\d+\S*", output):
-            _remember(cache, f"{key} {output}")
+            with contextlib.suppress(OSError):  # an unwritable cache only costs `helm version` next time
+                cache.parent.mkdir(parents=True, exist_ok=True)
+                with open(cache, "a") as out:
+                    out.write(f"{key} {output}\n")
     if not (match := re.match(r"v?(\d+)\.(\d+)", output)):
         raise HelmError(f"{executable} is not helm: `version` printed {output[:80]!r}", INSTALL_HINT)
     found = (int(match.group(1)), int(match.group(2)))
     if found < OLDEST:
         raise HelmError(f"helm {output} is too old for tfchart", INSTALL_HINT)
     return found
-
-
-def _remember(path: Path, line: str) -> None:
-    with contextlib.suppress(OSError):  # an unwritable cache only costs `helm version` next time
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a") as out:
-            out.write(line + "\n")
 
 
 class Runner(Protocol):
