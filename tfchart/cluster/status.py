@@ -84,7 +84,7 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
     set_rows = sorted(({"role": role_of(s), "name": name_of(s), "ready": (s.status and s.status.ready_replicas) or 0,
                         "desired": 1 if s.spec.replicas is None else s.spec.replicas} for s in stateful_sets),
                       key=display_order)  # fmt: skip
-    versions, config_note = versions_served(api, release, namespace, services, progress)
+    versions, config_note, pinned = versions_served(api, release, namespace, services, progress)
     client_services = sorted((s for s in services if role_of(s) in (TENSORBOARD, SERVING)),
                              key=lambda s: (role_rank(role_of(s)), name_of(s)))
     run_object = f"{chief.kind.lower()}/{chief.name}" if chief.name else None  # the one object to wait on
@@ -94,8 +94,7 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
         EVALUATOR: asdict(evaluator) if evaluator_jobs else None, "stateful_sets": set_rows, "pods": pod_rows,
         "endpoints": [endpoint(service, namespace, pods) for service in client_services], SERVING: versions,
         "job_progress": recorded and asdict(recorded), "notes": [note for note in (log_note, config_note) if note],
-        "warnings": [*held_after_the_end(release, namespace, chief, set_rows, pod_rows),
-                     *pinned_but_missing(release, versions)],
+        "warnings": [*held_after_the_end(release, namespace, chief, set_rows, pod_rows), *pinned],
         "run": {"object": run_object, "wait": run_object and f"{wait} --timeout=24h",
                 "succeeded": run_object and f"{wait}=succeeded --timeout=0"},
     }  # fmt: skip
@@ -199,35 +198,33 @@ def serving_versions(config_map: str, text: str | None, exported: list[int] | No
 
 def versions_served(
     api: KubeApi, release: str, namespace: str, services: list[Any], progress: dict[str, Any] | None
-) -> tuple[dict[str, Any] | None, str]:
+) -> tuple[dict[str, Any] | None, str, list[str]]:
     """When the release serves: the versions the chief reported exported and those Serving's model config (the policy
-    recorded on its ConfigMap) loads of them; a note when the ConfigMap cannot be read (403 on configmaps)."""
+    recorded on its ConfigMap) loads of them; a note when the ConfigMap cannot be read (403 on configmaps); a warning
+    when serving.modelVersionPolicy pins versions that were never exported."""
     if not any(role_of(service) == SERVING for service in services):
-        return None, ""
+        return None, "", []
     try:
         config_maps = api.list_objects("ConfigMap", namespace, release_selector(release, SERVING))
     except KubernetesError as error:
-        return None, f"cannot read Serving's model config: {error.message} ({error.hint})"
+        return None, f"cannot read Serving's model config: {error.message} ({error.hint})", []
     if not config_maps:
-        return None, ""
+        return None, "", []
     config_map = sorted(config_maps, key=name_of)[0]
     text = (config_map.metadata.annotations or {}).get(MODEL_VERSION_POLICY_ANNOTATION)
     exported = progress["exported_versions"] if progress and progress["source"] == "tfd-status" else None
-    return serving_versions(name_of(config_map), text, exported), ""
-
-
-def pinned_but_missing(release: str, versions: dict[str, Any] | None) -> list[str]:
-    """A warning when serving.modelVersionPolicy pins versions that were never exported."""
-    if versions is None or not versions["missing"] or versions["exported"] is None:
-        return []
-    missing, model, exported = ", ".join(map(str, versions["missing"])), versions["model"], versions["exported"]
+    versions = serving_versions(name_of(config_map), text, exported)
+    missing, model = ", ".join(map(str, versions["missing"])), versions["model"]
+    if not missing or exported is None:
+        return versions, "", []
     if not exported:
-        return [f"Serving is configured to load version(s) {missing} of {model}, but no version was exported "
-                f"yet: it answers nothing until one is (or use `--set serving.modelVersionPolicy.type=latest`)"]
+        return versions, "", [f"Serving is configured to load version(s) {missing} of {model}, but no version was "
+                              "exported yet: it answers nothing until one is (or use `--set "
+                              "serving.modelVersionPolicy.type=latest`)"]  # fmt: skip
     have, pins = ", ".join(map(str, exported)), ",".join(map(str, versions["loaded"] or exported[-1:]))
-    return [f"Serving is configured to load version(s) {missing} of {model}, which were never exported "
-            f"(exported: {have}): it answers nothing for them; pin exported versions only, e.g. "
-            f"`tfchart upgrade {release} ... --set serving.modelVersionPolicy.versions={{{pins}}}`"]
+    return versions, "", [f"Serving is configured to load version(s) {missing} of {model}, which were never exported "
+                          f"(exported: {have}): it answers nothing for them; pin exported versions only, e.g. "
+                          f"`tfchart upgrade {release} ... --set serving.modelVersionPolicy.versions={{{pins}}}`"]
 
 
 # -- progress from the chief's log --------------------------------------------------------------
