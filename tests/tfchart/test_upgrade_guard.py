@@ -25,6 +25,7 @@ from tests.tfchart.test_namespace import Tfchart, cluster_calls, tfchart  # noqa
 from tests.tfchart.test_release import DEFAULT_CLASS, RecordingHelm, deployed_docs, inputs, live_cluster, upgrade
 from tfchart.cluster import fields
 from tfchart.cluster import upgrade as guard
+from tfchart.cluster.kube import KubeApi
 from tfchart.cluster.recreate import Waiting
 from tfchart.errors import ImmutableFieldChange, KubernetesError, UsageError
 from tfchart.helm.chart import manifests
@@ -541,7 +542,8 @@ def test_named_list_items_are_compared_by_name() -> None:
 
 def test_many_changed_fields_of_one_object_are_counted_after_the_first_ones() -> None:
     change = guard.ImmutableChange
-    plan = guard.UpgradePlan([], [change("Job", CHIEF, f"spec.template.spec.x{i}", i, i + 1) for i in range(15)])
+    changes = [change("Job", CHIEF, f"spec.template.spec.x{i}", i, i + 1) for i in range(15)]
+    plan = guard.UpgradePlan(KubeApi(dict), NS, changes=changes)  # no call: the refusal is made from the plan
     message = guard.refusal(plan, recreate=False, namespace=NS).message
     assert message.count(f"  - Job {CHIEF}: spec.template.spec.x") == guard.FIELDS_SHOWN_PER_OBJECT
     assert f"  - Job {CHIEF}: 3 more changed fields" in message

@@ -36,7 +36,7 @@ import pytest
 from tests.chartlib import REPO, named, render
 from tests.kubeapi import JobController, KubeServer, Request, kube_server
 from tests.trainer.conftest import free_ports, service_account_dir
-from tfchart.cluster.upgrade import GuardRun, delete_to_recreate
+from tfchart.cluster.upgrade import UpgradePlan, delete_to_recreate
 from tfchart.local.processes import LocalCluster, LocalPod, localise_cluster, pods_from_manifests, python_bin_dir
 from tfdcontract import COMPONENT_LABEL, JobProgress, parse_job_progress, parse_step_line
 from tfdcontract import ENDED_AT_ANNOTATION as ENDED_AT
@@ -448,17 +448,17 @@ def test_upgrading_a_finished_release_does_not_start_its_pods_again(release: Any
         f"{PREFIX}-tensorboard": 1, f"{PREFIX}-serving": 1,
     }
     api = run.server.api()  # the guard asks it for dry runs, which change nothing
-    assert GuardRun(api, NAMESPACE).changes(run.docs, same_run) == []  # helm patches the finished chief Job as it is
+    assert UpgradePlan(api, NAMESPACE).compare(run.docs, same_run) == []  # helm patches the finished chief Job as it is
     # labels of every pod (commonLabels) change the chief Job's pod template, which Kubernetes forbids:
     # `tfchart upgrade` says so before helm runs (docs/lifecycle.md: "A finished release")
     relabelled = render_against(run, major, "commonLabels.team=vision")
     assert spec_replicas(relabelled)[f"{PREFIX}-worker"] == 0
-    assert [(c.kind, c.field) for c in GuardRun(api, NAMESPACE).changes(run.docs, relabelled)] == [
+    assert [(c.kind, c.field) for c in UpgradePlan(api, NAMESPACE).compare(run.docs, relabelled)] == [
         ("Job", "spec.template.metadata.labels.team")]
     # a changed training spec is a new run: everything starts again, and the chief Job must be recreated
     new_run = render_against(run, major, "training.trainSteps=120")
     assert spec_replicas(new_run) == {f"{PREFIX}-ps": 1, f"{PREFIX}-worker": 1, f"{PREFIX}-supervisor": 1}
-    refused = GuardRun(api, NAMESPACE).changes(run.docs, new_run)
+    refused = UpgradePlan(api, NAMESPACE).compare(run.docs, new_run)
     assert [(c.kind, c.name) for c in refused] == [("Job", f"{PREFIX}-chief")]
     assert not any(r.writes for r in run.server.requests[before:])  # rendering only reads
 

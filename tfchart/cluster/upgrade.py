@@ -98,15 +98,27 @@ def causes(answer: dict[str, Any] | None) -> Causes:
 
 
 @dataclass
-class GuardRun:
-    """One comparison of the deployed release with the new render, asking the API server about each change."""
+class UpgradePlan:
+    """One comparison of the deployed release with the new render, asking the API server about each change; the helm
+    upgrade command; what --recreate found and did."""
 
     live: KubeApi
     namespace: str
-    notes: list[str] = field(default_factory=list)
-    uids: dict[tuple[str, str], str] = field(default_factory=dict)
-    not_adoptable: set[tuple[str, str]] = field(default_factory=set)
+    args: list[str] = field(default_factory=list)
+    changes: list[ImmutableChange] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # said before helm runs (objects helm creates again...)
+    uids: dict[tuple[str, str], str] = field(default_factory=dict)  # live objects read, for the deletion wait
+    not_adoptable: set[tuple[str, str]] = field(default_factory=set)  # StatefulSets deleted with their pods
     answers: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # what the server said, per object
+    recreated: list[tuple[str, str]] = field(default_factory=list)  # deleted by --recreate and gone
+    already_gone: list[tuple[str, str]] = field(default_factory=list)  # --recreate found them gone
+
+    def objects(self, recreatable: bool) -> list[tuple[str, str]]:
+        return sorted({(c.kind, c.name) for c in self.changes if c.recreatable == recreatable})
+
+    def effect(self, kind: str, name: str) -> str:
+        """What --recreate does to the object's pods."""
+        return NOT_ADOPTABLE if (kind, name) in self.not_adoptable else RECREATE[kind]
 
     def read(self, kind: str, name: str) -> tuple[bool, dict[str, Any] | None]:
         """(exists, live object): an object tfchart may not read is taken to exist, unread."""
@@ -122,7 +134,7 @@ class GuardRun:
             self.uids[(kind, name)] = str(uid)
         return True, document
 
-    def changes(self, deployed: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[ImmutableChange]:
+    def compare(self, deployed: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[ImmutableChange]:
         old_objects, new_objects = _index(deployed), _index(new)
         found: list[ImmutableChange] = []
         for key in sorted(old_objects.keys() & new_objects.keys()):
@@ -181,19 +193,22 @@ class GuardRun:
 
 def _field_changes(kind: str, name: str, key: str, base: dict[str, Any], new: dict[str, Any], said: Causes,
                    live: dict[str, Any]) -> list[ImmutableChange]:  # fmt: skip
-    """The leaves of a refused spec key, each with what the server said of it and, for a claim, the fix."""
+    """The leaves of a refused spec key, each with what the server said of it and, for a claim, the fix (a refusal by
+    admission, 403 without causes, is its StorageClass's for a size)."""
     top, reasons = f"spec.{key}", dict(said)
-    changes = [ImmutableChange(kind, name, path, old, value, reasons.get(path, "").replace("field is immutable", ""))
-               for path, old, value in field_changes(top, base.get(key), new.get(key))
-               if isinstance(old, (dict, list)) or not _same_quantity(str(old), str(value))]  # 1 and "1" alike
-    changes = changes or [ImmutableChange(kind, name, top, base.get(key), new.get(key))]
-    if kind != CLAIM:
-        return changes
-    admission = "" in reasons  # refused by admission (403), not validation: for a size, by its StorageClass
-    return [ImmutableChange(c.kind, c.name, c.field, c.deployed, c.new, c.reason,
-                            _claim_fix(c.field, c.deployed, c.new, admission, live.get("storageClassName"))
-                            if c.field == STORAGE else _claim_fix(top, base.get(key), None, False, None))
-            for c in changes]  # fmt: skip
+    leaves = [(path, old, value, reasons.get(path, "").replace("field is immutable", ""))
+              for path, old, value in field_changes(top, base.get(key), new.get(key))
+              if isinstance(old, (dict, list)) or not _same_quantity(str(old), str(value))]  # 1 and "1" alike
+
+    def fix(path: str, old: Any, value: Any) -> str:
+        if kind != CLAIM:
+            return ""
+        if path == STORAGE:
+            return _claim_fix(path, old, value, "" in reasons, live.get("storageClassName"))
+        return _claim_fix(top, base.get(key), None, False, None)
+
+    return [ImmutableChange(kind, name, path, old, value, reason, fix(path, old, value))
+            for path, old, value, reason in leaves or [(top, base.get(key), new.get(key), "")]]
 
 
 def _adoptable(old_spec: dict[str, Any], new_spec: dict[str, Any]) -> bool:
@@ -243,25 +258,6 @@ def _less(a: str | None, b: str | None) -> bool:
 
 
 # -- planning and refusing ---------------------------------------------------------------------------
-@dataclass
-class UpgradePlan:
-    args: list[str]
-    changes: list[ImmutableChange] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # said before helm runs (objects helm creates again...)
-    uids: dict[tuple[str, str], str] = field(default_factory=dict)  # live objects read, for the deletion wait
-    not_adoptable: set[tuple[str, str]] = field(default_factory=set)  # StatefulSets deleted with their pods
-    answers: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # what the server said, per object
-    recreated: list[tuple[str, str]] = field(default_factory=list)  # deleted by --recreate and gone
-    already_gone: list[tuple[str, str]] = field(default_factory=list)  # --recreate found them gone
-
-    def objects(self, recreatable: bool) -> list[tuple[str, str]]:
-        return sorted({(c.kind, c.name) for c in self.changes if c.recreatable == recreatable})
-
-    def effect(self, kind: str, name: str) -> str:
-        """What --recreate does to the object's pods."""
-        return NOT_ADOPTABLE if (kind, name) in self.not_adoptable else RECREATE[kind]
-
-
 def plan_upgrade(
     runner: Runner, release: str, chart: Chart, inputs: Inputs, rendered: list[dict[str, Any]], options: Options,
     live: KubeApi,
@@ -273,10 +269,10 @@ def plan_upgrade(
                          "pass -n NAMESPACE (tfchart resolves it from the kubeconfig context otherwise)")
     where = ["--namespace", options.namespace]
     deployed = manifests(runner(["get", "manifest", release, *where, *base_revision(runner, release, where)]).decode())
-    guard = GuardRun(live, options.namespace)
-    changes = guard.changes(deployed, rendered)
-    args = release_args("upgrade", major_version(runner), release, chart, inputs, options)
-    return UpgradePlan(args, changes, guard.notes, guard.uids, guard.not_adoptable, guard.answers)
+    plan = UpgradePlan(live, options.namespace)
+    plan.changes = plan.compare(deployed, rendered)
+    plan.args = release_args("upgrade", major_version(runner), release, chart, inputs, options)
+    return plan
 
 
 def refusal(plan: UpgradePlan, recreate: bool, namespace: str | None) -> ImmutableFieldChange:
