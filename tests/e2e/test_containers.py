@@ -28,7 +28,7 @@ from tfchart.errors import UsageError
 from tfchart.helm.chart import Chart, read
 from tfchart.helm.chart import merged_values as helm_values
 from tfchart.helm.runner import Helm
-from tfchart.local.containerpods import ContainerPod, pull_policy, quantity_bytes, run_argv, sandbox_argv
+from tfchart.local.containerpods import ContainerPod, pull_policy, quantity_bytes
 from tfchart.local.containers import ContainerPlan, plan_from_manifests
 
 E2E_VALUES = REPO / "tests" / "fixtures" / "e2e-values.yaml"
@@ -49,12 +49,12 @@ def merged_values(sets: list[str]) -> dict[str, Any]:
     return values
 
 
-def container_plan(tmp_path: Path, sets: Sequence[str] = (), docs: list[Any] | None = None) -> ContainerPlan:
+def container_plan(tmp_path: Path, sets: Sequence[str] = (), docs: list[Any] | None = None,
+                   engine: str = "podman") -> ContainerPlan:  # fmt: skip
     """The plan `tfchart local --engine podman` makes, without asking podman anything."""
     docs = docs or render_docs(list(sets))
-    return plan_from_manifests(
-        docs, merged_values(list(sets)), tmp_path / "run", NAMESPACE, "podman", "0:0", "tfd-test01"
-    )
+    values = merged_values(list(sets))
+    return plan_from_manifests(docs, values, tmp_path / "run", NAMESPACE, engine, "0:0", "tfd-test01")
 
 
 def pod(plan: ContainerPlan, name: str) -> ContainerPod:
@@ -73,14 +73,14 @@ def test_security_context_becomes_user_groups_read_only_and_capabilities(tmp_pat
     plan = container_plan(tmp_path, ["ps.replicas=1"])
     assert {p.role for p in plan.pods} == {"ps", "worker", "chief", "tensorboard"}
     for each in plan.pods:
-        argv = run_argv("podman", each)
+        argv = each.run
         assert flag_values(argv, "--user") == ["10001:10001"], each.name
         assert flag_values(argv, "--group-add") == ["10001"], each.name  # fsGroup
         assert "--read-only" in argv and "--read-only-tmpfs=false" in argv, each.name
         assert flag_values(argv, "--cap-drop") == ["ALL"] and flag_values(argv, "--cap-add") == []
         assert flag_values(argv, "--security-opt") == ["no-new-privileges"]
         assert "--privileged" not in argv and "--no-healthcheck" in argv
-    docker = run_argv("docker", plan.pods[0])
+    docker = container_plan(tmp_path, ["ps.replicas=1"], engine="docker").pods[0].run
     assert "--read-only" in docker and "--read-only-tmpfs=false" not in docker  # a podman-only flag
 
 
@@ -92,7 +92,7 @@ def test_container_security_context_overrides_the_pods(tmp_path: Path) -> None:
         "chief.podSecurityContext.fsGroup=3000",
         "chief.containerSecurityContext.capabilities.drop={NET_RAW}",
     ]
-    argv = run_argv("podman", pod(container_plan(tmp_path, sets), f"{PREFIX}-chief"))
+    argv = pod(container_plan(tmp_path, sets), f"{PREFIX}-chief").run
     assert flag_values(argv, "--user") == ["2000:10001"]
     assert flag_values(argv, "--group-add") == ["3000"]
     assert "--read-only" not in argv and "no-new-privileges" not in argv
@@ -119,7 +119,7 @@ def test_privileged_or_uid_0_runs_only_when_allowed(tmp_path: Path, sets: list[s
     docs, values = render_docs(sets), merged_values(sets)
     allowed = plan_from_manifests(docs, values, tmp_path / "run", NAMESPACE, "podman", "0:0", "tfd-test01",
                                   allow_privileged=True)  # fmt: skip
-    argv = run_argv("podman", pod(allowed, f"{PREFIX}-chief"))
+    argv = pod(allowed, f"{PREFIX}-chief").run
     assert ("--privileged" in argv) == ("privileged" in said)
 
 
@@ -143,12 +143,12 @@ def test_env_resolves_the_downward_api_and_command_args_are_as_rendered(tmp_path
     container = rendered["spec"]["template"]["spec"]["containers"][0]
     cluster_env = next(e["value"] for e in container["env"] if e["name"] == "TFD_CLUSTER")
     assert worker.env["TFD_CLUSTER"] == cluster_env  # the cluster map is not rewritten
-    argv = run_argv("podman", worker)
+    argv = worker.run
     image_at = argv.index(worker.image)
     assert argv[image_at - 2 : image_at] == ["--entrypoint", container["command"][0]]
     assert argv[image_at + 1 :] == [*container["command"][1:], *container["args"]]
     assert f"TFD_CLUSTER={cluster_env}" in flag_values(argv, "--env")
-    tensorboard = run_argv("podman", pod(plan, f"{PREFIX}-tensorboard-0"))
+    tensorboard = pod(plan, f"{PREFIX}-tensorboard-0").run
     assert tensorboard[tensorboard.index("--entrypoint") + 1] == "tensorboard"
 
 
@@ -166,7 +166,7 @@ def test_volumes_become_one_shared_bind_mount_tmpfs_and_config_map_files(tmp_pat
         "podman", "0:0", "tfd-test01",
     )  # fmt: skip
     volume = tmp_path / "run" / "team" / "a"
-    chief = run_argv("podman", pod(plan, f"{PREFIX}-chief"))
+    chief = pod(plan, f"{PREFIX}-chief").run
     mounts = flag_values(chief, "--mount")
     assert f"type=bind,source={volume},target=/shared" in mounts
     assert f"type=bind,source={plan.storage.config_root}/settings,target=/etc/settings,readonly=true" in mounts
@@ -177,7 +177,7 @@ def test_volumes_become_one_shared_bind_mount_tmpfs_and_config_map_files(tmp_pat
         f"/workspace:rw,exec,mode=0777,size={2 * 2**30}",
     ]
     assert flag_values(chief, "--workdir") == ["/workspace"]
-    tensorboard = flag_values(run_argv("podman", pod(plan, f"{PREFIX}-tensorboard-0")), "--mount")
+    tensorboard = flag_values(pod(plan, f"{PREFIX}-tensorboard-0").run, "--mount")
     assert tensorboard == [f"type=bind,source={volume},target=/shared,readonly=true"]  # the claim is readOnly there
     assert plan.workdir == volume and plan.host_path("/shared/export/mnist/1") == str(volume / "export/mnist/1")
     assert plan.access is not None and plan.access.fs_group == 10001
@@ -192,7 +192,7 @@ def test_the_chiefs_api_token_is_not_mounted_and_secrets_are_refused(tmp_path: P
     chief_job["spec"]["template"]["spec"]["containers"][0]["volumeMounts"].append(
         {"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}
     )
-    chief = run_argv("podman", pod(container_plan(tmp_path, docs=docs), f"{PREFIX}-chief"))
+    chief = pod(container_plan(tmp_path, docs=docs), f"{PREFIX}-chief").run
     assert not any("serviceaccount" in mount for mount in flag_values(chief, "--mount"))
     chief_spec = chief_job["spec"]["template"]["spec"]
     chief_spec["volumes"].append({"name": "creds", "secret": {"secretName": "creds"}})
@@ -241,7 +241,7 @@ def test_every_cluster_map_address_is_the_dns_alias_of_exactly_one_pod(tmp_path:
         owners = [p.name for p in plan.pods if host in p.aliases]
         assert owners == [host.split(".")[0]], host
     worker = pod(plan, f"{PREFIX}-worker-1")
-    sandbox = sandbox_argv("podman", plan.network, worker)
+    sandbox = worker.sandbox
     assert flag_values(sandbox, "--network-alias") == [
         f"{PREFIX}-worker-1.{PREFIX}-worker.{NAMESPACE}.svc.tfd.test",  # <sts>-<k>.<serviceName>
         f"{PREFIX}-worker.{NAMESPACE}.svc.tfd.test",  # the headless Service's own name
@@ -250,21 +250,22 @@ def test_every_cluster_map_address_is_the_dns_alias_of_exactly_one_pod(tmp_path:
     assert flag_values(sandbox, "--dns-search")[0] == f"{NAMESPACE}.svc.tfd.test"
     assert "--detach" in sandbox and flag_values(sandbox, "--user") == ["10001:10001"]
     # The pod's container joins its sandbox: a restart keeps the pod's address and DNS record.
-    argv = run_argv("podman", worker)
+    argv = worker.run
     assert flag_values(argv, "--network") == [f"container:{worker.sandbox_name}"]
     assert flag_values(argv, "--uts") == [f"container:{worker.sandbox_name}"]
     assert f"HOSTNAME={worker.name}" in flag_values(argv, "--env")
     assert not {"--hostname", "--network-alias", "--dns-search", "--publish"} & set(argv)
-    assert "--uts" not in run_argv("docker", worker)  # docker gives it the sandbox's hostname itself
+    docker = pod(container_plan(tmp_path, sets, engine="docker"), worker.name).run
+    assert "--uts" not in docker  # docker gives it the sandbox's hostname itself
     tensorboard = pod(plan, f"{PREFIX}-tensorboard-0")
     assert tensorboard.aliases == [f"{PREFIX}-tensorboard.{NAMESPACE}.svc.tfd.test"]  # a Deployment: its Service
-    assert all(p.labels["tfchart.run"] == "tfd-test01" for p in plan.pods)
+    assert all("tfchart.run=tfd-test01" in flag_values(p.run, "--label") for p in plan.pods)
 
 
 def test_pull_policy_maps_to_pull(tmp_path: Path) -> None:
     for policy, flag in (("Never", "never"), ("IfNotPresent", "missing"), ("Always", "always")):
         plan = container_plan(tmp_path, [f"image.pullPolicy={policy}"])
-        assert {flag_values(run_argv("podman", p), "--pull")[0] for p in plan.pods} == {flag}, policy
+        assert {flag_values(p.run, "--pull")[0] for p in plan.pods} == {flag}, policy
     assert pull_policy({"image": "registry:5000/trainer"}) == "always"  # no tag: latest
     assert pull_policy({"image": "registry:5000/trainer:1.0"}) == "missing"
     assert pull_policy({"image": "trainer:latest"}) == "always"
@@ -288,11 +289,10 @@ def test_the_pods_run_under_their_controllers(tmp_path: Path) -> None:
 def test_tensorboard_is_published_on_localhost(tmp_path: Path) -> None:
     plan = container_plan(tmp_path)
     tensorboard = pod(plan, f"{PREFIX}-tensorboard-0")
-    ((host_port, container_port),) = tensorboard.ports
-    assert container_port == 6006 and plan.tensorboard_url == f"http://127.0.0.1:{host_port}/"
-    published = flag_values(sandbox_argv("podman", plan.network, tensorboard), "--publish")
-    assert published == [f"127.0.0.1:{host_port}:6006"]
-    assert all(not p.ports for p in plan.pods if p.role != "tensorboard")
+    (published,) = flag_values(tensorboard.sandbox, "--publish")
+    assert published.endswith(":6006") and plan.tensorboard_url == f"http://{published.removesuffix(':6006')}/"
+    assert published.startswith("127.0.0.1:")
+    assert all("--publish" not in p.sandbox for p in plan.pods if p.role != "tensorboard")
 
 
 def test_quantities() -> None:

@@ -26,7 +26,6 @@ import pytest
 from tests.chartlib import REPO, render
 from tests.e2e.test_local import assert_none_left
 from tfchart.errors import UsageError
-from tfchart.local.containerpods import sandbox_argv
 from tfchart.local.containers import plan_from_manifests
 from tfchart.local.jobset import JobSetSpec
 from tfchart.local.jobsetrun import COMPLETED, FAILED, Event, JobSetRun
@@ -156,8 +155,7 @@ def test_containers_get_the_jobset_services_dns_names_and_its_controller_restart
     assert plan.jobset is not None and plan.jobset.name == JS
     worker = next(pod for pod in plan.pods if pod.name == f"{JS}-worker-0-1")
     assert worker.aliases == [f"{worker.name}.{JS}.{DOMAIN}", f"{JS}.{DOMAIN}"]  # JobSet's headless Service
-    argv = sandbox_argv("podman", plan.network, worker)
-    assert argv[argv.index("--hostname") + 1] == worker.name
+    assert worker.sandbox[worker.sandbox.index("--hostname") + 1] == worker.name
     assert worker.probe_port == 2222 and worker.env["TFD_TASK_INDEX"] == "1"
     assert any(worker.name in job.pods for job in plan.jobset.jobs)  # its new pods come from jobsetrun
     cluster = json.loads(worker.env["TFD_CLUSTER"])

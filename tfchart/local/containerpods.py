@@ -3,7 +3,7 @@ functions of the manifests, no engine is asked anything. The chart is rendered w
 the pods keep the chart's mount path, ports and cluster map. Every TensorFlow pod and TensorBoard runs its
 rendered image with command, args, env, securityContext (`Security`) and volumes (`volume_mounts`: the claim is
 the run directory, made writable as fsGroup would make it and given back to the invoking user at the end) as
-the kubelet would run it; per pod, a sandbox holds the network identity (`sandbox_argv`, `dns_names`).
+the kubelet would run it; per pod, a sandbox holds the network identity (`container_pod`, `dns_names`).
 
 Not emulated: resource requests and limits (nothing is enforced), startup and liveness probes,
 terminationGracePeriodSeconds of an interrupted run (stopping gives every container 10 s, as the process
@@ -76,31 +76,19 @@ class Security:
     def owner(self) -> str:
         return f"{self.user}:{self.group}" if self.group is not None else str(self.user)  # as --user and chown take it
 
-    def args(self, engine: str) -> list[str]:
-        user = [] if self.user is None else ["--user", self.owner]
-        # podman mounts tmpfs on /tmp, /run and /var/tmp of read-only containers; Kubernetes does not.
-        no_tmpfs = ["--read-only-tmpfs=false"] if engine == "podman" and "--read-only" in self.flags else []
-        return [*user, *self.flags, *no_tmpfs]
-
 
 @dataclass
 class ContainerPod(LocalPod):
-    """One pod of the rendered release as a container: everything `<engine> run` needs."""
+    """One pod of the rendered release as a container: the `<engine> run` commands of its sandbox and container."""
 
     container_name: str = ""
-    kind: str = ""
     image: str = ""
     pull: str = "missing"
     security: Security = field(default_factory=Security)
-    entrypoint: str | None = None
-    command: list[str] = field(default_factory=list)  # after the image: command[1:] + args, or args
-    workdir: str | None = None
     binds: list[Bind] = field(default_factory=list)
-    tmpfs: list[str] = field(default_factory=list)  # the emptyDirs, as `--tmpfs` takes them
     aliases: list[str] = field(default_factory=list)  # the pod's own DNS name first
-    dns_search: list[str] = field(default_factory=list)
-    ports: list[tuple[int, int]] = field(default_factory=list)  # (127.0.0.1 port, container port)
-    labels: dict[str, str] = field(default_factory=dict)
+    sandbox: list[str] = field(default_factory=list)  # the sandbox's, detached
+    run: list[str] = field(default_factory=list)  # the container's, attached: its output is the pod's log
 
     @property
     def sandbox_name(self) -> str:
@@ -271,54 +259,44 @@ def config_map_files(docs: Sequence[dict[str, Any]], pods: Sequence[RenderedPod]
     return files
 
 
-def container_pod(pod: RenderedPod, run_id: str, namespace: str, domain: str, services: Sequence[dict[str, Any]],
-                  storage: Storage, allow_privileged: bool = False) -> ContainerPod:  # fmt: skip
-    command = [str(item) for item in pod.container.get("command") or []]
-    args = [str(item) for item in pod.container.get("args") or []]
-    # Kubernetes' command replaces the image's ENTRYPOINT, args its CMD
-    entrypoint, after_image = (command[0], [*command[1:], *args]) if command else (None, args)
-    binds, tmpfs = volume_mounts(pod, storage)
-    published = [int(p["containerPort"]) for p in pod.container.get("ports") or []] if pod.role == TENSORBOARD else []
-    return ContainerPod(
-        pod.name, pod.role, pod.index, pod.argv, pod.env(namespace), container_name=f"{run_id}-{pod.name}",
-        kind=pod.kind, image=str(pod.container["image"]), pull=pull_policy(pod.container),
-        security=security_of(pod, allow_privileged),
-        entrypoint=entrypoint, command=after_image, workdir=pod.container.get("workingDir"), binds=binds, tmpfs=tmpfs,
-        aliases=dns_names(pod, services, namespace, domain),
-        dns_search=[f"{namespace}.svc.{domain}", f"svc.{domain}", domain],  # as in a pod's resolv.conf
-        ports=[(free_port(), port) for port in published],
-        labels={RUN_LABEL: run_id, POD_LABEL: pod.name, "tfchart.role": pod.role}, probe_port=pod.readiness_port,
-    )  # fmt: skip
-
-
-def sandbox_argv(engine: str, network: str, pod: ContainerPod) -> list[str]:
+def container_pod(pod: RenderedPod, engine: str, network: str, namespace: str, domain: str,
+                  services: Sequence[dict[str, Any]], storage: Storage, allow_privileged: bool = False) -> ContainerPod:
     """The pod's sandbox, as Kubernetes' pause container: it holds the pod's network identity (hostname, DNS
     aliases, search domains, published ports). The pod's container joins its network (`--network container:`,
     with podman its hostname too), so a restarted container keeps the pod's address, MAC and DNS record, as
-    in Kubernetes. It runs `sleep` in the pod's own image, detached, under the pod's user."""
-    labels = [f"{RUN_LABEL}={pod.labels[RUN_LABEL]}", f"{SANDBOX_LABEL}={pod.name}"]
-    published = [f"127.0.0.1:{host_port}:{container_port}" for host_port, container_port in pod.ports]
-    return [
-        engine, "run", "--detach", "--rm", "--name", pod.sandbox_name, *repeated("--label", labels),
-        "--network", network, "--hostname", pod.name, *repeated("--network-alias", pod.aliases),
-        *repeated("--dns-search", pod.dns_search), *repeated("--publish", published),
-        "--pull", "never", "--no-healthcheck", *pod.security.args(engine),
-        "--entrypoint", "/bin/sh", pod.image, "-c", PAUSE,
+    in Kubernetes. The sandbox runs `sleep` in the pod's own image, detached, under the pod's user."""
+    name, sandbox_name = f"{network}-{pod.name}", f"{network}-{pod.name}{SANDBOX_SUFFIX}"  # the network: the run id
+    command = [str(item) for item in pod.container.get("command") or []]
+    args = [str(item) for item in pod.container.get("args") or []]
+    # Kubernetes' command replaces the image's ENTRYPOINT, args its CMD
+    after_image = [*(["--entrypoint", command[0]] if command else []), image := str(pod.container["image"]),
+                   *command[1:], *args]  # fmt: skip
+    binds, tmpfs = volume_mounts(pod, storage)
+    security, pull, env = security_of(pod, allow_privileged), pull_policy(pod.container), pod.env(namespace)
+    aliases = dns_names(pod, services, namespace, domain)
+    published = [p["containerPort"] for p in pod.container.get("ports") or []] if pod.role == TENSORBOARD else []
+    user = [] if security.user is None else ["--user", security.owner]
+    # podman mounts tmpfs on /tmp, /run and /var/tmp of read-only containers; Kubernetes does not.
+    no_tmpfs = ["--read-only-tmpfs=false"] if engine == "podman" and "--read-only" in security.flags else []
+    secured = ["--no-healthcheck", *user, *security.flags, *no_tmpfs]
+    sandbox = [
+        engine, "run", "--detach", "--rm", "--name", sandbox_name,
+        *repeated("--label", [f"{RUN_LABEL}={network}", f"{SANDBOX_LABEL}={pod.name}"]),
+        "--network", network, "--hostname", pod.name, *repeated("--network-alias", aliases),
+        *repeated("--dns-search", [f"{namespace}.svc.{domain}", f"svc.{domain}", domain]),  # as in a pod's resolv.conf
+        *repeated("--publish", (f"127.0.0.1:{free_port()}:{port}" for port in published)),
+        "--pull", "never", *secured, "--entrypoint", "/bin/sh", image, "-c", PAUSE,
     ]  # fmt: skip
-
-
-def run_argv(engine: str, pod: ContainerPod) -> list[str]:
-    """The `<engine> run` command of the pod's container (attached: its output is the pod's log)."""
-    argv = [engine, "run", "--rm", "--name", pod.container_name, *repeated("--label", as_pairs(pod.labels))]
-    argv += ["--network", f"container:{pod.sandbox_name}"]
+    labels = {RUN_LABEL: network, POD_LABEL: pod.name, "tfchart.role": pod.role}
+    run = [engine, "run", "--rm", "--name", name, *repeated("--label", as_pairs(labels))]
+    run += ["--network", f"container:{sandbox_name}"]
     # docker gives a container on another's network that container's hostname; podman shares it on request.
-    argv += ["--uts", f"container:{pod.sandbox_name}"] if engine == "podman" else []
-    argv += ["--pull", pod.pull, "--no-healthcheck", *pod.security.args(engine)]
-    argv += repeated("--env", as_pairs({**pod.env, "HOSTNAME": pod.name}))
-    argv += [arg for bind in pod.binds for arg in bind.args()] + repeated("--tmpfs", pod.tmpfs)
-    argv += ["--workdir", pod.workdir] if pod.workdir else []
-    argv += ["--entrypoint", pod.entrypoint] if pod.entrypoint is not None else []
-    return [*argv, pod.image, *pod.command]
+    run += ["--uts", f"container:{sandbox_name}"] if engine == "podman" else []
+    run += ["--pull", pull, *secured, *repeated("--env", as_pairs({**env, "HOSTNAME": pod.name}))]
+    run += [arg for bind in binds for arg in bind.args()] + repeated("--tmpfs", tmpfs)
+    run += ["--workdir", workdir] if (workdir := pod.container.get("workingDir")) else []
+    return ContainerPod(pod.name, pod.role, pod.index, pod.argv, env, pod.readiness_port, name, image, pull, security,
+                        binds, aliases, sandbox, [*run, *after_image])  # fmt: skip
 
 
 def grant_script(access: Security) -> str:

@@ -38,14 +38,11 @@ from tfchart.local.containerpods import (
     config_map_files,
     container_pod,
     grant_script,
-    run_argv,
-    sandbox_argv,
     within,
 )
 from tfchart.local.jobset import headless_service
 from tfchart.local.pods import rendered_pods, workload_of
 from tfchart.local.processes import LocalCluster, LocalPlan, LocalPod, Process, listening
-from tfdcontract import TENSORBOARD
 
 CONTAINER_ENGINES = ("podman", "docker")
 ENGINE_TIMEOUT_S = 60.0
@@ -108,13 +105,14 @@ def plan_from_manifests(docs: Sequence[dict[str, Any]], values: dict[str, Any], 
               for volume in pod.spec.get("volumes") or [] if "persistentVolumeClaim" in volume]  # fmt: skip
     storage = Storage(volume_dir, Path(tempfile.gettempdir()) / f"tfchart-{run_id}", next(iter(claims), None))
     workload = workload_of(docs, namespace, rendered)
-    pods = [container_pod(pod, run_id, namespace, domain, services, storage, allow_privileged) for pod in rendered]
+    pods = [container_pod(pod, engine, run_id, namespace, domain, services, storage, allow_privileged)
+            for pod in rendered]  # fmt: skip
     storage_values = values.get("storage") or {}
-    tensorboard = next((pod for pod in pods if pod.role == TENSORBOARD and pod.ports), None)
+    published = next((p.sandbox[p.sandbox.index("--publish") + 1] for p in pods if "--publish" in p.sandbox), None)
     return ContainerPlan(
         workdir=within(volume_dir, str(storage_values.get("subPath") or ""), "storage.subPath"), pods=pods,
         addresses={pod.aliases[0]: pod.container_name for pod in pods if pod.aliases},
-        tensorboard_url=f"http://127.0.0.1:{tensorboard.ports[0][0]}/" if tensorboard else None,
+        tensorboard_url=f"http://{published.rsplit(':', 1)[0]}/" if published else None,  # TensorBoard's
         values=values, engine=engine, run_id=run_id, storage=storage,
         mount_path=str(storage_values.get("mountPath") or "/data").rstrip("/") or "/",
         config_files=config_map_files(docs, rendered), host_owner=host_owner, workload=workload,
@@ -195,7 +193,7 @@ class ContainerCluster(LocalCluster):
 
     def command(self, pod: LocalPod) -> tuple[list[str], dict[str, str] | None]:
         assert isinstance(pod, ContainerPod)
-        return run_argv(self.plan.engine, pod), None  # the engine's client runs in this environment
+        return pod.run, None  # the engine's client runs in this environment
 
     def start(self, pods: Sequence[LocalPod]) -> None:
         """Creates the network and the volumes once, then starts every pod at once (TensorFlow tasks wait for peers);
@@ -226,8 +224,8 @@ class ContainerCluster(LocalCluster):
 
     def _start_sandboxes(self, pods: Sequence[ContainerPod]) -> None:
         """Every pod's sandbox at once; each must be running before its container joins it."""
-        engine, network = self.plan.engine, self.plan.network
-        starting = [(pod, subprocess.Popen(sandbox_argv(engine, network, pod), stdin=subprocess.DEVNULL, text=True,
+        engine = self.plan.engine
+        starting = [(pod, subprocess.Popen(pod.sandbox, stdin=subprocess.DEVNULL, text=True,
                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)) for pod in pods]
         for pod, popen in starting:
             try:
