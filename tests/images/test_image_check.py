@@ -27,8 +27,7 @@ from tests.chartlib import REPO, helm_path, render
 from tests.images import registrylib, tokenserver
 from tests.images.registrylib import Registry
 from tests.kubeapi import KubeServer, kube_server
-from tfchart.cluster.preflight import FAIL, OK, WARN
-from tfchart.cluster.preflight.images import check_images
+from tfchart.cluster.preflight import FAIL, OK, WARN, check_images
 from tfchart.images.registry import MISSING, PLAIN_HTTP, PRESENT, UNAUTHORISED, UNREACHABLE, Access, resolve
 from tfchart.manifests.images import pulled_images
 

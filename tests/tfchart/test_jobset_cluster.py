@@ -23,7 +23,7 @@ from tests.kubeapi import Call, KubeServer, kube_server
 from tests.tfchart.test_release import RecordingHelm
 from tests.tfchart.test_upgrade_guard import as_args, live_cluster, planned, refused, run_upgrade
 from tfchart.cluster import preflight
-from tfchart.cluster.preflight.kueue import check_kueue
+from tfchart.cluster.preflight.controllers import check_kueue
 from tfdcontract import (
     ENDING_ANNOTATION,
     PROGRESS_ANNOTATION,

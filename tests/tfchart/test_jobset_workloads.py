@@ -16,7 +16,7 @@ from tests import kubeapi as kf
 from tests.chartlib import REPO, helm_path, render
 from tests.kubeapi import kube_server
 from tfchart.cluster import preflight
-from tfchart.cluster.preflight.gpus import check_gpus
+from tfchart.cluster.preflight.resources import check_gpus
 from tfchart.manifests.images import pulled_images
 from tfchart.manifests.workloads import running, workloads
 

@@ -27,11 +27,8 @@ from tests.tfchart.hostile import helm_env, measured
 from tfchart.cli import main
 from tfchart.cluster import kube, preflight
 from tfchart.cluster.preflight import FAIL, OK, WARN, Context
-from tfchart.cluster.preflight.gang import check_gang
-from tfchart.cluster.preflight.gpus import check_gpus
-from tfchart.cluster.preflight.kueue import check_kueue
-from tfchart.cluster.preflight.network import check_network_policy
-from tfchart.cluster.preflight.quota import check_quota, release_adds
+from tfchart.cluster.preflight.controllers import check_gang, check_kueue, check_network_policy
+from tfchart.cluster.preflight.resources import check_gpus, check_quota, release_adds
 from tfchart.cluster.preflight.storage import check_storage
 from tfchart.errors import KubernetesError, TfchartError
 from tfchart.manifests import quantity

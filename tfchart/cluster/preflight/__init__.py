@@ -1,8 +1,11 @@
-"""`tfchart preflight`: will this release fit the cluster? Checked before `helm install`, from the render
-of the release (what it would create), one module per check, each a list of Findings (ok | warn |
-fail, with a hint): gpus, storage (and co-location), quota, network, jobset, gang, kueue, topology, and images
-(each image resolves in its registry; no cluster needed). A read that RBAC forbids turns only its own part
-into a `could not check` warning."""
+"""`tfchart preflight`: will this release fit the cluster? Checked before `helm install`, from the render of the
+release (what it would create), each check a list of Findings (ok | warn | fail, with a hint): whether its requests fit
+(resources: gpu-capacity, co-location, quota), storage, what it needs running (controllers: network-policy, jobset,
+gang-scheduling, kueue), topology, and images, here: every image the release pulls (`tfchart images`' list) resolves
+in its registry, needing no cluster. A missing image is named with the command that builds and pushes it (the
+project's image) or pushes it (the user's); a refusal names the registry and the login; a registry this machine cannot
+reach is only a warning, as the nodes may pull through a mirror it cannot see. A read that RBAC forbids turns only its
+own part into a `could not check` warning."""
 
 from __future__ import annotations
 
@@ -12,15 +15,18 @@ from dataclasses import asdict
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from tfchart.cluster.preflight import gang, gpus, images, jobset, kueue, network, quota, storage, topology
+from tfchart.cluster.preflight import controllers, resources, storage, topology
 from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding, Plan, guarded, plan
 from tfchart.errors import TfchartError
+from tfchart.images.build import DEFAULT_REPOSITORY
+from tfchart.images.registry import MISSING, PLAIN_HTTP, PRESENT, UNAUTHORISED, Access, resolve
+from tfchart.manifests.images import PulledImage, pulled_images
+from tfdcontract import HELM_TEST, SUPERVISOR
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from tfchart.cluster.kube import KubeApi
-    from tfchart.images.registry import Access
 
 __all__ = ["FAIL", "OK", "WARN", "Context", "Finding", "Plan", "enforce", "plan", "refusal", "report", "run"]
 
@@ -34,14 +40,16 @@ def run(api: KubeApi | None, docs: list[dict[str, Any]], release: str, namespace
         context = Context(api, plan(docs), namespace, release)
         checks = [(name, partial(check, context)) for name, check in CHECKS]
     if registries is not None:
-        checks.append((images.CHECK, partial(images.check_images, docs, registries)))
+        checks.append(("images", partial(check_images, docs, registries)))
     return [finding for name, check in checks for finding in guarded(name, check)]
 
 
 CHECKS: tuple[tuple[str, Callable[[Context], list[Finding]]], ...] = (
-    ("gpu-capacity", gpus.check_gpus), ("storage", storage.check_storage), ("co-location", storage.check_colocation),
-    ("quota", quota.check_quota), ("network-policy", network.check_network_policy), (jobset.CHECK, jobset.check_jobset),
-    ("gang-scheduling", gang.check_gang), ("kueue", kueue.check_kueue), (topology.CHECK, topology.check_topology),
+    ("gpu-capacity", resources.check_gpus), ("storage", storage.check_storage),
+    ("co-location", resources.check_colocation), ("quota", resources.check_quota),
+    ("network-policy", controllers.check_network_policy), ("jobset", controllers.check_jobset),
+    ("gang-scheduling", controllers.check_gang), ("kueue", controllers.check_kueue),
+    ("topology", topology.check_topology),
 )  # fmt: skip
 SEVERITY_STYLE = {OK: ("green", "✓ ok"), WARN: ("yellow", "! warn"), FAIL: ("red", "✗ fail")}
 
@@ -76,7 +84,7 @@ def refusal(findings: list[Finding]) -> TfchartError | None:
     if not failures:
         return None
     first, more = failures[0], f" (and {len(failures) - 1} more above)" if len(failures) > 1 else ""
-    skip = "--skip-image-check" if first.check == images.CHECK else "--skip-preflight"
+    skip = "--skip-image-check" if first.check == "images" else "--skip-preflight"
     return TfchartError(f"preflight checks failed: {first.message}{more}",
                         f"{first.hint or 'fix the failures above'} (or pass {skip} to go on anyway)")
 
@@ -91,3 +99,46 @@ def enforce(api: KubeApi | None, docs: list[dict[str, Any]], release: str, names
     render(findings, console(stderr=True))
     if (error := refusal(findings)) is not None:
         raise error
+
+
+# -- images -----------------------------------------------------------------------------------------------------------
+
+PROJECT_COMPONENTS = (SUPERVISOR, HELM_TEST)  # they always run the project's own image (its CPU build)
+
+
+def check_images(docs: list[dict[str, Any]], access: Access) -> list[Finding]:
+    pulled = pulled_images(docs)
+    project = {DEFAULT_REPOSITORY} | {image.repository for image in pulled
+                                      if set(image.components) & set(PROJECT_COMPONENTS)}  # fmt: skip
+    return [image_finding(image, access, image.repository in project) for image in pulled]
+
+
+def image_finding(image: PulledImage, access: Access, built_here: bool) -> Finding:
+    """The registry's answer for the image, by state: (severity, message, hint); unreachable: a warning."""
+    verdict = resolve(image.registry, image.repository, image.digest or image.tag or "latest", access)
+    name, registry, detail = image.image, verdict.registry, verdict.detail
+    pulled_by = f"(pulled by {', '.join(sorted(image.components))})"
+    push = push_command(image, registry, access) if built_here else (
+        f"push it (podman push {name}, or docker push), or set the component's image.* to an image that exists")
+    severity, message, hint = {
+        PRESENT: (OK, f"{name} is in {registry}", ""),
+        MISSING: (FAIL, f"{name} is not in {registry} {pulled_by}", push),
+        UNAUTHORISED: (FAIL, f"{registry} refused {name} {pulled_by}: {detail}; it is private, or does not exist",
+                       f"podman login {registry} (or docker login {registry}), then run this again; the nodes need "
+                       "the same credentials: global.imagePullSecrets"),
+        PLAIN_HTTP: (FAIL, f"{registry} ({name}): {detail}", f"--insecure-registry {registry} if it is meant to serve "
+                     "plain HTTP (the nodes' container runtime must allow it too)"),
+    }.get(verdict.state, (WARN, f"could not check {name}: {registry} unreachable from here ({detail})", "the nodes "
+                          "may reach it (a mirror, a private network); --skip-image-check skips this check"))
+    return Finding("images", severity, message, hint)
+
+
+def push_command(image: PulledImage, registry: str, access: Access) -> str:
+    """The `tfchart build` that builds the project's image and pushes it under this exact reference."""
+    if image.digest:
+        return (f"a digest names one exact build: push that build, or leave image.digest empty to pull the tag "
+                f"(tfchart build --push --registry {registry} --repository {image.repository})")
+    variant, tag = ("--gpu", image.tag.removesuffix("-gpu")) if image.tag.endswith("-gpu") else ("--cpu", image.tag)
+    insecure = " --no-tls-verify" if registry in access.insecure else ""
+    return (f"build and push it from a tf-distributed checkout: tfchart build {variant} --push --registry {registry} "
+            f"--repository {image.repository} --tag {tag}{insecure}")

@@ -12,12 +12,10 @@ from typing import Any
 
 from tfchart.cluster.kube import AccessDenied
 from tfchart.cluster.objects import name_of
-from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding, allocatable, total
-from tfchart.manifests.quantity import parse_or_none, shown
+from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding
+from tfchart.manifests.quantity import parse_or_none
 from tfchart.values.storage import RWX_EXAMPLES, StorageNeed
-from tfdcontract import SUPERVISOR
 
-UNMOUNTED_ROLES = (SUPERVISOR,)  # pods that do not mount the shared claim
 RWX, RWO_ONLY, NODE_LOCAL, DEPENDS, UNKNOWN = "rwx", "rwo-only", "node-local", "depends", "unknown"
 RWM = "ReadWriteMany"
 
@@ -56,7 +54,7 @@ COLOCATE_FIX = (
     "--set storage.accessModes={ReadWriteOnce} to co-locate every pod on one node, which any StorageClass serves "
     "(as values/cpu.yaml does; the node must fit them all)"
 )
-finding, colocation = partial(Finding, "storage"), partial(Finding, "co-location")
+finding = partial(Finding, "storage")
 
 
 def check_storage(context: Context) -> list[Finding]:
@@ -185,28 +183,3 @@ def static_volume(context: Context, need: StorageNeed, class_name: str) -> str |
                 "Filesystem") and need.mode in (spec.access_modes or []) and size >= wanted):  # fmt: skip
             return f"PersistentVolume {name_of(volume)} (pre-created, Available, {capacity}, {need.mode})"
     return None
-
-
-def check_colocation(context: Context) -> list[Finding]:
-    """Co-located pods must all fit one node: their requests against each schedulable node's allocatable.
-    The supervisor mounts no claim, so it is free to run elsewhere. Run only when the values co-locate the pods."""
-    if not (context.planned.storage and context.planned.storage.colocated):
-        return []
-    roles = [role for role in context.planned.roles if role.role not in UNMOUNTED_ROLES]
-    pods = sum(role.replicas for role in roles)
-    resources = sorted({key for role in roles for key in role.requests})
-    needed = {key: value for key in resources if (value := total(roles, "requests", key)) > 0}
-    what = ", ".join(f"{shown(value)} {key}" for key, value in needed.items()) or "nothing"
-    placement = sorted({key for role in roles for key in role.placement})
-    note = f" ({'/'.join(placement)} not evaluated)" if placement else ""
-    listed = context.nodes
-    fitting = [name_of(n) for n in listed if all(allocatable(n, key) >= value for key, value in needed.items())]
-    head = f"storage needs {context.planned.storage.mode}, so all {pods} pods run on one node: they request {what}"
-    if fitting:
-        return [colocation(OK, f"{head}; fits {', '.join(fitting)} (allocatable, before other pods){note}")]
-    sizes = "; ".join(f"{name_of(node)}: " + ", ".join(f"{shown(allocatable(node, key))} {key}" for key in needed)
-                      for node in listed)
-    return [colocation(FAIL, f"{head}; no schedulable node has that much allocatable ({sizes or 'no schedulable node'})"
-                       f"{note}", "lower the requests (values/cpu.yaml fits a 4-CPU, 8 GiB node), add a bigger node, "
-                       "or --set storage.accessModes={ReadWriteMany} with a StorageClass that offers it, so pods may "
-                       "spread")]

@@ -10,7 +10,7 @@ from collections import Counter
 from functools import partial
 from typing import Any, NamedTuple
 
-from tfchart.cluster.preflight.kueue import kueue_version
+from tfchart.cluster.preflight.controllers import kueue_version
 from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding, Plan
 from tfdcontract import CHIEF, PS, WORKER
 from tfdcontract.runstate import KUEUE_GROUP as KUEUE
