@@ -83,16 +83,17 @@ def show(value: Any) -> str:
     return text
 
 
+def common(a: str, b: str) -> int:
+    """The length of the start two strings share."""
+    return next((index for index, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
 def show_pair(old: Any, new: Any) -> tuple[str, str]:
     """Both values; two long strings are shown around their first difference, with their lengths."""
     if not (isinstance(old, str) and isinstance(new, str)) or max(len(json_text(old)), len(json_text(new))) <= LONG:
         return show(old), show(new)
-    prefix = 0
-    while prefix < min(len(old), len(new)) and old[prefix] == new[prefix]:
-        prefix += 1
-    suffix = 0
-    while suffix < min(len(old), len(new)) - prefix and old[-1 - suffix] == new[-1 - suffix]:
-        suffix += 1
+    prefix = common(old, new)
+    suffix = common(old[prefix:][::-1], new[prefix:][::-1])
     start = max(0, prefix - CONTEXT)
 
     def around(text: str) -> str:

@@ -7,7 +7,7 @@ cluster's pods are never all held at once, and only the chief pods become client
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -34,9 +34,6 @@ class ReleaseRun:
     age_seconds: int | None
     suspended_since: str | None = None  # a Suspended run: since when
     kind: str = "Job"  # the run's object: Job, or JobSet (workload.kind=jobset)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tfchart.cluster.kube import CUSTOM, AccessDenied
 from tfchart.cluster.objects import JobInfo, as_json, job_info, name_of, newest, role_of, run_info, run_role
 from tfdcontract import release_selector
-from tfdcontract.runstate import JOBSET_NAME_LABEL, RunView, annotations_of, spec
+from tfdcontract.runstate import JOBSET_NAME_LABEL, RunView, annotations_of
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
@@ -38,11 +38,6 @@ class Run:
     @property
     def annotations(self) -> dict[str, str]:
         return dict(annotations_of(self.document))
-
-    @property
-    def suspend(self) -> bool:
-        """Its spec.suspend."""
-        return bool(spec(self.document).get("suspend"))
 
 
 def in_jobset(obj: Any) -> bool:
