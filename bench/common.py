@@ -23,13 +23,8 @@ if str(REPO) not in sys.path:
 from tfchart.helm import chart as render  # noqa: E402
 from tfchart.helm.chart import Chart  # noqa: E402
 from tfchart.helm.runner import Helm  # noqa: E402
-from tfchart.local.processes import (  # noqa: E402
-    LocalCluster,
-    LocalPod,
-    localise_cluster,
-    pods_from_manifests,
-    python_bin_dir,
-)
+from tfchart.local.pods import LocalPod, rendered_pods  # noqa: E402
+from tfchart.local.processes import LocalCluster, localise_cluster, python_bin_dir  # noqa: E402
 from tfdcontract import (  # noqa: E402
     CHIEF,
     PS,
@@ -93,7 +88,7 @@ def render_pods(
                       ("--set-string", f"{role}.extraEnv[{index}].value={value}")]
     given = render.read([str(REPO / values_file)], pairs)
     text = render.template(Helm(helm), Chart(CHART, str(CHART)), "bench", given, "default")
-    pods = pods_from_manifests(render.manifests(text), "default")
+    pods = rendered_pods(render.manifests(text), "default")
     localise_cluster(pods)
     return pods
 

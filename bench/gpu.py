@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import REPO, Result, TrainingRun, bench_env, print_rows, train_locally
 
-from tfchart.local.processes import LocalPod
+from tfchart.local.pods import LocalPod
 from tfdcontract import CHIEF
 
 REFERENCE = 15_000.0  # examples/sec, four GRID K520 GPUs (the classic distributed MNIST example)

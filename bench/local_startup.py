@@ -25,7 +25,8 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from common import HELM, Result, cores, cpu_seconds, print_rows, render_pods  # noqa: E402
 
-from tfchart.local.processes import LocalCluster, LocalPod, python_bin_dir  # noqa: E402
+from tfchart.local.pods import LocalPod  # noqa: E402
+from tfchart.local.processes import LocalCluster, python_bin_dir  # noqa: E402
 
 STEP = re.compile(r"^step \d+, loss")
 COMMON = [

@@ -105,7 +105,8 @@ from tfchart.cluster.kube import KubeApi
 from tfdcontract.runstate import now_text
 
 if TYPE_CHECKING:
-    from tfchart.local.processes import LocalCluster, LocalPod
+    from tfchart.local.pods import LocalPod
+    from tfchart.local.processes import LocalCluster
 
 NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=timezone.utc)
 BOOKMARK_SECONDS = 1.0  # a watch that asked for bookmarks gets one after this long without an event

@@ -29,8 +29,8 @@ import pytest
 from tests.chartlib import REPO, render
 from tests.e2e.netns import NetnsCluster, available
 from tests.kubeapi import JobController, KubeServer
-from tfchart.local.pods import RenderedPod, rendered_pods
-from tfchart.local.processes import LocalCluster, LocalPod, Process, free_port, pods_from_manifests, python_bin_dir
+from tfchart.local.pods import LocalPod, pod_of, rendered_pods
+from tfchart.local.processes import LocalCluster, Process, free_port, python_bin_dir
 
 E2E_VALUES = REPO / "tests" / "fixtures" / "e2e-values.yaml"
 NAMESPACE = "ml-training"
@@ -249,14 +249,14 @@ def supervise(run: Run, docs: list[dict[str, Any]], sa_dir: Path) -> Supervision
     chief_job = next(d for d in workloads if d["kind"] == "Job" and d["metadata"]["name"] == chief.name)
     deployment = next(d for d in workloads if d["kind"] == "Deployment"
                       and d["metadata"]["labels"]["app.kubernetes.io/component"] == "supervisor")
-    container = RenderedPod(f"{deployment['metadata']['name']}-0", "supervisor", 0, deployment, {})
+    container = pod_of(f"{deployment['metadata']['name']}-0", "supervisor", 0, deployment, {}, NAMESPACE)
     api = KubeServer()
     api.add(*workloads)
     job = JobController(api, chief_job, chief, run.cluster, backoff_seconds=JOB_BACKOFF_SECONDS)
     sa_dir.mkdir()
     (sa_dir / "token").write_text("e2e-token\n")
     (sa_dir / "namespace").write_text(NAMESPACE + "\n")
-    env = {**container.env(NAMESPACE), "TFD_KUBE_API": api.url, "TFD_SERVICEACCOUNT_DIR": str(sa_dir),
+    env = {**container.env, "TFD_KUBE_API": api.url, "TFD_SERVICEACCOUNT_DIR": str(sa_dir),
            "TFD_POLL_SECONDS": POLL_SECONDS, "TFD_HEALTH_PORT": str(free_port()),
            "PATH": f"{python_bin_dir()}:/usr/bin:/bin", "HOSTNAME": container.name}
     supervisor = subprocess.Popen(container.argv, env=env, cwd=REPO, stdout=subprocess.PIPE,
@@ -281,7 +281,7 @@ def launch(namespaces_available: None, tmp_path: Path) -> Iterator[Callable[...,
         root = tmp_path / f"data{len(runs)}"
         root.mkdir()
         docs = render_docs(root, sets)
-        pods = pods_from_manifests(docs, NAMESPACE)
+        pods = rendered_pods(docs, NAMESPACE)
         net = NetnsCluster()
         logs: dict[str, list[str]] = {}
 

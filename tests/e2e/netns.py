@@ -20,7 +20,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tfchart.local.processes import LocalPod
+from tfchart.local.pods import LocalPod
 
 
 class NamespacesUnavailable(RuntimeError):

@@ -31,7 +31,7 @@ from tfchart.local.jobset import JobSetSpec
 from tfchart.local.jobsetrun import COMPLETED, FAILED, Event, JobSetRun
 from tfchart.local.objects import advance, describe, outcome, resumed
 from tfchart.local.pods import rendered_pods, workload_of
-from tfchart.local.processes import localise_cluster, localise_probes, pods_from_manifests
+from tfchart.local.processes import localise_cluster, localise_probes
 from tfdcontract import SUSPENDED_ANNOTATION
 
 E2E_VALUES = REPO / "tests" / "fixtures" / "e2e-values.yaml"
@@ -91,7 +91,7 @@ def test_env_resolves_the_downward_api_and_every_address_is_one_pods_dns_name(tm
     extra.write_text("worker:\n  extraEnv:\n    - name: GLOBAL_INDEX\n      valueFrom:\n        fieldRef:\n"
                      "          fieldPath: metadata.labels['jobset.sigs.k8s.io/job-global-index']\n")  # fmt: skip
     rendered = docs(files=[extra])
-    pods = pods_from_manifests(rendered, NS)
+    pods = rendered_pods(rendered, NS)
     cluster = json.loads(next(pod.env["TFD_CLUSTER"] for pod in pods if pod.role == "chief"))
     for pod in (pod for pod in pods if pod.role in cluster):
         env = pod.env
@@ -106,7 +106,7 @@ def test_env_resolves_the_downward_api_and_every_address_is_one_pods_dns_name(tm
 
 
 def test_probes_point_at_each_pods_own_local_port() -> None:
-    pods = pods_from_manifests(docs(), NS)
+    pods = rendered_pods(docs(), NS)
     assert {pod.role: pod.probe_port for pod in pods} == {"ps": 2222, "worker": 2222, "chief": None,
                                                           "evaluator": None, "tensorboard": 6006}  # fmt: skip
     mapping = localise_cluster(pods)
@@ -226,7 +226,7 @@ class Run:
 
 def run_of(*sets: str) -> Run:
     rendered = docs(*sets)
-    pods = {pod.name: pod for pod in pods_from_manifests(rendered, NS)}
+    pods = {pod.name: pod for pod in rendered_pods(rendered, NS)}
     engine, clock, events = FakeEngine(), Clock(), []
     spec = JobSetSpec.read(jobset_doc(rendered), NS)
     return Run(JobSetRun(spec, engine, pods, events.append, clock), engine, clock, events)
@@ -348,7 +348,7 @@ def native_run(*sets: str) -> Run:
     """A native (workload.kind=native) release's Jobs and StatefulSets, as pods.workload_of reads them."""
     rendered = json.loads(json.dumps(render(values=[REPO / "values" / "cpu.yaml", E2E_VALUES], sets=sets,
                                             namespace=NS)))  # fmt: skip
-    pods = {pod.name: pod for pod in pods_from_manifests(rendered, NS)}
+    pods = {pod.name: pod for pod in rendered_pods(rendered, NS)}
     engine, clock, events = FakeEngine(), Clock(), []
     spec = workload_of(rendered, NS, rendered_pods(rendered, NS))
     return Run(JobSetRun(spec, engine, pods, events.append, clock), engine, clock, events)

@@ -19,7 +19,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.trainer.conftest import COMMON, REPO, Procs, free_ports, trainer_env
-from tfchart.local.processes import LocalPod, localise_metrics
+from tfchart.local.pods import LocalPod
+from tfchart.local.processes import localise_metrics
 from tfdcontract import (
     CHIEF,
     FAILED,

@@ -37,7 +37,8 @@ from tests.chartlib import REPO, named, render
 from tests.kubeapi import JobController, KubeServer, Request, kube_server
 from tests.trainer.conftest import free_ports, service_account_dir
 from tfchart.cluster.upgrade import UpgradePlan, delete_to_recreate
-from tfchart.local.processes import LocalCluster, LocalPod, localise_cluster, pods_from_manifests, python_bin_dir
+from tfchart.local.pods import LocalPod, rendered_pods
+from tfchart.local.processes import LocalCluster, localise_cluster, python_bin_dir
 from tfdcontract import COMPONENT_LABEL, JobProgress, parse_job_progress, parse_step_line
 from tfdcontract import ENDED_AT_ANNOTATION as ENDED_AT
 from tfdcontract import PROGRESS_ANNOTATION as PROGRESS
@@ -229,7 +230,7 @@ def release(tmp_path: Path) -> Iterator[Any]:
         docs = render(values=[E2E_VALUES], sets=sets, namespace=NAMESPACE)
         server = KubeServer()
         server.add(*[helm_owned(d) for d in docs if d["kind"] in ("StatefulSet", "Job", "Deployment")])
-        pods = pods_from_manifests(docs, NAMESPACE)
+        pods = rendered_pods(docs, NAMESPACE)
         localise_cluster(pods)
         sa = service_account_dir(tmp_path / f"sa{len(releases)}", NAMESPACE)
         stage = Release(server, LocalCluster(lambda pod, line: stage.heard(pod, line), extra_path=[python_bin_dir()]),

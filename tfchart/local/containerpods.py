@@ -22,8 +22,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tfchart.errors import UsageError
-from tfchart.local.pods import RenderedPod
-from tfchart.local.processes import LocalPod, free_port
+from tfchart.local.pods import LocalPod
+from tfchart.local.processes import free_port
 from tfchart.manifests.quantity import parse_or_none
 from tfdcontract import TENSORBOARD
 
@@ -115,7 +115,7 @@ def pull_policy(container: dict[str, Any]) -> str:
     return PULL_FLAGS[policy]
 
 
-def security_of(pod: RenderedPod, allow_privileged: bool = False) -> Security:
+def security_of(pod: LocalPod, allow_privileged: bool = False) -> Security:
     """The container's effective securityContext; refuses runAsNonRoot with uid 0 or none, as the kubelet does, and
     (unless `allow_privileged`) a privileged container or uid 0: on this machine they are its root, or your user's."""
     pod_context: dict[str, Any] = pod.spec.get("securityContext") or {}
@@ -150,7 +150,7 @@ def security_of(pod: RenderedPod, allow_privileged: bool = False) -> Security:
     return Security(user, group, fs_group, tuple(flags))
 
 
-def dns_names(pod: RenderedPod, services: Sequence[dict[str, Any]], namespace: str, domain: str) -> list[str]:
+def dns_names(pod: LocalPod, services: Sequence[dict[str, Any]], namespace: str, domain: str) -> list[str]:
     """The names cluster DNS gives the pod: its own first, `<hostname>.<subdomain>.<namespace>.svc.<clusterDomain>`
     where a headless Service named after the subdomain selects it (StatefulSet pods: `<sts>-<k>.<serviceName>`),
     then `<service>.<namespace>.svc.<clusterDomain>` for every Service selecting it."""
@@ -194,7 +194,7 @@ def within(root: Path, relative: str, what: str) -> Path:
     return path
 
 
-def volume_mounts(pod: RenderedPod, storage: Storage) -> tuple[list[Bind], list[str]]:
+def volume_mounts(pod: LocalPod, storage: Storage) -> tuple[list[Bind], list[str]]:
     """The container's volumeMounts: the claim's in the run directory (subPath and readOnly honoured), an emptyDir
     as a tmpfs of its sizeLimit (world-writable, as the kubelet makes emptyDirs), a configMap's files read-only;
     other kinds (secret, hostPath, another claim) are refused."""
@@ -233,7 +233,7 @@ def volume_mounts(pod: RenderedPod, storage: Storage) -> tuple[list[Bind], list[
     return binds, tmpfs
 
 
-def config_map_files(docs: Sequence[dict[str, Any]], pods: Sequence[RenderedPod]) -> dict[str, tuple[bytes, int]]:
+def config_map_files(docs: Sequence[dict[str, Any]], pods: Sequence[LocalPod]) -> dict[str, tuple[bytes, int]]:
     """Every file of the configMap volumes, as `<volume>/<path>` -> (content, mode)."""
     config_maps = {doc["metadata"]["name"]: doc for doc in docs if doc.get("kind") == "ConfigMap"}
     files: dict[str, tuple[bytes, int]] = {}
@@ -259,7 +259,7 @@ def config_map_files(docs: Sequence[dict[str, Any]], pods: Sequence[RenderedPod]
     return files
 
 
-def container_pod(pod: RenderedPod, engine: str, network: str, namespace: str, domain: str,
+def container_pod(pod: LocalPod, engine: str, network: str, namespace: str, domain: str,
                   services: Sequence[dict[str, Any]], storage: Storage, allow_privileged: bool = False) -> ContainerPod:
     """The pod's sandbox, as Kubernetes' pause container: it holds the pod's network identity (hostname, DNS
     aliases, search domains, published ports). The pod's container joins its network (`--network container:`,
@@ -272,7 +272,7 @@ def container_pod(pod: RenderedPod, engine: str, network: str, namespace: str, d
     after_image = [*(["--entrypoint", command[0]] if command else []), image := str(pod.container["image"]),
                    *command[1:], *args]  # fmt: skip
     binds, tmpfs = volume_mounts(pod, storage)
-    security, pull, env = security_of(pod, allow_privileged), pull_policy(pod.container), pod.env(namespace)
+    security, pull, env = security_of(pod, allow_privileged), pull_policy(pod.container), pod.env
     aliases = dns_names(pod, services, namespace, domain)
     published = [p["containerPort"] for p in pod.container.get("ports") or []] if pod.role == TENSORBOARD else []
     user = [] if security.user is None else ["--user", security.owner]
@@ -295,8 +295,8 @@ def container_pod(pod: RenderedPod, engine: str, network: str, namespace: str, d
     run += ["--pull", pull, *secured, *repeated("--env", as_pairs({**env, "HOSTNAME": pod.name}))]
     run += [arg for bind in binds for arg in bind.args()] + repeated("--tmpfs", tmpfs)
     run += ["--workdir", workdir] if (workdir := pod.container.get("workingDir")) else []
-    return ContainerPod(pod.name, pod.role, pod.index, pod.argv, env, pod.readiness_port, name, image, pull, security,
-                        binds, aliases, sandbox, [*run, *after_image])  # fmt: skip
+    return ContainerPod(**vars(pod), container_name=name, image=image, pull=pull, security=security, binds=binds,
+                        aliases=aliases, sandbox=sandbox, run=[*run, *after_image])  # fmt: skip
 
 
 def grant_script(access: Security) -> str:

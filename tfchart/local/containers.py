@@ -41,8 +41,8 @@ from tfchart.local.containerpods import (
     within,
 )
 from tfchart.local.jobset import headless_service
-from tfchart.local.pods import rendered_pods, workload_of
-from tfchart.local.processes import LocalCluster, LocalPlan, LocalPod, Process, listening
+from tfchart.local.pods import LocalPod, rendered_pods, workload_of
+from tfchart.local.processes import LocalCluster, LocalPlan, Process, listening
 
 CONTAINER_ENGINES = ("podman", "docker")
 ENGINE_TIMEOUT_S = 60.0

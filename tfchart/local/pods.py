@@ -1,4 +1,4 @@
-"""The rendered release's pods as their controllers would create them (`RenderedPod`: a StatefulSet's by ordinal,
+"""The rendered release's pods as their controllers would create them (`LocalPod`: a StatefulSet's by ordinal,
 a Job's, TensorBoard's Deployment's, a JobSet's as JobSet and the Job controller make them, jobset.py), and the
 controllers they run under on this machine (`workload_of`, run by jobsetrun.py): what both engines start.
 """
@@ -7,22 +7,29 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, cast
 
 from tfchart.errors import UsageError
 from tfchart.local import jobset
 from tfdcontract import CHIEF, COMPONENT_LABEL, TENSORBOARD, TF_ROLES, WORKER
+from tfdcontract.env import CLUSTER_ENV
 
 
-@dataclass(frozen=True)
-class RenderedPod:
-    """One pod as its controller (StatefulSet, Job, Deployment) would create it from the rendered template."""
+@dataclass
+class LocalPod:
+    """One pod as its controller (StatefulSet, Job, Deployment) would create it from the rendered template: its
+    command and args, its env (the downward API resolved, `pod_of`), where its readiness probe connects (in the
+    pod's network; None: no probe); each engine rewrites what it must before starting it."""
 
     name: str
     role: str
     index: int
-    controller: dict[str, Any]  # the workload document
-    labels: dict[str, str]  # the pod's labels, apps.kubernetes.io/pod-index included for StatefulSet pods
+    argv: list[str]
+    env: dict[str, str]
+    probe_port: int | None = None
+    controller: dict[str, Any] = field(default_factory=dict)  # the workload document
+    labels: dict[str, str] = field(default_factory=dict)  # apps.kubernetes.io/pod-index included for StatefulSet pods
     annotations: Mapping[str, str] = field(default_factory=dict)  # those the controller adds (completion index)
 
     @property
@@ -38,45 +45,45 @@ class RenderedPod:
         return cast(dict[str, Any], self.spec["containers"][0])
 
     @property
-    def argv(self) -> list[str]:
-        return [*self.container.get("command", []), *self.container.get("args", [])]
-
-    def env(self, namespace: str) -> dict[str, str]:
-        """The container's env, with the downward API's metadata fields resolved as the kubelet does
-        (secretKeyRef and configMapKeyRef cannot be resolved without a cluster: left unset)."""
-        fields = {"metadata.name": self.name, "metadata.namespace": namespace}
-        env: dict[str, str] = {}
-        for item in self.container.get("env", []):
-            field_path = (item.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath", "")
-            if "value" in item:
-                env[item["name"]] = str(item["value"])
-            elif field_path in fields:
-                env[item["name"]] = fields[field_path]
-            elif field_path.startswith(("metadata.labels[", "metadata.annotations[")):  # metadata.labels['<key>']
-                keyed = self.labels if field_path.startswith("metadata.labels[") else self.annotations
-                env[item["name"]] = keyed.get(field_path[field_path.index("[") + 2 : -2], "")
-        return env
-
-    @property
-    def readiness_port(self) -> int | None:
-        """The port the container's readiness probe connects to (tcpSocket, grpc, httpGet; a named port looked up
-        in its ports), or None without one."""
-        probe = self.container.get("readinessProbe") or {}
-        port = next((probe[kind].get("port") for kind in ("tcpSocket", "grpc", "httpGet") if kind in probe), None)
-        if isinstance(port, str) and not port.isdigit():
-            port = next((p.get("containerPort") for p in self.container.get("ports") or [] if p.get("name") == port),
-                        None)  # fmt: skip
-        return None if port is None else int(port)
+    def is_chief(self) -> bool:
+        """The chief task, or worker 0 where the cluster map has no chief (TensorFlow's convention)."""
+        no_chief = '"chief"' not in self.env.get(CLUSTER_ENV, '"chief"')
+        return self.role == CHIEF or (self.role == WORKER and self.index == 0 and no_chief)
 
 
-def rendered_pods(docs: Sequence[dict[str, Any]], namespace: str = "default") -> list[RenderedPod]:
+def pod_of(name: str, role: str, index: int, controller: dict[str, Any], labels: dict[str, str], namespace: str,
+           annotations: Mapping[str, str] = MappingProxyType({})) -> LocalPod:  # fmt: skip
+    """The pod, its env's downward API metadata fields resolved as the kubelet does (with the `annotations` its
+    controller adds: the completion index); secretKeyRef and configMapKeyRef cannot be resolved without a
+    cluster: left unset. Its readiness probe's port: tcpSocket, grpc, httpGet, a named port looked up."""
+    container = controller["spec"]["template"]["spec"]["containers"][0]
+    fields = {"metadata.name": name, "metadata.namespace": namespace}
+    env: dict[str, str] = {}
+    for item in container.get("env", []):
+        field_path = (item.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath", "")
+        if "value" in item:
+            env[item["name"]] = str(item["value"])
+        elif field_path in fields:
+            env[item["name"]] = fields[field_path]
+        elif field_path.startswith(("metadata.labels[", "metadata.annotations[")):  # metadata.labels['<key>']
+            keyed = labels if field_path.startswith("metadata.labels[") else annotations
+            env[item["name"]] = keyed.get(field_path[field_path.index("[") + 2 : -2], "")
+    probe = container.get("readinessProbe") or {}
+    port = next((probe[kind].get("port") for kind in ("tcpSocket", "grpc", "httpGet") if kind in probe), None)
+    if isinstance(port, str) and not port.isdigit():
+        port = next((p.get("containerPort") for p in container.get("ports") or [] if p.get("name") == port), None)
+    argv = [*container.get("command", []), *container.get("args", [])]
+    return LocalPod(name, role, index, argv, env, None if port is None else int(port), controller, labels, annotations)
+
+
+def rendered_pods(docs: Sequence[dict[str, Any]], namespace: str = "default") -> list[LocalPod]:
     """The TensorFlow pods (ps, workers, chief, evaluator) and TensorBoard of a rendered release; a JobSet's as
     JobSet and the Job controller create them (jobset.py)."""
-    pods: list[RenderedPod] = []
+    pods: list[LocalPod] = []
     for doc in docs:
         hook = "helm.sh/hook" in (doc.get("metadata", {}).get("annotations") or {})
         if (kind := doc.get("kind")) == "JobSet" and not hook:
-            pods += [RenderedPod(hostname, labels.get(COMPONENT_LABEL, ""), index, job, labels, annotations)
+            pods += [pod_of(hostname, labels.get(COMPONENT_LABEL, ""), index, job, labels, namespace, annotations)
                      for hostname, index, job, labels, annotations in jobset.pod_templates(doc, namespace)
                      if labels.get(COMPONENT_LABEL) in TF_ROLES]  # fmt: skip
         if kind not in ("StatefulSet", "Job", "Deployment") or hook:
@@ -90,20 +97,20 @@ def rendered_pods(docs: Sequence[dict[str, Any]], namespace: str = "default") ->
         if kind == "StatefulSet":
             for ordinal in range(int(doc["spec"].get("replicas", 1))):
                 pod_labels = {**labels, "apps.kubernetes.io/pod-index": str(ordinal)}
-                pods.append(RenderedPod(f"{name}-{ordinal}", role, ordinal, doc, pod_labels))
+                pods.append(pod_of(f"{name}-{ordinal}", role, ordinal, doc, pod_labels, namespace))
         elif kind == "Job" and doc["spec"].get("completionMode") == "Indexed":
             # Kubernetes names an Indexed Job's pods (hostname) <job>-<index> and annotates the index
             for index in range(int(doc["spec"].get("completions", 1))):
                 completion = {"batch.kubernetes.io/job-completion-index": str(index)}
-                pods.append(RenderedPod(f"{name}-{index}", role, index, doc, labels, completion))
+                pods.append(pod_of(f"{name}-{index}", role, index, doc, labels, namespace, completion))
         elif kind == "Job":
-            pods.append(RenderedPod(template["spec"].get("hostname") or name, role, 0, doc, labels))
+            pods.append(pod_of(template["spec"].get("hostname") or name, role, 0, doc, labels, namespace))
         elif role == TENSORBOARD:
-            pods.append(RenderedPod(f"{name}-0", role, 0, doc, labels))
+            pods.append(pod_of(f"{name}-0", role, 0, doc, labels, namespace))
     return pods
 
 
-def workload_of(docs: Sequence[dict[str, Any]], namespace: str, pods: Sequence[RenderedPod]) -> jobset.JobSetSpec:
+def workload_of(docs: Sequence[dict[str, Any]], namespace: str, pods: Sequence[LocalPod]) -> jobset.JobSetSpec:
     """The controllers the pods run under: the render's JobSet (workload.kind=jobset), read as its controller
     reads it, else its Jobs and StatefulSets (TensorBoard's Deployment aside: started once), the chief's Job (or
     the workers' without a chief) the run's; one line where there is no chief."""

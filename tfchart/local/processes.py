@@ -29,35 +29,15 @@ from typing import Any
 
 from tfchart.errors import TfchartError
 from tfchart.local import jobset
-from tfchart.local.pods import rendered_pods, workload_of
+from tfchart.local.pods import LocalPod, rendered_pods, workload_of
 from tfdcontract import (
-    CHIEF,
     METRICS_ADDRESS_ENV,
     METRICS_PORT_ENV,
     TENSORBOARD,
-    WORKER,
 )
 from tfdcontract.env import CLUSTER_ENV
 
 PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_cyan", "bright_magenta", "bright_green")
-
-
-@dataclass
-class LocalPod:
-    """One pod of the rendered release, as a process on this machine."""
-
-    name: str
-    role: str
-    index: int
-    argv: list[str]
-    env: dict[str, str]
-    probe_port: int | None = None  # where its readiness probe connects, in the pod's network (None: no probe)
-
-    @property
-    def is_chief(self) -> bool:
-        """The chief task, or worker 0 where the cluster map has no chief (TensorFlow's convention)."""
-        no_chief = '"chief"' not in self.env.get(CLUSTER_ENV, '"chief"')
-        return self.role == CHIEF or (self.role == WORKER and self.index == 0 and no_chief)
 
 
 def free_port() -> int:
@@ -72,11 +52,6 @@ def port_is_free(port: int) -> bool:
         sock.bind(("", port))
         return True
     return False
-
-
-def pods_from_manifests(docs: Sequence[dict[str, Any]], namespace: str) -> list[LocalPod]:
-    return [LocalPod(pod.name, pod.role, pod.index, pod.argv, pod.env(namespace), pod.readiness_port)
-            for pod in rendered_pods(docs, namespace)]  # fmt: skip
 
 
 def localise_probes(pods: list[LocalPod], mapping: Mapping[str, str]) -> None:
@@ -299,8 +274,7 @@ def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values
     # chart values that place the release on this machine (applied after the user's)
     docs = render([("--set-string", f"storage.mountPath={workdir}"),
                    ("--set", f"tensorboard.service.port={tensorboard_port}")])  # fmt: skip
-    workload = workload_of(docs, namespace, rendered_pods(docs, namespace))
-    pods = pods_from_manifests(docs, namespace)
+    workload = workload_of(docs, namespace, pods := rendered_pods(docs, namespace))
     addresses = localise_cluster(pods)
     localise_probes(pods, addresses)
     metrics_ports = localise_metrics(pods, [*addresses.values(), f"127.0.0.1:{tensorboard_port}"])

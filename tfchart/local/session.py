@@ -20,11 +20,11 @@ from typing import Any
 from tfchart.errors import TfchartError
 from tfchart.local import objects
 from tfchart.local.jobsetrun import Event, JobSetRun
+from tfchart.local.pods import LocalPod
 from tfchart.local.processes import (
     PALETTE,
     LocalCluster,
     LocalPlan,
-    LocalPod,
     python_bin_dir,
     running,
 )
