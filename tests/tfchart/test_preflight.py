@@ -28,7 +28,7 @@ from tfchart.cli import main
 from tfchart.cluster import kube, preflight
 from tfchart.cluster.preflight import FAIL, OK, WARN, Context
 from tfchart.cluster.preflight.controllers import check_gang, check_kueue, check_network_policy
-from tfchart.cluster.preflight.resources import check_gpus, check_quota, release_adds
+from tfchart.cluster.preflight.resources import check_gpus, check_quota
 from tfchart.cluster.preflight.storage import check_storage
 from tfchart.errors import KubernetesError, TfchartError
 from tfchart.manifests import quantity
@@ -128,7 +128,7 @@ def test_plan_matches_the_rendered_manifests(values_file: str) -> None:
                 for key, value in effective(container.get("resources", {}), kind).items():
                     totals[f"{kind}.{key}"] = totals.get(f"{kind}.{key}", Decimal(0)) + replicas * value
     for key, expected in totals.items():
-        assert release_adds(plan, key) == expected, key
+        assert plan.adds(key) == expected, key
     assert plan.objects["pods"] == pods
     assert plan.objects["services"] == sum(1 for d in release if d["kind"] == "Service")
     assert plan.objects["persistentvolumeclaims"] == sum(1 for d in release if d["kind"] == "PersistentVolumeClaim")

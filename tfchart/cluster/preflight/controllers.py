@@ -1,26 +1,8 @@
-"""What the render needs running in the cluster: JobSet (workload.kind=jobset), the gang scheduler's PodGroup
-(scheduling.gang), Kueue (a queue label) and a CNI that enforces the NetworkPolicy. A check of what the render does
-not ask for finds nothing. CRDs are found by API discovery, which every user may read (reading CRDs needs a
-ClusterRole).
-
-jobset: the API server serves JobSets (jobset.x-k8s.io/v1alpha2), and JobSet's controller runs. JobSet v0.12.0's
-manifests install, besides the CRD, the Deployment jobset-controller-manager in jobset-system, the Service
-jobset-webhook-service in front of it, and the webhook configurations
-jobset-{validating,mutating}-webhook-configuration, failurePolicy Fail: without a ready controller the API server
-refuses every JobSet, and none is run. So the check finds the validating webhook that guards jobsets and counts the
-ready endpoints of its Service (EndpointSlices: the controller's pods that are Ready). Reading webhook configurations
-takes a ClusterRole: a denied read is a `could not check` warning.
-
-gang-scheduling (a PodGroup in the render: Volcano or coscheduling): the API server serves the PodGroup at the chart's
-version; the Volcano Queue the PodGroup names exists and is Open. That a scheduler runs under the pods' schedulerName
-is not checked (its name lives in its own config).
-
-kueue (pods, or a JobSet, labelled with a Kueue queue): Kueue serves LocalQueues (v1beta2, else v1beta1); under a
-JobSet, Kueue's configuration enables its jobset integration; the LocalQueue exists in the namespace and is not
-stopped; its ClusterQueue exists, is active and has the nominal quota (summed over flavors) for what the TensorFlow
-pods request, covering every resource they request; the WorkloadPriorityClass the pods name exists.
-
-network-policy: whether a CNI that enforces NetworkPolicies runs (DaemonSets in kube-system)."""
+"""What the render needs running in the cluster, each checked only when the render asks for it: JobSet and its
+controller (workload.kind=jobset), the gang scheduler's PodGroup and Volcano queue (scheduling.gang), Kueue's queues,
+quota and priority class (a queue label), a CNI that enforces the NetworkPolicy. CRDs are found by API discovery, which
+every user may read (reading CRDs needs a ClusterRole); that a scheduler runs under the pods' schedulerName is not
+checked (its name lives in its own config)."""
 
 from __future__ import annotations
 
@@ -31,7 +13,7 @@ from typing import Any
 import yaml
 
 from tfchart.cluster.objects import name_of
-from tfchart.cluster.preflight.plan import FAIL, GANG_ROLES, OK, WARN, Context, Finding, guarded, total
+from tfchart.cluster.preflight.plan import FAIL, GANG_ROLES, OK, WARN, Context, Finding, guarded, requested
 from tfchart.cluster.runs import JOBSET
 from tfchart.manifests.quantity import parse, shown
 from tfdcontract.runstate import KUEUE_GROUP as KUEUE
@@ -61,7 +43,11 @@ def check_jobset(context: Context) -> list[Finding]:
 
 
 def controller(context: Context) -> Finding:
-    """Whether JobSet's controller answers: the ready endpoints of the Service its jobsets webhook calls."""
+    """Whether JobSet's controller answers. JobSet v0.12.0's manifests install, besides the CRD, the Deployment
+    jobset-controller-manager in jobset-system, the Service jobset-webhook-service in front of it, and the webhook
+    configurations jobset-{validating,mutating}-webhook-configuration, failurePolicy Fail: without a ready controller
+    the API server refuses every JobSet. So: the ready endpoints (EndpointSlices: the controller's Ready pods) of the
+    Service the validating webhook that guards jobsets calls. Reading webhook configurations takes a ClusterRole."""
     api = context.api
     hooks = [hook for config in api.list_objects("ValidatingWebhookConfiguration") for hook in config.webhooks or []
              if any(JOBSET.group in (rule.api_groups or []) and JOBSET.plural in (rule.resources or [])
@@ -240,8 +226,7 @@ def kueue_quota(context: Context, cluster_queue: dict[str, Any]) -> Finding:
         quotas[str(entry["name"])] = quotas.get(str(entry["name"]), Decimal(0)) + parse(entry.get("nominalQuota", 0))
     roles = [role for role in context.planned.roles if role.role in GANG_ROLES]
     pods = sum(role.replicas for role in roles)
-    keys = sorted({key for role in roles for key in role.requests} | ({"pods"} & set(quotas)))
-    asks = {key: ask for key in keys if (ask := Decimal(pods) if key == "pods" else total(roles, "requests", key)) > 0}
+    asks = dict(sorted((requested(roles) | ({"pods": Decimal(pods)} if "pods" in quotas else {})).items()))
     short = [key for key, ask in asks.items() if ask > quotas.get(key, Decimal(0))]
     if not short:
         offered = ", ".join(f"{key} {shown(value)} of {shown(quotas[key])}" for key, value in asks.items())

@@ -13,7 +13,7 @@ from decimal import Decimal
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from tfchart.cluster.kube import AccessDenied
+from tfchart.cluster.kube import AccessDenied, resource_name
 from tfchart.cluster.objects import condition_true
 from tfchart.manifests import quantity
 from tfchart.manifests.workloads import Workload, is_gpu_resource, running
@@ -23,8 +23,6 @@ from tfdcontract import CHIEF, EVALUATOR, PS, WORKER
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
 
-WORKLOAD_QUOTA = {"StatefulSet": "statefulsets.apps", "Deployment": "deployments.apps", "Job": "jobs.batch",
-                  "JobSet": "jobsets.jobset.x-k8s.io"}
 GANG_ROLES = (PS, WORKER, CHIEF, EVALUATOR)  # the pods of the PodGroup / Kueue pod group
 
 
@@ -55,6 +53,15 @@ class Plan:
         """The render's first object of `kind` (the gang's PodGroup, the JobSet, a NetworkPolicy), None if none."""
         return next((doc for doc in self.docs if doc.get("kind") == kind), None)
 
+    def adds(self, key: str) -> Decimal:
+        """What the release adds to quota resource `key` (0 where the chart does not affect it)."""
+        kind, _, resource = key.partition(".")
+        if key in self.objects:
+            return Decimal(self.objects[key])
+        if kind in ("requests", "limits") and resource:
+            return total(self.roles, kind, resource)
+        return total(self.roles, "requests", key) if key in ("cpu", "memory", "ephemeral-storage") else Decimal(0)
+
     def label(self, key: str) -> str:
         """A label of the run (Kueue's queue and priority class): the JobSet's (the chart puts Kueue's labels on the
         JobSet only), else one the TensorFlow pods carry."""
@@ -68,7 +75,7 @@ def plan(docs: list[dict[str, Any]]) -> Plan:
     objects = result.objects
     for workload in running(docs):
         if workload.kind != "JobSet":  # a JobSet counts once, with one Job per replicatedJob (below)
-            objects[f"count/{WORKLOAD_QUOTA.get(workload.kind, workload.kind.lower())}"] += 1
+            objects[f"count/{resource_name(workload.kind)}"] += 1
         result.roles.append(rendered_role(workload))
         objects["pods"] += workload.replicas
     for doc in docs:
@@ -82,7 +89,7 @@ def plan(docs: list[dict[str, Any]]) -> Plan:
             objects["requests.storage"] = int(quantity.parse(((spec.get("resources") or {}).get("requests") or {})
                                                              .get("storage", "0")))  # fmt: skip
         elif kind == "JobSet":
-            objects[f"count/{WORKLOAD_QUOTA[kind]}"] += 1
+            objects[f"count/{resource_name(kind)}"] += 1
             objects["count/jobs.batch"] += sum(int(job.get("replicas", 1)) for job in spec.get("replicatedJobs") or [])
     objects["secrets"] += 1  # helm's release record (sh.helm.release.v1.<release>.v1)
     for plain in ("pods", "services", "persistentvolumeclaims", "secrets"):
@@ -114,6 +121,12 @@ def rendered_role(workload: Workload) -> PlannedRole:
 
 def total(roles: list[PlannedRole], kind: str, resource: str) -> Decimal:
     return sum((Decimal(r.replicas) * getattr(r, kind).get(resource, Decimal(0)) for r in roles), Decimal(0))
+
+
+def requested(roles: list[PlannedRole]) -> dict[str, Decimal]:
+    """What the roles' pods request together, per resource (those they request), in resource name order."""
+    keys = sorted({key for role in roles for key in role.requests})
+    return {key: value for key in keys if (value := total(roles, "requests", key)) > 0}
 
 
 OK, WARN, FAIL = "ok", "warn", "fail"

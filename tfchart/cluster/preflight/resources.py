@@ -14,7 +14,7 @@ from typing import Any
 
 from tfchart.cluster.kube import AccessDenied
 from tfchart.cluster.objects import gpu_requests, name_of
-from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding, Plan, PlannedRole, allocatable, total
+from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding, Plan, PlannedRole, allocatable, requested
 from tfchart.manifests.quantity import parse, shown
 from tfdcontract import CHART_NAME, INSTANCE_LABEL, PART_OF_LABEL, SUPERVISOR
 
@@ -111,23 +111,13 @@ def check_quota(context: Context) -> list[Finding]:
     return [quota_finding(each, context.planned) for each in sorted(quotas, key=name_of)]
 
 
-def release_adds(planned: Plan, key: str) -> Decimal:
-    """What the release adds to quota resource `key` (0 where the chart does not affect it)."""
-    kind, _, resource = key.partition(".")
-    if key in planned.objects:
-        return Decimal(planned.objects[key])
-    if kind in ("requests", "limits") and resource:
-        return total(planned.roles, kind, resource)
-    return total(planned.roles, "requests", key) if key in ("cpu", "memory", "ephemeral-storage") else Decimal(0)
-
-
 def quota_finding(resource_quota: Any, planned: Plan) -> Finding:
     status, spec = resource_quota.status, resource_quota.spec
     hard = (status.hard if status else None) or (spec.hard if spec else None) or {}
     used = (status.used if status else None) or {}
     over, tight, missing = [], [], []
     for key in sorted(hard):
-        if not (adds := release_adds(planned, key)):
+        if not (adds := planned.adds(key)):
             continue
         limit, now = parse(hard[key]), parse(used.get(key, "0"))
         if now + adds > limit:
@@ -158,8 +148,7 @@ def check_colocation(context: Context) -> list[Finding]:
         return []
     roles = [role for role in context.planned.roles if role.role not in UNMOUNTED_ROLES]
     pods = sum(role.replicas for role in roles)
-    resources = sorted({key for role in roles for key in role.requests})
-    needed = {key: value for key in resources if (value := total(roles, "requests", key)) > 0}
+    needed = requested(roles)
     what = ", ".join(f"{shown(value)} {key}" for key, value in needed.items()) or "nothing"
     placement = sorted({key for role in roles for key in role.placement})
     note = f" ({'/'.join(placement)} not evaluated)" if placement else ""

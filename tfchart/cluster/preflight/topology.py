@@ -145,7 +145,8 @@ def level_finding(context: Context, ask: Ask, cluster_queue: str, flavors: list[
                        f"for ({ask.mode}): Kueue would not admit them; the levels: {shown}", f"{use}ask the Kueue "
                        f"admin to add {ask.level} to a Topology of ClusterQueue {cluster_queue}")  # fmt: skip
     flavor = having[0]
-    carrying = [node for node in context.nodes if matches(node, flavor.node_labels) and ask.level in labels_of(node)]
+    carrying = [node for node in context.nodes if ask.level in (labels := labels_of(node))
+                and all(labels.get(key) == value for key, value in flavor.node_labels.items())]
     domains = len({labels_of(node)[ask.level] for node in carrying})
     where = f"{pods} ask for level {ask.level} of Topology {flavor.topology} (ResourceFlavor {flavor.flavor})"
     if not carrying:
@@ -164,11 +165,6 @@ def suggest(level: str, levels: list[str]) -> str:
 
 def labels_of(node: Any) -> dict[str, str]:
     return dict((node.metadata.labels if node.metadata else None) or {})
-
-
-def matches(node: Any, selector: dict[str, str]) -> bool:
-    labels = labels_of(node)
-    return all(labels.get(key) == value for key, value in selector.items())
 
 
 # -- Volcano: HyperNodes of the tier -------------------------------------------------------------------------
