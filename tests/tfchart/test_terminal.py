@@ -7,7 +7,7 @@ import io
 import pytest
 from rich.console import Console
 
-from tfchart.local.terminal import Board
+from tfchart.local.terminal import Board, PodState
 from tfdcontract import RUNNING, SUCCEEDED, Status, format_status_line, format_step_line
 
 
@@ -17,11 +17,9 @@ def status_line(state: str, step: int, accuracy: float | None) -> str:
 
 
 def board() -> Board:
-    run = Board(train_steps=2000)
-    for name, role in (("chief", "chief"), ("ps-0", "ps"), ("worker-0", "worker"), ("sync-1", "worker"),
-                       ("tensorboard-0", "tensorboard")):  # fmt: skip
-        run.add(name, role)
-    return run
+    return Board(2000, {name: PodState(name, role) for name, role in (
+        ("chief", "chief"), ("ps-0", "ps"), ("worker-0", "worker"), ("sync-1", "worker"),
+        ("tensorboard-0", "tensorboard"))})  # fmt: skip
 
 
 def test_plain_progress_is_at_most_one_line_per_tenth_of_the_run() -> None:
@@ -110,10 +108,9 @@ def test_plain_output_names_each_wait_once_in_order_however_often_it_is_polled()
 
 @pytest.mark.parametrize("width", [100, 60])
 def test_every_line_of_the_live_view_fits_the_terminal(width: int) -> None:
-    run = Board(train_steps=2000)
-    for name, role in (("local-tf-distributed-chief", "chief"), ("local-tf-distributed-tensorboard-0", "tensorboard"),
-                       ("local-tf-distributed-worker-1", "worker")):  # fmt: skip
-        run.add(name, role)
+    run = Board(2000, {name: PodState(name, role) for name, role in (
+        ("local-tf-distributed-chief", "chief"), ("local-tf-distributed-tensorboard-0", "tensorboard"),
+        ("local-tf-distributed-worker-1", "worker"))})  # fmt: skip
     for step in (1200, 1234):  # two step lines: a rate, so an ETA
         run.observe("local-tf-distributed-chief", True, format_step_line(step, 0.123456, 123456.0, 0.1))
     run.observe("local-tf-distributed-chief", True, status_line(RUNNING, 1234, 0.987654))

@@ -49,6 +49,7 @@ class JobTemplate:
     """One Job JobSet creates for a replicatedJob, and what its Job controller needs of it."""
 
     rjob: str
+    doc: dict[str, Any]  # the Job (a native release's: or StatefulSet) as its controller creates it
     name: str  # <jobset>-<rjob>-<jobIndex>
     completions: int
     parallelism: int
@@ -82,7 +83,6 @@ def failure_rule_applies(rule: dict[str, Any], rjob: str, reason: str, message: 
 @dataclass(frozen=True)
 class ReplicatedJob:
     name: str
-    replicas: int
     depends_on: tuple[tuple[str, str], ...]  # (replicatedJob, Ready|Complete)
     jobs: tuple[JobTemplate, ...]
 
@@ -122,16 +122,32 @@ class JobSetSpec:
             rules.append({**rule, "name": str(rule.get("name") or f"failurePolicyRule{index}")})
         in_order = (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder"  # deprecated: dependsOn
         rjobs: list[ReplicatedJob] = []
-        for rjob in spec.get("replicatedJobs") or []:
+        specs = spec.get("replicatedJobs") or []
+        counts = [int(r.get("replicas", 1)) for r in specs]
+        groups = [str(r.get("groupName") or "default") for r in specs]  # the CRD's default group
+        uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"jobset/{namespace}/{name}"))  # no API server: a stable stand-in
+        for position, rjob in enumerate(specs):
             depends = tuple((str(d["name"]), str(d["status"])) for d in rjob.get("dependsOn") or [])
             if unknown := [d for d, _ in depends if d not in {r.name for r in rjobs}]:
                 raise UsageError(f"JobSet {name}: replicatedJob {rjob['name']} depends on {unknown[0]}, which is "
                                  "not an earlier replicatedJob (JobSet's webhook refuses it)")  # fmt: skip
             if in_order and rjobs and not depends:
                 depends = ((rjobs[-1].name, READY),)
-            replicas = int(rjob.get("replicas", 1))
-            jobs = tuple(job_template(name, str(rjob["name"]), i, rjob.get("template") or {}) for i in range(replicas))
-            rjobs.append(ReplicatedJob(str(rjob["name"]), replicas, depends, jobs))
+            in_group = [count if g == groups[position] else 0 for count, g in zip(counts, groups, strict=True)]
+            jobs = []
+            for job_index in range(counts[position]):  # the Jobs JobSet creates, marked as it marks them
+                job_name = f"{name}-{rjob['name']}-{job_index}"
+                marks = {JOBSET_NAME: name, JOBSET_UID: uid, REPLICATED_JOB: str(rjob["name"]), RESTART_ATTEMPT: "0",
+                         "jobset.sigs.k8s.io/replicatedjob-replicas": str(counts[position]),
+                         "jobset.sigs.k8s.io/global-replicas": str(sum(counts)),
+                         "jobset.sigs.k8s.io/job-index": str(job_index),
+                         "jobset.sigs.k8s.io/job-key": hashlib.sha1(f"{namespace}/{job_name}".encode()).hexdigest(),
+                         "jobset.sigs.k8s.io/job-global-index": str(sum(counts[:position]) + job_index),
+                         "jobset.sigs.k8s.io/group-name": groups[position],
+                         "jobset.sigs.k8s.io/group-replicas": str(sum(in_group)),
+                         "jobset.sigs.k8s.io/job-group-index": str(sum(in_group[:position]) + job_index)}  # fmt: skip
+                jobs.append(job_template(name, str(rjob["name"]), job_document(doc, rjob, job_name, marks)))
+            rjobs.append(ReplicatedJob(str(rjob["name"]), depends, tuple(jobs)))
         success = spec.get("successPolicy") or {}
         return cls(name, namespace, tuple(rjobs), str(success.get("operator", "All")),
                    tuple(success.get("targetReplicatedJobs") or ()), int(failure.get("maxRestarts", 0)),
@@ -146,15 +162,15 @@ def native_spec(workloads: Sequence[tuple[dict[str, Any], list[str]]], run_job: 
     """A native release's Jobs and StatefulSets (each with its pods' names) as one spec that JobSetRun runs: all
     created at once, StatefulSet pods started again whenever they exit, the Jobs as the Job controller runs them;
     the run's Job (`run_job`: the chief's, else the workers') ends the run, another Job's failure does not."""
-    jobs = [job_template(name, name, 0, doc, tuple(pods)) for doc, pods in workloads
-            for name in [str(doc["metadata"]["name"])]]  # fmt: skip
+    jobs = [job_template(str(doc["metadata"]["name"]), str(doc["metadata"]["name"]), doc, tuple(pods))
+            for doc, pods in workloads]  # fmt: skip
     rule = {"name": run_job, "action": FAIL_JOBSET, "targetReplicatedJobs": [run_job]}
-    rjobs = tuple(ReplicatedJob(job.name, 1, (), (job,)) for job in jobs)
+    rjobs = tuple(ReplicatedJob(job.name, (), (job,)) for job in jobs)
     return JobSetSpec(run_job, namespace, rjobs, "All", (run_job,), 0, (rule,), kind="Job")
 
 
-def job_template(jobset: str, rjob: str, index: int, template: dict[str, Any],
-                 names: tuple[str, ...] = ()) -> JobTemplate:  # fmt: skip
+def job_template(jobset: str, rjob: str, template: dict[str, Any], names: tuple[str, ...] = ()) -> JobTemplate:
+    """What the Job (or StatefulSet) `template` asks of its controller (`names`: its pods', named already)."""
     spec = template.get("spec") or {}
     pod = (spec.get("template") or {}).get("spec") or {}
     mode = "Indexed" if names else spec.get("completionMode", "Indexed")  # a native Job's pods are named already
@@ -168,7 +184,7 @@ def job_template(jobset: str, rjob: str, index: int, template: dict[str, Any],
     fields = {str(item["name"]): ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
               for item in container.get("env") or []}  # fmt: skip
     attempt_env = tuple(name for name, path in fields.items() if RESTART_ATTEMPT in str(path))
-    return JobTemplate(rjob, jobset if names else f"{jobset}-{rjob}-{index}", completions,
+    return JobTemplate(rjob, template, str(template["metadata"]["name"]), completions,
                        len(names) if "replicas" in spec else int(spec.get("parallelism", 1)),
                        int(spec.get("backoffLimit", 6)), None if deadline is None else float(deadline),
                        float(pod.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)),
@@ -202,35 +218,16 @@ def pod_templates(doc: dict[str, Any], namespace: str) -> list[PodTemplate]:
     """Every pod of the JobSet: (hostname, completion index, its Job as JobSet creates it, the pod's labels, the
     annotations JobSet and the Job controller give it), in the replicatedJobs' order, as its first attempt (restart
     attempt 0: jobsetrun.py sets the env its restarts change)."""
-    name, spec = str(doc["metadata"]["name"]), doc.get("spec") or {}
-    rjobs = spec.get("replicatedJobs") or []
-    counts = [int(r.get("replicas", 1)) for r in rjobs]
-    uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"jobset/{namespace}/{name}"))  # no API server: a stable stand-in
     pods = []
-    groups = [str(r.get("groupName") or "default") for r in rjobs]  # the CRD's default group
-    for position, rjob in enumerate(rjobs):
-        replicas, group = counts[position], groups[position]
-        in_group = [count if g == group else 0 for count, g in zip(counts, groups, strict=True)]
-        for job_index in range(replicas):
-            job_name = f"{name}-{rjob['name']}-{job_index}"
-            marks = {JOBSET_NAME: name, JOBSET_UID: uid, REPLICATED_JOB: str(rjob["name"]),
-                     RESTART_ATTEMPT: "0", "jobset.sigs.k8s.io/replicatedjob-replicas": str(replicas),
-                     "jobset.sigs.k8s.io/global-replicas": str(sum(counts)),
-                     "jobset.sigs.k8s.io/job-index": str(job_index),
-                     "jobset.sigs.k8s.io/job-key": hashlib.sha1(f"{namespace}/{job_name}".encode()).hexdigest(),
-                     "jobset.sigs.k8s.io/job-global-index": str(sum(counts[:position]) + job_index),
-                     "jobset.sigs.k8s.io/group-name": group, "jobset.sigs.k8s.io/group-replicas": str(sum(in_group)),
-                     "jobset.sigs.k8s.io/job-group-index": str(sum(in_group[:position]) + job_index)}  # fmt: skip
-            job = job_document(doc, rjob, job_name, marks)
-            template = job["spec"]["template"]
-            owner = str(uuid.uuid5(uuid.NAMESPACE_URL, f"job/{namespace}/{job_name}"))
-            for index in range(int(job["spec"].get("completions", job["spec"].get("parallelism", 1)))):
-                hostname = f"{job_name}-{index}"  # the Job controller sets it on every pod of an Indexed Job
-                labels = {**template["metadata"]["labels"], "batch.kubernetes.io/controller-uid": owner,
-                          "batch.kubernetes.io/job-name": job_name, "controller-uid": owner, "job-name": job_name,
-                          COMPLETION_INDEX: str(index)}  # fmt: skip
-                annotations = {**template["metadata"]["annotations"], COMPLETION_INDEX: str(index)}
-                pods.append((hostname, index, job, labels, annotations))
+    for job in JobSetSpec.read(doc, namespace).jobs:
+        template = job.doc["spec"]["template"]
+        owner = str(uuid.uuid5(uuid.NAMESPACE_URL, f"job/{namespace}/{job.name}"))
+        for index, hostname in enumerate(job.pods):  # the Job controller sets <job>-<index> on an Indexed Job's pods
+            labels = {**template["metadata"]["labels"], "batch.kubernetes.io/controller-uid": owner,
+                      "batch.kubernetes.io/job-name": job.name, "controller-uid": owner, "job-name": job.name,
+                      COMPLETION_INDEX: str(index)}  # fmt: skip
+            annotations = {**template["metadata"]["annotations"], COMPLETION_INDEX: str(index)}
+            pods.append((hostname, index, job.doc, labels, annotations))
     return pods
 
 

@@ -271,7 +271,7 @@ class JobSetRun:
         return any(job.created is not None for job in self.jobs.values() if job.template.rjob == rjob)
 
     def _reached(self, rjob: str, status: str) -> bool:
-        replicas = next(r.replicas for r in self.spec.replicated_jobs if r.name == rjob)
+        replicas = sum(job.template.rjob == rjob for job in self.jobs.values())
         jobs = [job for job in self.jobs.values() if job.template.rjob == rjob and job.created is not None]
         done = sum(job.condition == COMPLETE for job in jobs)
         if status == COMPLETE:
@@ -293,9 +293,9 @@ class JobSetRun:
 
     def _succeeded(self) -> bool:
         targets = self.spec.success_targets or tuple(r.name for r in self.spec.replicated_jobs)
-        done = sum(job.condition == COMPLETE and job.template.rjob in targets for job in self.jobs.values())
-        expected = 1 if self.spec.success_operator == "Any" else sum(
-            r.replicas for r in self.spec.replicated_jobs if r.name in targets)  # fmt: skip
+        jobs = [job for job in self.jobs.values() if job.template.rjob in targets]
+        done = sum(job.condition == COMPLETE for job in jobs)
+        expected = 1 if self.spec.success_operator == "Any" else len(jobs)
         return done > 0 and done >= expected
 
     def _failure_policy(self, failed: list[JobRun]) -> None:

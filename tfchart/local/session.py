@@ -125,24 +125,22 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
     try:
         with running(cluster):
             with live if live is not None else nullcontext():
-                code = run_workload(plan, cluster, controller, timeout, poll, suspending, console)
+                state = run_workload(plan, cluster, controller, timeout, poll, suspending, console)
                 poll()
-                if code == SUSPENDED_EXIT:
-                    return code
-            culprit = (controller.first_failed.culprit if controller.first_failed else None) or chief.name
-            return finish(plan, cluster, culprit, code, time.monotonic() - started, keep_tensorboard, console,
-                          controller if plan.jobset else None)  # fmt: skip
+                if state == SUSPENDED:
+                    return SUSPENDED_EXIT
+            return finish(plan, cluster, controller, state == SUCCEEDED, time.monotonic() - started, keep_tensorboard,
+                          console)  # fmt: skip
     finally:
         for handle in [*files.values(), *([events] if events else [])]:
             handle.close()
 
 
 def run_workload(plan: LocalPlan, cluster: LocalCluster, controller: JobSetRun, timeout: float | None, poll: Any,
-                 suspending: list[str], console: Any) -> int:  # fmt: skip
+                 suspending: list[str], console: Any) -> str:  # fmt: skip
     """The pods outside the controllers (TensorBoard) at once, the others as their controllers start them, and
-    tfdcontract.lifecycle's plan carried out on them (objects.py) until the run is suspended (SUSPENDED_EXIT) or
-    has ended: 0 once the run's Job (or the JobSet) completed; once it failed, the exit code of the pod that failed
-    it (a JobSet's, or without one: 1)."""
+    tfdcontract.lifecycle's plan carried out on them (objects.py) until the run is suspended or has ended: its
+    state (Suspended, Succeeded, Failed)."""
     cluster.start([pod for pod in plan.pods if not controller.manages(pod.name)])
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
@@ -157,11 +155,7 @@ def run_workload(plan: LocalPlan, cluster: LocalCluster, controller: JobSetRun, 
             raise TfchartError(f"{plan.workload.kind} {plan.workload.name} did not finish within {timeout:.0f} s",
                                "raise --timeout, or look at the logs above")  # fmt: skip
         time.sleep(0.2)
-    if state == SUSPENDED:
-        return SUSPENDED_EXIT
-    culprit = cluster.processes.get(controller.first_failed.culprit or "") if controller.first_failed else None
-    failed = 1 if plan.jobset or culprit is None or not culprit.exit_code else int(culprit.exit_code)
-    return 0 if state == SUCCEEDED else failed
+    return state
 
 
 def serving_notes(values: dict[str, Any], workdir: Path, trainer: bool = True, engine: str = "docker") -> list[str]:
@@ -208,20 +202,23 @@ def reported(result: dict[str, Any]) -> str:
     return ": " + ", ".join(parts) if parts else ""
 
 
-def finish(plan: LocalPlan, cluster: LocalCluster, chief: str, code: int, elapsed: float, keep_tensorboard: bool,
-           console: Any, controller: JobSetRun | None = None) -> int:  # fmt: skip
-    """The final summary (and TensorBoard kept on request, until Ctrl-C)."""
+def finish(plan: LocalPlan, cluster: LocalCluster, controller: JobSetRun, succeeded: bool, elapsed: float,
+           keep_tensorboard: bool, console: Any) -> int:  # fmt: skip
+    """The final summary (and TensorBoard kept on request, until Ctrl-C); the exit code: 0, else 1."""
     from rich.markup import escape
 
     result = asdict(status) if (status := read_status_file(plan.workdir)) else {}
-    if code != 0:  # `chief`: the pod whose exit failed the run, else the chief
-        why = objects.outcome(controller) if controller is not None else f"{chief} exited with {code}"
+    chief_pod = next(pod for pod in plan.pods if pod.is_chief)
+    if not succeeded:  # the pod whose exit failed the run (its exit code, else 1), else the chief
+        culprit = controller.first_failed.culprit if controller.first_failed else None
+        code = getattr(cluster.processes.get(culprit or ""), "exit_code", None) or 1
+        why = objects.outcome(controller) if plan.jobset else f"{culprit or chief_pod.name} exited with {code}"
         message = escape(str(result.get("message", "")))
         console.print(f"[bold red]✗ training failed[/] after {elapsed:.0f} s: {escape(why)}; {message} (its log: "
-                      f"{plan.workdir / 'pod-logs' / chief}.log)", soft_wrap=True)  # fmt: skip
+                      f"{plan.workdir / 'pod-logs' / (culprit or chief_pod.name)}.log)", soft_wrap=True)  # fmt: skip
         return 1
     console.print(f"[bold green]✓ training {result.get('state', 'finished')}[/] in {elapsed:.0f} s{reported(result)}")
-    if controller is not None:
+    if plan.jobset:
         console.print(f"  {escape(objects.outcome(controller))}", soft_wrap=True)
     console.print(f"  export: {plan.host_path(result.get('export_path'))}")
     kept = keep_tensorboard and plan.tensorboard_url
@@ -229,8 +226,7 @@ def finish(plan: LocalPlan, cluster: LocalCluster, chief: str, code: int, elapse
         console.print(f"  TensorBoard: {plan.tensorboard_url} is kept running until Ctrl-C" if kept else
                       "  TensorBoard: stopped with the run (--keep-tensorboard keeps it)")  # fmt: skip
     console.print(f"  later: {tensorboard_command(plan.workdir / LOGS_DIR)}", soft_wrap=True)
-    chief_pod = next(pod for pod in plan.pods if pod.is_chief)
-    trainer, engine = "trainer" in " ".join(chief_pod.argv), getattr(plan, "engine", "docker")  # a container run's own
+    trainer, engine = "trainer" in " ".join(chief_pod.argv), plan.engine or "docker"  # a container run's own
     for note in serving_notes(plan.values, plan.workdir, trainer, engine):
         console.print(escape(note), soft_wrap=True)
     if kept:

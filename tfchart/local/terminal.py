@@ -40,9 +40,6 @@ class Board:
     phase_since: float = field(default_factory=time.monotonic)  # when the chief's state last changed
     workload: str = ""  # a JobSet's state, under the bar (workload.kind=jobset)
 
-    def add(self, name: str, role: str) -> None:
-        self.pods[name] = PodState(name, role)
-
     def observe(self, name: str, chief: bool, line: str) -> None:
         pod = self.pods[name]
         before = pod.state
