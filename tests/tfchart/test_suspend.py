@@ -348,11 +348,11 @@ def test_a_step_something_keeps_undoing_backs_off_within_the_timeout_and_says_wh
     (1, 2, 4, 8 s), the --timeout holds, and the pending line says the step is undone each time."""
     training(server, evaluator=False)
     server.delete("Pod", NS, f"{CHIEF}-x7k2p")
-    api, now, sleeps, scale = server.api(), [0.0], list[float](), server.api().scale
+    api, now, sleeps, patch = server.api(), [0.0], list[float](), server.api().patch
 
-    def self_heal(kind: str, name: str, namespace: str, count: int) -> None:
-        scale(kind, name, namespace, count)
-        if name == f"{PREFIX}-ps":
+    def self_heal(kind: str, name: str, namespace: str, body: dict[str, Any], subresource: str = "") -> None:
+        patch(kind, name, namespace, body, subresource)
+        if name == f"{PREFIX}-ps" and subresource == "scale":
             assert len(server.writes()) < 20, "a write loop"
             server.update("StatefulSet", NS, name, {"spec": {"replicas": 1}})
 
@@ -360,7 +360,7 @@ def test_a_step_something_keeps_undoing_backs_off_within_the_timeout_and_says_wh
         sleeps.append(seconds)
         now[0] += seconds
 
-    api.scale = self_heal  # type: ignore[method-assign]
+    api.patch = self_heal  # type: ignore[method-assign]
     with pytest.raises(suspend.TimedOut) as timed_out:
         suspend.suspend(api, "mnist", NS, 20, now=lambda: now[0], sleep=sleep)
     assert sleeps == [1.0, 2.0, 4.0, 8.0, 5.0]  # the last one cut short by the timeout

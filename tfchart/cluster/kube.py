@@ -134,7 +134,7 @@ class KubeApi:
             return functools.partial(method, group, version, *where, plural, *name)
         snake = re.sub(r"(?<!^)(?=[A-Z])", "_", kind).lower()
         if namespace:
-            return functools.partial(getattr(typed, f"{verb}_namespaced_{snake}{sub}"), *name, namespace)
+            return functools.partial(getattr(typed, f"{verb}_namespaced_{snake}{sub and '_' + sub}"), *name, namespace)
         all_namespaces = verb == "list" and hasattr(typed, f"list_namespaced_{snake}")
         return functools.partial(getattr(typed, f"list_{snake}_for_all_namespaces" if all_namespaces
                                          else f"{verb}_{snake}"), *name)  # fmt: skip
@@ -188,7 +188,7 @@ class KubeApi:
         kwargs: dict[str, Any] = {"follow": True} if follow else {"_request_timeout": REQUEST_TIMEOUT}
         kwargs |= {"_preload_content": False, "container": container or None, "tail_lines": tail_lines,
                    "since_seconds": since_seconds, "previous": previous or None, "timestamps": timestamps or None}
-        read = self._bound("Pod", "read", namespace, name, sub="_log")
+        read = self._bound("Pod", "read", namespace, name, sub="log")
         lines = _response_lines(response := self._call(operation, lambda: read(**kwargs)))
         try:
             while (line := self._call(operation, lambda: next(lines, None))) is not None:
@@ -206,10 +206,12 @@ class KubeApi:
         return None if document is None else [str(resource.get("name")) for resource in document.get("resources") or []]
 
     # -- writes (tfchart stop, upgrade --recreate, uninstall --delete-data) -----------------------
-    def patch(self, kind: str, name: str, namespace: str, body: dict[str, Any]) -> None:
-        """A JSON merge patch (RFC 7386): exactly the fields in body."""
-        self._call(Operation("patch", resource_name(kind), namespace, name), lambda: self._bound(
-            kind, "patch", namespace, name)(body, _content_type=MERGE_PATCH, **RAW))
+    def patch(self, kind: str, name: str, namespace: str, body: dict[str, Any], subresource: str = "") -> None:
+        """A JSON merge patch (RFC 7386): exactly the fields in body, of the object or of its `subresource` (scale:
+        a StatefulSet's or Deployment's replicas)."""
+        resource = f"{split_resource(kind).plural}/{subresource}" if subresource else resource_name(kind)
+        self._call(Operation("patch", resource, namespace, name), lambda: self._bound(
+            kind, "patch", namespace, name, sub=subresource)(body, _content_type=MERGE_PATCH, **RAW))
 
     def dry_run_patch(self, kind: str, name: str, namespace: str, body: dict[str, Any]) -> dict[str, Any] | None:
         """A server-side dry run (dryRun=All) of a JSON merge patch: None where the API server accepts it, else its
@@ -227,12 +229,6 @@ class KubeApi:
             return None
 
         return self._call(Operation("patch", resource_name(kind), namespace, name), dry_run)
-
-    def scale(self, kind: str, name: str, namespace: str, replicas: int) -> None:
-        """Sets a StatefulSet's or Deployment's replicas through its /scale subresource."""
-        operation = Operation("patch", f"{split_resource(kind).plural}/scale", namespace, name)
-        self._call(operation, lambda: self._bound(kind, "patch", namespace, name, sub="_scale")(
-            {"spec": {"replicas": replicas}}, _content_type=MERGE_PATCH, **RAW))
 
     def delete(self, kind: str, name: str, namespace: str, propagation: str | None = None) -> Deletion:
         """Deletes an object, its dependents as `propagation` says (Orphan, Foreground; None: the kind's default); read

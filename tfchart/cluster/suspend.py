@@ -191,13 +191,11 @@ def refuse(view: lifecycle.RunView, wanted: str, release: str, namespace: str, e
 
 def apply(api: KubeApi, view: lifecycle.RunView, namespace: str, action: lifecycle.Action) -> None:
     """One action of the plan: a merge patch of the object, or of its Scale."""
-    if action.kind == "Workload":
+    kind = action.kind
+    if kind == "Workload":
         version = str((view.workload or {}).get("apiVersion")).rpartition("/")[2]  # as kueue_workload read it
-        api.patch(f"workloads.{version}.{KUEUE_GROUP}", action.name, namespace, dict(action.patch))
-    elif action.subresource == "scale":
-        api.scale(action.kind, action.name, namespace, int(action.patch["spec"]["replicas"]))
-    else:
-        api.patch(action.kind, action.name, namespace, dict(action.patch))
+        kind = f"workloads.{version}.{KUEUE_GROUP}"
+    api.patch(kind, action.name, namespace, dict(action.patch), action.subresource)
 
 
 def timed_out(step: Step, done: Outcome, wanted: str, after: float, why: str, by_supervisor: bool,
