@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
 
 from tfchart.cluster.status import NO_PROGRESS
 from tfdcontract import CHIEF, EVALUATOR, SERVING, TENSORBOARD
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
 
 # Interrupted: the chief saved on SIGTERM (preemption, drain) and will resume; any other state is white.
 STATE_STYLE = defaultdict(lambda: "white", {"Running": "cyan", "Succeeded": "green", "Failed": "red",
@@ -20,9 +21,6 @@ STATE_STYLE = defaultdict(lambda: "white", {"Running": "cyan", "Succeeded": "gre
 
 def render(status: dict[str, Any], console: Console) -> None:
     """A summary panel (training, chief Job, workloads, endpoints) and a pods table."""
-    from rich.markup import escape
-    from rich.panel import Panel
-
     console.print(Panel(summary_lines(status), title=f"{status['release']} ({status['namespace']})", expand=False))
     console.print(pods_table(status["pods"]))
     for warning in status["warnings"]:
@@ -31,10 +29,7 @@ def render(status: dict[str, Any], console: Console) -> None:
         console.print(f"[yellow]note:[/] {escape(note)}")
 
 
-def summary_lines(status: dict[str, Any]) -> Any:
-    from rich.markup import escape
-    from rich.table import Table
-
+def summary_lines(status: dict[str, Any]) -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
@@ -104,10 +99,7 @@ def progress_text(progress: dict[str, Any]) -> str:
     return ", ".join(parts) or "reported, without numbers"
 
 
-def pods_table(pods: list[dict[str, Any]]) -> Any:
-    from rich.markup import escape
-    from rich.table import Table
-
+def pods_table(pods: list[dict[str, Any]]) -> Table:
     table = Table(title="Pods", title_justify="left", show_lines=False)
     for column in ("ROLE", "POD", "STATUS", "READY", "RESTARTS", "NODE", "GPUS", "AGE", "DETAIL"):
         table.add_column(column, overflow="fold")
