@@ -102,7 +102,6 @@ def enforce(api: KubeApi | None, docs: list[dict[str, Any]], release: str, names
 
 
 # -- images -----------------------------------------------------------------------------------------------------------
-
 PROJECT_COMPONENTS = (SUPERVISOR, HELM_TEST)  # they always run the project's own image (its CPU build)
 
 

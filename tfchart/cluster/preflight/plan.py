@@ -14,7 +14,6 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.kube import AccessDenied, resource_name
-from tfchart.cluster.objects import condition_true
 from tfchart.manifests import quantity
 from tfchart.manifests.workloads import Workload, is_gpu_resource, running
 from tfchart.values.storage import StorageNeed, need
@@ -151,9 +150,15 @@ class Context:
     read: dict[tuple[str | None, ...], Any] = field(default_factory=dict)
 
     @cached_property
-    def nodes(self) -> list[Any]:
-        """The schedulable nodes, listed on first use."""
-        return [node for node in self.api.list_objects("Node") if schedulable(node)]
+    def nodes(self) -> list[dict[str, Any]]:
+        """The schedulable nodes, listed on first use: neither cordoned nor other than Ready."""
+        return [node for node in self.listed("Node") if not (node.get("spec") or {}).get("unschedulable") and any(
+            each.get("type") == "Ready" and each.get("status") == "True"
+            for each in (node.get("status") or {}).get("conditions") or [])]  # fmt: skip
+
+    def listed(self, kind: str, namespace: str | None = None, label_selector: str = "") -> list[dict[str, Any]]:
+        """A kind's objects as JSON, in name order."""
+        return sorted(self.api.items(kind, namespace, label_selector) or [], key=name)
 
     def serves(self, group: str, version: str, plural: str) -> bool:
         """Whether the API server serves `plural` in group/version (API discovery)."""
@@ -168,13 +173,12 @@ class Context:
         return self.read[key]
 
 
-def schedulable(node: Any) -> bool:
-    return not (node.spec and node.spec.unschedulable) and condition_true(node, "Ready")
+def name(obj: dict[str, Any]) -> str:
+    return str(obj["metadata"]["name"])
 
 
-def allocatable(node: Any, resource: str) -> Decimal:
-    value = ((node.status.allocatable if node.status else None) or {}).get(resource)
-    return quantity.parse(value) if value is not None else Decimal(0)
+def allocatable(node: dict[str, Any], resource: str) -> Decimal:
+    return quantity.parse(((node.get("status") or {}).get("allocatable") or {}).get(resource, 0))
 
 
 def guarded(name: str, check: Callable[[], list[Finding]]) -> list[Finding]:

@@ -13,8 +13,8 @@ from functools import partial
 from typing import Any
 
 from tfchart.cluster.kube import AccessDenied
-from tfchart.cluster.objects import gpu_requests, name_of
-from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding, Plan, PlannedRole, allocatable, requested
+from tfchart.cluster.objects import gpu_requests
+from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding, PlannedRole, allocatable, name, requested
 from tfchart.manifests.quantity import parse, shown
 from tfdcontract import CHART_NAME, INSTANCE_LABEL, PART_OF_LABEL, SUPERVISOR
 
@@ -22,8 +22,6 @@ gpu, colocation, quota = (partial(Finding, check) for check in ("gpu-capacity", 
 UNMOUNTED_ROLES = (SUPERVISOR,)  # pods that do not mount the shared claim
 
 # -- gpu-capacity -----------------------------------------------------------------------------------------------------
-
-
 NOT_FINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 
 
@@ -60,7 +58,7 @@ def gpu_finding(resource: str, roles: list[PlannedRole], nodes: list[Any], used:
                 usage_note: str) -> Finding:  # fmt: skip
     pods = [role.gpus_per_pod for role in roles for _ in range(role.replicas)]
     needed, who = sum(pods), ", ".join(f"{r.role} {r.replicas}x{r.gpus_per_pod}" for r in roles)
-    capacity = {name_of(node): int(allocatable(node, resource)) for node in nodes}
+    capacity = {name(node): int(allocatable(node, resource)) for node in nodes}
     free = {name: max(0, count - used[(name, resource)]) for name, count in capacity.items()}
     placement = sorted({key for role in roles for key in role.placement})
     note = usage_note + (f" ({'/'.join(placement)} of the GPU roles not evaluated: counted every schedulable node)"
@@ -102,22 +100,19 @@ def describe_nodes(counts: dict[str, int]) -> str:
 
 
 # -- quota ------------------------------------------------------------------------------------------------------------
-
-
 def check_quota(context: Context) -> list[Finding]:
-    quotas = context.api.list_objects("ResourceQuota", context.namespace)
+    quotas = context.listed("ResourceQuota", context.namespace)
     if not quotas:
         return [quota(OK, f"no ResourceQuota in namespace {context.namespace}")]
-    return [quota_finding(each, context.planned) for each in sorted(quotas, key=name_of)]
+    return [quota_finding(context, each) for each in quotas]
 
 
-def quota_finding(resource_quota: Any, planned: Plan) -> Finding:
-    status, spec = resource_quota.status, resource_quota.spec
-    hard = (status.hard if status else None) or (spec.hard if spec else None) or {}
-    used = (status.used if status else None) or {}
+def quota_finding(context: Context, resource_quota: dict[str, Any]) -> Finding:
+    status = resource_quota.get("status") or {}
+    hard, used = status.get("hard") or (resource_quota.get("spec") or {}).get("hard") or {}, status.get("used") or {}
     over, tight, missing = [], [], []
     for key in sorted(hard):
-        if not (adds := planned.adds(key)):
+        if not (adds := context.planned.adds(key)):
             continue
         limit, now = parse(hard[key]), parse(used.get(key, "0"))
         if now + adds > limit:
@@ -125,22 +120,20 @@ def quota_finding(resource_quota: Any, planned: Plan) -> Finding:
         elif now + adds > limit * Decimal("0.9"):
             tight.append(f"{key}: {shown(now + adds)} of {shown(limit)} after install")
         kind, _, resource = key.partition(".")  # quota on a compute resource rejects pods that do not set it
-        missing += [f"{role.role} pods set no {key} and would be rejected by the quota" for role in planned.roles
-                    if kind in ("requests", "limits") and resource in ("cpu", "memory")
-                    and resource not in getattr(role, kind)]  # fmt: skip
-    name = name_of(resource_quota)
+        missing += [f"{role.role} pods set no {key} and would be rejected by the quota"
+                    for role in context.planned.roles if kind in ("requests", "limits")
+                    and resource in ("cpu", "memory") and resource not in getattr(role, kind)]  # fmt: skip
+    called = name(resource_quota)
     if over or missing:
-        return quota(FAIL, f"ResourceQuota {name} would be exceeded: " + "; ".join(over + missing),
-                       f"lower replicas/resources, or ask for more quota (`kubectl describe resourcequota {name}`)")
+        return quota(FAIL, f"ResourceQuota {called} would be exceeded: " + "; ".join(over + missing),
+                       f"lower replicas/resources, or ask for more quota (`kubectl describe resourcequota {called}`)")
     if tight:
-        return quota(WARN, f"ResourceQuota {name} is almost full: " + "; ".join(tight),
+        return quota(WARN, f"ResourceQuota {called} is almost full: " + "; ".join(tight),
                        "a restart or an upgrade's extra pod may not fit")
-    return quota(OK, f"ResourceQuota {name} has room for the release")
+    return quota(OK, f"ResourceQuota {called} has room for the release")
 
 
 # -- co-location -----------------------------------------------------------------------------------------------------
-
-
 def check_colocation(context: Context) -> list[Finding]:
     """Co-located pods must all fit one node: their requests against each schedulable node's allocatable.
     The supervisor mounts no claim, so it is free to run elsewhere. Run only when the values co-locate the pods."""
@@ -153,11 +146,11 @@ def check_colocation(context: Context) -> list[Finding]:
     placement = sorted({key for role in roles for key in role.placement})
     note = f" ({'/'.join(placement)} not evaluated)" if placement else ""
     listed = context.nodes
-    fitting = [name_of(n) for n in listed if all(allocatable(n, key) >= value for key, value in needed.items())]
+    fitting = [name(n) for n in listed if all(allocatable(n, key) >= value for key, value in needed.items())]
     head = f"storage needs {context.planned.storage.mode}, so all {pods} pods run on one node: they request {what}"
     if fitting:
         return [colocation(OK, f"{head}; fits {', '.join(fitting)} (allocatable, before other pods){note}")]
-    sizes = "; ".join(f"{name_of(node)}: " + ", ".join(f"{shown(allocatable(node, key))} {key}" for key in needed)
+    sizes = "; ".join(f"{name(node)}: " + ", ".join(f"{shown(allocatable(node, key))} {key}" for key in needed)
                       for node in listed)
     return [colocation(FAIL, f"{head}; no schedulable node has that much allocatable ({sizes or 'no schedulable node'})"
                        f"{note}", "lower the requests (values/cpu.yaml fits a 4-CPU, 8 GiB node), add a bigger node, "

@@ -11,8 +11,7 @@ from functools import partial
 from typing import Any
 
 from tfchart.cluster.kube import AccessDenied
-from tfchart.cluster.objects import name_of
-from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding
+from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding, name
 from tfchart.manifests.quantity import parse_or_none
 from tfchart.values.storage import RWX_EXAMPLES, StorageNeed
 
@@ -97,23 +96,23 @@ def check_existing_claim(context: Context, need: StorageNeed) -> Finding:
     return finding(OK, f"claim {claim} is {state} with {modes}: the release needs {need.mode}{spread}")
 
 
-def offers(storage_class: Any, mode: str) -> tuple[str, str]:
+def offers(storage_class: dict[str, Any], mode: str) -> tuple[str, str]:
     """What the class offers for `mode` (RWX: offers it, RWO_ONLY, NODE_LOCAL, DEPENDS or UNKNOWN), and what that
     depends on. Every provisioner offers ReadWriteOnce (and a one-pod ReadWriteOncePod)."""
-    name = str(storage_class.provisioner)
-    key = next((key for key in PROVISIONERS if name == key or name.endswith(f".{key}")), "")
+    driver = str(storage_class["provisioner"])
+    key = next((key for key in PROVISIONERS if driver == key or driver.endswith(f".{key}")), "")
     return PROVISIONERS.get(key, UNKNOWN) if mode == RWM else RWX, DEPENDING.get(
-        key, f"{name} is not a provisioner tfchart knows")
+        key, f"{driver} is not a provisioner tfchart knows")
 
 
-def is_default_class(storage_class: Any) -> bool:
-    annotations = storage_class.metadata.annotations or {}
+def is_default_class(storage_class: dict[str, Any]) -> bool:
+    annotations = storage_class["metadata"].get("annotations") or {}
     return any(annotations.get(key) == "true" for key in DEFAULT_CLASS_ANNOTATIONS)
 
 
 def check_storage_class(context: Context, class_name: str | None, need: StorageNeed) -> Finding:
     mode = need.mode
-    classes = [] if class_name == "" else sorted(context.api.list_objects("StorageClass"), key=name_of)
+    classes = [] if class_name == "" else context.listed("StorageClass")
     defaults = [c for c in classes if is_default_class(c)]
     if (class_name == "" or (class_name is None and not defaults)) and (volume := static_volume(context, need, "")):
         return finding(OK, f"needs {mode}: the claim has no StorageClass and binds to {volume}")
@@ -122,11 +121,11 @@ def check_storage_class(context: Context, class_name: str | None, need: StorageN
                        f"with {mode}", "create a matching PersistentVolume, or set storage.storageClassName (null = "
                        "the default class)")  # fmt: skip
     listing = "StorageClasses: " + ("; ".join(
-        f"{name_of(c)} ({c.provisioner}{', default' * is_default_class(c)}): "
+        f"{name(c)} ({c['provisioner']}{', default' * is_default_class(c)}): "
         + CAPABILITY[offers(c, mode)[0]].format(mode=mode) for c in classes) or "none")  # fmt: skip
-    offering = [name_of(c) for c in classes if offers(c, mode)[0] == RWX]
+    offering = [name(c) for c in classes if offers(c, mode)[0] == RWX]
     choose = f"<one that offers {mode}: {', '.join(offering)}>" if offering else \
-        f"<one of: {', '.join(map(name_of, classes))}>"  # fmt: skip
+        f"<one of: {', '.join(map(name, classes))}>"  # fmt: skip
     fix = (f"--set storage.storageClassName={choose}" if classes else "the cluster has no StorageClass: install a "
            f"provisioner that offers {mode}{f' ({RWX_EXAMPLES})' * (mode == RWM)}, or create a "
            f'PersistentVolume that does and --set storage.storageClassName=""')  # fmt: skip
@@ -134,23 +133,23 @@ def check_storage_class(context: Context, class_name: str | None, need: StorageN
         return finding(FAIL, "no default StorageClass and storage.storageClassName is not set: the claim would stay "
                        f"Pending. {listing}", fix + ", or mark a class as default" * bool(classes))
     if class_name is None:  # Kubernetes picks the newest default
-        chosen = max(defaults, key=lambda c: (c.metadata.creation_timestamp is not None, c.metadata.creation_timestamp))
-        label = f"default StorageClass {name_of(chosen)}" + (f" (one of {len(defaults)} default classes: Kubernetes "
+        chosen = max(defaults, key=lambda c: str(c["metadata"].get("creationTimestamp") or ""))
+        label = f"default StorageClass {name(chosen)}" + (f" (one of {len(defaults)} default classes: Kubernetes "
                                                              "picks the newest)" if len(defaults) > 1 else "")
-    elif (found := next((c for c in classes if name_of(c) == class_name), None)) is None:
+    elif (found := next((c for c in classes if name(c) == class_name), None)) is None:
         return finding(FAIL, f"StorageClass {class_name} does not exist. {listing}", fix)
     else:
         chosen, label = found, f"StorageClass {class_name}"
-    label += f" ({chosen.provisioner})"
+    label += f" ({chosen['provisioner']})"
     capability, provisioner = offers(chosen, mode)
-    if capability != RWX and (volume := static_volume(context, need, name_of(chosen))):
+    if capability != RWX and (volume := static_volume(context, need, name(chosen))):
         return finding(OK, f"needs {mode}: the claim of {label} binds to {volume}. {listing}")
     if capability == RWX:
-        spread = [name_of(c) for c in classes if offers(c, RWM)[0] == RWX] if need.colocated and need.total > 1 else []
+        spread = [name(c) for c in classes if offers(c, RWM)[0] == RWX] if need.colocated and need.total > 1 else []
         tip = (f" ({spread[0]} offers ReadWriteMany: --set storage.accessModes={{ReadWriteMany}} "
                f"--set storage.storageClassName={spread[0]} lets the pods spread over nodes)") if spread else ""
         return finding(OK, f"needs {mode}: {label} offers it{tip}. {listing}")
-    if others := [name for name in offering if name != name_of(chosen)]:
+    if others := [each for each in offering if each != name(chosen)]:
         hint = f"--set storage.storageClassName={others[0]} (it offers {mode}), or {COLOCATE_FIX}"
     else:
         hint = (f"on one node: {COLOCATE_FIX}; across nodes: install a provisioner that offers {mode} "
@@ -173,13 +172,15 @@ def static_volume(context: Context, need: StorageNeed, class_name: str) -> str |
     """A pre-created PersistentVolume of the class ("": none) that the new claim binds to before any is provisioned:
     Available, reserved for no other claim, with the mode and the size; None also where volumes may not be listed."""
     try:
-        volumes = sorted(context.api.list_objects("PersistentVolume"), key=name_of)
+        volumes = context.listed("PersistentVolume")
     except AccessDenied:
         return None
     wanted = parse_or_none((((need.claim_spec or {}).get("resources") or {}).get("requests") or {}).get("storage")) or 0
-    for volume, spec in ((v, v.spec) for v in volumes if getattr(v.status, "phase", None) == "Available"):
-        size = parse_or_none(capacity := (spec.capacity or {}).get("storage")) or 0
-        if ((spec.claim_ref, spec.storage_class_name or "", spec.volume_mode or "Filesystem") == (None, class_name,
-                "Filesystem") and need.mode in (spec.access_modes or []) and size >= wanted):  # fmt: skip
-            return f"PersistentVolume {name_of(volume)} (pre-created, Available, {capacity}, {need.mode})"
+    for volume in volumes:
+        spec, phase = volume.get("spec") or {}, (volume.get("status") or {}).get("phase")
+        size = parse_or_none(capacity := (spec.get("capacity") or {}).get("storage")) or 0
+        if (phase, spec.get("claimRef"), spec.get("storageClassName") or "", spec.get("volumeMode") or "Filesystem") \
+                == ("Available", None, class_name, "Filesystem") and need.mode in (spec.get("accessModes") or []) \
+                and size >= wanted:  # fmt: skip
+            return f"PersistentVolume {name(volume)} (pre-created, Available, {capacity}, {need.mode})"
     return None

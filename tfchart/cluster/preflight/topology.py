@@ -84,8 +84,6 @@ def check_topology(context: Context) -> list[Finding]:
 
 
 # -- Kueue: LocalQueue -> ClusterQueue -> ResourceFlavors -> Topology levels ------------------------------------
-
-
 class TasFlavor(NamedTuple):
     flavor: str
     topology: str
@@ -163,13 +161,11 @@ def suggest(level: str, levels: list[str]) -> str:
     return close[0] if close else (shared or levels)[-1]
 
 
-def labels_of(node: Any) -> dict[str, str]:
-    return dict((node.metadata.labels if node.metadata else None) or {})
+def labels_of(node: dict[str, Any]) -> dict[str, str]:
+    return dict(node["metadata"].get("labels") or {})
 
 
 # -- Volcano: HyperNodes of the tier -------------------------------------------------------------------------
-
-
 def check_hypernodes(context: Context, asks: list[Ask]) -> list[Finding]:
     """Volcano v1.15.1 places a hard unit in one HyperNode of a tier at most highestTierAllowed, below a virtual
     HyperNode of the whole cluster one tier above the highest (tier 1 without any; framework/session.go
