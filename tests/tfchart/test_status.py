@@ -330,7 +330,7 @@ def test_every_kind_resolves_to_the_clients_own_api_and_method() -> None:
                                                                              "read_namespaced_pod")  # fmt: skip
     assert (method("Node", "list", None), method("Node", "read", None, "x")) == ("list_node", "read_node")
     assert method("ValidatingWebhookConfiguration", "list", None) == "list_validating_webhook_configuration"
-    assert method("StatefulSet", "patch", "ns", "x", sub="_scale") == "patch_namespaced_stateful_set_scale"
+    assert method("StatefulSet", "patch", "ns", "x", sub="scale") == "patch_namespaced_stateful_set_scale"
     assert (method("JobSet", "list", None), method("JobSet", "read", "ns", "x")) == ("list_cluster_custom_object",
                                                                                    "get_namespaced_custom_object")
     assert [kube.resource_name(kind) for kind in ("Pod", "Job", "JobSet")] == ["pods", "jobs.batch",
