@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import math
 import signal
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -340,12 +340,8 @@ class JobSetRun:
         alive = [(pod.name, job.template.grace) for job in (self.jobs.values() if jobs is None else jobs)
                  for pod in job.pods if pod.alive and pod.name not in unstarted and (every or not job.runs(pod))
                  and getattr(self.engine.processes.get(pod.name), "running", False)]  # fmt: skip
-        threads = [threading.Thread(target=self.engine.kill, args=(name, signal.SIGTERM, grace), daemon=True)
-                   for name, grace in alive]  # fmt: skip
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        with ThreadPoolExecutor(max(1, len(alive))) as pool:  # all at once, each waited for
+            list(pool.map(lambda pod: self.engine.kill(pod[0], signal.SIGTERM, pod[1]), alive))
 
     def _event(self, kind: str, name: str, reason: str, message: str, job_level: bool = True) -> None:
         self.on_event(Event(time.time(), kind, name, reason, message, job_level))
