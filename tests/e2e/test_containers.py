@@ -29,7 +29,8 @@ from tfchart.helm.chart import Chart, read
 from tfchart.helm.chart import merged_values as helm_values
 from tfchart.helm.runner import Helm
 from tfchart.local.containerpods import ContainerPod, pull_policy, quantity_bytes
-from tfchart.local.containers import ContainerPlan, plan_from_manifests
+from tfchart.local.containers import plan_from_manifests
+from tfchart.local.processes import LocalPlan
 
 E2E_VALUES = REPO / "tests" / "fixtures" / "e2e-values.yaml"
 VALUES_FILES = (REPO / "values" / "cpu.yaml", E2E_VALUES)
@@ -50,15 +51,15 @@ def merged_values(sets: list[str]) -> dict[str, Any]:
 
 
 def container_plan(tmp_path: Path, sets: Sequence[str] = (), docs: list[Any] | None = None,
-                   engine: str = "podman") -> ContainerPlan:  # fmt: skip
+                   engine: str = "podman") -> LocalPlan:  # fmt: skip
     """The plan `tfchart local --engine podman` makes, without asking podman anything."""
     docs = docs or render_docs(list(sets))
     values = merged_values(list(sets))
     return plan_from_manifests(docs, values, tmp_path / "run", NAMESPACE, engine, "0:0", "tfd-test01")
 
 
-def pod(plan: ContainerPlan, name: str) -> ContainerPod:
-    return next(p for p in plan.pods if p.name == name)
+def pod(plan: LocalPlan, name: str) -> ContainerPod:
+    return next(p for p in plan.pods if p.name == name and isinstance(p, ContainerPod))
 
 
 def flag_values(argv: list[str], flag: str) -> list[str]:
@@ -169,8 +170,9 @@ def test_volumes_become_one_shared_bind_mount_tmpfs_and_config_map_files(tmp_pat
     chief = pod(plan, f"{PREFIX}-chief").run
     mounts = flag_values(chief, "--mount")
     assert f"type=bind,source={volume},target=/shared" in mounts
-    assert f"type=bind,source={plan.storage.config_root}/settings,target=/etc/settings,readonly=true" in mounts
-    assert plan.config_files == {"settings/x/a.txt": (b"alpha", 0o644)}
+    cluster = plan.cluster(print)
+    assert f"type=bind,source={cluster.storage.config_root}/settings,target=/etc/settings,readonly=true" in mounts
+    assert cluster.config_files == {"settings/x/a.txt": (b"alpha", 0o644)}
     # /tmp and the working directory (chief.workingDir) are the chart's emptyDirs
     assert flag_values(chief, "--tmpfs") == [
         f"/tmp:rw,exec,mode=0777,size={2 * 2**30}",
@@ -180,7 +182,7 @@ def test_volumes_become_one_shared_bind_mount_tmpfs_and_config_map_files(tmp_pat
     tensorboard = flag_values(pod(plan, f"{PREFIX}-tensorboard-0").run, "--mount")
     assert tensorboard == [f"type=bind,source={volume},target=/shared,readonly=true"]  # the claim is readOnly there
     assert plan.workdir == volume and plan.host_path("/shared/export/mnist/1") == str(volume / "export/mnist/1")
-    assert plan.access is not None and plan.access.fs_group == 10001
+    assert cluster.access is not None and cluster.access.fs_group == 10001
 
 
 def test_the_chiefs_api_token_is_not_mounted_and_secrets_are_refused(tmp_path: Path) -> None:

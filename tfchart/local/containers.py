@@ -22,7 +22,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,6 @@ from tfchart.local.containerpods import (
     VOLUME_TARGET,
     Bind,
     ContainerPod,
-    Security,
     Storage,
     config_map_files,
     container_pod,
@@ -48,52 +47,9 @@ CONTAINER_ENGINES = ("podman", "docker")
 ENGINE_TIMEOUT_S = 60.0
 
 
-@dataclass
-class ContainerPlan(LocalPlan):
-    """The release as containers: what `ContainerCluster` starts, and how the summary reads it."""
-
-    pods: list[ContainerPod]  # type: ignore[assignment]
-    engine: str = "podman"
-    run_id: str = ""
-    storage: Storage = field(default_factory=lambda: Storage(Path(), Path()))
-    mount_path: str = "/data"
-    config_files: dict[str, tuple[bytes, int]] = field(default_factory=dict)
-    host_owner: str = "0:0"  # the invoking user as the engine's containers see it
-
-    @property
-    def network(self) -> str:
-        return self.run_id
-
-    @property
-    def headline(self) -> str:
-        return (f"{len(self.pods)} containers ({self.engine}, network {self.network}, label {RUN_LABEL}={self.run_id}),"
-                f" run directory {self.storage.volume_dir}")
-
-    def cluster(self, on_line: Callable[[LocalPod, str], None]) -> ContainerCluster:
-        return ContainerCluster(self, on_line)
-
-    def host_path(self, path: object) -> object:
-        """A path inside the pods' shared volume (status.json's export_path) as a path on this machine."""
-        if not isinstance(path, str) or not (path == self.mount_path or path.startswith(self.mount_path + "/")):
-            return path
-        return str(self.workdir / path[len(self.mount_path) :].lstrip("/"))
-
-    @property
-    def volume_image(self) -> str | None:
-        """The image the ownership containers run (one that mounts the shared volume)."""
-        return next((pod.image for pod in self.pods for bind in pod.binds if bind.claim), None)
-
-    @property
-    def access(self) -> Security | None:
-        """The securityContext the shared volume must be writable for: the first pod's that mounts it read-write
-        (None where no pod does, or root, who writes anywhere)."""
-        writer = next((p.security for p in self.pods if any(b.claim and not b.read_only for b in p.binds)), None)
-        return None if writer is None or (writer.fs_group is None and not writer.user) else writer
-
-
 def plan_from_manifests(docs: Sequence[dict[str, Any]], values: dict[str, Any], volume_dir: Path, namespace: str,
                         engine: str, host_owner: str, run_id: str | None = None,
-                        allow_privileged: bool = False) -> ContainerPlan:  # fmt: skip
+                        allow_privileged: bool = False) -> LocalPlan:  # fmt: skip
     """The rendered release as containers (pure: no engine is asked anything)."""
     run_id = run_id or f"tfd-{secrets.token_hex(3)}"
     rendered = rendered_pods(docs, namespace)
@@ -109,13 +65,16 @@ def plan_from_manifests(docs: Sequence[dict[str, Any]], values: dict[str, Any], 
             for pod in rendered]  # fmt: skip
     storage_values = values.get("storage") or {}
     published = next((p.sandbox[p.sandbox.index("--publish") + 1] for p in pods if "--publish" in p.sandbox), None)
-    return ContainerPlan(
+    return LocalPlan(
         workdir=within(volume_dir, str(storage_values.get("subPath") or ""), "storage.subPath"), pods=pods,
         addresses={pod.aliases[0]: pod.container_name for pod in pods if pod.aliases},
         tensorboard_url=f"http://{published.rsplit(':', 1)[0]}/" if published else None,  # TensorBoard's
-        values=values, engine=engine, run_id=run_id, storage=storage,
+        values=values, workload=workload, engine=engine,
+        headline=f"{len(pods)} containers ({engine}, network {run_id}, label {RUN_LABEL}={run_id}), run directory "
+                 f"{volume_dir}",
+        cluster=partial(ContainerCluster, engine=engine, run_id=run_id, storage=storage, host_owner=host_owner,
+                        config_files=config_map_files(docs, rendered), pods=pods),
         mount_path=str(storage_values.get("mountPath") or "/data").rstrip("/") or "/",
-        config_files=config_map_files(docs, rendered), host_owner=host_owner, workload=workload,
     )  # fmt: skip
 
 
@@ -124,7 +83,7 @@ def last_line(text: str) -> str:
 
 
 def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values: dict[str, Any], volume_dir: Path,
-         namespace: str, engine: str, allow_privileged: bool = False) -> ContainerPlan:  # fmt: skip
+         namespace: str, engine: str, allow_privileged: bool = False) -> LocalPlan:  # fmt: skip
     """Checks the engine (a one-line EngineNotFound unless its CLI is installed and it answers), renders the
     release with the user's values only, and checks every image."""
     if engine not in CONTAINER_ENGINES:
@@ -142,7 +101,7 @@ def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values
     host_owner = "0:0" if rootless else f"{os.getuid()}:{os.getgid()}"
     container_plan = plan_from_manifests(render([]), values, volume_dir, namespace, engine, host_owner,
                                          allow_privileged=allow_privileged)
-    check_images(engine, container_plan.pods)
+    check_images(engine, [pod for pod in container_plan.pods if isinstance(pod, ContainerPod)])
     return container_plan
 
 
@@ -178,17 +137,27 @@ class ContainerCluster(LocalCluster):
     """Starts the pods as containers on one network, streams their logs (each pod's `<engine> run` client is its
     process), and always removes everything."""
 
-    def __init__(self, plan: ContainerPlan, on_line: Callable[[LocalPod, str], None]) -> None:
+    def __init__(self, on_line: Callable[[LocalPod, str], None], engine: str, run_id: str, storage: Storage,
+                 host_owner: str, config_files: dict[str, tuple[bytes, int]], pods: Sequence[ContainerPod]) -> None:
+        """`run_id` labels everything of the run and names its network; `host_owner` is the invoking user as the
+        engine's containers see it."""
         super().__init__(on_line)
-        self.plan, self.warnings, self._prepared = plan, list[str](), False
+        self.engine, self.run_id, self.storage, self.host_owner = engine, run_id, storage, host_owner
+        self.config_files, self.warnings, self._prepared = config_files, list[str](), False
+        self.binds = [bind for pod in pods for bind in pod.binds]
+        # The image the ownership containers run (one that mounts the shared volume), and the securityContext the
+        # volume must be writable for: the first pod's that mounts it read-write (None where no pod does, or root).
+        self.volume_image = next((pod.image for pod in pods if any(bind.claim for bind in pod.binds)), None)
+        writer = next((p.security for p in pods if any(b.claim and not b.read_only for b in p.binds)), None)
+        self.access = None if writer is None or (writer.fs_group is None and not writer.user) else writer
 
     def _engine(self, *args: str, timeout: float = ENGINE_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
-        return answer([self.plan.engine, *args], timeout)
+        return answer([self.engine, *args], timeout)
 
     def _labelled(self, listing: str, template: str | None = None) -> list[str]:
         """IDs (or `template` of each) of what `<engine> <listing>` lists with the run's label."""
         shown = ["--format", template] if template else ["-q"]
-        listed = self._engine(*listing.split(), *shown, "--filter", f"label={RUN_LABEL}={self.plan.run_id}")
+        listed = self._engine(*listing.split(), *shown, "--filter", f"label={RUN_LABEL}={self.run_id}")
         return listed.stdout.split() if listed.returncode == 0 else []
 
     def command(self, pod: LocalPod) -> tuple[list[str], dict[str, str] | None]:
@@ -209,8 +178,8 @@ class ContainerCluster(LocalCluster):
         super().start(container_pods)
 
     def _create_network(self) -> None:
-        engine, network = self.plan.engine, self.plan.network
-        args = ["network", "create", "--label", f"{RUN_LABEL}={self.plan.run_id}", network]
+        engine, network = self.engine, self.run_id
+        args = ["network", "create", "--label", f"{RUN_LABEL}={self.run_id}", network]
         if (created := self._engine(*args)).returncode != 0:
             raise TfchartError(f"creating the network failed: {last_line(created.stderr) or created.returncode}",
                                f"the command was: {engine} {' '.join(args)}")  # fmt: skip
@@ -224,7 +193,7 @@ class ContainerCluster(LocalCluster):
 
     def _start_sandboxes(self, pods: Sequence[ContainerPod]) -> None:
         """Every pod's sandbox at once; each must be running before its container joins it."""
-        engine = self.plan.engine
+        engine = self.engine
         starting = [(pod, subprocess.Popen(pod.sandbox, stdin=subprocess.DEVNULL, text=True,
                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)) for pod in pods]
         for pod, popen in starting:
@@ -239,7 +208,7 @@ class ContainerCluster(LocalCluster):
 
     def _prepare_volumes(self) -> None:
         """The configMaps' files written; the claim's directory (and subPaths) made, writable for the pods."""
-        root, files = self.plan.storage.config_root, self.plan.config_files
+        root, files = self.storage.config_root, self.config_files
         for relative, (content, mode) in files.items():
             path = within(root, relative, "a configMap file")
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -247,27 +216,27 @@ class ContainerCluster(LocalCluster):
             path.chmod(mode)
         for directory in [root, *(p for p in root.rglob("*") if p.is_dir())] if files else []:
             directory.chmod(0o755)
-        self.plan.storage.volume_dir.mkdir(parents=True, exist_ok=True)
-        for bind in (bind for pod in self.plan.pods for bind in pod.binds):
+        self.storage.volume_dir.mkdir(parents=True, exist_ok=True)
+        for bind in self.binds:
             if bind.claim:  # subPath directories exist before anything mounts them, as the kubelet makes them
                 bind.source.mkdir(parents=True, exist_ok=True)
             elif files and not bind.source.exists():  # a configMap volume with no files still needs its mount point
                 bind.source.mkdir(parents=True, mode=0o755)
-        if self.plan.access is None:
+        if self.access is None:
             return
-        if (granted := self._ownership("volume-permissions", grant_script(self.plan.access))).returncode != 0:
-            raise TfchartError(f"could not make {self.plan.storage.volume_dir} writable for the pods: "
+        if (granted := self._ownership("volume-permissions", grant_script(self.access))).returncode != 0:
+            raise TfchartError(f"could not make {self.storage.volume_dir} writable for the pods: "
                                f"{last_line(granted.stderr) or granted.returncode}",
                                "the image must have /bin/sh, chown and find")  # fmt: skip
 
     def _ownership(self, name: str, script: str) -> subprocess.CompletedProcess[str]:
         """A short root container over the shared volume (the kubelet's fsGroup work, or giving it back)."""
-        image = self.plan.volume_image
+        image = self.volume_image
         assert image is not None
         return self._engine(
-            "run", "--rm", "--name", f"{self.plan.run_id}-{name}", "--label", f"{RUN_LABEL}={self.plan.run_id}",
+            "run", "--rm", "--name", f"{self.run_id}-{name}", "--label", f"{RUN_LABEL}={self.run_id}",
             "--network", "none", "--user", "0:0", "--pull", "never", "--no-healthcheck",
-            *Bind(self.plan.storage.volume_dir, VOLUME_TARGET).args(), "--entrypoint", "/bin/sh", image, "-c", script,
+            *Bind(self.storage.volume_dir, VOLUME_TARGET).args(), "--entrypoint", "/bin/sh", image, "-c", script,
             timeout=600,
         )  # fmt: skip
 
@@ -290,25 +259,25 @@ class ContainerCluster(LocalCluster):
             self.end(list(self.processes.values()), signal.SIGTERM, grace)
             self._give_volume_back()
             self._remove_labelled()
-            shutil.rmtree(self.plan.storage.config_root, ignore_errors=True)
+            shutil.rmtree(self.storage.config_root, ignore_errors=True)
         for warning in self.warnings:
             print(f"warning: {warning}", file=sys.stderr)
 
     def _give_volume_back(self) -> None:
-        if not self._prepared or self.plan.volume_image is None:
+        if not self._prepared or self.volume_image is None:
             return
-        given = self._ownership("volume-owner", f"chown -R {self.plan.host_owner} {VOLUME_TARGET}")
+        given = self._ownership("volume-owner", f"chown -R {self.host_owner} {VOLUME_TARGET}")
         if given.returncode != 0:
-            volume = self.plan.storage.volume_dir
+            volume = self.storage.volume_dir
             self.warnings.append(f"could not give {volume} back to you ({last_line(given.stderr)}): "
                                  f"sudo chown -R {os.getuid()}:{os.getgid()} {volume}")  # fmt: skip
 
     def _remove_labelled(self) -> None:
         """Containers, then networks, then volumes carrying the run's label; warns about any that stays."""
-        engine, label = self.plan.engine, f"label={RUN_LABEL}={self.plan.run_id}"
+        engine, label = self.engine, f"label={RUN_LABEL}={self.run_id}"
         for listing, removal in (("ps -a", "rm -f -v"), ("network ls", "network rm"), ("volume ls", "volume rm -f")):
             if found := self._labelled(listing):
                 self._engine(*removal.split(), *found)
             if self._labelled(listing):
-                self.warnings.append(f"{engine} could not remove everything of run {self.plan.run_id}: "
+                self.warnings.append(f"{engine} could not remove everything of run {self.run_id}: "
                                      f"{engine} {removal} $({engine} {listing} -q --filter {label})")  # fmt: skip

@@ -229,40 +229,36 @@ def running(cluster: LocalCluster) -> Iterator[LocalCluster]:
 
 @dataclass
 class LocalPlan:
+    """The release as this machine runs it (either engine): what session.py starts, and how its summary reads it."""
+
     workdir: Path
-    pods: list[LocalPod]
-    addresses: dict[str, str]
+    pods: Sequence[LocalPod]
+    addresses: dict[str, str]  # every cluster-map address -> where it is reached here
     tensorboard_url: str | None
     values: dict[str, Any]
-    #: pod name -> the port its Prometheus metrics are served on (metrics.enabled; processes only)
-    metrics_ports: dict[str, int] = field(default_factory=dict)
-    #: --host-network: the TensorFlow processes share this machine's network (no user namespaces, e.g. macOS)
-    host_network: bool = False
     #: the controllers its pods start (again) under, as jobsetrun.py runs them: the JobSet, or the Jobs and
     #: StatefulSets of a native release (workload_of)
-    workload: jobset.JobSetSpec = field(default_factory=lambda: jobset.JobSetSpec("", "", (), "All", (), 0, ()))
+    workload: jobset.JobSetSpec
+    headline: str
+    #: the pods' cluster, given what hears their lines: processes, or containers (containers.ContainerCluster)
+    cluster: Callable[[Callable[[LocalPod, str], None]], LocalCluster]
+    #: pod name -> the port its Prometheus metrics are served on (metrics.enabled; processes only)
+    metrics_ports: dict[str, int] = field(default_factory=dict)
+    engine: str | None = None  # podman or docker (None: processes)
+    mount_path: str | None = None  # containers: where the pods see the shared volume (the run directory)
 
     @property
     def jobset(self) -> jobset.JobSetSpec | None:
         """workload.kind=jobset: the rendered JobSet."""
         return self.workload if self.workload.kind == "JobSet" else None
 
-    @property
-    def headline(self) -> str:
-        return f"{len(self.pods)} processes, run directory {self.workdir}"
-
-    def cluster(self, on_line: Callable[[LocalPod, str], None]) -> LocalCluster:
-        """The pods as processes; the TensorFlow ones in a private network (netns.py), the metrics ports forwarded."""
-        from tfchart.local.netns import PrivateNetwork
-
-        if self.host_network:
-            return LocalCluster(on_line, extra_path=[python_bin_dir()])
-        network = PrivateNetwork(sorted(set(self.metrics_ports.values())))
-        return LocalCluster(on_line, extra_path=[python_bin_dir()], wrap=network.wrap, stopped=network.close)
-
     def host_path(self, path: object) -> object:
-        """A path the pods wrote (status.json's export_path) as seen from this machine: the same here."""
-        return path
+        """A path the pods wrote (status.json's export_path) as seen from this machine: the same for processes; for
+        containers, one inside the shared volume is in the run directory."""
+        mount = self.mount_path
+        if mount is None or not isinstance(path, str) or not (path == mount or path.startswith(mount + "/")):
+            return path
+        return str(self.workdir / path[len(mount) :].lstrip("/"))
 
 
 def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values: dict[str, Any], workdir: Path,
@@ -280,7 +276,19 @@ def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values
     metrics_ports = localise_metrics(pods, [*addresses.values(), f"127.0.0.1:{tensorboard_port}"])
     on_loopback(pods)
     url = f"http://127.0.0.1:{tensorboard_port}/" if any(pod.role == TENSORBOARD for pod in pods) else None
-    return LocalPlan(workdir, pods, addresses, url, values, metrics_ports, host_network, workload)
+
+    def cluster(on_line: Callable[[LocalPod, str], None]) -> LocalCluster:
+        """The pods as processes; the TensorFlow ones in a private network (netns.py), the metrics ports forwarded
+        (--host-network: they share this machine's network, where there are no user namespaces, e.g. macOS)."""
+        from tfchart.local.netns import PrivateNetwork
+
+        if host_network:
+            return LocalCluster(on_line, extra_path=[python_bin_dir()])
+        network = PrivateNetwork(sorted(set(metrics_ports.values())))
+        return LocalCluster(on_line, extra_path=[python_bin_dir()], wrap=network.wrap, stopped=network.close)
+
+    headline = f"{len(pods)} processes, run directory {workdir}"
+    return LocalPlan(workdir, pods, addresses, url, values, workload, headline, cluster, metrics_ports)
 
 
 def require_tensorflow() -> None:
