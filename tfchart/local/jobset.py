@@ -34,16 +34,6 @@ READY, COMPLETE = "Ready", "Complete"
 DEFAULT_GRACE_SECONDS = 30.0  # a pod's terminationGracePeriodSeconds when its template sets none
 
 
-def pod_rule_matches(rule: dict[str, Any], container: str, code: int) -> bool:
-    """Whether a rule of a Job's podFailurePolicy matches a container's exit. onPodConditions rules (DisruptionTarget:
-    preemption, eviction, a node drain) never match here: nothing disrupts a local pod."""
-    codes = rule.get("onExitCodes")
-    if not codes or (codes.get("containerName") or container) != container:
-        return False
-    values = codes.get("values") or ()
-    return code in values if codes["operator"] == "In" else code != 0 and code not in values
-
-
 @dataclass(frozen=True)
 class JobTemplate:
     """One Job JobSet creates for a replicatedJob, and what its Job controller needs of it."""
@@ -68,8 +58,15 @@ class JobTemplate:
         return list(self.names) or [f"{self.name}-{index}" for index in range(self.completions)]
 
     def first_rule(self, code: int) -> tuple[int, dict[str, Any]] | None:
-        matching = ((i, rule) for i, rule in enumerate(self.rules) if pod_rule_matches(rule, self.container, code))
-        return next(matching, None)
+        """The first rule of its podFailurePolicy (and its index) that matches its container's exit. onPodConditions
+        rules (DisruptionTarget: preemption, eviction, a node drain) never match here: nothing disrupts a local pod."""
+        for index, rule in enumerate(self.rules):
+            codes = rule.get("onExitCodes") or {}
+            values = codes.get("values") or ()
+            if codes and (codes.get("containerName") or self.container) == self.container and (
+                    code in values if codes["operator"] == "In" else code != 0 and code not in values):  # fmt: skip
+                return index, rule
+        return None
 
 
 def failure_rule_applies(rule: dict[str, Any], rjob: str, reason: str, message: str) -> bool:
