@@ -47,8 +47,8 @@ def gpu_usage(context: Context) -> tuple[Counter[tuple[str, str]], str]:
                 labels = metadata.get("labels") or {}
                 if spec.get("nodeName") and own != (metadata.get("namespace"), labels.get(INSTANCE_LABEL),
                                                     labels.get(PART_OF_LABEL)):  # fmt: skip
-                    for gpu in gpu_requests(c.get("resources") for c in spec.get("containers") or []):
-                        used[(spec["nodeName"], gpu.resource)] += gpu.count
+                    for each in gpu_requests(c.get("resources") for c in spec.get("containers") or []):
+                        used[(spec["nodeName"], each.resource)] += each.count
     except AccessDenied:
         return Counter(), " (other pods' GPU use is unknown: listing pods in all namespaces is forbidden)"
     return used, ""
@@ -59,7 +59,7 @@ def gpu_finding(resource: str, roles: list[PlannedRole], nodes: list[Any], used:
     pods = [role.gpus_per_pod for role in roles for _ in range(role.replicas)]
     needed, who = sum(pods), ", ".join(f"{r.role} {r.replicas}x{r.gpus_per_pod}" for r in roles)
     capacity = {name(node): int(allocatable(node, resource)) for node in nodes}
-    free = {name: max(0, count - used[(name, resource)]) for name, count in capacity.items()}
+    free = {node: max(0, count - used[(node, resource)]) for node, count in capacity.items()}
     placement = sorted({key for role in roles for key in role.placement})
     note = usage_note + (f" ({'/'.join(placement)} of the GPU roles not evaluated: counted every schedulable node)"
                          if placement else "")  # fmt: skip
@@ -88,15 +88,14 @@ def fits(pods: list[int], capacity: dict[str, int]) -> bool:
     """First-fit decreasing: can every pod get its GPUs on one node?"""
     left = dict(capacity)
     for need in sorted(pods, reverse=True):
-        node = next((name for name, count in sorted(left.items()) if count >= need), None)
-        if node is None:
+        if (node := next((node for node, count in sorted(left.items()) if count >= need), None)) is None:
             return False
         left[node] -= need
     return True
 
 
 def describe_nodes(counts: dict[str, int]) -> str:
-    return ", ".join(f"{name}: {count}" for name, count in sorted(counts.items()) if count) or "none"
+    return ", ".join(f"{node}: {count}" for node, count in sorted(counts.items()) if count) or "none"
 
 
 # -- quota ------------------------------------------------------------------------------------------------------------

@@ -1,9 +1,7 @@
-"""storage: the access mode the release needs (ReadWriteMany when pods may spread over nodes,
-ReadWriteOnce when the chart co-locates them) against the existing claim's own access modes, or against
-the StorageClass the created claim would use (named, else the default), judged by its provisioner
-(PROVISIONERS); every StorageClass of the cluster is listed with what it offers, so the message names
-the ones that would do. co-location (co-located releases only): one schedulable node must hold the
-requests of every pod of the release (allocatable, other pods' requests not counted)."""
+"""storage: the access mode the release needs (ReadWriteMany when pods may spread over nodes, ReadWriteOnce when the
+chart co-locates them) against the existing claim's own access modes, or against the StorageClass the created claim
+would use (named, else the default), judged by its provisioner (PROVISIONERS); every StorageClass of the cluster is
+listed with what it offers, so the message names the ones that would do."""
 
 from __future__ import annotations
 
@@ -46,13 +44,10 @@ OFFERS: dict[str, tuple[str, ...]] = {
 PROVISIONERS = {name: offer for offer, names in OFFERS.items() for name in names}
 CAPABILITY = {RWX: "offers {mode}", RWO_ONLY: "ReadWriteOnce only", NODE_LOCAL: "one node's disk",
               DEPENDS: "{mode} depends on the class", UNKNOWN: "unknown provisioner, check its docs"}  # fmt: skip
-DEFAULT_CLASS_ANNOTATIONS = (
-    "storageclass.kubernetes.io/is-default-class", "storageclass.beta.kubernetes.io/is-default-class"
-)
-COLOCATE_FIX = (
-    "--set storage.accessModes={ReadWriteOnce} to co-locate every pod on one node, which any StorageClass serves "
-    "(as values/cpu.yaml does; the node must fit them all)"
-)
+DEFAULT_CLASS_ANNOTATIONS = ("storageclass.kubernetes.io/is-default-class",
+                             "storageclass.beta.kubernetes.io/is-default-class")
+COLOCATE_FIX = ("--set storage.accessModes={ReadWriteOnce} to co-locate every pod on one node, which any StorageClass "
+                "serves (as values/cpu.yaml does; the node must fit them all)")
 finding = partial(Finding, "storage")
 
 

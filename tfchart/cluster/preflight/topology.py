@@ -16,14 +16,13 @@ from tfdcontract import CHIEF, PS, WORKER
 from tfdcontract.runstate import KUEUE_GROUP as KUEUE
 from tfdcontract.runstate import QUEUE_LABEL
 
-CHECK = "topology"
 PLACED = (PS, WORKER, CHIEF)  # the roles scheduling.topology places (never the evaluator)
 TAS = {"required": f"{KUEUE}/podset-required-topology", "preferred": f"{KUEUE}/podset-preferred-topology"}
 HYPERNODES = ("topology.volcano.sh", "v1alpha1", "hypernodes")
 HOSTNAME = "kubernetes.io/hostname"
 NO_TOPOLOGY = "--set scheduling.topology.mode=none"
 BUILD = "build the HyperNodes (by hand or by Volcano's HyperNode auto-discovery"
-finding = partial(Finding, CHECK)
+finding = partial(Finding, "topology")
 
 
 class Ask(NamedTuple):
