@@ -31,7 +31,7 @@ from tfchart.local.jobset import JobSetSpec
 from tfchart.local.jobsetrun import COMPLETED, FAILED, Event, JobSetRun
 from tfchart.local.objects import advance, describe, outcome, resumed
 from tfchart.local.pods import rendered_pods, workload_of
-from tfchart.local.processes import localise_cluster, localise_probes
+from tfchart.local.processes import localise_cluster
 from tfdcontract import SUSPENDED_ANNOTATION
 
 E2E_VALUES = REPO / "tests" / "fixtures" / "e2e-values.yaml"
@@ -109,8 +109,7 @@ def test_probes_point_at_each_pods_own_local_port() -> None:
     pods = rendered_pods(docs(), NS)
     assert {pod.role: pod.probe_port for pod in pods} == {"ps": 2222, "worker": 2222, "chief": None,
                                                           "evaluator": None, "tensorboard": 6006}  # fmt: skip
-    mapping = localise_cluster(pods)
-    localise_probes(pods, mapping)
+    localise_cluster(pods)
     local = json.loads(next(pod.env["TFD_CLUSTER"] for pod in pods if pod.role == "chief"))
     for pod in (pod for pod in pods if pod.role in ("ps", "worker")):
         assert pod.probe_port == int(local[pod.role][pod.index].rsplit(":", 1)[1])

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,15 +54,6 @@ def port_is_free(port: int) -> bool:
     return False
 
 
-def localise_probes(pods: list[LocalPod], mapping: Mapping[str, str]) -> None:
-    """A probe of the pod's TensorFlow port connects to the local port its cluster-map address now names."""
-    for pod in pods:
-        own = {address.rsplit(":", 1)[1]: local for address, local in mapping.items()
-               if address.split(".", 1)[0].rsplit(":", 1)[0] == pod.name}  # fmt: skip
-        if pod.probe_port is not None and str(pod.probe_port) in own:
-            pod.probe_port = int(own[str(pod.probe_port)].rsplit(":", 1)[1])
-
-
 def listening(table: str, port: int) -> bool:
     """Whether /proc/net/tcp or tcp6 text lists a socket listening on `port` (state 0A): what a connection to it
     needs, as the kubelet's tcpSocket probe makes one."""
@@ -71,7 +62,8 @@ def listening(table: str, port: int) -> bool:
 
 
 def localise_cluster(pods: list[LocalPod], host: str = "127.0.0.1") -> dict[str, str]:
-    """Points every TensorFlow address of the cluster map at a free local port (TFD_CLUSTER only)."""
+    """Points every TensorFlow address of the cluster map at a free local port (TFD_CLUSTER only); a probe of the
+    pod's TensorFlow port connects to the local port its address now names."""
     cluster_json = next((pod.env[CLUSTER_ENV] for pod in pods if CLUSTER_ENV in pod.env), None)
     if cluster_json is None:
         return {}
@@ -79,8 +71,13 @@ def localise_cluster(pods: list[LocalPod], host: str = "127.0.0.1") -> dict[str,
     mapping = {address: f"{host}:{free_port()}" for addresses in cluster.values() for address in addresses}
     local = json.dumps({job: [mapping[a] for a in addresses] for job, addresses in cluster.items()},
                        separators=(",", ":"))  # fmt: skip
-    for pod in (pod for pod in pods if CLUSTER_ENV in pod.env):
-        pod.env[CLUSTER_ENV] = local
+    for pod in pods:
+        if CLUSTER_ENV in pod.env:
+            pod.env[CLUSTER_ENV] = local
+        own = {address.rsplit(":", 1)[1]: here for address, here in mapping.items()
+               if address.split(".", 1)[0].rsplit(":", 1)[0] == pod.name}  # fmt: skip
+        if str(pod.probe_port) in own:
+            pod.probe_port = int(own[str(pod.probe_port)].rsplit(":", 1)[1])
     return mapping
 
 
@@ -272,7 +269,6 @@ def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values
                    ("--set", f"tensorboard.service.port={tensorboard_port}")])  # fmt: skip
     workload = workload_of(docs, namespace, pods := rendered_pods(docs, namespace))
     addresses = localise_cluster(pods)
-    localise_probes(pods, addresses)
     metrics_ports = localise_metrics(pods, [*addresses.values(), f"127.0.0.1:{tensorboard_port}"])
     on_loopback(pods)
     url = f"http://127.0.0.1:{tensorboard_port}/" if any(pod.role == TENSORBOARD for pod in pods) else None
