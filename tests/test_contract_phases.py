@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from tfchart.local.terminal import Board
+from tfchart.local.terminal import Board, PodState
 from tfdcontract import phases
 from trainer.runtime import LOGGER_NAME, setup_logging
 
@@ -70,9 +70,7 @@ def test_other_lines_are_no_phase(line: str) -> None:
 def test_tfchart_local_shows_the_phase_the_trainer_logged() -> None:
     """The reader: tfchart local's board, fed the trainer's own lines; the grace period's end keeps the chief
     shutting down (it read 'waiting for peers' when the board matched phrases)."""
-    run = Board(train_steps=2000)
-    for name in ("chief", "ps-0", "sync-1"):
-        run.add(name, name)
+    run = Board(train_steps=2000, pods={name: PodState(name, name) for name in ("chief", "ps-0", "sync-1")})
     run.observe("chief", True, logged(phases.role_line("chief:0", "parameter_server", "r", "/d", "TF_CONFIG")))
     assert run.pods["chief"].state == phases.IMPORTING
     run.observe("chief", True, logged(phases.waiting_for_peers_line({"ps:0": "127.0.0.1:2222"})))

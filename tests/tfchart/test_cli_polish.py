@@ -18,7 +18,7 @@ from tests.chartlib import REPO
 from tests.kubeapi import kube_server
 from tfchart.cli.app import COMMANDS, main, main_group
 from tfchart.local.session import reported, serving_notes
-from tfchart.local.terminal import Board
+from tfchart.local.terminal import Board, PodState
 from tfdcontract import format_step_line
 
 
@@ -101,8 +101,7 @@ def test_a_small_loss_is_not_shown_as_zero() -> None:
     """The chief's step line (tfdcontract) and the progress bar: 4 decimals, but a loss that would read 0.0000 in e
     notation."""
     assert "loss = 1.234e-05 (" in format_step_line(1000, 0.00001234, 1000.0, 0.1)
-    run = Board(train_steps=2000)
-    run.add("chief", "chief")
+    run = Board(train_steps=2000, pods={"chief": PodState("chief", "chief")})
     run.observe("chief", True, f"INFO {format_step_line(1000, 0.00001234, 1000.0, 0.1)}")
     assert "loss 1.234e-05" in run.summary(), run.summary()
     run.observe("chief", True, f"INFO {format_step_line(1100, 0.25, 1000.0, 0.1)}")
