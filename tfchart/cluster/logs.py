@@ -16,7 +16,9 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tfchart.cluster.objects import (
+    find_run,
     has_started,
+    in_jobset,
     is_chief_pod,
     main_container,
     name_of,
@@ -25,7 +27,6 @@ from tfchart.cluster.objects import (
     role_of,
     run_role,
 )
-from tfchart.cluster.runs import find_run, in_jobset
 from tfchart.cluster.status import role_rank
 from tfchart.errors import KubernetesError, UsageError
 from tfdcontract import (

@@ -12,8 +12,16 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.kube import as_model
-from tfchart.cluster.objects import gpu_requests, is_chief_pod, role_of, run_role
-from tfchart.cluster.runs import jobsets, may_be_jobset, newest_document, run_of
+from tfchart.cluster.objects import (
+    gpu_requests,
+    is_chief_pod,
+    jobsets,
+    may_be_jobset,
+    newest_document,
+    role_of,
+    run_of,
+    run_role,
+)
 from tfchart.cluster.status import read_progress, training_state
 from tfdcontract import CHART_NAME, CHIEF, COMPONENT_LABEL, INSTANCE_LABEL, PART_OF_LABEL, WORKER
 

@@ -20,7 +20,9 @@ from tfchart.cluster.objects import (
     JobInfo,
     condition_true,
     container_statuses,
+    find_run,
     has_started,
+    in_jobset,
     is_chief_pod,
     job_info,
     main_container,
@@ -30,7 +32,6 @@ from tfchart.cluster.objects import (
     pod_reason,
     role_of,
 )
-from tfchart.cluster.runs import find_run, in_jobset
 from tfchart.errors import KubernetesError
 from tfdcontract import (
     CHIEF,

@@ -14,8 +14,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from tfchart.cluster.objects import as_json, newest, role_of
-from tfchart.cluster.runs import find_run
+from tfchart.cluster.objects import as_json, find_run, newest, role_of
 from tfchart.cluster.wait import TimedOut
 from tfchart.errors import KubernetesError, TfchartError
 from tfdcontract import EVALUATOR, STATEFUL_ROLES, SUPERVISOR, TF_ROLES, WORKER, lifecycle, release_selector

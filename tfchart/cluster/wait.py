@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tfchart.cluster.kube import AccessDenied
-from tfchart.cluster.objects import JobInfo
-from tfchart.cluster.runs import find_run
+from tfchart.cluster.objects import JobInfo, find_run
 from tfchart.errors import KubernetesError, TfchartError
 from tfdcontract import RECREATING_ANNOTATION, release_selector
 

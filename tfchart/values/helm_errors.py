@@ -30,6 +30,7 @@ HELM3_REQUIRED = re.compile(r"(.*) is required$")
 HELM4_FORMS = re.compile(r"'(oneOf|anyOf)' failed")
 HELM4_EXTRA = re.compile(r"additional propert(y|ies) ")
 HELM4_MISSING = re.compile(r"missing propert(y|ies) ")
+Node = tuple[str, str, list["Node"]]  # helm 4: (key path, message, the errors under it)
 
 
 @dataclass
@@ -119,43 +120,36 @@ def _helm3(lines: list[str], meanings: Mapping[str, str]) -> list[Found]:
     return found
 
 
-@dataclass
-class _Node:
-    indent: int
-    path: str
-    message: str
-    children: list[_Node]
-
-
 def _helm4(lines: list[str], meanings: Mapping[str, str]) -> list[Found]:
-    top = _Node(-1, "", "", [])
-    stack = [top]
+    """helm 4's tree of errors (each line indented under its cause) as (path, message, children) nodes, explained."""
+    top: Node = ("", "", [])
+    stack: list[tuple[int, Node]] = [(-1, top)]
     for match in filter(None, map(HELM4_LINE.match, lines)):
         keys = [key.replace("~1", "/").replace("~0", "~") if "~" in key else key
                 for key in _unquote(match["pointer"]).split("/")[1:]]  # fmt: skip
-        node = _Node(len(match["indent"]), ".".join(keys) or "(root)", match["message"], [])
-        while stack[-1].indent >= node.indent:
+        node: Node = (".".join(keys) or "(root)", match["message"], [])
+        while stack[-1][0] >= len(match["indent"]):
             stack.pop()
-        stack[-1].children.append(node)
-        stack.append(node)
-    return [problem for root in top.children for problem in _explain(root, meanings)]
+        stack[-1][1][2].append(node)
+        stack.append((len(match["indent"]), node))
+    return [problem for root in top[2] for problem in _explain(root, meanings)]
 
 
-def _explain(node: _Node, meanings: Mapping[str, str]) -> list[Found]:
-    message = node.message
+def _explain(node: Node, meanings: Mapping[str, str]) -> list[Found]:
+    path, message, children = node
     names = [_unquote(name) for name in QUOTED.findall(message)] if "'" in message else []
-    if message.endswith("validation failed") and node.children:
-        return [problem for child in node.children for problem in _explain(child, meanings)]
+    if message.endswith("validation failed") and children:
+        return [problem for child in children for problem in _explain(child, meanings)]
     if message.startswith("invalid propertyName") and names:  # helm 4 loses the map's path: found by name later
-        why = "; ".join(_message(child.message, True, meanings) for child in node.children) or message
+        why = "; ".join(_message(child[1], True, meanings) for child in children) or message
         return [Found("", f"key {why}" if why.startswith("'") else f"key {names[0]!r}: {why}", key=names[0])]
-    if HELM4_FORMS.match(message) and node.children:
-        forms = "; ".join(_message(child.message, True, meanings) for child in node.children)
-        return [Found(node.path, f"matches none of its allowed forms: {forms}")]
+    if HELM4_FORMS.match(message) and children:
+        forms = "; ".join(_message(child[1], True, meanings) for child in children)
+        return [Found(path, f"matches none of its allowed forms: {forms}")]
     if HELM4_EXTRA.match(message):
-        return [Found(_under(node.path, name), UNKNOWN, key=name) for name in names]
+        return [Found(_under(path, name), UNKNOWN, key=name) for name in names]
     if HELM4_MISSING.match(message):
-        return [Found(_under(node.path, name), REQUIRED, kind="required") for name in names]
+        return [Found(_under(path, name), REQUIRED, kind="required") for name in names]
     if message.startswith("value must be one of "):
-        return [Found(node.path, f"must be one of: {', '.join(names)}", choices=tuple(names))]
-    return [Found(node.path, _message(message, True, meanings))]
+        return [Found(path, f"must be one of: {', '.join(names)}", choices=tuple(names))]
+    return [Found(path, _message(message, True, meanings))]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import json
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, cast
@@ -25,19 +24,11 @@ API_VERSION = "tf-distributed.io/policy/v1"
 SCHEMA_PATH = Path(__file__).with_name("policy.schema.json")
 
 
-@dataclass(frozen=True)
-class Policy:
-    """A policy file that passed its schema."""
-
-    file: str
-    rules: dict[str, Any]
-
-    @property
-    def names(self) -> list[str]:
-        """The rules it sets, e.g. maxGpus.perPod (not the settings they share, e.g. maxGpus.resources)."""
-        groups = policy_schema()["properties"]["rules"]["properties"]
-        return [f"{group}.{name}" for group, body in self.rules.items() for name in body
-                if not groups[group]["properties"][name].get("x-setting")]  # fmt: skip
+def names(rules: dict[str, Any]) -> list[str]:
+    """The rules a policy sets, e.g. maxGpus.perPod (not the settings they share, e.g. maxGpus.resources)."""
+    groups = policy_schema()["properties"]["rules"]["properties"]
+    return [f"{group}.{name}" for group, body in rules.items() for name in body
+            if not groups[group]["properties"][name].get("x-setting")]  # fmt: skip
 
 
 @cache
@@ -45,8 +36,9 @@ def policy_schema() -> dict[str, Any]:
     return cast(dict[str, Any], json.loads(SCHEMA_PATH.read_text()))
 
 
-def load(path: Path) -> Policy:
-    """The policy file at `path`, checked against the policy schema (ValidationFailed lists every problem)."""
+def load(path: Path) -> dict[str, Any]:
+    """The rules of the policy file at `path`, checked against the policy schema (ValidationFailed lists every
+    problem)."""
     name, hint = str(path), "check the path given to --policy"
     try:
         data = path.read_bytes()
@@ -64,7 +56,7 @@ def load(path: Path) -> Policy:
         problems = schema_problems(document, compose(data), name)
     if problems:
         raise ValidationFailed(problems, where=f"in policy file {name}")
-    return Policy(name, document["rules"])
+    return cast(dict[str, Any], document["rules"])
 
 
 def schema_problems(document: Any, roots: list[yaml.Node], name: str) -> list[Problem]:
@@ -118,10 +110,9 @@ def _line(roots: list[yaml.Node], where: Path_) -> int | None:
     return None
 
 
-
-def check_values(policy: Policy, values: dict[str, Any], origins: Origins | None,
+def check_values(rules: dict[str, Any], values: dict[str, Any], origins: Origins | None,
                  docs: list[dict[str, Any]]) -> list[Violation]:  # fmt: skip
-    """Every violation of `policy` by the values (and their render `docs`), in the policy's rule order."""
+    """Every violation of a policy's `rules` by the values (and their render `docs`), in the policy's rule order."""
     pods = running(docs)
-    return [found for group, rule in policy.rules.items() for found in CHECKS[group](
+    return [found for group, rule in rules.items() for found in CHECKS[group](
         Context(rule, values, origins, docs, pods))]  # fmt: skip

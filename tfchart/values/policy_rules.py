@@ -264,28 +264,17 @@ def downloads(c: Context) -> Iterator[Violation]:
                                   f"remove {flag} from {dotted(given)} (and put the dataset in training.dataDir)")
 
 
-@dataclass(frozen=True)
-class Claim:
-    """A PersistentVolumeClaim the release makes: its spec, what it is, the values keys named for its StorageClass
-    and its size, and the fields a fix sets (values keys as --set writes them, when `settable`; else in words)."""
-
-    spec: dict[str, Any]
-    what: str
-    keys: tuple[Path_, Path_]
-    fields: tuple[str, str]
-    settable: bool = True
-
-    def fix(self, index: int, value: str) -> str:
-        return f"--set {self.fields[index]}={value}" if self.settable else f"set {self.fields[index]} to {value}"
+SET_FORM, WORDS_FORM = "--set {}={}", "set {} to {}"  # how a fix sets a claim's field: a values key, else in words
 
 
-def claims(c: Context) -> Iterator[Claim]:
-    """The claims the release makes: its PersistentVolumeClaims (storage.*), the ephemeral volumes of its
-    pods (one claim per pod, from <role>.extraVolumes) and the volumeClaimTemplates of its StatefulSets."""
+def claims(c: Context) -> Iterator[tuple[dict[str, Any], str, tuple[Path_, Path_], tuple[str, str], str]]:
+    """The claims the release makes, each as (spec, what it is, the values keys named for its StorageClass and its
+    size, the fields a fix sets, how it sets them): its PersistentVolumeClaims (storage.*), the ephemeral volumes
+    of its pods (one claim per pod, from <role>.extraVolumes) and the volumeClaimTemplates of its StatefulSets."""
     for doc in c.docs:
         if doc.get("kind") == "PersistentVolumeClaim":
-            yield Claim(doc.get("spec") or {}, "the claim", (("storage", "storageClassName"), ("storage", "size")),
-                        ("storage.storageClassName", "storage.size"))
+            yield doc.get("spec") or {}, "the claim", (("storage", "storageClassName"), ("storage", "size")), \
+                ("storage.storageClassName", "storage.size"), SET_FORM  # fmt: skip
     seen: set[tuple[str, str]] = set()
     for w in c.pods:
         extra = c.get(w.component, "extraVolumes")
@@ -298,33 +287,32 @@ def claims(c: Context) -> Iterator[Claim]:
                 keys: Path_ = (w.component, "extraVolumes", at) if at else (w.component,)
                 base = f"{w.component}.extraVolumes[{at}].ephemeral.volumeClaimTemplate.spec" if at \
                     else f"the {name} volume's ephemeral.volumeClaimTemplate.spec"
-                yield Claim(template.get("spec") or {}, f"the ephemeral volume {name!r} of the {w.component} pods (one "
-                            "claim per pod)", (keys, keys), (f"{base}.storageClassName",
-                            f"{base}.resources.requests.storage"), bool(at))  # fmt: skip
+                what = f"the ephemeral volume {name!r} of the {w.component} pods (one claim per pod)"
+                yield template.get("spec") or {}, what, (keys, keys), (f"{base}.storageClassName",
+                      f"{base}.resources.requests.storage"), SET_FORM if at else WORDS_FORM  # fmt: skip
     for doc in c.docs:
         for index, template in enumerate((doc.get("spec") or {}).get("volumeClaimTemplates") or []):
             role = str(((doc.get("metadata") or {}).get("labels") or {}).get(COMPONENT_LABEL, doc.get("kind")))
             name, base = str((template.get("metadata") or {}).get("name", index)), f"the {role} StatefulSet's " \
                 f"volumeClaimTemplates[{index}].spec"
-            yield Claim(template.get("spec") or {}, f"the claim template {name!r} of the {role} pods (one claim per "
-                        "pod)", ((role,), (role,)), (f"{base}.storageClassName", f"{base}.resources.requests.storage"),
-                        False)  # fmt: skip
+            yield template.get("spec") or {}, f"the claim template {name!r} of the {role} pods (one claim per pod)", \
+                ((role,), (role,)), (f"{base}.storageClassName", f"{base}.resources.requests.storage"), WORDS_FORM
 
 
 def storage(c: Context) -> Iterator[Violation]:
     allowed, limit = c.rule.get("allowedStorageClasses"), c.rule.get("maxClaimSize")
-    for claim in claims(c):
-        name, fix = claim.spec.get("storageClassName"), claim.fix(0, (allowed or [""])[0])
+    for spec, what, keys, fields, form in claims(c):
+        name, fix = spec.get("storageClassName"), form.format(fields[0], (allowed or [""])[0])
         if allowed is not None and name is None:
-            message = f"{claim.what} takes the cluster's default StorageClass (allowed: {', '.join(allowed)})"
-            yield c.violation("storage.allowedStorageClasses", claim.keys[0], message, None, fix)
+            message = f"{what} takes the cluster's default StorageClass (allowed: {', '.join(allowed)})"
+            yield c.violation("storage.allowedStorageClasses", keys[0], message, None, fix)
         elif allowed is not None and name not in allowed:
-            yield c.violation("storage.allowedStorageClasses", claim.keys[0], f"StorageClass {name!r} of {claim.what} "
-                              f"is not allowed (allowed: {', '.join(allowed)})", name, fix)  # fmt: skip
-        size = ((claim.spec.get("resources") or {}).get("requests") or {}).get("storage")
+            yield c.violation("storage.allowedStorageClasses", keys[0], f"StorageClass {name!r} of {what} is not "
+                              f"allowed (allowed: {', '.join(allowed)})", name, fix)  # fmt: skip
+        size = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
         if limit is not None and size is not None and (parse_or_none(size) or 0) > (parse_or_none(limit) or 0):
-            yield c.violation("storage.maxClaimSize", claim.keys[1], f"{claim.what} is {size}, more than the {limit} "
-                              "allowed", size, claim.fix(1, str(limit)))  # fmt: skip
+            yield c.violation("storage.maxClaimSize", keys[1], f"{what} is {size}, more than the {limit} allowed",
+                              size, form.format(fields[1], limit))  # fmt: skip
 
 
 def placement(c: Context) -> Iterator[Violation]:

@@ -44,6 +44,7 @@ class Report:
     policy_problems: list[Problem] = field(default_factory=list)  # the policy file itself is broken
     note: str = ""
     rendered_with: tuple[str, Inputs, str | None] | None = field(default=None, repr=False)  # release, inputs, ns
+    text: str = field(default="", repr=False)  # helm's render of valid inputs
 
     @property
     def valid(self) -> bool:
@@ -89,7 +90,7 @@ def check(helm: Helm, chart: Chart, inputs: Inputs, release: str, namespace: str
         report.problems, report.rules_checked, report.note, report.manifests, checked = refused
         report.rendered_with = (release, checked, namespace)
         return report
-    report.manifests = render.manifests(text)
+    report.text, report.manifests = text, render.manifests(text)
     report.warnings += [line.removeprefix(CHART_WARNING) for line in text.splitlines()
                         if line.startswith(CHART_WARNING)]  # fmt: skip
     if (need := storage.need(report.manifests)) is not None:
@@ -97,16 +98,11 @@ def check(helm: Helm, chart: Chart, inputs: Inputs, release: str, namespace: str
     return report
 
 
-def rendered(helm: Helm, chart: Chart, inputs: Inputs, release: str, namespace: str | None,
-             more: tuple[str, ...] = ()) -> str:  # fmt: skip
+def rendered(helm: Helm, chart: Chart, inputs: Inputs, release: str, namespace: str | None) -> str:
     """`helm template` of valid inputs; ValidationFailed with every problem located otherwise."""
-    since = _helm_seconds()
-    try:
-        return render.template(helm, chart, release, inputs, namespace, more)
-    except render.RenderFailed as failed:
-        spent = _helm_seconds() - since
-        problems, _, note, _, _ = refusal(failed.stderr, helm, chart, inputs, release, namespace, spent)
-        raise ValidationFailed(problems, note) from None
+    if (report := check(helm, chart, inputs, release, namespace)).problems:
+        raise ValidationFailed(report.problems, report.note)
+    return report.text
 
 
 def refusal(stderr: str, helm: Helm, chart: Chart, inputs: Inputs, release: str, namespace: str | None,
@@ -265,12 +261,12 @@ def check_policy(report: Report, path: Path, helm: Helm, chart: Chart, inputs: I
     from tfchart.values import policy as policies
     from tfchart.values.origins import Origins
 
+    report.policy_file = str(path)
     try:
-        policy = policies.load(path)
+        rules = policies.load(path)
     except ValidationFailed as broken:  # an error whatever the values; -o json lists it too
-        report.policy_file, report.policy_problems = str(path), list(broken.problems)
+        report.policy_problems = list(broken.problems)
         return report
-    report.policy_file = policy.file
     release, checked, namespace = report.rendered_with or ("", inputs, None)
     try:
         if report.problems and not report.manifests:
@@ -278,13 +274,13 @@ def check_policy(report: Report, path: Path, helm: Helm, chart: Chart, inputs: I
                                                                 namespace, NO_SCHEMA))  # fmt: skip
         values = render.merged_values(helm, chart, checked)
     except (HelmError, OSError) as error:
-        report.warnings.append(f"policy {policy.file} not checked: the chart cannot render these values "
+        report.warnings.append(f"policy {path} not checked: the chart cannot render these values "
                                f"({_last(getattr(error, 'message', str(error)))})")  # fmt: skip
         return report
-    report.violations = list(policies.check_values(policy, values, Origins(helm, chart, inputs), report.manifests))
+    report.violations = list(policies.check_values(rules, values, Origins(helm, chart, inputs), report.manifests))
     report.policy_checked = True
     if not report.violations:
-        report.notes.append(f"policy {policy.file}: {plural(len(policy.names), 'rule')} passed")
+        report.notes.append(f"policy {path}: {plural(len(policies.names(rules)), 'rule')} passed")
     return report
 
 
