@@ -12,8 +12,8 @@ from typing import Any
 
 import yaml
 
-from tfchart.cluster.objects import JOBSET, name_of
-from tfchart.cluster.preflight.plan import FAIL, GANG_ROLES, OK, WARN, Context, Finding, guarded, requested
+from tfchart.cluster.objects import JOBSET
+from tfchart.cluster.preflight.plan import FAIL, GANG_ROLES, OK, WARN, Context, Finding, guarded, name, requested
 from tfchart.manifests.quantity import parse, shown
 from tfdcontract.runstate import KUEUE_GROUP as KUEUE
 from tfdcontract.runstate import KUEUE_VERSIONS, QUEUE_LABEL  # versions: v1beta2 since v0.15, v1beta1 before and beside
@@ -23,8 +23,6 @@ jobsets, gang, kueue, network = (partial(Finding, check) for check in ("jobset",
 
 
 # -- jobset ----------------------------------------------------------------------------------------------------------
-
-
 INSTALL = ("install JobSet (`kubectl apply --server-side -f "
            "https://github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml`)")  # fmt: skip
 SERVICE_LABEL = "kubernetes.io/service-name"
@@ -47,35 +45,32 @@ def controller(context: Context) -> Finding:
     configurations jobset-{validating,mutating}-webhook-configuration, failurePolicy Fail: without a ready controller
     the API server refuses every JobSet. So: the ready endpoints (EndpointSlices: the controller's Ready pods) of the
     Service the validating webhook that guards jobsets calls. Reading webhook configurations takes a ClusterRole."""
-    api = context.api
-    hooks = [hook for config in api.list_objects("ValidatingWebhookConfiguration") for hook in config.webhooks or []
-             if any(JOBSET.group in (rule.api_groups or []) and JOBSET.plural in (rule.resources or [])
-                    for rule in hook.rules or [])]  # fmt: skip
+    configs = context.listed("ValidatingWebhookConfiguration")
+    hooks = [hook for config in configs for hook in config.get("webhooks") or []
+             if any(JOBSET.group in (rule.get("apiGroups") or []) and JOBSET.plural in (rule.get("resources") or [])
+                    for rule in hook.get("rules") or [])]  # fmt: skip
     if not hooks:
         return jobsets(FAIL, f"no validating webhook guards {JOBSET.name}: JobSet's controller is not installed "
                        "(its manifests add jobset-validating-webhook-configuration), so nothing would run the JobSet",
                        f"{INSTALL}; `kubectl get validatingwebhookconfigurations` lists what is there")
-    service = hooks[0].client_config.service if hooks[0].client_config else None
-    if service is None:  # a webhook at a URL: outside the cluster, nothing to count
-        url = hooks[0].client_config.url if hooks[0].client_config else ""
-        return jobsets(WARN, f"JobSet's webhook {hooks[0].name} calls {url or 'no service'}: whether its "
+    hook, called = hooks[0], hooks[0].get("clientConfig") or {}
+    if (service := called.get("service")) is None:  # a webhook at a URL: outside the cluster, nothing to count
+        return jobsets(WARN, f"JobSet's webhook {hook['name']} calls {called.get('url') or 'no service'}: whether its "
                        "controller runs was not checked", "make sure JobSet's controller answers there")
-    where = f"{service.namespace}/{service.name}"
-    slices = api.list_objects("EndpointSlice", service.namespace, f"{SERVICE_LABEL}={service.name}")
-    ready = sum(1 for each in slices for point in each.endpoints or []
-                if point.conditions is None or point.conditions.ready is not False)  # fmt: skip
+    where, namespace = f"{service['namespace']}/{service['name']}", service["namespace"]
+    slices = context.listed("EndpointSlice", namespace, f"{SERVICE_LABEL}={service['name']}")
+    ready = sum(1 for each in slices for point in each.get("endpoints") or []
+                if (point.get("conditions") or {}).get("ready") is not False)  # fmt: skip
     if not ready:
         return jobsets(FAIL, f"JobSet's controller is not running: its webhook Service {where} has no ready "
-                       f"endpoint, so the API server refuses every JobSet (webhook {hooks[0].name}, failurePolicy "
-                       f"{hooks[0].failure_policy or 'Fail'})",
-                       f"`kubectl -n {service.namespace} get deployments,pods` shows why (JobSet's Deployment "
+                       f"endpoint, so the API server refuses every JobSet (webhook {hook['name']}, failurePolicy "
+                       f"{hook.get('failurePolicy') or 'Fail'})",
+                       f"`kubectl -n {namespace} get deployments,pods` shows why (JobSet's Deployment "
                        "jobset-controller-manager); ask the cluster admin to fix it")
     return jobsets(OK, f"JobSet's controller runs: its webhook Service {where} has {ready} ready endpoint(s)")
 
 
 # -- gang-scheduling -------------------------------------------------------------------------------------------------
-
-
 # The PodGroup's API group (its version is the render's): the provider named in the values, and how to install it.
 GANG_PROVIDERS = {
     "scheduling.volcano.sh": ("volcano", "install Volcano (`helm repo add volcano-sh https://volcano-sh.github.io/"
@@ -125,8 +120,6 @@ def check_volcano_queue(context: Context, name: str) -> Finding:
 
 
 # -- kueue -----------------------------------------------------------------------------------------------------------
-
-
 # Kueue's configuration (config/components/manager, namePrefix kueue-, namespace kueue-system; its chart alike)
 CONFIG_NAMESPACE, CONFIG_MAP, CONFIG_KEY = "kueue-system", "kueue-manager-config", "controller_manager_config.yaml"
 DEFAULT_FRAMEWORKS = ("batch/job",)  # Kueue v0.19 apis/config/v1beta2/defaults.go, when the list is left out
@@ -261,8 +254,6 @@ def check_priority_class(context: Context, version: str, name: str) -> Finding:
 
 
 # -- network-policy --------------------------------------------------------------------------------------------------
-
-
 ENFORCING_CNIS = ("calico-node", "cilium", "weave-net", "antrea-agent", "kube-router", "canal")
 
 
@@ -271,7 +262,7 @@ def check_network_policy(context: Context) -> list[Finding]:
         return [network(WARN, "networkPolicy.enabled=false: any pod can reach the TensorFlow gRPC ports, which run any "
                         "graph sent", "--set networkPolicy.enabled=true (the default) on a cluster whose CNI enforces "
                         "NetworkPolicies")]  # fmt: skip
-    daemon_sets = [name_of(ds) for ds in context.api.list_objects("DaemonSet", "kube-system")]
+    daemon_sets = [name(ds) for ds in context.listed("DaemonSet", "kube-system")]
     if found := sorted({cni for cni in ENFORCING_CNIS for ds in daemon_sets if ds == cni or ds.startswith(f"{cni}-")}):
         return [network(OK, f"NetworkPolicies are enforced by {', '.join(found)}")]
     return [network(WARN, "NetworkPolicies are likely NOT enforced (no known enforcing CNI found in kube-system: "
