@@ -11,17 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from tfchart.cluster import objects
 from tfchart.cluster.kube import as_model
-from tfchart.cluster.objects import (
-    gpu_requests,
-    is_chief_pod,
-    jobsets,
-    may_be_jobset,
-    newest_document,
-    role_of,
-    run_of,
-    run_role,
-)
 from tfchart.cluster.status import read_progress, training_state
 from tfdcontract import CHART_NAME, CHIEF, COMPONENT_LABEL, INSTANCE_LABEL, PART_OF_LABEL, WORKER
 
@@ -87,8 +78,8 @@ def list_runs(api: KubeApi, namespace: str | None, *, now: datetime | None = Non
             each = release_of(metadata.get("namespace"), metadata.get("labels"))
             if each is not None:
                 count_pod(each, pod)
-    if any(may_be_jobset(each.jobs) for each in found.values()):  # JobSet releases (workload.kind=jobset)
-        for jobset in jobsets(api, namespace, selector):
+    if any(objects.may_be_jobset(each.jobs) for each in found.values()):  # JobSet releases (workload.kind=jobset)
+        for jobset in objects.jobsets(api, namespace, selector):
             each = release_of(jobset["metadata"].get("namespace"), jobset["metadata"].get("labels"))
             if each is not None:
                 each.jobsets.append(jobset)
@@ -100,17 +91,18 @@ def list_runs(api: KubeApi, namespace: str | None, *, now: datetime | None = Non
 def count_pod(each: Found, pod: dict[str, Any]) -> None:
     spec, phase = pod.get("spec") or {}, (pod.get("status") or {}).get("phase")
     if spec.get("nodeName") and phase not in FINISHED and not pod["metadata"].get("deletionTimestamp"):
-        for gpu in gpu_requests(c.get("resources") for c in spec.get("containers") or []):
+        for gpu in objects.gpu_requests(c.get("resources") for c in spec.get("containers") or []):
             each.gpus[gpu.resource] += gpu.count
     if (pod["metadata"].get("labels") or {}).get(COMPONENT_LABEL) in (CHIEF, WORKER):  # a candidate chief
         model = as_model("Pod", pod)
-        if role_of(model) == run_role(each.jobs) and is_chief_pod(model):
+        if objects.role_of(model) == objects.run_role(each.jobs) and objects.is_chief_pod(model):
             each.chief_pods.append(model)
 
 
 def release_run(api: KubeApi, release: str, namespace: str, each: Found, now: datetime) -> ReleaseRun:
-    chief = run_of(newest_document(each.jobsets), each.jobs, each.chief_pods).info
-    progress = read_progress(api, namespace, chief, [pod for pod in each.chief_pods if role_of(pod) == chief.role])[0]
+    chief = objects.run_of(objects.newest_document(each.jobsets), each.jobs, each.chief_pods).info
+    own = [pod for pod in each.chief_pods if objects.role_of(pod) == chief.role]
+    progress = read_progress(api, namespace, chief, own)[0]
     training = training_state(chief, progress)
     age = int((now - each.created).total_seconds()) if each.created else None
     step, total = (progress["step"], progress["train_steps"]) if progress else (None, None)
