@@ -142,9 +142,9 @@ def level_finding(context: Context, ask: Ask, cluster_queue: str, flavors: list[
                        f"for ({ask.mode}): Kueue would not admit them; the levels: {shown}", f"{use}ask the Kueue "
                        f"admin to add {ask.level} to a Topology of ClusterQueue {cluster_queue}")  # fmt: skip
     flavor = having[0]
-    carrying = [node for node in context.nodes if ask.level in (labels := labels_of(node))
-                and all(labels.get(key) == value for key, value in flavor.node_labels.items())]
-    domains = len({labels_of(node)[ask.level] for node in carrying})
+    carrying = [labels for node in context.nodes if ask.level in (labels := node["metadata"].get("labels") or {})
+                and all(labels.get(key) == value for key, value in flavor.node_labels.items())]  # the flavor's nodes
+    domains = len({labels[ask.level] for labels in carrying})
     where = f"{pods} ask for level {ask.level} of Topology {flavor.topology} (ResourceFlavor {flavor.flavor})"
     if not carrying:
         return finding(WARN, f"{where}, but no schedulable node of that flavor carries the label {ask.level}: Kueue "
@@ -158,10 +158,6 @@ def suggest(level: str, levels: list[str]) -> str:
     close = difflib.get_close_matches(level, levels, n=1, cutoff=0.6)
     shared = [candidate for candidate in levels if candidate != HOSTNAME]
     return close[0] if close else (shared or levels)[-1]
-
-
-def labels_of(node: dict[str, Any]) -> dict[str, str]:
-    return dict(node["metadata"].get("labels") or {})
 
 
 # -- Volcano: HyperNodes of the tier -------------------------------------------------------------------------
