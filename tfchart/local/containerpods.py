@@ -41,10 +41,6 @@ def repeated(flag: str, values: Iterable[object]) -> list[str]:
     return [part for value in values for part in (flag, str(value))]
 
 
-def as_pairs(mapping: dict[str, str]) -> list[str]:
-    return [f"{key}={value}" for key, value in mapping.items()]
-
-
 @dataclass(frozen=True)
 class Bind:
     """A host directory or file bind-mounted into a container."""
@@ -287,12 +283,13 @@ def container_pod(pod: LocalPod, engine: str, network: str, namespace: str, doma
         *repeated("--publish", (f"127.0.0.1:{free_port()}:{port}" for port in published)),
         "--pull", "never", *secured, "--entrypoint", "/bin/sh", image, "-c", PAUSE,
     ]  # fmt: skip
-    labels = {RUN_LABEL: network, POD_LABEL: pod.name, "tfchart.role": pod.role}
-    run = [engine, "run", "--rm", "--name", name, *repeated("--label", as_pairs(labels))]
+    labels = [f"{RUN_LABEL}={network}", f"{POD_LABEL}={pod.name}", f"tfchart.role={pod.role}"]
+    run = [engine, "run", "--rm", "--name", name, *repeated("--label", labels)]
     run += ["--network", f"container:{sandbox_name}"]
     # docker gives a container on another's network that container's hostname; podman shares it on request.
     run += ["--uts", f"container:{sandbox_name}"] if engine == "podman" else []
-    run += ["--pull", pull, *secured, *repeated("--env", as_pairs({**env, "HOSTNAME": pod.name}))]
+    run += ["--pull", pull, *secured]
+    run += repeated("--env", (f"{key}={value}" for key, value in {**env, "HOSTNAME": pod.name}.items()))
     run += [arg for bind in binds for arg in bind.args()] + repeated("--tmpfs", tmpfs)
     run += ["--workdir", workdir] if (workdir := pod.container.get("workingDir")) else []
     return ContainerPod(**vars(pod), container_name=name, image=image, pull=pull, security=security, binds=binds,

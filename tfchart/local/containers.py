@@ -154,10 +154,9 @@ class ContainerCluster(LocalCluster):
     def _engine(self, *args: str, timeout: float = ENGINE_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
         return answer([self.engine, *args], timeout)
 
-    def _labelled(self, listing: str, template: str | None = None) -> list[str]:
-        """IDs (or `template` of each) of what `<engine> <listing>` lists with the run's label."""
-        shown = ["--format", template] if template else ["-q"]
-        listed = self._engine(*listing.split(), *shown, "--filter", f"label={RUN_LABEL}={self.run_id}")
+    def _labelled(self, listing: str) -> list[str]:
+        """IDs of what `<engine> <listing>` lists with the run's label."""
+        listed = self._engine(*listing.split(), "-q", "--filter", f"label={RUN_LABEL}={self.run_id}")
         return listed.stdout.split() if listed.returncode == 0 else []
 
     def command(self, pod: LocalPod) -> tuple[list[str], dict[str, str] | None]:
@@ -178,8 +177,8 @@ class ContainerCluster(LocalCluster):
         super().start(container_pods)
 
     def _create_network(self) -> None:
-        engine, network = self.engine, self.run_id
-        args = ["network", "create", "--label", f"{RUN_LABEL}={self.run_id}", network]
+        engine, network = self.engine, self.run_id  # the network is named after the run
+        args = ["network", "create", "--label", f"{RUN_LABEL}={network}", network]
         if (created := self._engine(*args)).returncode != 0:
             raise TfchartError(f"creating the network failed: {last_line(created.stderr) or created.returncode}",
                                f"the command was: {engine} {' '.join(args)}")  # fmt: skip
@@ -193,7 +192,6 @@ class ContainerCluster(LocalCluster):
 
     def _start_sandboxes(self, pods: Sequence[ContainerPod]) -> None:
         """Every pod's sandbox at once; each must be running before its container joins it."""
-        engine = self.engine
         starting = [(pod, subprocess.Popen(pod.sandbox, stdin=subprocess.DEVNULL, text=True,
                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)) for pod in pods]
         for pod, popen in starting:
@@ -201,7 +199,7 @@ class ContainerCluster(LocalCluster):
                 _, stderr = popen.communicate(timeout=ENGINE_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 popen.kill()
-                stderr = f"{engine} did not start it within {ENGINE_TIMEOUT_S:.0f} s"
+                stderr = f"{self.engine} did not start it within {ENGINE_TIMEOUT_S:.0f} s"
             if popen.returncode != 0:
                 why = f"could not start the sandbox of {pod.name}: {last_line(stderr) or popen.returncode}"
                 raise TfchartError(why, "the image must have /bin/sh and sleep")
