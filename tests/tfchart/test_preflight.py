@@ -453,40 +453,33 @@ def test_no_quota_passes(cluster: KubeServer) -> None:
     assert cluster.calls == [Call("list", "resourcequotas", NS)]
 
 
-def test_quota_with_room_passes_and_nearly_full_warns(cluster: KubeServer) -> None:
-    hard = {"requests.cpu": "40", "requests.memory": "64Gi", "limits.memory": "128Gi", "requests.nvidia.com/gpu": "8",
-            "pods": "20"}  # fmt: skip
-    cluster.add(kf.resource_quota("team", NS, hard, {"requests.cpu": "2", "pods": "2"}))
-    plan = plan_of("values/gpu.yaml")
-    assert check_quota(context(cluster, plan))[0].severity == OK
-    cluster.reset()
-    cluster.add(kf.resource_quota("team", NS, {"requests.cpu": "21"}, {"requests.cpu": "0"}))
-    [finding] = check_quota(context(cluster, plan))
-    assert (finding.severity, finding.message) == (WARN, "ResourceQuota team is almost full: requests.cpu: 19.61 of "
-                                                   "21 after install")  # fmt: skip
+NO_CPU_REQUEST = "tensorboard.resources.requests.cpu=null"
 
 
-def test_quota_exceeded_fails_with_each_resource(cluster: KubeServer) -> None:
-    hard = {"requests.nvidia.com/gpu": "4", "pods": "10", "limits.memory": "200Gi", "count/jobs.batch": "5",
-            "configmaps": "1"}  # fmt: skip
-    used = {"requests.nvidia.com/gpu": "2", "pods": "3", "limits.memory": "8Gi", "count/jobs.batch": "0",
-            "configmaps": "1"}  # fmt: skip
-    cluster.add(kf.resource_quota("gpu-quota", NS, hard, used))
-    [finding] = check_quota(context(cluster, plan_of("values/gpu.yaml")))
-    assert (finding.severity, finding.message) == (FAIL, "ResourceQuota gpu-quota would be exceeded: pods: 3 used + "
-                                                   "10 > 10; requests.nvidia.com/gpu: 2 used + 4 > 4")  # fmt: skip
-    assert "kubectl describe resourcequota gpu-quota" in finding.hint
-
-
-def test_quota_on_a_resource_the_pods_do_not_request_fails(cluster: KubeServer) -> None:
-    cluster.add(kf.resource_quota("q", NS, {"requests.cpu": "100"}, {}))
-    no_request = ["tensorboard.resources.requests.cpu=null"]
-    # with a limit, the API server makes the request the limit: the quota admits the pod
-    assert check_quota(context(cluster, plan_of("values/cpu.yaml", sets=no_request)))[0].severity == OK
-    no_limit = [*no_request, "tensorboard.resources.limits.cpu=null"]
-    [finding] = check_quota(context(cluster, plan_of("values/cpu.yaml", sets=no_limit)))
-    assert finding.severity == FAIL
-    assert "tensorboard pods set no requests.cpu and would be rejected by the quota" in finding.message
+@pytest.mark.parametrize(
+    ("hard", "used", "sets", "severity", "says"),
+    [
+        ({"requests.cpu": "40", "requests.memory": "64Gi", "limits.memory": "128Gi", "requests.nvidia.com/gpu": "8",
+          "pods": "20"}, {"requests.cpu": "2", "pods": "2"}, (), OK, "ResourceQuota team has room for the release"),
+        ({"requests.cpu": "21"}, {"requests.cpu": "0"}, (), WARN, "ResourceQuota team is almost full: requests.cpu: "
+         "19.61 of 21 after install"),
+        ({"requests.nvidia.com/gpu": "4", "pods": "10", "limits.memory": "200Gi", "count/jobs.batch": "5",
+          "configmaps": "1"}, {"requests.nvidia.com/gpu": "2", "pods": "3", "limits.memory": "8Gi",
+          "count/jobs.batch": "0", "configmaps": "1"}, (), FAIL, "ResourceQuota team would be exceeded: pods: 3 used "
+         "+ 10 > 10; requests.nvidia.com/gpu: 2 used + 4 > 4"),
+        # with a limit, the API server makes the request the limit: the quota admits the pod; without, it refuses it
+        ({"requests.cpu": "100"}, {}, (NO_CPU_REQUEST,), OK, "has room"),
+        ({"requests.cpu": "100"}, {}, (NO_CPU_REQUEST, "tensorboard.resources.limits.cpu=null"), FAIL,
+         "tensorboard pods set no requests.cpu and would be rejected by the quota"),
+    ],
+)  # fmt: skip
+def test_quota_used_plus_the_release_against_hard(
+    hard: dict[str, str], used: dict[str, str], sets: tuple[str, ...], severity: str, says: str, cluster: KubeServer
+) -> None:
+    cluster.add(kf.resource_quota("team", NS, hard, used))
+    [finding] = check_quota(context(cluster, plan_of("values/gpu.yaml", sets=sets)))
+    assert finding.severity == severity and says in finding.message, finding
+    assert severity != FAIL or "kubectl describe resourcequota team" in finding.hint
 
 
 # -- (d) NetworkPolicy enforcement --------------------------------------------------------------
