@@ -26,14 +26,11 @@ NOT_FINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 
 
 def check_gpus(context: Context) -> list[Finding]:
-    demand: dict[str, list[PlannedRole]] = {}
-    for role in context.planned.roles:
-        if role.gpus_per_pod > 0:
-            demand.setdefault(role.gpu_resource, []).append(role)
-    if not demand:
+    if not (roles := [role for role in context.planned.roles if role.gpus_per_pod > 0]):
         return [gpu(OK, "the release requests no GPUs")]
     nodes, (used, usage_note) = context.nodes, gpu_usage(context)
-    return [gpu_finding(resource, roles, nodes, used, usage_note) for resource, roles in sorted(demand.items())]
+    return [gpu_finding(resource, [role for role in roles if role.gpu_resource == resource], nodes, used, usage_note)
+            for resource in sorted({role.gpu_resource for role in roles})]  # per GPU resource
 
 
 def gpu_usage(context: Context) -> tuple[Counter[tuple[str, str]], str]:
@@ -54,7 +51,7 @@ def gpu_usage(context: Context) -> tuple[Counter[tuple[str, str]], str]:
     return used, ""
 
 
-def gpu_finding(resource: str, roles: list[PlannedRole], nodes: list[Any], used: Counter[tuple[str, str]],
+def gpu_finding(resource: str, roles: list[PlannedRole], nodes: list[dict[str, Any]], used: Counter[tuple[str, str]],
                 usage_note: str) -> Finding:  # fmt: skip
     pods = [role.gpus_per_pod for role in roles for _ in range(role.replicas)]
     needed, who = sum(pods), ", ".join(f"{r.role} {r.replicas}x{r.gpus_per_pod}" for r in roles)
