@@ -62,9 +62,6 @@ def resource_name(kind: str) -> str:  # as messages and RBAC hints name it: pods
     return split_resource(kind).name.rstrip(".")
 
 
-CUSTOM = {"JobSet": split_resource("JobSet")}
-
-
 class AccessDenied(ClusterUnavailable):
     """The API server answered 403: RBAC does not allow the call (callers may degrade gracefully)."""
 
@@ -233,8 +230,7 @@ class KubeApi:
     def delete(self, kind: str, name: str, namespace: str, propagation: str | None = None) -> Deletion:
         """Deletes an object, its dependents as `propagation` says (Orphan, Foreground; None: the kind's default); read
         raw: a Status when it is gone, else the object itself (finalizers pending), which V1Status cannot hold."""
-        resource = split_resource(kind)
-        operation = Operation("delete", resource.name if kind in CUSTOM else resource.plural, namespace, name)
+        operation = Operation("delete", resource_name(kind), namespace, name)
 
         def delete() -> Deletion:
             document = _json_or_none(self._bound(kind, "delete", namespace, name), propagation_policy=propagation,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from tfchart.cluster.kube import CUSTOM, AccessDenied
+from tfchart.cluster.kube import AccessDenied, split_resource
 from tfchart.manifests.workloads import is_gpu_resource
 from tfdcontract import (
     CHIEF,
@@ -207,7 +207,7 @@ def main_container(pod: Any, role: str) -> str | None:
     return role if role in names else (names[0] if names else None)
 
 
-JOBSET = CUSTOM["JobSet"]
+JOBSET = split_resource("JobSet")
 
 
 @dataclass(frozen=True)
