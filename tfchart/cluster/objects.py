@@ -36,12 +36,6 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class GpuRequest:
-    resource: str
-    count: int
-
-
-@dataclass(frozen=True)
 class JobInfo:
     role: str
     name: str | None
@@ -134,14 +128,15 @@ def pod_reason(pod: Any) -> tuple[str, str]:
     return (str(status.reason), status.message or "") if status.reason else ("", "")
 
 
-def pod_gpus(pod: Any) -> tuple[GpuRequest, ...]:
+def pod_gpus(pod: Any) -> dict[str, int]:
     """GPUs requested by the pod's containers (a client model), per resource name."""
     containers = (pod.spec.containers if pod.spec else None) or []
     return gpu_requests(c.resources.to_dict() if c.resources else None for c in containers)
 
 
-def gpu_requests(resources: Iterable[Mapping[str, Any] | None]) -> tuple[GpuRequest, ...]:
-    """GPUs requested by containers with these `resources` (limits; requests when no limit), per resource name."""
+def gpu_requests(resources: Iterable[Mapping[str, Any] | None]) -> dict[str, int]:
+    """GPUs requested by containers with these `resources` (limits; requests when no limit), per resource name in
+    name order."""
     totals: Counter[str] = Counter()
     for each in resources:
         merged = {**((each or {}).get("requests") or {}), **((each or {}).get("limits") or {})}
@@ -149,7 +144,7 @@ def gpu_requests(resources: Iterable[Mapping[str, Any] | None]) -> tuple[GpuRequ
             if is_gpu_resource(name):
                 with suppress(ValueError):
                     totals[name] += int(str(value))
-    return tuple(GpuRequest(resource, count) for resource, count in sorted(totals.items()))
+    return dict(sorted(totals.items()))
 
 
 def job_info(role: str, jobs: list[Any], pods: list[Any]) -> JobInfo:

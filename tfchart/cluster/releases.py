@@ -91,8 +91,7 @@ def list_runs(api: KubeApi, namespace: str | None, *, now: datetime | None = Non
 def count_pod(each: Found, pod: dict[str, Any]) -> None:
     spec, phase = pod.get("spec") or {}, (pod.get("status") or {}).get("phase")
     if spec.get("nodeName") and phase not in FINISHED and not pod["metadata"].get("deletionTimestamp"):
-        for gpu in objects.gpu_requests(c.get("resources") for c in spec.get("containers") or []):
-            each.gpus[gpu.resource] += gpu.count
+        each.gpus.update(objects.gpu_requests(c.get("resources") for c in spec.get("containers") or []))
     if (pod["metadata"].get("labels") or {}).get(COMPONENT_LABEL) in (CHIEF, WORKER):  # a candidate chief
         model = as_model("Pod", pod)
         if objects.role_of(model) == objects.run_role(each.jobs) and objects.is_chief_pod(model):

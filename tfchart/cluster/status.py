@@ -119,7 +119,8 @@ def pod_row(pod: Any, now: datetime) -> dict[str, Any]:
     phase = "Terminating" if pod.metadata.deletion_timestamp else phase
     return {"role": role_of(pod), "name": name_of(pod), "phase": phase, "ready": condition_true(pod, "Ready"),
             "restarts": sum(s.restart_count or 0 for s in container_statuses(pod)),
-            "node": pod.spec.node_name if pod.spec else None, "gpus": [asdict(gpu) for gpu in pod_gpus(pod)],
+            "node": pod.spec.node_name if pod.spec else None,
+            "gpus": [{"resource": name, "count": count} for name, count in pod_gpus(pod).items()],
             "age_seconds": int((now - created).total_seconds()) if created else None, "reason": reason,
             "message": message, "status": f"{phase}: {reason}" if reason and reason != phase else phase}  # fmt: skip
 

@@ -44,8 +44,8 @@ def gpu_usage(context: Context) -> tuple[Counter[tuple[str, str]], str]:
                 labels = metadata.get("labels") or {}
                 if spec.get("nodeName") and own != (metadata.get("namespace"), labels.get(INSTANCE_LABEL),
                                                     labels.get(PART_OF_LABEL)):  # fmt: skip
-                    for each in gpu_requests(c.get("resources") for c in spec.get("containers") or []):
-                        used[(spec["nodeName"], each.resource)] += each.count
+                    gpus = gpu_requests(c.get("resources") for c in spec.get("containers") or [])
+                    used.update({(spec["nodeName"], resource): count for resource, count in gpus.items()})
     except AccessDenied:
         return Counter(), " (other pods' GPU use is unknown: listing pods in all namespaces is forbidden)"
     return used, ""
