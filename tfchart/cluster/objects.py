@@ -173,7 +173,8 @@ def run_info(run: dict[str, Any], role: str, job: Any | None, pods: list[Any]) -
     if runstate.is_suspended(run):
         cond = runstate.condition(run, "Suspended") or {}
         record = parse_suspension(annotations)
-        since = record.since if record else stamp(cond.get("lastTransitionTime"))
+        when = runstate.parse_time(cond.get("lastTransitionTime"))  # written again as the API writes a time
+        since = record.since if record else "" if when is None else runstate.now_text(when)
         message = cond.get("message") or f"{kind} suspended"
         return JobInfo(role, name, "Suspended", "Suspended", message, **counts, suspended_since=since)
     pod = newest(pods)
@@ -188,12 +189,6 @@ def run_info(run: dict[str, Any], role: str, job: Any | None, pods: list[Any]) -
                                                   "Ready (dependsOn)")  # fmt: skip
         return JobInfo(role, name, "Pending", "StartupPolicyInProgress" if starting else "NoJob", why, **counts)
     return JobInfo(role, name, "Pending", "NoPod", "the Job controller has not created a pod yet", **counts)
-
-
-def stamp(moment: datetime | str | None) -> str:
-    """A time as the API writes it (RFC 3339, UTC, whole seconds); "" for none."""
-    seconds = moment.timestamp() if isinstance(moment, datetime) else runstate.parse_time(moment)
-    return "" if seconds is None else runstate.now_text(seconds)
 
 
 def main_container(pod: Any, role: str) -> str | None:
