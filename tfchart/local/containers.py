@@ -20,8 +20,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -119,18 +118,6 @@ def check_images(engine: str, pods: Sequence[ContainerPod]) -> None:
         raise TfchartError(f"image {image} is not in {engine}'s local store ({reason}): build it with `tfchart build "
                            f"--engine {engine}`, or --set image.registry=...,image.repository=...,image.tag=... to an "
                            "image you have")
-
-
-@contextmanager
-def interrupts_deferred() -> Iterator[None]:
-    """Ctrl-C and SIGTERM are ignored while containers are being removed (a second Ctrl-C must not leak them)."""
-    handled = (signal.SIGINT, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else ()
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in handled}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 class ContainerCluster(LocalCluster):
@@ -252,12 +239,18 @@ class ContainerCluster(LocalCluster):
 
     def stop(self, grace: float = 10.0) -> None:
         """Stops every container (SIGTERM, then SIGKILL after `grace`), gives the volume back, removes all labelled
-        (a container whose client is gone too)."""
-        with interrupts_deferred():
+        (a container whose client is gone too). Ctrl-C and SIGTERM are ignored meanwhile: a second Ctrl-C must not
+        leak them."""
+        handled = (signal.SIGINT, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else ()
+        previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in handled}
+        try:
             self.end(list(self.processes.values()), signal.SIGTERM, grace)
             self._give_volume_back()
             self._remove_labelled()
             shutil.rmtree(self.storage.config_root, ignore_errors=True)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         for warning in self.warnings:
             print(f"warning: {warning}", file=sys.stderr)
 

@@ -292,10 +292,9 @@ def require_tensorflow() -> None:
     from importlib.util import find_spec
 
     def absent(module: str) -> bool:
-        try:
+        with suppress(ModuleNotFoundError):  # its package is missing
             return find_spec(module) is None
-        except ModuleNotFoundError:  # its package is missing
-            return True
+        return True
 
     modules = {"tensorflow": "tensorflow", "tensorboard.program": "TensorBoard"}  # the trainer's, TensorBoard's
     missing = [shown for module, shown in modules.items() if absent(module)]
