@@ -1,5 +1,6 @@
-"""What `tfchart upgrade --recreate` does to one object and how it waits: a Job or JobSet marked before it is
-deleted (the run supervisor then waits for the new one), and every deletion read until the API answers 404."""
+"""What `tfchart upgrade --recreate` does to one object and how long it waits: a Job or JobSet marked before it is
+deleted (the run supervisor then waits for the new one); upgrade.recreate_objects reads each deletion until it is
+gone, and says what is still there when the wait times out."""
 
 from __future__ import annotations
 
@@ -33,35 +34,6 @@ def delete_to_recreate(deleter: KubeApi, kind: str, name: str, namespace: str, p
     if kind in ("Job", "JobSet") and deleter.read_object(kind, name, namespace) is not None:
         deleter.patch(kind, name, namespace, {"metadata": {"annotations": {RECREATING_ANNOTATION: "true"}}})
     return deleter.delete(kind, name, namespace, propagation)
-
-
-def wait_until_gone(
-    deleter: KubeApi, terminating: list[tuple[str, str]], uids: dict[tuple[str, str], str], gone: list[tuple[str, str]],
-    namespace: str, waiting: Waiting, say: Callable[[str], None],
-) -> None:
-    """Reads each object until the API answers 404 (or shows an object of that name whose uid is not in `uids`),
-    adding it to `gone`."""
-    say(f"waiting for {len(terminating)} deletion{'s' if len(terminating) != 1 else ''} to finish before helm runs")
-    deadline = waiting.clock() + waiting.timeout
-    pending = list(terminating)
-    while True:
-        still: list[tuple[str, str, dict[str, Any]]] = []
-        for kind, name in pending:
-            document = deleter.read_object(kind, name, namespace)
-            uid = str((document or {}).get("metadata", {}).get("uid") or "")
-            known = uids.get((kind, name))
-            if document is None or (known and uid and uid != known):
-                gone.append((kind, name))
-            else:
-                still.append((kind, name, document))
-        if not still:
-            done = len(terminating)
-            say(f"{'the deletion' if done == 1 else f'all {done} deletions'} finished: helm upgrade runs now")
-            return
-        if waiting.clock() >= deadline:
-            raise deletion_timeout(still, namespace, waiting.timeout)
-        waiting.sleep(max(0.0, min(waiting.interval, deadline - waiting.clock())))
-        pending = [(kind, name) for kind, name, _ in still]
 
 
 def deletion_timeout(still: list[tuple[str, str, dict[str, Any]]], namespace: str, timeout: float) -> KubernetesError:

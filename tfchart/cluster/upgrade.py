@@ -18,7 +18,7 @@ from typing import Any
 
 from tfchart.cluster.fields import LONG, field_changes, json_text, show, show_pair
 from tfchart.cluster.kube import AccessDenied, KubeApi
-from tfchart.cluster.recreate import Waiting, delete_to_recreate, wait_until_gone
+from tfchart.cluster.recreate import Waiting, delete_to_recreate, deletion_timeout
 from tfchart.errors import ImmutableFieldChange, UsageError
 from tfchart.helm.chart import Chart, Inputs, manifests
 from tfchart.helm.runner import Options, Runner, base_revision, major_version, release_args
@@ -336,8 +336,9 @@ def recreate_objects(
 ) -> None:
     """Deletes the objects with refused changes and returns once every one of them is gone: Orphan for a StatefulSet
     whose pods the new one adopts, else Foreground (the pods go first: a Job stays terminating until its pod is gone,
-    so the recreated chief never writes the same checkpoint directory next to the old one)."""
-    terminating: list[tuple[str, str]] = []
+    so the recreated chief never writes the same checkpoint directory next to the old one). A deletion is finished when
+    the API answers 404, or shows an object of that name whose uid is not the one the guard read."""
+    pending: list[tuple[str, str]] = []
     for kind, name in plan.objects(recreatable=True):
         adopted = kind == "StatefulSet" and (kind, name) not in plan.not_adoptable
         outcome = delete_to_recreate(deleter, kind, name, namespace, "Orphan" if adopted else "Foreground")
@@ -346,9 +347,28 @@ def recreate_objects(
             plan.already_gone.append((kind, name))
         elif outcome == "terminating":
             say(f"deleting {kind} {name} ({plan.effect(kind, name)})")
-            terminating.append((kind, name))
+            pending.append((kind, name))
         else:
             say(f"deleted {kind} {name} ({plan.effect(kind, name)})")
             plan.recreated.append((kind, name))
-    if terminating:
-        wait_until_gone(deleter, terminating, plan.uids, plan.recreated, namespace, waiting, say)
+    if not (count := len(pending)):
+        return
+    say(f"waiting for {count} deletion{'s' if count != 1 else ''} to finish before helm runs")
+    deadline = waiting.clock() + waiting.timeout
+    while True:
+        still: list[tuple[str, str, dict[str, Any]]] = []
+        for kind, name in pending:
+            document = deleter.read_object(kind, name, namespace)
+            uid = str((document or {}).get("metadata", {}).get("uid") or "")
+            known = plan.uids.get((kind, name))
+            if document is None or (known and uid and uid != known):
+                plan.recreated.append((kind, name))
+            else:
+                still.append((kind, name, document))
+        if not still:
+            say(f"{'the deletion' if count == 1 else f'all {count} deletions'} finished: helm upgrade runs now")
+            return
+        if waiting.clock() >= deadline:
+            raise deletion_timeout(still, namespace, waiting.timeout)
+        waiting.sleep(max(0.0, min(waiting.interval, deadline - waiting.clock())))
+        pending = [(kind, name) for kind, name, _ in still]
