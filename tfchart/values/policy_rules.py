@@ -29,6 +29,7 @@ class Violation(Problem):
 
     rule: str = ""
 
+
 def dotted(keys: Path_) -> str:
     """A key path as helm's --set writes it (dots inside a key escaped); (root) for none."""
     return ".".join(key.replace(".", "\\.") for key in keys) if keys else "(root)"
@@ -36,7 +37,6 @@ def dotted(keys: Path_) -> str:
 
 def _set(keys: Path_, value: Any) -> str:
     return f"--set {dotted(keys)}={value}"
-
 
 
 @dataclass(frozen=True)
@@ -53,15 +53,7 @@ class Context:
     @property
     def roles(self) -> list[Workload]:
         """The first running pod template of each component."""
-        first: dict[str, Workload] = {}
-        for w in self.pods:
-            first.setdefault(w.component, w)
-        return list(first.values())
-
-    @property
-    def accelerators(self) -> tuple[str, ...]:
-        """The extended resources maxGpus counts: the rule's `resources`, else the well-known vendors'."""
-        return tuple(self.rule.get("resources") or ACCELERATORS)
+        return [w for index, w in enumerate(self.pods) if w.component not in {p.component for p in self.pods[:index]}]
 
     def get(self, *keys: str) -> Any:
         node: Any = self.values
@@ -83,7 +75,7 @@ def gpus(c: Context, w: Workload) -> tuple[dict[Path_, int], list[tuple[Path_, s
     count, whole, broken = c.get(w.component, "gpu", "count"), dict[Path_, int](), []
     for container in w.spec.get("containers") or []:  # what the pod holds while it runs
         for resource, amount in ((container.get("resources") or {}).get("limits") or {}).items():
-            if not is_gpu_resource(str(resource), c.accelerators):
+            if not is_gpu_resource(str(resource), tuple(c.rule.get("resources") or ACCELERATORS)):  # else vendors'
                 continue
             from_count = resource == c.get(w.component, "gpu", "resourceName") and isinstance(count, int) and count > 0
             keys: Path_ = (w.component, "gpu", "count") if from_count else \
