@@ -21,7 +21,6 @@ import pytest
 from tests import kubeapi as kf
 from tests.chartlib import CHART, REPO, helm_path
 from tests.kubeapi import KubeServer, kube_server
-from tfchart.cluster.kube import Deletion
 from tfchart.cluster.upgrade import UpgradePlan
 from tfchart.cluster.upgrade import upgrade as guarded_upgrade
 from tfchart.errors import ImmutableFieldChange
@@ -143,23 +142,6 @@ def live_cluster(
     return cluster
 
 
-class RecordingDeleter:
-    """Deletes at once (the API server answered a Status), recording each call."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str, str, str | None]] = []
-
-    def read_object(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
-        return None
-
-    def delete(self, kind: str, name: str, namespace: str, propagation: str | None = None) -> Deletion:
-        self.calls.append((kind, name, namespace, propagation))
-        return "deleted"
-
-    def patch(self, kind: str, name: str, namespace: str, body: dict[str, Any]) -> None:
-        raise AssertionError("nothing to mark: every object reads as gone")
-
-
 @pytest.mark.parametrize(
     ("major", "wait", "atomic"), [("3", "--wait", "--atomic"), ("4", "--wait=watcher", "--rollback-on-failure")]
 )
@@ -276,14 +258,9 @@ def test_upgrade_that_changes_statefulset_fields_is_refused_with_each_field_name
 
 def test_recreate_deletes_exactly_the_changed_objects_then_upgrades(old_chart: Path) -> None:
     helm = RecordingHelm("3", ["--values", str(GPU)], deployed_chart=old_chart)
-    deleter = RecordingDeleter()
-    plan = upgrade(
-        helm,
-        inputs([GPU], [("--set", "worker.replicas=6")]),
-        release.Options(namespace="ml-training", atomic=True),
-        recreate=True,
-        deleter=deleter,
-    )
+    # deleted by the fake API server (each deletion's propagation: test_upgrade_guard, from its request log)
+    plan = upgrade(helm, inputs([GPU], [("--set", "worker.replicas=6")]),
+                   release.Options(namespace="ml-training", atomic=True), recreate=True)
     assert {(c.kind, c.name) for c in plan.changes} == {
         ("StatefulSet", "mnist-tf-distributed-ps"),
         ("StatefulSet", "mnist-tf-distributed-worker"),
@@ -293,11 +270,6 @@ def test_recreate_deletes_exactly_the_changed_objects_then_upgrades(old_chart: P
         ("Job", "mnist-tf-distributed-chief"),
         ("StatefulSet", "mnist-tf-distributed-ps"),
         ("StatefulSet", "mnist-tf-distributed-worker"),
-    ]
-    assert deleter.calls == [
-        ("Job", "mnist-tf-distributed-chief", "ml-training", "Foreground"),
-        ("StatefulSet", "mnist-tf-distributed-ps", "ml-training", "Orphan"),
-        ("StatefulSet", "mnist-tf-distributed-worker", "ml-training", "Orphan"),
     ]
     assert helm.cluster_calls()[-1] == [
         "upgrade",
