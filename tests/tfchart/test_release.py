@@ -24,9 +24,9 @@ from tests.kubeapi import KubeServer, kube_server
 from tfchart.cluster.upgrade import UpgradePlan
 from tfchart.cluster.upgrade import upgrade as guarded_upgrade
 from tfchart.errors import ImmutableFieldChange
-from tfchart.helm import runner as release
+from tfchart.helm import chart as release
 from tfchart.helm.chart import Chart, Inputs, manifests, read, template
-from tfchart.helm.runner import Helm
+from tfchart.helm.runner import Helm, Options, deployed
 from tfchart.helm.runner import failure as runner_failure
 
 GPU = REPO / "values" / "gpu.yaml"
@@ -80,7 +80,7 @@ def inputs(files: Sequence[Path] = (), sets: Sequence[tuple[str, str]] = ()) -> 
 
 
 def upgrade(
-    helm: RecordingHelm, given: Inputs, options: release.Options, chart: Path = CHART, **guard: Any
+    helm: RecordingHelm, given: Inputs, options: Options, chart: Path = CHART, **guard: Any
 ) -> UpgradePlan:
     """`tfchart upgrade mnist` as the command runs it: helm renders the new values, then the guard plans (asking the
     API server: `live`, else a fake one holding the deployed release), refuses or recreates, and helm upgrades."""
@@ -147,7 +147,7 @@ def live_cluster(
 )
 def test_install_invocation(major: str, wait: str, atomic: str) -> None:
     helm = RecordingHelm(major)
-    options = release.Options(namespace="ml-training", wait=True, timeout="15m", atomic=True, create_namespace=True)
+    options = Options(namespace="ml-training", wait=True, timeout="15m", atomic=True, create_namespace=True)
     given = inputs([GPU], [("--set", "worker.replicas=3"), ("--set-string", "image.tag=0.1.0-gpu")])
     release.install(helm, "mnist", chart_at(), given, options)
     assert helm.cluster_calls() == [
@@ -174,7 +174,7 @@ def test_install_invocation(major: str, wait: str, atomic: str) -> None:
 
 def test_install_dry_run_client() -> None:
     helm = RecordingHelm("4")
-    release.install(helm, "mnist", chart_at(), inputs(), release.Options(dry_run="client"))
+    release.install(helm, "mnist", chart_at(), inputs(), Options(dry_run="client"))
     assert helm.cluster_calls() == [["install", "mnist", str(CHART), "--dry-run=client"]]
 
 
@@ -186,7 +186,7 @@ def test_upgrade_with_an_allowed_change() -> None:
         ("--set", "tensorboard.replicas=2"),
         ("--set", "serving.pollSeconds=10"),
     ]
-    plan = upgrade(helm, inputs([GPU], sets), release.Options(namespace="ml-training"))
+    plan = upgrade(helm, inputs([GPU], sets), Options(namespace="ml-training"))
     assert plan.changes == []
     assert helm.cluster_calls() == [
         ["history", "mnist", "--namespace", "ml-training", "--output", "json"],
@@ -215,7 +215,7 @@ def test_upgrade_that_changes_the_training_spec_is_a_new_run(change: str) -> Non
     so the chief Job would change and --recreate starts a new run."""
     helm = RecordingHelm("4", ["--values", str(GPU)])
     with pytest.raises(ImmutableFieldChange) as refused:
-        upgrade(helm, inputs([GPU], [("--set", change)]), release.Options(namespace="ml-training"))
+        upgrade(helm, inputs([GPU], [("--set", change)]), Options(namespace="ml-training"))
     lines = refused.value.message.splitlines()
     run_spec = 'Job mnist-tf-distributed-chief: spec.template.metadata.annotations["tf-distributed.io/run-spec"]'
     assert any(run_spec in line for line in lines)
@@ -247,7 +247,7 @@ def old_chart(tmp_path: Path) -> Path:
 def test_upgrade_that_changes_statefulset_fields_is_refused_with_each_field_named(old_chart: Path) -> None:
     helm = RecordingHelm("4", ["--values", str(GPU)], deployed_chart=old_chart)
     with pytest.raises(ImmutableFieldChange) as refused:
-        upgrade(helm, inputs([GPU]), release.Options(namespace="ml-training"))
+        upgrade(helm, inputs([GPU]), Options(namespace="ml-training"))
     message = refused.value.message
     for role in ("ps", "worker"):
         name = f"mnist-tf-distributed-{role}"
@@ -260,7 +260,7 @@ def test_recreate_deletes_exactly_the_changed_objects_then_upgrades(old_chart: P
     helm = RecordingHelm("3", ["--values", str(GPU)], deployed_chart=old_chart)
     # deleted by the fake API server (each deletion's propagation: test_upgrade_guard, from its request log)
     plan = upgrade(helm, inputs([GPU], [("--set", "worker.replicas=6")]),
-                   release.Options(namespace="ml-training", atomic=True), recreate=True)
+                   Options(namespace="ml-training", atomic=True), recreate=True)
     assert {(c.kind, c.name) for c in plan.changes} == {
         ("StatefulSet", "mnist-tf-distributed-ps"),
         ("StatefulSet", "mnist-tf-distributed-worker"),
@@ -385,12 +385,12 @@ def helm_help(major: str, verb: str) -> str:
 @pytest.mark.parametrize(
     ("options", "flags"),
     [
-        (release.Options(install=True, create_namespace=True), ["--create-namespace", "--install"]),
-        (release.Options(reuse_values="reuse"), ["--reuse-values"]),
-        (release.Options(reuse_values="reset-then-reuse"), ["--reset-then-reuse-values"]),
+        (Options(install=True, create_namespace=True), ["--create-namespace", "--install"]),
+        (Options(reuse_values="reuse"), ["--reuse-values"]),
+        (Options(reuse_values="reset-then-reuse"), ["--reset-then-reuse-values"]),
     ],
 )
-def test_upgrade_passes_helms_install_and_reuse_flags(major: str, options: release.Options, flags: list[str]) -> None:
+def test_upgrade_passes_helms_install_and_reuse_flags(major: str, options: Options, flags: list[str]) -> None:
     args = release.release_args("upgrade", int(major), "mnist", chart_at(), inputs([GPU]), options)
     assert args == ["upgrade", "mnist", str(CHART), *flags, "--values", str(GPU)]
     usage = helm_help(major, "upgrade")  # each flag is this helm's, with the meaning tfchart gives it
@@ -429,5 +429,5 @@ class HistoryHelm:
 )  # fmt: skip
 def test_upgrade_install_installs_what_helm_does_not_hold(history: list[dict[str, Any]] | None, held: bool) -> None:
     helm = HistoryHelm(history)
-    assert release.deployed(helm, "mnist", "ml-training") is held
+    assert deployed(helm, "mnist", "ml-training") is held
     assert helm.calls == [["history", "mnist", "--namespace", "ml-training", "--max", "1", "--output", "json"]]

@@ -104,7 +104,7 @@ def install(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, c
             skip_preflight: bool, registries: Access | None) -> None:  # fmt: skip
     """Validate, run the preflight checks (the images' too), then `helm install NAME`."""
     from tfchart.cluster import preflight
-    from tfchart.helm import runner as release
+    from tfchart.helm import chart as release
 
     namespace = namespace_after_values(kube, values, name)
     manifests = values.manifests(name, namespace)
@@ -147,16 +147,17 @@ def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, i
     from tfchart.cluster import preflight
     from tfchart.cluster import upgrade as guard
     from tfchart.cluster.recreate import Waiting
-    from tfchart.helm import runner as release
+    from tfchart.helm import chart as release
+    from tfchart.helm import runner
 
     namespace = namespace_after_values(kube, values, name)
     options = replace(flags, namespace=namespace, install=install, create_namespace=create_namespace,
                       reuse_values=reuse)  # fmt: skip
     manifests = [] if reuse else values.manifests(name, namespace)  # the values' problems before the cluster's
     helm = kube.helm()
-    existing = release.deployed(helm, name, namespace) if install else True
+    existing = runner.deployed(helm, name, namespace) if install else True
     if reuse:  # --reuse-values: the deployed values with the user's over them, as helm merges them
-        reused = values.over(release.deployed_values(helm, name, namespace, reuse)) if existing else values
+        reused = values.over(runner.deployed_values(helm, name, namespace, reuse)) if existing else values
         manifests = reused.manifests(name, namespace)
     if registries is not None and flags.dry_run == "client":
         click.secho("note: --dry-run=client asks no registry: no image check (--dry-run=server runs it)", fg="yellow",
@@ -187,7 +188,7 @@ def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, i
 def uninstall(name: str, wait: bool, timeout: float | None, keep_history: bool, delete_data: bool,
               kube: KubeInputs) -> None:  # fmt: skip
     """`helm uninstall NAME`, keeping the shared volume unless --delete-data."""
-    from tfchart.helm import runner as release
+    from tfchart.helm import chart as release
 
     namespace, api = kube.namespace(), kube.api() if delete_data else None  # the API asked for before helm runs
     claims = release.uninstall(kube.helm(), name, namespace, wait, go_duration(timeout), keep_history)

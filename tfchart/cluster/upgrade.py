@@ -20,8 +20,8 @@ from tfchart.cluster.fields import LONG, field_changes, json_text, show, show_pa
 from tfchart.cluster.kube import AccessDenied, KubeApi
 from tfchart.cluster.recreate import Waiting, delete_to_recreate, deletion_timeout
 from tfchart.errors import ImmutableFieldChange, UsageError
-from tfchart.helm.chart import Chart, Inputs, manifests
-from tfchart.helm.runner import Options, Runner, base_revision, major_version, release_args
+from tfchart.helm.chart import Chart, Inputs, manifests, release_args
+from tfchart.helm.runner import Options, Runner, base_revision, major_version
 from tfchart.manifests.quantity import parse_or_none
 from tfdcontract import RUN_SPEC_ANNOTATION
 from tfdcontract.runstate import annotations_of, jobset_ending

@@ -1,4 +1,5 @@
-"""The chart and the user's inputs as helm takes them, and what helm renders from them.
+"""The chart and the user's inputs as helm takes them, what helm renders from them, and install / upgrade /
+uninstall of them in helm 3's and helm 4's spellings of the same flags (uninstall keeps the shared claim).
 
 The chart: a directory, a packaged .tgz, or a remote reference (oci://..., repo/name, https://...) that helm
 pulls once per command (--version picks it). The inputs: -f files and the --set family in command-line order;
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from tfchart.errors import HelmError, UsageError
-from tfchart.helm.runner import Helm, Runner, failure, finish
+from tfchart.helm.runner import Helm, Options, Runner, failure, finish, major_version
 
 # The chart tfchart ships: in a checkout tfchart/chart links to charts/tf-distributed; the wheel carries a copy.
 BUNDLED_CHART = (Path(__file__).resolve().parents[1] / "chart").resolve()
@@ -246,3 +247,32 @@ def _dump_chart(defaults: bytes) -> Path:
     (chart / "values.yaml").write_bytes(defaults)
     (chart / "templates" / "values.json").write_text(DUMP_TEMPLATE)
     return chart
+
+
+def release_args(verb: str, major: int, release: str, chart: Chart, inputs: Inputs, options: Options) -> list[str]:
+    """`helm install|upgrade RELEASE CHART` with the options and the user's values, in order."""
+    args = [verb, release, str(chart.path)]
+    args += ["--namespace", options.namespace] if options.namespace else []
+    args += ["--create-namespace"] if options.create_namespace else []
+    args += ["--wait=watcher" if major >= 4 else "--wait"] if options.wait else []
+    args += ["--timeout", options.timeout] if options.timeout else []
+    args += ["--rollback-on-failure" if major >= 4 else "--atomic"] if options.atomic else []
+    args += [f"--dry-run={options.dry_run}"] if options.dry_run else []
+    args += ["--install"] if options.install else []
+    args += [f"--{options.reuse_values}-values"] if options.reuse_values else []
+    return [*args, *inputs.args()]
+
+
+def install(runner: Runner, release: str, chart: Chart, inputs: Inputs, options: Options, verb: str = "install") -> str:
+    """`helm install`, or `helm upgrade --install` of a release helm does not hold yet (verb "upgrade")."""
+    return runner(release_args(verb, major_version(runner), release, chart, inputs, options)).decode()
+
+
+def uninstall(runner: Runner, release: str, namespace: str, wait: bool = False, timeout: str | None = None,
+              keep_history: bool = False) -> list[str]:  # fmt: skip
+    """Uninstalls the release from `namespace`; returns its claims, which helm keeps (helm.sh/resource-policy)."""
+    shown = manifests(runner(["get", "manifest", release, "--namespace", namespace]).decode())
+    claims = [doc["metadata"]["name"] for doc in shown if doc.get("kind") == "PersistentVolumeClaim"]
+    runner(["uninstall", release, "--namespace", namespace, *(["--wait"] if wait else []),
+            *(["--timeout", timeout] if timeout else []), *(["--keep-history"] if keep_history else [])])  # fmt: skip
+    return claims

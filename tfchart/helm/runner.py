@@ -1,6 +1,5 @@
-"""Running helm: finding the binary, checking its version, one call for every command; install / upgrade /
-uninstall in helm 3's and helm 4's spellings of the same flags, uninstall keeping the shared PersistentVolumeClaim
-(checkpoints, models) unless asked to delete it.
+"""Running helm: finding the binary, checking its version, one call for every command, its failures read, the
+options of install/upgrade and the release's history as helm keeps it.
 
 helm runs as a plain subprocess: `tfchart validate` must take about the time `helm template` takes,
 and pyhelm3 (pydantic models, asyncio) costs more to import than helm takes to render this chart.
@@ -21,12 +20,9 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from tfchart.errors import HelmError, HelmUnreachable, UsageError
-
-if TYPE_CHECKING:
-    from tfchart.helm.chart import Chart, Inputs
 
 REPO_HELM = Path(__file__).resolve().parents[2] / ".tools" / "bin" / "helm"
 OLDEST = (3, 17)  # the oldest helm the chart is tested with (helm 4 too)
@@ -166,20 +162,6 @@ class Options:
     reuse_values: str | None = None  # "reuse" or "reset-then-reuse": helm's --reuse-values, --reset-then-reuse-values
 
 
-def release_args(verb: str, major: int, release: str, chart: Chart, inputs: Inputs, options: Options) -> list[str]:
-    """`helm install|upgrade RELEASE CHART` with the options and the user's values, in order."""
-    args = [verb, release, str(chart.path)]
-    args += ["--namespace", options.namespace] if options.namespace else []
-    args += ["--create-namespace"] if options.create_namespace else []
-    args += ["--wait=watcher" if major >= 4 else "--wait"] if options.wait else []
-    args += ["--timeout", options.timeout] if options.timeout else []
-    args += ["--rollback-on-failure" if major >= 4 else "--atomic"] if options.atomic else []
-    args += [f"--dry-run={options.dry_run}"] if options.dry_run else []
-    args += ["--install"] if options.install else []
-    args += [f"--{options.reuse_values}-values"] if options.reuse_values else []
-    return [*args, *inputs.args()]
-
-
 def format_duration(seconds: float) -> str:
     minutes, rest = divmod(round(seconds), 60)
     return f"{minutes}m{rest}s" if minutes else f"{rest}s"
@@ -210,20 +192,3 @@ def deployed_values(runner: Runner, release: str, namespace: str, reuse: str) ->
     --reset-then-reuse-values (the ones the user gave it), as YAML."""
     every = ["--all"] if reuse == "reuse" else []
     return runner(["get", "values", release, "--namespace", namespace, *every, "--output", "yaml"])
-
-
-def install(runner: Runner, release: str, chart: Chart, inputs: Inputs, options: Options, verb: str = "install") -> str:
-    """`helm install`, or `helm upgrade --install` of a release helm does not hold yet (verb "upgrade")."""
-    return runner(release_args(verb, major_version(runner), release, chart, inputs, options)).decode()
-
-
-def uninstall(runner: Runner, release: str, namespace: str, wait: bool = False, timeout: str | None = None,
-              keep_history: bool = False) -> list[str]:  # fmt: skip
-    """Uninstalls the release from `namespace`; returns its claims, which helm keeps (helm.sh/resource-policy)."""
-    from tfchart.helm.chart import manifests
-
-    shown = manifests(runner(["get", "manifest", release, "--namespace", namespace]).decode())
-    claims = [doc["metadata"]["name"] for doc in shown if doc.get("kind") == "PersistentVolumeClaim"]
-    runner(["uninstall", release, "--namespace", namespace, *(["--wait"] if wait else []),
-            *(["--timeout", timeout] if timeout else []), *(["--keep-history"] if keep_history else [])])  # fmt: skip
-    return claims
