@@ -23,13 +23,6 @@ PATTERN = re.compile(r"(?P<value>'(?:[^'\\]|\\.)*' )?does not match pattern '(?P
 PARSE_FILE = re.compile(r"^failed to parse (?P<file>.+?): (?P<error>.*)$", re.DOTALL)
 PARSE_SET = re.compile(r"^failed parsing (?P<flag>--set[-a-z]*) data: (?P<error>.*)$", re.DOTALL)
 UNKNOWN, REQUIRED = "unknown key", "is required (was it set to null?)"
-HELM3_BAD_KEY = re.compile(r'Property name of "(.*)" does not match$')
-HELM3_EXTRA = re.compile(r"Additional property (.*) is not allowed$")
-HELM3_ENUM = re.compile(r".* must be one of the following: (.*)$")
-HELM3_REQUIRED = re.compile(r"(.*) is required$")
-HELM4_FORMS = re.compile(r"'(oneOf|anyOf)' failed")
-HELM4_EXTRA = re.compile(r"additional propert(y|ies) ")
-HELM4_MISSING = re.compile(r"missing propert(y|ies) ")
 Node = tuple[str, str, list["Node"]]  # helm 4: (key path, message, the errors under it)
 
 
@@ -103,17 +96,17 @@ def _helm3(lines: list[str], meanings: Mapping[str, str]) -> list[Found]:
             pending_key.message = f"key {pending_key.key!r} {why}"
             pending_key = None
             continue
-        if bad_key := HELM3_BAD_KEY.match(message):
+        if bad_key := re.match(r'Property name of "(.*)" does not match$', message):
             pending_key = Found(_under(path, bad_key[1]), f"key {bad_key[1]!r} is not allowed", key=bad_key[1])
             found.append(pending_key)
         elif message == "Must validate one and only one schema (oneOf)":
             continue  # the failing form's own error follows
-        elif extra := HELM3_EXTRA.match(message):
+        elif extra := re.match(r"Additional property (.*) is not allowed$", message):
             found.append(Found(_under(path, extra[1]), UNKNOWN, key=extra[1]))
-        elif enum := HELM3_ENUM.match(message):
+        elif enum := re.match(r".* must be one of the following: (.*)$", message):
             choices = tuple(re.findall(r'"((?:[^"\\]|\\.)*)"', enum[1]))
             found.append(Found(path, f"must be one of: {', '.join(choices)}", choices=choices))
-        elif required := HELM3_REQUIRED.match(message):
+        elif required := re.match(r"(.*) is required$", message):
             found.append(Found(_under(path, required[1]), REQUIRED, kind="required"))
         else:
             found.append(Found(path, _message(message, False, meanings)))
@@ -143,12 +136,12 @@ def _explain(node: Node, meanings: Mapping[str, str]) -> list[Found]:
     if message.startswith("invalid propertyName") and names:  # helm 4 loses the map's path: found by name later
         why = "; ".join(_message(child[1], True, meanings) for child in children) or message
         return [Found("", f"key {why}" if why.startswith("'") else f"key {names[0]!r}: {why}", key=names[0])]
-    if HELM4_FORMS.match(message) and children:
+    if re.match(r"'(oneOf|anyOf)' failed", message) and children:
         forms = "; ".join(_message(child[1], True, meanings) for child in children)
         return [Found(path, f"matches none of its allowed forms: {forms}")]
-    if HELM4_EXTRA.match(message):
+    if re.match(r"additional propert(y|ies) ", message):
         return [Found(_under(path, name), UNKNOWN, key=name) for name in names]
-    if HELM4_MISSING.match(message):
+    if re.match(r"missing propert(y|ies) ", message):
         return [Found(_under(path, name), REQUIRED, kind="required") for name in names]
     if message.startswith("value must be one of "):
         return [Found(path, f"must be one of: {', '.join(names)}", choices=tuple(names))]
