@@ -93,10 +93,10 @@ def _explain(error: Any, where: Path_, name: str, roots: list[yaml.Node]) -> lis
     elif error.validator == "const":
         message, fix = f"must be {expected!r}, not {instance!r}", f"apiVersion: {API_VERSION}"
     elif error.validator == "type":
-        names = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object",
+        kinds = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object",
                  type(None): "null"}  # fmt: skip
         wanted = expected if isinstance(expected, str) else " or ".join(expected)
-        message = f"must be {wanted}, not {names.get(type(instance), type(instance).__name__)} {instance!r}"
+        message = f"must be {wanted}, not {kinds.get(type(instance), type(instance).__name__)} {instance!r}"
     elif error.validator == "format":
         message, fix = f"{instance!r} is not a Kubernetes quantity", "write a size such as 500Gi, 2Ti or 100G"
     return [Problem(dotted(where), message, value, fix, name, _line(roots, where))]
