@@ -8,7 +8,6 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import click
@@ -69,7 +68,7 @@ def assert_parses(args: list[str]) -> None:
 
 def pod(name: str, index: int) -> Any:
     labels = {logs.POD_INDEX_LABEL: str(index)}
-    return SimpleNamespace(metadata=SimpleNamespace(name=name, labels=labels, namespace="team-a"))
+    return {"metadata": {"name": name, "labels": labels, "namespace": "team-a"}}
 
 
 @pytest.mark.parametrize(

@@ -347,7 +347,7 @@ def test_unreachable_server_hints_cluster_info() -> None:
 
     api = kube.KubeApi(unreachable, source="KUBECONFIG=/tmp/kind")
     with pytest.raises(KubernetesError) as error:
-        api.list_objects("Node")
+        api.items("Node")
     assert error.value.message.startswith("cannot reach the Kubernetes API server at https://127.0.0.1:1 (list nodes")
     assert "KUBECONFIG=/tmp/kind" in error.value.hint
     assert "kubectl cluster-info" in error.value.hint
@@ -359,7 +359,7 @@ def test_no_configuration_says_how_to_set_kubeconfig(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("HOME", str(tmp_path))
     api = kube.KubeApi.from_config(None, None)  # lazy: nothing is read yet
     with pytest.raises(KubernetesError) as error:
-        api.list_objects("Pod", NS, SELECTOR)
+        api.items("Pod", NS, SELECTOR)
     assert "KUBECONFIG is not set, ~/.kube/config does not exist" in error.value.message
     assert "export KUBECONFIG=" in error.value.hint
 
@@ -368,7 +368,7 @@ def test_bad_kubeconfig_and_unknown_context(tmp_path: Path) -> None:
     garbage = tmp_path / "garbage"
     garbage.write_text("just a string\n")
     with pytest.raises(KubernetesError) as error:
-        kube.KubeApi.from_config(garbage, None).list_objects("Node")
+        kube.KubeApi.from_config(garbage, None).items("Node")
     assert error.value.message.startswith(f"cannot load the kubeconfig {garbage}")
     config = tmp_path / "config"
     config.write_text(
@@ -378,7 +378,7 @@ def test_bad_kubeconfig_and_unknown_context(tmp_path: Path) -> None:
         "contexts: [{name: kind, context: {cluster: kind, user: kind}}]\n"
     )
     with pytest.raises(KubernetesError) as error:
-        kube.KubeApi.from_config(config, "prod").list_objects("Node")
+        kube.KubeApi.from_config(config, "prod").items("Node")
     assert "context 'prod' not found" in error.value.message
     assert "kubectl config get-contexts" in error.value.hint
     with pytest.raises(KubernetesError, match="context 'prod' not found"):

@@ -378,6 +378,6 @@ def test_a_chief_pod_stuck_terminating_is_named_and_with_force_counted_as_gone(
     code, out, err = in_process(server, capsys, "suspend", "mnist", "--timeout", "0s", *(["--force"] * force))
     scaled = [path for _, path, _ in server.writes() if path.endswith("/scale")]
     assert (code, scaled) == ((0, [f"{STS}/{PREFIX}-ps/scale", f"{STS}/{PREFIX}-worker/scale"]) if force else (124, []))
-    stuck = "stuck terminating since 2026-01-01T00:00:00+00:00, past its grace period, on node gpu-node-1"
+    stuck = "stuck terminating since 2026-01-01T00:00:00Z, past its grace period, on node gpu-node-1"
     assert (f"  counted pod {CHIEF}-x7k2p as gone: {stuck}" in out if force else
             f"pod {CHIEF}-x7k2p to stop (it saves a checkpoint at its step boundary; {stuck}" in err), (out, err)

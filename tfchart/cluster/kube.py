@@ -137,14 +137,6 @@ class KubeApi:
                                          else f"{verb}_{snake}"), *name)  # fmt: skip
 
     # -- reads ----------------------------------------------------------------------------------
-    def list_objects(
-        self, kind: str, namespace: str | None = None, label_selector: str = "", field_selector: str = ""
-    ) -> list[Any]:
-        """kubernetes.client models of a kind's objects matching the selectors, in a namespace or (None) in all."""
-        selectors = _selectors(label_selector, field_selector) | {"_request_timeout": REQUEST_TIMEOUT}
-        return self._call(Operation("list", resource_name(kind), namespace),
-                          lambda: self._bound(kind, "list", namespace)(**selectors).items)
-
     def pages(self, kind: str, namespace: str | None = None, label_selector: str = "", field_selector: str = "",
               page_size: int | None = 500) -> Iterator[list[dict[str, Any]]]:  # fmt: skip
         """A kind's (or a plural.version.group's) objects as JSON, `page_size` at a time (limit and continue; None: in
@@ -358,9 +350,3 @@ def http_error(error: Any, operation: Operation, server: str, config: str) -> Ku
     return KubernetesError(f"the API server refused to {what} (HTTP {status}): {detail}",
                            "run with --debug for details; `kubectl` with -v=6 shows the same request")
 
-
-def as_model(kind: str, document: dict[str, Any]) -> Any:
-    """The kubernetes.client model (V1Pod...) of an object read raw (KubeApi.pages), for the few a caller keeps."""
-    from kubernetes import client
-
-    return client.ApiClient().deserialize(json.dumps(document), f"V1{kind}", "application/json")

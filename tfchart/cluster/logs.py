@@ -64,9 +64,9 @@ def stream(
     chief = role is None
     if role is None:  # the chief's newest pod: the chief Job's, or worker 0's of the workers' Job (under a JobSet, of
         # Job `<jobset>-chief-0`, or worker 0 of `<jobset>-worker-0`: the role its success policy targets)
-        jobs = api.list_objects("Job", namespace, release_selector(release))
+        jobs = api.items("Job", namespace, release_selector(release)) or []
         role = find_run(api, release, namespace, jobs).info.role if any(map(in_jobset, jobs)) else run_role(jobs)
-    pods = api.list_objects("Pod", namespace, release_selector(release, role))
+    pods = api.items("Pod", namespace, release_selector(release, role)) or []
     pod = pick_pod([pod for pod in pods if is_chief_pod(pod)] if chief else pods, release, namespace,
                    CHIEF if chief else role, index)  # fmt: skip
     write(open_log(api, namespace, pod, role, tail, follow, options), follow, out)
@@ -99,7 +99,7 @@ def stream_all(
     the other, or with `follow` interleaved line by line as they arrive, until every container ends or Ctrl-C.
     A pod without a log (not started; no previous container) is named on `err`."""
     check_arguments(CHIEF, 0, tail)
-    pods = sorted(api.list_objects("Pod", namespace, release_selector(release)),
+    pods = sorted(api.items("Pod", namespace, release_selector(release)) or [],
                   key=lambda pod: (role_rank(role_of(pod)), ordinal(pod) or 0, name_of(pod)))  # as status lists them
     if not pods:
         raise KubernetesError(f"release {release} has no pods in namespace {namespace}",
@@ -173,8 +173,8 @@ def pick_pod(pods: list[Any], release: str, namespace: str, role: str, index: in
 def ordinal(pod: Any) -> int | None:
     """The StatefulSet ordinal: the pod-index label (Kubernetes 1.28+), an Indexed Job pod's completion index (a
     JobSet's `<jobset>-worker-0-<index>-<suffix>`), else the name suffix."""
-    label = (pod.metadata.labels or {}).get(POD_INDEX_LABEL)
-    label = (pod.metadata.annotations or {}).get(COMPLETION_INDEX_ANNOTATION) if label is None else label
+    label = (pod["metadata"].get("labels") or {}).get(POD_INDEX_LABEL)
+    label = (pod["metadata"].get("annotations") or {}).get(COMPLETION_INDEX_ANNOTATION) if label is None else label
     if label is not None and str(label).isdigit():
         return int(label)
     match = re.search(r"-(\d+)$", name_of(pod))
@@ -186,16 +186,16 @@ def check_started(pod: Any, role: str, previous: bool = False) -> None:
     instead of the API server's 400."""
     if previous:
         container = main_container(pod, role)
-        statuses = [s for s in (pod.status.container_statuses if pod.status else None) or [] if s.name == container]
-        if not any(s.last_state and s.last_state.terminated for s in statuses):
+        statuses = [s for s in (pod.get("status") or {}).get("containerStatuses") or [] if s.get("name") == container]
+        if not any((s.get("lastState") or {}).get("terminated") for s in statuses):
             raise KubernetesError(f"{role} pod {name_of(pod)} has no previous log: its container has not restarted",
                                   "leave out --previous for the current container's log")
         return
     if has_started(pod):
         return
-    phase = (pod.status.phase if pod.status else None) or "Unknown"
+    phase = (pod.get("status") or {}).get("phase") or "Unknown"
     reason, message = pod_reason(pod)
     why = f"{reason}: {message}" if message else reason or "waiting to start"
+    where = pod["metadata"].get("namespace")
     raise KubernetesError(f"{role} pod {name_of(pod)} has not started yet (phase {phase}, {why})",
-                          f"wait and retry, or see why with `kubectl -n {pod.metadata.namespace} describe pod "
-                          f"{name_of(pod)}`")
+                          f"wait and retry, or see why with `kubectl -n {where} describe pod {name_of(pod)}`")

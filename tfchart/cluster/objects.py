@@ -1,4 +1,4 @@
-"""A release's Kubernetes objects (kubernetes.client models) read, found by the chart's labels (tfdcontract), never by
+"""A release's Kubernetes objects (the API's JSON) read, found by the chart's labels (tfdcontract), never by
 computed names, and its run: the run's object, of either `workload.kind` (docs/architecture.md, "3. Lifecycle"): native,
 the run's Job (the chief Job, or the workers' Job without a chief); jobset, the release's JobSet, which outlives its
 child Jobs and carries the run's records (ending, suspension). `find_run` is the one place that tells the two apart;
@@ -12,7 +12,6 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.kube import AccessDenied, split_resource
@@ -53,20 +52,16 @@ class JobInfo:
     restarts: int = 0  # a JobSet's restarts (its failure policy's RestartJobSet)
 
 
-def as_json(obj: Any) -> dict[str, Any]:
-    """A client model as the API's JSON (camelCase keys), for tfdcontract's readers and planner."""
-    from kubernetes.client import ApiClient
-
-    client: Any = ApiClient()
-    return dict(client.sanitize_for_serialization(obj))
+def name_of(obj: Mapping[str, Any]) -> str:
+    return str(obj["metadata"]["name"])
 
 
-def name_of(obj: Any) -> str:
-    return str(obj.metadata.name)
+def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
+    return dict(obj["metadata"].get("labels") or {})
 
 
-def role_of(obj: Any) -> str:
-    return str((obj.metadata.labels or {}).get(COMPONENT_LABEL, "?"))
+def role_of(obj: Mapping[str, Any]) -> str:
+    return labels_of(obj).get(COMPONENT_LABEL, "?")
 
 
 def run_role(jobs: list[Any]) -> str:
@@ -76,62 +71,58 @@ def run_role(jobs: list[Any]) -> str:
     return WORKER if WORKER in roles and CHIEF not in roles else CHIEF
 
 
-def is_chief_pod(pod: Any) -> bool:
+def is_chief_pod(pod: Mapping[str, Any]) -> bool:
     """The chief's pod, or worker 0's in a workers' Job (its completion index)."""
-    annotations = pod.metadata.annotations or {}
+    annotations = pod["metadata"].get("annotations") or {}
     return role_of(pod) == CHIEF or str(annotations.get(COMPLETION_INDEX_ANNOTATION, "")) == "0"
 
 
-def newest(pods: list[Any]) -> Any | None:
-    epoch = datetime.min.replace(tzinfo=timezone.utc)
-    return max(pods, key=lambda pod: (pod.metadata.creation_timestamp or epoch, name_of(pod)), default=None)
+def newest(objects: list[Any]) -> Any | None:
+    """The newest object (RFC 3339 times in UTC sort as text), by name among equals."""
+    return max(objects, key=lambda o: (o["metadata"].get("creationTimestamp") or "", name_of(o)), default=None)
 
 
-def has_started(pod: Any) -> bool:
+def container_statuses(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
+    status = pod.get("status") or {}
+    return list(status.get("initContainerStatuses") or []) + list(status.get("containerStatuses") or [])
+
+
+def has_started(pod: Mapping[str, Any]) -> bool:
     """Whether the pod's main container has run at least once (so it has a log)."""
-    return any(
-        (s.state and (s.state.running or s.state.terminated)) or (s.restart_count or 0) > 0
-        or (s.last_state and s.last_state.terminated)
-        for s in (pod.status.container_statuses if pod.status else None) or []
-    )
+    return any({"running", "terminated"} & (s.get("state") or {}).keys() or (s.get("restartCount") or 0) > 0
+               or (s.get("lastState") or {}).get("terminated")
+               for s in (pod.get("status") or {}).get("containerStatuses") or [])  # fmt: skip
 
 
-def container_statuses(pod: Any) -> list[Any]:
-    status = pod.status
-    return list(status.init_container_statuses or []) + list(status.container_statuses or []) if status else []
+def condition_true(pod: Mapping[str, Any], kind: str) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
 
 
-def condition_true(pod: Any, kind: str) -> bool:
-    conditions = (pod.status.conditions if pod.status else None) or []
-    return any(c.type == kind and c.status == "True" for c in conditions)
-
-
-def pod_reason(pod: Any) -> tuple[str, str]:
+def pod_reason(pod: Mapping[str, Any]) -> tuple[str, str]:
     """Why a pod is not simply Running/Succeeded: scheduling, waiting or terminated containers, eviction."""
-    status = pod.status
-    if status is None:
-        return "", ""
-    for condition in status.conditions or []:
-        if condition.type == "PodScheduled" and condition.status == "False":
-            return condition.reason or "Unschedulable", condition.message or ""
+    status = pod.get("status") or {}
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return condition.get("reason") or "Unschedulable", condition.get("message") or ""
     for container in container_statuses(pod):
-        state = container.state
-        if state and state.waiting and state.waiting.reason not in (None, "PodInitializing"):
-            last = container.last_state.terminated if container.last_state else None
-            detail = state.waiting.message or ""
+        state = container.get("state") or {}
+        waiting, terminated = state.get("waiting"), state.get("terminated")
+        if waiting and waiting.get("reason") not in (None, "PodInitializing"):
+            last = (container.get("lastState") or {}).get("terminated")
+            detail = waiting.get("message") or ""
             if last is not None:
-                exit = f"last exit: {last.reason or 'Error'}, code {last.exit_code}"
+                exit = f"last exit: {last.get('reason') or 'Error'}, code {last.get('exitCode')}"
                 detail = f"{exit}; {detail}" if detail else exit
-            return str(state.waiting.reason), detail
-        if state and state.terminated and state.terminated.exit_code:
-            return state.terminated.reason or "Error", f"exit code {state.terminated.exit_code}"
-    return (str(status.reason), status.message or "") if status.reason else ("", "")
+            return str(waiting["reason"]), detail
+        if terminated and terminated.get("exitCode"):
+            return terminated.get("reason") or "Error", f"exit code {terminated['exitCode']}"
+    return (str(status["reason"]), status.get("message") or "") if status.get("reason") else ("", "")
 
 
-def pod_gpus(pod: Any) -> dict[str, int]:
-    """GPUs requested by the pod's containers (a client model), per resource name."""
-    containers = (pod.spec.containers if pod.spec else None) or []
-    return gpu_requests(c.resources.to_dict() if c.resources else None for c in containers)
+def pod_gpus(pod: Mapping[str, Any]) -> dict[str, int]:
+    """GPUs requested by the pod's containers, per resource name."""
+    return gpu_requests(c.get("resources") for c in (pod.get("spec") or {}).get("containers") or [])
 
 
 def gpu_requests(resources: Iterable[Mapping[str, Any] | None]) -> dict[str, int]:
@@ -153,19 +144,18 @@ def job_info(role: str, jobs: list[Any], pods: list[Any]) -> JobInfo:
     if job is None:
         why = f"no {role} Job (deleted, or removed by ttlSecondsAfterFinished)"
         return JobInfo(role, None, "Missing", "NotFound", why)
-    return run_info({**as_json(job), "kind": "Job"}, role, job, pods)
+    return run_info({**job, "kind": "Job"}, role, job, pods)
 
 
 def run_info(run: dict[str, Any], role: str, job: Any | None, pods: list[Any]) -> JobInfo:
     """The state of the run's object as JSON (a Job, or a JobSet whose `role` Job is `job`): the conditions its
     controller ended it with (tfdcontract.runstate), its suspension, then the newest of `pods`. The records are the
     run object's, the progress record the `role` Job's (the supervisor writes it on the chief's Job)."""
-    kind, annotations, status = run["kind"], runstate.annotations_of(run), job.status if job is not None else None
-    counts: dict[str, Any] = {key: (getattr(status, key) if status else None) or 0
-                              for key in ("active", "succeeded", "failed")}  # fmt: skip
+    kind, annotations, status = run["kind"], runstate.annotations_of(run), (job or {}).get("status") or {}
+    counts: dict[str, Any] = {key: status.get(key) or 0 for key in ("active", "succeeded", "failed")}
     counts.update(ending=annotations.get(ENDING_ANNOTATION, ""), end_reason=annotations.get(END_REASON_ANNOTATION, ""),
                   kind=kind, restarts=int((run.get("status") or {}).get("restarts") or 0),
-                  progress=((job.metadata.annotations or {}) if job is not None else {}).get(PROGRESS_ANNOTATION, ""))
+                  progress=annotations_of(job).get(PROGRESS_ANNOTATION, ""))
     name = str(run["metadata"]["name"])
     if (found := runstate.ended(run, kind)) is not None:  # which conditions end a Job or JobSet
         state, cond = found
@@ -178,7 +168,7 @@ def run_info(run: dict[str, Any], role: str, job: Any | None, pods: list[Any]) -
         message = cond.get("message") or f"{kind} suspended"
         return JobInfo(role, name, "Suspended", "Suspended", message, **counts, suspended_since=since)
     pod = newest(pods)
-    if pod is not None and pod.status and pod.status.phase == "Running":
+    if pod is not None and (pod.get("status") or {}).get("phase") == "Running":
         return JobInfo(role, name, "Running", "", "", **counts)
     if pod is not None:
         reason, message = pod_reason(pod)
@@ -193,7 +183,7 @@ def run_info(run: dict[str, Any], role: str, job: Any | None, pods: list[Any]) -
 
 def main_container(pod: Any, role: str) -> str | None:
     """The container named after the role (the chart's convention), else the first one."""
-    names = [c.name for c in (pod.spec.containers if pod.spec else None) or []]
+    names = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
     return role if role in names else (names[0] if names else None)
 
 
@@ -207,7 +197,7 @@ class Run:
     kind: str
     info: JobInfo
     document: Any = None  # the JSON; None: no run object (info.state Missing)
-    jobs: tuple[Any, ...] = ()  # a JobSet's child Jobs (client models)
+    jobs: tuple[Any, ...] = ()  # a JobSet's child Jobs
 
     @property
     def jobset(self) -> bool:
@@ -219,8 +209,8 @@ class Run:
 
 
 def in_jobset(obj: Any) -> bool:
-    """Whether a Job or pod (client model) was made by a JobSet."""
-    return JOBSET_NAME_LABEL in (obj.metadata.labels or {})
+    """Whether a Job or pod was made by a JobSet."""
+    return JOBSET_NAME_LABEL in labels_of(obj)
 
 
 def may_be_jobset(jobs: list[Any]) -> bool:
@@ -241,7 +231,7 @@ def find_run(api: KubeApi, release: str, namespace: str, jobs: list[Any], pods: 
     """The release's run from its Jobs (listed by the caller) and the candidate chief pods (for a Pending/Running
     state): its JobSet when it has one, else its run Job."""
     found = jobsets(api, namespace, release_selector(release)) if may_be_jobset(jobs) else []
-    return run_of(newest_document(found), jobs, list(pods))
+    return run_of(newest(found), jobs, list(pods))
 
 
 def run_of(jobset: dict[str, Any] | None, jobs: list[Any], pods: list[Any]) -> Run:
@@ -251,16 +241,12 @@ def run_of(jobset: dict[str, Any] | None, jobs: list[Any], pods: list[Any]) -> R
         native = [job for job in jobs if not in_jobset(job)]
         role = run_role(native)
         info = job_info(role, native, [pod for pod in pods if role_of(pod) == role and not in_jobset(pod)])
-        document = next((as_json(job) | {"kind": "Job"} for job in native if name_of(job) == info.name), None)
+        document = next(({**job, "kind": "Job"} for job in native if name_of(job) == info.name), None)
         return Run("Job", info, document)
     name, jobset = str(jobset["metadata"]["name"]), {**jobset, "kind": "JobSet"}
-    children = tuple(job for job in jobs if (job.metadata.labels or {}).get(JOBSET_NAME_LABEL) == name)
+    children = tuple(job for job in jobs if labels_of(job).get(JOBSET_NAME_LABEL) == name)
     role = RunView("JobSet", jobset).role  # its success policy's target: chief, or worker without a chief
-    own = [pod for pod in pods if role_of(pod) == role and (pod.metadata.labels or {}).get(JOBSET_NAME_LABEL) == name]
+    own = [pod for pod in pods if role_of(pod) == role and labels_of(pod).get(JOBSET_NAME_LABEL) == name]
     info = run_info(jobset, role, newest([job for job in children if role_of(job) == role]), own)
     return Run("JobSet", info, jobset, children)
 
-
-def newest_document(documents: list[dict[str, Any]]) -> dict[str, Any] | None:
-    return max(documents, key=lambda d: (d["metadata"].get("creationTimestamp") or "", d["metadata"]["name"]),
-               default=None)  # fmt: skip

@@ -1,7 +1,7 @@
 """`tfchart list`: this chart's releases in a namespace (or all of them), found by the chart's part-of label, each
 with its run state as `tfchart status` derives it (the run's Job, its chief pod's reported progress, else the record on
 the Job), the GPUs its unfinished pods request and its age. Pods and Services are read a page at a time: a large
-cluster's pods are never all held at once, and only the chief pods become client models.
+cluster's pods are never all held at once, and only the chief pods are kept.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster import objects
-from tfchart.cluster.kube import as_model
 from tfchart.cluster.status import read_progress, training_state
-from tfdcontract import CHART_NAME, CHIEF, COMPONENT_LABEL, INSTANCE_LABEL, PART_OF_LABEL, WORKER
+from tfdcontract import CHART_NAME, INSTANCE_LABEL, PART_OF_LABEL
+from tfdcontract.runstate import parse_time
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
@@ -43,14 +43,12 @@ class Found:
     jobsets: list[dict[str, Any]] = field(default_factory=list)
     chief_pods: list[Any] = field(default_factory=list)
     gpus: Counter[str] = field(default_factory=Counter)
-    created: datetime | None = None
+    created: float | None = None  # seconds since the epoch
 
-    def saw(self, created: datetime | str | None) -> None:
+    def saw(self, created: str | None) -> None:
         """The release is as old as its oldest Job or Service."""
-        if isinstance(created, str):
-            created = datetime.fromisoformat(created.replace("Z", "+00:00"))
-        if created is not None:
-            self.created = created if self.created is None else min(self.created, created)
+        if (at := parse_time(created)) is not None:
+            self.created = at if self.created is None else min(self.created, at)
 
 
 def list_runs(api: KubeApi, namespace: str | None, *, now: datetime | None = None) -> list[ReleaseRun]:
@@ -62,13 +60,13 @@ def list_runs(api: KubeApi, namespace: str | None, *, now: datetime | None = Non
         instance = (labels or {}).get(INSTANCE_LABEL)
         return found.setdefault((in_namespace or "", instance), Found()) if instance else None
 
-    for job in api.list_objects("Job", namespace, selector):  # a release has one or two
-        each = release_of(job.metadata.namespace, job.metadata.labels)
+    for job in api.items("Job", namespace, selector) or []:  # a release has one or two
+        each = release_of(job["metadata"].get("namespace"), job["metadata"].get("labels"))
         if each is not None:
             each.jobs.append(job)
-            each.saw(job.metadata.creation_timestamp)
+            each.saw(job["metadata"].get("creationTimestamp"))
     for page in api.pages("Service", namespace, selector):
-        for metadata in (service.get("metadata") or {} for service in page):
+        for metadata in (service["metadata"] for service in page):
             each = release_of(metadata.get("namespace"), metadata.get("labels"))
             if each is not None:
                 each.saw(metadata.get("creationTimestamp"))
@@ -89,21 +87,19 @@ def list_runs(api: KubeApi, namespace: str | None, *, now: datetime | None = Non
 
 
 def count_pod(each: Found, pod: dict[str, Any]) -> None:
-    spec, phase = pod.get("spec") or {}, (pod.get("status") or {}).get("phase")
-    if spec.get("nodeName") and phase not in FINISHED and not pod["metadata"].get("deletionTimestamp"):
-        each.gpus.update(objects.gpu_requests(c.get("resources") for c in spec.get("containers") or []))
-    if (pod["metadata"].get("labels") or {}).get(COMPONENT_LABEL) in (CHIEF, WORKER):  # a candidate chief
-        model = as_model("Pod", pod)
-        if objects.role_of(model) == objects.run_role(each.jobs) and objects.is_chief_pod(model):
-            each.chief_pods.append(model)
+    scheduled, phase = (pod.get("spec") or {}).get("nodeName"), (pod.get("status") or {}).get("phase")
+    if scheduled and phase not in FINISHED and not pod["metadata"].get("deletionTimestamp"):
+        each.gpus.update(objects.pod_gpus(pod))
+    if objects.role_of(pod) == objects.run_role(each.jobs) and objects.is_chief_pod(pod):  # a candidate chief
+        each.chief_pods.append(pod)
 
 
 def release_run(api: KubeApi, release: str, namespace: str, each: Found, now: datetime) -> ReleaseRun:
-    chief = objects.run_of(objects.newest_document(each.jobsets), each.jobs, each.chief_pods).info
+    chief = objects.run_of(objects.newest(each.jobsets), each.jobs, each.chief_pods).info
     own = [pod for pod in each.chief_pods if objects.role_of(pod) == chief.role]
     progress = read_progress(api, namespace, chief, own)[0]
     training = training_state(chief, progress)
-    age = int((now - each.created).total_seconds()) if each.created else None
+    age = None if each.created is None else int(now.timestamp() - each.created)
     step, total = (progress["step"], progress["train_steps"]) if progress else (None, None)
     since = chief.suspended_since if training["state"] == "Suspended" else None
     return ReleaseRun(release, namespace, training["state"], step, total, dict(sorted(each.gpus.items())), age, since,

@@ -48,6 +48,7 @@ from tfdcontract import (
     parse_step_line,
     release_selector,
 )
+from tfdcontract.runstate import parse_time
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
@@ -68,7 +69,7 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
     log read of the chief pod."""
     selector = release_selector(release)
     pods, stateful_sets, jobs, services = (
-        api.list_objects(kind, namespace, selector) for kind in ("Pod", "StatefulSet", "Job", "Service")
+        api.items(kind, namespace, selector) or [] for kind in ("Pod", "StatefulSet", "Job", "Service")
     )
     if not (pods or stateful_sets or jobs or services):
         raise KubernetesError(f"no release {release} in namespace {namespace}: no pods, StatefulSets, Jobs or "
@@ -82,8 +83,9 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
     progress, recorded, log_note = read_progress(api, namespace, chief, chief_pods)
     moment = now or datetime.now(timezone.utc)
     pod_rows = sorted((pod_row(pod, moment) for pod in pods), key=display_order)
-    set_rows = sorted(({"role": role_of(s), "name": name_of(s), "ready": (s.status and s.status.ready_replicas) or 0,
-                        "desired": 1 if s.spec.replicas is None else s.spec.replicas} for s in stateful_sets),
+    set_rows = sorted(({"role": role_of(s), "name": name_of(s),
+                        "ready": (s.get("status") or {}).get("readyReplicas") or 0,
+                        "desired": s["spec"].get("replicas", 1)} for s in stateful_sets),
                       key=display_order)  # fmt: skip
     versions, config_note, pinned = versions_served(api, release, namespace, services, progress)
     client_services = sorted((s for s in services if role_of(s) in (TENSORBOARD, SERVING)),
@@ -114,14 +116,13 @@ def display_order(row: dict[str, Any]) -> tuple[int, int, str]:
 def pod_row(pod: Any, now: datetime) -> dict[str, Any]:
     """A pod as the table and `pods` show it; `status` is its phase and, when it is another, why."""
     reason, message = pod_reason(pod)
-    created = pod.metadata.creation_timestamp
-    phase = (pod.status.phase if pod.status else None) or "Unknown"
-    phase = "Terminating" if pod.metadata.deletion_timestamp else phase
+    metadata, created = pod["metadata"], parse_time(pod["metadata"].get("creationTimestamp"))
+    phase = "Terminating" if metadata.get("deletionTimestamp") else (pod.get("status") or {}).get("phase") or "Unknown"
     return {"role": role_of(pod), "name": name_of(pod), "phase": phase, "ready": condition_true(pod, "Ready"),
-            "restarts": sum(s.restart_count or 0 for s in container_statuses(pod)),
-            "node": pod.spec.node_name if pod.spec else None,
+            "restarts": sum(s.get("restartCount") or 0 for s in container_statuses(pod)),
+            "node": (pod.get("spec") or {}).get("nodeName"),
             "gpus": [{"resource": name, "count": count} for name, count in pod_gpus(pod).items()],
-            "age_seconds": int((now - created).total_seconds()) if created else None, "reason": reason,
+            "age_seconds": None if created is None else int(now.timestamp() - created), "reason": reason,
             "message": message, "status": f"{phase}: {reason}" if reason and reason != phase else phase}  # fmt: skip
 
 
@@ -207,13 +208,13 @@ def versions_served(
     if not any(role_of(service) == SERVING for service in services):
         return None, "", []
     try:
-        config_maps = api.list_objects("ConfigMap", namespace, release_selector(release, SERVING))
+        config_maps = api.items("ConfigMap", namespace, release_selector(release, SERVING))
     except KubernetesError as error:
         return None, f"cannot read Serving's model config: {error.message} ({error.hint})", []
     if not config_maps:
         return None, "", []
     config_map = sorted(config_maps, key=name_of)[0]
-    text = (config_map.metadata.annotations or {}).get(MODEL_VERSION_POLICY_ANNOTATION)
+    text = (config_map["metadata"].get("annotations") or {}).get(MODEL_VERSION_POLICY_ANNOTATION)
     exported = progress["exported_versions"] if progress and progress["source"] == "tfd-status" else None
     versions = serving_versions(name_of(config_map), text, exported)
     missing, model = ", ".join(map(str, versions["missing"])), versions["model"]
@@ -298,7 +299,8 @@ def training_state(chief: JobInfo, progress: dict[str, Any] | None) -> dict[str,
 
 def endpoint(service: Any, namespace: str, pods: list[Any]) -> dict[str, Any]:
     role, name = role_of(service), name_of(service)
-    ports = [{"name": p.name or str(p.port), "port": int(p.port)} for p in service.spec.ports or []]
+    ports = [{"name": port.get("name") or str(port["port"]), "port": int(port["port"])}
+             for port in service["spec"].get("ports") or []]
     forwards = " ".join(f"{port['port']}:{port['port']}" for port in ports)
     return {"component": role, "service": name, "dns": f"{name}.{namespace}.svc", "ports": ports,
             "ready_pods": sum(1 for pod in pods if role_of(pod) == role and condition_true(pod, "Ready")),

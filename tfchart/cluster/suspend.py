@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from tfchart.cluster.objects import as_json, find_run, newest, role_of
+from tfchart.cluster.objects import find_run, newest, role_of
 from tfchart.cluster.wait import TimedOut
 from tfchart.errors import KubernetesError, TfchartError
 from tfdcontract import EVALUATOR, STATEFUL_ROLES, SUPERVISOR, TF_ROLES, WORKER, lifecycle, release_selector
@@ -50,23 +50,21 @@ class Outcome:
 def read(api: KubeApi, release: str, namespace: str) -> lifecycle.RunView:
     """The release's objects as the planner reads them, found by the chart's labels; refused when there are none."""
     selector = release_selector(release)
-    sets, jobs, deployments, pods = (api.list_objects(kind, namespace, selector)
+    sets, jobs, deployments, pods = (api.items(kind, namespace, selector) or []
                                      for kind in ("StatefulSet", "Job", "Deployment", "Pod"))  # fmt: skip
     run = find_run(api, release, namespace, jobs)  # a JobSet release: its JobSet, also before it made its Jobs
     if not (sets or jobs or deployments or run.jobset):
         raise KubernetesError(f"no release {release} in namespace {namespace}: no StatefulSets, Jobs, Deployments or "
                               "JobSet carry its labels",
                               f"check the release name and namespace: `helm list -n {namespace}` (or `helm list -A`)")
-    found = newest([d for d in deployments if role_of(d) == SUPERVISOR])
-    supervisor, tf_pods = as_json(found) if found else None, [as_json(p) for p in pods if role_of(p) in TF_ROLES]
+    supervisor, tf_pods = newest([d for d in deployments if role_of(d) == SUPERVISOR]), [
+        p for p in pods if role_of(p) in TF_ROLES]
     if run.jobset:
-        view = lifecycle.RunView("JobSet", {**run.document, "kind": "JobSet"}, supervisor=supervisor, pods=tf_pods,
-                                 jobs=[as_json(job) for job in run.jobs])  # fmt: skip
+        view = lifecycle.RunView("JobSet", run.document, supervisor=supervisor, pods=tf_pods, jobs=list(run.jobs))
         return replace(view, workload=kueue_workload(api, view.run, namespace) if view.queue else None)
     evaluator = newest([job for job in jobs if role_of(job) == EVALUATOR])
-    job = None if run.document is None else {**as_json(run.document), "kind": "Job"}
-    return lifecycle.RunView("Job", job, [as_json(s) for s in sets if role_of(s) in STATEFUL_ROLES],
-                             as_json(evaluator) if evaluator else None, supervisor, tf_pods)
+    return lifecycle.RunView("Job", run.document, [s for s in sets if role_of(s) in STATEFUL_ROLES], evaluator,
+                             supervisor, tf_pods)
 
 
 def carry_out(api: KubeApi, release: str, namespace: str, timeout: float | None, *, wanted: str, force: bool = False,

@@ -55,7 +55,7 @@ def wait(
     while True:
         left = None if deadline is None else deadline - clock()  # before the look: a run ended by then is an answer
         try:
-            run = find_run(api, release, namespace, api.list_objects("Job", namespace, release_selector(release)))
+            run = find_run(api, release, namespace, api.items("Job", namespace, release_selector(release)) or [])
         except AccessDenied:
             raise
         except KubernetesError:  # an API server restarting or a proxy's hiccup must not end an hours-long wait
