@@ -81,10 +81,6 @@ class Operation:
         return f"{self.verb} {target}{where}"
 
 
-def _selectors(label_selector: str, field_selector: str) -> dict[str, str]:
-    return {k: v for k, v in (("label_selector", label_selector), ("field_selector", field_selector)) if v}
-
-
 class KubeApi:
     """The few list/read/log/patch/delete calls tfchart needs. `client_factory` builds the ApiClient on first use
     (from_config: from the kubeconfig); `source` says where the configuration came from, for error hints."""
@@ -143,7 +139,8 @@ class KubeApi:
         one answer), none where the resource is not served (404): a caller keeps one page, however large the cluster,
         and builds no models (15,000 pods: 500 MB, 8-17 s)."""
         operation = Operation("list", resource_name(kind), namespace)
-        more: dict[str, Any] = ({"limit": page_size} if page_size else {}) | _selectors(label_selector, field_selector)
+        more: dict[str, Any] = {key: value for key, value in (("limit", page_size), ("label_selector", label_selector),
+                                                             ("field_selector", field_selector)) if value}
         while (listed := self._call(operation, lambda: _json_or_none(
                 self._bound(kind, "list", namespace), **more, **RAW))) is not None:
             yield list(listed.get("items") or [])

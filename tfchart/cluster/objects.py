@@ -203,10 +203,6 @@ class Run:
     def jobset(self) -> bool:
         return self.kind == "JobSet"
 
-    @property
-    def annotations(self) -> dict[str, str]:
-        return dict(annotations_of(self.document))
-
 
 def in_jobset(obj: Any) -> bool:
     """Whether a Job or pod was made by a JobSet."""

@@ -17,6 +17,7 @@ from tfchart.cluster.kube import AccessDenied
 from tfchart.cluster.objects import JobInfo, find_run
 from tfchart.errors import KubernetesError, TfchartError
 from tfdcontract import RECREATING_ANNOTATION, release_selector
+from tfdcontract.runstate import annotations_of
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
@@ -70,7 +71,7 @@ def wait(
                             "check the release name and namespace (`tfchart list -A`); a finished run's Job (or "
                             "JobSet) may have been removed by ttlSecondsAfterFinished: its result is in "
                             "<storage>/status.json")  # fmt: skip
-            marked = info.state == "Missing" or RECREATING_ANNOTATION in run.annotations
+            marked = info.state == "Missing" or RECREATING_ANNOTATION in annotations_of(run.document)
             if marked and not recreating:
                 notice(f"release {release}'s run is being re-created (`tfchart upgrade --recreate` deletes its "
                        f"{run.kind}): waiting for the new run to end")
