@@ -7,6 +7,7 @@ cluster's pods are never all held at once, and only the chief pods are kept.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -43,12 +44,7 @@ class Found:
     jobsets: list[dict[str, Any]] = field(default_factory=list)
     chief_pods: list[Any] = field(default_factory=list)
     gpus: Counter[str] = field(default_factory=Counter)
-    created: float | None = None  # seconds since the epoch
-
-    def saw(self, created: str | None) -> None:
-        """The release is as old as its oldest Job or Service."""
-        if (at := parse_time(created)) is not None:
-            self.created = at if self.created is None else min(self.created, at)
+    created: float | None = None  # seconds since the epoch: of its oldest Job, Service or JobSet
 
 
 def list_runs(api: KubeApi, namespace: str | None, *, now: datetime | None = None) -> list[ReleaseRun]:
@@ -56,32 +52,26 @@ def list_runs(api: KubeApi, namespace: str | None, *, now: datetime | None = Non
     selector = f"{PART_OF_LABEL}={CHART_NAME}"
     found: dict[tuple[str, str], Found] = {}
 
-    def release_of(in_namespace: str | None, labels: dict[str, str] | None) -> Found | None:
-        instance = (labels or {}).get(INSTANCE_LABEL)
-        return found.setdefault((in_namespace or "", instance), Found()) if instance else None
+    def release_of(obj: dict[str, Any]) -> Found | None:
+        metadata = obj["metadata"]
+        instance = (metadata.get("labels") or {}).get(INSTANCE_LABEL)
+        return found.setdefault((metadata.get("namespace") or "", instance), Found()) if instance else None
 
-    for job in api.items("Job", namespace, selector) or []:  # a release has one or two
-        each = release_of(job["metadata"].get("namespace"), job["metadata"].get("labels"))
-        if each is not None:
-            each.jobs.append(job)
-            each.saw(job["metadata"].get("creationTimestamp"))
-    for page in api.pages("Service", namespace, selector):
-        for metadata in (service["metadata"] for service in page):
-            each = release_of(metadata.get("namespace"), metadata.get("labels"))
-            if each is not None:
-                each.saw(metadata.get("creationTimestamp"))
-    for page in api.pages("Pod", namespace, selector):
-        for pod in page:
-            metadata = pod.get("metadata") or {}
-            each = release_of(metadata.get("namespace"), metadata.get("labels"))
-            if each is not None:
-                count_pod(each, pod)
+    def read(kind: str, pages: Iterable[list[dict[str, Any]]]) -> None:
+        for obj in (obj for page in pages for obj in page):
+            if (each := release_of(obj)) is None:
+                continue
+            if kind == "Pod":
+                count_pod(each, obj)
+            elif (at := parse_time(obj["metadata"].get("creationTimestamp"))) is not None:
+                each.created = at if each.created is None else min(each.created, at)
+            {"Job": each.jobs, "JobSet": each.jobsets}.get(kind, []).append(obj)
+
+    read("Job", [api.items("Job", namespace, selector) or []])  # a release has one or two
+    read("Service", api.pages("Service", namespace, selector))
+    read("Pod", api.pages("Pod", namespace, selector))
     if any(objects.may_be_jobset(each.jobs) for each in found.values()):  # JobSet releases (workload.kind=jobset)
-        for jobset in objects.jobsets(api, namespace, selector):
-            each = release_of(jobset["metadata"].get("namespace"), jobset["metadata"].get("labels"))
-            if each is not None:
-                each.jobsets.append(jobset)
-                each.saw(jobset["metadata"].get("creationTimestamp"))
+        read("JobSet", [objects.jobsets(api, namespace, selector)])
     moment = now or datetime.now(timezone.utc)
     return [release_run(api, release, ns, each, moment) for (ns, release), each in sorted(found.items())]
 
