@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from dataclasses import asdict, is_dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -62,8 +63,9 @@ def output_option(human: str) -> Callable[[F], F]:
 
 
 def emit(data: Any, output: str) -> None:
-    """The report as JSON or YAML on stdout; YAML is PyYAML's safe_dump of the very data JSON gets."""
-    plain = json.loads(json.dumps(data, default=str))
+    """The report (a dataclass as its fields) as JSON or YAML on stdout; YAML is the very data JSON gets."""
+    plain = json.loads(json.dumps(data, default=lambda o: asdict(o) if is_dataclass(o) and not isinstance(o, type)
+                                  else str(o)))
     if output == "yaml":
         import yaml
 

@@ -78,7 +78,7 @@ def list_images(name: str, values: ValuesInputs, namespace: str, output: str) ->
     if output == "text":
         click.echo("\n".join(p.image for p in pulled))
     else:
-        emit([p.as_dict() for p in pulled], output)
+        emit(pulled, output)
 
 
 def namespace_after_values(kube: KubeInputs, values: ValuesInputs, name: str) -> str:

@@ -6,7 +6,6 @@ import functools
 import math
 import sys
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -127,7 +126,7 @@ def list_releases(all_namespaces: bool, output: str, kube: KubeInputs) -> None:
     where = None if all_namespaces else kube.namespace()
     runs = releases.list_runs(kube.api(), where)
     if output != "table":
-        return emit([asdict(run) for run in runs], output)
+        return emit(runs, output)
     if not runs:
         return click.echo(f"no tf-distributed releases {f'in namespace {where}' if where else 'in any namespace'}",
                           err=True)  # fmt: skip
@@ -186,7 +185,7 @@ def no_workdir(workdir: Path | None, kube: KubeInputs) -> str:
 def report(outcome: Any, output: str, closing: str) -> None:
     """One line per thing done (then per thing already done), and where the run stands; or the outcome as data."""
     if output != "text":
-        return emit(asdict(outcome), output)
+        return emit(outcome, output)
     for line in outcome.unchanged:
         click.echo(f"  {line}")
     for line in outcome.actions:

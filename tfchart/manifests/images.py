@@ -4,7 +4,7 @@ included), for mirroring into an air-gapped registry with `skopeo copy` or `cran
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from tfchart.manifests.workloads import workloads
@@ -25,9 +25,6 @@ class PulledImage:
     tag: str
     digest: str
     components: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def parse_reference(image: str) -> PulledImage:
