@@ -414,9 +414,11 @@ def test_an_ending_is_acted_on_at_once_not_at_the_next_poll(release: Any, tmp_pa
     assert watches and all(allowed(rules, r) for r in run.server.requests)  # the Role allows every request
     lists = [r for r in run.server.requests if r.call.verb == "list" and r.call.resource == "jobs"]
     assert len(lists) == {"none": 1, "cut": 1, "expired": 2}[cut]  # the first list, and one after a 410
-    if cut != "none":
-        resumed = [dict(r.call.params)["resourceVersion"] for r in watches if r.status == 200]
-        assert len(resumed) >= 2 and "0" not in resumed, resumed  # each from the last resourceVersion seen
+    if cut != "none":  # every watch cut: each watcher resumes from the last resourceVersion it saw, never "0"; the
+        # pods' watch (not refused) may bring the chief's failure first, and the run ends before the Jobs' resumes
+        answered = [r for r in run.server.requests if r.call.verb == "watch" and r.status == 200]
+        resumed = [dict(r.call.params)["resourceVersion"] for r in answered]
+        assert len(answered) > len({r.call.resource for r in answered}) and "0" not in resumed, resumed
 
 
 # -- upgrading a finished release --------------------------------------------------------------
