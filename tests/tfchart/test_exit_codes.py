@@ -18,7 +18,7 @@ from tests.chartlib import REPO
 from tests.kubeapi import KubeServer, kube_server
 from tests.kubeapi_rbac import service_account
 from tfchart.cli.app import main
-from tfchart.cluster.wait import NO_RUN_EXIT, TIMED_OUT_EXIT
+from tfchart.cluster.suspend import NO_RUN_EXIT, TIMED_OUT_EXIT
 from tfchart.errors import ClusterUnavailable, TfchartError, UsageError
 
 CANNOT_ASK = ClusterUnavailable.exit_code

@@ -15,7 +15,7 @@ from tests import kubeapi as kf
 from tests.chartlib import REPO
 from tests.kubeapi import Call, KubeServer, kube_server
 from tfchart.cli.formats import DURATION
-from tfchart.cluster.wait import NO_RUN_EXIT, TIMED_OUT_EXIT
+from tfchart.cluster.suspend import NO_RUN_EXIT, TIMED_OUT_EXIT
 
 NS = "team-a"
 CHIEF = "mnist-tf-distributed-chief"

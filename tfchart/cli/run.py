@@ -104,7 +104,7 @@ def logs(name: str, role: str | None, index: int, all_roles: bool, follow: bool,
 def wait(name: str, timeout: float | None, kube: KubeInputs) -> None:
     """Block until release NAME's run ends. Exit 0 Succeeded, 1 Failed (the reason on stderr), 3 no run
     (never there, or deleted while waiting), 124 --timeout passed."""
-    from tfchart.cluster import wait as run_wait
+    from tfchart.cluster import suspend as run_wait
 
     ended = run_wait.wait(kube.api(), name, kube.namespace(), timeout,
                           notice=lambda line: click.secho(f"note: {line}", fg="yellow", err=True))

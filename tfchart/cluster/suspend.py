@@ -1,9 +1,15 @@
-"""`tfchart stop`, `suspend` and `resume`: write the wanted state on the run's object, wait until it is reached.
+"""`tfchart stop`, `suspend`, `resume` and `wait`: the run's wanted state written on its object, then waited for.
 
 The state and the order of the steps are tfdcontract.lifecycle's (docs/lifecycle.md): `plan` returns the next step.
 Where the run supervisor runs (a Ready replica) it carries the plan out and tfchart only writes the wanted state and
 waits; where it does not, or with --force, tfchart itself reads, plans, patches, reads again until reached. A command
 killed and run again continues from what the cluster holds. Past --timeout it names what is pending and exits 124.
+
+`wait` blocks until the run ends, read from the cluster only (the run's Job or JobSet: its Complete/Failed conditions,
+else the ending recorded on it by the supervisor or `tfchart stop`), polled, so a wait started after the run ended
+answers at once. Once the run was seen, a few failed polls in a row (an API server restarting) are waited out. A
+suspended run has not ended (the wait says so once per suspension), nor one that `tfchart upgrade --recreate` deletes
+(marked first, RECREATING_ANNOTATION): the wait goes on for the new one.
 """
 
 from __future__ import annotations
@@ -14,10 +20,19 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from tfchart.cluster.kube import AccessDenied
 from tfchart.cluster.objects import find_run, newest, role_of
-from tfchart.cluster.wait import TimedOut
 from tfchart.errors import KubernetesError, TfchartError
-from tfdcontract import EVALUATOR, STATEFUL_ROLES, SUPERVISOR, TF_ROLES, WORKER, lifecycle, release_selector
+from tfdcontract import (
+    EVALUATOR,
+    RECREATING_ANNOTATION,
+    STATEFUL_ROLES,
+    SUPERVISOR,
+    TF_ROLES,
+    WORKER,
+    lifecycle,
+    release_selector,
+)
 from tfdcontract.lifecycle import RUNNING_WANTED, STOPPED_WANTED, SUSPENDED_WANTED, TERMINAL, Backoff, Step
 from tfdcontract.lifecycle import annotations_of as notes
 from tfdcontract.lifecycle import name_of as named
@@ -27,11 +42,25 @@ if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
 
 POLL_SECONDS = 1.0
+WAIT_POLL_SECONDS = 2.0  # `tfchart wait`: it may wait for hours
+TIMED_OUT_EXIT = 124  # as timeout(1): the wanted state not reached, or the run not ended, in time
+NO_RUN_EXIT = 3  # wait: no run to wait for: the release (or its run's Job) is not there, or was deleted
+FAILED_POLLS_TOLERATED = 5  # wait: in a row, once the run was seen
 SEEN_SECONDS = 15.0  # for a Ready supervisor to take the wanted state up (its watch wakes it at once; its poll is 10 s)
 GRACE_MARGIN_SECONDS = 60  # after the pods' terminationGracePeriodSeconds, for the kubelet to report them gone
 RESUME_TIMEOUT_SECONDS = 600.0  # ps/workers scheduled, images pulled, servers listening
 VERBS = {SUSPENDED_WANTED: "suspend", RUNNING_WANTED: "resume", STOPPED_WANTED: "stop"}
 STATES = {SUSPENDED_WANTED: "Suspended", RUNNING_WANTED: "Running", STOPPED_WANTED: "Stopped"}
+
+
+class TimedOut(TfchartError):
+    """A wait given up at its --timeout (`tfchart wait`, `stop`, `suspend`, `resume`)."""
+
+    exit_code = TIMED_OUT_EXIT
+
+
+class NoRun(KubernetesError):
+    exit_code = NO_RUN_EXIT
 
 
 @dataclass
@@ -237,3 +266,60 @@ def kueue_workload(api: KubeApi, jobset: Mapping[str, Any] | None, namespace: st
             found = lifecycle.owned(listed, jobset or {})
             return None if found is None else {**found, "apiVersion": f"{KUEUE_GROUP}/{version}"}
     return None
+
+
+# -- `tfchart wait` ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Ended:
+    state: str  # Succeeded | Failed (a run stopped early counts as Failed: it did not succeed)
+    reason: str
+
+
+def wait(
+    api: KubeApi, release: str, namespace: str, timeout: float | None, *,
+    clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+    notice: Callable[[str], None] = lambda line: None,
+) -> Ended:  # fmt: skip
+    """The run's ending, once it has one; raises TimedOut after `timeout` seconds (None: never). `notice`
+    gets a line when the run is found suspended (once per suspension)."""
+    deadline = None if timeout is None else clock() + timeout
+    seen, failed_polls, suspended, recreating = False, 0, False, False
+    while True:
+        left = None if deadline is None else deadline - clock()  # before the look: a run ended by then is an answer
+        try:
+            run = find_run(api, release, namespace, api.items("Job", namespace, release_selector(release)) or [])
+        except KubernetesError as error:  # an API server restarting or a proxy's hiccup must not end an hours-long wait
+            failed_polls += 1
+            if isinstance(error, AccessDenied) or not seen or failed_polls > FAILED_POLLS_TOLERATED:
+                raise
+        else:
+            failed_polls, info = 0, run.info
+            if info.state == "Missing" and not recreating:  # none, and none is being re-created
+                gone = "was deleted while waiting" if seen else f"has no run in namespace {namespace}"
+                raise NoRun(f"release {release} {gone}: no chief (or workers') Job carries its labels, nor a JobSet",
+                            "check the release name and namespace (`tfchart list -A`); a finished run's Job (or "
+                            "JobSet) may have been removed by ttlSecondsAfterFinished: its result is in "
+                            "<storage>/status.json")  # fmt: skip
+            marked = info.state == "Missing" or RECREATING_ANNOTATION in notes(run.document)
+            if marked and not recreating:
+                notice(f"release {release}'s run is being re-created (`tfchart upgrade --recreate` deletes its "
+                       f"{run.kind}): waiting for the new run to end")
+            recreating, detail = marked, f"{info.reason}: {info.message}" if info.message else info.reason
+            if info.state in ("Succeeded", "Failed") and not marked:
+                return Ended(info.state, "; ".join(part for part in (detail, info.end_reason) if part))
+            if info.ending and not marked:  # stopped (`tfchart stop --end-run`) or ended by the supervisor first
+                return Ended("Failed", info.end_reason or f"the run ended ({info.ending}) before its {run.kind} "
+                                                          "completed")  # fmt: skip
+            if info.state == "Suspended" and not suspended:
+                notice(f"release {release}'s run is suspended (since {info.suspended_since}): it has not ended, "
+                       f"waiting until it is resumed (`tfchart resume {release} -n {namespace}`) and ends")
+            suspended = info.state == "Suspended"
+        seen = True
+        if left is not None and left <= 0:
+            still, whole = "is suspended" if suspended else "still runs", int(timeout or 0)
+            after = f"{whole // 60}m{whole % 60:02d}s" if whole >= 60 else f"{timeout:g}s"
+            raise TimedOut(f"release {release}'s run has not ended after {after}: it {still}",
+                           f"see where it is: `tfchart status {release} -n {namespace}`; wait longer with "
+                           "--timeout, or leave it out to wait until the run ends")
+        sleep(WAIT_POLL_SECONDS if left is None else min(WAIT_POLL_SECONDS, left))
+
