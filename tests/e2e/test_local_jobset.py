@@ -28,7 +28,7 @@ from tests.e2e.test_local import assert_none_left
 from tfchart.errors import UsageError
 from tfchart.local.containers import plan_from_manifests
 from tfchart.local.jobset import JobSetSpec
-from tfchart.local.jobsetrun import COMPLETED, FAILED, Event, JobSetRun
+from tfchart.local.jobsetrun import COMPLETED, FAILED, Event, JobSetRun, condition
 from tfchart.local.objects import advance, describe, outcome, resumed
 from tfchart.local.pods import rendered_pods, workload_of
 from tfchart.local.processes import localise_cluster
@@ -268,12 +268,13 @@ def test_exit_code_2_anywhere_fails_the_jobset_at_once() -> None:
     worker = pod_names("worker", 2)[1]
     run.engine.exit(worker, 2)
     run.settle(0.0)
-    assert run.controller.state == FAILED and run.controller.reason == "FailJobSetFailurePolicyAction"
+    assert run.controller.state == FAILED and condition(run.controller.doc)["reason"] == "FailJobSetFailurePolicyAction"
     assert run.controller.rule is not None and run.controller.rule["name"] == "ExitCode2FailsTheRun"
     first = run.controller.first_failed
-    assert first is not None and first.culprit == worker and first.reason == "PodFailurePolicy"
-    assert first.message == (f"Container worker for pod {NS}/{worker} failed with exit code 2 matching FailJob rule "
-                             "at index 0")  # fmt: skip
+    failed = condition(first.doc) if first else {}
+    assert first is not None and first.culprit == worker and failed["reason"] == "PodFailurePolicy"
+    assert failed["message"] == (f"Container worker for pod {NS}/{worker} failed with exit code 2 matching FailJob "
+                                 "rule at index 0")  # fmt: skip
     assert sorted(run.engine.killed) == sorted(name for name in run.engine.processes if name != worker)
     started = len(run.engine.started)
     run.settle(60)
@@ -307,7 +308,7 @@ def test_other_failures_retry_up_to_backoff_limit_then_the_jobset_restarts_up_to
     run.settle(1.0)
     run.engine.exit(chief, 1)
     run.settle(0.1)
-    assert run.controller.state == FAILED and run.controller.reason == "ReachedMaxRestarts"
+    assert run.controller.state == FAILED and condition(run.controller.doc)["reason"] == "ReachedMaxRestarts"
     assert run.controller.rule is None and outcome(run.controller) == (
         f"JobSet {JS} Failed (ReachedMaxRestarts): no failure policy rule matched, and JobSet's default, "
         f"RestartJobSet, had used up maxRestarts 1; Job {JS}-chief-0 failed: BackoffLimitExceeded: Job has reached the "
@@ -324,7 +325,7 @@ def test_the_chiefs_deadline_ends_the_run_by_its_rule() -> None:
     run.settle(1.0)
     assert run.controller.state == FAILED and run.controller.rule is not None
     assert run.controller.rule["name"] == "DeadlineEndsTheRun" and run.controller.first_failed is not None
-    assert run.controller.first_failed.message == "Job was active longer than specified deadline"
+    assert condition(run.controller.first_failed.doc)["message"] == "Job was active longer than specified deadline"
 
 
 def test_a_suspended_jobset_stops_the_chief_first_then_every_pod_and_starts_nothing() -> None:
@@ -335,7 +336,7 @@ def test_a_suspended_jobset_stops_the_chief_first_then_every_pod_and_starts_noth
         run.settle()
     assert advance(run.controller, suspend=True) == ("", [f"suspended JobSet {JS}"])  # tfdcontract.lifecycle's step
     assert run.engine.killed[0] == chief and sorted(run.engine.killed[1:]) == sorted([ps, worker])  # its checkpoint
-    assert SUSPENDED_ANNOTATION in run.controller.annotations
+    assert SUSPENDED_ANNOTATION in run.controller.doc["metadata"]["annotations"]
     for _ in range(3):
         run.settle(5.0)
     assert advance(run.controller, suspend=True) == ("Suspended", []) and len(run.engine.started) == 3
@@ -371,7 +372,8 @@ def test_native_pods_start_at_once_statefulsets_come_back_and_the_chiefs_job_end
     run.engine.exit(chief, 1)
     run.settle(0.1)
     assert run.controller.state == FAILED and run.controller.first_failed is not None
-    assert run.controller.first_failed.culprit == chief and run.controller.first_failed.reason == "BackoffLimitExceeded"
+    assert run.controller.first_failed.culprit == chief
+    assert condition(run.controller.first_failed.doc)["reason"] == "BackoffLimitExceeded"
     assert run.engine.killed == []  # the ending is the planner's: ps/worker to 0, then the ending recorded
     state, lines = advance(run.controller, suspend=False)
     assert state == "" and sorted(run.engine.killed) == sorted([ps, worker]) and lines == [
@@ -417,7 +419,7 @@ def test_a_native_chiefs_exit_2_fails_the_run_at_once_and_its_success_completes_
     run.engine.exit(f"{JS}-chief", 2)
     run.settle(0.0)
     assert run.controller.state == FAILED and run.controller.first_failed is not None
-    assert run.controller.first_failed.reason == "PodFailurePolicy"
+    assert condition(run.controller.first_failed.doc)["reason"] == "PodFailurePolicy"
     run = native_run("training.strategy=multi_worker_mirrored", "chief.replicas=0", "worker.replicas=2")
     workers = [f"{JS}-worker-0", f"{JS}-worker-1"]
     run.settle()

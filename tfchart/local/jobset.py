@@ -15,7 +15,7 @@ import copy
 import hashlib
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,12 +69,13 @@ class JobTemplate:
         return None
 
 
-def failure_rule_applies(rule: dict[str, Any], rjob: str, reason: str, message: str) -> bool:
-    """Whether a rule of the JobSet's failurePolicy applies to a failed Job (a list left out: any)."""
+def failure_rule_applies(rule: dict[str, Any], rjob: str, failed: Mapping[str, Any]) -> bool:
+    """Whether a rule of the JobSet's failurePolicy applies to a failed Job (its Failed condition; a list left out:
+    any)."""
     reasons, targets, patterns = (rule.get(key) for key in ("onJobFailureReasons", "targetReplicatedJobs",
                                                             "onJobFailureMessagePatterns"))  # fmt: skip
-    return ((not reasons or reason in reasons) and (not targets or rjob in targets)
-            and (not patterns or any(re.search(p, message) for p in patterns)))  # fmt: skip
+    return ((not reasons or failed["reason"] in reasons) and (not targets or rjob in targets)
+            and (not patterns or any(re.search(p, failed["message"]) for p in patterns)))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,7 @@ class JobSetSpec:
     success_targets: tuple[str, ...]  # empty: every replicatedJob
     max_restarts: int
     rules: tuple[dict[str, Any], ...]  # its failurePolicy's rules, each named (JobSet's default name where unnamed)
+    doc: dict[str, Any]  # the rendered JobSet (a native release's: the run's Job's name only)
     kind: str = "JobSet"  # or Job: a native release's controllers (native_spec)
 
     @classmethod
@@ -148,7 +150,7 @@ class JobSetSpec:
         success = spec.get("successPolicy") or {}
         return cls(name, namespace, tuple(rjobs), str(success.get("operator", "All")),
                    tuple(success.get("targetReplicatedJobs") or ()), int(failure.get("maxRestarts", 0)),
-                   tuple(rules))  # fmt: skip
+                   tuple(rules), doc)  # fmt: skip
 
     @property
     def jobs(self) -> list[JobTemplate]:
@@ -163,7 +165,8 @@ def native_spec(workloads: Sequence[tuple[dict[str, Any], list[str]]], run_job: 
             for doc, pods in workloads]  # fmt: skip
     rule = {"name": run_job, "action": FAIL_JOBSET, "targetReplicatedJobs": [run_job]}
     rjobs = tuple(ReplicatedJob(job.name, (), (job,)) for job in jobs)
-    return JobSetSpec(run_job, namespace, rjobs, "All", (run_job,), 0, (rule,), kind="Job")
+    return JobSetSpec(run_job, namespace, rjobs, "All", (run_job,), 0, (rule,), {"metadata": {"name": run_job},
+                      "spec": {}}, kind="Job")  # fmt: skip
 
 
 def job_template(jobset: str, rjob: str, template: dict[str, Any], names: tuple[str, ...] = ()) -> JobTemplate:

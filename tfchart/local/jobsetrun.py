@@ -1,13 +1,15 @@
 """The controllers of a local run, JobSet v0.12.0's and Kubernetes' Job and StatefulSet controllers, over the pods the
 engine runs (processes or containers), one reconcile pass at a time (`JobSetRun.reconcile`, from the wait loop);
 docs/architecture.md, section 8, says what they do. A native release runs as one JobSetRun too (jobset.native_spec):
-its Jobs and StatefulSets created at once, the chief's Job the run's. `hold` is how the plan's actions reach them
-(objects.py): a Job or the JobSet suspended, a StatefulSet scaled. Every step is an `Event`, as Kubernetes' events
-name them.
+its Jobs and StatefulSets created at once, the chief's Job the run's. Their state is the API's objects themselves
+(plain dicts: each Job or StatefulSet as rendered, with its status, and the JobSet), which tfdcontract.lifecycle's
+plan reads and patches (objects.py); `hold` is how they answer a patch of their spec. Every step is an `Event`, as
+Kubernetes' events name them.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import signal
 import time
@@ -29,7 +31,7 @@ from tfchart.local.jobset import (
     JobTemplate,
     failure_rule_applies,
 )
-from tfdcontract.runstate import FAILED, RUNNING
+from tfdcontract.runstate import FAILED, QUEUE_LABEL, RUNNING
 
 if TYPE_CHECKING:
     from tfchart.local.processes import LocalCluster
@@ -63,30 +65,43 @@ class PodRun:
     probed: float = -math.inf
 
 
+def condition(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """An object's Complete (a JobSet's: Completed) or Failed condition, as its controller writes it; {}: running."""
+    return next(iter(doc["status"]["conditions"]), {})
+
+
+def ended_as(doc: dict[str, Any], kind: str, reason: str, message: str) -> None:
+    doc["status"]["conditions"] = [{"type": kind, "status": "True", "reason": reason, "message": message}]
+
+
 @dataclass
 class JobRun:
     template: JobTemplate
     pods: list[PodRun]
+    doc: dict[str, Any]  # the Job (or StatefulSet) as the API shows it: spec.suspend (spec.replicas), status.conditions
     created: float | None = None
     failures: int = 0
-    condition: str | None = None  # Complete or Failed
-    reason: str = ""
-    message: str = ""
     ended: float = 0.0
     culprit: str | None = None  # the pod whose exit failed it
-    suspended: bool = False  # a Job's spec.suspend: its pods stopped, none started
-    replicas: int = 0  # a StatefulSet's spec.replicas (as rendered: its pods): the pods of lower ordinals run
-    annotations: dict[str, str] = field(default_factory=dict)  # the records tfdcontract.lifecycle writes on it
+
+    @property
+    def state(self) -> str:
+        """Complete or Failed, "" while it runs."""
+        return str(condition(self.doc).get("type", ""))
+
+    @property
+    def suspended(self) -> bool:
+        return bool(self.doc["spec"].get("suspend"))
 
     def runs(self, pod: PodRun) -> bool:
         """Whether its controller keeps the pod running: its Job is not suspended, its ordinal is wanted."""
-        return not self.suspended and pod.index < self.replicas
+        return not self.suspended and pod.index < int(self.doc["spec"].get("replicas", len(self.pods)))
 
     @property
     def ready(self) -> bool:
         """Counted Ready in its replicatedJob's status: active, with succeeded + ready pods >= its pods."""
         pods = min(self.template.parallelism, self.template.completions)
-        return self.condition is None and sum(p.succeeded or p.ready for p in self.pods) >= pods
+        return not self.state and sum(p.succeeded or p.ready for p in self.pods) >= pods
 
 
 @dataclass
@@ -96,15 +111,11 @@ class JobSetRun:
     pods: Mapping[str, Any]  # pod name -> the pod to start (processes.LocalPod)
     on_event: Callable[[Event], None]
     clock: Callable[[], float] = time.monotonic
-    state: str = RUNNING
-    reason: str = ""
-    message: str = ""
     rule: dict[str, Any] | None = None  # the failure policy rule that ended the run
     first_failed: JobRun | None = None
     restarts: int = 0
     counted: int = 0  # restarts counted against maxRestarts
-    suspended: bool = False  # the JobSet's spec.suspend
-    annotations: dict[str, str] = field(default_factory=dict)  # on the JobSet
+    doc: dict[str, Any] = field(default_factory=dict)  # the JobSet (a native release's: its name) as the API shows it
     jobs: dict[str, JobRun] = field(default_factory=dict)
     starts: dict[str, int] = field(default_factory=dict)  # pod name -> pods started under it
     starting: list[tuple[Any, str]] = field(default_factory=list)  # pods (and why) started at once by this pass
@@ -112,11 +123,22 @@ class JobSetRun:
     def __post_init__(self) -> None:
         missing = [name for job in self.spec.jobs for name in job.pods if name not in self.pods]
         assert not missing, f"pods of JobSet {self.spec.name} not rendered: {missing}"
+        self.doc = {**copy.deepcopy(self.spec.doc), "status": {"conditions": []}}
+        self.doc["metadata"].get("labels", {}).pop(QUEUE_LABEL, None)  # no Kueue here: the JobSet suspends itself
         self.jobs = self._fresh()
 
     def _fresh(self) -> dict[str, JobRun]:
-        jobs = [JobRun(t, [PodRun(n, i) for i, n in enumerate(t.pods)], replicas=len(t.pods)) for t in self.spec.jobs]
-        return {job.template.name: job for job in jobs}
+        return {t.name: JobRun(t, [PodRun(n, i) for i, n in enumerate(t.pods)],
+                               {**copy.deepcopy(t.doc), "status": {"conditions": []}}) for t in self.spec.jobs}
+
+    @property
+    def state(self) -> str:
+        """Completed or Failed, else Running."""
+        return str(condition(self.doc).get("type", RUNNING))
+
+    @property
+    def suspended(self) -> bool:
+        return bool(self.doc["spec"].get("suspend"))
 
     @property
     def finished(self) -> bool:
@@ -128,24 +150,22 @@ class JobSetRun:
     def restarts_of(self, pod: str) -> int:
         return max(0, self.starts.get(pod, 0) - 1)
 
-    def hold(self, job: JobRun | None, suspend: bool | None = None, replicas: int | None = None) -> None:
-        """A Job (None: the JobSet) suspended or let run again, or a StatefulSet scaled, as its controller does it:
-        the pods it no longer wants stop (a suspended JobSet's chief first: its checkpoint), the others start."""
-        if job is None:
-            self.suspended = bool(suspend)
-            reason = "jobset is suspended: its pods stop, the chief's first" if suspend else "jobset is resumed"
-            self._event("JobSet", self.spec.name, "SuspendedJobs" if suspend else "ResumedJobs", reason)
-            if not suspend:
-                self.jobs = self._fresh()  # JobSet creates its Jobs again, in their order
-                return
+    def hold(self, job: JobRun | None) -> None:
+        """A Job's (None: the JobSet's) spec patched (objects.py: the plan's actions), as its controller answers it:
+        the pods a Job suspended or a StatefulSet scaled down no longer wants stop (a suspended JobSet's: all, the
+        chief's first: its checkpoint), the others start."""
+        if job is not None:
+            for pod in job.pods:
+                pod.due = self.clock() if job.runs(pod) and not (pod.alive or pod.succeeded) else pod.due
+            self._stop_all([job], every=False)
+        elif self.suspended:
+            self._event("JobSet", self.spec.name, "SuspendedJobs", "jobset is suspended: its pods stop, the chief's "
+                        "first")  # fmt: skip
             self._stop_all([j for j in self.jobs.values() if j.template.rjob in self.spec.success_targets])
             self._stop_all()
-            return
-        job.suspended = job.suspended if suspend is None else suspend
-        job.replicas = job.replicas if replicas is None else replicas
-        for pod in job.pods:
-            pod.due = self.clock() if job.runs(pod) and not (pod.alive or pod.succeeded) else pod.due
-        self._stop_all([job], every=False)
+        else:
+            self._event("JobSet", self.spec.name, "ResumedJobs", "jobset is resumed")
+            self.jobs = self._fresh()  # JobSet creates its Jobs again, in their order
 
     def reconcile(self) -> None:
         """One pass of both controllers (see the module's docstring)."""
@@ -156,7 +176,7 @@ class JobSetRun:
             if job.created is not None:
                 self._sync(job, now)
         targets = self.spec.success_targets  # a native release: only the run's Job fails the run
-        if failed := [job for job in self.jobs.values() if job.condition == "Failed"
+        if failed := [job for job in self.jobs.values() if job.state == FAILED
                       and (self.spec.kind == "JobSet" or job.template.rjob in targets)]:  # fmt: skip
             if not self.suspended:
                 self._failure_policy(failed)
@@ -181,10 +201,11 @@ class JobSetRun:
                 code = process.exit_code if process is not None else None
                 self._ended(job, pod, 1 if code is None else int(code), now)
         template = job.template
-        if job.condition is not None:
+        if job.state:
             return
         if all(pod.succeeded for pod in job.pods):
-            job.condition, job.reason, job.ended = COMPLETE, "CompletionsReached", now
+            ended_as(job.doc, COMPLETE, "CompletionsReached", "")
+            job.ended = now
             self._event("Job", template.name, "Completed", f"{plural(template.completions, 'pod')} succeeded")
             return
         if self.suspended or job.suspended:
@@ -214,7 +235,7 @@ class JobSetRun:
             pod.succeeded = True
             self._event("Pod", pod.name, "Succeeded", "exited 0: its completion index is done", job_level=False)
             return
-        if self.suspended or not job.runs(pod) or job.condition is not None or self.finished:
+        if self.suspended or not job.runs(pod) or job.state or self.finished:
             return  # stopped on purpose: its Job has ended or is suspended, it was scaled down
         if template.kind != "Job":  # a StatefulSet's pod: started again, never counted
             delay = min(MAX_BACKOFF_S, 2.0 ** (self.starts.get(pod.name, 1) - 1))
@@ -244,7 +265,8 @@ class JobSetRun:
                         f"{job.failures} of backoffLimit {template.backoff_limit})")  # fmt: skip
 
     def _fail(self, job: JobRun, reason: str, message: str, now: float) -> None:
-        job.condition, job.reason, job.message, job.ended = "Failed", reason, message, now
+        ended_as(job.doc, FAILED, reason, message)
+        job.ended = now
         self._event("Job", job.template.name, "Failed", f"{reason}: {message}")
 
     def _probe(self, now: float) -> None:
@@ -254,7 +276,7 @@ class JobSetRun:
         if any(job.suspended for job in self.jobs.values()):  # a resume: a Job waits for its servers' readiness
             waited |= {job.template.rjob for job in self.jobs.values() if job.template.kind == "StatefulSet"}
         for job in self.jobs.values():
-            if job.template.rjob not in waited or job.condition is not None:
+            if job.template.rjob not in waited or job.state:
                 continue
             for pod in job.pods:
                 if pod.alive and not pod.ready and now - pod.probed >= PROBE_EVERY_S:
@@ -273,10 +295,10 @@ class JobSetRun:
     def _reached(self, rjob: str, status: str) -> bool:
         replicas = sum(job.template.rjob == rjob for job in self.jobs.values())
         jobs = [job for job in self.jobs.values() if job.template.rjob == rjob and job.created is not None]
-        done = sum(job.condition == COMPLETE for job in jobs)
+        done = sum(job.state == COMPLETE for job in jobs)
         if status == COMPLETE:
             return done == replicas
-        return sum(job.ready for job in jobs) + done + sum(job.condition == "Failed" for job in jobs) == replicas
+        return sum(job.ready for job in jobs) + done + sum(job.state == FAILED for job in jobs) == replicas
 
     def _create(self, now: float) -> None:
         for rjob in self.spec.replicated_jobs:
@@ -294,7 +316,7 @@ class JobSetRun:
     def _succeeded(self) -> bool:
         targets = self.spec.success_targets or tuple(r.name for r in self.spec.replicated_jobs)
         jobs = [job for job in self.jobs.values() if job.template.rjob in targets]
-        done = sum(job.condition == COMPLETE for job in jobs)
+        done = sum(job.state == COMPLETE for job in jobs)
         expected = 1 if self.spec.success_operator == "Any" else len(jobs)
         return done > 0 and done >= expected
 
@@ -303,7 +325,7 @@ class JobSetRun:
         first = min(failed, key=lambda job: job.ended)
         for candidate in self.spec.rules:  # the first rule that matches a failed Job, and its earliest such Job
             if matching := [job for job in failed
-                            if failure_rule_applies(candidate, job.template.rjob, job.reason, job.message)]:
+                            if failure_rule_applies(candidate, job.template.rjob, condition(job.doc))]:
                 rule, first = candidate, min(matching, key=lambda job: job.ended)
                 break
         action = rule["action"] if rule else RESTART_JOBSET
@@ -325,8 +347,8 @@ class JobSetRun:
 
     def _finish(self, state: str, reason: str, message: str) -> None:
         """The run has ended: a JobSet deletes its active Jobs (a native release's ending is the planner's: its
-        StatefulSets scaled to 0, the evaluator suspended, objects.py)."""
-        self.state, self.reason, self.message = state, reason, message
+        StatefulSets scaled to 0, the evaluator suspended: `advance`)."""
+        ended_as(self.doc, state, reason, message)
         alive = sum(pod.alive for job in self.jobs.values() for pod in job.pods) if self.spec.kind == "JobSet" else 0
         stopping = f" (its active Jobs deleted: {plural(alive, 'pod')} stopping)" if alive else ""
         self._event("JobSet", self.spec.name, state, f"{reason}: {message}{stopping}")
@@ -357,6 +379,6 @@ class JobSetRun:
                 if job.created is None:
                     rjob = next(r for r in self.spec.replicated_jobs if r.name == job.template.rjob)
                     return f"pending: Job waits for {rjob.waits_for}"
-                if run.due is not None and job.condition is None:
+                if run.due is not None and not job.state:
                     return f"pending: new pod in {max(0.0, run.due - self.clock()):.0f} s"
         return None
