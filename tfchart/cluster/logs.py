@@ -15,18 +15,8 @@ from contextlib import closing, suppress
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from tfchart.cluster.objects import (
-    find_run,
-    has_started,
-    in_jobset,
-    is_chief_pod,
-    main_container,
-    name_of,
-    newest,
-    pod_reason,
-    role_of,
-    run_role,
-)
+from tfchart.cluster import objects
+from tfchart.cluster.objects import name_of, role_of
 from tfchart.cluster.status import role_rank
 from tfchart.errors import KubernetesError, UsageError
 from tfdcontract import (
@@ -65,9 +55,10 @@ def stream(
     if role is None:  # the chief's newest pod: the chief Job's, or worker 0's of the workers' Job (under a JobSet, of
         # Job `<jobset>-chief-0`, or worker 0 of `<jobset>-worker-0`: the role its success policy targets)
         jobs = api.items("Job", namespace, release_selector(release)) or []
-        role = find_run(api, release, namespace, jobs).info.role if any(map(in_jobset, jobs)) else run_role(jobs)
+        jobset = any(map(objects.in_jobset, jobs))
+        role = objects.find_run(api, release, namespace, jobs).info.role if jobset else objects.run_role(jobs)
     pods = api.items("Pod", namespace, release_selector(release, role)) or []
-    pod = pick_pod([pod for pod in pods if is_chief_pod(pod)] if chief else pods, release, namespace,
+    pod = pick_pod([pod for pod in pods if objects.is_chief_pod(pod)] if chief else pods, release, namespace,
                    CHIEF if chief else role, index)  # fmt: skip
     write(open_log(api, namespace, pod, role, tail, follow, options), follow, out)
 
@@ -77,7 +68,8 @@ def open_log(
 ) -> Generator[str, None, None]:
     """The lines of the pod's main container's log, once check_started found that it has one."""
     check_started(pod, role, options.previous)
-    return api.stream_pod_log(namespace, name_of(pod), main_container(pod, role), tail, follow, **asdict(options))
+    container = objects.main_container(pod, role)
+    return api.stream_pod_log(namespace, name_of(pod), container, tail, follow, **asdict(options))
 
 
 def write(lines: Generator[str, None, None], follow: bool, out: TextIO, prefix: str = "") -> None:
@@ -112,7 +104,7 @@ def stream_all(
         except KubernetesError as error:
             err.write(f"skipped: {error.message}\n")
             continue
-        streams.append((f"[pod/{name_of(pod)}/{main_container(pod, role_of(pod))}] ", lines))
+        streams.append((f"[pod/{name_of(pod)}/{objects.main_container(pod, role_of(pod))}] ", lines))
     for prefix, lines in [("", merged(streams))] if follow else streams:  # followed: as the lines arrive
         write(lines, follow, out, prefix)
 
@@ -157,7 +149,7 @@ def pick_pod(pods: list[Any], release: str, namespace: str, role: str, index: in
                               f"see `tfchart status {release} -n {namespace}`: the role may be disabled, scaled down "
                               "after success, or the release/namespace may be wrong")
     if role in JOB_ROLES:
-        return newest(pods)
+        return objects.newest(pods)
     # StatefulSet tasks by their ordinal, Deployments' pods by position in name order
     stateful = role in STATEFUL_ROLES
     by_index = {ordinal(pod): pod for pod in pods} if stateful else dict(enumerate(sorted(pods, key=name_of)))
@@ -185,16 +177,16 @@ def check_started(pod: Any, role: str, previous: bool = False) -> None:
     """A pod whose container never ran has no log, nor one that never restarted a previous log: say why
     instead of the API server's 400."""
     if previous:
-        container = main_container(pod, role)
+        container = objects.main_container(pod, role)
         statuses = [s for s in (pod.get("status") or {}).get("containerStatuses") or [] if s.get("name") == container]
         if not any((s.get("lastState") or {}).get("terminated") for s in statuses):
             raise KubernetesError(f"{role} pod {name_of(pod)} has no previous log: its container has not restarted",
                                   "leave out --previous for the current container's log")
         return
-    if has_started(pod):
+    if objects.has_started(pod):
         return
     phase = (pod.get("status") or {}).get("phase") or "Unknown"
-    reason, message = pod_reason(pod)
+    reason, message = objects.pod_reason(pod)
     why = f"{reason}: {message}" if message else reason or "waiting to start"
     where = pod["metadata"].get("namespace")
     raise KubernetesError(f"{role} pod {name_of(pod)} has not started yet (phase {phase}, {why})",

@@ -16,22 +16,8 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from tfchart.cluster.objects import (
-    JobInfo,
-    condition_true,
-    container_statuses,
-    find_run,
-    has_started,
-    in_jobset,
-    is_chief_pod,
-    job_info,
-    main_container,
-    name_of,
-    newest,
-    pod_gpus,
-    pod_reason,
-    role_of,
-)
+from tfchart.cluster import objects
+from tfchart.cluster.objects import JobInfo, name_of, role_of
 from tfchart.errors import KubernetesError
 from tfdcontract import (
     CHIEF,
@@ -75,11 +61,12 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
         raise KubernetesError(f"no release {release} in namespace {namespace}: no pods, StatefulSets, Jobs or "
                               "Services carry its labels",
                               f"check the release name and namespace: `helm list -n {namespace}` (or `helm list -A`)")
-    run = find_run(api, release, namespace, jobs, [pod for pod in pods if is_chief_pod(pod)])
+    run = objects.find_run(api, release, namespace, jobs, [pod for pod in pods if objects.is_chief_pod(pod)])
     chief, role = run.info, run.info.role
-    chief_pods = [pod for pod in pods if role_of(pod) == role and is_chief_pod(pod) and in_jobset(pod) == run.jobset]
+    chief_pods = [pod for pod in pods
+                  if role_of(pod) == role and objects.is_chief_pod(pod) and objects.in_jobset(pod) == run.jobset]
     evaluator_jobs = [job for job in jobs if role_of(job) == EVALUATOR]
-    evaluator = job_info(EVALUATOR, evaluator_jobs, [pod for pod in pods if role_of(pod) == EVALUATOR])
+    evaluator = objects.job_info(EVALUATOR, evaluator_jobs, [pod for pod in pods if role_of(pod) == EVALUATOR])
     progress, recorded, log_note = read_progress(api, namespace, chief, chief_pods)
     moment = now or datetime.now(timezone.utc)
     pod_rows = sorted((pod_row(pod, moment) for pod in pods), key=display_order)
@@ -115,13 +102,14 @@ def display_order(row: dict[str, Any]) -> tuple[int, int, str]:
 
 def pod_row(pod: Any, now: datetime) -> dict[str, Any]:
     """A pod as the table and `pods` show it; `status` is its phase and, when it is another, why."""
-    reason, message = pod_reason(pod)
+    reason, message = objects.pod_reason(pod)
     metadata, created = pod["metadata"], parse_time(pod["metadata"].get("creationTimestamp"))
     phase = "Terminating" if metadata.get("deletionTimestamp") else (pod.get("status") or {}).get("phase") or "Unknown"
-    return {"role": role_of(pod), "name": name_of(pod), "phase": phase, "ready": condition_true(pod, "Ready"),
-            "restarts": sum(s.get("restartCount") or 0 for s in container_statuses(pod)),
+    return {"role": role_of(pod), "name": name_of(pod), "phase": phase,
+            "ready": objects.condition_true(pod, "Ready"),
+            "restarts": sum(s.get("restartCount") or 0 for s in objects.container_statuses(pod)),
             "node": (pod.get("spec") or {}).get("nodeName"),
-            "gpus": [{"resource": name, "count": count} for name, count in pod_gpus(pod).items()],
+            "gpus": [{"resource": name, "count": count} for name, count in objects.pod_gpus(pod).items()],
             "age_seconds": None if created is None else int(now.timestamp() - created), "reason": reason,
             "message": message, "status": f"{phase}: {reason}" if reason and reason != phase else phase}  # fmt: skip
 
@@ -237,12 +225,12 @@ def read_progress(
     """The progress the chief reported in the log of its newest started pod of `pods`, else as the supervisor last
     recorded it on the Job (the log gone or unreadable); the record; a note when the log could not be read (403 on
     pods/log, a race)."""
-    pod, recorded, note = newest([pod for pod in pods if has_started(pod)]), parse_job_progress(chief.progress), ""
-    progress = None
+    pod, progress, note = objects.newest([pod for pod in pods if objects.has_started(pod)]), None, ""
+    recorded = parse_job_progress(chief.progress)
     if pod is not None:
         try:
-            progress = parse_progress(api.read_pod_log(namespace, name_of(pod), main_container(pod, CHIEF),
-                                                       LOG_TAIL_LINES))  # fmt: skip
+            container = objects.main_container(pod, CHIEF)
+            progress = parse_progress(api.read_pod_log(namespace, name_of(pod), container, LOG_TAIL_LINES))
         except KubernetesError as error:
             note = f"cannot read the chief's log: {error.message} ({error.hint})"
     if progress is None and recorded is not None:
@@ -303,5 +291,5 @@ def endpoint(service: Any, namespace: str, pods: list[Any]) -> dict[str, Any]:
              for port in service["spec"].get("ports") or []]
     forwards = " ".join(f"{port['port']}:{port['port']}" for port in ports)
     return {"component": role, "service": name, "dns": f"{name}.{namespace}.svc", "ports": ports,
-            "ready_pods": sum(1 for pod in pods if role_of(pod) == role and condition_true(pod, "Ready")),
+            "ready_pods": sum(1 for pod in pods if role_of(pod) == role and objects.condition_true(pod, "Ready")),
             "port_forward": f"kubectl -n {namespace} port-forward svc/{name} {forwards}"}  # fmt: skip
