@@ -252,14 +252,14 @@ def test_previous_reads_the_restarted_containers_log(cluster: KubeServer) -> Non
     cluster.add(kf.pod(worker, index=0, restarts=1, last_terminated=("OOMKilled", 137)))
     cluster.set_log(NS, "mnist-tf-distributed-worker-0", ["started again"], previous="step 10\nKilled\n")
     out = io.StringIO()
-    logs.stream(cluster.api(), "mnist", NS, "worker", 0, False, None, out, logs.LogOptions(previous=True))
+    logs.stream(cluster.api(), "mnist", NS, "worker", 0, False, None, out, previous=True)
     assert out.getvalue() == "step 10\nKilled\n"
     assert cluster.calls[-1].params == (("container", "worker"), ("previous", "true"))
 
     # a container that never restarted has no previous log: said before asking (the server would answer 400)
     asked = len(cluster.calls)
     with pytest.raises(KubernetesError) as error:
-        logs.stream(cluster.api(), "mnist", NS, "ps", 0, False, None, out, logs.LogOptions(previous=True))
+        logs.stream(cluster.api(), "mnist", NS, "ps", 0, False, None, out, previous=True)
     assert error.value.message == ("ps pod mnist-tf-distributed-ps-0 has no previous log: its container has not "
                                    "restarted")
     assert [call.verb for call in cluster.calls[asked:]] == ["list"]
@@ -271,8 +271,7 @@ def test_since_and_timestamps_are_the_api_servers(cluster: KubeServer) -> None:
     written = [now - timedelta(hours=2), now - timedelta(minutes=1)]
     cluster.set_log(NS, "mnist-tf-distributed-ps-0", ["old", "new"], written=written)
     out = io.StringIO()
-    options = logs.LogOptions(since_seconds=600, timestamps=True)
-    logs.stream(cluster.api(), "mnist", NS, "ps", 0, False, None, out, options)
+    logs.stream(cluster.api(), "mnist", NS, "ps", 0, False, None, out, since_seconds=600, timestamps=True)
     assert out.getvalue() == written[1].strftime("%Y-%m-%dT%H:%M:%S.%f000Z") + " new\n"
     assert cluster.calls[-1].params == (("container", "ps"), ("sinceSeconds", "600"), ("timestamps", "true"))
 

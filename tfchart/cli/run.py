@@ -89,12 +89,12 @@ def logs(name: str, role: str | None, index: int, all_roles: bool, follow: bool,
         raise UsageError("--all-roles shows every pod: it takes no --role or --index",
                          f"leave them out, or drop --all-roles: `tfchart logs {name} --role {role or WORKER}`")
     seconds = None if since is None else max(1, math.ceil(since))  # the API counts whole seconds
-    options = pod_logs.LogOptions(previous, seconds, timestamps)
+    options = {"previous": previous, "since_seconds": seconds, "timestamps": timestamps}
     api, where = kube.api(), kube.namespace()
     if all_roles:
-        pod_logs.stream_all(api, name, where, follow, tail, sys.stdout, sys.stderr, options)
+        pod_logs.stream_all(api, name, where, follow, tail, sys.stdout, sys.stderr, **options)
     else:
-        pod_logs.stream(api, name, where, role, index, follow, tail, sys.stdout, options)
+        pod_logs.stream(api, name, where, role, index, follow, tail, sys.stdout, **options)
 
 
 @click.command(context_settings=CONTEXT)

@@ -12,7 +12,6 @@ import re
 import threading
 from collections.abc import Generator, Iterator, Sequence
 from contextlib import closing, suppress
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tfchart.cluster import objects
@@ -35,21 +34,12 @@ if TYPE_CHECKING:
 ROLES = JOB_ROLES + STATEFUL_ROLES + CLIENT_ROLES  # CLIENT_ROLES run as Deployments
 
 
-@dataclass(frozen=True)
-class LogOptions:
-    """Which part of a log the API server sends (kubectl's --previous, --since, --timestamps)."""
-
-    previous: bool = False  # the last terminated container's log
-    since_seconds: int | None = None
-    timestamps: bool = False
-
-
 def stream(
     api: KubeApi, release: str, namespace: str, role: str | None, index: int, follow: bool, tail: int | None,
-    out: TextIO, options: LogOptions = LogOptions(),
+    out: TextIO, **options: Any,
 ) -> None:  # fmt: skip
     """Write the log of task `role`/`index` (None: the chief) to `out`; with `follow`, until the container ends
-    or Ctrl-C."""
+    or Ctrl-C. `options`: kubectl's --previous, --since, --timestamps (previous, since_seconds, timestamps)."""
     check_arguments(role or CHIEF, index, tail)
     chief = role is None
     if role is None:  # the chief's newest pod: the chief Job's, or worker 0's of the workers' Job (under a JobSet, of
@@ -64,12 +54,12 @@ def stream(
 
 
 def open_log(
-    api: KubeApi, namespace: str, pod: Any, role: str, tail: int | None, follow: bool, options: LogOptions
+    api: KubeApi, namespace: str, pod: Any, role: str, tail: int | None, follow: bool, options: dict[str, Any]
 ) -> Generator[str, None, None]:
     """The lines of the pod's main container's log, once check_started found that it has one."""
-    check_started(pod, role, options.previous)
+    check_started(pod, role, options.get("previous", False))
     container = objects.main_container(pod, role)
-    return api.stream_pod_log(namespace, name_of(pod), container, tail, follow, **asdict(options))
+    return api.stream_pod_log(namespace, name_of(pod), container, tail, follow, **options)
 
 
 def write(lines: Generator[str, None, None], follow: bool, out: TextIO, prefix: str = "") -> None:
@@ -85,7 +75,7 @@ def write(lines: Generator[str, None, None], follow: bool, out: TextIO, prefix: 
 
 def stream_all(
     api: KubeApi, release: str, namespace: str, follow: bool, tail: int | None, out: TextIO, err: TextIO,
-    options: LogOptions = LogOptions(),
+    **options: Any,
 ) -> None:  # fmt: skip
     """Every started pod's log, each line prefixed `[pod/NAME/CONTAINER] ` as kubectl's --prefix; one pod after
     the other, or with `follow` interleaved line by line as they arrive, until every container ends or Ctrl-C.
