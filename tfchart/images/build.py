@@ -35,12 +35,18 @@ DEFAULT_REPOSITORY = "tf-distributed/trainer"
 VERSION_LABEL = "org.opencontainers.image.version"
 REVISION_LABEL = "org.opencontainers.image.revision"
 
-# Docker's reference grammar (distribution/reference), as far as tfchart needs it.
-TAG_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+# Docker's reference grammar (distribution/reference), as far as tfchart needs it: what each name option must match,
+# and the fix. A tag is at most 124 characters: the GPU tag adds "-gpu" within Docker's 128.
 PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-REPOSITORY_PATTERN = re.compile(rf"{PATH_COMPONENT}(?:/{PATH_COMPONENT})*")
 HOST_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
-REGISTRY_PATTERN = re.compile(rf"(?:{HOST_LABEL}(?:\.{HOST_LABEL})*|\[[0-9A-Fa-f:]+\])(?::[0-9]+)?")
+NAME_RULES = {
+    "registry": (re.compile(rf"(?:{HOST_LABEL}(?:\.{HOST_LABEL})*|\[[0-9A-Fa-f:]+\])(?::[0-9]+)?"),
+                 "a host name with an optional port, e.g. ghcr.io or localhost:5000"),
+    "repository": (re.compile(rf"{PATH_COMPONENT}(?:/{PATH_COMPONENT})*"),
+                   "lowercase path components separated by '/', e.g. tf-distributed/trainer (no registry, no tag)"),
+    "tag": (re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,123}"),
+            "letters, digits, '_', '.' and '-', not starting with '.' or '-', at most 124 characters"),
+}  # fmt: skip
 
 # each engine's build command (its executable first: buildx is a docker plugin); podman and buildah build
 # in-process, docker and buildx need a running engine
@@ -183,27 +189,6 @@ def image_reference(registry: str, repository: str, tag: str) -> str:
     return f"{registry}/{repository}:{tag}" if registry else f"{repository}:{tag}"
 
 
-def _check_options(registry: str, repository: str, tag: str, push: bool, tls_verify: bool, engine: str,
-                   bases: Sequence[str | None]) -> None:  # fmt: skip
-    registry = registry.strip().rstrip("/")
-    if registry and not REGISTRY_PATTERN.fullmatch(registry):
-        raise UsageError(f"invalid registry: {registry!r}", "a host name with an optional port, e.g. ghcr.io or "
-                         "localhost:5000")  # fmt: skip
-    if not REPOSITORY_PATTERN.fullmatch(repository):
-        raise UsageError(f"invalid repository: {repository!r}", "lowercase path components separated by '/', e.g. "
-                         "tf-distributed/trainer (no registry, no tag)")  # fmt: skip
-    if not TAG_PATTERN.fullmatch(tag) or len(tag) > 124:  # the GPU tag adds "-gpu": room for it within 128 characters
-        raise UsageError(f"invalid tag: {tag!r}", "letters, digits, '_', '.' and '-', not starting with '.' or '-', "
-                         "at most 124 characters")  # fmt: skip
-    if not tls_verify and push and engine not in DAEMONLESS:
-        raise UsageError(f"{engine} cannot be told per push to use plain HTTP", 'add the registry to '
-                         '"insecure-registries" in the Docker daemon configuration, or use --engine podman')
-    for option, base, example in zip(("--base-image", "--gpu-base-image"), bases, ("python:3.11-slim-bookworm",
-                                     "tensorflow/tensorflow:2.21.0-gpu"), strict=True):  # fmt: skip
-        if base is not None and not base.strip():
-            raise UsageError(f"{option} is empty", f"name an image, e.g. {example}")
-
-
 def plan(variants: Collection[str], tag: str | None, registry: str, repository: str, push: bool,
          platform: str | None, engine: str | None, repo_root: Path, *, base_image: str | None = None,
          gpu_base_image: str | None = None, tls_verify: bool = True) -> list[BuildStep]:  # fmt: skip
@@ -221,7 +206,16 @@ def plan(variants: Collection[str], tag: str | None, registry: str, repository: 
         builder = "docker"  # none installed: a dry run prints docker's commands
     if builder not in BUILD_COMMANDS:
         raise UsageError(f"unknown container engine: {builder}", f"use one of: {', '.join(BUILD_COMMANDS)}")
-    _check_options(registry, repository, version_part, push, tls_verify, builder, (base_image, gpu_base_image))
+    for what, value in (("registry", registry.strip().rstrip("/")), ("repository", repository), ("tag", version_part)):
+        if (value or what != "registry") and not NAME_RULES[what][0].fullmatch(value):
+            raise UsageError(f"invalid {what}: {value!r}", NAME_RULES[what][1])
+    if not tls_verify and push and builder not in DAEMONLESS:
+        raise UsageError(f"{builder} cannot be told per push to use plain HTTP", 'add the registry to '
+                         '"insecure-registries" in the Docker daemon configuration, or use --engine podman')
+    for option, base, example in (("--base-image", base_image, "python:3.11-slim-bookworm"),
+                                  ("--gpu-base-image", gpu_base_image, "tensorflow/tensorflow:2.21.0-gpu")):
+        if base is not None and not base.strip():
+            raise UsageError(f"{option} is empty", f"name an image, e.g. {example}")
     revision, executable = git_revision(root), BUILD_COMMANDS[builder][0]
     builds: list[BuildStep] = []
     pushes: list[BuildStep] = []
