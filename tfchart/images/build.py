@@ -23,7 +23,6 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable, Collection, Sequence
-from contextlib import suppress
 from pathlib import Path
 from typing import NamedTuple
 
@@ -172,15 +171,12 @@ def build_context(explicit: Path | None, start: Path, installed_from: Path) -> P
 
 
 def git_revision(repo_root: Path) -> str | None:
-    """HEAD's commit when repo_root is the top of a git checkout; None otherwise (no git, not a checkout)."""
-    answered = answer(["git", "-C", str(repo_root), "rev-parse", "--show-toplevel", "HEAD"])
-    lines = answered.stdout.split() if answered.returncode == 0 else []
-    if len(lines) != 2 or not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", lines[1]):
-        return None
-    with suppress(OSError):
-        if Path(lines[0]).resolve() == repo_root.resolve():  # else repo_root is a plain directory in another checkout
-            return lines[1]
-    return None
+    """HEAD's commit when repo_root is the top of a git checkout (git finds no prefix below its top); None otherwise
+    (no git, not a checkout, a plain directory in another checkout)."""
+    answered = answer(["git", "-C", str(repo_root), "rev-parse", "--show-prefix", "HEAD"])
+    prefix, _, head = answered.stdout.partition("\n")
+    commit = re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", head.strip())
+    return commit.group(0) if answered.returncode == 0 and not prefix and commit else None
 
 
 def image_reference(registry: str, repository: str, tag: str) -> str:
