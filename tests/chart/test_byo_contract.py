@@ -231,8 +231,9 @@ def test_tfchart_local_containers_keep_the_mount_path_which_is_the_run_directory
     for pod in tf_pods:
         env = {key: pod.env.get(key) for key in storage_env("/shared", "digits")}
         assert env == storage_env("/shared", "digits"), pod.name
-        claim = [bind for bind in pod.binds if bind.claim]
-        assert [(bind.source, bind.target) for bind in claim] == [(tmp_path / "run" / "team" / "a", "/shared")]
+        mounts = [pod.run[i + 1] for i, flag in enumerate(pod.run) if flag == "--mount"]
+        claim = [mount.removesuffix(",readonly=true") for mount in mounts if "target=/shared" in mount]
+        assert claim == [f"type=bind,source={tmp_path / 'run' / 'team' / 'a'},target=/shared"]
         assert plan.host_path(env["TFD_EXPORT_DIR"]) == str(plan.workdir / "export" / "digits")
 
 

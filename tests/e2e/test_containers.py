@@ -182,7 +182,7 @@ def test_volumes_become_one_shared_bind_mount_tmpfs_and_config_map_files(tmp_pat
     tensorboard = flag_values(pod(plan, f"{PREFIX}-tensorboard-0").run, "--mount")
     assert tensorboard == [f"type=bind,source={volume},target=/shared,readonly=true"]  # the claim is readOnly there
     assert plan.workdir == volume and plan.host_path("/shared/export/mnist/1") == str(volume / "export/mnist/1")
-    assert cluster.access is not None and cluster.access.fs_group == 10001
+    assert cluster.grant.startswith("chgrp -R 10001 ")  # fsGroup: the volume made writable for the pods' group
 
 
 def test_the_chiefs_api_token_is_not_mounted_and_secrets_are_refused(tmp_path: Path) -> None:
@@ -283,7 +283,7 @@ def test_the_pods_run_under_their_controllers(tmp_path: Path) -> None:
         f"{PREFIX}-ps": "StatefulSet", f"{PREFIX}-worker": "StatefulSet", f"{PREFIX}-chief": "Job",
         f"{PREFIX}-evaluator": "Job"}  # fmt: skip
     chief = jobs[f"{PREFIX}-chief"]
-    assert chief.pods == [f"{PREFIX}-chief"] and chief.backoff_limit == 2 and chief.first_rule(2) is not None
+    assert chief.pods == [f"{PREFIX}-chief"] and chief.doc["spec"]["backoffLimit"] == 2 and chief.first_rule(2)
     assert jobs[f"{PREFIX}-worker"].pods == [f"{PREFIX}-worker-0", f"{PREFIX}-worker-1"]
     assert all(f"{PREFIX}-tensorboard-0" not in job.pods for job in jobs.values())
 

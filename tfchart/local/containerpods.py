@@ -34,6 +34,12 @@ SANDBOX_SUFFIX = "-sandbox"
 PAUSE = "trap 'exit 0' TERM INT; sleep infinity & wait"  # the sandbox's process: nothing, until told to stop
 PULL_FLAGS = {"Never": "never", "IfNotPresent": "missing", "Always": "always"}
 VOLUME_TARGET = "/volume"  # where the ownership containers see the shared volume
+SWITCHES = {  # a securityContext field with this value: the engine's flags
+    "readOnlyRootFilesystem": (True, ["--read-only"]),
+    "allowPrivilegeEscalation": (False, ["--security-opt", "no-new-privileges"]),
+    "privileged": (True, ["--privileged"]),
+    "seccompProfile": ({"type": "Unconfined"}, ["--security-opt", "seccomp=unconfined"]),
+}
 
 
 def repeated(flag: str, values: Iterable[object]) -> list[str]:
@@ -41,36 +47,12 @@ def repeated(flag: str, values: Iterable[object]) -> list[str]:
     return [part for value in values for part in (flag, str(value))]
 
 
-@dataclass(frozen=True)
-class Bind:
+def bind(source: Path, target: str, read_only: bool = False) -> list[str]:
     """A host directory or file bind-mounted into a container."""
-
-    source: Path
-    target: str
-    read_only: bool = False
-    claim: bool = False  # the release's PersistentVolumeClaim (the run directory)
-
-    def args(self) -> list[str]:
-        for path in (str(self.source), self.target):
-            if "," in path:
-                raise UsageError(f"cannot bind-mount {path}: a container mount path may not contain a comma")
-        readonly = ",readonly=true" if self.read_only else ""
-        return ["--mount", f"type=bind,source={self.source},target={self.target}{readonly}"]
-
-
-@dataclass(frozen=True)
-class Security:
-    """A container's effective securityContext (container fields over the pod's): its user, and the rest as the
-    engine's flags (--group-add for fsGroup and supplementalGroups, --read-only, capabilities, privileges)."""
-
-    user: int | None = None
-    group: int | None = None
-    fs_group: int | None = None
-    flags: tuple[str, ...] = ()
-
-    @property
-    def owner(self) -> str:
-        return f"{self.user}:{self.group}" if self.group is not None else str(self.user)  # as --user and chown take it
+    for path in (str(source), target):
+        if "," in path:
+            raise UsageError(f"cannot bind-mount {path}: a container mount path may not contain a comma")
+    return ["--mount", f"type=bind,source={source},target={target}" + (",readonly=true" if read_only else "")]
 
 
 @dataclass
@@ -80,11 +62,12 @@ class ContainerPod(LocalPod):
     container_name: str = ""
     image: str = ""
     pull: str = "missing"
-    security: Security = field(default_factory=Security)
-    binds: list[Bind] = field(default_factory=list)
     aliases: list[str] = field(default_factory=list)  # the pod's own DNS name first
     sandbox: list[str] = field(default_factory=list)  # the sandbox's, detached
     run: list[str] = field(default_factory=list)  # the container's, attached: its output is the pod's log
+    sources: list[Path] = field(default_factory=list)  # the host paths it bind-mounts: made before it starts
+    #: how it writes the shared volume: None, it does not; "" as root; else the script that makes it writable for it
+    writes: str | None = None
 
     @property
     def sandbox_name(self) -> str:
@@ -111,39 +94,37 @@ def pull_policy(container: dict[str, Any]) -> str:
     return PULL_FLAGS[policy]
 
 
-def security_of(pod: LocalPod, allow_privileged: bool = False) -> Security:
-    """The container's effective securityContext; refuses runAsNonRoot with uid 0 or none, as the kubelet does, and
-    (unless `allow_privileged`) a privileged container or uid 0: on this machine they are its root, or your user's."""
+def security_of(pod: LocalPod, allow_privileged: bool = False) -> tuple[list[str], str | None]:
+    """The container's effective securityContext (container fields over the pod's) as the engine's flags (--user,
+    --group-add for fsGroup and supplementalGroups, SWITCHES, capabilities), and what makes the shared volume
+    writable for it as the kubelet does for fsGroup (group fsGroup, group rwX, setgid directories), or without
+    one what makes its user the owner (None: it runs as root). Refuses runAsNonRoot with uid 0 or none, as the
+    kubelet does, and (unless `allow_privileged`) a privileged container or uid 0: on this machine they are its
+    root, or your user's."""
     pod_context: dict[str, Any] = pod.spec.get("securityContext") or {}
-    context: dict[str, Any] = pod.container.get("securityContext") or {}
-
-    def effective(key: str) -> Any:
-        return context.get(key, pod_context.get(key))
-
-    user, group, fs_group = effective("runAsUser"), effective("runAsGroup"), pod_context.get("fsGroup")
-    if effective("runAsNonRoot") and not user:
+    context: dict[str, Any] = {**pod_context, **(pod.container.get("securityContext") or {})}
+    user, group, fs_group = context.get("runAsUser"), context.get("runAsGroup"), pod_context.get("fsGroup")
+    if context.get("runAsNonRoot") and not user:
         why = "runAsUser is 0" if user == 0 else "runAsUser is not set (tfchart does not read the image's USER)"
         raise UsageError(f"{pod.name}: runAsNonRoot is set but {why}; the kubelet would refuse to start it",
                          "set securityContext.runAsUser to a non-zero uid")
-    privileged = bool(context.get("privileged"))
+    privileged = context.get("privileged") is True
     if (privileged or user == 0) and not allow_privileged:
         key = (f"{pod.role}.containerSecurityContext.privileged is true" if privileged
                else "its securityContext.runAsUser is 0")  # fmt: skip
         raise UsageError(f"{pod.name}: {key}: in a container on this machine that is root here (or your user, "
                          "rootless), with the run directory and, privileged, the host's devices",
                          "run it unprivileged with a non-zero runAsUser, or pass --allow-privileged if you mean it")
+    owner = None if user is None else f"{int(user)}" + ("" if group is None else f":{int(group)}")
     groups = ([] if fs_group is None else [fs_group]) + list(pod_context.get("supplementalGroups") or ())
-    capabilities = context.get("capabilities") or {}
-    flags = repeated("--group-add", dict.fromkeys(int(g) for g in groups))
-    flags += ["--read-only"] if context.get("readOnlyRootFilesystem") else []
-    for flag, key in (("--cap-drop", "drop"), ("--cap-add", "add")):
-        flags += repeated(flag, capabilities.get(key) or ())
-    flags += ["--security-opt", "no-new-privileges"] if context.get("allowPrivilegeEscalation") is False else []
-    flags += ["--privileged"] if privileged else []
-    unconfined = (effective("seccompProfile") or {}).get("type") == "Unconfined"
-    flags += ["--security-opt", "seccomp=unconfined"] if unconfined else []
-    user, group, fs_group = (None if value is None else int(value) for value in (user, group, fs_group))
-    return Security(user, group, fs_group, tuple(flags))
+    caps = context.get("capabilities") or {}
+    flags = [*([] if owner is None else ["--user", owner]), *repeated("--group-add", dict.fromkeys(map(int, groups)))]
+    flags += [*repeated("--cap-drop", caps.get("drop") or ()), *repeated("--cap-add", caps.get("add") or ())]
+    flags += [flag for key, (value, switch) in SWITCHES.items() if context.get(key) == value for flag in switch]
+    if fs_group is not None:
+        return flags, (f"chgrp -R {int(fs_group)} {VOLUME_TARGET} && chmod -R g+rwX {VOLUME_TARGET}"
+                       f" && find {VOLUME_TARGET} -type d -exec chmod g+s {{}} +")  # fmt: skip
+    return flags, f"chown -R {owner} {VOLUME_TARGET} && chmod -R u+rwX {VOLUME_TARGET}" if user else None
 
 
 def dns_names(pod: LocalPod, services: Sequence[dict[str, Any]], namespace: str, domain: str) -> list[str]:
@@ -190,13 +171,15 @@ def within(root: Path, relative: str, what: str) -> Path:
     return path
 
 
-def volume_mounts(pod: LocalPod, storage: Storage) -> tuple[list[Bind], list[str]]:
-    """The container's volumeMounts: the claim's in the run directory (subPath and readOnly honoured), an emptyDir
-    as a tmpfs of its sizeLimit (world-writable, as the kubelet makes emptyDirs), a configMap's files read-only;
-    other kinds (secret, hostPath, another claim) are refused."""
+def volume_mounts(pod: LocalPod, storage: Storage) -> tuple[list[str], list[Path], bool]:
+    """The container's volumeMounts as the engine's flags: the claim's in the run directory (subPath and readOnly
+    honoured), an emptyDir as a tmpfs of its sizeLimit (world-writable, as the kubelet makes emptyDirs), a
+    configMap's files read-only; other kinds (secret, hostPath, another claim) are refused. With the host paths it
+    binds, and whether it writes the claim."""
     volumes = {volume["name"]: volume for volume in pod.spec.get("volumes") or []}
-    binds: list[Bind] = []
-    tmpfs: list[str] = []
+    flags: list[str] = []
+    sources: list[Path] = []
+    writes = False
     for mount in pod.container.get("volumeMounts") or []:
         volume = volumes.get(mount["name"])
         if volume is None:
@@ -213,20 +196,23 @@ def volume_mounts(pod: LocalPod, storage: Storage) -> tuple[list[Bind], list[str
                 raise UsageError(f"{pod.name} mounts a second PersistentVolumeClaim {claim.get('claimName')!r}",
                                  f"tfchart local emulates one shared volume ({storage.claim})")
             read_only = read_only or bool(claim.get("readOnly"))
-            binds.append(Bind(within(storage.volume_dir, sub_path, what), target, read_only, claim=True))
+            writes = writes or not read_only
+            sources.append(within(storage.volume_dir, sub_path, what))
+            flags += bind(sources[-1], target, read_only)
         elif "emptyDir" in volume:
             limit = (volume["emptyDir"] or {}).get("sizeLimit")
             size = quantity_bytes(limit) if limit else None
-            tmpfs.append(f"{target}:rw,exec,mode=0777" + (f",size={size}" if size else ""))
+            flags += ["--tmpfs", f"{target}:rw,exec,mode=0777" + (f",size={size}" if size else "")]
         elif "configMap" in volume:
-            binds.append(Bind(within(storage.config_root / mount["name"], sub_path, what), target, True))
+            sources.append(within(storage.config_root / mount["name"], sub_path, what))
+            flags += bind(sources[-1], target, True)
         elif any("serviceAccountToken" in source for source in (volume.get("projected") or {}).get("sources") or []):
             continue  # the service account's API token: there is no API server to talk to
         else:
             kind = next((key for key in volume if key != "name"), "unknown")
             raise UsageError(f"{pod.name}: volume {mount['name']!r} ({kind}) cannot be emulated by tfchart local",
                              "only the release's PersistentVolumeClaim, emptyDir and configMap volumes are supported")
-    return binds, tmpfs
+    return flags, sources, writes
 
 
 def config_map_files(docs: Sequence[dict[str, Any]], pods: Sequence[LocalPod]) -> dict[str, tuple[bytes, int]]:
@@ -267,14 +253,13 @@ def container_pod(pod: LocalPod, engine: str, network: str, namespace: str, doma
     # Kubernetes' command replaces the image's ENTRYPOINT, args its CMD
     after_image = [*(["--entrypoint", command[0]] if command else []), image := str(pod.container["image"]),
                    *command[1:], *args]  # fmt: skip
-    binds, tmpfs = volume_mounts(pod, storage)
-    security, pull, env = security_of(pod, allow_privileged), pull_policy(pod.container), pod.env
+    mounts, sources, writes = volume_mounts(pod, storage)
+    (security, grant), pull = security_of(pod, allow_privileged), pull_policy(pod.container)
     aliases = dns_names(pod, services, namespace, domain)
     published = [p["containerPort"] for p in pod.container.get("ports") or []] if pod.role == TENSORBOARD else []
-    user = [] if security.user is None else ["--user", security.owner]
     # podman mounts tmpfs on /tmp, /run and /var/tmp of read-only containers; Kubernetes does not.
-    no_tmpfs = ["--read-only-tmpfs=false"] if engine == "podman" and "--read-only" in security.flags else []
-    secured = ["--no-healthcheck", *user, *security.flags, *no_tmpfs]
+    no_tmpfs = ["--read-only-tmpfs=false"] if engine == "podman" and "--read-only" in security else []
+    secured = ["--no-healthcheck", *security, *no_tmpfs]
     sandbox = [
         engine, "run", "--detach", "--rm", "--name", sandbox_name,
         *repeated("--label", [f"{RUN_LABEL}={network}", f"{SANDBOX_LABEL}={pod.name}"]),
@@ -288,18 +273,8 @@ def container_pod(pod: LocalPod, engine: str, network: str, namespace: str, doma
     run += ["--network", f"container:{sandbox_name}"]
     # docker gives a container on another's network that container's hostname; podman shares it on request.
     run += ["--uts", f"container:{sandbox_name}"] if engine == "podman" else []
-    run += ["--pull", pull, *secured]
-    run += repeated("--env", (f"{key}={value}" for key, value in {**env, "HOSTNAME": pod.name}.items()))
-    run += [arg for bind in binds for arg in bind.args()] + repeated("--tmpfs", tmpfs)
+    run += ["--pull", pull, *secured, *mounts]
+    run += repeated("--env", (f"{key}={value}" for key, value in {**pod.env, "HOSTNAME": pod.name}.items()))
     run += ["--workdir", workdir] if (workdir := pod.container.get("workingDir")) else []
-    return ContainerPod(**vars(pod), container_name=name, image=image, pull=pull, security=security, binds=binds,
-                        aliases=aliases, sandbox=sandbox, run=[*run, *after_image])  # fmt: skip
-
-
-def grant_script(access: Security) -> str:
-    """What the kubelet does for fsGroup (group fsGroup, group rwX, setgid directories), or without one what makes
-    the pod's user the owner."""
-    if access.fs_group is not None:
-        return (f"chgrp -R {access.fs_group} {VOLUME_TARGET} && chmod -R g+rwX {VOLUME_TARGET}"
-                f" && find {VOLUME_TARGET} -type d -exec chmod g+s {{}} +")  # fmt: skip
-    return f"chown -R {access.owner} {VOLUME_TARGET} && chmod -R u+rwX {VOLUME_TARGET}"
+    return ContainerPod(**vars(pod), container_name=name, image=image, pull=pull, aliases=aliases, sandbox=sandbox,
+                        run=[*run, *after_image], sources=sources, writes=(grant or "") if writes else None)

@@ -30,12 +30,11 @@ from tfchart.images.build import answer, check_engine_reachable, detect_engine
 from tfchart.local.containerpods import (
     RUN_LABEL,
     VOLUME_TARGET,
-    Bind,
     ContainerPod,
     Storage,
+    bind,
     config_map_files,
     container_pod,
-    grant_script,
     within,
 )
 from tfchart.local.jobset import headless_service
@@ -131,12 +130,12 @@ class ContainerCluster(LocalCluster):
         super().__init__(on_line)
         self.engine, self.run_id, self.storage, self.host_owner = engine, run_id, storage, host_owner
         self.config_files, self.warnings, self._prepared = config_files, list[str](), False
-        self.binds = [bind for pod in pods for bind in pod.binds]
-        # The image the ownership containers run (one that mounts the shared volume), and the securityContext the
-        # volume must be writable for: the first pod's that mounts it read-write (None where no pod does, or root).
-        self.volume_image = next((pod.image for pod in pods if any(bind.claim for bind in pod.binds)), None)
-        writer = next((p.security for p in pods if any(b.claim and not b.read_only for b in p.binds)), None)
-        self.access = None if writer is None or (writer.fs_group is None and not writer.user) else writer
+        self.sources = [source for pod in pods for source in pod.sources]
+        # The first pod that writes the shared volume: its image runs the ownership containers, and the volume is
+        # made writable for it (`grant`: "" where no pod writes it, or it runs as root).
+        writer = next((pod for pod in pods if pod.writes is not None), None)
+        self.volume_image: str | None = writer.image if writer else None
+        self.grant = writer.writes or "" if writer else ""
 
     def _engine(self, *args: str, timeout: float = ENGINE_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
         return answer([self.engine, *args], timeout)
@@ -199,17 +198,15 @@ class ContainerCluster(LocalCluster):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content)
             path.chmod(mode)
-        for directory in [root, *(p for p in root.rglob("*") if p.is_dir())] if files else []:
-            directory.chmod(0o755)
         self.storage.volume_dir.mkdir(parents=True, exist_ok=True)
-        for bind in self.binds:
-            if bind.claim:  # subPath directories exist before anything mounts them, as the kubelet makes them
-                bind.source.mkdir(parents=True, exist_ok=True)
-            elif files and not bind.source.exists():  # a configMap volume with no files still needs its mount point
-                bind.source.mkdir(parents=True, mode=0o755)
-        if self.access is None:
+        for source in self.sources:  # subPath directories, and the mount point of a configMap volume with no files,
+            if not source.exists():  # exist before anything mounts them, as the kubelet makes them
+                source.mkdir(parents=True)
+        for directory in [root, *(p for p in root.rglob("*") if p.is_dir())] if root.exists() else []:
+            directory.chmod(0o755)
+        if not self.grant:
             return
-        if (granted := self._ownership("volume-permissions", grant_script(self.access))).returncode != 0:
+        if (granted := self._ownership("volume-permissions", self.grant)).returncode != 0:
             raise TfchartError(f"could not make {self.storage.volume_dir} writable for the pods: "
                                f"{last_line(granted.stderr) or granted.returncode}",
                                "the image must have /bin/sh, chown and find")  # fmt: skip
@@ -221,7 +218,7 @@ class ContainerCluster(LocalCluster):
         return self._engine(
             "run", "--rm", "--name", f"{self.run_id}-{name}", "--label", f"{RUN_LABEL}={self.run_id}",
             "--network", "none", "--user", "0:0", "--pull", "never", "--no-healthcheck",
-            *Bind(self.storage.volume_dir, VOLUME_TARGET).args(), "--entrypoint", "/bin/sh", image, "-c", script,
+            *bind(self.storage.volume_dir, VOLUME_TARGET), "--entrypoint", "/bin/sh", image, "-c", script,
             timeout=600,
         )  # fmt: skip
 
