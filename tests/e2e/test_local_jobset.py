@@ -29,9 +29,9 @@ from tfchart.errors import UsageError
 from tfchart.local.containers import plan_from_manifests
 from tfchart.local.jobset import JobSetSpec
 from tfchart.local.jobsetrun import COMPLETED, FAILED, Event, JobSetRun, condition
-from tfchart.local.objects import advance, describe, outcome, resumed
 from tfchart.local.pods import rendered_pods, workload_of
 from tfchart.local.processes import localise_cluster
+from tfchart.local.session import advance, as_suspended, describe, outcome
 from tfdcontract import SUSPENDED_ANNOTATION
 
 E2E_VALUES = REPO / "tests" / "fixtures" / "e2e-values.yaml"
@@ -126,8 +126,9 @@ def test_the_rendered_jobset_is_read_as_its_controller_reads_it() -> None:
         ("ExitCode2FailsTheRun", "FailJobSet", ["PodFailurePolicy"]),
         ("DeadlineEndsTheRun", "FailJobSet", ["DeadlineExceeded"])]  # fmt: skip
     jobs = {job.rjob: job for job in spec.jobs}
-    assert (jobs["ps"].name, jobs["ps"].completions, jobs["ps"].backoff_limit) == (f"{JS}-ps-0", 2, 4)
-    assert (jobs["chief"].backoff_limit, jobs["chief"].deadline, jobs["ps"].deadline) == (2, 600.0, None)
+    assert (jobs["ps"].name, len(jobs["ps"].pods), jobs["ps"].doc["spec"]["backoffLimit"]) == (f"{JS}-ps-0", 2, 4)
+    assert [jobs[r].doc["spec"].get(key) for r, key in (("chief", "backoffLimit"), ("chief", "activeDeadlineSeconds"),
+                                                        ("ps", "activeDeadlineSeconds"))] == [2, 600, None]
     assert (jobs["chief"].grace, jobs["ps"].grace) == (60.0, 30.0)
     assert jobs["worker"].first_rule(2) is not None and jobs["worker"].first_rule(1) is None
     assert jobs["worker"].pods == [f"{JS}-worker-0-0", f"{JS}-worker-0-1"]
@@ -397,7 +398,7 @@ def test_a_native_suspension_follows_the_plan_and_a_resume_brings_the_servers_ba
     assert advance(run.controller, suspend=True) == ("Suspended", []) and len(run.engine.started) == 5
 
     run = native_run(*sets)  # `tfchart resume --local`: a new tfchart, its objects as the suspension left them
-    resumed(run.controller)
+    as_suspended(run.controller)
     run.settle()
     assert run.engine.started == [] and advance(run.controller, suspend=False)[0] == ""  # scaled up
     run.settle()

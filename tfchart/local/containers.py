@@ -2,7 +2,7 @@
 docs/architecture.md, section 8; the pods as containers: containerpods.py), the engine's checks, and
 `ContainerCluster`, which runs them under the run's controllers (jobsetrun.py) as LocalCluster runs processes.
 
-The run supervisor Deployment is not run (it needs an API server; its plan is carried out by objects.py): the
+The run supervisor Deployment is not run (it needs an API server; its plan is carried out by session.py): the
 run ends, and every container is removed, when the chief's Job ends. Every container and network carries the
 label tfchart.run=<run id> (the network is named after it); only a SIGKILL to tfchart leaves them behind, then
 `podman rm -f $(podman ps -aq --filter label=tfchart.run=<id>) && podman network rm <id>`. The images must have

@@ -36,34 +36,39 @@ DEFAULT_GRACE_SECONDS = 30.0  # a pod's terminationGracePeriodSeconds when its t
 
 @dataclass(frozen=True)
 class JobTemplate:
-    """One Job JobSet creates for a replicatedJob, and what its Job controller needs of it."""
+    """One Job JobSet creates for a replicatedJob (a native release's: a Job or StatefulSet as rendered), read as its
+    controller reads it, and its pods' hostnames (here: names) by completion index (a StatefulSet's: by ordinal)."""
 
     rjob: str
-    doc: dict[str, Any]  # the Job (a native release's: or StatefulSet) as its controller creates it
-    name: str  # <jobset>-<rjob>-<jobIndex>
-    completions: int
-    parallelism: int
-    backoff_limit: int
-    deadline: float | None  # activeDeadlineSeconds
-    grace: float  # the pods' terminationGracePeriodSeconds
-    container: str  # the pods' (first) container, as podFailurePolicy names it
-    rules: tuple[dict[str, Any], ...]  # its podFailurePolicy's rules, as rendered
-    attempt_env: tuple[str, ...] = ()  # its env set from the restart-attempt label or annotation (downward API)
-    kind: str = "Job"  # or StatefulSet: its pods never complete, each starts again whenever it exits
-    names: tuple[str, ...] = ()  # its pods' names, where they are not <job>-<index> (a native NonIndexed Job)
+    doc: dict[str, Any]  # the Job (or StatefulSet: its pods never complete, each starts again whenever it exits)
+    pods: list[str]
 
     @property
-    def pods(self) -> list[str]:
-        """The pods' hostnames (and, here, names) by completion index (a StatefulSet's: by ordinal)."""
-        return list(self.names) or [f"{self.name}-{index}" for index in range(self.completions)]
+    def name(self) -> str:
+        return str(self.doc["metadata"]["name"])
+
+    @property
+    def kind(self) -> str:
+        return str(self.doc["kind"])
+
+    @property
+    def container(self) -> dict[str, Any]:
+        """Its pods' (first) container, as podFailurePolicy names it."""
+        return dict((self.doc["spec"]["template"]["spec"].get("containers") or [{}])[0])
+
+    @property
+    def grace(self) -> float:
+        """Its pods' terminationGracePeriodSeconds."""
+        return float(self.doc["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
 
     def first_rule(self, code: int) -> tuple[int, dict[str, Any]] | None:
         """The first rule of its podFailurePolicy (and its index) that matches its container's exit. onPodConditions
         rules (DisruptionTarget: preemption, eviction, a node drain) never match here: nothing disrupts a local pod."""
-        for index, rule in enumerate(self.rules):
+        name = self.container.get("name", "")
+        for index, rule in enumerate((self.doc["spec"].get("podFailurePolicy") or {}).get("rules") or ()):
             codes = rule.get("onExitCodes") or {}
             values = codes.get("values") or ()
-            if codes and (codes.get("containerName") or self.container) == self.container and (
+            if codes and (codes.get("containerName") or name) == name and (
                     code in values if codes["operator"] == "In" else code != 0 and code not in values):  # fmt: skip
                 return index, rule
         return None
@@ -132,6 +137,12 @@ class JobSetSpec:
                                  "not an earlier replicatedJob (JobSet's webhook refuses it)")  # fmt: skip
             if in_order and rjobs and not depends:
                 depends = ((rjobs[-1].name, READY),)
+            job = (rjob.get("template") or {}).get("spec") or {}
+            if job.get("completionMode", "Indexed") != "Indexed" or job.get("backoffLimitPerIndex") is not None:
+                raise UsageError(f"JobSet {name}: replicatedJob {rjob['name']} is not a plain Indexed Job "
+                                 "(completionMode NonIndexed or backoffLimitPerIndex): tfchart local emulates Indexed "
+                                 "Jobs only")  # fmt: skip
+            completions = int(job.get("completions", job.get("parallelism", 1)))
             in_group = [count if g == groups[position] else 0 for count, g in zip(counts, groups, strict=True)]
             jobs = []
             for job_index in range(counts[position]):  # the Jobs JobSet creates, marked as it marks them
@@ -145,7 +156,8 @@ class JobSetSpec:
                          "jobset.sigs.k8s.io/group-name": groups[position],
                          "jobset.sigs.k8s.io/group-replicas": str(sum(in_group)),
                          "jobset.sigs.k8s.io/job-group-index": str(sum(in_group[:position]) + job_index)}  # fmt: skip
-                jobs.append(job_template(name, str(rjob["name"]), job_document(doc, rjob, job_name, marks)))
+                jobs.append(JobTemplate(str(rjob["name"]), job_document(doc, rjob, job_name, marks),
+                                        [f"{job_name}-{index}" for index in range(completions)]))
             rjobs.append(ReplicatedJob(str(rjob["name"]), depends, tuple(jobs)))
         success = spec.get("successPolicy") or {}
         return cls(name, namespace, tuple(rjobs), str(success.get("operator", "All")),
@@ -161,35 +173,11 @@ def native_spec(workloads: Sequence[tuple[dict[str, Any], list[str]]], run_job: 
     """A native release's Jobs and StatefulSets (each with its pods' names) as one spec that JobSetRun runs: all
     created at once, StatefulSet pods started again whenever they exit, the Jobs as the Job controller runs them;
     the run's Job (`run_job`: the chief's, else the workers') ends the run, another Job's failure does not."""
-    jobs = [job_template(str(doc["metadata"]["name"]), str(doc["metadata"]["name"]), doc, tuple(pods))
-            for doc, pods in workloads]  # fmt: skip
+    jobs = [JobTemplate(str(doc["metadata"]["name"]), doc, pods) for doc, pods in workloads]
     rule = {"name": run_job, "action": FAIL_JOBSET, "targetReplicatedJobs": [run_job]}
     rjobs = tuple(ReplicatedJob(job.name, (), (job,)) for job in jobs)
     return JobSetSpec(run_job, namespace, rjobs, "All", (run_job,), 0, (rule,), {"metadata": {"name": run_job},
                       "spec": {}}, kind="Job")  # fmt: skip
-
-
-def job_template(jobset: str, rjob: str, template: dict[str, Any], names: tuple[str, ...] = ()) -> JobTemplate:
-    """What the Job (or StatefulSet) `template` asks of its controller (`names`: its pods', named already)."""
-    spec = template.get("spec") or {}
-    pod = (spec.get("template") or {}).get("spec") or {}
-    mode = "Indexed" if names else spec.get("completionMode", "Indexed")  # a native Job's pods are named already
-    if mode != "Indexed" or spec.get("backoffLimitPerIndex") is not None:
-        raise UsageError(f"JobSet {jobset}: replicatedJob {rjob} is not a plain Indexed Job (completionMode NonIndexed "
-                         "or backoffLimitPerIndex): tfchart local emulates Indexed Jobs only")  # fmt: skip
-    completions = len(names) or int(spec.get("completions", spec.get("parallelism", 1)))
-    rules = tuple((spec.get("podFailurePolicy") or {}).get("rules") or ())
-    deadline = spec.get("activeDeadlineSeconds")
-    container = (pod.get("containers") or [{}])[0]
-    fields = {str(item["name"]): ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
-              for item in container.get("env") or []}  # fmt: skip
-    attempt_env = tuple(name for name, path in fields.items() if RESTART_ATTEMPT in str(path))
-    return JobTemplate(rjob, template, str(template["metadata"]["name"]), completions,
-                       len(names) if "replicas" in spec else int(spec.get("parallelism", 1)),
-                       int(spec.get("backoffLimit", 6)), None if deadline is None else float(deadline),
-                       float(pod.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)),
-                       str(container.get("name", "")), rules, attempt_env, str(template.get("kind", "Job")),
-                       names)  # fmt: skip
 
 
 def subdomain(doc: dict[str, Any]) -> str | None:

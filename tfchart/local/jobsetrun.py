@@ -3,7 +3,7 @@ engine runs (processes or containers), one reconcile pass at a time (`JobSetRun.
 docs/architecture.md, section 8, says what they do. A native release runs as one JobSetRun too (jobset.native_spec):
 its Jobs and StatefulSets created at once, the chief's Job the run's. Their state is the API's objects themselves
 (plain dicts: each Job or StatefulSet as rendered, with its status, and the JobSet), which tfdcontract.lifecycle's
-plan reads and patches (objects.py); `hold` is how they answer a patch of their spec. Every step is an `Event`, as
+plan reads and patches (session.py); `hold` is how they answer a patch of their spec. Every step is an `Event`, as
 Kubernetes' events name them.
 """
 
@@ -26,6 +26,7 @@ from tfchart.local.jobset import (
     FAIL_JOBSET,
     IGNORE,
     READY,
+    RESTART_ATTEMPT,
     RESTART_JOBSET,
     JobSetSpec,
     JobTemplate,
@@ -98,9 +99,14 @@ class JobRun:
         return not self.suspended and pod.index < int(self.doc["spec"].get("replicas", len(self.pods)))
 
     @property
+    def parallelism(self) -> int:
+        """How many of its pods run at once (a StatefulSet's: all)."""
+        return int(self.doc["spec"].get("parallelism", 1 if self.template.kind == "Job" else len(self.pods)))
+
+    @property
     def ready(self) -> bool:
         """Counted Ready in its replicatedJob's status: active, with succeeded + ready pods >= its pods."""
-        pods = min(self.template.parallelism, self.template.completions)
+        pods = min(self.parallelism, len(self.pods))
         return not self.state and sum(p.succeeded or p.ready for p in self.pods) >= pods
 
 
@@ -151,7 +157,7 @@ class JobSetRun:
         return max(0, self.starts.get(pod, 0) - 1)
 
     def hold(self, job: JobRun | None) -> None:
-        """A Job's (None: the JobSet's) spec patched (objects.py: the plan's actions), as its controller answers it:
+        """A Job's (None: the JobSet's) spec patched (session.advance: the plan's actions), as its controller answers:
         the pods a Job suspended or a StatefulSet scaled down no longer wants stop (a suspended JobSet's: all, the
         chief's first: its checkpoint), the others start."""
         if job is not None:
@@ -206,24 +212,26 @@ class JobSetRun:
         if all(pod.succeeded for pod in job.pods):
             ended_as(job.doc, COMPLETE, "CompletionsReached", "")
             job.ended = now
-            self._event("Job", template.name, "Completed", f"{plural(template.completions, 'pod')} succeeded")
+            self._event("Job", template.name, "Completed", f"{plural(len(job.pods), 'pod')} succeeded")
             return
         if self.suspended or job.suspended:
             return
-        if template.deadline is not None and job.created is not None and now - job.created >= template.deadline:
+        deadline = job.doc["spec"].get("activeDeadlineSeconds")
+        if deadline is not None and job.created is not None and now - job.created >= float(deadline):
             self._fail(job, "DeadlineExceeded", "Job was active longer than specified deadline", now)
             return
         active = sum(pod.alive for pod in job.pods)
         for pod in job.pods:
             due = pod.due is not None and pod.due <= now
-            if active < template.parallelism and not (pod.alive or pod.succeeded) and due and job.runs(pod):
+            if active < job.parallelism and not (pod.alive or pod.succeeded) and due and job.runs(pod):
                 self._start(job, pod)
                 active += 1
 
     def _start(self, job: JobRun, pod: PodRun) -> None:
         local = self.pods[pod.name]
-        for name in job.template.attempt_env:  # the restart-attempt label, as the downward API gives it
-            local.env[name] = str(self.restarts)
+        for item in job.template.container.get("env") or []:  # the restart-attempt label, as the downward API gives it
+            if RESTART_ATTEMPT in str(((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")):
+                local.env[item["name"]] = str(self.restarts)
         pod.alive, pod.due, pod.probed = True, None, -math.inf
         self.starts[pod.name] = self.starts.get(pod.name, 0) + 1
         again = f" (pod {self.starts[pod.name]} of index {pod.index})" if self.starts[pod.name] > 1 else ""
@@ -247,22 +255,23 @@ class JobSetRun:
         action = matched[1]["action"] if matched else COUNT
         if matched and action == FAIL_JOB:
             job.culprit = pod.name
-            self._fail(job, "PodFailurePolicy", f"Container {template.container} for pod {self.spec.namespace}/"
-                       f"{pod.name} failed with exit code {code} matching FailJob rule at index {matched[0]}", now)
+            self._fail(job, "PodFailurePolicy", f"Container {template.container.get('name', '')} for pod "
+                       f"{self.spec.namespace}/{pod.name} failed with exit code {code} matching FailJob rule at index "
+                       f"{matched[0]}", now)  # fmt: skip
         elif matched and action == IGNORE:
             pod.due = now
             self._event("Pod", pod.name, "Failed", f"exited with {code}: Ignore rule at index {matched[0]}, a new pod "
                         "starts without counting against backoffLimit")  # fmt: skip
         else:
             job.failures += 1
-            if job.failures > template.backoff_limit:
+            if job.failures > (limit := int(job.doc["spec"].get("backoffLimit", 6))):
                 job.culprit = pod.name
                 self._fail(job, "BackoffLimitExceeded", "Job has reached the specified backoff limit", now)
                 return
             delay = min(MAX_BACKOFF_S, 2.0 ** (job.failures - 1))
             pod.due = now + delay
             self._event("Pod", pod.name, "Failed", f"exited with {code}: a new pod in {delay:.0f} s (failure "
-                        f"{job.failures} of backoffLimit {template.backoff_limit})")  # fmt: skip
+                        f"{job.failures} of backoffLimit {limit})")  # fmt: skip
 
     def _fail(self, job: JobRun, reason: str, message: str, now: float) -> None:
         ended_as(job.doc, FAILED, reason, message)
@@ -310,7 +319,7 @@ class JobSetRun:
                 job.created = now
                 for pod in job.pods:
                     pod.due = now
-                self._event("Job", template.name, "Created", f"{plural(template.completions, 'pod')}{after}")
+                self._event("Job", template.name, "Created", f"{plural(len(job.pods), 'pod')}{after}")
                 self._sync(job, now)
 
     def _succeeded(self) -> bool:
@@ -368,7 +377,7 @@ class JobSetRun:
     def _event(self, kind: str, name: str, reason: str, message: str, job_level: bool = True) -> None:
         self.on_event(Event(time.time(), kind, name, reason, message, job_level))
 
-    # what the board shows (objects.py: the run's state and ending)
+    # what the board shows
 
     def pending(self, pod: str) -> str | None:
         """Why a pod has no process yet (its Job waits for its dependsOn, or its next pod for its back-off)."""

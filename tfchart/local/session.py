@@ -2,7 +2,9 @@
 to <run directory>/pod-logs/<pod>.log, the terminal's board (terminal.py), the pods started (again) and the run
 ended as their controllers would (jobsetrun.py: the chief's Job and the StatefulSets, or with workload.kind=jobset
 the JobSet, whose events go to <run directory>/events.log), a suspension (`tfchart suspend --local`), and the
-closing summary."""
+closing summary. Endings, suspend and resume are tfdcontract.lifecycle's plan, the planner the run supervisor and
+tfchart use: it reads the controllers' objects as it reads a cluster's (`view`), and its actions, merge patches,
+apply to them as the API server applies them, each answered by its controller (`advance`)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from contextlib import nullcontext, suppress
 from dataclasses import asdict
 from datetime import datetime, timezone
@@ -18,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from tfchart.errors import TfchartError
-from tfchart.local import objects
-from tfchart.local.jobsetrun import Event, JobSetRun
+from tfchart.local.jobset import COMPLETE
+from tfchart.local.jobsetrun import COMPLETED, Event, JobSetRun, condition
 from tfchart.local.pods import LocalPod
 from tfchart.local.processes import (
     PALETTE,
@@ -29,8 +32,31 @@ from tfchart.local.processes import (
     running,
 )
 from tfchart.local.runstate import SUSPENDED_EXIT
-from tfdcontract import LOGS_DIR, PREDICT_REQUEST_FILE, SERVING, TENSORBOARD, read_status_file
-from tfdcontract.runstate import FAILED, SUCCEEDED, SUSPENDED
+from tfdcontract import (
+    COMPONENT_LABEL,
+    EVALUATOR,
+    LOGS_DIR,
+    PREDICT_REQUEST_FILE,
+    SERVING,
+    TENSORBOARD,
+    read_status_file,
+)
+from tfdcontract.lifecycle import (
+    FAILED,
+    RUNNING,
+    RUNNING_WANTED,
+    STOPPED_WANTED,
+    SUCCEEDED,
+    SUSPENDED,
+    SUSPENDED_WANTED,
+    TERMINAL,
+    RunView,
+    ending_of,
+    plan,
+    role_of,
+    run_state,
+)
+from tfdcontract.runstate import now_text
 
 EVENTS_FILE = "events.log"  # a JobSet run's events, as `kubectl get events` would list them
 
@@ -106,7 +132,7 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
         with lock:
             for name, process in list(cluster.processes.items()):
                 board.exited(name, None if process.running else process.exit_code, controller.restarts_of(name))
-            board.workload = objects.describe(controller) if plan.jobset else ""
+            board.workload = describe(controller) if plan.jobset else ""
             for pod in plan.pods:
                 if (waiting := controller.pending(pod.name)) is not None:
                     board.pods[pod.name].state = waiting
@@ -120,7 +146,7 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
     cluster = plan.cluster(on_line)
     controller = JobSetRun(plan.workload, cluster, pods, on_event)
     if resumed:
-        objects.resumed(controller)
+        as_suspended(controller)
     started = time.monotonic()
     try:
         with running(cluster):
@@ -139,13 +165,13 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
 def run_workload(plan: LocalPlan, cluster: LocalCluster, controller: JobSetRun, timeout: float | None, poll: Any,
                  suspending: list[str], console: Any) -> str:  # fmt: skip
     """The pods outside the controllers (TensorBoard) at once, the others as their controllers start them, and
-    tfdcontract.lifecycle's plan carried out on them (objects.py) until the run is suspended or has ended: its
+    tfdcontract.lifecycle's plan carried out on them (`advance`) until the run is suspended or has ended: its
     state (Suspended, Succeeded, Failed)."""
     cluster.start([pod for pod in plan.pods if not controller.manages(pod.name)])
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         controller.reconcile()
-        state, lines = objects.advance(controller, bool(suspending))
+        state, lines = advance(controller, bool(suspending))
         for line in lines if not controller.finished else []:
             console.print(f"  {line}", soft_wrap=True)
         poll()
@@ -212,14 +238,14 @@ def finish(plan: LocalPlan, cluster: LocalCluster, controller: JobSetRun, succee
     if not succeeded:  # the pod whose exit failed the run (its exit code, else 1), else the chief
         culprit = controller.first_failed.culprit if controller.first_failed else None
         code = getattr(cluster.processes.get(culprit or ""), "exit_code", None) or 1
-        why = objects.outcome(controller) if plan.jobset else f"{culprit or chief_pod.name} exited with {code}"
+        why = outcome(controller) if plan.jobset else f"{culprit or chief_pod.name} exited with {code}"
         message = escape(str(result.get("message", "")))
         console.print(f"[bold red]✗ training failed[/] after {elapsed:.0f} s: {escape(why)}; {message} (its log: "
                       f"{plan.workdir / 'pod-logs' / (culprit or chief_pod.name)}.log)", soft_wrap=True)  # fmt: skip
         return 1
     console.print(f"[bold green]✓ training {result.get('state', 'finished')}[/] in {elapsed:.0f} s{reported(result)}")
     if plan.jobset:
-        console.print(f"  {escape(objects.outcome(controller))}", soft_wrap=True)
+        console.print(f"  {escape(outcome(controller))}", soft_wrap=True)
     console.print(f"  export: {plan.host_path(result.get('export_path'))}")
     kept = keep_tensorboard and plan.tensorboard_url
     if plan.tensorboard_url:
@@ -236,3 +262,91 @@ def finish(plan: LocalPlan, cluster: LocalCluster, controller: JobSetRun, succee
             while True:
                 time.sleep(1)
     return 0
+
+
+def merge(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
+    """A JSON merge patch (RFC 7386) applied to `target` in place, as the API server applies one."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, Mapping):
+            merge(target.setdefault(key, {}), value)
+        else:
+            target[key] = value
+
+
+def view(run: JobSetRun) -> RunView:
+    """What an executor reads of a cluster: the objects (a StatefulSet's Ready pods counted, as its controller does)
+    and the running pods."""
+    pods = [{"metadata": {"name": name, "labels": {COMPONENT_LABEL: process.pod.role}}, "status": {"phase": RUNNING}}
+            for name, process in run.engine.processes.items() if process.running and run.manages(name)]  # fmt: skip
+    for job in run.jobs.values():
+        if job.template.kind == "StatefulSet":
+            job.doc["status"]["readyReplicas"] = sum(pod.ready and job.runs(pod) for pod in job.pods)
+    docs = [job.doc for job in run.jobs.values()]
+    if run.spec.kind == "JobSet":
+        return RunView("JobSet", run.doc, pods=pods, jobs=docs)
+    evaluator = next((doc for doc in docs if doc["kind"] == "Job" and role_of(doc) == EVALUATOR), None)
+    return RunView("Job", run.jobs[run.spec.name].doc, [doc for doc in docs if doc["kind"] == "StatefulSet"],
+                   evaluator, pods=pods)  # fmt: skip
+
+
+def advance(run: JobSetRun, suspend: bool) -> tuple[str, list[str]]:
+    """Carries out the plan's next step towards the wanted state (suspended, else running; once the run has ended,
+    its ending: stopped); the run's state once that is reached (tfdcontract's Running, Suspended, Succeeded,
+    Failed), else "", and the lines of what was done. (A Deployment or a Kueue Workload is never planned: no
+    supervisor runs here, no Kueue.)"""
+    current = view(run)
+    state = run_state(current)
+    ended = state in TERMINAL
+    wanted = STOPPED_WANTED if ended else SUSPENDED_WANTED if suspend else RUNNING_WANTED
+    step = plan(current, wanted, now=now_text(), ending=ending_of(current.run) if ended else None)
+    for action in step.actions:
+        job = run.jobs[action.name] if action.kind != "JobSet" else None
+        merge(run.doc if job is None else job.doc, action.patch)
+        if "spec" in action.patch:
+            run.hold(job)
+    return ("" if step.actions or step.pending else state), [action.line for action in step.actions]
+
+
+def as_suspended(run: JobSetRun) -> None:
+    """The objects as `tfchart suspend` left them (the plan's suspension, carried out before any pod runs: the
+    run's Job or JobSet suspended with its record, ps/worker at 0), so that the plan's resume brings the servers
+    back Ready before the chief."""
+    for _ in range(4):  # suspend, scale down, reached
+        if advance(run, suspend=True)[0] == SUSPENDED:
+            return
+
+
+def describe(run: JobSetRun) -> str:
+    """The JobSet's state and each replicatedJob's, in one line."""
+    parts = []
+    for rjob in run.spec.replicated_jobs:
+        jobs = [run.jobs[t.name] for t in rjob.jobs]
+        if not any(job.created is not None for job in jobs):
+            parts.append(f"{rjob.name} waits for {rjob.waits_for}")
+        elif failed := next((job for job in jobs if job.state == FAILED), None):
+            parts.append(f"{rjob.name} Failed ({condition(failed.doc)['reason']})")
+        elif all(job.state == COMPLETE for job in jobs):
+            parts.append(f"{rjob.name} Complete")
+        else:
+            alive = any(pod.alive for job in jobs for pod in job.pods)
+            state = "Ready" if all(job.ready for job in jobs) else "Active" if alive else "starting"
+            parts.append(f"{rjob.name} {state}")
+    state = SUSPENDED if run.suspended and not run.finished else run.state
+    restarts = f" (restart {run.restarts})" if run.restarts else ""
+    return f"JobSet {run.spec.name} {state}{restarts}: {', '.join(parts)}"
+
+
+def outcome(run: JobSetRun) -> str:
+    """How the run ended, for the closing summary: the state, its reason, and on failure the rule and Job."""
+    if run.state == COMPLETED:
+        targets = ", ".join(run.spec.success_targets) or "every replicatedJob"
+        return f"JobSet {run.spec.name} Completed: successPolicy {run.spec.success_operator} of {targets}"
+    first = run.first_failed
+    by = (f" by failure policy rule {run.rule['name']} ({run.rule['action']})" if run.rule else
+          f": no failure policy rule matched, and JobSet's default, RestartJobSet, had used up maxRestarts "
+          f"{run.spec.max_restarts}")  # fmt: skip
+    failed = condition(first.doc) if first else {}
+    job = f"; Job {first.template.name} failed: {failed['reason']}: {failed['message']}" if first else ""
+    return f"JobSet {run.spec.name} {run.state} ({condition(run.doc)['reason']}){by}{job}"
