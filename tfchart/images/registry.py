@@ -24,6 +24,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from email.message import Message
 from pathlib import Path
@@ -95,8 +96,10 @@ def resolve(registry: str, repository: str, reference: str, access: Access) -> V
         return Verdict(UNREACHABLE, registry, f"its TLS certificate is not trusted here ({error.verify_message})")
     except (urllib.error.URLError, OSError, ValueError) as error:
         reason = getattr(error, "reason", error)
-        if scheme == "https" and isinstance(reason, ssl.SSLError) and speaks_plain_http(host, access.timeout):
-            return Verdict(PLAIN_HTTP, registry, "it answers plain HTTP, not HTTPS")
+        if scheme == "https" and isinstance(reason, ssl.SSLError):  # a registry answers `HEAD /v2/` 200, or 401
+            with suppress(urllib.error.URLError, OSError, ValueError):
+                if head(f"http://{host}/v2/", {}, access.timeout)[0] in (200, 401):
+                    return Verdict(PLAIN_HTTP, registry, "it answers plain HTTP, not HTTPS")
         return Verdict(UNREACHABLE, registry, str(reason))
     answers = {200: (PRESENT, ""), 404: (MISSING, ""), 401: (UNAUTHORISED, f"HTTP 401 with {tried}"),
                403: (UNAUTHORISED, f"HTTP 403 with {tried}")}  # fmt: skip
@@ -142,14 +145,6 @@ def authorize(challenge: str, found: Credentials | None, repository: str, access
     answer = json.loads(body)
     token = answer.get("token") or answer.get("access_token") if isinstance(answer, dict) else None
     return f"Bearer {token}" if token else ""
-
-
-def speaks_plain_http(host: str, timeout: float) -> bool:
-    """Whether host answers `HEAD /v2/` over plain HTTP as a registry does (200, or 401 asking for credentials)."""
-    try:
-        return head(f"http://{host}/v2/", {}, timeout)[0] in (200, 401)
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
 
 
 def host_of(key: str) -> str:
