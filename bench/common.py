@@ -24,7 +24,7 @@ from tfchart.helm import chart as render  # noqa: E402
 from tfchart.helm.chart import Chart  # noqa: E402
 from tfchart.helm.runner import Helm  # noqa: E402
 from tfchart.local.pods import LocalPod, rendered_pods  # noqa: E402
-from tfchart.local.processes import LocalCluster, localise_cluster, python_bin_dir  # noqa: E402
+from tfchart.local.processes import LocalCluster, localise_cluster  # noqa: E402
 from tfdcontract import (  # noqa: E402
     CHIEF,
     PS,
@@ -158,7 +158,7 @@ def train_locally(pods: Sequence[LocalPod], batch_size: int, timeout: float = 60
             cpu = {process.pod.name: cpu_seconds(process.popen.pid) for process in cluster.processes.values()}
             samples.append(StepSample(progress.step, at, cpu))
 
-    cluster = LocalCluster(on_line, extra_path=[python_bin_dir()])
+    cluster = LocalCluster(on_line)
     tf_pods = [pod for pod in pods if pod.role in (PS, WORKER, CHIEF)]
     try:
         cluster.start(tf_pods)

@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from common import HELM, Result, cores, cpu_seconds, print_rows, render_pods  # noqa: E402
 
 from tfchart.local.pods import LocalPod  # noqa: E402
-from tfchart.local.processes import LocalCluster, python_bin_dir  # noqa: E402
+from tfchart.local.processes import LocalCluster  # noqa: E402
 
 STEP = re.compile(r"^step \d+, loss")
 COMMON = [
@@ -49,7 +49,7 @@ def time_to_first_step(strategy: str, helm: str) -> tuple[float, float]:
             if pod.is_chief and STEP.search(line):
                 first.set()
 
-        cluster = LocalCluster(on_line, extra_path=[python_bin_dir()])
+        cluster = LocalCluster(on_line)
         start = time.perf_counter()
         try:
             cluster.start(plan)

@@ -288,7 +288,7 @@ def launch(namespaces_available: None, tmp_path: Path) -> Iterator[Callable[...,
         def on_line(pod: LocalPod, line: str) -> None:
             logs.setdefault(pod.name, []).append(line)
 
-        cluster = LocalCluster(on_line, extra_path=[python_bin_dir()], wrap=net.wrap)
+        cluster = LocalCluster(on_line, wrap=net.wrap)
         run = Run(root, pods, net, cluster, logs)
         runs.append(run)
         net.build(pods, extra_hosts=["client"] if client else [])

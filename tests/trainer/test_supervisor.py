@@ -233,7 +233,7 @@ def release(tmp_path: Path) -> Iterator[Any]:
         pods = rendered_pods(docs, NAMESPACE)
         localise_cluster(pods)
         sa = service_account_dir(tmp_path / f"sa{len(releases)}", NAMESPACE)
-        stage = Release(server, LocalCluster(lambda pod, line: stage.heard(pod, line), extra_path=[python_bin_dir()]),
+        stage = Release(server, LocalCluster(lambda pod, line: stage.heard(pod, line)),
                         sa, pods, sets, docs=docs)
         releases.append(stage)
         if start_servers:

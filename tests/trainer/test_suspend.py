@@ -29,7 +29,7 @@ from tests.kubeapi import Call, JobController, KubeServer, StatefulSetController
 from tests.trainer.conftest import service_account_dir
 from tests.trainer.test_supervisor import E2E_VALUES, JOBS, NAMESPACE, PREFIX, STS, Release, helm_owned, scale_down
 from tfchart.local.pods import LocalPod, rendered_pods
-from tfchart.local.processes import LocalCluster, localise_cluster, python_bin_dir
+from tfchart.local.processes import LocalCluster, localise_cluster
 from tfdcontract import CHIEF, PROGRESS_ANNOTATION, PS, STATUS_FILE, SUSPENDED_ANNOTATION, WORKER, parse_step_line
 from tfdcontract.lifecycle import WANTED_ANNOTATION, WANTED_SEEN_ANNOTATION
 
@@ -91,7 +91,7 @@ def test_a_suspended_release_frees_every_pod_and_resumes_at_its_checkpoint(tmp_p
     server.add(*[helm_owned(d) for d in docs if d["kind"] in ("StatefulSet", "Job", "Deployment")])
     pods = rendered_pods(docs, NAMESPACE)
     localise_cluster(pods)
-    stage = Release(server, LocalCluster(lambda pod, line: stage.heard(pod, line), extra_path=[python_bin_dir()]),
+    stage = Release(server, LocalCluster(lambda pod, line: stage.heard(pod, line)),
                     service_account_dir(tmp_path / "sa", NAMESPACE), pods, sets)  # fmt: skip
     servers = [StatefulSetController(server, named(docs, "StatefulSet", f"{PREFIX}-{role}"),
                                      [p for p in pods if p.role == role], stage.cluster).start()

@@ -40,18 +40,14 @@ from tfdcontract.env import CLUSTER_ENV
 PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_cyan", "bright_magenta", "bright_green")
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def port_is_free(port: int) -> bool:
-    """Whether a server can listen on ``port`` on every interface (where the trainer serves metrics)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock, suppress(OSError):
-        sock.bind(("", port))
-        return True
-    return False
+def free_port(wanted: int = 0) -> int:
+    """`wanted` where a server can listen on it on every interface (where the trainer serves metrics), else a port
+    where one can."""
+    for port in dict.fromkeys((wanted, 0)):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock, suppress(OSError):
+            sock.bind(("", port))
+            return int(sock.getsockname()[1])
+    raise OSError("no free port")
 
 
 def listening(table: str, port: int) -> bool:
@@ -91,7 +87,7 @@ def localise_metrics(pods: list[LocalPod], taken: Sequence[str] = ()) -> dict[st
     for pod in sorted(serving, key=lambda p: not p.is_chief):  # the chief first
         rendered = pod.env[METRICS_PORT_ENV].strip()
         keep = pod.is_chief and rendered.isdigit() and 0 < int(rendered) < 65536 and int(rendered) not in used
-        port = int(rendered) if keep and port_is_free(int(rendered)) else free_port()
+        port = free_port(int(rendered) if keep else 0)
         while port in used:
             port = free_port()
         used.add(port)
@@ -127,18 +123,16 @@ class LocalCluster:
     """Starts pods as process groups, streams their output, and always stops every one of them (what starts them
     again is their controller's business: jobsetrun.py). containers.ContainerCluster runs them as containers."""
 
-    def __init__(self, on_line: Callable[[LocalPod, str], None], extra_path: Sequence[str] = (),
-                 wrap: Callable[[LocalPod], list[str]] | None = None,
+    def __init__(self, on_line: Callable[[LocalPod, str], None], wrap: Callable[[LocalPod], list[str]] | None = None,
                  stopped: Callable[[], None] | None = None) -> None:  # fmt: skip
         self.on_line = on_line
-        self.extra_path = list(extra_path)
         self.wrap = wrap  # e.g. `ip netns exec <ns>` in front of the pod's argv (tests/e2e), or nsenter (netns.py)
         self.stopped = stopped  # called once every process has ended
         self.processes: dict[str, Process] = {}
 
     def command(self, pod: LocalPod) -> tuple[list[str], dict[str, str] | None]:
-        """The pod's argv and environment."""
-        path = os.pathsep.join([*self.extra_path, os.environ.get("PATH", "/usr/bin:/bin")])
+        """The pod's argv and environment (this Python's scripts first on its PATH: the "image" is this machine)."""
+        path = os.pathsep.join([python_bin_dir(), os.environ.get("PATH", "/usr/bin:/bin")])
         # HOME: the chart leaves it to the image (<role>.home sets it); here the "image" is this machine.
         keep = {k: v for k, v in os.environ.items() if k in ("LANG", "LC_ALL", "TZ", "TMPDIR", "HOME")}
         argv = [*self.wrap(pod), *pod.argv] if self.wrap else pod.argv
@@ -279,9 +273,9 @@ def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values
         from tfchart.local.netns import PrivateNetwork
 
         if host_network:
-            return LocalCluster(on_line, extra_path=[python_bin_dir()])
+            return LocalCluster(on_line)
         network = PrivateNetwork(sorted(set(metrics_ports.values())))
-        return LocalCluster(on_line, extra_path=[python_bin_dir()], wrap=network.wrap, stopped=network.close)
+        return LocalCluster(on_line, wrap=network.wrap, stopped=network.close)
 
     headline = f"{len(pods)} processes, run directory {workdir}"
     return LocalPlan(workdir, pods, addresses, url, values, workload, headline, cluster, metrics_ports)
