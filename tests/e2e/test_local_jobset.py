@@ -131,7 +131,7 @@ def test_the_rendered_jobset_is_read_as_its_controller_reads_it() -> None:
                                                         ("ps", "activeDeadlineSeconds"))] == [2, 600, None]
     assert (jobs["chief"].grace, jobs["ps"].grace) == (60.0, 30.0)
     assert jobs["worker"].first_rule(2) is not None and jobs["worker"].first_rule(1) is None
-    assert jobs["worker"].pods == [f"{JS}-worker-0-0", f"{JS}-worker-0-1"]
+    assert [pod.name for pod in jobs["worker"].pods] == [f"{JS}-worker-0-0", f"{JS}-worker-0-1"]
     sync = JobSetSpec.read(jobset_doc(docs("training.strategy=multi_worker_mirrored", "chief.replicas=0",
                                            "ps.replicas=0")), NS)  # fmt: skip
     assert [r.name for r in sync.replicated_jobs] == ["worker", "evaluator"] and sync.success_targets == ("worker",)
@@ -157,7 +157,7 @@ def test_containers_get_the_jobset_services_dns_names_and_its_controller_restart
     assert worker.aliases == [f"{worker.name}.{JS}.{DOMAIN}", f"{JS}.{DOMAIN}"]  # JobSet's headless Service
     assert worker.sandbox[worker.sandbox.index("--hostname") + 1] == worker.name
     assert worker.probe_port == 2222 and worker.env["TFD_TASK_INDEX"] == "1"
-    assert any(worker.name in job.pods for job in plan.jobset.jobs)  # its new pods come from jobsetrun
+    assert any(worker.name == pod.name for job in plan.jobset.jobs for pod in job.pods)  # jobsetrun starts it again
     cluster = json.loads(worker.env["TFD_CLUSTER"])
     assert all(address.split(":")[0] in plan.addresses for role in cluster.values() for address in role)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import math
 import re
 import uuid
 from collections.abc import Mapping, Sequence
@@ -34,14 +35,43 @@ READY, COMPLETE = "Ready", "Complete"
 DEFAULT_GRACE_SECONDS = 30.0  # a pod's terminationGracePeriodSeconds when its template sets none
 
 
-@dataclass(frozen=True)
-class JobTemplate:
+@dataclass
+class PodRun:
+    name: str  # its hostname (here: its name)
+    index: int  # its completion index (a StatefulSet's pod: its ordinal)
+    alive: bool = False
+    ready: bool = False
+    succeeded: bool = False
+    due: float | None = None  # when its (next) pod starts
+    probed: float = -math.inf
+
+
+def condition(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """An object's Complete (a JobSet's: Completed) or Failed condition, as its controller writes it; {}: running."""
+    return next(iter(doc["status"]["conditions"]), {})
+
+
+def ended_as(doc: dict[str, Any], kind: str, reason: str, message: str) -> None:
+    doc["status"]["conditions"] = [{"type": kind, "status": "True", "reason": reason, "message": message}]
+
+
+@dataclass
+class JobRun:
     """One Job JobSet creates for a replicatedJob (a native release's: a Job or StatefulSet as rendered), read as its
-    controller reads it, and its pods' hostnames (here: names) by completion index (a StatefulSet's: by ordinal)."""
+    controller reads it, and what the controller keeps of it: the object with its status (`doc`: spec.suspend, a
+    StatefulSet's spec.replicas, status.conditions, the records tfdcontract.lifecycle writes on it) and its pods."""
 
     rjob: str
     doc: dict[str, Any]  # the Job (or StatefulSet: its pods never complete, each starts again whenever it exits)
-    pods: list[str]
+    pods: list[PodRun]  # by completion index (a StatefulSet's: by ordinal)
+    created: float | None = None
+    failures: int = 0
+    ended: float = 0.0
+    culprit: str | None = None  # the pod whose exit failed it
+
+    @classmethod
+    def of(cls, rjob: str, doc: dict[str, Any], names: Sequence[str]) -> JobRun:
+        return cls(rjob, {**doc, "status": {"conditions": []}}, [PodRun(name, i) for i, name in enumerate(names)])
 
     @property
     def name(self) -> str:
@@ -50,6 +80,30 @@ class JobTemplate:
     @property
     def kind(self) -> str:
         return str(self.doc["kind"])
+
+    @property
+    def state(self) -> str:
+        """Complete or Failed, "" while it runs."""
+        return str(condition(self.doc).get("type", ""))
+
+    @property
+    def suspended(self) -> bool:
+        return bool(self.doc["spec"].get("suspend"))
+
+    def runs(self, pod: PodRun) -> bool:
+        """Whether its controller keeps the pod running: its Job is not suspended, its ordinal is wanted."""
+        return not self.suspended and pod.index < int(self.doc["spec"].get("replicas", len(self.pods)))
+
+    @property
+    def parallelism(self) -> int:
+        """How many of its pods run at once (a StatefulSet's: all)."""
+        return int(self.doc["spec"].get("parallelism", 1 if self.kind == "Job" else len(self.pods)))
+
+    @property
+    def ready(self) -> bool:
+        """Counted Ready in its replicatedJob's status: active, with succeeded + ready pods >= its pods."""
+        pods = min(self.parallelism, len(self.pods))
+        return not self.state and sum(p.succeeded or p.ready for p in self.pods) >= pods
 
     @property
     def container(self) -> dict[str, Any]:
@@ -87,7 +141,7 @@ def failure_rule_applies(rule: dict[str, Any], rjob: str, failed: Mapping[str, A
 class ReplicatedJob:
     name: str
     depends_on: tuple[tuple[str, str], ...]  # (replicatedJob, Ready|Complete)
-    jobs: tuple[JobTemplate, ...]
+    jobs: tuple[JobRun, ...]
 
     @property
     def waits_for(self) -> str:
@@ -156,8 +210,8 @@ class JobSetSpec:
                          "jobset.sigs.k8s.io/group-name": groups[position],
                          "jobset.sigs.k8s.io/group-replicas": str(sum(in_group)),
                          "jobset.sigs.k8s.io/job-group-index": str(sum(in_group[:position]) + job_index)}  # fmt: skip
-                jobs.append(JobTemplate(str(rjob["name"]), job_document(doc, rjob, job_name, marks),
-                                        [f"{job_name}-{index}" for index in range(completions)]))
+                jobs.append(JobRun.of(str(rjob["name"]), job_document(doc, rjob, job_name, marks),
+                                      [f"{job_name}-{index}" for index in range(completions)]))
             rjobs.append(ReplicatedJob(str(rjob["name"]), depends, tuple(jobs)))
         success = spec.get("successPolicy") or {}
         return cls(name, namespace, tuple(rjobs), str(success.get("operator", "All")),
@@ -165,7 +219,8 @@ class JobSetSpec:
                    tuple(rules), doc)  # fmt: skip
 
     @property
-    def jobs(self) -> list[JobTemplate]:
+    def jobs(self) -> list[JobRun]:
+        """Its Jobs as created (JobSetRun runs copies)."""
         return [job for rjob in self.replicated_jobs for job in rjob.jobs]
 
 
@@ -173,7 +228,7 @@ def native_spec(workloads: Sequence[tuple[dict[str, Any], list[str]]], run_job: 
     """A native release's Jobs and StatefulSets (each with its pods' names) as one spec that JobSetRun runs: all
     created at once, StatefulSet pods started again whenever they exit, the Jobs as the Job controller runs them;
     the run's Job (`run_job`: the chief's, else the workers') ends the run, another Job's failure does not."""
-    jobs = [JobTemplate(str(doc["metadata"]["name"]), doc, pods) for doc, pods in workloads]
+    jobs = [JobRun.of(str(doc["metadata"]["name"]), doc, pods) for doc, pods in workloads]
     rule = {"name": run_job, "action": FAIL_JOBSET, "targetReplicatedJobs": [run_job]}
     rjobs = tuple(ReplicatedJob(job.name, (), (job,)) for job in jobs)
     return JobSetSpec(run_job, namespace, rjobs, "All", (run_job,), 0, (rule,), {"metadata": {"name": run_job},
@@ -210,7 +265,7 @@ def pod_templates(doc: dict[str, Any], namespace: str) -> list[PodTemplate]:
     for job in JobSetSpec.read(doc, namespace).jobs:
         template = job.doc["spec"]["template"]
         owner = str(uuid.uuid5(uuid.NAMESPACE_URL, f"job/{namespace}/{job.name}"))
-        for index, hostname in enumerate(job.pods):  # the Job controller sets <job>-<index> on an Indexed Job's pods
+        for index, hostname in enumerate(run.name for run in job.pods):  # the Job controller sets <job>-<index>
             labels = {**template["metadata"]["labels"], "batch.kubernetes.io/controller-uid": owner,
                       "batch.kubernetes.io/job-name": job.name, "controller-uid": owner, "job-name": job.name,
                       COMPLETION_INDEX: str(index)}  # fmt: skip

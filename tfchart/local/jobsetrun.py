@@ -28,8 +28,11 @@ from tfchart.local.jobset import (
     READY,
     RESTART_ATTEMPT,
     RESTART_JOBSET,
+    JobRun,
     JobSetSpec,
-    JobTemplate,
+    PodRun,
+    condition,
+    ended_as,
     failure_rule_applies,
 )
 from tfdcontract.runstate import FAILED, QUEUE_LABEL, RUNNING
@@ -56,61 +59,6 @@ class Event:
 
 
 @dataclass
-class PodRun:
-    name: str
-    index: int
-    alive: bool = False
-    ready: bool = False
-    succeeded: bool = False
-    due: float | None = None  # when its (next) pod starts
-    probed: float = -math.inf
-
-
-def condition(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """An object's Complete (a JobSet's: Completed) or Failed condition, as its controller writes it; {}: running."""
-    return next(iter(doc["status"]["conditions"]), {})
-
-
-def ended_as(doc: dict[str, Any], kind: str, reason: str, message: str) -> None:
-    doc["status"]["conditions"] = [{"type": kind, "status": "True", "reason": reason, "message": message}]
-
-
-@dataclass
-class JobRun:
-    template: JobTemplate
-    pods: list[PodRun]
-    doc: dict[str, Any]  # the Job (or StatefulSet) as the API shows it: spec.suspend (spec.replicas), status.conditions
-    created: float | None = None
-    failures: int = 0
-    ended: float = 0.0
-    culprit: str | None = None  # the pod whose exit failed it
-
-    @property
-    def state(self) -> str:
-        """Complete or Failed, "" while it runs."""
-        return str(condition(self.doc).get("type", ""))
-
-    @property
-    def suspended(self) -> bool:
-        return bool(self.doc["spec"].get("suspend"))
-
-    def runs(self, pod: PodRun) -> bool:
-        """Whether its controller keeps the pod running: its Job is not suspended, its ordinal is wanted."""
-        return not self.suspended and pod.index < int(self.doc["spec"].get("replicas", len(self.pods)))
-
-    @property
-    def parallelism(self) -> int:
-        """How many of its pods run at once (a StatefulSet's: all)."""
-        return int(self.doc["spec"].get("parallelism", 1 if self.template.kind == "Job" else len(self.pods)))
-
-    @property
-    def ready(self) -> bool:
-        """Counted Ready in its replicatedJob's status: active, with succeeded + ready pods >= its pods."""
-        pods = min(self.parallelism, len(self.pods))
-        return not self.state and sum(p.succeeded or p.ready for p in self.pods) >= pods
-
-
-@dataclass
 class JobSetRun:
     spec: JobSetSpec
     engine: LocalCluster  # processes (containers.ContainerCluster: containers)
@@ -127,15 +75,14 @@ class JobSetRun:
     starting: list[tuple[Any, str]] = field(default_factory=list)  # pods (and why) started at once by this pass
 
     def __post_init__(self) -> None:
-        missing = [name for job in self.spec.jobs for name in job.pods if name not in self.pods]
+        missing = [pod.name for job in self.spec.jobs for pod in job.pods if pod.name not in self.pods]
         assert not missing, f"pods of JobSet {self.spec.name} not rendered: {missing}"
         self.doc = {**copy.deepcopy(self.spec.doc), "status": {"conditions": []}}
         self.doc["metadata"].get("labels", {}).pop(QUEUE_LABEL, None)  # no Kueue here: the JobSet suspends itself
         self.jobs = self._fresh()
 
     def _fresh(self) -> dict[str, JobRun]:
-        return {t.name: JobRun(t, [PodRun(n, i) for i, n in enumerate(t.pods)],
-                               {**copy.deepcopy(t.doc), "status": {"conditions": []}}) for t in self.spec.jobs}
+        return {job.name: job for job in copy.deepcopy(self.spec.jobs)}
 
     @property
     def state(self) -> str:
@@ -151,7 +98,7 @@ class JobSetRun:
         return self.state in (COMPLETED, FAILED)
 
     def manages(self, pod: str) -> bool:
-        return any(pod in job.pods for job in self.spec.jobs)
+        return any(pod == run.name for job in self.spec.jobs for run in job.pods)
 
     def restarts_of(self, pod: str) -> int:
         return max(0, self.starts.get(pod, 0) - 1)
@@ -167,7 +114,7 @@ class JobSetRun:
         elif self.suspended:
             self._event("JobSet", self.spec.name, "SuspendedJobs", "jobset is suspended: its pods stop, the chief's "
                         "first")  # fmt: skip
-            self._stop_all([j for j in self.jobs.values() if j.template.rjob in self.spec.success_targets])
+            self._stop_all([j for j in self.jobs.values() if j.rjob in self.spec.success_targets])
             self._stop_all()
         else:
             self._event("JobSet", self.spec.name, "ResumedJobs", "jobset is resumed")
@@ -183,7 +130,7 @@ class JobSetRun:
                 self._sync(job, now)
         targets = self.spec.success_targets  # a native release: only the run's Job fails the run
         if failed := [job for job in self.jobs.values() if job.state == FAILED
-                      and (self.spec.kind == "JobSet" or job.template.rjob in targets)]:  # fmt: skip
+                      and (self.spec.kind == "JobSet" or job.rjob in targets)]:  # fmt: skip
             if not self.suspended:
                 self._failure_policy(failed)
         elif self._succeeded():
@@ -206,13 +153,12 @@ class JobSetRun:
                 pod.alive = pod.ready = False
                 code = process.exit_code if process is not None else None
                 self._ended(job, pod, 1 if code is None else int(code), now)
-        template = job.template
         if job.state:
             return
         if all(pod.succeeded for pod in job.pods):
             ended_as(job.doc, COMPLETE, "CompletionsReached", "")
             job.ended = now
-            self._event("Job", template.name, "Completed", f"{plural(len(job.pods), 'pod')} succeeded")
+            self._event("Job", job.name, "Completed", f"{plural(len(job.pods), 'pod')} succeeded")
             return
         if self.suspended or job.suspended:
             return
@@ -229,33 +175,32 @@ class JobSetRun:
 
     def _start(self, job: JobRun, pod: PodRun) -> None:
         local = self.pods[pod.name]
-        for item in job.template.container.get("env") or []:  # the restart-attempt label, as the downward API gives it
+        for item in job.container.get("env") or []:  # the restart-attempt label, as the downward API gives it
             if RESTART_ATTEMPT in str(((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")):
                 local.env[item["name"]] = str(self.restarts)
         pod.alive, pod.due, pod.probed = True, None, -math.inf
         self.starts[pod.name] = self.starts.get(pod.name, 0) + 1
         again = f" (pod {self.starts[pod.name]} of index {pod.index})" if self.starts[pod.name] > 1 else ""
-        self.starting.append((local, f"Job {job.template.name} started it{again}"))
+        self.starting.append((local, f"Job {job.name} started it{again}"))
 
     def _ended(self, job: JobRun, pod: PodRun, code: int, now: float) -> None:
-        template = job.template
-        if code == 0 and template.kind == "Job":
+        if code == 0 and job.kind == "Job":
             pod.succeeded = True
             self._event("Pod", pod.name, "Succeeded", "exited 0: its completion index is done", job_level=False)
             return
         if self.suspended or not job.runs(pod) or job.state or self.finished:
             return  # stopped on purpose: its Job has ended or is suspended, it was scaled down
-        if template.kind != "Job":  # a StatefulSet's pod: started again, never counted
+        if job.kind != "Job":  # a StatefulSet's pod: started again, never counted
             delay = min(MAX_BACKOFF_S, 2.0 ** (self.starts.get(pod.name, 1) - 1))
             pod.due = now + delay
             self._event("Pod", pod.name, "Failed", f"exited with {code}: a new pod in {delay:.0f} s (restartPolicy "
                         "Always)")  # fmt: skip
             return
-        matched = template.first_rule(code)
+        matched = job.first_rule(code)
         action = matched[1]["action"] if matched else COUNT
         if matched and action == FAIL_JOB:
             job.culprit = pod.name
-            self._fail(job, "PodFailurePolicy", f"Container {template.container.get('name', '')} for pod "
+            self._fail(job, "PodFailurePolicy", f"Container {job.container.get('name', '')} for pod "
                        f"{self.spec.namespace}/{pod.name} failed with exit code {code} matching FailJob rule at index "
                        f"{matched[0]}", now)  # fmt: skip
         elif matched and action == IGNORE:
@@ -276,16 +221,16 @@ class JobSetRun:
     def _fail(self, job: JobRun, reason: str, message: str, now: float) -> None:
         ended_as(job.doc, FAILED, reason, message)
         job.ended = now
-        self._event("Job", job.template.name, "Failed", f"{reason}: {message}")
+        self._event("Job", job.name, "Failed", f"{reason}: {message}")
 
     def _probe(self, now: float) -> None:
         """Readiness, probed only where a Job still to be created waits for it (dependsOn ... Ready)."""
         waited = {dep for rjob in self.spec.replicated_jobs if not self._created(rjob.name)
                   for dep, status in rjob.depends_on if status == READY}  # fmt: skip
         if any(job.suspended for job in self.jobs.values()):  # a resume: a Job waits for its servers' readiness
-            waited |= {job.template.rjob for job in self.jobs.values() if job.template.kind == "StatefulSet"}
+            waited |= {job.rjob for job in self.jobs.values() if job.kind == "StatefulSet"}
         for job in self.jobs.values():
-            if job.template.rjob not in waited or job.state:
+            if job.rjob not in waited or job.state:
                 continue
             for pod in job.pods:
                 if pod.alive and not pod.ready and now - pod.probed >= PROBE_EVERY_S:
@@ -294,16 +239,16 @@ class JobSetRun:
                         pod.ready = True
                         self._event("Pod", pod.name, "Ready", "its readiness probe passed", job_level=False)
                         if job.ready:
-                            self._event("Job", job.template.name, "Ready", f"{plural(len(job.pods), 'pod')} Ready")
+                            self._event("Job", job.name, "Ready", f"{plural(len(job.pods), 'pod')} Ready")
 
     # the JobSet controller
 
     def _created(self, rjob: str) -> bool:
-        return any(job.created is not None for job in self.jobs.values() if job.template.rjob == rjob)
+        return any(job.created is not None for job in self.jobs.values() if job.rjob == rjob)
 
     def _reached(self, rjob: str, status: str) -> bool:
-        replicas = sum(job.template.rjob == rjob for job in self.jobs.values())
-        jobs = [job for job in self.jobs.values() if job.template.rjob == rjob and job.created is not None]
+        replicas = sum(job.rjob == rjob for job in self.jobs.values())
+        jobs = [job for job in self.jobs.values() if job.rjob == rjob and job.created is not None]
         done = sum(job.state == COMPLETE for job in jobs)
         if status == COMPLETE:
             return done == replicas
@@ -319,12 +264,12 @@ class JobSetRun:
                 job.created = now
                 for pod in job.pods:
                     pod.due = now
-                self._event("Job", template.name, "Created", f"{plural(len(job.pods), 'pod')}{after}")
+                self._event("Job", job.name, "Created", f"{plural(len(job.pods), 'pod')}{after}")
                 self._sync(job, now)
 
     def _succeeded(self) -> bool:
         targets = self.spec.success_targets or tuple(r.name for r in self.spec.replicated_jobs)
-        jobs = [job for job in self.jobs.values() if job.template.rjob in targets]
+        jobs = [job for job in self.jobs.values() if job.rjob in targets]
         done = sum(job.state == COMPLETE for job in jobs)
         expected = 1 if self.spec.success_operator == "Any" else len(jobs)
         return done > 0 and done >= expected
@@ -334,12 +279,12 @@ class JobSetRun:
         first = min(failed, key=lambda job: job.ended)
         for candidate in self.spec.rules:  # the first rule that matches a failed Job, and its earliest such Job
             if matching := [job for job in failed
-                            if failure_rule_applies(candidate, job.template.rjob, condition(job.doc))]:
+                            if failure_rule_applies(candidate, job.rjob, condition(job.doc))]:
                 rule, first = candidate, min(matching, key=lambda job: job.ended)
                 break
         action = rule["action"] if rule else RESTART_JOBSET
         self.rule, self.first_failed = rule, first
-        why = f"(first failed job: {first.template.name})"
+        why = f"(first failed job: {first.name})"
         if action == FAIL_JOBSET:
             self._finish(FAILED, "FailJobSetFailurePolicyAction", f"applying FailJobSet failure policy action {why}")
         elif action == RESTART_JOBSET and self.counted >= self.spec.max_restarts:
@@ -368,7 +313,7 @@ class JobSetRun:
         """SIGTERM to every pod of `jobs` (default: all) still running (not `every`: those their Job no longer wants),
         all at once; each gets its pod's grace period, then SIGKILL."""
         unstarted, self.starting = {local.name for local, _ in self.starting}, []
-        alive = [(pod.name, job.template.grace) for job in (self.jobs.values() if jobs is None else jobs)
+        alive = [(pod.name, job.grace) for job in (self.jobs.values() if jobs is None else jobs)
                  for pod in job.pods if pod.alive and pod.name not in unstarted and (every or not job.runs(pod))
                  and getattr(self.engine.processes.get(pod.name), "running", False)]  # fmt: skip
         with ThreadPoolExecutor(max(1, len(alive))) as pool:  # all at once, each waited for
@@ -386,7 +331,7 @@ class JobSetRun:
                 if run.name != pod or run.alive:
                     continue
                 if job.created is None:
-                    rjob = next(r for r in self.spec.replicated_jobs if r.name == job.template.rjob)
+                    rjob = next(r for r in self.spec.replicated_jobs if r.name == job.rjob)
                     return f"pending: Job waits for {rjob.waits_for}"
                 if run.due is not None and not job.state:
                     return f"pending: new pod in {max(0.0, run.due - self.clock()):.0f} s"

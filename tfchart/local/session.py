@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from tfchart.errors import TfchartError
-from tfchart.local.jobset import COMPLETE
-from tfchart.local.jobsetrun import COMPLETED, Event, JobSetRun, condition
+from tfchart.local.jobset import COMPLETE, condition
+from tfchart.local.jobsetrun import COMPLETED, Event, JobSetRun
 from tfchart.local.pods import LocalPod
 from tfchart.local.processes import (
     PALETTE,
@@ -111,7 +111,7 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
 
     suspending: list[str] = []
     events = (plan.workdir / EVENTS_FILE).open("a", encoding="utf-8", buffering=1) if plan.jobset else None
-    pods, first_pod = {pod.name: pod for pod in plan.pods}, {job.name: job.pods[0] for job in plan.workload.jobs}
+    pods, first_pod = {pod.name: pod for pod in plan.pods}, {job.name: job.pods[0].name for job in plan.workload.jobs}
 
     def on_event(event: Event) -> None:
         """A JobSet's event: into events.log; its Jobs' and its own on the terminal too (every one with
@@ -281,7 +281,7 @@ def view(run: JobSetRun) -> RunView:
     pods = [{"metadata": {"name": name, "labels": {COMPONENT_LABEL: process.pod.role}}, "status": {"phase": RUNNING}}
             for name, process in run.engine.processes.items() if process.running and run.manages(name)]  # fmt: skip
     for job in run.jobs.values():
-        if job.template.kind == "StatefulSet":
+        if job.kind == "StatefulSet":
             job.doc["status"]["readyReplicas"] = sum(pod.ready and job.runs(pod) for pod in job.pods)
     docs = [job.doc for job in run.jobs.values()]
     if run.spec.kind == "JobSet":
@@ -348,5 +348,5 @@ def outcome(run: JobSetRun) -> str:
           f": no failure policy rule matched, and JobSet's default, RestartJobSet, had used up maxRestarts "
           f"{run.spec.max_restarts}")  # fmt: skip
     failed = condition(first.doc) if first else {}
-    job = f"; Job {first.template.name} failed: {failed['reason']}: {failed['message']}" if first else ""
+    job = f"; Job {first.name} failed: {failed['reason']}: {failed['message']}" if first else ""
     return f"JobSet {run.spec.name} {run.state} ({condition(run.doc)['reason']}){by}{job}"
