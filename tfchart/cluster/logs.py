@@ -45,8 +45,7 @@ def stream(
     if role is None:  # the chief's newest pod: the chief Job's, or worker 0's of the workers' Job (under a JobSet, of
         # Job `<jobset>-chief-0`, or worker 0 of `<jobset>-worker-0`: the role its success policy targets)
         jobs = api.items("Job", namespace, release_selector(release)) or []
-        jobset = any(map(objects.in_jobset, jobs))
-        role = objects.find_run(api, release, namespace, jobs).info.role if jobset else objects.run_role(jobs)
+        role = objects.find_run(api, release, namespace, jobs).info.role  # lists JobSets only where it may be one
     pods = api.items("Pod", namespace, release_selector(release, role)) or []
     pod = pick_pod([pod for pod in pods if objects.is_chief_pod(pod)] if chief else pods, release, namespace,
                    CHIEF if chief else role, index)  # fmt: skip
