@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -178,16 +179,11 @@ class ContainerCluster(LocalCluster):
 
     def _start_sandboxes(self, pods: Sequence[ContainerPod]) -> None:
         """Every pod's sandbox at once; each must be running before its container joins it."""
-        starting = [(pod, subprocess.Popen(pod.sandbox, stdin=subprocess.DEVNULL, text=True,
-                                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)) for pod in pods]
-        for pod, popen in starting:
-            try:
-                _, stderr = popen.communicate(timeout=ENGINE_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                popen.kill()
-                stderr = f"{self.engine} did not start it within {ENGINE_TIMEOUT_S:.0f} s"
-            if popen.returncode != 0:
-                why = f"could not start the sandbox of {pod.name}: {last_line(stderr) or popen.returncode}"
+        with ThreadPoolExecutor(max(1, len(pods))) as pool:
+            started = list(pool.map(lambda pod: answer(pod.sandbox, ENGINE_TIMEOUT_S), pods))
+        for pod, done in zip(pods, started, strict=True):
+            if done.returncode != 0:
+                why = f"could not start the sandbox of {pod.name}: {last_line(done.stderr) or done.returncode}"
                 raise TfchartError(why, "the image must have /bin/sh and sleep")
 
     def _prepare_volumes(self) -> None:

@@ -21,8 +21,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
-from functools import partial
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,21 +70,17 @@ def serve(address: str | tuple[str, int], handler: type[socketserver.BaseRequest
     return server
 
 
-def relay(address: str | tuple[str, int], connect: Callable[[], socket.socket]) -> socketserver.BaseServer:
-    """Each connection to `address` spliced to a new `connect()`."""
+def relay(address: str | tuple[str, int], target: str | tuple[str, int]) -> socketserver.BaseServer:
+    """Each connection to `address` spliced to a new one to `target` (a Unix socket's path, or host and port)."""
 
     class Relay(socketserver.BaseRequestHandler):
         def handle(self) -> None:
             with contextlib.suppress(OSError):
-                splice(self.request, connect())
+                upstream = socket.socket(socket.AF_UNIX if isinstance(target, str) else socket.AF_INET)
+                upstream.connect(target)
+                splice(self.request, upstream)
 
     return serve(address, Relay)
-
-
-def unix_client(path: Path) -> socket.socket:
-    client = socket.socket(socket.AF_UNIX)
-    client.connect(str(path))
-    return client
 
 
 class Tunnel(http.server.BaseHTTPRequestHandler):
@@ -113,9 +108,9 @@ def hold(folder: Path, ports: Sequence[int]) -> None:
     """Inside the namespace: loopback up, `<folder>/<port>.sock` relayed to 127.0.0.1:<port>, and 127.0.0.1:PROXY_PORT
     relayed out to `<folder>/proxy.sock`, until stdin closes."""
     loopback_up()
-    relay(("127.0.0.1", PROXY_PORT), lambda: unix_client(folder / "proxy.sock"))
+    relay(("127.0.0.1", PROXY_PORT), str(folder / "proxy.sock"))
     for port in ports:
-        relay(str(folder / f"{port}.sock"), partial(socket.create_connection, ("127.0.0.1", port), 10))
+        relay(str(folder / f"{port}.sock"), ("127.0.0.1", port))
     print("ready", flush=True)
     sys.stdin.read()  # tfchart closes it, or ends: the namespace goes with this process
 
@@ -146,8 +141,7 @@ class PrivateNetwork:
                                "kernel.unprivileged_userns_clone=1; Ubuntu 24.04+: "
                                "kernel.apparmor_restrict_unprivileged_userns=0), run the pods as containers "
                                "(--engine podman), or on a trusted network: --host-network")
-        self.servers += [relay(("127.0.0.1", port), partial(unix_client, self.folder / f"{port}.sock"))
-                         for port in ports]  # fmt: skip
+        self.servers += [relay(("127.0.0.1", port), str(self.folder / f"{port}.sock")) for port in ports]
 
     def wrap(self, pod: Any) -> list[str]:
         """What runs a pod inside the namespace (TensorBoard stays outside: it serves this machine's 127.0.0.1)."""

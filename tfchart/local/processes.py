@@ -285,13 +285,7 @@ def require_tensorflow() -> None:
     """The pods run this interpreter's TensorFlow: say so once, before anything starts, when it has none."""
     from importlib.util import find_spec
 
-    def absent(module: str) -> bool:
-        with suppress(ModuleNotFoundError):  # its package is missing
-            return find_spec(module) is None
-        return True
-
-    modules = {"tensorflow": "tensorflow", "tensorboard.program": "TensorBoard"}  # the trainer's, TensorBoard's
-    missing = [shown for module, shown in modules.items() if absent(module)]
+    missing = [shown for shown in ("tensorflow", "TensorBoard") if find_spec(shown.lower()) is None]  # the trainer's
     if missing:
         raise TfchartError(
             f"{' and '.join(missing)} not installed for {sys.executable}: the pods run as processes of this Python",
