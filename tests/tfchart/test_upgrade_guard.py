@@ -26,7 +26,7 @@ from tests.tfchart.test_release import DEFAULT_CLASS, RecordingHelm, deployed_do
 from tfchart.cluster import fields
 from tfchart.cluster import upgrade as guard
 from tfchart.cluster.kube import KubeApi
-from tfchart.cluster.recreate import Waiting
+from tfchart.cluster.upgrade import Waiting
 from tfchart.errors import ImmutableFieldChange, KubernetesError, UsageError
 from tfchart.helm.chart import manifests
 from tfchart.helm.runner import Options

@@ -146,7 +146,7 @@ def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, i
     """
     from tfchart.cluster import preflight
     from tfchart.cluster import upgrade as guard
-    from tfchart.cluster.recreate import Waiting
+    from tfchart.cluster.upgrade import Waiting
     from tfchart.helm import chart as release
     from tfchart.helm import runner
 

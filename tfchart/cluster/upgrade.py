@@ -3,27 +3,28 @@
 Before helm runs, the guard sends each change of the deployed release (its last deployed revision: a failed upgrade's
 is not what runs) to the API server as helm will (a JSON merge patch from the deployed manifest to the new one) in a
 server-side dry run (dryRun=All), and reports each field the server refuses, with its live and new value and what to
-do, unless --recreate deletes those objects (waiting until each reads 404) first. Its own is only what the server
-cannot know: a finished JobSet of this very run is kept as it is by the chart, how --recreate deletes, the values
-behind a claim's fields. An object gone from the cluster (a chief Job removed by ttlSecondsAfterFinished) is no
-conflict: helm creates it (helm 3.17 and 4.1 pkg/kube Client.Update: a NotFound on Get leads to a create).
+do, unless --recreate deletes those objects (a Job or JobSet marked first, so the run supervisor waits for the new one)
+and waits until each reads 404. Its own is only what the server cannot know: a finished JobSet of this very run is
+kept as it is by the chart, how --recreate deletes, the values behind a claim's fields. An object gone from the cluster
+(a chief Job removed by ttlSecondsAfterFinished) is no conflict: helm creates it (helm 3.17 and 4.1 pkg/kube
+Client.Update: a NotFound on Get leads to a create).
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from tfchart.cluster.fields import LONG, field_changes, json_text, show, show_pair
-from tfchart.cluster.kube import AccessDenied, KubeApi
-from tfchart.cluster.recreate import Waiting, delete_to_recreate, deletion_timeout
-from tfchart.errors import ImmutableFieldChange, UsageError
+from tfchart.cluster.kube import AccessDenied, Deletion, KubeApi
+from tfchart.errors import ImmutableFieldChange, KubernetesError, UsageError
 from tfchart.helm.chart import Chart, Inputs, manifests, release_args
-from tfchart.helm.runner import Options, Runner, base_revision, major_version
+from tfchart.helm.runner import Options, Runner, base_revision, format_duration, major_version
 from tfchart.manifests.quantity import parse_or_none
-from tfdcontract import RUN_SPEC_ANNOTATION
+from tfdcontract import RECREATING_ANNOTATION, RUN_SPEC_ANNOTATION
 from tfdcontract.runstate import annotations_of, jobset_ending
 
 CLAIM = "PersistentVolumeClaim"
@@ -43,6 +44,7 @@ GUARDED = (*RECREATE, CLAIM)
 CLAIM_VALUES = {"spec.accessModes": "storage.accessModes", "spec.storageClassName": "storage.storageClassName",
                 STORAGE: "storage.size"}
 FIELDS_SHOWN_PER_OBJECT = 12  # more changed fields of one object are counted, not listed
+Causes = list[tuple[str, str]]  # (field, what the server said); field "" for a refusal without causes (403)
 
 
 @dataclass(frozen=True)
@@ -58,24 +60,15 @@ class ImmutableChange:
     reason: str = ""
     fix: str = ""
 
-    @property
-    def recreatable(self) -> bool:
-        return self.kind in RECREATE
 
-    def describe(self) -> str:
-        old, new = show_pair(self.deployed, self.new)
-        line = f"{self.kind} {self.name}: {self.field}: {old} -> {new}"
-        return f"{line} ({self.reason})" if self.reason else line
+@dataclass(frozen=True)
+class Waiting:
+    """How long --recreate waits for its deletions (helm's default --timeout, 5m), and how (tests pass a fake clock)."""
 
-
-# -- the guard: the API server's answer ----------------------------------------------------------------
-Causes = list[tuple[str, str]]  # (field, what the server said); field "" for a refusal without causes (403)
-
-
-def _index(docs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-    """The guarded objects by (kind, name), without hooks (the helm test Job): helm recreates those on each run."""
-    return {(d["kind"], d["metadata"]["name"]): d for d in docs
-            if d.get("kind") in GUARDED and "helm.sh/hook" not in (d["metadata"].get("annotations") or {})}
+    timeout: float = 300.0
+    interval: float = 2.0
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
 
 
 def merge_patch(old: Any, new: Any) -> Any:
@@ -114,35 +107,31 @@ class UpgradePlan:
     already_gone: list[tuple[str, str]] = field(default_factory=list)  # --recreate found them gone
 
     def objects(self, recreatable: bool) -> list[tuple[str, str]]:
-        return sorted({(c.kind, c.name) for c in self.changes if c.recreatable == recreatable})
+        return sorted({(c.kind, c.name) for c in self.changes if (c.kind in RECREATE) == recreatable})
 
     def effect(self, kind: str, name: str) -> str:
         """What --recreate does to the object's pods."""
         return NOT_ADOPTABLE if (kind, name) in self.not_adoptable else RECREATE[kind]
 
-    def read(self, kind: str, name: str) -> tuple[bool, dict[str, Any] | None]:
-        """(exists, live object): an object tfchart may not read is taken to exist, unread."""
-        try:
-            document = self.live.read_object(kind, name, self.namespace)
-        except AccessDenied as denied:
-            self.notes.append(f"cannot read {kind} {name} ({denied.message}): its fields are shown as helm last "
-                              "deployed them")  # fmt: skip
-            return True, None
-        if document is None:
-            return False, None
-        if uid := (document.get("metadata") or {}).get("uid"):
-            self.uids[(kind, name)] = str(uid)
-        return True, document
-
     def compare(self, deployed: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[ImmutableChange]:
-        old_objects, new_objects = _index(deployed), _index(new)
+        """The refused changes of the guarded objects, hooks left out (the helm test Job: helm recreates those on each
+        run); an object tfchart may not read is taken to exist, unread."""
+        old_objects, new_objects = ({(d["kind"], d["metadata"]["name"]): d for d in docs if d.get("kind") in GUARDED
+                                     and "helm.sh/hook" not in annotations_of(d)} for docs in (deployed, new))
         found: list[ImmutableChange] = []
         for key in sorted(old_objects.keys() & new_objects.keys()):
             kind, name = key
-            exists, live = self.read(kind, name)
-            if not exists:
+            try:
+                live = self.live.read_object(kind, name, self.namespace)
+            except AccessDenied as denied:
+                self.notes.append(f"cannot read {kind} {name} ({denied.message}): its fields are shown as helm last "
+                                  "deployed them")  # fmt: skip
+                live = {}
+            if live is None:
                 self.notes.append(_absent_note(kind, name))
                 continue
+            if uid := (live.get("metadata") or {}).get("uid"):
+                self.uids[key] = str(uid)
             run_spec = annotations_of(new_objects[key]).get(RUN_SPEC_ANNOTATION)
             ending = jobset_ending(live) if live and kind == "JobSet" else None
             if ending and run_spec and annotations_of(live).get(RUN_SPEC_ANNOTATION) == run_spec:  # templates/_run.tpl
@@ -151,13 +140,21 @@ class UpgradePlan:
                                   "upgrade does not start it again")  # fmt: skip
                 continue
             old_spec, new_spec = old_objects[key].get("spec") or {}, new_objects[key].get("spec") or {}
-            live_spec = (live or {}).get("spec") or {}
-            base = live_spec if kind == CLAIM and live is not None else old_spec  # a claim's class and size as live
+            live_spec = live.get("spec") or {}
+            base = live_spec if kind == CLAIM and live else old_spec  # a claim's class and size as live
             refused = self.refused(kind, name, old_spec, new_spec)
             found += [change for path, said in refused.items()
                       for change in _field_changes(kind, name, path, base, new_spec, said, live_spec)]  # fmt: skip
-            if kind == CLAIM and live is not None:
-                self.claim_notes(name, old_spec, new_spec, live_spec, "resources" in refused)
+            deployed_size, new_size, live_size = (_size(spec) for spec in (old_spec, new_spec, live_spec))
+            if kind == CLAIM and live and _same_quantity(deployed_size, new_size) and _less(new_size, live_size):
+                self.notes.append(f"{CLAIM} {name} was grown outside helm to {live_size}, the values still say "
+                                  f"{new_size}: helm may try to shrink it, which Kubernetes refuses; pass --set "
+                                  f"storage.size={live_size}")  # fmt: skip
+            elif kind == CLAIM and live and "resources" not in refused and _less(live_size, new_size):
+                self.notes.append(f"{CLAIM} {name} grows from {live_size} to {new_size} (StorageClass "
+                                  f"{live_spec.get('storageClassName')} allows volume expansion: the API server accepts"
+                                  " the new size; some drivers finish resizing the file system when a pod next mounts "
+                                  "it)")  # fmt: skip
             if kind == "StatefulSet" and not _adoptable(old_spec, new_spec):
                 self.not_adoptable.add(key)
         return found
@@ -177,19 +174,6 @@ class UpgradePlan:
         return {key: said for key, said in alone.items() if {path for path, _ in said} & paths} or {
             key: whole for key in patch}
 
-    def claim_notes(self, name: str, old: dict[str, Any], new: dict[str, Any], live: dict[str, Any],
-                    refused: bool) -> None:  # fmt: skip
-        """A claim grown outside helm that the values would shrink back; a growth the server accepts."""
-        deployed_size, new_size, live_size = (_size(spec) for spec in (old, new, live))
-        if _same_quantity(deployed_size, new_size) and _less(new_size, live_size):
-            self.notes.append(f"{CLAIM} {name} was grown outside helm to {live_size}, the values still say "
-                              f"{new_size}: helm may try to shrink it, which Kubernetes refuses; pass --set "
-                              f"storage.size={live_size}")  # fmt: skip
-        elif not refused and _less(live_size, new_size):
-            self.notes.append(f"{CLAIM} {name} grows from {live_size} to {new_size} (StorageClass "
-                              f"{live.get('storageClassName')} allows volume expansion: the API server accepts the new "
-                              "size; some drivers finish resizing the file system when a pod next mounts it)")
-
 
 def _field_changes(kind: str, name: str, key: str, base: dict[str, Any], new: dict[str, Any], said: Causes,
                    live: dict[str, Any]) -> list[ImmutableChange]:  # fmt: skip
@@ -199,16 +183,10 @@ def _field_changes(kind: str, name: str, key: str, base: dict[str, Any], new: di
     leaves = [(path, old, value, reasons.get(path, "").replace("field is immutable", ""))
               for path, old, value in field_changes(top, base.get(key), new.get(key))
               if isinstance(old, (dict, list)) or not _same_quantity(str(old), str(value))]  # 1 and "1" alike
-
-    def fix(path: str, old: Any, value: Any) -> str:
-        if kind != CLAIM:
-            return ""
-        if path == STORAGE:
-            return _claim_fix(path, old, value, "" in reasons, live.get("storageClassName"))
-        return _claim_fix(top, base.get(key), None, False, None)
-
-    return [ImmutableChange(kind, name, path, old, value, reason, fix(path, old, value))
-            for path, old, value, reason in leaves or [(top, base.get(key), new.get(key), "")]]
+    return [ImmutableChange(kind, name, path, old, value, reason, "" if kind != CLAIM else _claim_fix(
+                *((path, old) if path == STORAGE else (top, base.get(key))), value, "" in reasons,
+                live.get("storageClassName")))
+            for path, old, value, reason in leaves or [(top, base.get(key), new.get(key), "")]]  # fmt: skip
 
 
 def _adoptable(old_spec: dict[str, Any], new_spec: dict[str, Any]) -> bool:
@@ -257,24 +235,7 @@ def _less(a: str | None, b: str | None) -> bool:
     return qa is not None and qb is not None and qa < qb
 
 
-# -- planning and refusing ---------------------------------------------------------------------------
-def plan_upgrade(
-    runner: Runner, release: str, chart: Chart, inputs: Inputs, rendered: list[dict[str, Any]], options: Options,
-    live: KubeApi,
-) -> UpgradePlan:
-    """The helm upgrade command and the changes the API server refuses (one that is gone is no conflict: helm
-    creates it)."""
-    if not options.namespace:
-        raise UsageError("checking the release against the cluster needs its namespace",
-                         "pass -n NAMESPACE (tfchart resolves it from the kubeconfig context otherwise)")
-    where = ["--namespace", options.namespace]
-    deployed = manifests(runner(["get", "manifest", release, *where, *base_revision(runner, release, where)]).decode())
-    plan = UpgradePlan(live, options.namespace)
-    plan.changes = plan.compare(deployed, rendered)
-    plan.args = release_args("upgrade", major_version(runner), release, chart, inputs, options)
-    return plan
-
-
+# -- refusing, or recreating and upgrading ---------------------------------------------------------------
 def refusal(plan: UpgradePlan, recreate: bool, namespace: str | None) -> ImmutableFieldChange:
     """Every forbidden change, per object and field with both values, then the fixes."""
     lines: list[str] = []
@@ -283,7 +244,9 @@ def refusal(plan: UpgradePlan, recreate: bool, namespace: str | None) -> Immutab
         by_object.setdefault((change.kind, change.name), []).append(change)
     for (kind, name), changes in sorted(by_object.items()):
         for change in changes[:FIELDS_SHOWN_PER_OBJECT]:
-            lines.append(f"  - {change.describe()}")
+            old, new = show_pair(change.deployed, change.new)
+            reason = f" ({change.reason})" if change.reason else ""
+            lines.append(f"  - {kind} {name}: {change.field}: {old} -> {new}{reason}")
             if change.fix:
                 lines.append(f"      fix: {change.fix}")
         hidden = len(changes) - FIELDS_SHOWN_PER_OBJECT
@@ -316,19 +279,34 @@ def upgrade(
     live: KubeApi, recreate: bool = False, deleter: KubeApi | None = None,
     waiting: Waiting | None = None, report: Callable[[str], None] | None = None,
 ) -> UpgradePlan:
-    """Plans, refuses what the server refuses unless `recreate` covers it, deletes and waits, upgrades. Deletes land
-    in options.namespace, the one helm is given; `report` receives the notes and --recreate's progress, a line each."""
-    say = report or (lambda _line: None)
-    plan = plan_upgrade(runner, release, chart, inputs, rendered, options, live)
+    """Plans (the helm upgrade command and the changes the API server refuses), refuses what the server refuses unless
+    `recreate` covers it, deletes and waits, upgrades. Deletes land in options.namespace, the one helm is given;
+    `report` receives the notes and --recreate's progress, a line each."""
+    say, namespace = report or (lambda _line: None), options.namespace
+    if not namespace:
+        raise UsageError("checking the release against the cluster needs its namespace",
+                         "pass -n NAMESPACE (tfchart resolves it from the kubeconfig context otherwise)")
+    where = ["--namespace", namespace]
+    deployed = manifests(runner(["get", "manifest", release, *where, *base_revision(runner, release, where)]).decode())
+    plan = UpgradePlan(live, namespace)
+    plan.changes = plan.compare(deployed, rendered)
+    plan.args = release_args("upgrade", major_version(runner), release, chart, inputs, options)
     for note in plan.notes:
         say(note)
     if plan.changes and (not recreate or plan.objects(recreatable=False)):
-        raise refusal(plan, recreate, options.namespace)
+        raise refusal(plan, recreate, namespace)
     if plan.changes and not options.dry_run:
-        assert options.namespace, "plan_upgrade needs it"
-        recreate_objects(plan, deleter or live, options.namespace, waiting or Waiting(), say)
+        recreate_objects(plan, deleter or live, namespace, waiting or Waiting(), say)
     runner(plan.args)
     return plan
+
+
+def delete_to_recreate(deleter: KubeApi, kind: str, name: str, namespace: str, propagation: str) -> Deletion:
+    """Deletes one object for --recreate. A Job or JobSet is marked first (RECREATING_ANNOTATION): the run
+    supervisor then waits for the new one, where a run's object deleted unmarked ends the run at once."""
+    if kind in ("Job", "JobSet") and deleter.read_object(kind, name, namespace) is not None:
+        deleter.patch(kind, name, namespace, {"metadata": {"annotations": {RECREATING_ANNOTATION: "true"}}})
+    return deleter.delete(kind, name, namespace, propagation)
 
 
 def recreate_objects(
@@ -337,7 +315,8 @@ def recreate_objects(
     """Deletes the objects with refused changes and returns once every one of them is gone: Orphan for a StatefulSet
     whose pods the new one adopts, else Foreground (the pods go first: a Job stays terminating until its pod is gone,
     so the recreated chief never writes the same checkpoint directory next to the old one). A deletion is finished when
-    the API answers 404, or shows an object of that name whose uid is not the one the guard read."""
+    the API answers 404, or shows an object of that name whose uid is not the one the guard read; at the timeout, what
+    is still there is said."""
     pending: list[tuple[str, str]] = []
     for kind, name in plan.objects(recreatable=True):
         adopted = kind == "StatefulSet" and (kind, name) not in plan.not_adoptable
@@ -369,6 +348,18 @@ def recreate_objects(
             say(f"{'the deletion' if count == 1 else f'all {count} deletions'} finished: helm upgrade runs now")
             return
         if waiting.clock() >= deadline:
-            raise deletion_timeout(still, namespace, waiting.timeout)
+            break
         waiting.sleep(max(0.0, min(waiting.interval, deadline - waiting.clock())))
         pending = [(kind, name) for kind, name, _ in still]
+    lines = []
+    for kind, name, document in still:
+        metadata = document.get("metadata") or {}
+        since, finalizers = metadata.get("deletionTimestamp"), ", ".join(metadata.get("finalizers") or []) or "none"
+        state = f"terminating since {since}" if since else "not marked for deletion"
+        lines.append(f"  - {kind} {name}: still there ({state}; finalizers: {finalizers})")
+    raise KubernetesError(f"timed out after {format_duration(waiting.timeout)} waiting for the deletions of --recreate "
+                          "to finish; helm upgrade was not run:\n" + "\n".join(lines),
+                          f"see why with `kubectl -n {namespace} get {still[0][0].lower()} {still[0][1]} -o yaml` "
+                          "(finalizers are removed by the garbage collector once the pods are stopped or released); "
+                          "then run the same `tfchart upgrade --recreate` again (objects already gone are created by "
+                          "helm), or raise --timeout")
