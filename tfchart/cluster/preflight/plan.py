@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.kube import AccessDenied, resource_name
 from tfchart.manifests import quantity
-from tfchart.manifests.workloads import Workload, is_gpu_resource, running
+from tfchart.manifests.workloads import Workload, running
 from tfchart.values.storage import StorageNeed, need
 from tfdcontract import CHIEF, EVALUATOR, PS, WORKER
 
@@ -25,26 +25,10 @@ if TYPE_CHECKING:
 GANG_ROLES = (PS, WORKER, CHIEF, EVALUATOR)  # the pods of the PodGroup / Kueue pod group
 
 
-@dataclass(frozen=True)
-class PlannedRole:
-    """One component's pods as the chart renders them."""
-
-    role: str
-    replicas: int
-    requests: dict[str, Decimal]
-    limits: dict[str, Decimal]
-    gpu_resource: str
-    gpus_per_pod: int
-    placement: tuple[str, ...] = ()  # placement the values set (nodeSelector, tolerations, node affinity)
-    scheduler: str = ""
-    labels: dict[str, str] = field(default_factory=dict)
-    annotations: dict[str, str] = field(default_factory=dict)
-
-
 @dataclass
 class Plan:
     docs: list[dict[str, Any]]
-    roles: list[PlannedRole] = field(default_factory=list)
+    roles: list[Workload] = field(default_factory=list)  # the release's pod templates (the helm test's left out)
     objects: Counter[str] = field(default_factory=Counter)  # quota resource names: pods, services, ...
     storage: StorageNeed | None = None
 
@@ -66,16 +50,16 @@ class Plan:
         JobSet only), else one the TensorFlow pods carry."""
         if (jobset := self.doc("JobSet")) is not None:
             return str(((jobset.get("metadata") or {}).get("labels") or {}).get(key) or "")
-        return next((role.labels[key] for role in self.roles if role.role in GANG_ROLES and role.labels.get(key)), "")
+        return next((role.pod_labels[key] for role in self.roles if role.role in GANG_ROLES
+                     and role.pod_labels.get(key)), "")  # fmt: skip
 
 
 def plan(docs: list[dict[str, Any]]) -> Plan:
-    result = Plan(docs, storage=need(docs))
+    result = Plan(docs, running(docs), storage=need(docs))
     objects = result.objects
-    for workload in running(docs):
+    for workload in result.roles:
         if workload.kind != "JobSet":  # a JobSet counts once, with one Job per replicatedJob (below)
             objects[f"count/{resource_name(workload.kind)}"] += 1
-        result.roles.append(rendered_role(workload))
         objects["pods"] += workload.replicas
     for doc in docs:
         kind, spec = doc.get("kind"), doc.get("spec") or {}
@@ -96,35 +80,13 @@ def plan(docs: list[dict[str, Any]]) -> Plan:
     return result
 
 
-def rendered_role(workload: Workload) -> PlannedRole:
-    """One workload's pods: the requests and limits of its containers, its GPUs (a limit; the API
-    server copies it to the request), and the placement the values gave it."""
-    requests: dict[str, Decimal] = {}
-    limits: dict[str, Decimal] = {}
-    for container in workload.spec.get("containers") or []:
-        resources = container.get("resources") or {}
-        for kind, totals in (("requests", requests), ("limits", limits)):
-            for key, value in (resources.get(kind) or {}).items():
-                totals[key] = totals.get(key, Decimal(0)) + quantity.parse(value)
-    for key, value in limits.items():
-        requests.setdefault(key, value)  # the API server's defaulting: a request left out is the limit
-    gpus = {key: value for key, value in limits.items() if is_gpu_resource(key)}
-    resource, count = next(iter(gpus.items()), ("nvidia.com/gpu", Decimal(0)))
-    spec = workload.spec
-    chosen = {"nodeSelector": spec.get("nodeSelector"), "tolerations": spec.get("tolerations"),
-              "affinity": (spec.get("affinity") or {}).get("nodeAffinity")}
-    placement = tuple(key for key, value in chosen.items() if value)
-    return PlannedRole(workload.component, workload.replicas, requests, limits, resource, int(count), placement,
-                       str(spec.get("schedulerName") or ""), workload.pod_labels, workload.pod_annotations)
+def total(roles: list[Workload], kind: str, resource: str) -> Decimal:
+    return sum((role.replicas * role.resources(kind).get(resource, Decimal(0)) for role in roles), Decimal(0))
 
 
-def total(roles: list[PlannedRole], kind: str, resource: str) -> Decimal:
-    return sum((Decimal(r.replicas) * getattr(r, kind).get(resource, Decimal(0)) for r in roles), Decimal(0))
-
-
-def requested(roles: list[PlannedRole]) -> dict[str, Decimal]:
+def requested(roles: list[Workload]) -> dict[str, Decimal]:
     """What the roles' pods request together, per resource (those they request), in resource name order."""
-    keys = sorted({key for role in roles for key in role.requests})
+    keys = sorted({key for role in roles for key in role.resources("requests")})
     return {key: value for key in keys if (value := total(roles, "requests", key)) > 0}
 
 

@@ -14,8 +14,9 @@ from typing import Any
 
 from tfchart.cluster.kube import AccessDenied
 from tfchart.cluster.objects import gpu_requests
-from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding, PlannedRole, allocatable, name, requested
+from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding, allocatable, name, requested
 from tfchart.manifests.quantity import parse, shown
+from tfchart.manifests.workloads import Workload
 from tfdcontract import CHART_NAME, INSTANCE_LABEL, PART_OF_LABEL, SUPERVISOR
 
 gpu, colocation, quota = (partial(Finding, check) for check in ("gpu-capacity", "co-location", "quota"))
@@ -26,11 +27,14 @@ NOT_FINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 
 
 def check_gpus(context: Context) -> list[Finding]:
-    if not (roles := [role for role in context.planned.roles if role.gpus_per_pod > 0]):
+    asks: dict[str, list[tuple[Workload, int]]] = {}  # per GPU resource: the roles and their GPUs per pod
+    for role in context.planned.roles:
+        for resource, count in role.gpus.items():
+            asks.setdefault(resource, []).append((role, count))
+    if not asks:
         return [gpu(OK, "the release requests no GPUs")]
     nodes, (used, usage_note) = context.nodes, gpu_usage(context)
-    return [gpu_finding(resource, [role for role in roles if role.gpu_resource == resource], nodes, used, usage_note)
-            for resource in sorted({role.gpu_resource for role in roles})]  # per GPU resource
+    return [gpu_finding(resource, asks[resource], nodes, used, usage_note) for resource in sorted(asks)]
 
 
 def gpu_usage(context: Context) -> tuple[Counter[tuple[str, str]], str]:
@@ -51,15 +55,15 @@ def gpu_usage(context: Context) -> tuple[Counter[tuple[str, str]], str]:
     return used, ""
 
 
-def gpu_finding(resource: str, roles: list[PlannedRole], nodes: list[dict[str, Any]], used: Counter[tuple[str, str]],
-                usage_note: str) -> Finding:  # fmt: skip
-    pods = [role.gpus_per_pod for role in roles for _ in range(role.replicas)]
-    needed, who = sum(pods), ", ".join(f"{r.role} {r.replicas}x{r.gpus_per_pod}" for r in roles)
+def gpu_finding(resource: str, asks: list[tuple[Workload, int]], nodes: list[dict[str, Any]],
+                used: Counter[tuple[str, str]], usage_note: str) -> Finding:  # fmt: skip
+    pods = [count for role, count in asks for _ in range(role.replicas)]
+    needed, who = sum(pods), ", ".join(f"{role.role} {role.replicas}x{count}" for role, count in asks)
     capacity = {name(node): int(allocatable(node, resource)) for node in nodes}
     free = {node: max(0, count - used[(node, resource)]) for node, count in capacity.items()}
-    placement = sorted({key for role in roles for key in role.placement})
-    note = usage_note + (f" ({'/'.join(placement)} of the GPU roles not evaluated: counted every schedulable node)"
-                         if placement else "")  # fmt: skip
+    placed = placement([role for role, _ in asks])
+    note = usage_note + (f" ({placed} of the GPU roles not evaluated: counted every schedulable node)"
+                         if placed else "")  # fmt: skip
     total, largest, biggest_node = sum(capacity.values()), max(pods), max(capacity.values(), default=0)
     if total == 0:
         return gpu(FAIL, f"the release needs {needed} {resource} ({who}) but no schedulable node advertises "
@@ -91,6 +95,13 @@ def fits(pods: list[int], capacity: dict[str, int]) -> bool:
     return True
 
 
+def placement(roles: list[Workload]) -> str:
+    """The placement the values set on the roles (nodeSelector, tolerations, node affinity), which is not evaluated."""
+    chosen = {key for role in roles for key in ("nodeSelector", "tolerations") if role.spec.get(key)}
+    affinity = {"affinity" for role in roles if (role.spec.get("affinity") or {}).get("nodeAffinity")}
+    return "/".join(sorted(chosen | affinity))
+
+
 def describe_nodes(counts: dict[str, int]) -> str:
     return ", ".join(f"{node}: {count}" for node, count in sorted(counts.items()) if count) or "none"
 
@@ -118,7 +129,7 @@ def quota_finding(context: Context, resource_quota: dict[str, Any]) -> Finding:
         kind, _, resource = key.partition(".")  # quota on a compute resource rejects pods that do not set it
         missing += [f"{role.role} pods set no {key} and would be rejected by the quota"
                     for role in context.planned.roles if kind in ("requests", "limits")
-                    and resource in ("cpu", "memory") and resource not in getattr(role, kind)]  # fmt: skip
+                    and resource in ("cpu", "memory") and resource not in role.resources(kind)]  # fmt: skip
     called = name(resource_quota)
     if over or missing:
         return quota(FAIL, f"ResourceQuota {called} would be exceeded: " + "; ".join(over + missing),
@@ -139,8 +150,7 @@ def check_colocation(context: Context) -> list[Finding]:
     pods = sum(role.replicas for role in roles)
     needed = requested(roles)
     what = ", ".join(f"{shown(value)} {key}" for key, value in needed.items()) or "nothing"
-    placement = sorted({key for role in roles for key in role.placement})
-    note = f" ({'/'.join(placement)} not evaluated)" if placement else ""
+    note = f" ({placed} not evaluated)" if (placed := placement(roles)) else ""
     listed = context.nodes
     fitting = [name(n) for n in listed if all(allocatable(n, key) >= value for key, value in needed.items())]
     head = f"storage needs {context.planned.storage.mode}, so all {pods} pods run on one node: they request {what}"

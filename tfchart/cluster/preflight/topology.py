@@ -44,8 +44,8 @@ def kueue_asks(planned: Plan) -> list[Ask]:
     found: dict[tuple[str, str], list[str]] = {}
     for role in planned.roles:
         for mode, key in TAS.items():
-            if key in role.annotations and role.role not in found.setdefault((mode, role.annotations[key]), []):
-                found[(mode, role.annotations[key])].append(role.role)
+            if key in role.pod_annotations and role.role not in found.setdefault((mode, role.pod_annotations[key]), []):
+                found[(mode, role.pod_annotations[key])].append(role.role)
     return [Ask(tuple(roles), mode, level) for (mode, level), roles in found.items()]
 
 
