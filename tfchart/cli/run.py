@@ -106,11 +106,11 @@ def wait(name: str, timeout: float | None, kube: KubeInputs) -> None:
     (never there, or deleted while waiting), 124 --timeout passed."""
     from tfchart.cluster import suspend as run_wait
 
-    ended = run_wait.wait(kube.api(), name, kube.namespace(), timeout,
-                          notice=lambda line: click.secho(f"note: {line}", fg="yellow", err=True))
-    click.echo(f"{name}: {ended.state}")
-    if ended.state != "Succeeded":
-        click.secho(f"error: release {name}'s run failed: {ended.reason}", fg="red", err=True)
+    state, reason = run_wait.wait(kube.api(), name, kube.namespace(), timeout,
+                                  notice=lambda line: click.secho(f"note: {line}", fg="yellow", err=True))
+    click.echo(f"{name}: {state}")
+    if state != "Succeeded":
+        click.secho(f"error: release {name}'s run failed: {reason}", fg="red", err=True)
         sys.exit(1)
 
 

@@ -65,8 +65,7 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
     chief, role = run.info, run.info.role
     chief_pods = [pod for pod in pods
                   if role_of(pod) == role and objects.is_chief_pod(pod) and objects.in_jobset(pod) == run.jobset]
-    evaluator_jobs = [job for job in jobs if role_of(job) == EVALUATOR]
-    evaluator = objects.job_info(EVALUATOR, evaluator_jobs, [pod for pod in pods if role_of(pod) == EVALUATOR])
+    evaluator = objects.job_info(EVALUATOR, jobs, [pod for pod in pods if role_of(pod) == EVALUATOR])
     progress, recorded, log_note = read_progress(api, namespace, chief, chief_pods)
     moment = now or datetime.now(timezone.utc)
     pod_rows = sorted((pod_row(pod, moment) for pod in pods), key=display_order)
@@ -81,7 +80,7 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
     wait = f"kubectl wait {run_object} -n {namespace} --for={ENDED}"
     return {
         "release": release, "namespace": namespace, "training": training_state(chief, progress), CHIEF: asdict(chief),
-        EVALUATOR: asdict(evaluator) if evaluator_jobs else None, "stateful_sets": set_rows, "pods": pod_rows,
+        EVALUATOR: asdict(evaluator) if evaluator.name else None, "stateful_sets": set_rows, "pods": pod_rows,
         "endpoints": [endpoint(service, namespace, pods) for service in client_services], SERVING: versions,
         "job_progress": recorded and asdict(recorded), "notes": [note for note in (log_note, config_note) if note],
         "warnings": [*held_after_the_end(release, namespace, chief, set_rows, pod_rows), *pinned],

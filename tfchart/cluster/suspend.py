@@ -269,19 +269,14 @@ def kueue_workload(api: KubeApi, jobset: Mapping[str, Any] | None, namespace: st
 
 
 # -- `tfchart wait` ------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Ended:
-    state: str  # Succeeded | Failed (a run stopped early counts as Failed: it did not succeed)
-    reason: str
-
-
 def wait(
     api: KubeApi, release: str, namespace: str, timeout: float | None, *,
     clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
     notice: Callable[[str], None] = lambda line: None,
-) -> Ended:  # fmt: skip
-    """The run's ending, once it has one; raises TimedOut after `timeout` seconds (None: never). `notice`
-    gets a line when the run is found suspended (once per suspension)."""
+) -> tuple[str, str]:  # fmt: skip
+    """The run's ending, once it has one: Succeeded or Failed (a run stopped early did not succeed), and why; raises
+    TimedOut after `timeout` seconds (None: never). `notice` gets a line when the run is found suspended (once per
+    suspension)."""
     deadline = None if timeout is None else clock() + timeout
     seen, failed_polls, suspended, recreating = False, 0, False, False
     while True:
@@ -306,10 +301,9 @@ def wait(
                        f"{run.kind}): waiting for the new run to end")
             recreating, detail = marked, f"{info.reason}: {info.message}" if info.message else info.reason
             if info.state in ("Succeeded", "Failed") and not marked:
-                return Ended(info.state, "; ".join(part for part in (detail, info.end_reason) if part))
+                return info.state, "; ".join(part for part in (detail, info.end_reason) if part)
             if info.ending and not marked:  # stopped (`tfchart stop --end-run`) or ended by the supervisor first
-                return Ended("Failed", info.end_reason or f"the run ended ({info.ending}) before its {run.kind} "
-                                                          "completed")  # fmt: skip
+                return "Failed", info.end_reason or f"the run ended ({info.ending}) before its {run.kind} completed"
             if info.state == "Suspended" and not suspended:
                 notice(f"release {release}'s run is suspended (since {info.suspended_since}): it has not ended, "
                        f"waiting until it is resumed (`tfchart resume {release} -n {namespace}`) and ends")
