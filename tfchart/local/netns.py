@@ -133,8 +133,7 @@ class PrivateNetwork:
                                        text=True)  # fmt: skip
         assert self.holder.stdout is not None
         if self.holder.stdout.readline().strip() != "ready":
-            self.close()
-            lines = (self.holder.stderr.read() if self.holder.stderr else "").strip().splitlines()
+            lines = self.close().strip().splitlines()
             why = lines[-1] if lines else "no answer"
             raise TfchartError(f"cannot make a private network for the TensorFlow pods: {why}",
                                "enable unprivileged user namespaces (sysctl user.max_user_namespaces > 0, "
@@ -152,19 +151,18 @@ class PrivateNetwork:
                 "env", f"HTTPS_PROXY={way_out}", f"https_proxy={way_out}",
                 "NO_PROXY=127.0.0.1,localhost,::1", "no_proxy=127.0.0.1,localhost,::1"]  # gRPC follows the proxy too
 
-    def close(self) -> None:
+    def close(self) -> str:
+        """Ends the forwarding and the holder (its stdin closed: the namespace goes with it); what it said on stderr."""
         for server in self.servers:
             server.shutdown()
             server.server_close()
-        if self.holder.stdin:
-            with contextlib.suppress(OSError):
-                self.holder.stdin.close()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.holder.wait(5)
-        if self.holder.poll() is None:
+        try:
+            said = self.holder.communicate(timeout=5)[1]
+        except subprocess.TimeoutExpired:
             self.holder.kill()
-            self.holder.wait()
+            said = self.holder.communicate()[1]
         shutil.rmtree(self.folder, ignore_errors=True)
+        return said
 
 
 if __name__ == "__main__":

@@ -124,7 +124,7 @@ class LocalCluster:
     again is their controller's business: jobsetrun.py). containers.ContainerCluster runs them as containers."""
 
     def __init__(self, on_line: Callable[[LocalPod, str], None], wrap: Callable[[LocalPod], list[str]] | None = None,
-                 stopped: Callable[[], None] | None = None) -> None:  # fmt: skip
+                 stopped: Callable[[], object] | None = None) -> None:  # fmt: skip
         self.on_line = on_line
         self.wrap = wrap  # e.g. `ip netns exec <ns>` in front of the pod's argv (tests/e2e), or nsenter (netns.py)
         self.stopped = stopped  # called once every process has ended
