@@ -81,28 +81,23 @@ def detect_engine(preferred: str | None = None) -> str:
     """The engine to build with (a key of BUILD_COMMANDS), as installed on PATH: a preference once its CLI is found;
     else buildx where `docker buildx version` answers, docker, podman, buildah, in that order, but podman (or
     buildah) before a docker whose engine does not answer `docker info`. EngineNotFound where none is installed."""
-    if preferred is not None:
-        if preferred not in BUILD_COMMANDS:
-            raise UsageError(f"unknown container engine: {preferred}", f"use one of: {', '.join(BUILD_COMMANDS)}")
-        executable = BUILD_COMMANDS[preferred][0]
-        if shutil.which(executable) is None:
-            other = next((o for o in ("docker", "podman", "buildah") if o != executable and shutil.which(o)), None)
-            if other is None:
-                raise EngineNotFound(NONE_INSTALLED, INSTALL_HINT)
-            raise EngineNotFound(f"{executable} is not installed (not found on PATH)",
-                                 f"{other} is installed: use --engine {other}")  # fmt: skip
-        if preferred == "buildx" and answer(BUILDX_PROBE).returncode != 0:
-            raise EngineNotFound(
-                "docker is installed but its buildx plugin is not (`docker buildx version` fails)",
-                "install the docker-buildx plugin, or use the classic builder with --engine docker",
-            )
-        return preferred
-    daemonless = [name for name in DAEMONLESS if shutil.which(name) is not None]
-    if shutil.which("docker") is not None and (not daemonless or answer(DOCKER_PROBE).stdout.strip()):
-        return "buildx" if answer(BUILDX_PROBE).returncode == 0 else "docker"
-    if daemonless:
-        return daemonless[0]
-    raise EngineNotFound(NONE_INSTALLED, INSTALL_HINT)
+    installed = [name for name in ("docker", *DAEMONLESS) if shutil.which(name) is not None]
+    if preferred is None and installed:
+        if installed[0] == "docker" and (len(installed) == 1 or answer(DOCKER_PROBE).stdout.strip()):
+            return "buildx" if answer(BUILDX_PROBE).returncode == 0 else "docker"
+        return installed[1] if installed[0] == "docker" else installed[0]  # podman, else buildah
+    if preferred is not None and preferred not in BUILD_COMMANDS:
+        raise UsageError(f"unknown container engine: {preferred}", f"use one of: {', '.join(BUILD_COMMANDS)}")
+    if not installed:
+        raise EngineNotFound(NONE_INSTALLED, INSTALL_HINT)
+    executable = BUILD_COMMANDS[str(preferred)][0]
+    if executable not in installed:
+        raise EngineNotFound(f"{executable} is not installed (not found on PATH)",
+                             f"{installed[0]} is installed: use --engine {installed[0]}")  # fmt: skip
+    if preferred == "buildx" and answer(BUILDX_PROBE).returncode != 0:
+        raise EngineNotFound("docker is installed but its buildx plugin is not (`docker buildx version` fails)",
+                             "install the docker-buildx plugin, or use the classic builder with --engine docker")
+    return str(preferred)
 
 
 def check_engine_reachable(engine: str) -> None:
