@@ -115,14 +115,12 @@ def pods_table(pods: list[dict[str, Any]]) -> Table:
 
 
 def human_age(seconds: int | None) -> str:
+    """As kubectl shows an age: 90s, 5m, 3h20m, 2d."""
     if seconds is None:
         return "-"
-    if seconds < 120:
-        return f"{seconds}s"
-    minutes = seconds // 60
-    if minutes < 120:
-        return f"{minutes}m"
-    hours = minutes // 60
-    if hours < 48:
+    minutes, hours = seconds // 60, seconds // 3600
+    if hours >= 48:
+        return f"{hours // 24}d"
+    if minutes >= 120:
         return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
-    return f"{hours // 24}d"
+    return f"{minutes}m" if seconds >= 120 else f"{seconds}s"
