@@ -28,7 +28,7 @@ from tests.e2e.test_local import assert_none_left
 from tfchart.errors import UsageError
 from tfchart.local.containers import plan_from_manifests
 from tfchart.local.jobset import JobSetSpec
-from tfchart.local.jobsetrun import COMPLETED, FAILED, Event, JobSetRun, condition
+from tfchart.local.jobsetrun import COMPLETED, FAILED, JobSetRun, condition
 from tfchart.local.pods import rendered_pods, workload_of
 from tfchart.local.processes import localise_cluster
 from tfchart.local.session import advance, as_suspended, describe, outcome
@@ -213,7 +213,7 @@ class Run:
     controller: JobSetRun
     engine: FakeEngine
     clock: Clock
-    events: list[Event]
+    events: list[tuple[Any, ...]]  # (kind, name, reason, message, job-level)
 
     def settle(self, seconds: float = 1.0) -> None:
         """Time passes, then one reconcile pass."""
@@ -221,7 +221,7 @@ class Run:
         self.controller.reconcile()
 
     def said(self, reason: str) -> list[str]:
-        return [event.name for event in self.events if event.reason == reason]
+        return [name for _, name, said, *_ in self.events if said == reason]
 
 
 def run_of(*sets: str) -> Run:
@@ -229,7 +229,7 @@ def run_of(*sets: str) -> Run:
     pods = {pod.name: pod for pod in rendered_pods(rendered, NS)}
     engine, clock, events = FakeEngine(), Clock(), []
     spec = JobSetSpec.read(jobset_doc(rendered), NS)
-    return Run(JobSetRun(spec, engine, pods, events.append, clock), engine, clock, events)
+    return Run(JobSetRun(spec, engine, pods, lambda *event: events.append(event), clock), engine, clock, events)
 
 
 def pod_names(role: str, count: int) -> list[str]:
@@ -352,7 +352,7 @@ def native_run(*sets: str) -> Run:
     pods = {pod.name: pod for pod in rendered_pods(rendered, NS)}
     engine, clock, events = FakeEngine(), Clock(), []
     spec = workload_of(rendered, NS, rendered_pods(rendered, NS))
-    return Run(JobSetRun(spec, engine, pods, events.append, clock), engine, clock, events)
+    return Run(JobSetRun(spec, engine, pods, lambda *event: events.append(event), clock), engine, clock, events)
 
 
 def test_native_pods_start_at_once_statefulsets_come_back_and_the_chiefs_job_ends_the_run() -> None:

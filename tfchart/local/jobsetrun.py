@@ -3,7 +3,7 @@ engine runs (processes or containers), one reconcile pass at a time (`JobSetRun.
 docs/architecture.md, section 8, says what they do. A native release runs as one JobSetRun too (jobset.native_spec):
 its Jobs and StatefulSets created at once, the chief's Job the run's. Their state is the API's objects themselves
 (plain dicts: each Job or StatefulSet as rendered, with its status, and the JobSet), which tfdcontract.lifecycle's
-plan reads and patches (session.py); `hold` is how they answer a patch of their spec. Every step is an `Event`, as
+plan reads and patches (session.py); `hold` is how they answer a patch of their spec. Every step is an event, as
 Kubernetes' events name them.
 """
 
@@ -45,25 +45,12 @@ PROBE_EVERY_S = 1.0
 COMPLETED = "Completed"  # the JobSet's condition (its other states: tfdcontract.runstate's)
 
 
-@dataclass(frozen=True)
-class Event:
-    at: float  # time.time()
-    kind: str  # JobSet, Job or Pod
-    name: str
-    reason: str
-    message: str
-    job_level: bool = True  # what a terminal off the live board shows (pod events go to the events file)
-
-    def line(self) -> str:
-        return f"{self.kind} {self.name} {self.reason}: {self.message}"
-
-
 @dataclass
 class JobSetRun:
     spec: JobSetSpec
     engine: LocalCluster  # processes (containers.ContainerCluster: containers)
     pods: Mapping[str, Any]  # pod name -> the pod to start (processes.LocalPod)
-    on_event: Callable[[Event], None]
+    on_event: Callable[..., None]  # (kind: JobSet, Job or Pod, name, reason, message, job-level: not a pod's)
     clock: Callable[[], float] = time.monotonic
     rule: dict[str, Any] | None = None  # the failure policy rule that ended the run
     first_failed: JobRun | None = None
@@ -112,12 +99,12 @@ class JobSetRun:
                 pod.due = self.clock() if job.runs(pod) and not (pod.alive or pod.succeeded) else pod.due
             self._stop_all([job], every=False)
         elif self.suspended:
-            self._event("JobSet", self.spec.name, "SuspendedJobs", "jobset is suspended: its pods stop, the chief's "
-                        "first")  # fmt: skip
+            self.on_event("JobSet", self.spec.name, "SuspendedJobs", "jobset is suspended: its pods stop, the chief's "
+                          "first")  # fmt: skip
             self._stop_all([j for j in self.jobs.values() if j.rjob in self.spec.success_targets])
             self._stop_all()
         else:
-            self._event("JobSet", self.spec.name, "ResumedJobs", "jobset is resumed")
+            self.on_event("JobSet", self.spec.name, "ResumedJobs", "jobset is resumed")
             self.jobs = self._fresh()  # JobSet creates its Jobs again, in their order
 
     def reconcile(self) -> None:
@@ -141,7 +128,7 @@ class JobSetRun:
         if self.starting:
             self.engine.start([local for local, _ in self.starting])
             for local, why in self.starting:
-                self._event("Pod", local.name, "Started", why, job_level=False)
+                self.on_event("Pod", local.name, "Started", why, False)
             self.starting = []
 
     # the Job controller
@@ -158,7 +145,7 @@ class JobSetRun:
         if all(pod.succeeded for pod in job.pods):
             ended_as(job.doc, COMPLETE, "CompletionsReached", "")
             job.ended = now
-            self._event("Job", job.name, "Completed", f"{plural(len(job.pods), 'pod')} succeeded")
+            self.on_event("Job", job.name, "Completed", f"{plural(len(job.pods), 'pod')} succeeded")
             return
         if self.suspended or job.suspended:
             return
@@ -186,15 +173,15 @@ class JobSetRun:
     def _ended(self, job: JobRun, pod: PodRun, code: int, now: float) -> None:
         if code == 0 and job.kind == "Job":
             pod.succeeded = True
-            self._event("Pod", pod.name, "Succeeded", "exited 0: its completion index is done", job_level=False)
+            self.on_event("Pod", pod.name, "Succeeded", "exited 0: its completion index is done", False)
             return
         if self.suspended or not job.runs(pod) or job.state or self.finished:
             return  # stopped on purpose: its Job has ended or is suspended, it was scaled down
         if job.kind != "Job":  # a StatefulSet's pod: started again, never counted
             delay = min(MAX_BACKOFF_S, 2.0 ** (self.starts.get(pod.name, 1) - 1))
             pod.due = now + delay
-            self._event("Pod", pod.name, "Failed", f"exited with {code}: a new pod in {delay:.0f} s (restartPolicy "
-                        "Always)")  # fmt: skip
+            self.on_event("Pod", pod.name, "Failed", f"exited with {code}: a new pod in {delay:.0f} s (restartPolicy "
+                          "Always)")  # fmt: skip
             return
         matched = job.first_rule(code)
         action = matched[1]["action"] if matched else COUNT
@@ -205,8 +192,8 @@ class JobSetRun:
                        f"{matched[0]}", now)  # fmt: skip
         elif matched and action == IGNORE:
             pod.due = now
-            self._event("Pod", pod.name, "Failed", f"exited with {code}: Ignore rule at index {matched[0]}, a new pod "
-                        "starts without counting against backoffLimit")  # fmt: skip
+            self.on_event("Pod", pod.name, "Failed", f"exited with {code}: Ignore rule at index {matched[0]}, a new "
+                          "pod starts without counting against backoffLimit")  # fmt: skip
         else:
             job.failures += 1
             if job.failures > (limit := int(job.doc["spec"].get("backoffLimit", 6))):
@@ -215,13 +202,13 @@ class JobSetRun:
                 return
             delay = min(MAX_BACKOFF_S, 2.0 ** (job.failures - 1))
             pod.due = now + delay
-            self._event("Pod", pod.name, "Failed", f"exited with {code}: a new pod in {delay:.0f} s (failure "
-                        f"{job.failures} of backoffLimit {limit})")  # fmt: skip
+            self.on_event("Pod", pod.name, "Failed", f"exited with {code}: a new pod in {delay:.0f} s (failure "
+                          f"{job.failures} of backoffLimit {limit})")  # fmt: skip
 
     def _fail(self, job: JobRun, reason: str, message: str, now: float) -> None:
         ended_as(job.doc, FAILED, reason, message)
         job.ended = now
-        self._event("Job", job.name, "Failed", f"{reason}: {message}")
+        self.on_event("Job", job.name, "Failed", f"{reason}: {message}")
 
     def _probe(self, now: float) -> None:
         """Readiness, probed only where a Job still to be created waits for it (dependsOn ... Ready)."""
@@ -237,9 +224,9 @@ class JobSetRun:
                     pod.probed = now
                     if self.engine.probe(pod.name):
                         pod.ready = True
-                        self._event("Pod", pod.name, "Ready", "its readiness probe passed", job_level=False)
+                        self.on_event("Pod", pod.name, "Ready", "its readiness probe passed", False)
                         if job.ready:
-                            self._event("Job", job.name, "Ready", f"{plural(len(job.pods), 'pod')} Ready")
+                            self.on_event("Job", job.name, "Ready", f"{plural(len(job.pods), 'pod')} Ready")
 
     # the JobSet controller
 
@@ -264,7 +251,7 @@ class JobSetRun:
                 job.created = now
                 for pod in job.pods:
                     pod.due = now
-                self._event("Job", job.name, "Created", f"{plural(len(job.pods), 'pod')}{after}")
+                self.on_event("Job", job.name, "Created", f"{plural(len(job.pods), 'pod')}{after}")
                 self._sync(job, now)
 
     def _succeeded(self) -> bool:
@@ -294,8 +281,8 @@ class JobSetRun:
             self.counted += action == RESTART_JOBSET
             reason = f"FailurePolicy_{rule['name']}" if rule else "DefaultFailurePolicy"
             limit = f", {self.counted} of maxRestarts {self.spec.max_restarts}" if action == RESTART_JOBSET else ""
-            self._event("JobSet", self.spec.name, "Restarting", f"{reason}: applying {action} failure policy action "
-                        f"{why}: every pod stops, then every Job is created again (restart {self.restarts}{limit})")
+            self.on_event("JobSet", self.spec.name, "Restarting", f"{reason}: applying {action} failure policy action "
+                          f"{why}: every pod stops, then every Job is created again (restart {self.restarts}{limit})")
             self._stop_all()
             self.jobs = self._fresh()
 
@@ -305,7 +292,7 @@ class JobSetRun:
         ended_as(self.doc, state, reason, message)
         alive = sum(pod.alive for job in self.jobs.values() for pod in job.pods) if self.spec.kind == "JobSet" else 0
         stopping = f" (its active Jobs deleted: {plural(alive, 'pod')} stopping)" if alive else ""
-        self._event("JobSet", self.spec.name, state, f"{reason}: {message}{stopping}")
+        self.on_event("JobSet", self.spec.name, state, f"{reason}: {message}{stopping}")
         if self.spec.kind == "JobSet":
             self._stop_all()
 
@@ -318,9 +305,6 @@ class JobSetRun:
                  and getattr(self.engine.processes.get(pod.name), "running", False)]  # fmt: skip
         with ThreadPoolExecutor(max(1, len(alive))) as pool:  # all at once, each waited for
             list(pool.map(lambda pod: self.engine.kill(pod[0], signal.SIGTERM, pod[1]), alive))
-
-    def _event(self, kind: str, name: str, reason: str, message: str, job_level: bool = True) -> None:
-        self.on_event(Event(time.time(), kind, name, reason, message, job_level))
 
     # what the board shows
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from tfchart.errors import TfchartError
 from tfchart.local.jobset import COMPLETE, condition
-from tfchart.local.jobsetrun import COMPLETED, Event, JobSetRun
+from tfchart.local.jobsetrun import COMPLETED, JobSetRun
 from tfchart.local.pods import LocalPod
 from tfchart.local.processes import (
     PALETTE,
@@ -113,17 +113,17 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
     events = (plan.workdir / EVENTS_FILE).open("a", encoding="utf-8", buffering=1) if plan.jobset else None
     pods, first_pod = {pod.name: pod for pod in plan.pods}, {job.name: job.pods[0].name for job in plan.workload.jobs}
 
-    def on_event(event: Event) -> None:
+    def on_event(kind: str, name: str, reason: str, message: str, job_level: bool = True) -> None:
         """A JobSet's event: into events.log; its Jobs' and its own on the terminal too (every one with
         --follow-logs). A native run's failures: into the pod's log ([tfchart] ...)."""
-        at = datetime.fromtimestamp(event.at, timezone.utc).isoformat(timespec="milliseconds")
         if events is None:
-            if event.reason == "Failed" and (pod := pods.get(first_pod.get(event.name, event.name))):
-                on_line(pod, f"[tfchart] {event.message}")
+            if reason == "Failed" and (pod := pods.get(first_pod.get(name, name))):
+                on_line(pod, f"[tfchart] {message}")
             return
-        events.write(f"{at} {event.line()}\n")
-        if event.job_level or follow_logs:
-            console.print(escape(f"[jobset] {event.line()}"), soft_wrap=True)
+        line = f"{kind} {name} {reason}: {message}"
+        events.write(f"{datetime.now(timezone.utc).isoformat(timespec='milliseconds')} {line}\n")
+        if job_level or follow_logs:
+            console.print(escape(f"[jobset] {line}"), soft_wrap=True)
 
     def poll() -> None:
         if suspend is not None and suspend.is_set() and not suspending:
@@ -151,8 +151,19 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
     try:
         with running(cluster):
             with live if live is not None else nullcontext():
-                state = run_workload(plan, cluster, controller, timeout, poll, suspending, console)
-                poll()
+                cluster.start([pod for pod in plan.pods if not controller.manages(pod.name)])  # TensorBoard, at once
+                while True:  # the others as their controllers start them, the plan carried out until the end
+                    controller.reconcile()
+                    state, lines = advance(controller, bool(suspending))
+                    for line in lines if not controller.finished else []:
+                        console.print(f"  {line}", soft_wrap=True)
+                    poll()
+                    if state in (SUCCEEDED, FAILED) or (suspending and state == SUSPENDED):
+                        break
+                    if timeout is not None and time.monotonic() > started + timeout:
+                        raise TfchartError(f"{plan.workload.kind} {plan.workload.name} did not finish within "
+                                           f"{timeout:.0f} s", "raise --timeout, or look at the logs above")
+                    time.sleep(0.2)
                 if state == SUSPENDED:
                     return SUSPENDED_EXIT
             return finish(plan, cluster, controller, state == SUCCEEDED, time.monotonic() - started, keep_tensorboard,
@@ -160,28 +171,6 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
     finally:
         for handle in [*files.values(), *([events] if events else [])]:
             handle.close()
-
-
-def run_workload(plan: LocalPlan, cluster: LocalCluster, controller: JobSetRun, timeout: float | None, poll: Any,
-                 suspending: list[str], console: Any) -> str:  # fmt: skip
-    """The pods outside the controllers (TensorBoard) at once, the others as their controllers start them, and
-    tfdcontract.lifecycle's plan carried out on them (`advance`) until the run is suspended or has ended: its
-    state (Suspended, Succeeded, Failed)."""
-    cluster.start([pod for pod in plan.pods if not controller.manages(pod.name)])
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while True:
-        controller.reconcile()
-        state, lines = advance(controller, bool(suspending))
-        for line in lines if not controller.finished else []:
-            console.print(f"  {line}", soft_wrap=True)
-        poll()
-        if state in (SUCCEEDED, FAILED) or (suspending and state == SUSPENDED):
-            break
-        if deadline is not None and time.monotonic() > deadline:
-            raise TfchartError(f"{plan.workload.kind} {plan.workload.name} did not finish within {timeout:.0f} s",
-                               "raise --timeout, or look at the logs above")  # fmt: skip
-        time.sleep(0.2)
-    return state
 
 
 def serving_notes(values: dict[str, Any], workdir: Path, trainer: bool = True, engine: str = "docker") -> list[str]:
