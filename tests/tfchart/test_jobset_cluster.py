@@ -302,7 +302,7 @@ def test_suspend_and_resume_through_kueue_s_workload(server: KubeServer, capsys:
 
 def test_preflight_checks_that_jobset_is_served_and_its_controller_runs(server: KubeServer) -> None:
     docs = kf.rendered(sets=JOBSET, namespace=NS)
-    planned_release = preflight.plan(docs)
+    planned_release = preflight.Context(server.api(), docs, NS)
     assert (planned_release.objects["count/jobsets.jobset.x-k8s.io"], planned_release.objects["count/jobs.batch"]) \
         == (1, 3)  # one JobSet, a Job per role (ps, worker, chief)  # fmt: skip
     [missing] = [f for f in preflight.run(server.api(), docs, "mnist", NS) if f.check == "jobset"]
@@ -324,7 +324,7 @@ def test_preflight_reads_kueue_s_queue_from_the_jobset_and_its_jobset_integratio
     server: KubeServer, frameworks: list[str]
 ) -> None:
     docs = kf.rendered(sets=(*JOBSET, "scheduling.kueue.queueName=team-q"), namespace=NS)
-    planned_release = preflight.plan(docs)
+    planned_release = preflight.Context(server.api(), docs, NS)
     assert planned_release.label(QUEUE_LABEL) == "team-q"
     config = {"integrations": {"frameworks": frameworks}}
     server.add(*kf.crds(*kf.KUEUE_CRDS), kf.local_queue("team-q", NS, "team"),
@@ -332,7 +332,7 @@ def test_preflight_reads_kueue_s_queue_from_the_jobset_and_its_jobset_integratio
                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kueue-manager-config",
                                                                      "namespace": "kueue-system"},
                 "data": {"controller_manager_config.yaml": json.dumps(config)}})  # fmt: skip
-    first, *rest = check_kueue(preflight.Context(server.api(), planned_release, NS))
+    first, *rest = check_kueue(planned_release)
     if "jobset.x-k8s.io/jobset" in frameworks:
         assert (first.severity, first.message) == ("ok", "Kueue's configuration enables the jobset.x-k8s.io/jobset "
                                                          "integration")  # fmt: skip

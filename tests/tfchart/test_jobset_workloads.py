@@ -85,14 +85,14 @@ def test_tfchart_images_lists_the_same_images_with_the_same_pullers() -> None:
 
 
 def test_preflight_plans_and_counts_the_same_gpus() -> None:
-    native, jobset = preflight.plan(docs("native")), preflight.plan(docs("jobset"))
+    native, jobset = (preflight.Context(None, docs(kind), NS, "mnist") for kind in ("native", "jobset"))
     pods = [sorted(((r.role, r.replicas, r.resources("requests"), r.gpus) for r in plan.roles), key=str)
             for plan in (native, jobset)]  # fmt: skip
     assert pods[0] == pods[1]
     assert jobset.objects["pods"] == 2 + 4 + 1 + 1 + 1 + 1 + 1  # ps, workers, chief, evaluator, TB, Serving, supervisor
     with kube_server(read_only=True) as cluster:
         cluster.add(*[kf.node(f"gpu-{i}", gpus={"nvidia.com/gpu": 2}) for i in range(2)])
-        findings = [check_gpus(preflight.Context(cluster.api(), plan, NS, "mnist")) for plan in (native, jobset)]
+        findings = [check_gpus(preflight.Context(cluster.api(), plan.docs, NS, "mnist")) for plan in (native, jobset)]
     assert findings[0] == findings[1]
     assert "4 nvidia.com/gpu needed (worker 4x1)" in findings[1][0].message
 

@@ -1,7 +1,7 @@
 """tfchart preflight: GPU capacity, storage, quota and NetworkPolicy checks against the fake API server.
 
 preflight reads only the render: each test renders the chart (helm 4) with the values it checks and
-hands the manifests (or their Plan) to the checks, which read the cluster through the real kubernetes
+hands the manifests to the checks, which read the cluster through the real kubernetes
 client from the loopback server (tests/kubeapi.py).
 """
 
@@ -57,17 +57,12 @@ def docs(*files: str, sets: Sequence[str] = ()) -> list[dict[str, Any]]:
     return rendered
 
 
-def plan_of(*files: str, sets: Sequence[str] = ()) -> preflight.Plan:
-    """What preflight plans for these values: read from the chart rendered with them."""
-    return preflight.plan(docs(*files, sets=sets))
-
-
 def gpu_nodes(*counts: int) -> list[dict[str, Any]]:
     return [kf.node(f"gpu-{i}", gpus={GPU: count}) for i, count in enumerate(counts)]
 
 
-def context(cluster: KubeServer, planned: preflight.Plan) -> Context:
-    return Context(cluster.api(), planned, NS, "mnist")
+def context(cluster: KubeServer, rendered: list[dict[str, Any]]) -> Context:
+    return Context(cluster.api(), rendered, NS, "mnist")
 
 
 def only(findings: list[preflight.Finding], check: str) -> preflight.Finding:
@@ -114,7 +109,7 @@ def effective(resources: dict[str, Any], kind: str) -> dict[str, Decimal]:
                                          "charts/tf-distributed/ci/sync-workers-only-values.yaml"])  # fmt: skip
 def test_plan_matches_the_rendered_manifests(values_file: str) -> None:
     rendered = docs(values_file)
-    plan = preflight.plan(rendered)
+    plan = Context(None, rendered, NS)  # what the release adds, needing no API
     release = [d for d in rendered if d["metadata"]["labels"].get("app.kubernetes.io/component") != "test"]
     totals: dict[str, Decimal] = {}
     pods = 0
@@ -143,7 +138,7 @@ def test_plan_matches_the_rendered_manifests(values_file: str) -> None:
 def test_gpus_fit_with_room(cluster: KubeServer) -> None:
     cluster.add(*gpu_nodes(4, 4), kf.node("cpu-0"))
     cluster.add(kf.running_pod("other-training", "team-b", "gpu-0", {GPU: "2", "cpu": "1"}))
-    findings = check_gpus(context(cluster, plan_of("values/gpu.yaml")))
+    findings = check_gpus(context(cluster, docs("values/gpu.yaml")))
     assert findings == [preflight.Finding("gpu-capacity", OK, "4 nvidia.com/gpu needed (worker 4x1); 6 of 8 free "
                                           "(gpu-0: 2, gpu-1: 4) (tolerations of the GPU roles not evaluated: counted "
                                           "every schedulable node)")]  # fmt: skip
@@ -179,20 +174,20 @@ def test_gpu_capacity(
 ) -> None:
     """Two 2-GPU nodes (gpu-0, gpu-1; `objects` may replace gpu-1) against the release's GPUs."""
     cluster.add(*gpu_nodes(2, 2), *objects())
-    [finding] = check_gpus(context(cluster, plan_of(values_file)))
+    [finding] = check_gpus(context(cluster, docs(values_file)))
     assert finding.severity == severity and says in finding.message, finding
 
 
 def test_gpus_fail_without_a_device_plugin(cluster: KubeServer) -> None:
     cluster.add(kf.node("cpu-0"), kf.node("cpu-1"))
-    [finding] = check_gpus(context(cluster, plan_of("values/sync-allreduce.yaml")))
+    [finding] = check_gpus(context(cluster, docs("values/sync-allreduce.yaml")))
     assert finding.severity == FAIL and "device plugin" in finding.hint
     assert "needs 4 nvidia.com/gpu (worker 3x1, chief 1x1) but no schedulable node advertises nvidia.com/gpu" \
         in finding.message  # fmt: skip
 
 
 def test_no_gpus_requested_needs_no_api_call(cluster: KubeServer) -> None:
-    assert check_gpus(context(cluster, plan_of("values/cpu.yaml")))[0].severity == OK
+    assert check_gpus(context(cluster, docs("values/cpu.yaml")))[0].severity == OK
     assert cluster.calls == []
 
 
@@ -200,7 +195,7 @@ def test_gpu_usage_is_read_a_page_at_a_time(cluster: KubeServer) -> None:
     cluster.add(*gpu_nodes(2, 2))
     cluster.add(*(kf.running_pod(f"other-{n:04d}", "team-b", "gpu-0", {"cpu": "10m"}) for n in range(1200)))
     cluster.add(kf.running_pod("notebook", "team-c", "gpu-1", {GPU: "1"}))
-    [finding] = check_gpus(context(cluster, plan_of("values/gpu.yaml")))
+    [finding] = check_gpus(context(cluster, docs("values/gpu.yaml")))
     assert "3 of 4 are free now" in finding.message, finding
     pages = [call for call in cluster.calls if call.resource == "pods"]
     assert ["continue" in dict(call.params) for call in pages] == [False, True, True]  # the server's opaque token
@@ -209,7 +204,7 @@ def test_gpu_usage_is_read_a_page_at_a_time(cluster: KubeServer) -> None:
 def test_gpu_usage_unknown_when_listing_all_pods_is_forbidden(cluster: KubeServer) -> None:
     cluster.add(*gpu_nodes(4))
     cluster.fail("list", "pods", 403, "pods is forbidden: cannot list resource pods at the cluster scope")
-    [finding] = check_gpus(context(cluster, plan_of("values/gpu.yaml")))
+    [finding] = check_gpus(context(cluster, docs("values/gpu.yaml")))
     assert finding.severity == OK
     assert "other pods' GPU use is unknown" in finding.message
 
@@ -227,7 +222,7 @@ def kind_cluster(cluster: KubeServer, *extra: dict[str, Any]) -> KubeServer:
 
 def test_multi_node_rwx_values_are_not_installable_on_an_rwo_only_cluster(cluster: KubeServer) -> None:
     kind_cluster(cluster)
-    [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml")))
+    [finding] = check_storage(context(cluster, docs("values/gpu.yaml")))
     assert finding.severity == FAIL
     assert finding.message == ("needs ReadWriteMany: 10 pods mount the claim (ps 2, worker 4, chief 1, tensorboard 1, "
                                "serving 1, helm test 1) from any node, but default StorageClass standard (rancher.io/"
@@ -279,7 +274,7 @@ def test_preflight_command_fails_before_anything_is_applied_and_names_the_fix(
 
 def test_an_rwx_class_passes_and_is_named(cluster: KubeServer) -> None:
     cluster.add(kf.storage_class("nfs", "nfs.csi.k8s.io", default=True), kf.storage_class("fast", "ebs.csi.aws.com"))
-    [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml")))
+    [finding] = check_storage(context(cluster, docs("values/gpu.yaml")))
     assert finding == preflight.Finding("storage", OK, "needs ReadWriteMany: default StorageClass nfs (nfs.csi.k8s.io) "
                                         "offers it. StorageClasses: fast (ebs.csi.aws.com): ReadWriteOnce only; nfs "
                                         "(nfs.csi.k8s.io, default): offers ReadWriteMany")  # fmt: skip
@@ -288,11 +283,11 @@ def test_an_rwx_class_passes_and_is_named(cluster: KubeServer) -> None:
 
 def test_an_rwx_class_that_is_not_the_default_is_the_fix(cluster: KubeServer) -> None:
     kind_cluster(cluster, kf.storage_class("cephfs", "rook-ceph.cephfs.csi.ceph.com"))
-    [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml")))
+    [finding] = check_storage(context(cluster, docs("values/gpu.yaml")))
     assert finding.severity == FAIL
     assert "cephfs (rook-ceph.cephfs.csi.ceph.com): offers ReadWriteMany" in finding.message
     assert finding.hint.startswith(f"--set storage.storageClassName=cephfs (it offers ReadWriteMany), or {RWO_FIX}")
-    data = plan_of("values/gpu.yaml", sets=["storage.storageClassName=cephfs"])
+    data = docs("values/gpu.yaml", sets=["storage.storageClassName=cephfs"])
     [finding] = check_storage(context(cluster, data))
     assert (finding.severity, finding.message.split(". ")[0]) == (
         OK, "needs ReadWriteMany: StorageClass cephfs (rook-ceph.cephfs.csi.ceph.com) offers it")  # fmt: skip
@@ -300,7 +295,7 @@ def test_an_rwx_class_that_is_not_the_default_is_the_fix(cluster: KubeServer) ->
 
 def test_co_located_values_name_the_class_that_would_let_pods_spread(cluster: KubeServer) -> None:
     kind_cluster(cluster, kf.storage_class("nfs", "nfs.csi.k8s.io"))
-    [finding] = check_storage(context(cluster, plan_of("values/cpu.yaml")))
+    [finding] = check_storage(context(cluster, docs("values/cpu.yaml")))
     assert finding.severity == OK
     assert finding.message.startswith("needs ReadWriteOnce: default StorageClass standard (rancher.io/local-path) "
                                       "offers it (nfs offers ReadWriteMany: --set storage.accessModes={ReadWriteMany} "
@@ -321,7 +316,7 @@ def test_node_local_and_unknown_provisioners(
 ) -> None:
     cluster.add(kf.storage_class("local", provisioner, default=True))
     cluster.add(*(kf.node(f"node-{i}") for i in range(nodes)))
-    [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml")))
+    [finding] = check_storage(context(cluster, docs("values/gpu.yaml")))
     assert finding.severity == severity
     assert says in finding.message
     assert RWO_FIX in finding.hint
@@ -329,15 +324,15 @@ def test_node_local_and_unknown_provisioners(
 
 def test_missing_default_or_named_class_fails(cluster: KubeServer) -> None:
     cluster.add(kf.storage_class("gp3", "ebs.csi.aws.com"), kf.storage_class("efs", "efs.csi.aws.com"))
-    [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml")))
+    [finding] = check_storage(context(cluster, docs("values/gpu.yaml")))
     assert finding.severity == FAIL
     assert finding.message.startswith("no default StorageClass and storage.storageClassName is not set")
     assert finding.hint.startswith("--set storage.storageClassName=<one that offers ReadWriteMany: efs>")
-    [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml", sets=["storage.storageClassName=nfs"])))
+    [finding] = check_storage(context(cluster, docs("values/gpu.yaml", sets=["storage.storageClassName=nfs"])))
     assert (finding.severity, finding.message.split(". ")[0]) == (FAIL, "StorageClass nfs does not exist")
-    [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml", sets=["storage.storageClassName=efs"])))
+    [finding] = check_storage(context(cluster, docs("values/gpu.yaml", sets=["storage.storageClassName=efs"])))
     assert finding.severity == OK
-    [finding] = check_storage(context(cluster, plan_of("values/cpu.yaml")))
+    [finding] = check_storage(context(cluster, docs("values/cpu.yaml")))
     assert finding.hint.startswith("--set storage.storageClassName=<one that offers ReadWriteOnce: efs, gp3>")
 
 
@@ -351,12 +346,12 @@ def volume(name: str, size: str, class_name: str = "", phase: str = "Available",
 
 
 def test_a_cluster_without_storage_classes_is_told_what_to_create(cluster: KubeServer) -> None:
-    [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml")))
+    [finding] = check_storage(context(cluster, docs("values/gpu.yaml")))
     assert finding.severity == FAIL and "<one of" not in finding.hint, finding.hint
     assert finding.hint == ("the cluster has no StorageClass: install a provisioner that offers ReadWriteMany (NFS, "
                             "CephFS, EFS, Azure Files, Filestore, Longhorn...), or create a PersistentVolume that does "
                             'and --set storage.storageClassName=""')
-    [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml", sets=["storage.storageClassName=nfs"])))
+    [finding] = check_storage(context(cluster, docs("values/gpu.yaml", sets=["storage.storageClassName=nfs"])))
     assert finding.severity == FAIL and finding.hint.startswith("the cluster has no StorageClass: install")
 
 
@@ -364,17 +359,17 @@ def test_a_pre_created_volume_that_offers_read_write_many_is_what_the_claim_bind
     """No class offers ReadWriteMany, but an admin's NFS volume does: the claim binds to it (too small, bound or of
     another class, a volume does not count)."""
     cluster.add(volume("small", "1Gi"), volume("taken", "100Gi", phase="Bound"), volume("other", "100Gi", "gold"))
-    [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml")))
+    [finding] = check_storage(context(cluster, docs("values/gpu.yaml")))
     assert finding.severity == FAIL, finding.message
     cluster.add(volume("nfs-data", "100Gi"))
-    [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml")))
+    [finding] = check_storage(context(cluster, docs("values/gpu.yaml")))
     assert (finding.severity, finding.message) == (
         OK, "needs ReadWriteMany: the claim has no StorageClass and binds to PersistentVolume nfs-data (pre-created, "
             "Available, 100Gi, ReadWriteMany)")  # fmt: skip
-    [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml", sets=["storage.storageClassName="])))
+    [finding] = check_storage(context(cluster, docs("values/gpu.yaml", sets=["storage.storageClassName="])))
     assert finding.severity == OK and "binds to PersistentVolume nfs-data" in finding.message
     kind_cluster(cluster, volume("manual-nfs", "50Gi", "standard"))  # local-path's class, ReadWriteOnce only
-    [finding] = check_storage(context(cluster, plan_of("values/gpu.yaml")))
+    [finding] = check_storage(context(cluster, docs("values/gpu.yaml")))
     assert (finding.severity, finding.message.split(". ")[0]) == (
         OK, "needs ReadWriteMany: the claim of default StorageClass standard (rancher.io/local-path) binds to "
             "PersistentVolume manual-nfs (pre-created, Available, 50Gi, ReadWriteMany)")  # fmt: skip
@@ -401,7 +396,7 @@ def test_existing_claim_is_judged_by_its_own_access_modes(
     modes = {"shared": "ReadWriteMany", "rwo": "ReadWriteOnce", "rwop": "ReadWriteOncePod"}
     cluster.add(*(kf.claim(name, NS, access_modes=[mode]) for name, mode in modes.items()),
                 kf.claim("new", NS, phase="Pending"))  # fmt: skip
-    [finding] = check_storage(context(cluster, plan_of(values_file, sets=[f"storage.existingClaim={claim}"])))
+    [finding] = check_storage(context(cluster, docs(values_file, sets=[f"storage.existingClaim={claim}"])))
     assert finding.severity == severity and says in finding.message, finding
     if (claim, severity) == ("rwo", FAIL):
         assert finding.hint.startswith(RWO_FIX)
@@ -448,7 +443,7 @@ def test_spread_values_have_no_co_location_check(cluster: KubeServer) -> None:
 
 
 def test_no_quota_passes(cluster: KubeServer) -> None:
-    findings = check_quota(context(cluster, plan_of("values/gpu.yaml")))
+    findings = check_quota(context(cluster, docs("values/gpu.yaml")))
     assert findings == [preflight.Finding("quota", OK, "no ResourceQuota in namespace ml-training")]
     assert cluster.calls == [Call("list", "resourcequotas", NS)]
 
@@ -477,7 +472,7 @@ def test_quota_used_plus_the_release_against_hard(
     hard: dict[str, str], used: dict[str, str], sets: tuple[str, ...], severity: str, says: str, cluster: KubeServer
 ) -> None:
     cluster.add(kf.resource_quota("team", NS, hard, used))
-    [finding] = check_quota(context(cluster, plan_of("values/gpu.yaml", sets=sets)))
+    [finding] = check_quota(context(cluster, docs("values/gpu.yaml", sets=sets)))
     assert finding.severity == severity and says in finding.message, finding
     assert severity != FAIL or "kubectl describe resourcequota team" in finding.hint
 
@@ -499,7 +494,7 @@ def test_network_policy_enforcement(
 ) -> None:
     """A known CNI in kube-system enforces them (one in another namespace does not); disabled, nothing is read."""
     cluster.add(*(kf.daemon_set(*each) for each in daemon_sets))
-    [finding] = check_network_policy(context(cluster, plan_of(sets=sets)))
+    [finding] = check_network_policy(context(cluster, docs(sets=sets)))
     assert (finding.check, finding.severity) == ("network-policy", severity) and says in finding.message, finding
     assert cluster.calls == ([Call("list", "daemonsets", "kube-system")] if daemon_sets else [])
 
@@ -536,7 +531,7 @@ def team_queues(quota: dict[str, str] | None = None, **cluster_queue: Any) -> li
 
 
 def kueue_findings(cluster: KubeServer, release: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    findings = check_kueue(context(cluster, preflight.plan(release)))
+    findings = check_kueue(context(cluster, release))
     assert {f.check for f in findings} == {"kueue"}
     return [(f.severity, f.message) for f in findings]
 
@@ -552,7 +547,7 @@ def test_gang_and_kueue_are_not_checked_unless_the_values_ask(values_file: str, 
 
 def test_volcano_podgroup_crd_and_open_queue_pass(cluster: KubeServer) -> None:
     cluster.add(*kf.crds(*kf.VOLCANO_CRDS), kf.volcano_queue("research"))
-    findings = check_gang(context(cluster, preflight.plan(volcano("research"))))
+    findings = check_gang(context(cluster, volcano("research")))
     assert [(f.severity, f.message) for f in findings] == [
         (
             OK,
@@ -563,7 +558,7 @@ def test_volcano_podgroup_crd_and_open_queue_pass(cluster: KubeServer) -> None:
     ]
     assert cluster.calls == [VOLCANO_DISCOVERY, Call("get", "queues", None, "research")]
     cluster.requests.clear()
-    default_queue = check_gang(context(cluster, preflight.plan(volcano())))
+    default_queue = check_gang(context(cluster, volcano()))
     assert [f.severity for f in default_queue] == [OK]  # the default queue: not read
     assert cluster.calls == [VOLCANO_DISCOVERY]
 
@@ -581,7 +576,7 @@ def test_a_gang_provider_without_its_podgroup_crd_fails(
     provider: str, installed: tuple[str, ...], served: str, install: str, cluster: KubeServer
 ) -> None:
     cluster.add(*kf.crds(*installed))
-    [finding] = check_gang(context(cluster, plan_of("values/gpu.yaml", sets=[f"scheduling.gang.provider={provider}"])))
+    [finding] = check_gang(context(cluster, docs("values/gpu.yaml", sets=[f"scheduling.gang.provider={provider}"])))
     crd = f"podgroups.{served.split('/')[0]}"
     assert (finding.check, finding.severity, finding.message) == (
         "gang-scheduling", FAIL, f"scheduling.gang.provider={provider} but CRD {crd} is not installed (the API server "
@@ -609,7 +604,7 @@ def test_volcano_queue_missing_or_not_open(
     cluster.add(*kf.crds(*kf.VOLCANO_CRDS), kf.volcano_queue("other"))
     if queue:
         cluster.add(queue)
-    crd, finding = check_gang(context(cluster, preflight.plan(volcano("research"))))
+    crd, finding = check_gang(context(cluster, volcano("research")))
     assert crd.severity == OK
     assert (finding.severity, finding.message) == (severity, message)
     assert hint in finding.hint
@@ -618,11 +613,11 @@ def test_volcano_queue_missing_or_not_open(
 def test_coscheduling_podgroup_crd_passes_and_names_the_pods_scheduler(cluster: KubeServer) -> None:
     cluster.add(*kf.crds(*kf.COSCHEDULING_CRDS))
     coscheduled = ["scheduling.gang.provider=coscheduling"]
-    [finding] = check_gang(context(cluster, plan_of("values/gpu.yaml", sets=coscheduled)))
+    [finding] = check_gang(context(cluster, docs("values/gpu.yaml", sets=coscheduled)))
     assert (finding.severity, finding.message) == (OK, "CRD podgroups.scheduling.x-k8s.io serves scheduling.x-k8s.io/"
                                                    "v1alpha1 (that a scheduler runs as scheduler-plugins-scheduler is "
                                                    "not checked)")  # fmt: skip
-    named = plan_of("values/gpu.yaml", sets=[*coscheduled, "schedulerName=coscheduler"])
+    named = docs("values/gpu.yaml", sets=[*coscheduled, "schedulerName=coscheduler"])
     assert "runs as coscheduler" in check_gang(context(cluster, named))[0].message
     assert cluster.calls == [COSCHEDULING_DISCOVERY, COSCHEDULING_DISCOVERY]  # once per run
 
@@ -662,7 +657,7 @@ def test_kueue_not_installed_fails(cluster: KubeServer) -> None:
 
 def test_missing_local_queue_fails_and_the_priority_class_is_still_checked(cluster: KubeServer) -> None:
     kueue_cluster(cluster, kf.local_queue("team-b", NS, "team"), kf.local_queue("team-a", "other", "team"))
-    findings = check_kueue(context(cluster, preflight.plan(kueue(priority="high"))))
+    findings = check_kueue(context(cluster, kueue(priority="high")))
     assert [(f.severity, f.message) for f in findings] == [
         (FAIL, f"LocalQueue team-a does not exist in namespace {NS}: Kueue would hold the pods until it does"),
         (FAIL, "WorkloadPriorityClass high does not exist: Kueue would not admit the pods"),
@@ -739,7 +734,7 @@ def test_kueue_quota_a_cohort_can_lend_warns(
 def test_kueue_reads_that_rbac_forbids_become_warnings_check_by_check(cluster: KubeServer) -> None:
     kueue_cluster(cluster, *team_queues(), kf.workload_priority_class("high", 1000))
     cluster.fail("get", "clusterqueues", 403, 'clusterqueues.kueue.x-k8s.io "team" is forbidden')
-    findings = check_kueue(context(cluster, preflight.plan(kueue(priority="high"))))
+    findings = check_kueue(context(cluster, kueue(priority="high")))
     assert [(f.severity, f.message) for f in findings] == [
         (OK, f"LocalQueue team-a exists in namespace {NS} (ClusterQueue team)"),
         (
@@ -762,7 +757,7 @@ def test_kueue_reads_that_rbac_forbids_become_warnings_check_by_check(cluster: K
 def test_volcano_queue_read_forbidden_keeps_the_crd_finding(cluster: KubeServer) -> None:
     cluster.add(*kf.crds(*kf.VOLCANO_CRDS))
     cluster.fail("get", "queues", 403, 'queues.scheduling.volcano.sh "research" is forbidden')
-    crd, queue = check_gang(context(cluster, preflight.plan(volcano("research"))))
+    crd, queue = check_gang(context(cluster, volcano("research")))
     assert (crd.severity, queue.severity) == (OK, WARN)
     assert queue.message.startswith("could not check: forbidden: you may not get queues.scheduling.volcano.sh/research")
 

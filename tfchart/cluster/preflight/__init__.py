@@ -16,7 +16,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.preflight import controllers, resources, storage, topology
-from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding, Plan, guarded, plan
+from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding, guarded
 from tfchart.errors import TfchartError
 from tfchart.images.build import DEFAULT_REPOSITORY
 from tfchart.images.registry import MISSING, PLAIN_HTTP, PRESENT, UNAUTHORISED, Access, resolve
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from tfchart.cluster.kube import KubeApi
 
-__all__ = ["FAIL", "OK", "WARN", "Context", "Finding", "Plan", "enforce", "plan", "refusal", "report", "run"]
+__all__ = ["FAIL", "OK", "WARN", "Context", "Finding", "enforce", "refusal", "report", "run"]
 
 
 def run(api: KubeApi | None, docs: list[dict[str, Any]], release: str, namespace: str,
@@ -37,7 +37,7 @@ def run(api: KubeApi | None, docs: list[dict[str, Any]], release: str, namespace
     nothing and reads nothing), then the images' (only with `registries`)."""
     checks: list[tuple[str, Callable[[], list[Finding]]]] = []
     if api is not None:
-        context = Context(api, plan(docs), namespace, release)
+        context = Context(api, docs, namespace, release)
         checks = [(name, partial(check, context)) for name, check in CHECKS]
     if registries is not None:
         checks.append(("images", partial(check_images, docs, registries)))

@@ -29,7 +29,7 @@ SERVICE_LABEL = "kubernetes.io/service-name"
 
 
 def check_jobset(context: Context) -> list[Finding]:
-    if context.planned.doc("JobSet") is None:
+    if context.doc("JobSet") is None:
         return []
     if not context.serves(JOBSET.group, JOBSET.version, JOBSET.plural):
         return [jobsets(FAIL, f"workload.kind=jobset but JobSet is not installed: the API server serves no "
@@ -83,7 +83,7 @@ GANG_PROVIDERS = {
 
 def check_gang(context: Context) -> list[Finding]:
     """The PodGroup's CRD serves the render's version (API discovery); Volcano's named queue exists and is Open."""
-    if (group := context.planned.doc("PodGroup")) is None:
+    if (group := context.doc("PodGroup")) is None:
         return []
     api_group, _, version = str(group.get("apiVersion")).partition("/")
     name, install = GANG_PROVIDERS[api_group]
@@ -93,7 +93,7 @@ def check_gang(context: Context) -> list[Finding]:
                         f"no podgroups in {served}): the chart's PodGroup cannot be created",
                         f"{install}, or --set scheduling.gang.provider=none")]
     # the chart names the provider's scheduler on the TensorFlow pods unless the values name another
-    scheduler = next((r.spec["schedulerName"] for r in context.planned.roles if r.role in GANG_ROLES
+    scheduler = next((r.spec["schedulerName"] for r in context.roles if r.role in GANG_ROLES
                       and r.spec.get("schedulerName")), "")  # fmt: skip
     findings = [gang(OK, f"CRD {crd} serves {served} (that a scheduler runs as {scheduler} is not checked)")]
     if name == "volcano" and (queue := str((group.get("spec") or {}).get("queue") or "")):
@@ -130,7 +130,7 @@ PICK_QUEUE = "--set scheduling.kueue.queueName=<queue> (`kubectl get localqueues
 
 
 def check_kueue(context: Context) -> list[Finding]:
-    queue, priority = context.planned.label(QUEUE_LABEL), context.planned.label(PRIORITY_LABEL)
+    queue, priority = context.label(QUEUE_LABEL), context.label(PRIORITY_LABEL)
     if not queue:
         return []
     if (version := kueue_version(context)) is None:
@@ -139,7 +139,7 @@ def check_kueue(context: Context) -> list[Finding]:
                         "so the pods would start unqueued", "install Kueue (`kubectl apply --server-side -f https://"
                         "github.com/kubernetes-sigs/kueue/releases/download/v0.19.2/manifests.yaml`), or --set "
                         'scheduling.kueue.queueName=""')]  # fmt: skip
-    findings = guarded("kueue", lambda: [check_integration(context)]) if context.planned.doc("JobSet") else []
+    findings = guarded("kueue", lambda: [check_integration(context)]) if context.doc("JobSet") else []
     findings += guarded("kueue", lambda: check_local_queue(context, version, queue))
     if priority:
         findings += guarded("kueue", lambda: [check_priority_class(context, version, priority)])
@@ -217,7 +217,7 @@ def kueue_quota(context: Context, cluster_queue: dict[str, Any]) -> Finding:
     quotas = {str(resource): Decimal(0) for group in groups for resource in group.get("coveredResources") or []}
     for entry in entries:
         quotas[str(entry["name"])] = quotas.get(str(entry["name"]), Decimal(0)) + parse(entry.get("nominalQuota", 0))
-    roles = [role for role in context.planned.roles if role.role in GANG_ROLES]
+    roles = [role for role in context.roles if role.role in GANG_ROLES]
     pods = sum(role.replicas for role in roles)
     asks = dict(sorted((requested(roles) | ({"pods": Decimal(pods)} if "pods" in quotas else {})).items()))
     short = [key for key, ask in asks.items() if ask > quotas.get(key, Decimal(0))]
@@ -259,7 +259,7 @@ ENFORCING_CNIS = ("calico-node", "cilium", "weave-net", "antrea-agent", "kube-ro
 
 
 def check_network_policy(context: Context) -> list[Finding]:
-    if not context.planned.doc("NetworkPolicy"):
+    if not context.doc("NetworkPolicy"):
         return [network(WARN, "networkPolicy.enabled=false: any pod can reach the TensorFlow gRPC ports, which run any "
                         "graph sent", "--set networkPolicy.enabled=true (the default) on a cluster whose CNI enforces "
                         "NetworkPolicies")]  # fmt: skip

@@ -1,8 +1,8 @@
-"""What the checks share. The Plan: what the release would create, read from its render (helm template of the same
-values): pods and requests per role (init containers, smaller in the chart, and the `helm test` pod left out), objects
-quota counts, the storage need, and the render for the objects a check looks for. The Context: the API, the plan, and
-the cluster's schedulable nodes, API discovery and custom objects, each read once however many checks ask. A check's
-verdict (Finding); a read that RBAC forbids becomes one `could not check` warning instead of failing the run."""
+"""What the checks share. The Context: what the release would create, read from its render (helm template of the same
+values): its pods per role (the `helm test` pod left out), the objects quota counts, the storage need, and the render
+for the objects a check looks for; and, from the API, the cluster's schedulable nodes, API discovery and custom
+objects, each read once however many checks ask. A check's verdict (Finding); a read that RBAC forbids becomes one
+`could not check` warning instead of failing the run."""
 
 from __future__ import annotations
 
@@ -23,14 +23,62 @@ if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
 
 GANG_ROLES = (PS, WORKER, CHIEF, EVALUATOR)  # the pods of the PodGroup / Kueue pod group
+OK, WARN, FAIL = "ok", "warn", "fail"
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    severity: str  # ok | warn | fail
+    message: str
+    hint: str = ""
 
 
 @dataclass
-class Plan:
+class Context:
+    """What a check reads: the API, the release's render, its namespace and name; what it read, read once."""
+
+    api: KubeApi
     docs: list[dict[str, Any]]
-    roles: list[Workload] = field(default_factory=list)  # the release's pod templates (the helm test's left out)
-    objects: Counter[str] = field(default_factory=Counter)  # quota resource names: pods, services, ...
-    storage: StorageNeed | None = None
+    namespace: str
+    release: str = ""
+    read: dict[tuple[str | None, ...], Any] = field(default_factory=dict)
+
+    @cached_property
+    def roles(self) -> list[Workload]:
+        """The release's pod templates (the helm test's left out)."""
+        return running(self.docs)
+
+    @cached_property
+    def storage(self) -> StorageNeed | None:
+        return need(self.docs)
+
+    @cached_property
+    def objects(self) -> Counter[str]:
+        """What the release adds to the quota's object counts (pods, services, count/jobs.batch...)."""
+        objects: Counter[str] = Counter()
+        for workload in self.roles:
+            if workload.kind != "JobSet":  # a JobSet counts once, with one Job per replicatedJob (below)
+                objects[f"count/{resource_name(workload.kind)}"] += 1
+            objects["pods"] += workload.replicas
+        for doc in self.docs:
+            kind, spec = doc.get("kind"), doc.get("spec") or {}
+            if kind == "Service":
+                objects["services"] += 1
+                objects["services.nodeports"] += spec.get("type") in ("NodePort", "LoadBalancer")
+                objects["services.loadbalancers"] += spec.get("type") == "LoadBalancer"
+            elif kind == "PersistentVolumeClaim":
+                objects["persistentvolumeclaims"] += 1
+                objects["requests.storage"] = int(quantity.parse(((spec.get("resources") or {}).get("requests")
+                                                                  or {}).get("storage", "0")))  # fmt: skip
+            elif kind == "JobSet":
+                objects[f"count/{resource_name(kind)}"] += 1
+                objects["count/jobs.batch"] += sum(int(job.get("replicas", 1)) for job in spec.get("replicatedJobs")
+                                                   or [])  # fmt: skip
+        objects["secrets"] += 1  # helm's release record (sh.helm.release.v1.<release>.v1)
+        for plain in ("pods", "services", "persistentvolumeclaims", "secrets"):
+            objects[f"count/{plain}"] = objects[plain]
+        return objects
 
     def doc(self, kind: str) -> dict[str, Any] | None:
         """The render's first object of `kind` (the gang's PodGroup, the JobSet, a NetworkPolicy), None if none."""
@@ -53,64 +101,6 @@ class Plan:
         return next((role.pod_labels[key] for role in self.roles if role.role in GANG_ROLES
                      and role.pod_labels.get(key)), "")  # fmt: skip
 
-
-def plan(docs: list[dict[str, Any]]) -> Plan:
-    result = Plan(docs, running(docs), storage=need(docs))
-    objects = result.objects
-    for workload in result.roles:
-        if workload.kind != "JobSet":  # a JobSet counts once, with one Job per replicatedJob (below)
-            objects[f"count/{resource_name(workload.kind)}"] += 1
-        objects["pods"] += workload.replicas
-    for doc in docs:
-        kind, spec = doc.get("kind"), doc.get("spec") or {}
-        if kind == "Service":
-            objects["services"] += 1
-            objects["services.nodeports"] += spec.get("type") in ("NodePort", "LoadBalancer")
-            objects["services.loadbalancers"] += spec.get("type") == "LoadBalancer"
-        elif kind == "PersistentVolumeClaim":
-            objects["persistentvolumeclaims"] += 1
-            objects["requests.storage"] = int(quantity.parse(((spec.get("resources") or {}).get("requests") or {})
-                                                             .get("storage", "0")))  # fmt: skip
-        elif kind == "JobSet":
-            objects[f"count/{resource_name(kind)}"] += 1
-            objects["count/jobs.batch"] += sum(int(job.get("replicas", 1)) for job in spec.get("replicatedJobs") or [])
-    objects["secrets"] += 1  # helm's release record (sh.helm.release.v1.<release>.v1)
-    for plain in ("pods", "services", "persistentvolumeclaims", "secrets"):
-        objects[f"count/{plain}"] = objects[plain]
-    return result
-
-
-def total(roles: list[Workload], kind: str, resource: str) -> Decimal:
-    return sum((role.replicas * role.resources(kind).get(resource, Decimal(0)) for role in roles), Decimal(0))
-
-
-def requested(roles: list[Workload]) -> dict[str, Decimal]:
-    """What the roles' pods request together, per resource (those they request), in resource name order."""
-    keys = sorted({key for role in roles for key in role.resources("requests")})
-    return {key: value for key in keys if (value := total(roles, "requests", key)) > 0}
-
-
-OK, WARN, FAIL = "ok", "warn", "fail"
-
-
-@dataclass(frozen=True)
-class Finding:
-    check: str
-    severity: str  # ok | warn | fail
-    message: str
-    hint: str = ""
-
-
-@dataclass
-class Context:
-    """What a cluster check reads: the API, the release's plan, its namespace and name; what it read, read once."""
-
-    api: KubeApi
-    planned: Plan
-    namespace: str
-    release: str = ""
-    read: dict[tuple[str | None, ...], Any] = field(default_factory=dict)
-
     @cached_property
     def nodes(self) -> list[dict[str, Any]]:
         """The schedulable nodes, listed on first use: neither cordoned nor other than Ready."""
@@ -120,7 +110,7 @@ class Context:
 
     def listed(self, kind: str, namespace: str | None = None, label_selector: str = "") -> list[dict[str, Any]]:
         """A kind's objects as JSON, in name order."""
-        return sorted(self.api.items(kind, namespace, label_selector) or [], key=name)
+        return sorted(self.api.items(kind, namespace, label_selector), key=name)
 
     def serves(self, group: str, version: str, plural: str) -> bool:
         """Whether the API server serves `plural` in group/version (API discovery)."""
@@ -133,6 +123,16 @@ class Context:
         if (key := (group, version, plural, name, namespace)) not in self.read:
             self.read[key] = self.api.read_object(f"{plural}.{version}.{group}", name, namespace)
         return self.read[key]
+
+
+def total(roles: list[Workload], kind: str, resource: str) -> Decimal:
+    return sum((role.replicas * role.resources(kind).get(resource, Decimal(0)) for role in roles), Decimal(0))
+
+
+def requested(roles: list[Workload]) -> dict[str, Decimal]:
+    """What the roles' pods request together, per resource (those they request), in resource name order."""
+    keys = sorted({key for role in roles for key in role.resources("requests")})
+    return {key: value for key in keys if (value := total(roles, "requests", key)) > 0}
 
 
 def name(obj: dict[str, Any]) -> str:

@@ -28,7 +28,7 @@ NOT_FINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 
 def check_gpus(context: Context) -> list[Finding]:
     asks: dict[str, list[tuple[Workload, int]]] = {}  # per GPU resource: the roles and their GPUs per pod
-    for role in context.planned.roles:
+    for role in context.roles:
         for resource, count in role.gpus.items():
             asks.setdefault(resource, []).append((role, count))
     if not asks:
@@ -119,7 +119,7 @@ def quota_finding(context: Context, resource_quota: dict[str, Any]) -> Finding:
     hard, used = status.get("hard") or (resource_quota.get("spec") or {}).get("hard") or {}, status.get("used") or {}
     over, tight, missing = [], [], []
     for key in sorted(hard):
-        if not (adds := context.planned.adds(key)):
+        if not (adds := context.adds(key)):
             continue
         limit, now = parse(hard[key]), parse(used.get(key, "0"))
         if now + adds > limit:
@@ -128,7 +128,7 @@ def quota_finding(context: Context, resource_quota: dict[str, Any]) -> Finding:
             tight.append(f"{key}: {shown(now + adds)} of {shown(limit)} after install")
         kind, _, resource = key.partition(".")  # quota on a compute resource rejects pods that do not set it
         missing += [f"{role.role} pods set no {key} and would be rejected by the quota"
-                    for role in context.planned.roles if kind in ("requests", "limits")
+                    for role in context.roles if kind in ("requests", "limits")
                     and resource in ("cpu", "memory") and resource not in role.resources(kind)]  # fmt: skip
     called = name(resource_quota)
     if over or missing:
@@ -144,16 +144,16 @@ def quota_finding(context: Context, resource_quota: dict[str, Any]) -> Finding:
 def check_colocation(context: Context) -> list[Finding]:
     """Co-located pods must all fit one node: their requests against each schedulable node's allocatable.
     The supervisor mounts no claim, so it is free to run elsewhere. Run only when the values co-locate the pods."""
-    if not (context.planned.storage and context.planned.storage.colocated):
+    if not (context.storage and context.storage.colocated):
         return []
-    roles = [role for role in context.planned.roles if role.role not in UNMOUNTED_ROLES]
+    roles = [role for role in context.roles if role.role not in UNMOUNTED_ROLES]
     pods = sum(role.replicas for role in roles)
     needed = requested(roles)
     what = ", ".join(f"{shown(value)} {key}" for key, value in needed.items()) or "nothing"
     note = f" ({placed} not evaluated)" if (placed := placement(roles)) else ""
     listed = context.nodes
     fitting = [name(n) for n in listed if all(allocatable(n, key) >= value for key, value in needed.items())]
-    head = f"storage needs {context.planned.storage.mode}, so all {pods} pods run on one node: they request {what}"
+    head = f"storage needs {context.storage.mode}, so all {pods} pods run on one node: they request {what}"
     if fitting:
         return [colocation(OK, f"{head}; fits {', '.join(fitting)} (allocatable, before other pods){note}")]
     sizes = "; ".join(f"{name(node)}: " + ", ".join(f"{shown(allocatable(node, key))} {key}" for key in needed)

@@ -52,7 +52,7 @@ finding = partial(Finding, "storage")
 
 
 def check_storage(context: Context) -> list[Finding]:
-    need = context.planned.storage
+    need = context.storage
     if need is None:
         return [finding(FAIL, "no pod of the release mounts a volume for checkpoints, logs and exports",
                         "--set storage.create=true or --set storage.existingClaim=<pvc-name>")]

@@ -11,7 +11,7 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from tfchart.cluster.preflight.controllers import kueue_version
-from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding, Plan
+from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding
 from tfdcontract import CHIEF, PS, WORKER
 from tfdcontract.runstate import KUEUE_GROUP as KUEUE
 from tfdcontract.runstate import QUEUE_LABEL
@@ -39,21 +39,21 @@ def pods_of(roles: tuple[str, ...]) -> str:
     return f"the {' and '.join(filter(None, (', '.join(roles[:-1]), roles[-1])))} pods"
 
 
-def kueue_asks(planned: Plan) -> list[Ask]:
+def kueue_asks(context: Context) -> list[Ask]:
     """One Ask per (mode, level) the TensorFlow pod templates carry, with the roles that carry it."""
     found: dict[tuple[str, str], list[str]] = {}
-    for role in planned.roles:
+    for role in context.roles:
         for mode, key in TAS.items():
             if key in role.pod_annotations and role.role not in found.setdefault((mode, role.pod_annotations[key]), []):
                 found[(mode, role.pod_annotations[key])].append(role.role)
     return [Ask(tuple(roles), mode, level) for (mode, level), roles in found.items()]
 
 
-def volcano_asks(planned: Plan) -> list[Ask]:
+def volcano_asks(context: Context) -> list[Ask]:
     """The Volcano PodGroup's network topology: its own (every placed pod of the gang) and each subGroupPolicy's."""
-    group = planned.doc("PodGroup") or {}
+    group = context.doc("PodGroup") or {}
     spec = (group.get("spec") or {}) if str(group.get("apiVersion")).startswith("scheduling.volcano.sh/") else {}
-    units = [(rendered_roles(planned), spec.get("networkTopology"))]
+    units = [(rendered_roles(context), spec.get("networkTopology"))]
     for policy in spec.get("subGroupPolicy") or []:
         selector = (policy.get("labelSelector") or {}).get("matchExpressions") or [{}]
         units.append((tuple(selector[0].get("values") or ()), policy.get("networkTopology")))
@@ -61,23 +61,23 @@ def volcano_asks(planned: Plan) -> list[Ask]:
                 tier=int(topo.get("highestTierAllowed") or 0)) for roles, topo in units if topo]  # fmt: skip
 
 
-def rendered_roles(planned: Plan) -> tuple[str, ...]:
-    roles = {role.role for role in planned.roles}
+def rendered_roles(context: Context) -> tuple[str, ...]:
+    roles = {role.role for role in context.roles}
     return tuple(role for role in PLACED if role in roles)
 
 
-def sets(field: str, ask: Ask, planned: Plan, value: object) -> str:
+def sets(field: str, ask: Ask, context: Context, value: object) -> str:
     """The --set that gives `ask` another level or tier: the shared key when every placed role of the render asks
     the same, else each asking role's own (which wins whether or not the role set one)."""
-    shared = set(ask.roles) == set(rendered_roles(planned))
+    shared = set(ask.roles) == set(rendered_roles(context))
     keys = [f"scheduling.topology.{field}"] if shared else [f"scheduling.topology.{r}.{field}" for r in ask.roles]
     return " ".join(f"--set {key}={value}" for key in keys)
 
 
 def check_topology(context: Context) -> list[Finding]:
-    if asks := kueue_asks(context.planned):
+    if asks := kueue_asks(context):
         return check_kueue_topology(context, asks)
-    if asks := volcano_asks(context.planned):
+    if asks := volcano_asks(context):
         return check_hypernodes(context, asks)
     return []
 
@@ -91,7 +91,7 @@ class TasFlavor(NamedTuple):
 
 
 def check_kueue_topology(context: Context, asks: list[Ask]) -> list[Finding]:
-    version, queue = kueue_version(context), context.planned.label(QUEUE_LABEL)
+    version, queue = kueue_version(context), context.label(QUEUE_LABEL)
     if version is None or not queue:
         return []  # the kueue check says Kueue is missing
     if not context.serves(KUEUE, version, "topologies"):
@@ -136,7 +136,7 @@ def level_finding(context: Context, ask: Ask, cluster_queue: str, flavors: list[
         shown = "; ".join(f"Topology {f.topology} (ResourceFlavor {f.flavor}): {', '.join(f.levels or ())}"
                           for f in known) or "none of its Topologies exists"  # fmt: skip
         levels = [level for f in known for level in f.levels or ()]
-        use = sets("level", ask, context.planned, suggest(ask.level, levels)) + " (a level there), or " if levels \
+        use = sets("level", ask, context, suggest(ask.level, levels)) + " (a level there), or " if levels \
             else ""
         return finding(FAIL, f"no Topology of ClusterQueue {cluster_queue} has the level {ask.level} that {pods} ask "
                        f"for ({ask.mode}): Kueue would not admit them; the levels: {shown}", f"{use}ask the Kueue "
@@ -171,7 +171,7 @@ def check_hypernodes(context: Context, asks: list[Ask]) -> list[Finding]:
                         "v1.12 Volcano has no network topology, its PodGroup CRD drops networkTopology and the pods "
                         "would be placed without one", "upgrade Volcano to v1.14 or later (subGroupPolicy) and build "
                         f"its HyperNodes, or {NO_TOPOLOGY}")]  # fmt: skip
-    listed = context.api.items("hypernodes.v1alpha1.topology.volcano.sh", page_size=500) or []
+    listed = context.api.items("hypernodes.v1alpha1.topology.volcano.sh", page_size=500)
     tiers = Counter(int((node.get("spec") or {}).get("tier", 0)) for node in listed)
     shown = ", ".join(f"{count} of tier {tier}" for tier, count in sorted(tiers.items())) or "none"
     findings = [tier_finding(context, ask, tiers, shown) for ask in hard]
@@ -190,11 +190,11 @@ def tier_finding(context: Context, ask: Ask, tiers: Counter[int], shown: str) ->
     if tier >= top:
         return finding(WARN, f"{pods} may spread across a HyperNode of tier {tier}, but the highest tier there is is "
                        f"{top - 1} ({shown}): tier {top} is the whole cluster, the pods are not kept together",
-                       sets("tier", ask, context.planned, top - 1) + tip if tiers else f"{BUILD})")
+                       sets("tier", ask, context, top - 1) + tip if tiers else f"{BUILD})")
     if not below:
         return finding(FAIL, f"no HyperNode of tier {tier} or lower ({shown}): Volcano would hold {pods} forever",
-                       sets("tier", ask, context.planned, min(tiers)) + tip)
+                       sets("tier", ask, context, min(tiers)) + tip)
     if tier not in tiers:
         return finding(WARN, f"no HyperNode of tier {tier} ({shown}): {pods} must fit in one HyperNode of tier "
-                       f"{max(below)}", sets("tier", ask, context.planned, max(below)) + tip)
+                       f"{max(below)}", sets("tier", ask, context, max(below)) + tip)
     return finding(OK, f"{pods} stay within one HyperNode of tier {tier} at most ({shown})")
