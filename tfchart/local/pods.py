@@ -77,37 +77,31 @@ def pod_of(name: str, role: str, index: int, controller: dict[str, Any], labels:
 
 
 def rendered_pods(docs: Sequence[dict[str, Any]], namespace: str = "default") -> list[LocalPod]:
-    """The TensorFlow pods (ps, workers, chief, evaluator) and TensorBoard of a rendered release; a JobSet's as
-    JobSet and the Job controller create them (jobset.py)."""
-    pods: list[LocalPod] = []
+    """The TensorFlow pods (ps, workers, chief, evaluator) and TensorBoard of a rendered release, each as its
+    controller creates it (hostname, index, labels and annotations); a JobSet's as JobSet and the Job controller
+    create them (jobset.py)."""
+    found: list[jobset.PodTemplate] = []
     for doc in docs:
-        hook = "helm.sh/hook" in (doc.get("metadata", {}).get("annotations") or {})
-        if (kind := doc.get("kind")) == "JobSet" and not hook:
-            pods += [pod_of(hostname, labels.get(COMPONENT_LABEL, ""), index, job, labels, namespace, annotations)
-                     for hostname, index, job, labels, annotations in jobset.pod_templates(doc, namespace)
-                     if labels.get(COMPONENT_LABEL) in TF_ROLES]  # fmt: skip
-        if kind not in ("StatefulSet", "Job", "Deployment") or hook:
+        kind, spec, name = doc.get("kind"), doc.get("spec") or {}, doc.get("metadata", {}).get("name")
+        if "helm.sh/hook" in (doc.get("metadata", {}).get("annotations") or {}):
             continue
-        template = doc["spec"]["template"]
-        labels: dict[str, str] = template["metadata"]["labels"]
-        role = labels.get(COMPONENT_LABEL, "")
-        if role not in (*TF_ROLES, TENSORBOARD):
-            continue
-        name = doc["metadata"]["name"]
-        if kind == "StatefulSet":
-            for ordinal in range(int(doc["spec"].get("replicas", 1))):
-                pod_labels = {**labels, "apps.kubernetes.io/pod-index": str(ordinal)}
-                pods.append(pod_of(f"{name}-{ordinal}", role, ordinal, doc, pod_labels, namespace))
-        elif kind == "Job" and doc["spec"].get("completionMode") == "Indexed":
+        labels: dict[str, str] = (spec.get("template") or {}).get("metadata", {}).get("labels") or {}
+        if kind == "JobSet":
+            found += jobset.pod_templates(doc, namespace)
+        elif kind == "StatefulSet":
+            found += [(f"{name}-{ordinal}", ordinal, doc, {**labels, "apps.kubernetes.io/pod-index": str(ordinal)}, {})
+                      for ordinal in range(int(spec.get("replicas", 1)))]  # fmt: skip
+        elif kind == "Job" and spec.get("completionMode") == "Indexed":
             # Kubernetes names an Indexed Job's pods (hostname) <job>-<index> and annotates the index
-            for index in range(int(doc["spec"].get("completions", 1))):
-                completion = {"batch.kubernetes.io/job-completion-index": str(index)}
-                pods.append(pod_of(f"{name}-{index}", role, index, doc, labels, namespace, completion))
+            found += [(f"{name}-{index}", index, doc, labels, {jobset.COMPLETION_INDEX: str(index)})
+                      for index in range(int(spec.get("completions", 1)))]  # fmt: skip
         elif kind == "Job":
-            pods.append(pod_of(template["spec"].get("hostname") or name, role, 0, doc, labels, namespace))
-        elif role == TENSORBOARD:
-            pods.append(pod_of(f"{name}-0", role, 0, doc, labels, namespace))
-    return pods
+            found.append((spec["template"]["spec"].get("hostname") or name, 0, doc, labels, {}))
+        elif kind == "Deployment":
+            found.append((f"{name}-0", 0, doc, labels, {}))
+    return [pod_of(hostname, role, index, controller, labels, namespace, annotations)
+            for hostname, index, controller, labels, annotations in found
+            if (role := labels.get(COMPONENT_LABEL, "")) in (*TF_ROLES, TENSORBOARD)]  # fmt: skip
 
 
 def workload_of(docs: Sequence[dict[str, Any]], namespace: str, pods: Sequence[LocalPod]) -> jobset.JobSetSpec:
