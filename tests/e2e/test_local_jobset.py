@@ -46,9 +46,9 @@ def _render(sets: tuple[str, ...], files: tuple[str, ...]) -> str:
     return json.dumps(render(values=[REPO / "values" / "cpu.yaml", E2E_VALUES, *files], sets=sets, namespace=NS))
 
 
-def docs(*sets: str, files: Sequence[Path] = ()) -> list[dict[str, Any]]:
-    """The chart rendered as `tfchart install` renders it (a fresh copy)."""
-    rendered: list[dict[str, Any]] = json.loads(_render((*BASE, *sets), tuple(map(str, files))))
+def docs(*sets: str, files: Sequence[Path] = (), base: Sequence[str] = BASE) -> list[dict[str, Any]]:
+    """The chart rendered as `tfchart install` renders it (a fresh copy; `base`: a JobSet's sets)."""
+    rendered: list[dict[str, Any]] = json.loads(_render((*base, *sets), tuple(map(str, files))))
     return rendered
 
 
@@ -224,12 +224,15 @@ class Run:
         return [name for _, name, said, *_ in self.events if said == reason]
 
 
-def run_of(*sets: str) -> Run:
-    rendered = docs(*sets)
-    pods = {pod.name: pod for pod in rendered_pods(rendered, NS)}
+def run_of(*sets: str, base: Sequence[str] = BASE) -> Run:
+    """The controllers of the release, as pods.workload_of reads them (`base` (): a native release's Jobs and
+    StatefulSets), over a fake engine."""
+    rendered = docs(*sets, base=base)
+    pods = rendered_pods(rendered, NS)
     engine, clock, events = FakeEngine(), Clock(), []
-    spec = JobSetSpec.read(jobset_doc(rendered), NS)
-    return Run(JobSetRun(spec, engine, pods, lambda *event: events.append(event), clock), engine, clock, events)
+    controller = JobSetRun(workload_of(rendered, NS, pods), engine, {pod.name: pod for pod in pods},
+                           lambda *event: events.append(event), clock)  # fmt: skip
+    return Run(controller, engine, clock, events)
 
 
 def pod_names(role: str, count: int) -> list[str]:
@@ -345,18 +348,8 @@ def test_a_suspended_jobset_stops_the_chief_first_then_every_pod_and_starts_noth
     assert run.controller.pending(chief) is None
 
 
-def native_run(*sets: str) -> Run:
-    """A native (workload.kind=native) release's Jobs and StatefulSets, as pods.workload_of reads them."""
-    rendered = json.loads(json.dumps(render(values=[REPO / "values" / "cpu.yaml", E2E_VALUES], sets=sets,
-                                            namespace=NS)))  # fmt: skip
-    pods = {pod.name: pod for pod in rendered_pods(rendered, NS)}
-    engine, clock, events = FakeEngine(), Clock(), []
-    spec = workload_of(rendered, NS, rendered_pods(rendered, NS))
-    return Run(JobSetRun(spec, engine, pods, lambda *event: events.append(event), clock), engine, clock, events)
-
-
 def test_native_pods_start_at_once_statefulsets_come_back_and_the_chiefs_job_ends_the_run() -> None:
-    run = native_run("ps.replicas=1", "worker.replicas=1", "evaluator.enabled=true", "chief.backoffLimit=1")
+    run = run_of("ps.replicas=1", "worker.replicas=1", "evaluator.enabled=true", "chief.backoffLimit=1", base=())
     ps, worker, chief, evaluator = (f"{JS}-{role}" for role in ("ps-0", "worker-0", "chief", "evaluator"))
     run.settle()
     assert run.engine.started == [ps, worker, chief, evaluator]  # no order, no probe: TensorBoard is not theirs
@@ -385,7 +378,7 @@ def test_native_pods_start_at_once_statefulsets_come_back_and_the_chiefs_job_end
 
 def test_a_native_suspension_follows_the_plan_and_a_resume_brings_the_servers_back_ready_before_the_chief() -> None:
     sets = ("ps.replicas=1", "worker.replicas=2", "evaluator.enabled=true")
-    run = native_run(*sets)
+    run = run_of(*sets, base=())
     ps, workers, chief, evaluator = f"{JS}-ps-0", [f"{JS}-worker-0", f"{JS}-worker-1"], f"{JS}-chief", f"{JS}-evaluator"
     run.settle()
     state, lines = advance(run.controller, suspend=True)
@@ -397,7 +390,7 @@ def test_a_native_suspension_follows_the_plan_and_a_resume_brings_the_servers_ba
     run.settle(60)
     assert advance(run.controller, suspend=True) == ("Suspended", []) and len(run.engine.started) == 5
 
-    run = native_run(*sets)  # `tfchart resume --local`: a new tfchart, its objects as the suspension left them
+    run = run_of(*sets, base=())  # `tfchart resume --local`: a new tfchart, its objects as the suspension left them
     as_suspended(run.controller)
     run.settle()
     assert run.engine.started == [] and advance(run.controller, suspend=False)[0] == ""  # scaled up
@@ -415,13 +408,13 @@ def test_a_native_suspension_follows_the_plan_and_a_resume_brings_the_servers_ba
 
 
 def test_a_native_chiefs_exit_2_fails_the_run_at_once_and_its_success_completes_it() -> None:
-    run = native_run("ps.replicas=1", "worker.replicas=1")
+    run = run_of("ps.replicas=1", "worker.replicas=1", base=())
     run.settle()
     run.engine.exit(f"{JS}-chief", 2)
     run.settle(0.0)
     assert run.controller.state == FAILED and run.controller.first_failed is not None
     assert condition(run.controller.first_failed.doc)["reason"] == "PodFailurePolicy"
-    run = native_run("training.strategy=multi_worker_mirrored", "chief.replicas=0", "worker.replicas=2")
+    run = run_of("training.strategy=multi_worker_mirrored", "chief.replicas=0", "worker.replicas=2", base=())
     workers = [f"{JS}-worker-0", f"{JS}-worker-1"]
     run.settle()
     assert run.engine.started == workers and run.controller.spec.success_targets == (f"{JS}-worker",)
