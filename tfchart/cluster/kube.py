@@ -149,10 +149,9 @@ class KubeApi:
             more["_continue"] = token
 
     def items(self, kind: str, namespace: str | None = None, label_selector: str = "",
-              page_size: int | None = None) -> list[dict[str, Any]] | None:  # fmt: skip
-        """pages' objects all together, None where the resource is not served (a custom resource not installed)."""
-        pages = list(self.pages(kind, namespace, label_selector, page_size=page_size))
-        return None if not pages else [item for page in pages for item in page]
+              page_size: int | None = None) -> list[dict[str, Any]]:  # fmt: skip
+        """pages' objects all together (none where the resource is not served: a custom resource not installed)."""
+        return [item for page in self.pages(kind, namespace, label_selector, page_size=page_size) for item in page]
 
     def read_object(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         """An object (cluster-scoped: namespace None) as the server sent it (JSON, no model that may drop what it does

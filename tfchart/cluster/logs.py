@@ -44,9 +44,9 @@ def stream(
     chief = role is None
     if role is None:  # the chief's newest pod: the chief Job's, or worker 0's of the workers' Job (under a JobSet, of
         # Job `<jobset>-chief-0`, or worker 0 of `<jobset>-worker-0`: the role its success policy targets)
-        jobs = api.items("Job", namespace, release_selector(release)) or []
+        jobs = api.items("Job", namespace, release_selector(release))
         role = objects.find_run(api, release, namespace, jobs).info.role  # lists JobSets only where it may be one
-    pods = api.items("Pod", namespace, release_selector(release, role)) or []
+    pods = api.items("Pod", namespace, release_selector(release, role))
     pod = pick_pod([pod for pod in pods if objects.is_chief_pod(pod)] if chief else pods, release, namespace,
                    CHIEF if chief else role, index)  # fmt: skip
     write(open_log(api, namespace, pod, role, tail, follow, options), follow, out)
@@ -80,7 +80,7 @@ def stream_all(
     the other, or with `follow` interleaved line by line as they arrive, until every container ends or Ctrl-C.
     A pod without a log (not started; no previous container) is named on `err`."""
     check_arguments(CHIEF, 0, tail)
-    pods = sorted(api.items("Pod", namespace, release_selector(release)) or [],
+    pods = sorted(api.items("Pod", namespace, release_selector(release)),
                   key=lambda pod: (role_rank(role_of(pod)), ordinal(pod) or 0, name_of(pod)))  # as status lists them
     if not pods:
         raise KubernetesError(f"release {release} has no pods in namespace {namespace}",

@@ -218,7 +218,7 @@ def may_be_jobset(jobs: list[Any]) -> bool:
 def jobsets(api: KubeApi, namespace: str | None, selector: str) -> list[dict[str, Any]]:
     """The JobSets matching the selector; none where the API is not served (no JobSet installed) or not readable."""
     try:
-        return api.items("JobSet", namespace, selector) or []
+        return api.items("JobSet", namespace, selector)
     except AccessDenied:
         return []
 

@@ -67,7 +67,7 @@ def list_runs(api: KubeApi, namespace: str | None, *, now: datetime | None = Non
                 each.created = at if each.created is None else min(each.created, at)
             {"Job": each.jobs, "JobSet": each.jobsets}.get(kind, []).append(obj)
 
-    read("Job", [api.items("Job", namespace, selector) or []])  # a release has one or two
+    read("Job", [api.items("Job", namespace, selector)])  # a release has one or two
     read("Service", api.pages("Service", namespace, selector))
     read("Pod", api.pages("Pod", namespace, selector))
     if any(objects.may_be_jobset(each.jobs) for each in found.values()):  # JobSet releases (workload.kind=jobset)

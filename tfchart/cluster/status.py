@@ -55,7 +55,7 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
     log read of the chief pod."""
     selector = release_selector(release)
     pods, stateful_sets, jobs, services = (
-        api.items(kind, namespace, selector) or [] for kind in ("Pod", "StatefulSet", "Job", "Service")
+        api.items(kind, namespace, selector) for kind in ("Pod", "StatefulSet", "Job", "Service")
     )
     if not (pods or stateful_sets or jobs or services):
         raise KubernetesError(f"no release {release} in namespace {namespace}: no pods, StatefulSets, Jobs or "

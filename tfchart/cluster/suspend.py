@@ -79,7 +79,7 @@ class Outcome:
 def read(api: KubeApi, release: str, namespace: str) -> lifecycle.RunView:
     """The release's objects as the planner reads them, found by the chart's labels; refused when there are none."""
     selector = release_selector(release)
-    sets, jobs, deployments, pods = (api.items(kind, namespace, selector) or []
+    sets, jobs, deployments, pods = (api.items(kind, namespace, selector)
                                      for kind in ("StatefulSet", "Job", "Deployment", "Pod"))  # fmt: skip
     run = find_run(api, release, namespace, jobs)  # a JobSet release: its JobSet, also before it made its Jobs
     if not (sets or jobs or deployments or run.jobset):
@@ -135,8 +135,10 @@ def carry_out(api: KubeApi, release: str, namespace: str, timeout: float | None,
             break
         pause = 0.0 if by_supervisor or not step.actions else backoff.wait(step, now())  # undone: not at once
         for action in () if pause else step.actions:  # carried out here, or by the supervisor (its lines once)
-            if not by_supervisor:
-                apply(api, view, namespace, action)
+            if not by_supervisor:  # a merge patch of the object, or of its Scale (a Workload: of the version read)
+                kind = "workloads." + ".".join(reversed(str((view.workload or {}).get("apiVersion")).split("/")))
+                api.patch(action.kind if action.kind != "Workload" else kind, action.name, namespace,
+                          dict(action.patch), action.subresource)  # fmt: skip
             acted.add((action.kind, action.name))
             done.actions += [] if by_supervisor and action.line in done.actions else [action.line]
         if by_supervisor or pause or not step.actions:  # waiting: for the supervisor, for pods, before a repeat
@@ -215,15 +217,6 @@ def refuse(view: lifecycle.RunView, wanted: str, release: str, namespace: str, e
                            f"suspend it with `tfchart suspend {release} -n {namespace}`")
 
 
-def apply(api: KubeApi, view: lifecycle.RunView, namespace: str, action: lifecycle.Action) -> None:
-    """One action of the plan: a merge patch of the object, or of its Scale."""
-    kind = action.kind
-    if kind == "Workload":
-        version = str((view.workload or {}).get("apiVersion")).rpartition("/")[2]  # as kueue_workload read it
-        kind = f"workloads.{version}.{KUEUE_GROUP}"
-    api.patch(kind, action.name, namespace, dict(action.patch), action.subresource)
-
-
 def timed_out(step: Step, done: Outcome, wanted: str, after: float, why: str, by_supervisor: bool,
               backoff: Backoff) -> TimedOut:  # fmt: skip
     """The wait given up after `after` seconds (`why`, else the timeout), naming what is pending and what to do."""
@@ -248,21 +241,16 @@ def default_timeout(view: lifecycle.RunView, wanted: str) -> float:
     jobs = [spec(job.get("template")).get("template") for job in run.get("replicatedJobs") or []]
     servers = [spec(stateful_set).get("template") for stateful_set in view.stateful_sets]
     stages = [jobs] if view.kind == "JobSet" else [[run.get("template")], servers]
-    return sum(grace(templates) for templates in stages) + GRACE_MARGIN_SECONDS
-
-
-def grace(templates: list[Any]) -> float:
-    """The longest terminationGracePeriodSeconds of these pod templates (Kubernetes' default 30)."""
-    periods = [spec(template).get("terminationGracePeriodSeconds") for template in templates]
-    return float(max((30 if period is None else period for period in periods), default=0))
+    periods = [[spec(template).get("terminationGracePeriodSeconds") for template in each] for each in stages]
+    # each stage's longest terminationGracePeriodSeconds (Kubernetes' default 30)
+    return sum(max((30 if p is None else p for p in each), default=0) for each in periods) + GRACE_MARGIN_SECONDS
 
 
 def kueue_workload(api: KubeApi, jobset: Mapping[str, Any] | None, namespace: str) -> dict[str, Any] | None:
     """Kueue's Workload of the JobSet (JSON, its apiVersion the one read): the one whose owner is the JobSet; none,
     the plan says why it cannot go on (Kueue has not admitted it to a queue yet, or is not running)."""
     for version in KUEUE_VERSIONS:
-        listed = api.items(f"workloads.{version}.{KUEUE_GROUP}", namespace)
-        if listed is not None:
+        for listed in api.pages(f"workloads.{version}.{KUEUE_GROUP}", namespace, page_size=None):  # none: not served
             found = lifecycle.owned(listed, jobset or {})
             return None if found is None else {**found, "apiVersion": f"{KUEUE_GROUP}/{version}"}
     return None
@@ -282,7 +270,7 @@ def wait(
     while True:
         left = None if deadline is None else deadline - clock()  # before the look: a run ended by then is an answer
         try:
-            run = find_run(api, release, namespace, api.items("Job", namespace, release_selector(release)) or [])
+            run = find_run(api, release, namespace, api.items("Job", namespace, release_selector(release)))
         except KubernetesError as error:  # an API server restarting or a proxy's hiccup must not end an hours-long wait
             failed_polls += 1
             if isinstance(error, AccessDenied) or not seen or failed_polls > FAILED_POLLS_TOLERATED:
