@@ -1,7 +1,7 @@
 """The rendered pods as containers, for `tfchart local --engine podman|docker` (containers.py runs them): pure
 functions of the manifests, no engine is asked anything. The chart is rendered with exactly the user's inputs:
 the pods keep the chart's mount path, ports and cluster map. Every TensorFlow pod and TensorBoard runs its
-rendered image with command, args, env, securityContext (`Security`) and volumes (`volume_mounts`: the claim is
+rendered image with command, args, env, securityContext (`security_of`) and volumes (`volume_mounts`: the claim is
 the run directory, made writable as fsGroup would make it and given back to the invoking user at the end) as
 the kubelet would run it; per pod, a sandbox holds the network identity (`container_pod`, `dns_names`).
 

@@ -127,7 +127,7 @@ class ContainerCluster(LocalCluster):
         engine's containers see it."""
         super().__init__(on_line)
         self.engine, self.run_id, self.storage, self.host_owner = engine, run_id, storage, host_owner
-        self.config_files, self.warnings, self._prepared = config_files, list[str](), False
+        self.config_files, self._prepared = config_files, False
         self.sources = [source for pod in pods for source in pod.sources]
         # The first pod that writes the shared volume: its image runs the ownership containers, and the volume is
         # made writable for it (`grant`: "" where no pod writes it, or it runs as root).
@@ -241,8 +241,6 @@ class ContainerCluster(LocalCluster):
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-        for warning in self.warnings:
-            print(f"warning: {warning}", file=sys.stderr)
 
     def _give_volume_back(self) -> None:
         if not self._prepared or self.volume_image is None:
@@ -250,8 +248,8 @@ class ContainerCluster(LocalCluster):
         given = self._ownership("volume-owner", f"chown -R {self.host_owner} {VOLUME_TARGET}")
         if given.returncode != 0:
             volume = self.storage.volume_dir
-            self.warnings.append(f"could not give {volume} back to you ({last_line(given.stderr)}): "
-                                 f"sudo chown -R {os.getuid()}:{os.getgid()} {volume}")  # fmt: skip
+            print(f"warning: could not give {volume} back to you ({last_line(given.stderr)}): "
+                  f"sudo chown -R {os.getuid()}:{os.getgid()} {volume}", file=sys.stderr)  # fmt: skip
 
     def _remove_labelled(self) -> None:
         """Containers, then networks, then volumes carrying the run's label; warns about any that stays."""
@@ -260,5 +258,5 @@ class ContainerCluster(LocalCluster):
             if found := self._labelled(listing):
                 self._engine(*removal.split(), *found)
             if self._labelled(listing):
-                self.warnings.append(f"{engine} could not remove everything of run {self.run_id}: "
-                                     f"{engine} {removal} $({engine} {listing} -q --filter {label})")  # fmt: skip
+                print(f"warning: {engine} could not remove everything of run {self.run_id}: "
+                      f"{engine} {removal} $({engine} {listing} -q --filter {label})", file=sys.stderr)  # fmt: skip

@@ -60,9 +60,7 @@ def listening(table: str, port: int) -> bool:
 def localise_cluster(pods: list[LocalPod], host: str = "127.0.0.1") -> dict[str, str]:
     """Points every TensorFlow address of the cluster map at a free local port (TFD_CLUSTER only); a probe of the
     pod's TensorFlow port connects to the local port its address now names."""
-    cluster_json = next((pod.env[CLUSTER_ENV] for pod in pods if CLUSTER_ENV in pod.env), None)
-    if cluster_json is None:
-        return {}
+    cluster_json = next((pod.env[CLUSTER_ENV] for pod in pods if CLUSTER_ENV in pod.env), "{}")  # none: no change
     cluster: dict[str, list[str]] = json.loads(cluster_json)
     mapping = {address: f"{host}:{free_port()}" for addresses in cluster.values() for address in addresses}
     local = json.dumps({job: [mapping[a] for a in addresses] for job, addresses in cluster.items()},
@@ -94,14 +92,6 @@ def localise_metrics(pods: list[LocalPod], taken: Sequence[str] = ()) -> dict[st
         ports[pod.name] = port
         pod.env[METRICS_PORT_ENV] = str(port)
     return ports
-
-
-def relay(pod: LocalPod, popen: subprocess.Popen[bytes], on_line: Callable[[LocalPod, str], None]) -> int:
-    """Hands every line the pod writes to `on_line`; its exit code once it has ended."""
-    assert popen.stdout is not None
-    for raw in popen.stdout:
-        on_line(pod, raw.decode(errors="replace").rstrip())
-    return popen.wait()
 
 
 @dataclass
@@ -145,10 +135,14 @@ class LocalCluster:
             argv, env = self.command(pod)  # in a session of its own: Ctrl-C reaches tfchart only
             popen = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-            reader = threading.Thread(target=relay, args=(pod, popen, self.on_line), daemon=True,
-                                      name=f"log-{pod.name}")  # fmt: skip
+            reader = threading.Thread(target=self.relay, args=(pod, popen), daemon=True, name=f"log-{pod.name}")
             self.processes[pod.name] = Process(pod, popen, reader)
             reader.start()
+
+    def relay(self, pod: LocalPod, popen: subprocess.Popen[bytes]) -> None:
+        """Hands every line the pod writes to `on_line`."""
+        for raw in popen.stdout or ():
+            self.on_line(pod, raw.decode(errors="replace").rstrip())
 
     def send(self, process: Process, sig: int) -> None:
         """Signals a pod's whole process group (the /bin/sh prelude execs, so this is the program)."""
