@@ -12,8 +12,8 @@ from typing import Any
 from tfdcontract import SUCCEEDED, StepLine, parse_status_line, parse_step_line
 from tfdcontract import phases as said
 
-STYLES = {"training": "cyan", "listening": "blue", "done": "green", "succeeded": "green"}  # else yellow; exited: red
 ENDED = ("done", "succeeded")
+STYLES = {said.TRAINING: "cyan", said.LISTENING: "blue"} | dict.fromkeys(ENDED, "green")  # else yellow; exited: red
 
 
 @dataclass
@@ -53,7 +53,7 @@ class Board:
             if step:
                 self.progress = step
                 self.first_step = self.first_step or (time.monotonic(), step.step)
-                pod.state = "training"
+                pod.state = said.TRAINING
             status = parse_status_line(line)
             if status and status.accuracy is not None:
                 self.accuracy = status.accuracy
@@ -61,7 +61,7 @@ class Board:
                 pod.state = said.SUCCEEDED
             if pod.state != before:
                 self.phase_since = time.monotonic()
-                if (waiting := self.waiting()) and not waiting.startswith("training"):
+                if (waiting := self.waiting()) and not waiting.startswith(said.TRAINING):
                     self.phases.append((self.progress is not None, waiting))
         elif phase == said.IN_SYNC:
             pod.state = said.TRAINING  # a synchronous worker
