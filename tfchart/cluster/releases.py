@@ -6,9 +6,9 @@ cluster's pods are never all held at once, and only the chief pods are kept.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -36,61 +36,46 @@ class ReleaseRun:
     kind: str = "Job"  # the run's object: Job, or JobSet (workload.kind=jobset)
 
 
-@dataclass
-class Found:
-    """What the pages said of one release."""
-
-    jobs: list[Any] = field(default_factory=list)
-    jobsets: list[dict[str, Any]] = field(default_factory=list)
-    chief_pods: list[Any] = field(default_factory=list)
-    gpus: Counter[str] = field(default_factory=Counter)
-    created: float | None = None  # seconds since the epoch: of its oldest Job, Service or JobSet
-
-
 def list_runs(api: KubeApi, namespace: str | None, *, now: datetime | None = None) -> list[ReleaseRun]:
     """The releases in `namespace` (None: every namespace), sorted by namespace and name."""
     selector = f"{PART_OF_LABEL}={CHART_NAME}"
-    found: dict[tuple[str, str], Found] = {}
-
-    def release_of(obj: dict[str, Any]) -> Found | None:
-        metadata = obj["metadata"]
-        instance = (metadata.get("labels") or {}).get(INSTANCE_LABEL)
-        return found.setdefault((metadata.get("namespace") or "", instance), Found()) if instance else None
+    # per release: its Jobs, Services and JobSets, its candidate chief pods ("Pod"), and the GPUs of its pods
+    found: dict[tuple[str, str], dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
 
     def read(kind: str, pages: Iterable[list[dict[str, Any]]]) -> None:
         for obj in (obj for page in pages for obj in page):
-            if (each := release_of(obj)) is None:
+            metadata = obj["metadata"]
+            if not (instance := (metadata.get("labels") or {}).get(INSTANCE_LABEL)):
                 continue
-            if kind == "Pod":
-                count_pod(each, obj)
-            elif (at := parse_time(obj["metadata"].get("creationTimestamp"))) is not None:
-                each.created = at if each.created is None else min(each.created, at)
-            {"Job": each.jobs, "JobSet": each.jobsets}.get(kind, []).append(obj)
+            each = found[(metadata.get("namespace") or "", instance)]
+            scheduled, phase = (obj.get("spec") or {}).get("nodeName"), (obj.get("status") or {}).get("phase")
+            if kind != "Pod":
+                each[kind].append(obj)
+            elif scheduled and phase not in FINISHED and not metadata.get("deletionTimestamp"):
+                each["gpus"].append(objects.pod_gpus(obj))
+            if kind == "Pod" and objects.role_of(obj) == objects.run_role(each["Job"]) and objects.is_chief_pod(obj):
+                each["Pod"].append(obj)  # a candidate chief
 
     read("Job", [api.items("Job", namespace, selector)])  # a release has one or two
     read("Service", api.pages("Service", namespace, selector))
     read("Pod", api.pages("Pod", namespace, selector))
-    if any(objects.may_be_jobset(each.jobs) for each in found.values()):  # JobSet releases (workload.kind=jobset)
+    if any(objects.may_be_jobset(each["Job"]) for each in found.values()):  # JobSet releases (workload.kind=jobset)
         read("JobSet", [objects.jobsets(api, namespace, selector)])
     moment = now or datetime.now(timezone.utc)
     return [release_run(api, release, ns, each, moment) for (ns, release), each in sorted(found.items())]
 
 
-def count_pod(each: Found, pod: dict[str, Any]) -> None:
-    scheduled, phase = (pod.get("spec") or {}).get("nodeName"), (pod.get("status") or {}).get("phase")
-    if scheduled and phase not in FINISHED and not pod["metadata"].get("deletionTimestamp"):
-        each.gpus.update(objects.pod_gpus(pod))
-    if objects.role_of(pod) == objects.run_role(each.jobs) and objects.is_chief_pod(pod):  # a candidate chief
-        each.chief_pods.append(pod)
-
-
-def release_run(api: KubeApi, release: str, namespace: str, each: Found, now: datetime) -> ReleaseRun:
-    chief = objects.run_of(objects.newest(each.jobsets), each.jobs, each.chief_pods).info
-    own = [pod for pod in each.chief_pods if objects.role_of(pod) == chief.role]
+def release_run(api: KubeApi, release: str, namespace: str, each: dict[str, list[Any]], now: datetime) -> ReleaseRun:
+    chief = objects.run_of(objects.newest(each["JobSet"]), each["Job"], each["Pod"]).info
+    own = [pod for pod in each["Pod"] if objects.role_of(pod) == chief.role]
     progress = read_progress(api, namespace, chief, own)[0]
     training = training_state(chief, progress)
-    age = None if each.created is None else int(now.timestamp() - each.created)
+    created = [parse_time(obj["metadata"].get("creationTimestamp")) for kind in ("Job", "Service", "JobSet")
+               for obj in each[kind]]  # fmt: skip
+    oldest = min((at for at in created if at is not None), default=None)  # of its Jobs, Services and JobSet
+    age = None if oldest is None else int(now.timestamp() - oldest)
     step, total = (progress["step"], progress["train_steps"]) if progress else (None, None)
     since = chief.suspended_since if training["state"] == "Suspended" else None
-    return ReleaseRun(release, namespace, training["state"], step, total, dict(sorted(each.gpus.items())), age, since,
+    gpus = sum((Counter(gpus) for gpus in each["gpus"]), Counter[str]())
+    return ReleaseRun(release, namespace, training["state"], step, total, dict(sorted(gpus.items())), age, since,
                       chief.kind)
