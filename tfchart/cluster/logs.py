@@ -55,10 +55,21 @@ def stream(
 def open_log(
     api: KubeApi, namespace: str, pod: Any, role: str, tail: int | None, follow: bool, options: dict[str, Any]
 ) -> Generator[str, None, None]:
-    """The lines of the pod's main container's log, once check_started found that it has one."""
-    check_started(pod, role, options.get("previous", False))
-    container = objects.main_container(pod, role)
-    return api.stream_pod_log(namespace, name_of(pod), container, tail, follow, **options)
+    """The lines of the pod's main container's log. A pod whose container never ran has no log, nor one that never
+    restarted a previous log: that is said, instead of the API server's 400."""
+    container, name = objects.main_container(pod, role), name_of(pod)
+    if options.get("previous"):
+        statuses = [s for s in (pod.get("status") or {}).get("containerStatuses") or [] if s.get("name") == container]
+        if not any((s.get("lastState") or {}).get("terminated") for s in statuses):
+            raise KubernetesError(f"{role} pod {name} has no previous log: its container has not restarted",
+                                  "leave out --previous for the current container's log")
+    elif not objects.has_started(pod):
+        phase = (pod.get("status") or {}).get("phase") or "Unknown"
+        reason, message = objects.pod_reason(pod)
+        why = f"{reason}: {message}" if message else reason or "waiting to start"
+        raise KubernetesError(f"{role} pod {name} has not started yet (phase {phase}, {why})",
+                              f"wait and retry, or see why with `kubectl -n {namespace} describe pod {name}`")
+    return api.stream_pod_log(namespace, name, container, tail, follow, **options)
 
 
 def write(lines: Generator[str, None, None], follow: bool, out: TextIO, prefix: str = "") -> None:
@@ -160,23 +171,3 @@ def ordinal(pod: Any) -> int | None:
         return int(label)
     match = re.search(r"-(\d+)$", name_of(pod))
     return int(match.group(1)) if match else None
-
-
-def check_started(pod: Any, role: str, previous: bool = False) -> None:
-    """A pod whose container never ran has no log, nor one that never restarted a previous log: say why
-    instead of the API server's 400."""
-    if previous:
-        container = objects.main_container(pod, role)
-        statuses = [s for s in (pod.get("status") or {}).get("containerStatuses") or [] if s.get("name") == container]
-        if not any((s.get("lastState") or {}).get("terminated") for s in statuses):
-            raise KubernetesError(f"{role} pod {name_of(pod)} has no previous log: its container has not restarted",
-                                  "leave out --previous for the current container's log")
-        return
-    if objects.has_started(pod):
-        return
-    phase = (pod.get("status") or {}).get("phase") or "Unknown"
-    reason, message = objects.pod_reason(pod)
-    why = f"{reason}: {message}" if message else reason or "waiting to start"
-    where = pod["metadata"].get("namespace")
-    raise KubernetesError(f"{role} pod {name_of(pod)} has not started yet (phase {phase}, {why})",
-                          f"wait and retry, or see why with `kubectl -n {where} describe pod {name_of(pod)}`")
