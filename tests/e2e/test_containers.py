@@ -58,6 +58,21 @@ def container_plan(tmp_path: Path, sets: Sequence[str] = (), docs: list[Any] | N
     return plan_from_manifests(docs, values, tmp_path / "run", NAMESPACE, engine, "0:0", "tfd-test01")
 
 
+def chief_spec(docs: list[Any]) -> dict[str, Any]:
+    """The chief Job's pod template spec, to change a render as another chart could render it."""
+    job = next(d for d in docs if d["kind"] == "Job" and d["metadata"]["name"] == f"{PREFIX}-chief")
+    return job["spec"]["template"]["spec"]  # type: ignore[no-any-return]
+
+
+def with_settings(docs: list[Any], path: str) -> None:
+    """ConfigMap settings (keys a, b), its key a mounted in the chief at /etc/settings/<path>."""
+    spec = chief_spec(docs)
+    items = [{"key": "a", "path": path}]
+    spec["volumes"].append({"name": "settings", "configMap": {"name": "settings", "items": items}})
+    spec["containers"][0]["volumeMounts"].append({"name": "settings", "mountPath": "/etc/settings"})
+    docs.append({"kind": "ConfigMap", "metadata": {"name": "settings"}, "data": {"a": "alpha", "b": "beta"}})
+
+
 def pod(plan: LocalPlan, name: str) -> ContainerPod:
     return next(p for p in plan.pods if p.name == name and isinstance(p, ContainerPod))
 
@@ -126,9 +141,9 @@ def test_privileged_or_uid_0_runs_only_when_allowed(tmp_path: Path, sets: list[s
 
 def test_run_as_non_root_without_a_user_is_refused(tmp_path: Path) -> None:
     docs = render_docs([])  # the chart's schema requires runAsUser: a manifest without one, as another chart has it
-    spec = next(d for d in docs if d["kind"] == "Job" and d["metadata"]["name"] == f"{PREFIX}-chief")["spec"]
-    spec["template"]["spec"]["securityContext"].pop("runAsUser")
-    spec["template"]["spec"]["containers"][0]["securityContext"].pop("runAsUser")
+    spec = chief_spec(docs)
+    spec["securityContext"].pop("runAsUser")
+    spec["containers"][0]["securityContext"].pop("runAsUser")
     with pytest.raises(UsageError, match=rf"{PREFIX}-chief: runAsNonRoot is set but runAsUser is not set"):
         container_plan(tmp_path, docs=docs)
 
@@ -155,13 +170,7 @@ def test_env_resolves_the_downward_api_and_command_args_are_as_rendered(tmp_path
 
 def test_volumes_become_one_shared_bind_mount_tmpfs_and_config_map_files(tmp_path: Path) -> None:
     docs = render_docs(["ps.replicas=1", "storage.mountPath=/shared", "storage.subPath=team/a"])
-    chief_job = next(d for d in docs if d["kind"] == "Job" and d["metadata"]["name"] == f"{PREFIX}-chief")
-    chief_spec = chief_job["spec"]["template"]["spec"]
-    chief_spec["volumes"].append(
-        {"name": "settings", "configMap": {"name": "settings", "items": [{"key": "a", "path": "x/a.txt"}]}}
-    )
-    chief_spec["containers"][0]["volumeMounts"].append({"name": "settings", "mountPath": "/etc/settings"})
-    docs.append({"kind": "ConfigMap", "metadata": {"name": "settings"}, "data": {"a": "alpha", "b": "beta"}})
+    with_settings(docs, "x/a.txt")
     plan = plan_from_manifests(
         docs, merged_values(["storage.mountPath=/shared", "storage.subPath=team/a"]), tmp_path / "run", NAMESPACE,
         "podman", "0:0", "tfd-test01",
@@ -187,18 +196,15 @@ def test_volumes_become_one_shared_bind_mount_tmpfs_and_config_map_files(tmp_pat
 
 def test_the_chiefs_api_token_is_not_mounted_and_secrets_are_refused(tmp_path: Path) -> None:
     docs = render_docs([])
-    chief_job = next(d for d in docs if d["kind"] == "Job" and d["metadata"]["name"] == f"{PREFIX}-chief")
-    chief_job["spec"]["template"]["spec"]["volumes"].append(
-        {"name": "kube-api-access", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}
-    )
-    chief_job["spec"]["template"]["spec"]["containers"][0]["volumeMounts"].append(
-        {"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}
-    )
+    spec = chief_spec(docs)
+    spec["volumes"].append({"name": "kube-api-access",
+                            "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}})
+    spec["containers"][0]["volumeMounts"].append({"name": "kube-api-access",
+                                                  "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"})
     chief = pod(container_plan(tmp_path, docs=docs), f"{PREFIX}-chief").run
     assert not any("serviceaccount" in mount for mount in flag_values(chief, "--mount"))
-    chief_spec = chief_job["spec"]["template"]["spec"]
-    chief_spec["volumes"].append({"name": "creds", "secret": {"secretName": "creds"}})
-    chief_spec["containers"][0]["volumeMounts"].append({"name": "creds", "mountPath": "/creds"})
+    spec["volumes"].append({"name": "creds", "secret": {"secretName": "creds"}})
+    spec["containers"][0]["volumeMounts"].append({"name": "creds", "mountPath": "/creds"})
     with pytest.raises(UsageError, match="volume 'creds' \\(secret\\) cannot be emulated"):
         container_plan(tmp_path, docs=docs)
 
@@ -210,9 +216,7 @@ def test_the_engine_mounts_nothing_outside_the_run_directory(tmp_path: Path, sub
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "escape").symlink_to("/")  # made by a pod of an earlier run
     docs = render_docs([])
-    chief_job = next(d for d in docs if d["kind"] == "Job" and d["metadata"]["name"] == f"{PREFIX}-chief")
-    data = next(m for m in chief_job["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
-                if m["mountPath"] == "/data")  # fmt: skip
+    data = next(m for m in chief_spec(docs)["containers"][0]["volumeMounts"] if m["mountPath"] == "/data")
     data["subPath"] = sub_path
     with pytest.raises(UsageError, match=f"{PREFIX}-chief: the subPath of volumeMount '{data['name']}'") as refused:
         container_plan(tmp_path, docs=docs)
@@ -222,12 +226,7 @@ def test_the_engine_mounts_nothing_outside_the_run_directory(tmp_path: Path, sub
 @pytest.mark.parametrize("path", ["../outside", "/etc/cron.d/x", "a/../../b"])
 def test_the_engine_writes_no_config_map_file_outside_its_folder(tmp_path: Path, path: str) -> None:
     docs = render_docs([])
-    chief_spec = next(d for d in docs if d["kind"] == "Job" and d["metadata"]["name"] == f"{PREFIX}-chief")[
-        "spec"]["template"]["spec"]
-    chief_spec["volumes"].append({"name": "settings", "configMap": {"name": "settings",
-                                                                    "items": [{"key": "a", "path": path}]}})
-    chief_spec["containers"][0]["volumeMounts"].append({"name": "settings", "mountPath": "/etc/settings"})
-    docs.append({"kind": "ConfigMap", "metadata": {"name": "settings"}, "data": {"a": "alpha"}})
+    with_settings(docs, path)
     with pytest.raises(UsageError, match="the path of item 'a' of configMap volume 'settings'"):
         container_plan(tmp_path, docs=docs)
     assert not (tmp_path / "outside").exists()
@@ -300,13 +299,8 @@ def test_tensorboard_is_published_on_localhost(tmp_path: Path) -> None:
 
 
 def test_quantities() -> None:
-    assert [quantity_bytes(q) for q in ("2Gi", "64Mi", "500M", "1024", "1.5Ki")] == [
-        2 * 2**30,
-        64 * 2**20,
-        500 * 10**6,
-        1024,
-        1536,
-    ]
+    quantities = ("2Gi", "64Mi", "500M", "1024", "1.5Ki")
+    assert [quantity_bytes(q) for q in quantities] == [2 * 2**30, 64 * 2**20, 500 * 10**6, 1024, 1536]
     with pytest.raises(UsageError):
         quantity_bytes("lots")
 
