@@ -265,52 +265,49 @@ def test_project_trainer_success_scales_ps_and_workers_down(release: Any) -> Non
     assert "run ended (succeeded)" in run.supervisor_log
 
 
-def test_project_trainer_configuration_error_fails_the_job_at_once(release: Any) -> None:
-    run = release(["training.extraArgs={--learning-rate=-1}", "chief.backoffLimit=3"])
-    assert run.controller.pods_started == 1  # exit code 2: podFailurePolicy FailJob, no retry
-    reason = (f"Failed: PodFailurePolicy: Container chief for pod {NAMESPACE}/{PREFIX}-chief failed with exit code 2 "
-              "matching FailJob rule")
-    assert run.writes() == scale_down("failed", reason)
+BACKOFF = "Failed: BackoffLimitExceeded: Job has reached the specified backoff limit"
 
 
-def test_project_trainer_past_its_deadline_frees_everything(release: Any) -> None:
-    # ps and worker never start, so the chief waits for them until the Job's deadline
-    run = release(["chief.activeDeadlineSeconds=4"])
-    reason = "Failed: DeadlineExceeded: Job was active longer than specified deadline"
-    assert run.writes() == scale_down("failed", reason)
-
-
-def test_bring_your_own_chief_success(release: Any) -> None:
-    run = release(["chief.command={sh,-c,exit 0}"])
-    assert run.writes() == scale_down("succeeded", f"Succeeded: Job {PREFIX}-chief completed")
-
-
-def test_bring_your_own_chief_failing_its_last_retry(release: Any) -> None:
-    run = release(["chief.command={sh,-c,exit 1}", "chief.backoffLimit=2"])
-    assert run.controller.pods_started == 3
-    reason = "Failed: BackoffLimitExceeded: Job has reached the specified backoff limit"
-    assert run.writes() == scale_down("failed", reason)
-
-
-def test_keep_policy_annotates_and_leaves_the_pods(release: Any) -> None:
-    run = release(["chief.command={sh,-c,exit 1}", "chief.backoffLimit=0", "training.cleanup.onFailure=keep"])
-    reason = "Failed: BackoffLimitExceeded: Job has reached the specified backoff limit"
-    assert run.writes() == [recorded("failed", reason), SELF_DOWN]
-    assert run.replicas("ps") == 1 and run.replicas("worker") == 1
+@pytest.mark.parametrize(("sets", "pods", "writes"), [
+    # the trainer's exit code 2: podFailurePolicy FailJob, no retry
+    (["training.extraArgs={--learning-rate=-1}", "chief.backoffLimit=3"], 1, scale_down("failed", (
+        f"Failed: PodFailurePolicy: Container chief for pod {NAMESPACE}/{PREFIX}-chief failed with exit code 2 "
+        "matching FailJob rule"))),
+    (["chief.command={sh,-c,exit 1}", "chief.backoffLimit=2"], 3, scale_down("failed", BACKOFF)),
+    # onFailure=keep: the run is recorded, the pods are left
+    (["chief.command={sh,-c,exit 1}", "chief.backoffLimit=0", "training.cleanup.onFailure=keep"], 1,
+     [recorded("failed", BACKOFF), SELF_DOWN]),
+], ids=["configuration-error", "last-retry-failed", "keep-policy"])
+def test_a_failed_chief_ends_the_run_as_its_policy_says(release: Any, sets: list[str], pods: int,
+                                                       writes: list[Any]) -> None:
+    run = release(sets)
+    assert run.controller.pods_started == pods
+    assert run.writes() == writes
+    kept = 1 if writes[0] != scaled("ps") else 0
+    assert run.replicas("ps") == kept and run.replicas("worker") == kept
 
 
 def test_deleted_chief_frees_everything(release: Any) -> None:
     def delete_once_seen(stage: Release) -> None:
         server = stage.server
-        deadline = time.monotonic() + 30
-        while not any(r.path == f"{JOBS}/{PREFIX}-chief" for r in server.requests):
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        with server.answered_one:
+            assert server.answered_one.wait_for(
+                lambda: any(r.path == f"{JOBS}/{PREFIX}-chief" for r in server.requests), 30)
         server.delete("Job", NAMESPACE, f"{PREFIX}-chief")
 
     run = release(["chief.command={sh,-c,sleep 300}"], during=delete_once_seen)
     assert run.writes() == [scaled("ps"), scaled("worker"), SELF_DOWN]  # no Job left to record it on
     assert f"run ended (deleted): chief Job {PREFIX}-chief was deleted before it finished" in run.supervisor_log
+
+
+def servers_running(stage: Release) -> None:
+    """The API's ps and worker pods, Running (the harness's, whatever the processes do)."""
+    for role in ("ps", "worker"):
+        template = named(stage.docs, "StatefulSet", f"{PREFIX}-{role}")["spec"]["template"]
+        stage.server.add({"kind": "Pod", "metadata": {"name": f"{PREFIX}-{role}-0", "namespace": NAMESPACE,
+                                                      "labels": template["metadata"]["labels"]},
+                          "spec": {"nodeName": "node-1", "containers": [{"name": role}]},
+                          "status": {"phase": "Running"}})
 
 
 def test_a_bring_your_own_chief_reports_its_progress_with_one_line(release: Any) -> None:
@@ -331,14 +328,6 @@ def test_a_bring_your_own_chief_whose_step_stops_rising_is_ended_as_stalled(rele
     so the run has started."""
     line = "step 40, loss = 0.2500 (640.0 examples/sec; 0.100 sec/batch)"
     escaped = line.replace(",", "\\,")
-
-    def servers_running(stage: Release) -> None:
-        for role in ("ps", "worker"):
-            template = named(stage.docs, "StatefulSet", f"{PREFIX}-{role}")["spec"]["template"]
-            stage.server.add({"kind": "Pod", "metadata": {"name": f"{PREFIX}-{role}-0", "namespace": NAMESPACE,
-                                                          "labels": template["metadata"]["labels"]},
-                              "spec": {"nodeName": "node-1", "containers": [{"name": role}]},
-                              "status": {"phase": "Running"}})
 
     run = release([f"chief.command={{sh,-c,echo '{escaped}'; exec sleep 300}}", "training.stallTimeoutSeconds=3",
                    "chief.terminationGracePeriodSeconds=6"], during=servers_running, timeout=90)
@@ -493,9 +482,12 @@ def record(server: KubeServer) -> tuple[str, str, str]:
 def test_recreating_a_failed_runs_chief_is_a_new_run_that_trains_to_the_end(release: Any) -> None:
     """The start-timeout message's way forward: fix the chief, `tfchart upgrade --recreate`. The new
     chief Job is a new run: helm's lookup finds no ended Job, so ps, workers and the supervisor come
-    back for it, and it trains to Succeeded."""
-    run = release(["chief.activeDeadlineSeconds=4"])  # ps and workers never start: the deadline fails the run
+    back for it, and it trains to Succeeded. The first run: ps and workers never start, so the chief waits for
+    them until the Job's deadline, which fails the run and frees everything."""
+    run = release(["chief.activeDeadlineSeconds=4"])
     assert record(run.server)[1:] == ("Failed", "failed")
+    deadline = "Failed: DeadlineExceeded: Job was active longer than specified deadline"
+    assert run.writes() == scale_down("failed", deadline)
     assert run.replicas("ps") == run.replicas("worker") == 0
     stage = run.release
     delete_as_recreate_does(run.server)
@@ -573,11 +565,7 @@ def test_a_run_whose_step_stops_rising_is_ended_as_stalled(release: Any) -> None
     def freeze_a_worker(stage: Release) -> None:
         stage.hooks.append(note_steps)
         assert first_step.wait(240), stage.lines[-20:]
-        for role in ("ps", "worker"):  # every TensorFlow pod runs: the run started
-            template = named(stage.docs, "StatefulSet", f"{PREFIX}-{role}")["spec"]["template"]
-            stage.server.add({"kind": "Pod", "metadata": {"name": f"{PREFIX}-{role}-0", "namespace": NAMESPACE,
-                                                          "labels": template["metadata"]["labels"]},
-                              "spec": {}, "status": {"phase": "Running"}})
+        servers_running(stage)  # every TensorFlow pod runs: the run started
         worker = stage.cluster.processes[f"{PREFIX}-worker-0"].popen
         os.kill(worker.pid, signal.SIGSTOP)
         frozen.append(worker.pid)
@@ -636,6 +624,26 @@ def objects(**job_status: Any) -> list[dict[str, Any]]:
          "spec": {"replicas": 3}},
         {"kind": "Deployment", "metadata": {"name": "r-sup", "namespace": NAMESPACE}, "spec": {"replicas": 1}},
     ]
+
+
+def watching(server: KubeServer, during: Callable[[], None] = lambda: None, **settings: Any) -> list[int]:
+    """The supervisor's loop as it runs (watching, no injected sleep, a poll of 60 s), given 30 s to end once
+    `during` returned: its exit code, or nothing."""
+    sup = Supervisor(Settings("r-chief", ("r-ps", "r-worker"), deployment="r-sup", poll_seconds=60, **settings),
+                     KubeTarget(server.url, NAMESPACE, "token", None))
+    outcome: list[int] = []
+    thread = threading.Thread(target=lambda: outcome.append(sup.run()), daemon=True)
+    thread.start()
+    during()
+    thread.join(30)
+    return outcome
+
+
+def old_run(server: KubeServer, *more: dict[str, Any]) -> None:
+    """The run's objects, its chief Job created long ago (any start timeout is over), and `more`."""
+    server.add(*objects())
+    server.update("Job", NAMESPACE, "r-chief", {"metadata": {"creationTimestamp": "2020-01-01T00:00:00Z"}})
+    server.add(*more)
 
 
 def job_annotations(server: KubeServer) -> dict[str, str]:
@@ -739,14 +747,7 @@ def test_a_marked_job_stuck_terminating_ends_the_run_within_the_grace_and_a_poll
         marked = {"deletionTimestamp": now_text(deleted_at), "finalizers": ["example.com/never-removed"],
                   "annotations": {RECREATING: "true"}}
         server.update("Job", NAMESPACE, "r-chief", {"metadata": marked})
-        settings = Settings("r-chief", ("r-ps", "r-worker"), deployment="r-sup", poll_seconds=60,
-                            chief_missing_seconds=2)
-        outcome: list[int] = []
-        thread = threading.Thread(target=lambda: outcome.append(
-            Supervisor(settings, KubeTarget(server.url, NAMESPACE, "token", None)).run()), daemon=True)
-        thread.start()
-        thread.join(30)
-        assert outcome == [0], "the supervisor still waits for a Job that stays terminating"
+        assert watching(server, chief_missing_seconds=2) == [0], "it still waits for a Job that stays terminating"
         assert time.time() - parse_time(now_text(deleted_at)) < 2 + 5  # the grace, and a busy machine's slack
         assert job_annotations(server)["tf-distributed.io/ending"] == "deleted"
         assert server.get("StatefulSet", NAMESPACE, "r-worker")["spec"]["replicas"] == 0  # type: ignore[index]
@@ -855,6 +856,7 @@ def test_a_supervisor_killed_at_any_write_decides_as_the_uninterrupted_one(phase
             assert supervisor(server, **settings).run() == 0
             assert final_state(server) == expected, f"killed before write {killed_at + 1}"
 
+
 def pod(name: str, phase: str, **status: Any) -> dict[str, Any]:
     return {"kind": "Pod", "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"tf": "yes"}},
             "spec": {}, "status": {"phase": phase, **status}}
@@ -862,11 +864,10 @@ def pod(name: str, phase: str, **status: Any) -> dict[str, Any]:
 
 def test_start_timeout_names_the_pod_and_its_reason_and_ends_the_chief() -> None:
     with kube_server() as server:
-        server.add(*objects())
-        server.update("Job", NAMESPACE, "r-chief", {"metadata": {"creationTimestamp": "2020-01-01T00:00:00Z"}})
         pulling = {"containerStatuses": [{"name": "worker", "state": {"waiting": {
             "reason": "ImagePullBackOff", "message": 'Back-off pulling image "registry.invalid/trainer:1"'}}}]}
-        server.add(pod("r-ps-0", "Running"), pod("r-worker-0", "Pending", **pulling), pod("r-chief-abc", "Pending"))
+        old_run(server, pod("r-ps-0", "Running"), pod("r-worker-0", "Pending", **pulling),
+                pod("r-chief-abc", "Pending"))
         sup = supervisor(server, start_timeout_seconds=600, pod_selector="tf=yes", expected_pods=3)
         assert sup.run() == 0
         reason = ('start timeout (600 s): pod r-worker-0 is not running: ImagePullBackOff: Back-off pulling image '
@@ -884,53 +885,45 @@ def test_a_start_timeout_is_looked_at_when_due_with_the_pods_watched_until_then(
     started, and the start timeout is looked at the moment it is due, not at the next poll."""
     with kube_server() as server:
         server.add(*objects(), pod("r-ps-0", "Pending"))
-        server.update("Job", NAMESPACE, "r-chief", {"metadata": {"creationTimestamp": now_text(time.time())}})
-        settings = Settings("r-chief", ("r-ps", "r-worker"), deployment="r-sup", poll_seconds=60,
-                            start_timeout_seconds=2, pod_selector="tf=yes", expected_pods=2)
-        outcome: list[int] = []
-        thread = threading.Thread(target=lambda: outcome.append(
-            Supervisor(settings, KubeTarget(server.url, NAMESPACE, "token", None)).run()), daemon=True)
-        thread.start()
-        thread.join(30)
-        assert outcome == [0]
+        server.update("Job", NAMESPACE, "r-chief", {"metadata": {"creationTimestamp": now_text(time.time() + 3600)}})
+
+        def created_once_the_pods_are_watched() -> None:  # the timeout is due 2 s from then
+            with server.answered_one:
+                assert server.answered_one.wait_for(lambda: [r for r in server.requests if r.call.verb == "watch"
+                                                             and r.call.resource == "pods"], 30)
+            server.update("Job", NAMESPACE, "r-chief", {"metadata": {"creationTimestamp": now_text(time.time())}})
+
+        assert watching(server, created_once_the_pods_are_watched, start_timeout_seconds=2, pod_selector="tf=yes",
+                        expected_pods=2) == [0]
         assert job_annotations(server)["tf-distributed.io/ending"] == "start-timeout"
         pods = [r.call for r in server.requests if r.call.verb == "watch" and r.call.resource == "pods"]
-        assert pods and pods[0].label_selector == "tf=yes"
+        assert pods[0].label_selector == "tf=yes"
 
 
-def test_start_timeout_reasons_come_from_the_pod_then_its_events() -> None:
+UNSCHEDULABLE = {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                 "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."}]}
+MOUNT_FAILED = {"kind": "Event", "metadata": {"name": "e1", "namespace": NAMESPACE}, "type": "Warning",
+                "reason": "FailedMount", "message": 'MountVolume.SetUp failed for volume "data"',
+                "involvedObject": {"kind": "Pod", "name": "r-ps-0"}, "lastTimestamp": "2020-01-01T00:01:00Z"}
+
+
+@pytest.mark.parametrize(("more", "expected_pods", "why"), [
+    ([pod("r-ps-0", "Pending", **UNSCHEDULABLE)], 2,
+     "Unschedulable: 0/4 nodes are available: 4 Insufficient nvidia.com/gpu."),
+    ([pod("r-ps-0", "Pending"), MOUNT_FAILED], 1, 'FailedMount: MountVolume.SetUp failed for volume "data"'),
+], ids=["from-the-pod", "from-its-events"])
+def test_start_timeout_reasons_come_from_the_pod_then_its_events(more: list[dict[str, Any]], expected_pods: int,
+                                                                 why: str) -> None:
     with kube_server() as server:
-        server.add(*objects())
-        server.update("Job", NAMESPACE, "r-chief", {"metadata": {"creationTimestamp": "2020-01-01T00:00:00Z"}})
-        unschedulable = {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                         "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."}]}
-        server.add(pod("r-ps-0", "Pending", **unschedulable))
-        sup = supervisor(server, start_timeout_seconds=60, pod_selector="tf=yes", expected_pods=2)
-        sup.run()
-        job = server.get("Job", NAMESPACE, "r-chief")
-        assert job is not None
-        assert job["metadata"]["annotations"]["tf-distributed.io/end-reason"] == (
-            "start timeout (60 s): pod r-ps-0 is not running: Unschedulable: 0/4 nodes are available: "
-            "4 Insufficient nvidia.com/gpu.")
-    with kube_server() as server:
-        server.add(*objects())
-        server.update("Job", NAMESPACE, "r-chief", {"metadata": {"creationTimestamp": "2020-01-01T00:00:00Z"}})
-        server.add(pod("r-ps-0", "Pending"), {
-            "kind": "Event", "metadata": {"name": "e1", "namespace": NAMESPACE}, "type": "Warning",
-            "reason": "FailedMount", "message": 'MountVolume.SetUp failed for volume "data"',
-            "involvedObject": {"kind": "Pod", "name": "r-ps-0"}, "lastTimestamp": "2020-01-01T00:01:00Z"})
-        supervisor(server, start_timeout_seconds=60, pod_selector="tf=yes", expected_pods=1).run()
-        job = server.get("Job", NAMESPACE, "r-chief")
-        assert job is not None
-        assert job["metadata"]["annotations"]["tf-distributed.io/end-reason"] == (
-            'start timeout (60 s): pod r-ps-0 is not running: FailedMount: MountVolume.SetUp failed for volume "data"')
+        old_run(server, *more)
+        supervisor(server, start_timeout_seconds=60, pod_selector="tf=yes", expected_pods=expected_pods).run()
+        assert job_annotations(server)["tf-distributed.io/end-reason"] == (
+            f"start timeout (60 s): pod r-ps-0 is not running: {why}")
 
 
 def test_running_pods_switch_the_start_timeout_off() -> None:
     with kube_server() as server:
-        server.add(*objects())
-        server.update("Job", NAMESPACE, "r-chief", {"metadata": {"creationTimestamp": "2020-01-01T00:00:00Z"}})
-        server.add(pod("r-ps-0", "Running"), pod("r-chief-x", "Running"))
+        old_run(server, pod("r-ps-0", "Running"), pod("r-chief-x", "Running"))
         settings = {"start_timeout_seconds": 60, "pod_selector": "tf=yes", "expected_pods": 2}
         sup = supervisor(server, **settings)
         assert sup.observe() is None
