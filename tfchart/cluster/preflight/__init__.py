@@ -35,13 +35,9 @@ def run(api: KubeApi | None, docs: list[dict[str, Any]], release: str, namespace
         registries: Access | None = None) -> list[Finding]:  # fmt: skip
     """Every check's findings in CHECKS' order (only with an api; a check of what the render does not ask for finds
     nothing and reads nothing), then the images' (only with `registries`)."""
-    checks: list[tuple[str, Callable[[], list[Finding]]]] = []
-    if api is not None:
-        context = Context(api, docs, namespace, release)
-        checks = [(name, partial(check, context)) for name, check in CHECKS]
-    if registries is not None:
-        checks.append(("images", partial(check_images, docs, registries)))
-    return [finding for name, check in checks for finding in guarded(name, check)]
+    context = None if api is None else Context(api, docs, namespace, release)
+    found = [finding for name, check in CHECKS if context for finding in guarded(name, partial(check, context))]
+    return found + (check_images(docs, registries) if registries is not None else [])
 
 
 CHECKS: tuple[tuple[str, Callable[[Context], list[Finding]]], ...] = (

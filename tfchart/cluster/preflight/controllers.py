@@ -45,7 +45,7 @@ def controller(context: Context) -> Finding:
     configurations jobset-{validating,mutating}-webhook-configuration, failurePolicy Fail: without a ready controller
     the API server refuses every JobSet. So: the ready endpoints (EndpointSlices: the controller's Ready pods) of the
     Service the validating webhook that guards jobsets calls. Reading webhook configurations takes a ClusterRole."""
-    configs = context.listed("ValidatingWebhookConfiguration")
+    configs = context.api.items("ValidatingWebhookConfiguration")
     hooks = [hook for config in configs for hook in config.get("webhooks") or []
              if any(JOBSET.group in (rule.get("apiGroups") or []) and JOBSET.plural in (rule.get("resources") or [])
                     for rule in hook.get("rules") or [])]  # fmt: skip
@@ -58,7 +58,7 @@ def controller(context: Context) -> Finding:
         return jobsets(WARN, f"JobSet's webhook {hook['name']} calls {called.get('url') or 'no service'}: whether its "
                        "controller runs was not checked", "make sure JobSet's controller answers there")
     where, namespace = f"{service['namespace']}/{service['name']}", service["namespace"]
-    slices = context.listed("EndpointSlice", namespace, f"{SERVICE_LABEL}={service['name']}")
+    slices = context.api.items("EndpointSlice", namespace, f"{SERVICE_LABEL}={service['name']}")
     ready = sum(1 for each in slices for point in each.get("endpoints") or []
                 if (point.get("conditions") or {}).get("ready") is not False)  # fmt: skip
     if not ready:
@@ -263,7 +263,7 @@ def check_network_policy(context: Context) -> list[Finding]:
         return [network(WARN, "networkPolicy.enabled=false: any pod can reach the TensorFlow gRPC ports, which run any "
                         "graph sent", "--set networkPolicy.enabled=true (the default) on a cluster whose CNI enforces "
                         "NetworkPolicies")]  # fmt: skip
-    daemon_sets = [name(ds) for ds in context.listed("DaemonSet", "kube-system")]
+    daemon_sets = [name(ds) for ds in context.api.items("DaemonSet", "kube-system")]
     if found := sorted({cni for cni in ENFORCING_CNIS for ds in daemon_sets if ds == cni or ds.startswith(f"{cni}-")}):
         return [network(OK, f"NetworkPolicies are enforced by {', '.join(found)}")]
     return [network(WARN, "NetworkPolicies are likely NOT enforced (no known enforcing CNI found in kube-system: "

@@ -86,12 +86,11 @@ class Context:
 
     def adds(self, key: str) -> Decimal:
         """What the release adds to quota resource `key` (0 where the chart does not affect it)."""
-        kind, _, resource = key.partition(".")
         if key in self.objects:
             return Decimal(self.objects[key])
-        if kind in ("requests", "limits") and resource:
-            return total(self.roles, kind, resource)
-        return total(self.roles, "requests", key) if key in ("cpu", "memory", "ephemeral-storage") else Decimal(0)
+        plain = key in ("cpu", "memory", "ephemeral-storage")  # the quota's short names of requests.<key>
+        kind, _, resource = (f"requests.{key}" if plain else key).partition(".")
+        return requested(self.roles, kind).get(resource, Decimal(0)) if kind in ("requests", "limits") else Decimal(0)
 
     def label(self, key: str) -> str:
         """A label of the run (Kueue's queue and priority class): the JobSet's (the chart puts Kueue's labels on the
@@ -104,13 +103,9 @@ class Context:
     @cached_property
     def nodes(self) -> list[dict[str, Any]]:
         """The schedulable nodes, listed on first use: neither cordoned nor other than Ready."""
-        return [node for node in self.listed("Node") if not (node.get("spec") or {}).get("unschedulable") and any(
+        return [node for node in self.api.items("Node") if not (node.get("spec") or {}).get("unschedulable") and any(
             each.get("type") == "Ready" and each.get("status") == "True"
             for each in (node.get("status") or {}).get("conditions") or [])]  # fmt: skip
-
-    def listed(self, kind: str, namespace: str | None = None, label_selector: str = "") -> list[dict[str, Any]]:
-        """A kind's objects as JSON, in name order."""
-        return sorted(self.api.items(kind, namespace, label_selector), key=name)
 
     def serves(self, group: str, version: str, plural: str) -> bool:
         """Whether the API server serves `plural` in group/version (API discovery)."""
@@ -125,14 +120,13 @@ class Context:
         return self.read[key]
 
 
-def total(roles: list[Workload], kind: str, resource: str) -> Decimal:
-    return sum((role.replicas * role.resources(kind).get(resource, Decimal(0)) for role in roles), Decimal(0))
-
-
-def requested(roles: list[Workload]) -> dict[str, Decimal]:
-    """What the roles' pods request together, per resource (those they request), in resource name order."""
-    keys = sorted({key for role in roles for key in role.resources("requests")})
-    return {key: value for key in keys if (value := total(roles, "requests", key)) > 0}
+def requested(roles: list[Workload], kind: str = "requests") -> dict[str, Decimal]:
+    """What the roles' pods request (or are limited to) together, per resource they ask for, in name order."""
+    totals: dict[str, Decimal] = {}
+    for role in roles:
+        for key, value in role.resources(kind).items():
+            totals[key] = totals.get(key, Decimal(0)) + role.replicas * value
+    return {key: totals[key] for key in sorted(totals) if totals[key] > 0}
 
 
 def name(obj: dict[str, Any]) -> str:

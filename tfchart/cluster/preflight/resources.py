@@ -108,7 +108,7 @@ def describe_nodes(counts: dict[str, int]) -> str:
 
 # -- quota ------------------------------------------------------------------------------------------------------------
 def check_quota(context: Context) -> list[Finding]:
-    quotas = context.listed("ResourceQuota", context.namespace)
+    quotas = context.api.items("ResourceQuota", context.namespace)
     if not quotas:
         return [quota(OK, f"no ResourceQuota in namespace {context.namespace}")]
     return [quota_finding(context, each) for each in quotas]

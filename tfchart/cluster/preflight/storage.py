@@ -107,7 +107,7 @@ def is_default_class(storage_class: dict[str, Any]) -> bool:
 
 def check_storage_class(context: Context, class_name: str | None, need: StorageNeed) -> Finding:
     mode = need.mode
-    classes = [] if class_name == "" else context.listed("StorageClass")
+    classes = [] if class_name == "" else context.api.items("StorageClass")
     defaults = [c for c in classes if is_default_class(c)]
     if (class_name == "" or (class_name is None and not defaults)) and (volume := static_volume(context, need, "")):
         return finding(OK, f"needs {mode}: the claim has no StorageClass and binds to {volume}")
@@ -167,7 +167,7 @@ def static_volume(context: Context, need: StorageNeed, class_name: str) -> str |
     """A pre-created PersistentVolume of the class ("": none) that the new claim binds to before any is provisioned:
     Available, reserved for no other claim, with the mode and the size; None also where volumes may not be listed."""
     try:
-        volumes = context.listed("PersistentVolume")
+        volumes = context.api.items("PersistentVolume")
     except AccessDenied:
         return None
     wanted = parse_or_none((((need.claim_spec or {}).get("resources") or {}).get("requests") or {}).get("storage")) or 0
