@@ -233,25 +233,17 @@ def _json_or_none(call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[s
     from kubernetes.client.exceptions import ApiException
 
     try:
-        data = call(*args, **kwargs).data
+        return dict(json.loads(call(*args, **kwargs).data))
     except ApiException as error:
         if error.status == 404:
             return None
         raise
-    document = json.loads(data) if data else {}
-    if not isinstance(document, dict):
-        raise ValueError(f"expected a JSON object, got {type(document).__name__}")
-    return document
-
-
-class NotKubernetes(ClusterUnavailable):
-    """The URL answered, but not like a Kubernetes API server."""
 
 
 def checked_request(request: Callable[..., Any], source: str) -> Callable[..., Any]:
     """Wraps the client's HTTP layer: an API server answers JSON with `kind` and `apiVersion` (a metav1.Status for
-    errors), a pod log text/plain; anything else (a proxy's HTML login page, an empty body, other JSON) becomes
-    NotKubernetes before it reaches the client's deserialiser."""
+    errors), a pod log text/plain; anything else (a proxy's HTML login page, an empty body, other JSON) becomes a
+    ClusterUnavailable before it reaches the client's deserialiser."""
 
     def checked(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         response = request(method, url, *args, **kwargs)
@@ -268,7 +260,7 @@ def checked_request(request: Callable[..., Any], source: str) -> Callable[..., A
         text = " ".join(body.decode("utf-8", errors="replace").split())
         shown = repr(text if len(text) <= 80 else text[:77] + "...") if text else "an empty body"
         answer = f"HTTP {status}, {content_type.split(';')[0].strip() or 'no content type'}, {shown}"
-        raise NotKubernetes(f"{url.split('?', 1)[0]} did not answer like a Kubernetes API server: {answer}",
+        raise ClusterUnavailable(f"{url.split('?', 1)[0]} did not answer like a Kubernetes API server: {answer}",
                             f"is this the API server? check the server URL of the kubeconfig ({source or 'default'}) "
                             "and any proxy in between (HTTPS_PROXY/NO_PROXY); `kubectl cluster-info` should reach it")
 
@@ -284,8 +276,6 @@ def _response_lines(response: Any) -> Iterator[str]:
         yield from (line.decode("utf-8", errors="replace") for line in complete)
     if buffer:
         yield buffer.decode("utf-8", errors="replace")
-
-
 
 
 # -- errors ---------------------------------------------------------------------------------------
@@ -309,18 +299,16 @@ def translate(error: Exception, operation: Operation, host: str, source: str) ->
     return error
 
 
-def status_message(error: Any) -> str:
-    """The API server's own message (a metav1.Status body), else the HTTP reason."""
+def http_error(error: Any, operation: Operation, server: str, config: str) -> KubernetesError:
+    """The error of an HTTP answer, with the API server's own message (a metav1.Status body), else the HTTP reason."""
     body = error.body.decode("utf-8", errors="replace") if isinstance(error.body, bytes) else error.body
     try:
         document = json.loads(body or "null")
+        detail = str(document["message"] if isinstance(document, dict) and document.get("message") else error.reason
+                     or "")  # fmt: skip
     except ValueError:
-        return str(body).strip()[:300]
-    return str(document["message"] if isinstance(document, dict) and document.get("message") else error.reason or "")
-
-
-def http_error(error: Any, operation: Operation, server: str, config: str) -> KubernetesError:
-    status, detail, what = int(error.status or 0), status_message(error), operation.describe()
+        detail = str(body).strip()[:300]
+    status, what = int(error.status or 0), operation.describe()
     verb, resource, namespace = operation.verb, operation.resource, operation.namespace
     scope, where = (f" -n {namespace}", f" in namespace {namespace}") if namespace else ("", "")
     if status == 401:
