@@ -28,8 +28,7 @@ from tfchart.cli import main
 from tfchart.cluster import kube, preflight
 from tfchart.cluster.preflight import FAIL, OK, WARN, Context
 from tfchart.cluster.preflight.controllers import check_gang, check_kueue, check_network_policy
-from tfchart.cluster.preflight.resources import check_gpus, check_quota
-from tfchart.cluster.preflight.storage import check_storage
+from tfchart.cluster.preflight.resources import check_gpus, check_quota, check_storage
 from tfchart.errors import KubernetesError, TfchartError
 from tfchart.manifests import quantity
 

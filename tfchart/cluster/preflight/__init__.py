@@ -15,7 +15,7 @@ from dataclasses import asdict
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from tfchart.cluster.preflight import controllers, resources, storage, topology
+from tfchart.cluster.preflight import controllers, resources, topology
 from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding, guarded
 from tfchart.errors import TfchartError
 from tfchart.images.build import DEFAULT_REPOSITORY
@@ -41,7 +41,7 @@ def run(api: KubeApi | None, docs: list[dict[str, Any]], release: str, namespace
 
 
 CHECKS: tuple[tuple[str, Callable[[Context], list[Finding]]], ...] = (
-    ("gpu-capacity", resources.check_gpus), ("storage", storage.check_storage),
+    ("gpu-capacity", resources.check_gpus), ("storage", resources.check_storage),
     ("co-location", resources.check_colocation), ("quota", resources.check_quota),
     ("network-policy", controllers.check_network_policy), ("jobset", controllers.check_jobset),
     ("gang-scheduling", controllers.check_gang), ("kueue", controllers.check_kueue),
