@@ -103,9 +103,8 @@ def show_error(error: TfchartError, debug: bool) -> None:
     """The error on stderr (and the traceback with --debug): one line with its hint, or every values problem."""
     if isinstance(error, ValidationFailed):
         from tfchart.cli.formats import print_problems
-        from tfchart.console import console
 
-        print_problems(error, console(stderr=True))
+        print_problems(error, err=True)
     else:
         click.secho(f"error: {error.message}", fg="red", err=True)
         if error.hint:

@@ -12,8 +12,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from tfchart.errors import ValidationFailed
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -74,19 +72,17 @@ def emit(data: Any, output: str) -> None:
         click.echo(json.dumps(plain, indent=2))
 
 
-def print_problems(error: ValidationFailed, console: Console) -> None:
-    """Every values problem, one line each: where it was set, the key path, what is wrong (and the policy rule it
-    breaks), then the fix to copy on a line of its own."""
-    from rich.markup import escape
-
-    console.print(f"[bold red]✗ {escape(error.message)}[/]")
+def print_problems(error: ValidationFailed, err: bool = False) -> None:
+    """Every values problem, one line each (click never wraps): where it was set, the key path, what is wrong (and the
+    policy rule it breaks), then the fix to copy on a line of its own."""
+    click.secho(f"✗ {error.message}", fg="red", bold=True, err=err)
     for problem in error.problems:
         rule = getattr(problem, "rule", "")
-        broken = f"  [magenta](rule {escape(rule)})[/]" if rule else ""
-        where = escape(f"{problem.file}:{problem.line}" if problem.file and problem.line is not None
-                       else problem.file or "chart default")  # fmt: skip
-        console.print(f"  [cyan]{where}[/]  [bold]{escape(problem.path)}[/]: {escape(problem.message)}{broken}")
+        where = click.style(f"{problem.file}:{problem.line}" if problem.file and problem.line is not None
+                            else problem.file or "chart default", fg="cyan")  # fmt: skip
+        broken = click.style(f"  (rule {rule})", fg="magenta") if rule else ""
+        click.echo(f"  {where}  {click.style(problem.path, bold=True)}: {problem.message}{broken}", err=err)
         if problem.fix:
-            console.print(f"      fix: [green]{escape(problem.fix)}[/]")
+            click.echo(f"      fix: {click.style(problem.fix, fg='green')}", err=err)
     if error.note:
-        console.print(f"  [dim]{escape(error.note)}[/]")
+        click.secho(f"  {error.note}", dim=True, err=err)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tfchart.cli.formats import DURATION, emit, go_duration, output_option, timeout_option
+from tfchart.cli.formats import DURATION, emit, go_duration, output_option, print_problems, timeout_option
 from tfchart.cli.options import CONTEXT, ValuesInputs, image_check, kube_inputs, release_flags, values_inputs
 
 if TYPE_CHECKING:
@@ -40,13 +40,9 @@ def validate(name: str, values: ValuesInputs, namespace: str | None, output: str
     else:
         for warning in report.warnings:
             click.secho(f"warning: {warning}", fg="yellow")
-        if not report.valid:  # rich only here: a valid report costs no more than the helm it runs
-            from tfchart.cli.formats import print_problems
-            from tfchart.console import console
-
-            for failure in report.failures():
-                print_problems(failure, console())
-        else:
+        for failure in report.failures():
+            print_problems(failure)
+        if report.valid:
             click.secho(f"✓ valid: {', '.join(report.inputs) or 'chart defaults'}", fg="green")
             for note in report.notes:
                 click.echo(note)
