@@ -19,6 +19,7 @@ from tfchart.cli.run import status
 from tfchart.cluster import logs
 from tfchart.errors import HelmError, TfchartError
 from tfchart.helm.runner import Helm
+from tfdcontract import POD_INDEX_LABEL
 
 
 def test_a_failing_helm_command_is_reported_once(capfd: pytest.CaptureFixture[str]) -> None:
@@ -67,7 +68,7 @@ def assert_parses(args: list[str]) -> None:
 
 
 def pod(name: str, index: int) -> Any:
-    labels = {logs.POD_INDEX_LABEL: str(index)}
+    labels = {POD_INDEX_LABEL: str(index)}
     return {"metadata": {"name": name, "labels": labels, "namespace": "team-a"}}
 
 

@@ -8,7 +8,6 @@ the Job's newest pod; Deployments (tensorboard, serving) by position in name ord
 from __future__ import annotations
 
 import queue
-import re
 import threading
 from collections.abc import Generator, Iterator, Sequence
 from contextlib import closing, suppress
@@ -16,17 +15,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from tfchart.cluster import objects
 from tfchart.cluster.objects import name_of, role_of
-from tfchart.cluster.status import role_rank
+from tfchart.cluster.status import ordinal, pod_order
 from tfchart.errors import KubernetesError, UsageError
-from tfdcontract import (
-    CHIEF,
-    CLIENT_ROLES,
-    COMPLETION_INDEX_ANNOTATION,
-    JOB_ROLES,
-    POD_INDEX_LABEL,
-    STATEFUL_ROLES,
-    release_selector,
-)
+from tfdcontract import CHIEF, CLIENT_ROLES, JOB_ROLES, STATEFUL_ROLES, release_selector
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
@@ -91,8 +82,7 @@ def stream_all(
     the other, or with `follow` interleaved line by line as they arrive, until every container ends or Ctrl-C.
     A pod without a log (not started; no previous container) is named on `err`."""
     check_arguments(CHIEF, 0, tail)
-    pods = sorted(api.items("Pod", namespace, release_selector(release)),
-                  key=lambda pod: (role_rank(role_of(pod)), ordinal(pod) or 0, name_of(pod)))  # as status lists them
+    pods = sorted(api.items("Pod", namespace, release_selector(release)), key=pod_order)  # as status lists them
     if not pods:
         raise KubernetesError(f"release {release} has no pods in namespace {namespace}",
                               f"see `tfchart status {release} -n {namespace}`, or check the release and namespace "
@@ -160,14 +150,3 @@ def pick_pod(pods: list[Any], release: str, namespace: str, role: str, index: in
                      + (f" (indices {', '.join(map(str, known))})" if known else ""),
                      f"pick one of those indices, e.g. "
                      f"`tfchart logs {release} -n {namespace} --role {role} --index {known[0] if known else 0}`")
-
-
-def ordinal(pod: Any) -> int | None:
-    """The StatefulSet ordinal: the pod-index label (Kubernetes 1.28+), an Indexed Job pod's completion index (a
-    JobSet's `<jobset>-worker-0-<index>-<suffix>`), else the name suffix."""
-    label = (pod["metadata"].get("labels") or {}).get(POD_INDEX_LABEL)
-    label = (pod["metadata"].get("annotations") or {}).get(COMPLETION_INDEX_ANNOTATION) if label is None else label
-    if label is not None and str(label).isdigit():
-        return int(label)
-    match = re.search(r"-(\d+)$", name_of(pod))
-    return int(match.group(1)) if match else None

@@ -21,11 +21,13 @@ from tfchart.cluster.objects import JobInfo, name_of, role_of
 from tfchart.errors import KubernetesError
 from tfdcontract import (
     CHIEF,
+    COMPLETION_INDEX_ANNOTATION,
     DISPLAY_ORDER,
     ENDING_ANNOTATION,
     EVALUATOR,
     HOLDING_ROLES,
     MODEL_VERSION_POLICY_ANNOTATION,
+    POD_INDEX_LABEL,
     SERVING,
     TENSORBOARD,
     JobProgress,
@@ -68,11 +70,11 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
     evaluator = objects.job_info(EVALUATOR, jobs, [pod for pod in pods if role_of(pod) == EVALUATOR])
     progress, recorded, log_note = read_progress(api, namespace, chief, chief_pods)
     moment = now or datetime.now(timezone.utc)
-    pod_rows = sorted((pod_row(pod, moment) for pod in pods), key=display_order)
+    pod_rows = [pod_row(pod, moment) for pod in sorted(pods, key=pod_order)]
     set_rows = sorted(({"role": role_of(s), "name": name_of(s),
                         "ready": (s.get("status") or {}).get("readyReplicas") or 0,
                         "desired": s["spec"].get("replicas", 1)} for s in stateful_sets),
-                      key=display_order)  # fmt: skip
+                      key=lambda row: (role_rank(row["role"]), row["name"]))  # fmt: skip
     versions, config_note, pinned = versions_served(api, release, namespace, services, progress)
     client_services = sorted((s for s in services if role_of(s) in (TENSORBOARD, SERVING)),
                              key=lambda s: (role_rank(role_of(s)), name_of(s)))
@@ -93,10 +95,21 @@ def role_rank(role: str) -> int:
     return DISPLAY_ORDER.index(role) if role in DISPLAY_ORDER else len(DISPLAY_ORDER)
 
 
-def display_order(row: dict[str, Any]) -> tuple[int, int, str]:
-    """Pods and StatefulSets in role order, a role's pods by the ordinal their name ends with."""
-    number = re.search(r"-(\d+)$", row["name"])
-    return role_rank(row["role"]), int(number.group(1)) if number else 0, row["name"]
+def ordinal(pod: Any) -> int | None:
+    """A task's index: the pod-index label (a StatefulSet's, Kubernetes 1.28+), an Indexed Job pod's completion index
+    (a JobSet's `<jobset>-worker-0-<index>-<suffix>`), else the name's `-<ordinal>` suffix."""
+    metadata = pod["metadata"]
+    label = (metadata.get("labels") or {}).get(POD_INDEX_LABEL, (metadata.get("annotations") or {}).get(
+        COMPLETION_INDEX_ANNOTATION))  # fmt: skip
+    if label is not None and str(label).isdigit():
+        return int(label)
+    match = re.search(r"-(\d+)$", name_of(pod))
+    return int(match.group(1)) if match else None
+
+
+def pod_order(pod: Any) -> tuple[int, int, str]:
+    """Pods in role order, a role's by their ordinal, as status and `logs --all-roles` list them."""
+    return role_rank(role_of(pod)), ordinal(pod) or 0, name_of(pod)
 
 
 def pod_row(pod: Any, now: datetime) -> dict[str, Any]:
