@@ -30,11 +30,7 @@ from typing import Any
 from tfchart.errors import TfchartError
 from tfchart.local import jobset
 from tfchart.local.pods import LocalPod, rendered_pods, workload_of
-from tfdcontract import (
-    METRICS_ADDRESS_ENV,
-    METRICS_PORT_ENV,
-    TENSORBOARD,
-)
+from tfdcontract import METRICS_ADDRESS_ENV, METRICS_PORT_ENV, TENSORBOARD
 from tfdcontract.env import CLUSTER_ENV
 
 PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_cyan", "bright_magenta", "bright_green")
