@@ -1,18 +1,12 @@
 """`tfchart build`: the trainer images (Dockerfile.cpu, Dockerfile.gpu) built with docker, buildx, podman or buildah.
 
-`plan` turns the options into `BuildStep`s holding the exact argv and needs no engine, so `--dry-run`
-prints the commands a real run would make on that machine; `run` prints each as a copy-pasteable shell
-line and runs them in order until one fails (progress, `[i/n] what` and the seconds each step took, to
-`progress`; the engine's own output to the terminal).
-
-Images are tagged `<registry>/<repository>:<version>` (CPU) and `...:<version>-gpu` (GPU), the
-references the chart uses by default (image.tag empty = the chart's appVersion). The version is the
-project version from pyproject.toml; `tag` replaces it in the tag (the OCI version label keeps the
-project version). Everything is built before anything is pushed, so a failed GPU build never
-leaves half a release in the registry.
-
-Which container engine is installed and answers (`detect_engine`, `check_engine_reachable`) is asked here for
-`tfchart local --engine` too.
+`plan` needs no engine, so `--dry-run` prints the commands a real run would make on that machine; `run` prints each
+as a copy-pasteable shell line and runs them in order until one fails. Images are tagged
+`<registry>/<repository>:<version>` (CPU) and `...:<version>-gpu` (GPU), the references the chart uses by default
+(image.tag empty = the chart's appVersion): the project version from pyproject.toml, which `tag` replaces in the tag
+only (the OCI version label keeps it). Everything is built before anything is pushed, so a failed GPU build never
+leaves half a release in the registry. Which engine is installed and answers (`detect_engine`,
+`check_engine_reachable`) is asked here for `tfchart local --engine` too.
 """
 
 from __future__ import annotations
