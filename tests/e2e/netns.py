@@ -115,7 +115,6 @@ class NetnsCluster:
 
     def close(self) -> None:
         for namespace in reversed(self.created):
-            subprocess.run(["ip", "netns", "pids", namespace], capture_output=True)
             pids = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True).stdout.split()
             for pid in pids:
                 subprocess.run(["kill", "-9", pid], capture_output=True)
