@@ -156,7 +156,7 @@ class Origins:
     def key_named(self, name: str) -> str | None:
         """The next key called `name` in the files not handed out yet (one per problem helm 4 reports: it names
         a bad map key without its path), in document order."""
-        found = (path for _, documents in self.files for root in documents for path, key, value, _ in _entries(root)
+        found = (path for _, documents in self.files for root in documents for path, key, value, _ in _entries(root, {})
                  if key is not value and getattr(key, "value", 0) == name and path not in self.handed_out)  # fmt: skip
         if (path := next(found, None)) is not None:
             self.handed_out.add(path)
@@ -220,50 +220,34 @@ def shown(source: str) -> str:
     return source if len(source) <= 120 else f"{source[:100]}... ({len(source)} characters)"
 
 
-def _entries(root: yaml.Node) -> Iterator[tuple[str, yaml.Node, yaml.Node, bool]]:
+def _entries(root: yaml.Node, sizes: dict[int, int]) -> Iterator[tuple[str, yaml.Node, yaml.Node, bool]]:
     """(path, key node, value node, whether the value holds its own entry) of every map entry and list
-    item, depth first without recursion, each node entered once."""
+    item, depth first without recursion, each node entered once; `sizes` gets how many nodes each node
+    stands for with every alias expanded."""
     seen: set[int] = set()
     inside: set[int] = set()  # the nodes above the current one
     pending: list[tuple[yaml.Node, str, bool]] = [(root, "", False)]
     while pending:
         node, at, leaving = pending.pop()
-        if leaving:
-            inside.discard(id(node))
+        if not leaving and id(node) in seen:
             continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        inside.add(id(node))
-        pending.append((node, at, True))
         if isinstance(node, yaml.MappingNode):
             children = [(key, value, str(getattr(key, "value", "?"))) for key, value in node.value]
         elif isinstance(node, yaml.SequenceNode):
             children = [(item, item, str(index)) for index, item in enumerate(node.value)]
         else:
             children = []
+        if leaving:  # a key counts one, an alias the nodes it stands for, a node inside itself one
+            inside.discard(id(node))
+            sizes[id(node)] = 1 + sum(sizes.get(id(value), 1) + (key is not value) for key, value, _ in children)
+            continue
+        seen.add(id(node))
+        inside.add(id(node))
+        pending.append((node, at, True))
         for key, value, label in reversed(children):
             path = f"{at}.{label}" if at else label
             yield path, key, value, id(value) in inside
             pending.append((value, path, False))
-
-
-def _expanded_sizes(root: yaml.Node) -> dict[int, int]:
-    """How many nodes each node stands for with every alias expanded (counted once per node, no recursion)."""
-    sizes: dict[int, int] = {}
-    pending: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while pending:
-        node, done = pending.pop()
-        if id(node) in sizes:
-            continue
-        children = ([n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode)
-                    else node.value if isinstance(node, yaml.SequenceNode) else [])  # fmt: skip
-        if done:
-            sizes[id(node)] = 1 + sum(sizes.get(id(child), 0) for child in children)
-        else:
-            pending.append((node, True))
-            pending.extend((child, False) for child in children if id(child) not in sizes)
-    return sizes
 
 
 def file_error_key(documents: list[yaml.Node], message: str) -> tuple[str, int] | None:
@@ -273,7 +257,8 @@ def file_error_key(documents: list[yaml.Node], message: str) -> tuple[str, int] 
     constructor = yaml.constructor.SafeConstructor()
     mistagged = re.search(r"cannot decode !!\w+ `(.*)` as a !!(\w+)", message)
     for root in documents:
-        entries = list(_entries(root))
+        sizes: dict[int, int] = {}
+        entries = list(_entries(root, sizes))
         for path, key, value, cyclic in entries:
             scalar = isinstance(value, yaml.ScalarNode)
             if "unsupported value" in message and isinstance(value, yaml.ScalarNode) and value.tag.endswith(":float"):
@@ -294,7 +279,6 @@ def file_error_key(documents: list[yaml.Node], message: str) -> tuple[str, int] 
             if "contains itself" in message and cyclic:
                 return path, key.start_mark.line + 1
         if "excessive aliasing" in message and entries:
-            sizes = _expanded_sizes(root)
             path, key, _, _ = max(entries, key=lambda entry: (sizes.get(id(entry[2]), 0), -entry[0].count(".")))
             return path, key.start_mark.line + 1
     return None
