@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import itertools
 import math
 import re
 import uuid
@@ -245,8 +246,7 @@ def subdomain(doc: dict[str, Any]) -> str | None:
 
 def headless_service(doc: dict[str, Any], namespace: str) -> dict[str, Any] | None:
     """The headless Service JobSet creates for its pods' DNS names (none without DNS hostnames)."""
-    name = subdomain(doc)
-    if name is None:
+    if (name := subdomain(doc)) is None:
         return None
     network = (doc.get("spec") or {}).get("network") or {}
     return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": namespace},
@@ -279,12 +279,10 @@ def job_document(doc: dict[str, Any], rjob: dict[str, Any], job_name: str, marks
     annotated with the JobSet's marks, the pods' subdomain set; and, as the Job controller adds it to an Indexed
     Job's containers, JOB_COMPLETION_INDEX from the completion-index annotation."""
     template = copy.deepcopy(rjob.get("template") or {})
-    metadata = template.get("metadata") or {}
-    spec = template.get("spec") or {}
+    metadata, spec = template.get("metadata") or {}, template.get("spec") or {}
     pod = spec.setdefault("template", {})
-    pod_metadata = pod.setdefault("metadata", {})
-    pod_metadata["labels"] = {**(pod_metadata.get("labels") or {}), **marks}
-    pod_metadata["annotations"] = {**(pod_metadata.get("annotations") or {}), **marks}
+    for meta, key in itertools.product((metadata, pod.setdefault("metadata", {})), ("labels", "annotations")):
+        meta[key] = {**(meta.get(key) or {}), **marks}
     pod_spec = pod.setdefault("spec", {})
     pod_spec.pop("hostname", None)  # the Job controller names each pod's host <job>-<index> (pod_templates)
     if (domain := subdomain(doc)) is not None:
@@ -296,6 +294,5 @@ def job_document(doc: dict[str, Any], rjob: dict[str, Any], job_name: str, marks
             container["env"] = [*(container.get("env") or []), index_env]
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": job_name, "namespace": (doc.get("metadata") or {}).get("namespace"),
-                         "labels": {**(metadata.get("labels") or {}), **marks},
-                         "annotations": {**(metadata.get("annotations") or {}), **marks}},
+                         "labels": metadata["labels"], "annotations": metadata["annotations"]},
             "spec": spec}  # fmt: skip
