@@ -124,10 +124,16 @@ BUILT_IN: dict[str, dict[str, str]] = {
     "rbac.authorization.k8s.io/v1": {"roles": "Role", "rolebindings": "RoleBinding"},
     "policy/v1": {"poddisruptionbudgets": "PodDisruptionBudget"},
     "apiextensions.k8s.io/v1": {"customresourcedefinitions": "CustomResourceDefinition"},
+    # what preflight reads of JobSet's controller: its validating webhook and the endpoints of the Service it calls
+    "admissionregistration.k8s.io/v1": {"validatingwebhookconfigurations": "ValidatingWebhookConfiguration"},
+    "discovery.k8s.io/v1": {"endpointslices": "EndpointSlice"},
 }  # fmt: skip
-CLUSTER_SCOPED = {"nodes", "namespaces", "storageclasses", "customresourcedefinitions", "persistentvolumes"}
+CLUSTER_SCOPED = {"nodes", "namespaces", "storageclasses", "customresourcedefinitions", "persistentvolumes",
+                  "validatingwebhookconfigurations"}  # fmt: skip
+# the custom resources tests serve through their CRDs: Volcano's, Kueue's (topology-aware placement too), JobSet's
 CUSTOM = {"Queue": "queues", "LocalQueue": "localqueues", "ClusterQueue": "clusterqueues",
-          "WorkloadPriorityClass": "workloadpriorityclasses"}  # fmt: skip
+          "WorkloadPriorityClass": "workloadpriorityclasses", "ResourceFlavor": "resourceflavors",
+          "Topology": "topologies", "HyperNode": "hypernodes", "JobSet": "jobsets", "Workload": "workloads"}
 RESOURCE_OF = {kind: resource for kinds in BUILT_IN.values() for resource, kind in kinds.items()} | CUSTOM
 KIND_OF = {resource: kind for kind, resource in RESOURCE_OF.items()}
 PATH = re.compile(
@@ -1543,9 +1549,6 @@ class JobController:
 
 # -- topology-aware placement: Kueue's Topology and ResourceFlavor, Volcano's HyperNode (tfchart preflight) ----------
 
-CUSTOM.update({"ResourceFlavor": "resourceflavors", "Topology": "topologies", "HyperNode": "hypernodes"})
-RESOURCE_OF.update(CUSTOM)
-KIND_OF.update({resource: kind for kind, resource in CUSTOM.items()})
 KUEUE_TAS_CRDS = ("kueue/v0.19.2/kueue.x-k8s.io_resourceflavors.yaml", "kueue/v0.19.2/kueue.x-k8s.io_topologies.yaml")
 HYPERNODE_CRDS = ("volcano/v1.15.1/topology.volcano.sh_hypernodes.yaml",)
 
@@ -1658,17 +1661,6 @@ class StatefulSetController:
 JOBSET_GROUP = "jobset.x-k8s.io"
 JOBSET_CRDS = ("jobset/v0.12.0/jobset.x-k8s.io_jobsets.yaml",)
 WORKLOAD_CRDS = ("kueue.x-k8s.io Workload workloads Namespaced v1beta2",)
-CUSTOM.update({"JobSet": "jobsets", "Workload": "workloads"})
-RESOURCE_OF.update(CUSTOM)
-KIND_OF.update({resource: kind for kind, resource in CUSTOM.items()})
-# what preflight reads of JobSet's controller: its validating webhook and the endpoints of the Service it calls
-WEBHOOKS = {"validatingwebhookconfigurations": "ValidatingWebhookConfiguration"}
-SLICES = {"endpointslices": "EndpointSlice"}
-BUILT_IN.update({"admissionregistration.k8s.io/v1": WEBHOOKS, "discovery.k8s.io/v1": SLICES})
-CLUSTER_SCOPED.add("validatingwebhookconfigurations")
-KIND_OF.update({**WEBHOOKS, **SLICES})
-RESOURCE_OF.update({kind: resource for resource, kind in {**WEBHOOKS, **SLICES}.items()})
-DISCOVERY["/apis"]["groups"] += [group_entry("admissionregistration.k8s.io/v1"), group_entry("discovery.k8s.io/v1")]
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 RJOB_NAME = "jobset.sigs.k8s.io/replicatedjob-name"
 

@@ -144,6 +144,20 @@ def helm_owned(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+def start_supervisor(server: KubeServer, docs: list[dict[str, Any]], sa: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """The rendered supervisor Deployment's container as a process against `server` (its ServiceAccount's files in
+    `sa`), and the port of its health endpoint."""
+    container = named(docs, "Deployment", f"{PREFIX}-supervisor")["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["python", "-m", "trainer.supervisor"]
+    assert container["ports"] == [{"name": "health", "containerPort": 8080, "protocol": "TCP"}]
+    [port] = free_ports(1)
+    env = {**container_env(container), "TFD_KUBE_API": server.url, "TFD_SERVICEACCOUNT_DIR": str(sa),
+           "PATH": f"{python_bin_dir()}:/usr/bin:/bin", "TFD_HEALTH_PORT": str(port)}
+    process = subprocess.Popen([sys.executable, "-m", "trainer.supervisor"], env=env, cwd=REPO,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    return process, port
+
+
 @dataclass
 class Release:
     """A rendered release in the loopback API: its TensorFlow pods as local processes, the chief Job
@@ -178,17 +192,7 @@ class Release:
 
     def supervise(self, docs: list[dict[str, Any]], during: Any = None, timeout: float = 150) -> str:
         """Runs the rendered supervisor until it scaled its Deployment to 0; its log."""
-        deployment = named(docs, "Deployment", f"{PREFIX}-supervisor")
-        container = deployment["spec"]["template"]["spec"]["containers"][0]
-        assert container["command"] == ["python", "-m", "trainer.supervisor"]
-        [port] = free_ports(1)
-        assert container["ports"] == [{"name": "health", "containerPort": 8080, "protocol": "TCP"}]
-        env = {**container_env(container), "TFD_KUBE_API": self.server.url, "TFD_SERVICEACCOUNT_DIR": str(self.sa),
-               "PATH": f"{python_bin_dir()}:/usr/bin:/bin", "TFD_HEALTH_PORT": str(port)}
-        supervisor = subprocess.Popen(
-            [sys.executable, "-m", "trainer.supervisor"], env=env, cwd=REPO,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        )
+        supervisor, port = start_supervisor(self.server, docs, self.sa)
         self.supervisors.append(supervisor)
         if during:
             during(self)
@@ -204,6 +208,19 @@ class Release:
         output = supervisor.communicate(timeout=15)[0].decode()
         assert supervisor.returncode == 0, output
         return output
+
+    @classmethod
+    def rendered(cls, sets: list[str], sa: Path) -> Release:
+        """The release rendered with `sets` (the e2e values) into a new API: its StatefulSets, Jobs and Deployments
+        as `helm install` leaves them, its TensorFlow pods localised, none started."""
+        docs = render(values=[E2E_VALUES], sets=sets, namespace=NAMESPACE)
+        server = KubeServer()
+        server.add(*[helm_owned(d) for d in docs if d["kind"] in ("StatefulSet", "Job", "Deployment")])
+        pods = rendered_pods(docs, NAMESPACE)
+        localise_cluster(pods)
+        stage = cls(server, LocalCluster(lambda pod, line: stage.heard(pod, line)), service_account_dir(sa, NAMESPACE),
+                    pods, sets, docs=docs)
+        return stage
 
     def apply(self, docs: list[dict[str, Any]], uid: str) -> None:
         """What `helm upgrade` writes for this test: the replicas of the rendered StatefulSets and
@@ -227,21 +244,14 @@ def release(tmp_path: Path) -> Iterator[Any]:
         sets = [f"storage.mountPath={tmp_path / 'data'}", "tensorboard.enabled=false", "serving.enabled=false",
                 "supervisor.pollSeconds=1", "supervisor.chiefMissingSeconds=5", "ps.replicas=1",
                 "worker.replicas=1", "training.trainSteps=60", "training.checkpointEverySteps=30", *sets]
-        docs = render(values=[E2E_VALUES], sets=sets, namespace=NAMESPACE)
-        server = KubeServer()
-        server.add(*[helm_owned(d) for d in docs if d["kind"] in ("StatefulSet", "Job", "Deployment")])
-        pods = rendered_pods(docs, NAMESPACE)
-        localise_cluster(pods)
-        sa = service_account_dir(tmp_path / f"sa{len(releases)}", NAMESPACE)
-        stage = Release(server, LocalCluster(lambda pod, line: stage.heard(pod, line)),
-                        sa, pods, sets, docs=docs)
+        stage = Release.rendered(sets, tmp_path / f"sa{len(releases)}")
         releases.append(stage)
         if start_servers:
             stage.start_servers()
-        controller = stage.start_chief(docs)
-        output = stage.supervise(docs, during, timeout)
+        controller = stage.start_chief(stage.docs)
+        output = stage.supervise(stage.docs, during, timeout)
         controller.join(30)
-        return Run(server, docs, controller, output, stage.lines, sets, stage)
+        return Run(stage.server, stage.docs, controller, output, stage.lines, sets, stage)
 
     yield run
     for stage in releases:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,10 +21,10 @@ from typing import Any
 import pytest
 
 from tests import kubeapi as kf
-from tests.chartlib import REPO, named, render
+from tests.chartlib import named, render
 from tests.kubeapi import KubeServer, Request
 from tests.kubeapi_rbac import service_account
-from tests.trainer.conftest import free_ports, service_account_dir
+from tests.trainer.conftest import service_account_dir
 from tests.trainer.test_supervisor import (
     E2E_VALUES,
     JOBS,
@@ -33,14 +32,13 @@ from tests.trainer.test_supervisor import (
     PREFIX,
     STS,
     Killed,
-    container_env,
     dies_before_write,
     health,
     job_annotations,
     objects,
+    start_supervisor,
     supervisor,
 )
-from tfchart.local.processes import python_bin_dir
 from tfdcontract import PROGRESS_ANNOTATION, SUSPENDED_ANNOTATION, parse_suspension
 from tfdcontract.lifecycle import WANTED_ANNOTATION, WANTED_SEEN_ANNOTATION
 from trainer.kube import ApiException, KubeTarget
@@ -113,13 +111,7 @@ def release(tmp_path: Path) -> Iterator[tuple[KubeServer, list[dict[str, Any]], 
     kinds = ("StatefulSet", "Job", "Deployment", "ServiceAccount", "Role", "RoleBinding")
     server.add(*[d for d in docs if d["kind"] in kinds])
     server.authenticate({SA_TOKEN: service_account(NAMESPACE, f"{PREFIX}-supervisor")})
-    container = named(docs, "Deployment", f"{PREFIX}-supervisor")["spec"]["template"]["spec"]["containers"][0]
-    [port] = free_ports(1)
-    env = {**container_env(container), "TFD_KUBE_API": server.url, "PATH": f"{python_bin_dir()}:/usr/bin:/bin",
-           "TFD_SERVICEACCOUNT_DIR": str(service_account_dir(tmp_path / "sa", NAMESPACE)),
-           "TFD_HEALTH_PORT": str(port)}  # fmt: skip
-    process = subprocess.Popen([sys.executable, "-m", "trainer.supervisor"], env=env, cwd=REPO,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    process, port = start_supervisor(server, docs, service_account_dir(tmp_path / "sa", NAMESPACE))
     controllers = Controllers(server, docs, process)
     controllers.thread.start()
     try:

@@ -24,12 +24,10 @@ from typing import Any
 
 import pytest
 
-from tests.chartlib import REPO, named, render
+from tests.chartlib import REPO, named
 from tests.kubeapi import Call, JobController, KubeServer, StatefulSetController
-from tests.trainer.conftest import service_account_dir
-from tests.trainer.test_supervisor import E2E_VALUES, JOBS, NAMESPACE, PREFIX, STS, Release, helm_owned, scale_down
-from tfchart.local.pods import LocalPod, rendered_pods
-from tfchart.local.processes import LocalCluster, localise_cluster
+from tests.trainer.test_supervisor import E2E_VALUES, JOBS, NAMESPACE, PREFIX, STS, Release, scale_down
+from tfchart.local.pods import LocalPod
 from tfdcontract import CHIEF, PROGRESS_ANNOTATION, PS, STATUS_FILE, SUSPENDED_ANNOTATION, WORKER, parse_step_line
 from tfdcontract.lifecycle import WANTED_ANNOTATION, WANTED_SEEN_ANNOTATION
 
@@ -86,13 +84,8 @@ def tfchart(*args: str, cwd: Path = REPO, timeout: float = 300) -> subprocess.Co
 def test_a_suspended_release_frees_every_pod_and_resumes_at_its_checkpoint(tmp_path: Path) -> None:
     storage = tmp_path / "data"
     sets = [f"storage.mountPath={storage}", "supervisor.pollSeconds=1", *TRAINING]
-    docs = render(values=[E2E_VALUES], sets=sets, namespace=NAMESPACE)
-    server = KubeServer()
-    server.add(*[helm_owned(d) for d in docs if d["kind"] in ("StatefulSet", "Job", "Deployment")])
-    pods = rendered_pods(docs, NAMESPACE)
-    localise_cluster(pods)
-    stage = Release(server, LocalCluster(lambda pod, line: stage.heard(pod, line)),
-                    service_account_dir(tmp_path / "sa", NAMESPACE), pods, sets)  # fmt: skip
+    stage = Release.rendered(sets, tmp_path / "sa")
+    server, docs, pods = stage.server, stage.docs, stage.pods
     servers = [StatefulSetController(server, named(docs, "StatefulSet", f"{PREFIX}-{role}"),
                                      [p for p in pods if p.role == role], stage.cluster).start()
                for role in (PS, WORKER)]  # fmt: skip
