@@ -332,8 +332,9 @@ def test_the_chiefs_deadline_ends_the_run_by_its_rule() -> None:
     assert condition(run.controller.first_failed.doc)["message"] == "Job was active longer than specified deadline"
 
 
-def test_a_suspended_jobset_stops_the_chief_first_then_every_pod_and_starts_nothing() -> None:
-    run = run_of("ps.replicas=1", "worker.replicas=1", "evaluator.enabled=false")
+@pytest.mark.parametrize("queue", [[], ["scheduling.kueue.queueName=team-a"]])  # no Kueue here: its own suspend
+def test_a_suspended_jobset_stops_the_chief_first_then_every_pod_and_starts_nothing(queue: list[str]) -> None:
+    run = run_of("ps.replicas=1", "worker.replicas=1", "evaluator.enabled=false", *queue)
     ps, worker, chief = f"{JS}-ps-0-0", f"{JS}-worker-0-0", f"{JS}-chief-0-0"
     run.engine.ready.update([ps, worker])
     for _ in range(3):

@@ -65,7 +65,7 @@ class JobSetRun:
         missing = [pod.name for job in self.spec.jobs for pod in job.pods if pod.name not in self.pods]
         assert not missing, f"pods of JobSet {self.spec.name} not rendered: {missing}"
         self.doc = {**copy.deepcopy(self.spec.doc), "status": {"conditions": []}}
-        self.doc["metadata"].get("labels", {}).pop(QUEUE_LABEL, None)  # no Kueue here: the JobSet suspends itself
+        (self.doc["metadata"].get("labels") or {}).pop(QUEUE_LABEL, None)  # no Kueue here: the JobSet suspends itself
         self.jobs = self._fresh()
 
     def _fresh(self) -> dict[str, JobRun]:
