@@ -18,7 +18,7 @@ from tests.kubeapi import kube_server
 from tfchart.cluster import preflight
 from tfchart.cluster.preflight.resources import check_gpus
 from tfchart.manifests.images import pulled_images
-from tfchart.manifests.workloads import running, workloads
+from tfchart.manifests.workloads import gpus, resources, running, workloads
 
 NS = "ml-training"
 GPU_VALUES = REPO / "values" / "gpu.yaml"
@@ -86,7 +86,7 @@ def test_tfchart_images_lists_the_same_images_with_the_same_pullers() -> None:
 
 def test_preflight_plans_and_counts_the_same_gpus() -> None:
     native, jobset = (preflight.Context(None, docs(kind), NS, "mnist") for kind in ("native", "jobset"))
-    pods = [sorted(((r.role, r.replicas, r.resources("requests"), r.gpus) for r in plan.roles), key=str)
+    pods = [sorted(((r.role, r.replicas, resources(r.spec), gpus(r.spec)) for r in plan.roles), key=str)
             for plan in (native, jobset)]  # fmt: skip
     assert pods[0] == pods[1]
     assert jobset.objects["pods"] == 2 + 4 + 1 + 1 + 1 + 1 + 1  # ps, workers, chief, evaluator, TB, Serving, supervisor

@@ -8,14 +8,12 @@ for (the only call here) only when a Job of the release belongs to one (JobSet's
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from contextlib import suppress
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.kube import AccessDenied, split_resource
-from tfchart.manifests.workloads import is_gpu_resource
+from tfchart.manifests.workloads import gpus
 from tfdcontract import (
     CHIEF,
     COMPLETION_INDEX_ANNOTATION,
@@ -122,20 +120,7 @@ def pod_reason(pod: Mapping[str, Any]) -> tuple[str, str]:
 
 def pod_gpus(pod: Mapping[str, Any]) -> dict[str, int]:
     """GPUs requested by the pod's containers, per resource name."""
-    return gpu_requests(c.get("resources") for c in (pod.get("spec") or {}).get("containers") or [])
-
-
-def gpu_requests(resources: Iterable[Mapping[str, Any] | None]) -> dict[str, int]:
-    """GPUs requested by containers with these `resources` (limits; requests when no limit), per resource name in
-    name order."""
-    totals: Counter[str] = Counter()
-    for each in resources:
-        merged = {**((each or {}).get("requests") or {}), **((each or {}).get("limits") or {})}
-        for name, value in merged.items():
-            if is_gpu_resource(name):
-                with suppress(ValueError):
-                    totals[name] += int(str(value))
-    return dict(sorted(totals.items()))
+    return gpus(pod.get("spec") or {})
 
 
 def job_info(role: str, jobs: list[Any], pods: list[Any]) -> JobInfo:

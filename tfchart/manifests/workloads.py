@@ -5,7 +5,7 @@ pod count and spec, read from `helm template`'s output; nothing is re-derived fr
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -59,24 +59,25 @@ class Workload:
         return containers + [(str(v["image"].get("reference", "")), str(v.get("name")))
                              for v in self.spec.get("volumes") or [] if isinstance(v.get("image"), dict)]  # fmt: skip
 
-    def resources(self, kind: str) -> dict[str, Decimal]:
-        """What the pod's containers request together (kind `requests`; the API server defaults a request left out to
-        the limit) or are limited to (`limits`), per resource; init containers, smaller in the chart, left out."""
-        totals: dict[str, Decimal] = {}
-        for container in self.spec.get("containers") or []:
-            given = container.get("resources") or {}
-            for key, value in {**(given.get("limits") or {}), **(given.get(kind) or {})}.items():
-                totals[key] = totals.get(key, Decimal(0)) + quantity.parse(value)
-        return totals
-
-    @property
-    def gpus(self) -> dict[str, int]:
-        """The pod's GPUs per resource: its limits (the API server copies them to the requests)."""
-        return {key: int(value) for key, value in self.resources("limits").items() if is_gpu_resource(key)}
-
     def claims(self) -> list[str]:
         return [str(volume["persistentVolumeClaim"].get("claimName")) for volume in self.spec.get("volumes") or []
                 if isinstance(volume.get("persistentVolumeClaim"), dict)]  # fmt: skip
+
+
+def resources(spec: Mapping[str, Any], kind: str = "requests") -> dict[str, Decimal]:
+    """What a pod spec's containers request together (kind `requests`; the API server defaults a request left out to
+    the limit) or are limited to (`limits`), per resource; init containers, smaller in the chart, left out."""
+    totals: dict[str, Decimal] = {}
+    for container in spec.get("containers") or []:
+        given = container.get("resources") or {}
+        for key, value in {**(given.get("limits") or {}), **(given.get(kind) or {})}.items():
+            totals[key] = totals.get(key, Decimal(0)) + quantity.parse(value)
+    return totals
+
+
+def gpus(spec: Mapping[str, Any]) -> dict[str, int]:
+    """The GPUs a pod spec asks for (a limit is the request), per resource in name order."""
+    return {key: int(value) for key, value in sorted(resources(spec).items()) if is_gpu_resource(key)}
 
 
 def workloads(docs: list[dict[str, Any]]) -> list[Workload]:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.kube import AccessDenied, resource_name
 from tfchart.manifests import quantity
-from tfchart.manifests.workloads import Workload, running
+from tfchart.manifests.workloads import Workload, resources, running
 from tfchart.values.storage import StorageNeed, need
 from tfdcontract import CHIEF, EVALUATOR, PS, WORKER
 
@@ -124,7 +124,7 @@ def requested(roles: list[Workload], kind: str = "requests") -> dict[str, Decima
     """What the roles' pods request (or are limited to) together, per resource they ask for, in name order."""
     totals: dict[str, Decimal] = {}
     for role in roles:
-        for key, value in role.resources(kind).items():
+        for key, value in resources(role.spec, kind).items():
             totals[key] = totals.get(key, Decimal(0)) + role.replicas * value
     return {key: totals[key] for key in sorted(totals) if totals[key] > 0}
 

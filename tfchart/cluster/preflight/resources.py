@@ -17,10 +17,9 @@ from functools import partial
 from typing import Any
 
 from tfchart.cluster.kube import AccessDenied
-from tfchart.cluster.objects import gpu_requests
 from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding, allocatable, name, requested
 from tfchart.manifests.quantity import parse, parse_or_none, shown
-from tfchart.manifests.workloads import Workload
+from tfchart.manifests.workloads import Workload, gpus, resources
 from tfchart.values.storage import RWX_EXAMPLES, StorageNeed
 from tfdcontract import CHART_NAME, INSTANCE_LABEL, PART_OF_LABEL, SUPERVISOR
 
@@ -35,7 +34,7 @@ NOT_FINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 def check_gpus(context: Context) -> list[Finding]:
     asks: dict[str, list[tuple[Workload, int]]] = {}  # per GPU resource: the roles and their GPUs per pod
     for role in context.roles:
-        for resource, count in role.gpus.items():
+        for resource, count in gpus(role.spec).items():
             asks.setdefault(resource, []).append((role, count))
     if not asks:
         return [gpu(OK, "the release requests no GPUs")]
@@ -54,8 +53,7 @@ def gpu_usage(context: Context) -> tuple[Counter[tuple[str, str]], str]:
                 labels = metadata.get("labels") or {}
                 if spec.get("nodeName") and own != (metadata.get("namespace"), labels.get(INSTANCE_LABEL),
                                                     labels.get(PART_OF_LABEL)):  # fmt: skip
-                    gpus = gpu_requests(c.get("resources") for c in spec.get("containers") or [])
-                    used.update({(spec["nodeName"], resource): count for resource, count in gpus.items()})
+                    used.update({(spec["nodeName"], resource): count for resource, count in gpus(spec).items()})
     except AccessDenied:
         return Counter(), " (other pods' GPU use is unknown: listing pods in all namespaces is forbidden)"
     return used, ""
@@ -135,7 +133,7 @@ def quota_finding(context: Context, resource_quota: dict[str, Any]) -> Finding:
         kind, _, resource = key.partition(".")  # quota on a compute resource rejects pods that do not set it
         missing += [f"{role.role} pods set no {key} and would be rejected by the quota"
                     for role in context.roles if kind in ("requests", "limits")
-                    and resource in ("cpu", "memory") and resource not in role.resources(kind)]  # fmt: skip
+                    and resource in ("cpu", "memory") and resource not in resources(role.spec, kind)]  # fmt: skip
     called = name(resource_quota)
     if over or missing:
         return quota(FAIL, f"ResourceQuota {called} would be exceeded: " + "; ".join(over + missing),
