@@ -377,8 +377,10 @@ def test_native_pods_start_at_once_statefulsets_come_back_and_the_chiefs_job_end
     assert advance(run.controller, suspend=False) == ("Failed", [])
 
 
-def test_a_native_suspension_follows_the_plan_and_a_resume_brings_the_servers_back_ready_before_the_chief() -> None:
-    sets = ("ps.replicas=1", "worker.replicas=2", "evaluator.enabled=true")
+@pytest.mark.parametrize("gang", [[], ["scheduling.gang.provider=volcano"]])  # no gang scheduler here: the same order
+def test_a_native_suspension_follows_the_plan_and_a_resume_brings_the_servers_back_ready_before_the_chief(
+        gang: list[str]) -> None:  # fmt: skip
+    sets = ("ps.replicas=1", "worker.replicas=2", "evaluator.enabled=true", *gang)
     run = run_of(*sets, base=())
     ps, workers, chief, evaluator = f"{JS}-ps-0", [f"{JS}-worker-0", f"{JS}-worker-1"], f"{JS}-chief", f"{JS}-evaluator"
     run.settle()

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfchart.errors import UsageError
+from tfdcontract.runstate import GANG_MARKERS
 
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 JOBSET_UID = "jobset.sigs.k8s.io/jobset-uid"
@@ -72,7 +73,12 @@ class JobRun:
 
     @classmethod
     def of(cls, rjob: str, doc: dict[str, Any], names: Sequence[str]) -> JobRun:
-        return cls(rjob, {**doc, "status": {"conditions": []}}, [PodRun(name, i) for i, name in enumerate(names)])
+        """The Job as created; no gang scheduler runs here, so the plan orders a resume as without one."""
+        doc = {**copy.deepcopy(doc), "status": {"conditions": []}}
+        template = doc["spec"]["template"].get("metadata") or {}
+        for key, marker in itertools.product(("labels", "annotations"), GANG_MARKERS):
+            (template.get(key) or {}).pop(marker, None)
+        return cls(rjob, doc, [PodRun(name, i) for i, name in enumerate(names)])
 
     @property
     def name(self) -> str:
