@@ -12,8 +12,8 @@ from typing import Any
 
 import yaml
 
-from tfchart.cluster.objects import JOBSET
-from tfchart.cluster.preflight.plan import FAIL, GANG_ROLES, OK, WARN, Context, Finding, guarded, name, requested
+from tfchart.cluster.objects import JOBSET, name_of
+from tfchart.cluster.preflight.plan import FAIL, GANG_ROLES, OK, WARN, Context, Finding, guarded, requested
 from tfchart.manifests.quantity import parse, shown
 from tfdcontract.runstate import KUEUE_GROUP as KUEUE
 from tfdcontract.runstate import KUEUE_VERSIONS, QUEUE_LABEL  # versions: v1beta2 since v0.15, v1beta1 before and beside
@@ -263,7 +263,7 @@ def check_network_policy(context: Context) -> list[Finding]:
         return [network(WARN, "networkPolicy.enabled=false: any pod can reach the TensorFlow gRPC ports, which run any "
                         "graph sent", "--set networkPolicy.enabled=true (the default) on a cluster whose CNI enforces "
                         "NetworkPolicies")]  # fmt: skip
-    daemon_sets = [name(ds) for ds in context.api.items("DaemonSet", "kube-system")]
+    daemon_sets = [name_of(ds) for ds in context.api.items("DaemonSet", "kube-system")]
     if found := sorted({cni for cni in ENFORCING_CNIS for ds in daemon_sets if ds == cni or ds.startswith(f"{cni}-")}):
         return [network(OK, f"NetworkPolicies are enforced by {', '.join(found)}")]
     return [network(WARN, "NetworkPolicies are likely NOT enforced (no known enforcing CNI found in kube-system: "

@@ -129,10 +129,6 @@ def requested(roles: list[Workload], kind: str = "requests") -> dict[str, Decima
     return {key: totals[key] for key in sorted(totals) if totals[key] > 0}
 
 
-def name(obj: dict[str, Any]) -> str:
-    return str(obj["metadata"]["name"])
-
-
 def allocatable(node: dict[str, Any], resource: str) -> Decimal:
     return quantity.parse(((node.get("status") or {}).get("allocatable") or {}).get(resource, 0))
 

@@ -17,7 +17,8 @@ from functools import partial
 from typing import Any
 
 from tfchart.cluster.kube import AccessDenied
-from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding, allocatable, name, requested
+from tfchart.cluster.objects import name_of
+from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding, allocatable, requested
 from tfchart.manifests.quantity import parse, parse_or_none, shown
 from tfchart.manifests.workloads import Workload, gpus, resources
 from tfchart.values.storage import RWX_EXAMPLES, StorageNeed
@@ -63,7 +64,7 @@ def gpu_finding(resource: str, asks: list[tuple[Workload, int]], nodes: list[dic
                 used: Counter[tuple[str, str]], usage_note: str) -> Finding:  # fmt: skip
     pods = [count for role, count in asks for _ in range(role.replicas)]
     needed, who = sum(pods), ", ".join(f"{role.role} {role.replicas}x{count}" for role, count in asks)
-    capacity = {name(node): int(allocatable(node, resource)) for node in nodes}
+    capacity = {name_of(node): int(allocatable(node, resource)) for node in nodes}
     free = {node: max(0, count - used[(node, resource)]) for node, count in capacity.items()}
     placed = placement([role for role, _ in asks])
     note = usage_note + (f" ({placed} of the GPU roles not evaluated: counted every schedulable node)"
@@ -134,7 +135,7 @@ def quota_finding(context: Context, resource_quota: dict[str, Any]) -> Finding:
         missing += [f"{role.role} pods set no {key} and would be rejected by the quota"
                     for role in context.roles if kind in ("requests", "limits")
                     and resource in ("cpu", "memory") and resource not in resources(role.spec, kind)]  # fmt: skip
-    called = name(resource_quota)
+    called = name_of(resource_quota)
     if over or missing:
         return quota(FAIL, f"ResourceQuota {called} would be exceeded: " + "; ".join(over + missing),
                        f"lower replicas/resources, or ask for more quota (`kubectl describe resourcequota {called}`)")
@@ -156,11 +157,11 @@ def check_colocation(context: Context) -> list[Finding]:
     what = ", ".join(f"{shown(value)} {key}" for key, value in needed.items()) or "nothing"
     note = f" ({placed} not evaluated)" if (placed := placement(roles)) else ""
     listed = context.nodes
-    fitting = [name(n) for n in listed if all(allocatable(n, key) >= value for key, value in needed.items())]
+    fitting = [name_of(n) for n in listed if all(allocatable(n, key) >= value for key, value in needed.items())]
     head = f"storage needs {context.storage.mode}, so all {pods} pods run on one node: they request {what}"
     if fitting:
         return [colocation(OK, f"{head}; fits {', '.join(fitting)} (allocatable, before other pods){note}")]
-    sizes = "; ".join(f"{name(node)}: " + ", ".join(f"{shown(allocatable(node, key))} {key}" for key in needed)
+    sizes = "; ".join(f"{name_of(node)}: " + ", ".join(f"{shown(allocatable(node, key))} {key}" for key in needed)
                       for node in listed)
     return [colocation(FAIL, f"{head}; no schedulable node has that much allocatable ({sizes or 'no schedulable node'})"
                        f"{note}", "lower the requests (values/cpu.yaml fits a 4-CPU, 8 GiB node), add a bigger node, "
@@ -271,11 +272,11 @@ def check_storage_class(context: Context, class_name: str | None, need: StorageN
                        f"with {mode}", "create a matching PersistentVolume, or set storage.storageClassName (null = "
                        "the default class)")  # fmt: skip
     listing = "StorageClasses: " + ("; ".join(
-        f"{name(c)} ({c['provisioner']}{', default' * is_default_class(c)}): "
+        f"{name_of(c)} ({c['provisioner']}{', default' * is_default_class(c)}): "
         + CAPABILITY[offers(c, mode)[0]].format(mode=mode) for c in classes) or "none")  # fmt: skip
-    offering = [name(c) for c in classes if offers(c, mode)[0] == RWX]
+    offering = [name_of(c) for c in classes if offers(c, mode)[0] == RWX]
     choose = f"<one that offers {mode}: {', '.join(offering)}>" if offering else \
-        f"<one of: {', '.join(map(name, classes))}>"  # fmt: skip
+        f"<one of: {', '.join(map(name_of, classes))}>"  # fmt: skip
     fix = (f"--set storage.storageClassName={choose}" if classes else "the cluster has no StorageClass: install a "
            f"provisioner that offers {mode}{f' ({RWX_EXAMPLES})' * (mode == RWM)}, or create a "
            f'PersistentVolume that does and --set storage.storageClassName=""')  # fmt: skip
@@ -284,22 +285,22 @@ def check_storage_class(context: Context, class_name: str | None, need: StorageN
                        f"Pending. {listing}", fix + ", or mark a class as default" * bool(classes))
     if class_name is None:  # Kubernetes picks the newest default
         chosen = max(defaults, key=lambda c: str(c["metadata"].get("creationTimestamp") or ""))
-        label = f"default StorageClass {name(chosen)}" + (f" (one of {len(defaults)} default classes: Kubernetes "
+        label = f"default StorageClass {name_of(chosen)}" + (f" (one of {len(defaults)} default classes: Kubernetes "
                                                              "picks the newest)" if len(defaults) > 1 else "")
-    elif (found := next((c for c in classes if name(c) == class_name), None)) is None:
+    elif (found := next((c for c in classes if name_of(c) == class_name), None)) is None:
         return finding(FAIL, f"StorageClass {class_name} does not exist. {listing}", fix)
     else:
         chosen, label = found, f"StorageClass {class_name}"
     label += f" ({chosen['provisioner']})"
     capability, provisioner = offers(chosen, mode)
-    if capability != RWX and (volume := static_volume(context, need, name(chosen))):
+    if capability != RWX and (volume := static_volume(context, need, name_of(chosen))):
         return finding(OK, f"needs {mode}: the claim of {label} binds to {volume}. {listing}")
     if capability == RWX:
-        spread = [name(c) for c in classes if offers(c, RWM)[0] == RWX] if need.colocated and need.total > 1 else []
+        spread = [name_of(c) for c in classes if offers(c, RWM)[0] == RWX] if need.colocated and need.total > 1 else []
         tip = (f" ({spread[0]} offers ReadWriteMany: --set storage.accessModes={{ReadWriteMany}} "
                f"--set storage.storageClassName={spread[0]} lets the pods spread over nodes)") if spread else ""
         return finding(OK, f"needs {mode}: {label} offers it{tip}. {listing}")
-    if others := [each for each in offering if each != name(chosen)]:
+    if others := [each for each in offering if each != name_of(chosen)]:
         hint = f"--set storage.storageClassName={others[0]} (it offers {mode}), or {COLOCATE_FIX}"
     else:
         hint = (f"on one node: {COLOCATE_FIX}; across nodes: install a provisioner that offers {mode} "
@@ -332,5 +333,5 @@ def static_volume(context: Context, need: StorageNeed, class_name: str) -> str |
         if (phase, spec.get("claimRef"), spec.get("storageClassName") or "", spec.get("volumeMode") or "Filesystem") \
                 == ("Available", None, class_name, "Filesystem") and need.mode in (spec.get("accessModes") or []) \
                 and size >= wanted:  # fmt: skip
-            return f"PersistentVolume {name(volume)} (pre-created, Available, {capacity}, {need.mode})"
+            return f"PersistentVolume {name_of(volume)} (pre-created, Available, {capacity}, {need.mode})"
     return None
