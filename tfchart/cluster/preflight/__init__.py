@@ -16,7 +16,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.preflight import controllers, resources, topology
-from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding, guarded
+from tfchart.cluster.preflight.context import FAIL, OK, WARN, Context, Finding, guarded
 from tfchart.errors import TfchartError
 from tfchart.images.build import DEFAULT_REPOSITORY
 from tfchart.images.registry import MISSING, PLAIN_HTTP, PRESENT, UNAUTHORISED, Access, resolve

@@ -18,7 +18,7 @@ from typing import Any
 
 from tfchart.cluster.kube import AccessDenied
 from tfchart.cluster.objects import name_of
-from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding, allocatable, requested
+from tfchart.cluster.preflight.context import FAIL, OK, WARN, Context, Finding, allocatable, requested
 from tfchart.manifests.quantity import parse, parse_or_none, shown
 from tfchart.manifests.workloads import Workload, gpus, resources
 from tfchart.values.storage import RWX_EXAMPLES, StorageNeed

@@ -10,8 +10,8 @@ from collections import Counter
 from functools import partial
 from typing import Any, NamedTuple
 
+from tfchart.cluster.preflight.context import FAIL, OK, WARN, Context, Finding
 from tfchart.cluster.preflight.controllers import kueue_version
-from tfchart.cluster.preflight.plan import FAIL, OK, WARN, Context, Finding
 from tfdcontract import CHIEF, PS, WORKER
 from tfdcontract.runstate import KUEUE_GROUP as KUEUE
 from tfdcontract.runstate import QUEUE_LABEL
