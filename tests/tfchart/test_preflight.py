@@ -94,7 +94,7 @@ def test_quantities_print_readably(value: Decimal, text: str) -> None:
     assert quantity.shown(value) == text
 
 
-# -- the plan matches what the chart renders ----------------------------------------------------
+# -- what the release adds (quota) matches what the chart renders --------------------------------
 
 
 def effective(resources: dict[str, Any], kind: str) -> dict[str, Decimal]:
@@ -106,9 +106,9 @@ def effective(resources: dict[str, Any], kind: str) -> dict[str, Decimal]:
 @pytest.mark.parametrize("values_file", ["values/cpu.yaml", "values/gpu.yaml", "values/multi-gpu.yaml",
                                          "values/sync-allreduce.yaml",
                                          "charts/tf-distributed/ci/sync-workers-only-values.yaml"])  # fmt: skip
-def test_plan_matches_the_rendered_manifests(values_file: str) -> None:
+def test_what_the_release_adds_matches_the_rendered_manifests(values_file: str) -> None:
     rendered = docs(values_file)
-    plan = Context(None, rendered, NS)  # what the release adds, needing no API
+    ctx = Context(None, rendered, NS)  # what the release adds, read with no API
     release = [d for d in rendered if d["metadata"]["labels"].get("app.kubernetes.io/component") != "test"]
     totals: dict[str, Decimal] = {}
     pods = 0
@@ -122,13 +122,13 @@ def test_plan_matches_the_rendered_manifests(values_file: str) -> None:
                 for key, value in effective(container.get("resources", {}), kind).items():
                     totals[f"{kind}.{key}"] = totals.get(f"{kind}.{key}", Decimal(0)) + replicas * value
     for key, expected in totals.items():
-        assert plan.adds(key) == expected, key
-    assert plan.objects["pods"] == pods
-    assert plan.objects["services"] == sum(1 for d in release if d["kind"] == "Service")
-    assert plan.objects["persistentvolumeclaims"] == sum(1 for d in release if d["kind"] == "PersistentVolumeClaim")
+        assert ctx.adds(key) == expected, key
+    assert ctx.objects["pods"] == pods
+    assert ctx.objects["services"] == sum(1 for d in release if d["kind"] == "Service")
+    assert ctx.objects["persistentvolumeclaims"] == sum(1 for d in release if d["kind"] == "PersistentVolumeClaim")
     for kind, quota_key in (("StatefulSet", "count/statefulsets.apps"), ("Deployment", "count/deployments.apps"),
                             ("Job", "count/jobs.batch")):  # fmt: skip
-        assert plan.objects[quota_key] == sum(1 for d in release if d["kind"] == kind), kind
+        assert ctx.objects[quota_key] == sum(1 for d in release if d["kind"] == kind), kind
 
 
 # -- (a) GPU capacity ---------------------------------------------------------------------------
@@ -280,25 +280,42 @@ def test_an_rwx_class_passes_and_is_named(cluster: KubeServer) -> None:
     assert cluster.calls == [Call("list", "storageclasses")]
 
 
-def test_an_rwx_class_that_is_not_the_default_is_the_fix(cluster: KubeServer) -> None:
-    kind_cluster(cluster, kf.storage_class("cephfs", "rook-ceph.cephfs.csi.ceph.com"))
-    [finding] = check_storage(context(cluster, docs("values/gpu.yaml")))
-    assert finding.severity == FAIL
-    assert "cephfs (rook-ceph.cephfs.csi.ceph.com): offers ReadWriteMany" in finding.message
-    assert finding.hint.startswith(f"--set storage.storageClassName=cephfs (it offers ReadWriteMany), or {RWO_FIX}")
-    data = docs("values/gpu.yaml", sets=["storage.storageClassName=cephfs"])
-    [finding] = check_storage(context(cluster, data))
-    assert (finding.severity, finding.message.split(". ")[0]) == (
-        OK, "needs ReadWriteMany: StorageClass cephfs (rook-ceph.cephfs.csi.ceph.com) offers it")  # fmt: skip
+GP3_EFS = (("gp3", "ebs.csi.aws.com"), ("efs", "efs.csi.aws.com"))  # EKS's, neither the default
+CEPHFS = (("standard", "rancher.io/local-path", True), ("cephfs", "rook-ceph.cephfs.csi.ceph.com"))  # kind's + Rook's
+NAMED = "storage.storageClassName="
+NO_CLASS_FIX = ("the cluster has no StorageClass: install a provisioner that offers ReadWriteMany (NFS, CephFS, EFS, "
+                'Azure Files, Filestore, Longhorn...), or create a PersistentVolume that does and --set '
+                'storage.storageClassName=""')  # fmt: skip
 
 
-def test_co_located_values_name_the_class_that_would_let_pods_spread(cluster: KubeServer) -> None:
-    kind_cluster(cluster, kf.storage_class("nfs", "nfs.csi.k8s.io"))
-    [finding] = check_storage(context(cluster, docs("values/cpu.yaml")))
-    assert finding.severity == OK
-    assert finding.message.startswith("needs ReadWriteOnce: default StorageClass standard (rancher.io/local-path) "
-                                      "offers it (nfs offers ReadWriteMany: --set storage.accessModes={ReadWriteMany} "
-                                      "--set storage.storageClassName=nfs lets the pods spread over nodes)")
+@pytest.mark.parametrize(
+    ("classes", "values_file", "sets", "severity", "says", "hint"),
+    [
+        (CEPHFS, "values/gpu.yaml", (), FAIL, "cephfs (rook-ceph.cephfs.csi.ceph.com): offers ReadWriteMany",
+         f"--set {NAMED}cephfs (it offers ReadWriteMany), or {RWO_FIX}"),
+        (CEPHFS, "values/gpu.yaml", (f"{NAMED}cephfs",), OK, "needs ReadWriteMany: StorageClass cephfs "
+         "(rook-ceph.cephfs.csi.ceph.com) offers it. ", ""),
+        ((CEPHFS[0], ("nfs", "nfs.csi.k8s.io")), "values/cpu.yaml", (), OK, "needs ReadWriteOnce: default StorageClass "
+         "standard (rancher.io/local-path) offers it (nfs offers ReadWriteMany: --set storage.accessModes="
+         "{ReadWriteMany} --set storage.storageClassName=nfs lets the pods spread over nodes)", ""),
+        (GP3_EFS, "values/gpu.yaml", (), FAIL, "no default StorageClass and storage.storageClassName is not set",
+         f"--set {NAMED}<one that offers ReadWriteMany: efs>"),
+        (GP3_EFS, "values/gpu.yaml", (f"{NAMED}nfs",), FAIL, "StorageClass nfs does not exist. ", ""),
+        (GP3_EFS, "values/gpu.yaml", (f"{NAMED}efs",), OK, "StorageClass efs (efs.csi.aws.com) offers", ""),
+        (GP3_EFS, "values/cpu.yaml", (), FAIL, "", f"--set {NAMED}<one that offers ReadWriteOnce: efs, gp3>"),
+        ((), "values/gpu.yaml", (), FAIL, "", NO_CLASS_FIX),
+        ((), "values/gpu.yaml", (f"{NAMED}nfs",), FAIL, "", "the cluster has no StorageClass: install"),
+    ],
+)  # fmt: skip
+def test_the_class_the_claim_would_use_and_the_one_that_would_do(
+    classes: tuple[tuple[Any, ...], ...], values_file: str, sets: tuple[str, ...], severity: str, says: str, hint: str,
+    cluster: KubeServer,
+) -> None:  # fmt: skip
+    """The named (else the default) StorageClass against the mode the values need; the fix names the class that
+    offers it, or what to install where none does."""
+    cluster.add(*(kf.storage_class(*each) for each in classes))
+    [finding] = check_storage(context(cluster, docs(values_file, sets=sets)))
+    assert finding.severity == severity and says in finding.message and finding.hint.startswith(hint), finding
 
 
 @pytest.mark.parametrize(
@@ -321,20 +338,6 @@ def test_node_local_and_unknown_provisioners(
     assert RWO_FIX in finding.hint
 
 
-def test_missing_default_or_named_class_fails(cluster: KubeServer) -> None:
-    cluster.add(kf.storage_class("gp3", "ebs.csi.aws.com"), kf.storage_class("efs", "efs.csi.aws.com"))
-    [finding] = check_storage(context(cluster, docs("values/gpu.yaml")))
-    assert finding.severity == FAIL
-    assert finding.message.startswith("no default StorageClass and storage.storageClassName is not set")
-    assert finding.hint.startswith("--set storage.storageClassName=<one that offers ReadWriteMany: efs>")
-    [finding] = check_storage(context(cluster, docs("values/gpu.yaml", sets=["storage.storageClassName=nfs"])))
-    assert (finding.severity, finding.message.split(". ")[0]) == (FAIL, "StorageClass nfs does not exist")
-    [finding] = check_storage(context(cluster, docs("values/gpu.yaml", sets=["storage.storageClassName=efs"])))
-    assert finding.severity == OK
-    [finding] = check_storage(context(cluster, docs("values/cpu.yaml")))
-    assert finding.hint.startswith("--set storage.storageClassName=<one that offers ReadWriteOnce: efs, gp3>")
-
-
 def volume(name: str, size: str, class_name: str = "", phase: str = "Available",
            modes: Sequence[str] = ("ReadWriteMany",)) -> dict[str, Any]:  # fmt: skip
     """A pre-created PersistentVolume (an NFS export an admin made), as the API server serves it."""
@@ -342,16 +345,6 @@ def volume(name: str, size: str, class_name: str = "", phase: str = "Available",
             "spec": {"capacity": {"storage": size}, "accessModes": list(modes), "storageClassName": class_name,
                      "nfs": {"server": "10.0.0.5", "path": f"/exports/{name}"}, "volumeMode": "Filesystem",
                      "persistentVolumeReclaimPolicy": "Retain"}, "status": {"phase": phase}}  # fmt: skip
-
-
-def test_a_cluster_without_storage_classes_is_told_what_to_create(cluster: KubeServer) -> None:
-    [finding] = check_storage(context(cluster, docs("values/gpu.yaml")))
-    assert finding.severity == FAIL and "<one of" not in finding.hint, finding.hint
-    assert finding.hint == ("the cluster has no StorageClass: install a provisioner that offers ReadWriteMany (NFS, "
-                            "CephFS, EFS, Azure Files, Filestore, Longhorn...), or create a PersistentVolume that does "
-                            'and --set storage.storageClassName=""')
-    [finding] = check_storage(context(cluster, docs("values/gpu.yaml", sets=["storage.storageClassName=nfs"])))
-    assert finding.severity == FAIL and finding.hint.startswith("the cluster has no StorageClass: install")
 
 
 def test_a_pre_created_volume_that_offers_read_write_many_is_what_the_claim_binds_to(cluster: KubeServer) -> None:
