@@ -108,7 +108,7 @@ def start(name: str, values: ValuesInputs, namespace: str, workdir: Path | None,
     """Renders the release for this machine and runs it to its end, recording the run in its directory (a resumed
     run: again, in the same directory, refused when it no longer renders the same run)."""
     from tfchart.console import console
-    from tfchart.helm.chart import manifests, merged_values
+    from tfchart.helm.chart import Inputs, manifests, merged_values
     from tfchart.local import containers, processes, session
     from tfchart.values.validate import rendered
 
@@ -129,7 +129,8 @@ def start(name: str, values: ValuesInputs, namespace: str, workdir: Path | None,
     docs: list[dict[str, Any]] = []
 
     def render_for_local(extra: list[tuple[str, str]]) -> list[dict[str, Any]]:
-        docs[:] = manifests(rendered(helm, chart, values.inputs.with_sets([*shared, *extra]), name, namespace))
+        inputs = Inputs(values.inputs.files, [*values.inputs.sets, *shared, *extra])
+        docs[:] = manifests(rendered(helm, chart, inputs, name, namespace))
         return docs
 
     plan = (processes.plan(render_for_local, merged, run_dir, namespace, options["host_network"]) if engine == "process"

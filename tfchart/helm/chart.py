@@ -59,14 +59,21 @@ class Chart:
 
 def resolve(reference: str | None, version: str | None, helm: Runner, plain_http: bool = False) -> Chart:
     """The chart for `reference` (default: the chart tfchart ships); remote ones are pulled now."""
-    if reference is None:
-        return local(BUNDLED_CHART, str(BUNDLED_CHART))
-    path = Path(reference).expanduser()
+    path = Path(reference).expanduser() if reference else BUNDLED_CHART
+    shown = reference or str(BUNDLED_CHART)
     if path.exists():
-        if version:
-            raise UsageError("--version picks a version of a remote chart", f"drop --version for {reference}")
-        return local(path, reference)
-    if not REMOTE.match(reference):
+        if version and reference:
+            raise UsageError("--version picks a version of a remote chart", f"drop --version for {shown}")
+        if path.is_dir() and not (path / "Chart.yaml").is_file():
+            raise UsageError(f"no chart at {shown}: {path}/Chart.yaml is missing", "pass --chart a chart directory")
+        if path.is_file():
+            import tarfile  # lazily: a chart directory, the common case, never needs it
+
+            if not tarfile.is_tarfile(path):
+                raise UsageError(f"{shown} is not a packaged chart",
+                                 "pass a .tgz made by `helm package`, or a directory")
+        return Chart(path, shown)
+    if not reference or not REMOTE.match(reference):
         raise UsageError(f"no chart at {reference}", "pass --chart a chart directory, a .tgz, or oci://REGISTRY/CHART")
     where = private_folder("tfchart-chart-")
     args = ["pull", reference, "--untar", "--untardir", str(where)]
@@ -78,17 +85,6 @@ def resolve(reference: str | None, version: str | None, helm: Runner, plain_http
     if len(pulled) != 1:
         raise UsageError(f"helm pull {reference} gave no chart", "check the reference and --version")
     return Chart(pulled[0], reference + (f" (version {version})" if version else ""))
-
-
-def local(path: Path, shown: str) -> Chart:
-    if path.is_dir() and not (path / "Chart.yaml").is_file():
-        raise UsageError(f"no chart at {shown}: {path}/Chart.yaml is missing", "pass --chart a chart directory")
-    if path.is_file():
-        import tarfile  # lazily: a chart directory, the common case, never needs it
-
-        if not tarfile.is_tarfile(path):
-            raise UsageError(f"{shown} is not a packaged chart", "pass a .tgz made by `helm package`, or a directory")
-    return Chart(path, shown)
 
 
 def private_folder(prefix: str) -> Path:
@@ -125,10 +121,6 @@ class Inputs:
         """helm's arguments for these inputs; helm applies the files, then each --set flag in SET_FLAGS order."""
         return [*(arg for file in self.files for arg in ("--values", file.path)),
                 *(arg for flag, argument in self.sets for arg in (flag, argument))]  # fmt: skip
-
-    def with_sets(self, extra: list[tuple[str, str]]) -> Inputs:
-        """These inputs and `extra` --set-family arguments after them."""
-        return Inputs(self.files, [*self.sets, *extra])
 
     def applied(self) -> list[tuple[str, str]]:
         """The --set family in the order helm applies it (later ones win)."""

@@ -46,18 +46,14 @@ def find_helm(explicit: str | None = None) -> str:
 def version(executable: str) -> tuple[int, int]:
     """(major, minor) of a helm binary; older than 3.17 is refused. Asked once per binary (the answer is
     cached by the binary's path, size and modification time: `helm version` costs a third of a render)."""
-    path = shutil.which(executable) or executable
+    cache, key = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tfchart" / "helm-versions", ""
+    with contextlib.suppress(OSError):
+        info = os.stat(path := os.path.realpath(shutil.which(executable) or executable))
+        key = f"{path}:{info.st_size}:{info.st_mtime_ns}"
     try:
-        info = os.stat(path)
-        key = f"{os.path.realpath(path)}:{info.st_size}:{info.st_mtime_ns}"
-    except OSError:
-        key = ""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tfchart" / "helm-versions"
-    try:
-        known = dict(line.rsplit(" ", 1) for line in cache.read_text().splitlines() if " " in line)
+        output = dict(line.rsplit(" ", 1) for line in cache.read_text().splitlines() if " " in line).get(key, "")
     except (OSError, UnicodeError):
-        known = {}
-    output = known.get(key, "")
+        output = ""
     if not output:
         try:
             output = subprocess.run([executable, "version", "--template", "{{.Version}}"], capture_output=True,
@@ -69,10 +65,14 @@ def version(executable: str) -> tuple[int, int]:
                 cache.parent.mkdir(parents=True, exist_ok=True)
                 with open(cache, "a") as out:
                     out.write(f"{key} {output}\n")
+    return parsed(output, executable)
+
+
+def parsed(output: str, executable: str) -> tuple[int, int]:
+    """(major, minor) of what `helm version` printed; older than 3.17, or not helm, is refused."""
     if not (match := re.match(r"v?(\d+)\.(\d+)", output)):
         raise HelmError(f"{executable} is not helm: `version` printed {output[:80]!r}", INSTALL_HINT)
-    found = (int(match.group(1)), int(match.group(2)))
-    if found < OLDEST:
+    if (found := (int(match.group(1)), int(match.group(2)))) < OLDEST:
         raise HelmError(f"helm {output} is too old for tfchart", INSTALL_HINT)
     return found
 
@@ -120,10 +120,7 @@ def major_version(runner: Runner) -> int:
     """The major version of the helm behind `runner` (its flags differ: --atomic / --rollback-on-failure)."""
     if isinstance(runner, Helm):
         return version(runner.executable)[0]
-    output = runner(["version", "--template", "{{.Version}}"]).decode().strip()
-    if not (match := re.match(r"v?(\d+)\.", output)):
-        raise HelmError(f"cannot read the helm version from {output!r}", INSTALL_HINT)
-    return int(match.group(1))
+    return parsed(runner(["version", "--template", "{{.Version}}"]).decode().strip(), "helm")[0]
 
 
 LOG_LINE = re.compile(r"(\S+\.go:\d+: |level=)")
