@@ -56,7 +56,7 @@ class Context:
     @cached_property
     def objects(self) -> Counter[str]:
         """What the release adds to the quota's object counts (pods, services, count/jobs.batch...)."""
-        objects: Counter[str] = Counter()
+        objects: Counter[str] = Counter(secrets=1)  # helm's release record (sh.helm.release.v1.<release>.v1)
         for workload in self.roles:
             if workload.kind != "JobSet":  # a JobSet counts once, with one Job per replicatedJob (below)
                 objects[f"count/{resource_name(workload.kind)}"] += 1
@@ -75,7 +75,6 @@ class Context:
                 objects[f"count/{resource_name(kind)}"] += 1
                 objects["count/jobs.batch"] += sum(int(job.get("replicas", 1)) for job in spec.get("replicatedJobs")
                                                    or [])  # fmt: skip
-        objects["secrets"] += 1  # helm's release record (sh.helm.release.v1.<release>.v1)
         for plain in ("pods", "services", "persistentvolumeclaims", "secrets"):
             objects[f"count/{plain}"] = objects[plain]
         return objects

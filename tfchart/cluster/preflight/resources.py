@@ -256,15 +256,11 @@ def offers(storage_class: dict[str, Any], mode: str) -> tuple[str, str]:
         key, f"{driver} is not a provisioner tfchart knows")
 
 
-def is_default_class(storage_class: dict[str, Any]) -> bool:
-    annotations = storage_class["metadata"].get("annotations") or {}
-    return any(annotations.get(key) == "true" for key in DEFAULT_CLASS_ANNOTATIONS)
-
-
 def check_storage_class(context: Context, class_name: str | None, need: StorageNeed) -> Finding:
     mode = need.mode
     classes = [] if class_name == "" else context.api.items("StorageClass")
-    defaults = [c for c in classes if is_default_class(c)]
+    defaults = [c for c in classes if any((c["metadata"].get("annotations") or {}).get(key) == "true"
+                                          for key in DEFAULT_CLASS_ANNOTATIONS)]  # fmt: skip
     if (class_name == "" or (class_name is None and not defaults)) and (volume := static_volume(context, need, "")):
         return finding(OK, f"needs {mode}: the claim has no StorageClass and binds to {volume}")
     if class_name == "":
@@ -272,7 +268,7 @@ def check_storage_class(context: Context, class_name: str | None, need: StorageN
                        f"with {mode}", "create a matching PersistentVolume, or set storage.storageClassName (null = "
                        "the default class)")  # fmt: skip
     listing = "StorageClasses: " + ("; ".join(
-        f"{name_of(c)} ({c['provisioner']}{', default' * is_default_class(c)}): "
+        f"{name_of(c)} ({c['provisioner']}{', default' * (c in defaults)}): "
         + CAPABILITY[offers(c, mode)[0]].format(mode=mode) for c in classes) or "none")  # fmt: skip
     offering = [name_of(c) for c in classes if offers(c, mode)[0] == RWX]
     choose = f"<one that offers {mode}: {', '.join(offering)}>" if offering else \
