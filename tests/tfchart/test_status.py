@@ -313,26 +313,15 @@ def test_missing_object_is_a_404_with_a_kubectl_hint(cluster: KubeServer) -> Non
     assert api.read_object("PersistentVolumeClaim", "absent", NS) is None
 
 
-def test_every_kind_resolves_to_the_clients_own_api_and_method() -> None:
-    """KubeApi names no API class or method: the pinned client's own naming resolves each kind (a kind the client
-    renames, or a typo in KINDS, fails here without a server); JobSet, which the client has no API for, is custom."""
-    from kubernetes import client
-
-    api = kube.KubeApi(lambda: client.ApiClient(client.Configuration(host="https://127.0.0.1:1")))
-
-    def method(kind: str, verb: str, namespace: str | None, *name: str, sub: str = "") -> str:
-        return str(api._bound(kind, verb, namespace, *name, sub=sub).func.__name__)
-
-    cluster_scoped = ("Node", "PersistentVolume", "StorageClass", "ValidatingWebhookConfiguration")
-    for kind in kube.KINDS:  # every kind has a list (all namespaces or cluster-wide) and a read
-        assert method(kind, "list", None) and method(kind, "read", None if kind in cluster_scoped else "ns", "x")
-    assert (method("Pod", "list", None), method("Pod", "read", "ns", "x")) == ("list_pod_for_all_namespaces",
-                                                                             "read_namespaced_pod")  # fmt: skip
-    assert (method("Node", "list", None), method("Node", "read", None, "x")) == ("list_node", "read_node")
-    assert method("ValidatingWebhookConfiguration", "list", None) == "list_validating_webhook_configuration"
-    assert method("StatefulSet", "patch", "ns", "x", sub="scale") == "patch_namespaced_stateful_set_scale"
-    assert (method("JobSet", "list", None), method("JobSet", "read", "ns", "x")) == ("list_cluster_custom_object",
-                                                                                   "get_namespaced_custom_object")
+def test_every_kind_has_its_api_path_and_resource_name() -> None:
+    """KubeApi calls each kind on its path (the core group under /api, others under /apis/GROUP), cluster-scoped or
+    across namespaces without a namespace; JobSet, a custom resource, alike."""
+    assert [kube.resource_path(*args) for args in (("Pod", None), ("Pod", "ns", "x", "log"), ("Node", None, "x"),
+                                                   ("StatefulSet", "ns", "x", "scale"), ("JobSet", "ns"))] == [
+        "/api/v1/pods", "/api/v1/namespaces/ns/pods/x/log", "/api/v1/nodes/x",
+        "/apis/apps/v1/namespaces/ns/statefulsets/x/scale", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/ns/jobsets"]
+    assert kube.resource_path("ValidatingWebhookConfiguration", None) == \
+        "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"  # fmt: skip
     assert [kube.resource_name(kind) for kind in ("Pod", "Job", "JobSet")] == ["pods", "jobs.batch",
                                                                                "jobsets.jobset.x-k8s.io"]
 

@@ -65,8 +65,9 @@ class Clock:
 class Helm(RecordingHelm):
     """RecordingHelm that also notes what the cluster looked like when `helm upgrade` ran."""
 
-    def __init__(self, cluster: KubeServer, deployed: Sequence[str], failed: Sequence[str] | None = None) -> None:
-        super().__init__("4", deployed, failed=failed)
+    def __init__(self, cluster: KubeServer, deployed: Sequence[str], failed: Sequence[str] | None = None,
+                 deployed_chart: Path = CHART) -> None:  # fmt: skip
+        super().__init__("4", deployed, deployed_chart, failed)
         self.cluster = cluster
         self.at_upgrade: tuple[int, set[tuple[str, str | None, str]]] | None = None
 
@@ -92,13 +93,14 @@ def run_upgrade(
     clock: Clock | None = None,
     timeout: float = 300.0,
     failed: Sequence[str] | None = None,
+    deployed_chart: Path = CHART,
     **live: Any,
 ) -> tuple[Helm, list[str], guard.UpgradePlan | Exception]:
-    """tfchart's upgrade of `deployed` to `sets` against the cluster (the deployed release as `live_cluster`
-    leaves it, unless the test put objects there already): (helm, what it said, plan or error)."""
+    """tfchart's upgrade of `deployed` (by `deployed_chart`) to `sets` against the cluster (the deployed release as
+    `live_cluster` leaves it, unless the test put objects there already): (helm, what it said, plan or error)."""
     if not cluster.objects:
-        live_cluster(cluster, RecordingHelm("4", as_args(deployed)), **live)
-    helm = Helm(cluster, as_args(deployed), None if failed is None else as_args(failed))
+        live_cluster(cluster, RecordingHelm("4", as_args(deployed), deployed_chart), **live)
+    helm = Helm(cluster, as_args(deployed), None if failed is None else as_args(failed), deployed_chart)
     api = cluster.api()
     clock = clock or Clock()
     said: list[str] = []
@@ -413,24 +415,7 @@ def old_chart_upgrade(
 ) -> tuple[Helm, list[str], guard.UpgradePlan | Exception]:
     live_cluster(cluster, RecordingHelm("4", [], deployed_chart=old_chart))
     cluster.linger[("statefulsets", NS, WORKER)] = linger
-    helm = Helm(cluster, [])
-    helm.deployed_chart = old_chart
-    said: list[str] = []
-    api = cluster.api()
-    try:
-        outcome: guard.UpgradePlan | Exception = upgrade(
-            helm,
-            inputs(),
-            Options(namespace=NS),
-            recreate=True,
-            deleter=api,
-            live=api,
-            waiting=Waiting(timeout=timeout, interval=2.0, sleep=clock.sleep, clock=clock),
-            report=said.append,
-        )
-    except KubernetesError as error:
-        outcome = error
-    return helm, said, outcome
+    return run_upgrade(cluster, [], [], recreate=True, clock=clock, timeout=timeout, deployed_chart=old_chart)
 
 
 def test_recreate_polls_each_deletion_until_404_and_only_then_runs_helm(old_chart: Path, cluster: KubeServer) -> None:
@@ -474,24 +459,9 @@ def test_recreate_times_out_naming_what_is_still_terminating_and_never_runs_helm
 
 
 def test_every_problem_is_listed_at_once_with_field_old_and_new(old_chart: Path, cluster: KubeServer) -> None:
-    live_cluster(cluster, RecordingHelm("4", ["--set", "storage.storageClassName=nfs"], deployed_chart=old_chart))
-    helm = Helm(cluster, ["--set", "storage.storageClassName=nfs"])
-    helm.deployed_chart = old_chart
-    api = cluster.api()
-    with pytest.raises(ImmutableFieldChange) as raised:
-        upgrade(
-            helm,
-            inputs(
-                sets=[
-                    ("--set", "storage.storageClassName=fast"),
-                    ("--set", "nameOverride=tfd"),
-                    ("--set", "fullnameOverride=mnist-tf-distributed"),
-                ]
-            ),
-            Options(namespace=NS),
-            live=api,
-        )
-    lines = raised.value.message.splitlines()
+    new = ["storage.storageClassName=fast", *RENAMED]
+    helm, _, outcome = run_upgrade(cluster, ["storage.storageClassName=nfs"], new, deployed_chart=old_chart)
+    lines = refused(outcome).message.splitlines()
     assert lines[0] == (
         "the API server refuses to change these fields (asked with a dry run), so helm would fail half-way; nothing "
         "was changed:"
@@ -505,7 +475,7 @@ def test_every_problem_is_listed_at_once_with_field_old_and_new(old_chart: Path,
         '      fix: keep storage.storageClassName at "nfs"',
     ):
         assert expected in lines, f"{expected!r} not in:\n" + "\n".join(lines)
-    hint = raised.value.hint
+    hint = refused(outcome).hint
     assert hint.startswith("re-run with --recreate") and "--recreate never deletes a PersistentVolumeClaim" in hint
     assert not helm.upgraded()
 

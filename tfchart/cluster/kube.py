@@ -7,9 +7,7 @@ page, checked before the client deserialises it)."""
 
 from __future__ import annotations
 
-import functools
 import json
-import re
 from collections.abc import Callable, Generator, Iterator
 from contextlib import suppress
 from dataclasses import dataclass
@@ -23,14 +21,13 @@ T = TypeVar("T")
 
 REQUEST_TIMEOUT = (10, 60)  # seconds: (connect, read), for every call but a followed log and a DELETE
 MERGE_PATCH = "application/merge-patch+json"
-RAW = {"_preload_content": False, "_request_timeout": REQUEST_TIMEOUT}  # the answer as sent, checked_request checks it
 
 # What a DELETE did: gone (a Status), "terminating" (the object: finalizers pending) or "absent" (404: nothing there)
 Deletion = Literal["deleted", "terminating", "absent"]
 
 # The kinds tfchart names, as resources in full (plural.version.group, as `kubectl get` takes them): what the client
-# cannot tell from a kind. Its typed API and method follow by the client's naming (kubernetes.utils.create_from_yaml:
-# <Group><Version>Api, snake_case kind); a group it has no API for (JobSet, *_custom calls): CustomObjectsApi.
+# cannot tell from a kind. Every call is made on the resource's path through the client's ApiClient (its
+# configuration, credentials and HTTP layer) and read raw as JSON: no typed API or model stands between.
 KINDS = {
     "Pod": "pods.v1", "Service": "services.v1", "ConfigMap": "configmaps.v1", "ResourceQuota": "resourcequotas.v1",
     "PersistentVolumeClaim": "persistentvolumeclaims.v1", "PersistentVolume": "persistentvolumes.v1",
@@ -42,7 +39,7 @@ KINDS = {
 
 
 class Custom(NamedTuple):
-    """A custom resource tfchart reads and writes as JSON (no client model): workload.kind=jobset's JobSet."""
+    """A resource as its group, version and plural (the core group is "")."""
 
     group: str
     version: str
@@ -60,6 +57,14 @@ def split_resource(kind: str) -> Custom:  # a KINDS kind, or a resource spelled 
 
 def resource_name(kind: str) -> str:  # as messages and RBAC hints name it: pods, statefulsets.apps
     return split_resource(kind).name.rstrip(".")
+
+
+def resource_path(kind: str, namespace: str | None, *name: str) -> str:
+    """The API path of a kind's objects (namespace None: cluster-scoped, or all namespaces), then of an object and its
+    subresource: /api/v1/namespaces/ml/pods/NAME/log, /apis/jobset.x-k8s.io/v1alpha2/jobsets."""
+    group, version, plural = split_resource(kind)
+    where = ("namespaces", namespace) if namespace else ()
+    return "/".join((f"/apis/{group}" if group else "/api", version, *where, plural, *name))
 
 
 class AccessDenied(ClusterUnavailable):
@@ -95,16 +100,23 @@ class KubeApi:
         """A KubeApi for the kubeconfig (or in-cluster) configuration; nothing is read until the first call."""
         return cls(lambda: load_api_client(kubeconfig, context), describe_source(kubeconfig, context))
 
-    def _api(self, name: str) -> Any:
-        """The client's API `name` (CoreV1Api...) on the one checked ApiClient, or None: the client has none."""
-        from kubernetes import client
+    def _raw(self, method: str, path: str, body: Any = None, timeout: Any = REQUEST_TIMEOUT, **query: Any) -> Any:
+        """The answer to one request, unread (checked_request has checked it), with the query's values that are not
+        None; one not 2xx raises the client's ApiException, as its own calls do."""
+        from kubernetes.client.exceptions import ApiException
 
         if self._client is None:
             api_client = self._client_factory()
             api_client.rest_client.request = checked_request(api_client.rest_client.request, self.source)
             self._client = api_client
-        api = getattr(client, name, None)
-        return api and api(self._client)
+        headers = {"Accept": "application/json", **({"Content-Type": MERGE_PATCH} if body is not None else {})}
+        request = self._client.param_serialize(method, path, query_params=[(k, v) for k, v in query.items() if v is not
+                                               None], header_params=headers, body=body, auth_settings=["BearerToken"])
+        response = self._client.call_api(*request, _request_timeout=timeout)
+        if not 200 <= response.status <= 299:
+            response.read()
+            raise ApiException.from_response(http_resp=response, body=None, data=None)
+        return response.response
 
     def _call(self, operation: Operation, call: Callable[[], T]) -> T:
         try:
@@ -115,38 +127,19 @@ class KubeApi:
             host = str(getattr(getattr(self._client, "configuration", None), "host", "") or "")
             raise translate(error, operation, host, self.source) from None
 
-    def _bound(self, kind: str, verb: str, namespace: str | None, *name: str, sub: str = "") -> Callable[..., Any]:
-        """The client's `verb` (list, read, patch, delete) of a KINDS kind or plural.version.group, its path bound."""
-        group, version, plural = split_resource(kind)
-        api_group = "".join(word.capitalize() for word in ("".join(group.rsplit(".k8s.io", 1)) or "core").split("."))
-        typed = self._api(f"{api_group}{version.capitalize()}Api") if kind in KINDS else None
-        if typed is None:
-            verb, scope = ("get" if verb == "read" else verb), ("namespaced" if namespace else "cluster")
-            where = (namespace,) if namespace else ()
-            method = getattr(self._api("CustomObjectsApi"), f"{verb}_{scope}_custom_object")
-            return functools.partial(method, group, version, *where, plural, *name)
-        snake = re.sub(r"(?<!^)(?=[A-Z])", "_", kind).lower()
-        if namespace:
-            return functools.partial(getattr(typed, f"{verb}_namespaced_{snake}{sub and '_' + sub}"), *name, namespace)
-        all_namespaces = verb == "list" and hasattr(typed, f"list_namespaced_{snake}")
-        return functools.partial(getattr(typed, f"list_{snake}_for_all_namespaces" if all_namespaces
-                                         else f"{verb}_{snake}"), *name)  # fmt: skip
-
     # -- reads ----------------------------------------------------------------------------------
     def pages(self, kind: str, namespace: str | None = None, label_selector: str = "", field_selector: str = "",
               page_size: int | None = 500) -> Iterator[list[dict[str, Any]]]:  # fmt: skip
         """A kind's (or a plural.version.group's) objects as JSON, `page_size` at a time (limit and continue; None: in
         one answer), none where the resource is not served (404): a caller keeps one page, however large the cluster,
         and builds no models (15,000 pods: 500 MB, 8-17 s)."""
-        operation = Operation("list", resource_name(kind), namespace)
-        more: dict[str, Any] = {key: value for key, value in (("limit", page_size), ("label_selector", label_selector),
-                                                             ("field_selector", field_selector)) if value}
-        while (listed := self._call(operation, lambda: _json_or_none(
-                self._bound(kind, "list", namespace), **more, **RAW))) is not None:
+        operation, path, token = Operation("list", resource_name(kind), namespace), resource_path(kind, namespace), None
+        while (listed := self._call(operation, lambda: _json_or_none(  # the query in the client's order
+                self._raw, "GET", path, **{"continue": token}, fieldSelector=field_selector or None,
+                labelSelector=label_selector or None, limit=page_size))) is not None:  # fmt: skip
             yield list(listed.get("items") or [])
             if not (token := (listed.get("metadata") or {}).get("continue")):
                 return
-            more["_continue"] = token
 
     def items(self, kind: str, namespace: str | None = None, label_selector: str = "",
               page_size: int | None = None) -> list[dict[str, Any]]:  # fmt: skip
@@ -157,7 +150,7 @@ class KubeApi:
         """An object (cluster-scoped: namespace None) as the server sent it (JSON, no model that may drop what it does
         not know: deletionTimestamp, finalizers), or None (404)."""
         operation = Operation("get", resource_name(kind), namespace, name)
-        return self._call(operation, lambda: _json_or_none(self._bound(kind, "read", namespace, name), **RAW))
+        return self._call(operation, lambda: _json_or_none(self._raw, "GET", resource_path(kind, namespace, name)))
 
     def read_pod_log(self, namespace: str, name: str, container: str | None, tail_lines: int | None) -> str:
         """The (current container's) log as text, read raw (the client would json-decode a log of one JSON object)."""
@@ -170,11 +163,11 @@ class KubeApi:
         """The log line by line (without newlines), as kubectl logs' flags say; with follow, until the container ends
         or the caller stops. The HTTP response is released when the generator is closed (also on Ctrl-C)."""
         operation = Operation("get", "pods/log", namespace, name)  # following: no timeout (a quiet log is no end)
-        kwargs: dict[str, Any] = {"follow": True} if follow else {"_request_timeout": REQUEST_TIMEOUT}
-        kwargs |= {"_preload_content": False, "container": container or None, "tail_lines": tail_lines,
-                   "since_seconds": since_seconds, "previous": previous or None, "timestamps": timestamps or None}
-        read = self._bound("Pod", "read", namespace, name, sub="log")
-        lines = _response_lines(response := self._call(operation, lambda: read(**kwargs)))
+        response = self._call(operation, lambda: self._raw(
+            "GET", resource_path("Pod", namespace, name, "log"), timeout=None if follow else REQUEST_TIMEOUT,
+            container=container or None, follow=follow or None, previous=previous or None, sinceSeconds=since_seconds,
+            tailLines=tail_lines, timestamps=timestamps or None))  # fmt: skip
+        lines = _response_lines(response)
         try:
             while (line := self._call(operation, lambda: next(lines, None))) is not None:
                 yield line
@@ -186,8 +179,8 @@ class KubeApi:
     def served_resources(self, group: str, version: str) -> list[str] | None:
         """The resources the server serves in group/version (None: not that version), by API discovery, which every
         authenticated user may read (reading CRDs needs a ClusterRole)."""
-        document = self._call(Operation("get", f"/apis/{group}/{version}"), lambda: _json_or_none(
-            self._api("CustomObjectsApi").get_api_resources, group, version, **RAW))
+        path = f"/apis/{group}/{version}"
+        document = self._call(Operation("get", path), lambda: _json_or_none(self._raw, "GET", path))
         return None if document is None else [str(resource.get("name")) for resource in document.get("resources") or []]
 
     # -- writes (tfchart stop, upgrade --recreate, uninstall --delete-data) -----------------------
@@ -195,8 +188,8 @@ class KubeApi:
         """A JSON merge patch (RFC 7386): exactly the fields in body, of the object or of its `subresource` (scale:
         a StatefulSet's or Deployment's replicas)."""
         resource = f"{split_resource(kind).plural}/{subresource}" if subresource else resource_name(kind)
-        self._call(Operation("patch", resource, namespace, name), lambda: self._bound(
-            kind, "patch", namespace, name, sub=subresource)(body, _content_type=MERGE_PATCH, **RAW))
+        path = resource_path(kind, namespace, name, *filter(None, [subresource]))
+        self._call(Operation("patch", resource, namespace, name), lambda: self._raw("PATCH", path, body))
 
     def dry_run_patch(self, kind: str, name: str, namespace: str, body: dict[str, Any]) -> dict[str, Any] | None:
         """A server-side dry run (dryRun=All) of a JSON merge patch: None where the API server accepts it, else its
@@ -205,8 +198,7 @@ class KubeApi:
 
         def dry_run() -> dict[str, Any] | None:
             try:
-                _json_or_none(self._bound(kind, "patch", namespace, name), body, dry_run="All",
-                              _content_type=MERGE_PATCH, **RAW)  # fmt: skip
+                _json_or_none(self._raw, "PATCH", resource_path(kind, namespace, name), body, dryRun="All")
             except ApiException as error:
                 if error.status not in (403, 422):
                     raise
@@ -221,8 +213,8 @@ class KubeApi:
         operation = Operation("delete", resource_name(kind), namespace, name)
 
         def delete() -> Deletion:
-            document = _json_or_none(self._bound(kind, "delete", namespace, name), propagation_policy=propagation,
-                                     _preload_content=False)  # fmt: skip
+            document = _json_or_none(self._raw, "DELETE", resource_path(kind, namespace, name), timeout=None,
+                                     propagationPolicy=propagation)  # fmt: skip
             return "absent" if document is None else "deleted" if document.get("kind") == "Status" else "terminating"
 
         return self._call(operation, delete)
