@@ -126,10 +126,9 @@ class KubeInputs:
 
     def helm(self) -> Helm:
         from tfchart.cluster.kubeconfig import require_configuration
-        from tfchart.helm.runner import Helm
 
         require_configuration(self.kubeconfig)  # the one line every command gives, not helm's localhost:8080
-        return Helm(self.settings.helm.executable, self.kubeconfig, self.context, self.settings.debug)
+        return replace(self.settings.helm, kubeconfig=self.kubeconfig, kube_context=self.context)
 
 
 def bundle(target: str, build: Callable[..., Any], *options: Callable[[Any], Any]) -> Callable[[F], F]:

@@ -16,7 +16,6 @@ import functools
 import json
 import os
 import re
-import stat
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -166,14 +165,8 @@ def _shipped(name: str, chart_dir: Path | None) -> str:
     return str(chart_dir / name) if (chart_dir / name).is_file() else name
 
 
-def _once_only(name: str) -> bool:
-    if name.strip() == "-":
-        return True
-    try:
-        mode = os.stat(name).st_mode
-    except OSError:
-        return False  # missing or unreadable: helm says so in its words
-    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+def _once_only(name: str) -> bool:  # standard input, or a pipe; a missing file: helm says so in its words
+    return name.strip() == "-" or (os.path.exists(name) and not os.path.isfile(name) and not os.path.isdir(name))
 
 
 def _read_capped(stream: BinaryIO, name: str) -> bytes:
