@@ -673,54 +673,42 @@ def test_stopped_local_queue_missing_or_inactive_cluster_queue_fail(cluster: Kub
                                                    ".): it admits no workload, the pods would wait gated")  # fmt: skip
 
 
+NEVER = ": it can never be admitted (Kueue admits the 7 TensorFlow pods together)"
+SHORT_OF_GPUS = [{"default-flavor": {"cpu": "32", "memory": "64Gi", GPU: "2"}}]
+BORROWS = ("nvidia.com/gpu: the release asks 4, ClusterQueue team offers 2 nominal: admitted only by borrowing from "
+           "cohort research, while other ClusterQueues leave that much unused")
+LIMITS_ONLY = ("chief.resources.requests=null", "chief.resources.limits.cpu=3", "chief.resources.limits.memory=4Gi")
+
+
 @pytest.mark.parametrize(
-    ("groups", "message"),
-    [([{"default-flavor": {"cpu": "32", "memory": "64Gi", GPU: "2"}}],
-      "nvidia.com/gpu: the release asks 4, ClusterQueue team offers 2 nominal"),
-     ([{"default-flavor": {"cpu": "32", GPU: "8"}}],
-      "memory: the release asks 38Gi, ClusterQueue team does not cover memory"),
-     ([{"default-flavor": {"cpu": "8", "memory": "64Gi", "pods": "5"}}],
+    ("groups", "more", "sets", "severity", "says"),
+    [(SHORT_OF_GPUS, {}, (), FAIL, f"nvidia.com/gpu: the release asks 4, ClusterQueue team offers 2 nominal{NEVER}"),
+     ([{"default-flavor": {"cpu": "32", GPU: "8"}}], {}, (), FAIL,
+      f"memory: the release asks 38Gi, ClusterQueue team does not cover memory{NEVER}"),
+     ([{"default-flavor": {"cpu": "8", "memory": "64Gi", "pods": "5"}}], {}, (), FAIL,
       "cpu: the release asks 19, ClusterQueue team offers 8 nominal; nvidia.com/gpu: the release asks 4, "
-      "ClusterQueue team does not cover nvidia.com/gpu; pods: the release asks 7, ClusterQueue team offers 5 nominal")],
+      f"ClusterQueue team does not cover nvidia.com/gpu; pods: the release asks 7, ClusterQueue team offers 5 nominal"
+      f"{NEVER}"),
+     # every flavor of every group summed; pods counted where the ClusterQueue covers them
+     ([{"default-flavor": {"cpu": "10", "memory": "20Gi", "pods": "4"}, "spot": {"cpu": "10", "memory": "20Gi",
+                                                                               "pods": "4"}},
+       {"a100": {GPU: "2"}, "h100": {GPU: "2"}}], {}, (), OK, "ClusterQueue team has the nominal quota for the 7 "
+      "TensorFlow pods: cpu 19 of 20, memory 38Gi of 40Gi, nvidia.com/gpu 4 of 4, pods 7 of 8 (other workloads' "
+      "usage not counted)"),
+     # requests default from limits; TensorBoard (and Serving) are not of the pod group
+     ([{"default-flavor": {"cpu": "21", "memory": "40Gi", GPU: "4"}}], {}, (*LIMITS_ONLY, "tensorboard.enabled=true"),
+      OK, "cpu 21 of 21, memory 40Gi of 40Gi"),
+     (SHORT_OF_GPUS, {"cohort": "research"}, (), WARN, BORROWS),  # no borrowingLimit: unlimited
+     (SHORT_OF_GPUS, {"cohort": "research", "borrowing_limit": "2"}, (), WARN, BORROWS),
+     (SHORT_OF_GPUS, {"cohort": "research", "borrowing_limit": "0"}, (), FAIL, NEVER)],
 )  # fmt: skip
-def test_kueue_quota_that_can_never_admit_the_release_fails(
-    groups: list[dict[str, dict[str, str]]], message: str, cluster: KubeServer
-) -> None:
-    kueue_cluster(cluster, kf.local_queue("team-a", NS, "team"), kf.cluster_queue("team", groups))
-    _, (severity, text) = kueue_findings(cluster, kueue())
-    assert (severity, text) == (FAIL, f"{message}: it can never be admitted (Kueue admits the 7 TensorFlow pods "
-                                "together)")  # fmt: skip
-
-
-def test_kueue_quota_sums_flavors_and_groups_and_counts_pods_when_covered(cluster: KubeServer) -> None:
-    groups = [{"default-flavor": {"cpu": "10", "memory": "20Gi", "pods": "4"},
-               "spot": {"cpu": "10", "memory": "20Gi", "pods": "4"}}, {"a100": {GPU: "2"}, "h100": {GPU: "2"}}]
-    kueue_cluster(cluster, kf.local_queue("team-a", NS, "team"), kf.cluster_queue("team", groups))
-    assert kueue_findings(cluster, kueue())[1] == (OK, "ClusterQueue team has the nominal quota for the 7 TensorFlow "
-                                                   "pods: cpu 19 of 20, memory 38Gi of 40Gi, nvidia.com/gpu 4 of 4, "
-                                                   "pods 7 of 8 (other workloads' usage not counted)")  # fmt: skip
-
-
-def test_kueue_requests_default_from_limits_and_leave_out_tensorboard_and_serving(cluster: KubeServer) -> None:
-    limits_only = ["chief.resources.requests=null", "chief.resources.limits.cpu=3", "chief.resources.limits.memory=4Gi"]
-    release = kueue("team-a", "", *limits_only, "tensorboard.enabled=true")
-    kueue_cluster(cluster, *team_queues({"cpu": "21", "memory": "40Gi", GPU: "4"}))
-    assert "cpu 21 of 21, memory 40Gi of 40Gi" in kueue_findings(cluster, release)[1][1]
-
-
-@pytest.mark.parametrize(("borrowing_limit", "severity"), [(None, WARN), ("2", WARN), ("0", FAIL)])
-def test_kueue_quota_a_cohort_can_lend_warns(
-    borrowing_limit: str | None, severity: str, cluster: KubeServer
-) -> None:
-    quota = {"cpu": "32", "memory": "64Gi", GPU: "2"}
-    kueue_cluster(cluster, *team_queues(quota, cohort="research", borrowing_limit=borrowing_limit))
-    _, (found, message) = kueue_findings(cluster, kueue())
-    assert found == severity
-    if severity == WARN:
-        assert message == (
-            "nvidia.com/gpu: the release asks 4, ClusterQueue team offers 2 nominal: admitted only by borrowing from "
-            "cohort research, while other ClusterQueues leave that much unused"
-        )
+def test_kueue_quota_admits_the_pod_group_whole_or_never(
+    groups: list[dict[str, dict[str, str]]], more: dict[str, str], sets: tuple[str, ...], severity: str, says: str,
+    cluster: KubeServer,
+) -> None:  # fmt: skip
+    kueue_cluster(cluster, kf.local_queue("team-a", NS, "team"), kf.cluster_queue("team", groups, **more))
+    _, (found, message) = kueue_findings(cluster, kueue("team-a", "", *sets))
+    assert found == severity and says in message, message
 
 
 def test_kueue_reads_that_rbac_forbids_become_warnings_check_by_check(cluster: KubeServer) -> None:
