@@ -135,10 +135,11 @@ def write_status(storage: Path, state: str) -> None:
 
 
 def test_every_task_and_web_component_answering_passes(tmp_path: Path, ports: Ports, http_server: str) -> None:
+    """The storage not mounted (no status.json, nothing to skip): every task is checked, and answers."""
     chief, ps, w0, w1 = ports.listening(4)
     cluster = {"chief": [chief], "ps": [ps], "worker": [w0, w1]}
     urls = {"tensorboard": f"{http_server}/", "serving": f"{http_server}/v1/models/mnist"}
-    code, lines, _ = probe(environ(tmp_path, cluster, urls, timeout=30))
+    code, lines, _ = probe(environ(tmp_path / "not-mounted", cluster, urls, timeout=30))
     assert code == 0
     assert lines == [
         f"ok    chief:0 {chief}: accepts connections",
@@ -150,17 +151,18 @@ def test_every_task_and_web_component_answering_passes(tmp_path: Path, ports: Po
     ]
 
 
-def test_a_closed_port_fails_once_the_timeout_has_passed(tmp_path: Path, ports: Ports) -> None:
+def test_closed_ports_fail_once_the_one_timeout_of_every_check_has_passed(tmp_path: Path, ports: Ports) -> None:
     chief, w0 = ports.listening(2)
-    [w1] = ports.closed(1)
-    code, lines, elapsed = probe(environ(tmp_path, {"chief": [chief], "worker": [w0, w1]}, {}, timeout=1))
+    closed = ports.closed(3)
+    code, lines, elapsed = probe(environ(tmp_path, {"chief": [chief], "worker": [w0, *closed]}, {}, timeout=1))
     assert code == 1
     assert lines == [
         f"ok    chief:0 {chief}: accepts connections",
         f"ok    worker:0 {w0}: accepts connections",
-        f"FAIL  worker:1 {w1}: [Errno 111] Connection refused",
+        *(f"FAIL  worker:{i} {address}: [Errno 111] Connection refused" for i, address in enumerate(closed, 1)),
     ]
-    assert 1.0 <= elapsed < 10.0  # retried until the deadline, then given up
+    # retried until the deadline, then given up; one deadline for all: one second each would take 3 s at least
+    assert 1.0 <= elapsed < 3.0
 
 
 def test_the_pods_poll_interval_is_three_seconds(tmp_path: Path, ports: Ports) -> None:
@@ -170,14 +172,6 @@ def test_the_pods_poll_interval_is_three_seconds(tmp_path: Path, ports: Ports) -
     assert endpoint_probe.run(environ(tmp_path, {"ps": [closed]}, {}, timeout=1), out=out) == 1
     assert 3.0 <= time.monotonic() - started < 10.0  # tried at once, once more 3 s later, then given up
     assert out.getvalue() == f"FAIL  ps:0 {closed}: [Errno 111] Connection refused\n"
-
-
-def test_the_timeout_is_shared_by_every_check(tmp_path: Path, ports: Ports) -> None:
-    closed = ports.closed(3)
-    code, lines, elapsed = probe(environ(tmp_path, {"worker": closed}, {}, timeout=1))
-    assert code == 1
-    assert [line.split(":")[0] for line in lines] == ["FAIL  worker"] * 3
-    assert elapsed < 3.0  # one deadline for all: one second each would take 3 s at least
 
 
 def test_a_web_component_that_never_answers_fails_and_the_others_still_run(
@@ -238,14 +232,6 @@ def test_unless_status_json_says_succeeded_every_task_is_checked(
         f"FAIL  chief:0 {chief}: [Errno 111] Connection refused",
         f"FAIL  ps:0 {ps}: [Errno 111] Connection refused",
     ]
-
-
-def test_a_status_json_missing_with_every_task_up_passes(tmp_path: Path, ports: Ports) -> None:
-    chief, worker = ports.listening(2)
-    storage = tmp_path / "not-mounted"
-    code, lines, _ = probe(environ(storage, {"chief": [chief], "worker": [worker]}, {}, timeout=5))
-    assert code == 0
-    assert lines == [f"ok    chief:0 {chief}: accepts connections", f"ok    worker:0 {worker}: accepts connections"]
 
 
 def test_nothing_to_check_passes(tmp_path: Path) -> None:
