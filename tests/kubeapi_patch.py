@@ -1,8 +1,9 @@
 """PATCH as kube-apiserver applies it, for tests/kubeapi.py: the three patch types and the 415 for any other.
 
 - `application/merge-patch+json`: RFC 7386 (a null removes the key, a list replaces the list);
-- `application/json-patch+json`: RFC 6902 (add, remove, replace, move, copy, test; a failed `test`, or a path
-  that is not there, is 422 Invalid with the API server's generic message and empty details);
+- `application/json-patch+json`: RFC 6902 (add, remove, replace, test; a failed `test`, or a path that is not
+  there, is 422 Invalid with the API server's generic message and empty details). Gap: no client here sends
+  `move` or `copy`, which are answered as a failed operation;
 - `application/strategic-merge-patch+json`, built-in kinds only: as a merge patch, except that a list of objects
   with a `name` (containers, env, ports, volumes) is merged item by item by name. Gap: the real patchMergeKey of
   each field (some merge by another key: `containerPort`, `mountPath`, `ip`) and the `$patch`, `$retainKeys` and
@@ -95,13 +96,6 @@ def json_patch(target: Any, operations: list[dict[str, Any]]) -> Any:
         if op == "test":
             if resolve(result, tokens) != operation.get("value"):
                 raise PatchFailed(operation["path"])
-            continue
-        if op in ("move", "copy"):
-            source = pointer(str(operation.get("from", "")))
-            value = copy.deepcopy(resolve(result, source))
-            if op == "move":
-                result = json_patch(result, [{"op": "remove", "path": operation["from"]}])
-            result = json_patch(result, [{"op": "add", "path": operation["path"], "value": value}])
             continue
         parent, last = resolve(result, tokens[:-1]), tokens[-1]
         if op == "remove" or op == "replace":
