@@ -77,10 +77,8 @@ def global_options() -> list[click.Parameter]:
 
 @click.group(cls=LazyGroup, context_settings=CONTEXT, params=global_options())
 @click.version_option(package_name="tf-distributed", prog_name="tfchart")
-@click.pass_context
-def main_group(ctx: click.Context) -> None:
+def main_group() -> None:
     """Validate, render, install and watch distributed TensorFlow training on Kubernetes."""
-    ctx.ensure_object(Settings)
 
 
 SHELLS = ("bash", "zsh", "fish")
@@ -122,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
 
         logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     try:
-        main_group.main(args=argv, prog_name="tfchart", standalone_mode=False)
+        main_group.main(args=argv, prog_name="tfchart", standalone_mode=False, obj=Settings())
     except TfchartError as error:
         show_error(error, debug)
         sys.exit(error.exit_code)

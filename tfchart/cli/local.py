@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -163,7 +162,7 @@ def recorded(name: str, namespace: str, options: dict[str, Any], values: ValuesI
              run_dir: Path) -> runstate.LocalRun:  # fmt: skip
     """The record of a new run: the inputs it is rendered from, copied into its run directory."""
     files, sets = runstate.keep_inputs(run_dir, [file.path for file in values.inputs.files], values.inputs.sets)
-    chart = values.chart_reference or os.environ.get("TFCHART_CHART") or None
+    chart = values.chart_reference
     if chart and Path(chart).exists():
         chart = str(Path(chart).resolve())
     return runstate.LocalRun(name, namespace, options, chart, values.chart_version, values.plain_http, files, sets)

@@ -49,8 +49,8 @@ class Settings:
 
 @dataclass
 class ValuesInputs:
-    """The chart (a directory, a .tgz, oci://...), the -f files and --set family as given, and the
-    --policy file they must satisfy."""
+    """The chart (a directory, a .tgz, oci://...; $TFCHART_CHART, else the chart tfchart ships), the -f files and
+    --set family as given, and the --policy file they must satisfy."""
 
     settings: Settings
     files: tuple[str, ...]
@@ -65,8 +65,7 @@ class ValuesInputs:
         """The chart, resolved (a remote one pulled) once per command."""
         from tfchart.helm.chart import resolve
 
-        reference = self.chart_reference or os.environ.get("TFCHART_CHART") or None
-        return resolve(reference, self.chart_version, self.settings.helm, self.plain_http)
+        return resolve(self.chart_reference, self.chart_version, self.settings.helm, self.plain_http)
 
     @cached_property
     def inputs(self) -> Inputs:
@@ -169,7 +168,8 @@ def _values(kwargs: dict[str, Any], settings: Settings, chart_argument: str | No
                                "charts: give one of them")  # fmt: skip
     ordered = [(f"--{flag.replace('_', '-')}", item) for flag in ("set_json", "set", "set_string", "set_file")
                for item in given.pop(flag)]  # fmt: skip
-    return ValuesInputs(settings, sets=ordered, chart_reference=chart_argument or chart, **given)
+    reference = chart_argument or chart or os.environ.get("TFCHART_CHART") or None
+    return ValuesInputs(settings, sets=ordered, chart_reference=reference, **given)
 
 
 # -f/--values, helm's --set family and --policy, passed to the command as `values: ValuesInputs`

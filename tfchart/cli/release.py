@@ -151,7 +151,7 @@ def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, i
                       reuse_values=reuse)  # fmt: skip
     manifests = [] if reuse else values.manifests(name, namespace)  # the values' problems before the cluster's
     helm = kube.helm()
-    existing = runner.deployed(helm, name, namespace) if install else True
+    existing = not install or runner.deployed(helm, name, namespace)
     if reuse:  # --reuse-values: the deployed values with the user's over them, as helm merges them
         reused = values.over(runner.deployed_values(helm, name, namespace, reuse)) if existing else values
         manifests = reused.manifests(name, namespace)
