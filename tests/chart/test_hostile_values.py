@@ -39,6 +39,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.chart.badvalues import merged
 from tests.chartlib import (
     CHART,
     HELM_MAJORS,
@@ -46,14 +47,12 @@ from tests.chartlib import (
     TOOLS,
     Result,
     helm_path,
-    load_yaml,
     peak_memory_mb,
     template,
     with_peak_memory,
 )
 
 SCHEMA: dict[str, Any] = json.loads((CHART / "values.schema.json").read_text())
-DEFAULTS: dict[str, Any] = load_yaml(CHART / "values.yaml")
 WORK = REPO / ".pytest_cache" / "hostile-values"
 TIME_LIMIT_S = 2.0
 MEMORY_LIMIT_MB = 500
@@ -231,16 +230,7 @@ NEWLINE = "\n"
 PAYLOADS = {"document": DOCUMENT, "quote": QUOTE, "newline": NEWLINE}
 
 
-def merged(base: Any, override: Any) -> Any:
-    if isinstance(base, dict) and isinstance(override, dict):
-        out = dict(base)
-        for key, value in override.items():
-            out[key] = merged(base.get(key), value)
-        return out
-    return copy.deepcopy(override)
-
-
-FULL: dict[str, Any] = merged(DEFAULTS, BASE)
+FULL: dict[str, Any] = merged(BASE)  # BASE holds no null to remove a default
 
 Path_ = tuple[str | int, ...]
 
