@@ -150,26 +150,9 @@ def test_install_invocation(major: str, wait: str, atomic: str) -> None:
     options = Options(namespace="ml-training", wait=True, timeout="15m", atomic=True, create_namespace=True)
     given = inputs([GPU], [("--set", "worker.replicas=3"), ("--set-string", "image.tag=0.1.0-gpu")])
     release.install(helm, "mnist", chart_at(), given, options)
-    assert helm.cluster_calls() == [
-        [
-            "install",
-            "mnist",
-            str(CHART),
-            "--namespace",
-            "ml-training",
-            "--create-namespace",
-            wait,
-            "--timeout",
-            "15m",
-            atomic,
-            "--values",
-            str(GPU),
-            "--set",
-            "worker.replicas=3",
-            "--set-string",
-            "image.tag=0.1.0-gpu",
-        ]
-    ]
+    assert helm.cluster_calls() == [["install", "mnist", str(CHART), "--namespace", "ml-training", "--create-namespace",
+                                     wait, "--timeout", "15m", atomic, "--values", str(GPU), "--set",
+                                     "worker.replicas=3", "--set-string", "image.tag=0.1.0-gpu"]]  # fmt: skip
 
 
 def test_install_dry_run_client() -> None:
@@ -181,32 +164,16 @@ def test_install_dry_run_client() -> None:
 def test_upgrade_with_an_allowed_change() -> None:
     deployed = ["--values", str(GPU)]
     helm = RecordingHelm("4", deployed)
-    sets = [
-        ("--set", "tensorboard.resources.limits.memory=6Gi"),
-        ("--set", "tensorboard.replicas=2"),
-        ("--set", "serving.pollSeconds=10"),
-    ]
+    sets = [("--set", item) for item in ("tensorboard.resources.limits.memory=6Gi", "tensorboard.replicas=2",
+                                         "serving.pollSeconds=10")]  # fmt: skip
     plan = upgrade(helm, inputs([GPU], sets), Options(namespace="ml-training"))
     assert plan.changes == []
     assert helm.cluster_calls() == [
         ["history", "mnist", "--namespace", "ml-training", "--output", "json"],
         ["get", "manifest", "mnist", "--namespace", "ml-training", "--revision", "1"],
-        [
-            "upgrade",
-            "mnist",
-            str(CHART),
-            "--namespace",
-            "ml-training",
-            "--values",
-            str(GPU),
-            "--set",
-            "tensorboard.resources.limits.memory=6Gi",
-            "--set",
-            "tensorboard.replicas=2",
-            "--set",
-            "serving.pollSeconds=10",
-        ],
-    ]
+        ["upgrade", "mnist", str(CHART), "--namespace", "ml-training", "--values", str(GPU),
+         *(arg for pair in sets for arg in pair)],
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("change", ["ps.resources.limits.memory=6Gi", "worker.replicas=8"])
@@ -261,28 +228,11 @@ def test_recreate_deletes_exactly_the_changed_objects_then_upgrades(old_chart: P
     # deleted by the fake API server (each deletion's propagation: test_upgrade_guard, from its request log)
     plan = upgrade(helm, inputs([GPU], [("--set", "worker.replicas=6")]),
                    Options(namespace="ml-training", atomic=True), recreate=True)
-    assert {(c.kind, c.name) for c in plan.changes} == {
-        ("StatefulSet", "mnist-tf-distributed-ps"),
-        ("StatefulSet", "mnist-tf-distributed-worker"),
-        ("Job", "mnist-tf-distributed-chief"),
-    }
-    assert plan.recreated == [
-        ("Job", "mnist-tf-distributed-chief"),
-        ("StatefulSet", "mnist-tf-distributed-ps"),
-        ("StatefulSet", "mnist-tf-distributed-worker"),
-    ]
-    assert helm.cluster_calls()[-1] == [
-        "upgrade",
-        "mnist",
-        str(CHART),
-        "--namespace",
-        "ml-training",
-        "--atomic",
-        "--values",
-        str(GPU),
-        "--set",
-        "worker.replicas=6",
-    ]
+    recreated = [("Job", "mnist-tf-distributed-chief"), ("StatefulSet", "mnist-tf-distributed-ps"),
+                 ("StatefulSet", "mnist-tf-distributed-worker")]  # fmt: skip
+    assert sorted({(c.kind, c.name) for c in plan.changes}) == recreated and plan.recreated == recreated
+    assert helm.cluster_calls()[-1] == ["upgrade", "mnist", str(CHART), "--namespace", "ml-training", "--atomic",
+                                        "--values", str(GPU), "--set", "worker.replicas=6"]  # fmt: skip
 
 
 def test_uninstall_keeps_the_claim_unless_asked() -> None:
@@ -307,45 +257,13 @@ def test_the_created_claim_survives_helm_uninstall() -> None:
 
 
 def test_template_is_byte_identical_to_helm_template(tmp_path: Path) -> None:
+    sets = [("--set", "worker.replicas=5"), ("--set-string", "image.tag=2026.11"),
+            ("--set", "commonAnnotations.note=a\\,b")]  # fmt: skip
     for major in ("3", "4"):
-        args = [
-            "--set",
-            "worker.replicas=5",
-            "--set-string",
-            "image.tag=2026.11",
-            "--set",
-            "commonAnnotations.note=a\\,b",
-        ]
-        ours = template(
-            Helm(str(helm_path(major))),
-            chart_at(),
-            "mnist",
-            inputs(
-                [GPU],
-                [
-                    ("--set", "worker.replicas=5"),
-                    ("--set-string", "image.tag=2026.11"),
-                    ("--set", "commonAnnotations.note=a\\,b"),
-                ],
-            ),
-            "ml-training",
-        )
-        theirs = subprocess.run(
-            [
-                str(helm_path(major)),
-                "template",
-                "mnist",
-                str(CHART),
-                "--namespace",
-                "ml-training",
-                "-f",
-                str(GPU),
-                *args,
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+        ours = template(Helm(str(helm_path(major))), chart_at(), "mnist", inputs([GPU], sets), "ml-training")
+        theirs = subprocess.run([str(helm_path(major)), "template", "mnist", str(CHART), "--namespace", "ml-training",
+                                 "-f", str(GPU), *(arg for pair in sets for arg in pair)],
+                                capture_output=True, text=True, check=True).stdout  # fmt: skip
         assert ours == theirs
 
 
@@ -357,23 +275,8 @@ def test_cli_template_is_byte_identical(capfd: pytest.CaptureFixture[str]) -> No
         raise SystemExit(0)
     assert done.value.code in (0, None)
     ours = capfd.readouterr().out
-    theirs = subprocess.run(
-        [
-            str(helm_path("4")),
-            "template",
-            "mnist",
-            str(CHART),
-            "--namespace",
-            "ml",
-            "--values",
-            str(GPU),
-            "--set",
-            "ps.replicas=3",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    theirs = subprocess.run([str(helm_path("4")), "template", "mnist", str(CHART), "--namespace", "ml", "--values",
+                             str(GPU), "--set", "ps.replicas=3"], capture_output=True, text=True, check=True).stdout
     assert ours == theirs
 
 
