@@ -72,8 +72,7 @@ class ValuesInputs:
         """The inputs as helm gets them (standard input and pipes read once, here)."""
         from tfchart.helm.chart import read
 
-        chart = self.chart.path
-        return read(list(self.files), self.sets, chart_dir=chart if chart.is_dir() else None)
+        return read(list(self.files), self.sets, chart_dir=self.chart.path)
 
     def report(self, release: str, namespace: str | None) -> Report:
         """helm's verdict on these values (and the policy's, with --policy), every problem located."""

@@ -1,8 +1,8 @@
 """The chart and the user's inputs as helm takes them, what helm renders from them, and install / upgrade /
 uninstall of them in helm 3's and helm 4's spellings of the same flags (uninstall keeps the shared claim).
 
-The chart: a directory, a packaged .tgz, or a remote reference (oci://..., repo/name, https://...) that helm
-pulls once per command (--version picks it). The inputs: -f files and the --set family in command-line order;
+The chart: a directory, a packaged .tgz (unpacked), or a remote reference (oci://..., repo/name, https://...) that
+helm pulls once per command (--version picks it). The inputs: -f files and the --set family in command-line order;
 helm reads every input itself, only what can be read once (standard input `-`, a pipe such as bash's process
 substitution) is read here first and handed to helm as a private copy, so that every helm call of a command
 (render, values, origins) and the file:line lookups see the same bytes. The merged values come from a
@@ -37,53 +37,49 @@ REMOTE = re.compile(r"^([a-z][a-z0-9+.-]*://|[^/.][^/]*/[^/]+$)")  # oci://, htt
 
 @dataclass(frozen=True)
 class Chart:
-    """A local chart: `path` is what helm is given (a directory or a .tgz); `shown` is the user's reference."""
+    """A chart directory, what helm is given (a packaged or remote chart unpacked); `shown` is the user's reference."""
 
     path: Path
     shown: str
 
     def file(self, name: str) -> bytes | None:
-        """A file at the chart's top level (values.yaml, values.schema.json), from the directory or the package."""
-        if self.path.is_dir():
-            target = self.path / name
-            return target.read_bytes() if target.is_file() else None
-        import tarfile
-
-        with tarfile.open(self.path) as package:
-            member = next((m for m in package.getmembers() if m.isfile() and m.name.count("/") == 1
-                           and m.name.split("/")[1] == name), None)  # fmt: skip
-            stream = package.extractfile(member) if member else None
-            return stream.read() if stream else None
+        """A file at the chart's top level (values.yaml, values.schema.json)."""
+        return (self.path / name).read_bytes() if (self.path / name).is_file() else None
 
 
 def resolve(reference: str | None, version: str | None, helm: Runner, plain_http: bool = False) -> Chart:
-    """The chart for `reference` (default: the chart tfchart ships); remote ones are pulled now."""
+    """The chart for `reference` (default: the chart tfchart ships); a packaged one is unpacked, a remote one pulled,
+    once per command."""
     path = Path(reference).expanduser() if reference else BUNDLED_CHART
     shown = reference or str(BUNDLED_CHART)
-    if path.exists():
-        if version and reference:
-            raise UsageError("--version picks a version of a remote chart", f"drop --version for {shown}")
-        if path.is_dir() and not (path / "Chart.yaml").is_file():
+    if version and path.exists() and reference:
+        raise UsageError("--version picks a version of a remote chart", f"drop --version for {shown}")
+    if path.is_dir():
+        if not (path / "Chart.yaml").is_file():
             raise UsageError(f"no chart at {shown}: {path}/Chart.yaml is missing", "pass --chart a chart directory")
-        if path.is_file():
-            import tarfile  # lazily: a chart directory, the common case, never needs it
-
-            if not tarfile.is_tarfile(path):
-                raise UsageError(f"{shown} is not a packaged chart",
-                                 "pass a .tgz made by `helm package`, or a directory")
         return Chart(path, shown)
-    if not reference or not REMOTE.match(reference):
-        raise UsageError(f"no chart at {reference}", "pass --chart a chart directory, a .tgz, or oci://REGISTRY/CHART")
     where = private_folder("tfchart-chart-")
-    args = ["pull", reference, "--untar", "--untardir", str(where)]
-    try:
-        helm([*args, *(["--version", version] if version else []), *(["--plain-http"] if plain_http else [])])
-    except HelmError as error:
-        raise HelmError(f"cannot pull chart {reference}: {error.message}", PULL_HINT) from None
+    if path.exists():  # a packaged chart, unpacked as `helm pull --untar` does
+        import tarfile  # lazily: a chart directory, the common case, never needs it
+
+        try:
+            with tarfile.open(path) as package:
+                package.extractall(where, filter="data")
+        except (tarfile.TarError, OSError):
+            raise UsageError(f"{shown} is not a packaged chart",
+                             "pass a .tgz made by `helm package`, or a directory") from None
+    elif REMOTE.match(shown):
+        args = ["pull", shown, "--untar", "--untardir", str(where)]
+        try:
+            helm([*args, *(["--version", version] if version else []), *(["--plain-http"] if plain_http else [])])
+        except HelmError as error:
+            raise HelmError(f"cannot pull chart {shown}: {error.message}", PULL_HINT) from None
+    else:
+        raise UsageError(f"no chart at {shown}", "pass --chart a chart directory, a .tgz, or oci://REGISTRY/CHART")
     pulled = [child for child in where.iterdir() if (child / "Chart.yaml").is_file()]
     if len(pulled) != 1:
-        raise UsageError(f"helm pull {reference} gave no chart", "check the reference and --version")
-    return Chart(pulled[0], reference + (f" (version {version})" if version else ""))
+        raise UsageError(f"{shown} holds no chart", "check the reference and --version")
+    return Chart(pulled[0], shown + (f" (version {version})" if version else ""))
 
 
 def private_folder(prefix: str) -> Path:
