@@ -808,11 +808,6 @@ class Killed(Exception):
     """The supervisor's pod killed (node drain, eviction, an upgrade of its template)."""
 
 
-def killed_after(server: KubeServer, writes: int, **settings: Any) -> Supervisor:
-    """A supervisor whose pod is killed just before its `writes`+1-th change to the cluster."""
-    return dies_before_write(supervisor(server, **settings), writes)
-
-
 def dies_before_write(sup: Supervisor, writes: int) -> Supervisor:
     """`sup`, its pod killed (Killed raised) just before its `writes`+1-th change to the cluster."""
     done, api = [0], sup.api
@@ -826,6 +821,28 @@ def dies_before_write(sup: Supervisor, writes: int) -> Supervisor:
 
     sup.api = dying_api  # type: ignore[method-assign]
     return sup
+
+
+def runs(sup: Supervisor) -> None:
+    assert sup.run() == 0
+
+
+def killed_at_each_write(server: KubeServer, arrange: Callable[[], None], make: Callable[[], Supervisor],
+                         act: Callable[[Supervisor], None], state: Callable[[], Any]) -> Any:
+    """The state an uninterrupted supervisor (`make`) leaves once it acted on the cluster `arrange` sets up; for each
+    of its writes, the cluster set up again, a supervisor killed just before that write and a restarted one leave the
+    same state."""
+    arrange()
+    before = len(server.writes())
+    act(make())
+    expected, writes = state(), len(server.writes()) - before
+    for killed_at in range(writes):
+        arrange()
+        with pytest.raises(Killed):
+            act(dies_before_write(make(), killed_at))
+        act(make())
+        assert state() == expected, f"killed before write {killed_at + 1}"
+    return expected
 
 
 def final_state(server: KubeServer) -> dict[str, Any]:
@@ -855,16 +872,9 @@ def test_a_supervisor_killed_at_any_write_decides_as_the_uninterrupted_one(phase
         server.add(*objects(**job_status), *(pod(name, state) for name, state in pods))
 
     with kube_server() as server:
-        cluster(server)
-        assert supervisor(server, **settings).run() == 0
-        expected, writes = final_state(server), len(server.writes())
+        expected = killed_at_each_write(server, lambda: cluster(server), lambda: supervisor(server, **settings), runs,
+                                        lambda: final_state(server))
         assert expected["r-sup"] == 0
-        for killed_at in range(writes):
-            cluster(server)
-            with pytest.raises(Killed):
-                killed_after(server, killed_at, **settings).run()
-            assert supervisor(server, **settings).run() == 0
-            assert final_state(server) == expected, f"killed before write {killed_at + 1}"
 
 
 def pod(name: str, phase: str, **status: Any) -> dict[str, Any]:

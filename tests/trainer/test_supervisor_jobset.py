@@ -24,7 +24,7 @@ import pytest
 from tests import kubeapi as kf
 from tests.chartlib import named
 from tests.kubeapi import KubeServer, kube_server
-from tests.trainer.test_supervisor import Killed, allowed, container_env, dies_before_write
+from tests.trainer.test_supervisor import allowed, container_env, killed_at_each_write, runs
 from tfdcontract import (
     END_REASON_ANNOTATION,
     ENDED_AT_ANNOTATION,
@@ -358,24 +358,12 @@ def final_state(server: KubeServer) -> dict[str, Any]:
             "supervisor": (server.get("Deployment", NS, f"{PREFIX}-supervisor") or {}).get("spec")}
 
 
-def dying(server: KubeServer, writes: int) -> Supervisor:
-    """A supervisor whose pod is killed just before its `writes`+1-th change to the cluster."""
-    return dies_before_write(supervisor(server, [T0]), writes)
-
-
 @pytest.mark.parametrize("phase", PHASES)
 def test_a_supervisor_killed_at_any_write_decides_as_the_uninterrupted_one(phase: str) -> None:
     with kube_server() as server:
-        phase_cluster(server, phase)
-        assert supervisor(server, [T0]).run() == 0
-        expected, writes = final_state(server), len(server.writes())
+        expected = killed_at_each_write(server, lambda: phase_cluster(server, phase), lambda: supervisor(server, [T0]),
+                                        runs, lambda: final_state(server))
         assert expected["supervisor"] == {"replicas": 0}
         assert expected["jobset"][ENDING_ANNOTATION] == phase.split(",")[0]
         if phase == "stalled":
             assert (expected["deadline"], expected["jobset"][END_REASON_ANNOTATION]) == (1, STALLED)
-        for killed_at in range(writes):
-            phase_cluster(server, phase)
-            with pytest.raises(Killed):
-                dying(server, killed_at).run()
-            assert supervisor(server, [T0]).run() == 0
-            assert final_state(server) == expected, f"killed before write {killed_at + 1}"

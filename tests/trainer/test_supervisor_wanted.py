@@ -31,10 +31,9 @@ from tests.trainer.test_supervisor import (
     NAMESPACE,
     PREFIX,
     STS,
-    Killed,
-    dies_before_write,
     health,
     job_annotations,
+    killed_at_each_write,
     objects,
     start_supervisor,
     supervisor,
@@ -301,17 +300,9 @@ def test_a_supervisor_killed_at_any_write_of_a_suspension_or_resume_finishes_it_
         server.update("Job", NAMESPACE, "r-chief", {"metadata": {"annotations": {WANTED_ANNOTATION: wanted}}})
 
     with kf.kube_server() as server:
-        cluster(server)
-        before = len(server.writes())
-        looks_until_reached(supervisor(server), server)
-        expected, writes = suspension_state(server), len(server.writes()) - before
+        expected = killed_at_each_write(server, lambda: cluster(server), lambda: supervisor(server),
+                                        lambda sup: looks_until_reached(sup, server), lambda: suspension_state(server))
         assert expected == ((True, {"ps": 2, "worker": 3}, 0, 0) if wanted == "suspended" else (False, None, 2, 3))
-        for killed_at in range(writes):
-            cluster(server)
-            with pytest.raises(Killed):
-                looks_until_reached(dies_before_write(supervisor(server), killed_at), server)
-            looks_until_reached(supervisor(server), server)
-            assert suspension_state(server) == expected, f"killed before write {killed_at + 1}"
 
 
 def test_a_step_something_keeps_undoing_backs_off_and_one_its_role_refuses_is_said_on_the_run() -> None:
