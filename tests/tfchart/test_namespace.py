@@ -115,11 +115,8 @@ def cluster_calls(run: Run) -> list[list[str]]:
 
 def namespaced(server: KubeServer) -> list[Call]:
     """Namespaced calls about the release: preflight's look for the CNI's DaemonSets in kube-system is not one."""
-    return [
-        call
-        for call in server.calls
-        if call.namespace is not None and not (call.resource == "daemonsets" and call.namespace == "kube-system")
-    ]
+    return [call for call in server.calls
+            if call.namespace is not None and not (call.resource == "daemonsets" and call.namespace == "kube-system")]
 
 
 def add_release(cluster: KubeServer, namespace: str = NS) -> None:
@@ -169,17 +166,8 @@ def test_a_context_without_namespace_means_default(tfchart: Tfchart, server: Kub
 
 def test_upgrade_recreate_deletes_the_chief_job_in_the_context_namespace(tfchart: Tfchart, server: KubeServer) -> None:
     add_release(server)
-    config = server.kubeconfig(NS)
-    run = tfchart(
-        config,
-        "upgrade",
-        RELEASE,
-        "--set",
-        "training.trainSteps=500",
-        "--recreate",
-        "--skip-image-check",
-        deployed=["--set", "training.trainSteps=2000"],
-    )
+    run = tfchart(server.kubeconfig(NS), "upgrade", RELEASE, "--set", "training.trainSteps=500", "--recreate",
+                  "--skip-image-check", deployed=["--set", "training.trainSteps=2000"])
     assert run.returncode == 0, run.stderr
     foreground = (("propagationPolicy", "Foreground"),)
     assert Call("delete", "jobs", NS, "mnist-tf-distributed-chief", params=foreground) in deletes(server)
@@ -193,8 +181,7 @@ def test_upgrade_recreate_deletes_the_chief_job_in_the_context_namespace(tfchart
 
 
 def test_install_gives_helm_the_context_namespace(tfchart: Tfchart, server: KubeServer) -> None:
-    run = tfchart(server.kubeconfig(NS), "install", RELEASE, "--skip-preflight",
-                  "--skip-image-check")
+    run = tfchart(server.kubeconfig(NS), "install", RELEASE, "--skip-preflight", "--skip-image-check")
     assert run.returncode == 0, run.stderr
     assert cluster_calls(run) == [["install", RELEASE, str(CHART), "--namespace", NS]]
 
@@ -209,20 +196,11 @@ def test_install_preflight_reads_the_context_namespace(tfchart: Tfchart, server:
         assert cluster_calls(run) == [["install", RELEASE, str(CHART), "--namespace", NS]]
 
 
-@pytest.mark.parametrize(
-    "args",
-    [
-        ["status", RELEASE],
-        ["status", RELEASE, "-o", "json"],
-        ["logs", RELEASE, "--role", "chief"],
-        ["logs", RELEASE],
-        ["list"],
-        ["wait", RELEASE, "--timeout", "1s"],
-        ["preflight", RELEASE],
-        ["preflight", RELEASE, "--set", f"storage.create=false,storage.existingClaim={CLAIM}"],
-    ],
-    ids=lambda args: "-".join(args[:2] + args[3:4]),
-)
+@pytest.mark.parametrize("args", [
+    ["status", RELEASE], ["status", RELEASE, "-o", "json"], ["logs", RELEASE, "--role", "chief"], ["logs", RELEASE],
+    ["list"], ["wait", RELEASE, "--timeout", "1s"], ["preflight", RELEASE],
+    ["preflight", RELEASE, "--set", f"storage.create=false,storage.existingClaim={CLAIM}"],
+], ids=lambda args: "-".join(args[:2] + args[3:4]))  # fmt: skip
 def test_reads_land_in_the_context_namespace(args: list[str], tfchart: Tfchart, server: KubeServer) -> None:
     add_release(server)
     run = tfchart(server.kubeconfig(NS), *args)
@@ -256,17 +234,9 @@ PROXY_ANSWERS = {
 
 
 @pytest.mark.parametrize("answer", sorted(PROXY_ANSWERS))
-@pytest.mark.parametrize(
-    "args",
-    [
-        ["status", RELEASE],
-        ["logs", RELEASE, "--role", "chief"],
-        ["preflight", RELEASE],
-        ["install", RELEASE],
-        ["uninstall", RELEASE, "--delete-data"],
-    ],
-    ids=lambda args: args[0],
-)
+@pytest.mark.parametrize("args", [["status", RELEASE], ["logs", RELEASE, "--role", "chief"], ["preflight", RELEASE],
+                                  ["install", RELEASE], ["uninstall", RELEASE, "--delete-data"]],
+                         ids=lambda args: args[0])  # fmt: skip
 def test_an_answer_that_is_not_kubernetes_is_one_line_naming_the_url(
     args: list[str], answer: str, tfchart: Tfchart, server: KubeServer
 ) -> None:
