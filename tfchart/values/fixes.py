@@ -51,10 +51,14 @@ class Edit:
 
 @dataclass(frozen=True)
 class Located(Problem):
-    """A problem of the values with its fix as edits a tool can apply."""
+    """A problem of the values: as helm stated it (helm_errors.py; helm 4 may name only a bad map `key`), then where
+    it was set and its fix as edits a tool can apply; or a policy's violation of `rule` (e.g. maxGpus.perPod)."""
 
     edits: tuple[Edit, ...] = ()
-    kind: str = "schema"  # schema | rule | file | set (helm's refusal it came from)
+    kind: str = "schema"  # schema | required | rule | file | set (helm's refusal it came from) | policy
+    key: str = ""  # the unknown key (additionalProperties) or the bad map key (propertyNames)
+    choices: tuple[str, ...] = ()  # an enum's, as helm named them
+    rule: str = ""
 
 
 class Fixes:

@@ -9,10 +9,11 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import replace
 
 from tfchart.errors import HelmError
 from tfchart.helm.runner import error_text, failure
+from tfchart.values.fixes import Located
 
 SCHEMA_HEADER = "values don't meet the specifications of the schema(s)"
 RULES_HEADER = re.compile(r"^\S+: \d+ problem\(s\) in values:$", re.MULTILINE)
@@ -26,22 +27,7 @@ UNKNOWN, REQUIRED = "unknown key", "is required (was it set to null?)"
 Node = tuple[str, str, list["Node"]]  # helm 4: (key path, message, the errors under it)
 
 
-@dataclass
-class Found:
-    """One problem as helm stated it: where (a dotted key path; helm 4 may give only the name of a bad
-    map key), what it said, the fix it gave (the chart's rules give one), and which check refused it."""
-
-    path: str
-    message: str
-    fix: str = ""
-    kind: str = "schema"  # schema | required | rule | file | set
-    key: str = ""  # the unknown key (additionalProperties) or the bad map key (propertyNames)
-    choices: tuple[str, ...] = field(default_factory=tuple)  # enum
-    source: str = ""  # the file or --set flag helm could not parse
-    line: int | None = None
-
-
-def read(stderr: str, meanings: Mapping[str, str]) -> list[Found]:
+def read(stderr: str, meanings: Mapping[str, str]) -> list[Located]:
     """The problems of a failed `helm template`; HelmError when helm failed for another reason."""
     text = error_text(stderr)
     if text.startswith(SCHEMA_HEADER):
@@ -51,16 +37,16 @@ def read(stderr: str, meanings: Mapping[str, str]) -> list[Found]:
         return [_rule(line.strip()[2:]) for line in text[header.end() :].splitlines() if line.strip().startswith("- ")]
     if parsed := PARSE_FILE.match(text):
         line = int(found[1]) if (found := re.search(r"\bline (\d+)", parsed["error"])) else None
-        return [Found("(root)", parsed["error"], kind="file", source=parsed["file"], line=line)]
+        return [Located("(root)", parsed["error"], file=parsed["file"], line=line, kind="file")]
     if parsed := PARSE_SET.match(text):
-        return [Found("(root)", parsed["error"], kind="set", source=parsed["flag"])]
+        return [Located("(root)", parsed["error"], file=parsed["flag"], kind="set")]
     raise failure(stderr) if text else HelmError("helm template failed without a message")
 
 
-def _rule(line: str) -> Found:
+def _rule(line: str) -> Located:
     path, _, rest = line.partition(": ")
     message, _, fix = rest.rpartition(". Fix: ")
-    return Found(path, message or rest, fix, "rule")
+    return Located(path, message or rest, None, fix, kind="rule")
 
 
 def _unquote(text: str) -> str:
@@ -86,34 +72,33 @@ def _message(message: str, json_escaped: bool, meanings: Mapping[str, str]) -> s
     return f"{match['value'] or ''}is not {meaning}" if meaning else message
 
 
-def _helm3(lines: list[str], meanings: Mapping[str, str]) -> list[Found]:
-    found: list[Found] = []
-    pending_key: Found | None = None  # a bad map key: helm 3 says why on the next line
+def _helm3(lines: list[str], meanings: Mapping[str, str]) -> list[Located]:
+    found: list[Located] = []
+    pending: int | None = None  # a bad map key's problem: helm 3 says why on the next line
     for match in filter(None, map(HELM3_LINE.match, lines)):
         path, message = match["path"], match["message"]
-        if pending_key is not None and path == pending_key.path.rpartition(".")[0]:
+        if pending is not None and path == found[pending].path.rpartition(".")[0]:
             why = _message(message, False, meanings).replace("Does not", "does not")
-            pending_key.message = f"key {pending_key.key!r} {why}"
-            pending_key = None
+            found[pending], pending = replace(found[pending], message=f"key {found[pending].key!r} {why}"), None
             continue
         if bad_key := re.match(r'Property name of "(.*)" does not match$', message):
-            pending_key = Found(_under(path, bad_key[1]), f"key {bad_key[1]!r} is not allowed", key=bad_key[1])
-            found.append(pending_key)
+            pending = len(found)
+            found.append(Located(_under(path, bad_key[1]), f"key {bad_key[1]!r} is not allowed", key=bad_key[1]))
         elif message == "Must validate one and only one schema (oneOf)":
             continue  # the failing form's own error follows
         elif extra := re.match(r"Additional property (.*) is not allowed$", message):
-            found.append(Found(_under(path, extra[1]), UNKNOWN, key=extra[1]))
+            found.append(Located(_under(path, extra[1]), UNKNOWN, key=extra[1]))
         elif enum := re.match(r".* must be one of the following: (.*)$", message):
             choices = tuple(re.findall(r'"((?:[^"\\]|\\.)*)"', enum[1]))
-            found.append(Found(path, f"must be one of: {', '.join(choices)}", choices=choices))
+            found.append(Located(path, f"must be one of: {', '.join(choices)}", choices=choices))
         elif required := re.match(r"(.*) is required$", message):
-            found.append(Found(_under(path, required[1]), REQUIRED, kind="required"))
+            found.append(Located(_under(path, required[1]), REQUIRED, kind="required"))
         else:
-            found.append(Found(path, _message(message, False, meanings)))
+            found.append(Located(path, _message(message, False, meanings)))
     return found
 
 
-def _helm4(lines: list[str], meanings: Mapping[str, str]) -> list[Found]:
+def _helm4(lines: list[str], meanings: Mapping[str, str]) -> list[Located]:
     """helm 4's tree of errors (each line indented under its cause) as (path, message, children) nodes, explained."""
     top: Node = ("", "", [])
     stack: list[tuple[int, Node]] = [(-1, top)]
@@ -128,21 +113,21 @@ def _helm4(lines: list[str], meanings: Mapping[str, str]) -> list[Found]:
     return [problem for root in top[2] for problem in _explain(root, meanings)]
 
 
-def _explain(node: Node, meanings: Mapping[str, str]) -> list[Found]:
+def _explain(node: Node, meanings: Mapping[str, str]) -> list[Located]:
     path, message, children = node
     names = [_unquote(name) for name in QUOTED.findall(message)] if "'" in message else []
     if message.endswith("validation failed") and children:
         return [problem for child in children for problem in _explain(child, meanings)]
     if message.startswith("invalid propertyName") and names:  # helm 4 loses the map's path: found by name later
         why = "; ".join(_message(child[1], True, meanings) for child in children) or message
-        return [Found("", f"key {why}" if why.startswith("'") else f"key {names[0]!r}: {why}", key=names[0])]
+        return [Located("", f"key {why}" if why.startswith("'") else f"key {names[0]!r}: {why}", key=names[0])]
     if re.match(r"'(oneOf|anyOf)' failed", message) and children:
         forms = "; ".join(_message(child[1], True, meanings) for child in children)
-        return [Found(path, f"matches none of its allowed forms: {forms}")]
+        return [Located(path, f"matches none of its allowed forms: {forms}")]
     if re.match(r"additional propert(y|ies) ", message):
-        return [Found(_under(path, name), UNKNOWN, key=name) for name in names]
+        return [Located(_under(path, name), UNKNOWN, key=name) for name in names]
     if re.match(r"missing propert(y|ies) ", message):
-        return [Found(_under(path, name), REQUIRED, kind="required") for name in names]
+        return [Located(_under(path, name), REQUIRED, kind="required") for name in names]
     if message.startswith("value must be one of "):
-        return [Found(path, f"must be one of: {', '.join(names)}", choices=tuple(names))]
-    return [Found(path, _message(message, True, meanings))]
+        return [Located(path, f"must be one of: {', '.join(names)}", choices=tuple(names))]
+    return [Located(path, _message(message, True, meanings))]

@@ -19,8 +19,7 @@ from tfchart.helm.chart import Chart, Inputs, private_folder
 from tfchart.helm.runner import Helm
 
 if TYPE_CHECKING:
-    from tfchart.values.fixes import Edit, Fixes
-    from tfchart.values.helm_errors import Found
+    from tfchart.values.fixes import Edit, Fixes, Located
     from tfchart.values.origins import Origins
 
 CHART_WARNING = "# WARNING: "  # a comment the chart renders above an object it warns about (values that may not work)
@@ -40,7 +39,7 @@ class Report:
     manifests: list[dict[str, Any]] = field(default_factory=list, repr=False)  # the render (the rules' pass's)
     policy_file: str = ""
     policy_checked: bool = False
-    violations: list[Problem] = field(default_factory=list)  # tfchart.values.policy_rules.Violation
+    violations: list[Problem] = field(default_factory=list)  # Located, kind policy
     policy_problems: list[Problem] = field(default_factory=list)  # the policy file itself is broken
     note: str = ""
     rendered_with: tuple[str, Inputs, str | None] | None = field(default=None, repr=False)  # release, inputs, ns
@@ -69,9 +68,8 @@ class Report:
 def problem_dict(problem: Problem) -> dict[str, Any]:
     """A problem in `--output json`: its kind (schema, rule, file, set; policy, policy-file), key path, what is wrong,
     the value as written, the fix (as words and as edits: a line rewritten, or a --set argument), file and line."""
-    kind = "policy" if hasattr(problem, "rule") else getattr(problem, "kind", "policy-file")
-    return {"kind": kind, "path": problem.path, "message": problem.message, "value": problem.value,
-            "fix": problem.fix, "edits": [edit.as_dict() for edit in getattr(problem, "edits", ())],
+    return {"kind": getattr(problem, "kind", "policy-file"), "path": problem.path, "message": problem.message,
+            "value": problem.value, "fix": problem.fix, "edits": [e.as_dict() for e in getattr(problem, "edits", ())],
             "file": problem.file or None, "line": problem.line}  # fmt: skip
 
 
@@ -120,7 +118,7 @@ def refusal(stderr: str, helm: Helm, chart: Chart, inputs: Inputs, release: str,
     fixes = Fixes(origins, schema)
     for item, more in _grouped(found):
         if item.kind == "file":
-            name = next((file.name for file in inputs.files if file.path == item.source), item.source)
+            name = next((file.name for file in inputs.files if file.path == item.file), item.file)
             documents = next((documents for file, documents in origins.files if file == name), [])
             located = file_error_key(documents, item.message)
             path, line = located or ("(root)", item.line or _line_of(name, item.message))
@@ -207,11 +205,11 @@ def _line_of(name: str, message: str) -> int | None:
     return next((number for number, text in enumerate(lines, 1) if text.startswith("---") and separator in text), None)
 
 
-def _grouped(found: list[Found], shown: int = 3) -> list[tuple[Found, str]]:
+def _grouped(found: list[Located], shown: int = 3) -> list[tuple[Located, str]]:
     """The problems, those repeated over many list items (a --set list[60000] of nulls) listed for the
     first items, the last one listed saying how many more there are."""
     numbered = re.compile(r"\.\d+(?=\.|$)")
-    groups: dict[tuple[str, str], list[Found]] = {}
+    groups: dict[tuple[str, str], list[Located]] = {}
     for item in found:
         groups.setdefault((numbered.sub(".*", item.path), item.message), []).append(item)
     return [(member, f"and {len(members) - shown} more like it, up to {members[-1].path}" if index == shown - 1 and
@@ -219,7 +217,7 @@ def _grouped(found: list[Found], shown: int = 3) -> list[tuple[Found, str]]:
             for index, member in enumerate(members[: shown if len(members) > shown + 2 else None])]  # fmt: skip
 
 
-def _located(item: Found, origins: Origins, fixes: Fixes) -> Problem:
+def _located(item: Located, origins: Origins, fixes: Fixes) -> Problem:
     from tfchart.values.fixes import Located
     from tfchart.values.helm_errors import UNKNOWN
 
@@ -245,14 +243,14 @@ def _located(item: Found, origins: Origins, fixes: Fixes) -> Problem:
     return replace(problem, file=origin.source, line=origin.line) if origin else problem
 
 
-def _broken_set(origins: Origins, item: Found) -> str:
-    """The argument of `item.source` (a --set flag) that helm cannot parse (Origins asks helm for each); all of them
+def _broken_set(origins: Origins, item: Located) -> str:
+    """The argument of `item.file` (a --set flag) that helm cannot parse (Origins asks helm for each); all of them
     where none fails alone (it fails on what the files set before it)."""
     from tfchart.values.origins import shown
 
-    given = [f"{flag} {argument}" for flag, argument in origins.inputs.sets if flag == item.source]
+    given = [f"{flag} {argument}" for flag, argument in origins.inputs.sets if flag == item.file]
     broken = [source for source, paths in reversed(origins.set_paths) if source in given and not paths]
-    return shown(broken[0] if len(given) > 1 and broken else " ".join(given) or item.source)
+    return shown(broken[0] if len(given) > 1 and broken else " ".join(given) or item.file)
 
 
 def check_policy(report: Report, path: Path, helm: Helm, chart: Chart, inputs: Inputs) -> Report:
