@@ -28,8 +28,6 @@ if TYPE_CHECKING:
 
     from tfchart.cluster.kube import KubeApi
 
-__all__ = ["FAIL", "OK", "WARN", "Context", "Finding", "enforce", "refusal", "report", "run"]
-
 
 def run(api: KubeApi | None, docs: list[dict[str, Any]], release: str, namespace: str,
         registries: Access | None = None) -> list[Finding]:  # fmt: skip
