@@ -20,7 +20,6 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from tfchart.errors import HelmError, HelmUnreachable, UsageError
 
@@ -77,10 +76,7 @@ def parsed(output: str, executable: str) -> tuple[int, int]:
     return found
 
 
-class Runner(Protocol):
-    """What tfchart needs from helm: run a command, get its stdout. Tests record calls through it."""
-
-    def __call__(self, args: Sequence[str], stdin: bytes | None = None) -> bytes: ...
+Runner = Callable[[Sequence[str]], bytes]  # what tfchart needs from helm: a command's stdout (tests record calls)
 
 
 @dataclass(frozen=True)
@@ -92,8 +88,8 @@ class Helm:
     kube_context: str | None = None
     debug: bool = False  # print each command on stderr
 
-    def __call__(self, args: Sequence[str], stdin: bytes | None = None) -> bytes:
-        return finish(self.start(args), stdin)
+    def __call__(self, args: Sequence[str]) -> bytes:
+        return finish(self.start(args))
 
     def start(self, args: Sequence[str]) -> subprocess.Popen[bytes]:
         """The command, started: the caller may prepare what reads its output while helm works."""
@@ -102,15 +98,14 @@ class Helm:
         if self.debug:
             print("helm:", shlex.join(argv), file=sys.stderr)
         try:
-            return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         except OSError as error:
             raise HelmError(f"cannot run {self.executable}: {error.strerror}", INSTALL_HINT) from None
 
 
-def finish(process: subprocess.Popen[bytes], stdin: bytes | None = None,
-           failed: Callable[[str], Exception] = lambda stderr: failure(stderr)) -> bytes:  # fmt: skip
+def finish(process: subprocess.Popen[bytes], failed: Callable[[str], Exception] = lambda text: failure(text)) -> bytes:
     """A started command's stdout; its failure as `failed` makes it of helm's stderr (an error in helm's words)."""
-    stdout, stderr = process.communicate(stdin or b"")
+    stdout, stderr = process.communicate()
     if process.returncode != 0:
         raise failed(stderr.decode(errors="replace"))
     return stdout
