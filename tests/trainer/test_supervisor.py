@@ -55,49 +55,6 @@ JOBS = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"
 SELF_SCALE = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{PREFIX}-supervisor/scale"
 
 
-@dataclass
-class Run:
-    """One release run to its ending: the API's objects and requests, the Job controller, the logs."""
-
-    server: KubeServer
-    docs: list[dict[str, Any]]
-    controller: JobController
-    supervisor_log: str
-    pod_lines: list[str]
-    sets: list[str]
-    release: Release
-
-    @property
-    def run_spec(self) -> str:
-        sts = named(self.docs, "StatefulSet", f"{PREFIX}-worker")
-        return str(sts["metadata"]["annotations"]["tf-distributed.io/run-spec"])
-
-    def writes(self) -> list[tuple[str, str, Any]]:
-        """The requests that changed something, with the ended-at time (a clock reading) blanked; the
-        progress records (the chief's log as it went, see progress_written) left out."""
-        out = []
-        for method, path, body in self.server.writes():
-            annotations = ((body or {}).get("metadata") or {}).get("annotations") or {}
-            if set(annotations) == {PROGRESS} and set(body) == {"metadata"}:
-                continue
-            if ENDED_AT in annotations:
-                assert time.time() - 120 < parse_time(annotations[ENDED_AT]) <= time.time() + 1
-                annotations[ENDED_AT] = "<now>"
-            out.append((method, path, body))
-        return out
-
-    def replicas(self, role: str) -> int:
-        sts = self.server.get("StatefulSet", NAMESPACE, f"{PREFIX}-{role}")
-        assert sts is not None
-        return int(sts["spec"]["replicas"])
-
-    def progress_written(self) -> list[JobProgress | None]:
-        """Each progress record the supervisor wrote on the chief Job, in order."""
-        return [parse_job_progress(body["metadata"]["annotations"][PROGRESS]) for method, path, body
-                in self.server.writes() if path == f"{JOBS}/{PREFIX}-chief"
-                and PROGRESS in ((body or {}).get("metadata") or {}).get("annotations", {})]
-
-
 def recorded(kind: str, reason: str) -> tuple[str, str, Any]:
     """The run record: the annotation PATCH of the chief Job for this ending."""
     annotations = {"tf-distributed.io/ending": kind, "tf-distributed.io/end-reason": reason, ENDED_AT: "<now>"}
@@ -161,7 +118,8 @@ def start_supervisor(server: KubeServer, docs: list[dict[str, Any]], sa: Path) -
 @dataclass
 class Release:
     """A rendered release in the loopback API: its TensorFlow pods as local processes, the chief Job
-    under a Job controller, and the rendered supervisor Deployment's container as a process."""
+    under a Job controller, and the rendered supervisor Deployment's container as a process; once run to its
+    ending, the API's requests, the Job controller and the logs tell how it went."""
 
     server: KubeServer
     cluster: LocalCluster
@@ -172,6 +130,8 @@ class Release:
     hooks: list[Callable[[LocalPod, str], None]] = field(default_factory=list)  # called on each line of a pod
     supervisors: list[subprocess.Popen[bytes]] = field(default_factory=list)
     docs: list[dict[str, Any]] = field(default_factory=list)  # the release as rendered
+    controller: JobController | None = None  # the chief Job's, once run to its ending
+    supervisor_log: str = ""
 
     def heard(self, pod: LocalPod, line: str) -> None:
         self.lines.append(f"{pod.name}: {line}")
@@ -209,6 +169,31 @@ class Release:
         assert supervisor.returncode == 0, output
         return output
 
+    def writes(self) -> list[tuple[str, str, Any]]:
+        """The requests that changed something, with the ended-at time (a clock reading) blanked; the
+        progress records (the chief's log as it went, see progress_written) left out."""
+        out = []
+        for method, path, body in self.server.writes():
+            annotations = ((body or {}).get("metadata") or {}).get("annotations") or {}
+            if set(annotations) == {PROGRESS} and set(body) == {"metadata"}:
+                continue
+            if ENDED_AT in annotations:
+                assert time.time() - 120 < parse_time(annotations[ENDED_AT]) <= time.time() + 1
+                annotations[ENDED_AT] = "<now>"
+            out.append((method, path, body))
+        return out
+
+    def replicas(self, role: str) -> int:
+        sts = self.server.get("StatefulSet", NAMESPACE, f"{PREFIX}-{role}")
+        assert sts is not None
+        return int(sts["spec"]["replicas"])
+
+    def progress_written(self) -> list[JobProgress | None]:
+        """Each progress record the supervisor wrote on the chief Job, in order."""
+        return [parse_job_progress(body["metadata"]["annotations"][PROGRESS]) for method, path, body
+                in self.server.writes() if path == f"{JOBS}/{PREFIX}-chief"
+                and PROGRESS in ((body or {}).get("metadata") or {}).get("annotations", {})]
+
     @classmethod
     def rendered(cls, sets: list[str], sa: Path) -> Release:
         """The release rendered with `sets` (the e2e values) into a new API: its StatefulSets, Jobs and Deployments
@@ -237,10 +222,10 @@ class Release:
 
 @pytest.fixture
 def release(tmp_path: Path) -> Iterator[Any]:
-    """Runs a rendered release with `sets` until its supervisor scaled itself down; yields a Run."""
+    """Runs a rendered release with `sets` until its supervisor scaled itself down; yields it, run."""
     releases: list[Release] = []
 
-    def run(sets: list[str], start_servers: bool = False, during: Any = None, timeout: float = 150) -> Run:
+    def run(sets: list[str], start_servers: bool = False, during: Any = None, timeout: float = 150) -> Release:
         sets = [f"storage.mountPath={tmp_path / 'data'}", "tensorboard.enabled=false", "serving.enabled=false",
                 "supervisor.pollSeconds=1", "supervisor.chiefMissingSeconds=5", "ps.replicas=1",
                 "worker.replicas=1", "training.trainSteps=60", "training.checkpointEverySteps=30", *sets]
@@ -248,10 +233,10 @@ def release(tmp_path: Path) -> Iterator[Any]:
         releases.append(stage)
         if start_servers:
             stage.start_servers()
-        controller = stage.start_chief(stage.docs)
-        output = stage.supervise(stage.docs, during, timeout)
-        controller.join(30)
-        return Run(stage.server, stage.docs, controller, output, stage.lines, sets, stage)
+        stage.controller = stage.start_chief(stage.docs)
+        stage.supervisor_log = stage.supervise(stage.docs, during, timeout)
+        stage.controller.join(30)
+        return stage
 
     yield run
     for stage in releases:
@@ -269,7 +254,7 @@ def release(tmp_path: Path) -> Iterator[Any]:
 def test_project_trainer_success_scales_ps_and_workers_down(release: Any) -> None:
     run = release([], start_servers=True, timeout=240)
     job = run.server.get("Job", NAMESPACE, f"{PREFIX}-chief")
-    assert job is not None and job["status"]["conditions"][0]["type"] == "Complete", run.pod_lines[-20:]
+    assert job is not None and job["status"]["conditions"][0]["type"] == "Complete", run.lines[-20:]
     assert run.writes() == scale_down("succeeded", f"Succeeded: Job {PREFIX}-chief completed")
     assert run.replicas("ps") == 0 and run.replicas("worker") == 0
     assert "run ended (succeeded)" in run.supervisor_log
@@ -423,7 +408,7 @@ def test_an_ending_is_acted_on_at_once_not_at_the_next_poll(release: Any, tmp_pa
 # -- upgrading a finished release --------------------------------------------------------------
 
 
-def render_against(run: Run | Release, major: str, *more_sets: str) -> list[dict[str, Any]]:
+def render_against(run: Release, major: str, *more_sets: str) -> list[dict[str, Any]]:
     """What `helm upgrade` renders for this release: helm's `lookup` reads the live objects."""
     extra = ["--dry-run=server", "--kube-apiserver", run.server.url, "--kube-token", "test"]
     if major == "4":
@@ -499,16 +484,15 @@ def test_recreating_a_failed_runs_chief_is_a_new_run_that_trains_to_the_end(rele
     deadline = "Failed: DeadlineExceeded: Job was active longer than specified deadline"
     assert run.writes() == scale_down("failed", deadline)
     assert run.replicas("ps") == run.replicas("worker") == 0
-    stage = run.release
     delete_as_recreate_does(run.server)
-    docs = render_against(stage, "4", "chief.activeDeadlineSeconds=null", "chief.podAnnotations.fixed=yes")
+    docs = render_against(run, "4", "chief.activeDeadlineSeconds=null", "chief.podAnnotations.fixed=yes")
     assert spec_replicas(docs) == {f"{PREFIX}-ps": 1, f"{PREFIX}-worker": 1, f"{PREFIX}-supervisor": 1}
-    stage.apply(docs, uid="uid-the-recreated-chief")
-    stage.start_servers()
-    controller = stage.start_chief(docs)
-    log = stage.supervise(docs, timeout=240)
+    run.apply(docs, uid="uid-the-recreated-chief")
+    run.start_servers()
+    controller = run.start_chief(docs)
+    log = run.supervise(docs, timeout=240)
     controller.join(30)
-    assert record(run.server) == ("uid-the-recreated-chief", "Complete", "succeeded"), stage.lines[-20:]
+    assert record(run.server) == ("uid-the-recreated-chief", "Complete", "succeeded"), run.lines[-20:]
     assert run.replicas("ps") == run.replicas("worker") == 0
     assert "run ended (succeeded)" in log
 
@@ -545,10 +529,10 @@ def test_recreating_a_running_chief_goes_on_with_the_same_servers_to_the_end(rel
     run = release(["supervisor.chiefMissingSeconds=120", "training.trainSteps=120"], start_servers=True,
                   during=recreate, timeout=300)
     controllers[0].join(30)
-    assert record(run.server) == ("uid-the-recreated-chief", "Complete", "succeeded"), run.pod_lines[-20:]
+    assert record(run.server) == ("uid-the-recreated-chief", "Complete", "succeeded"), run.lines[-20:]
     assert run.writes() == [*RECREATED, *scale_down("succeeded", f"Succeeded: Job {PREFIX}-chief completed")]
     assert "was created again: a new run" in run.supervisor_log
-    chief = "\n".join(line for line in run.pod_lines if line.startswith(f"{PREFIX}-chief"))
+    chief = "\n".join(line for line in run.lines if line.startswith(f"{PREFIX}-chief"))
     saved = re.search(r"SIGTERM at step (\d+): checkpoint saved", chief)
     resumed = re.search(r"resumed from checkpoint at step (\d+)", chief)
     assert saved and resumed and saved.group(1) == resumed.group(1), chief[-3000:]
