@@ -31,6 +31,7 @@ from tfchart.cluster.preflight.controllers import check_gang, check_kueue, check
 from tfchart.cluster.preflight.resources import check_gpus, check_quota, check_storage
 from tfchart.errors import KubernetesError, TfchartError
 from tfchart.manifests import quantity
+from tfchart.manifests.workloads import gpus, resources
 
 NS = "ml-training"
 GPU = "nvidia.com/gpu"
@@ -84,6 +85,12 @@ def test_quantities(text: str | int, expected: Decimal) -> None:
 def test_invalid_quantity_is_a_clear_error() -> None:
     with pytest.raises(TfchartError, match="invalid quantity '1Zi'"):
         quantity.parse("1Zi")
+
+
+def test_a_request_left_out_is_the_limit_container_by_container() -> None:
+    """As the API server defaults it: the sidecar's limit is its request, whatever the main container asks."""
+    pod = {"containers": [{"resources": {"requests": {"cpu": "1"}}}, {"resources": {"limits": {"cpu": "2", GPU: "1"}}}]}
+    assert (resources(pod), resources(pod, "limits"), gpus(pod)) == ({"cpu": 3, GPU: 1}, {"cpu": 2, GPU: 1}, {GPU: 1})
 
 
 @pytest.mark.parametrize(
