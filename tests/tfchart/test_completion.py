@@ -9,12 +9,8 @@ import sys
 import pytest
 
 from tests.chartlib import REPO
+from tests.tfchart.test_cli import tfchart
 from tfchart.cli.app import SHELLS
-
-
-def tfchart(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tfchart", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=120, env=env, check=False)  # fmt: skip
 
 
 @pytest.mark.parametrize("shell", SHELLS)

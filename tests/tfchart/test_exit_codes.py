@@ -17,7 +17,7 @@ from tests import kubeapi as kf
 from tests.chartlib import REPO
 from tests.kubeapi import KubeServer, kube_server
 from tests.kubeapi_rbac import service_account
-from tfchart.cli.app import main
+from tests.tfchart.test_vocabulary import run_main
 from tfchart.cluster.suspend import NO_RUN_EXIT, TIMED_OUT_EXIT
 from tfchart.errors import ClusterUnavailable, TfchartError, UsageError
 
@@ -43,12 +43,8 @@ SCRIPTED = {
 
 
 def tfchart(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exit_info:
-        code = int(exit_info.code or 0)
-    return code, capsys.readouterr().err
+    code, _, err = run_main(capsys, *args)
+    return code, err
 
 
 @pytest.fixture
