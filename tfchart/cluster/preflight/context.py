@@ -96,8 +96,7 @@ class Context:
         JobSet only), else one the TensorFlow pods carry."""
         if (jobset := self.doc("JobSet")) is not None:
             return str(((jobset.get("metadata") or {}).get("labels") or {}).get(key) or "")
-        return next((role.pod_labels[key] for role in self.roles if role.role in GANG_ROLES
-                     and role.pod_labels.get(key)), "")  # fmt: skip
+        return next(filter(None, (role.pod_labels.get(key) for role in self.roles if role.role in GANG_ROLES)), "")
 
     @cached_property
     def nodes(self) -> list[dict[str, Any]]:

@@ -93,8 +93,7 @@ def check_gang(context: Context) -> list[Finding]:
                         f"no podgroups in {served}): the chart's PodGroup cannot be created",
                         f"{install}, or --set scheduling.gang.provider=none")]
     # the chart names the provider's scheduler on the TensorFlow pods unless the values name another
-    scheduler = next((r.spec["schedulerName"] for r in context.roles if r.role in GANG_ROLES
-                      and r.spec.get("schedulerName")), "")  # fmt: skip
+    scheduler = next(filter(None, (r.spec.get("schedulerName") for r in context.roles if r.role in GANG_ROLES)), "")
     findings = [gang(OK, f"CRD {crd} serves {served} (that a scheduler runs as {scheduler} is not checked)")]
     if name == "volcano" and (queue := str((group.get("spec") or {}).get("queue") or "")):
         findings += guarded("gang-scheduling", lambda: [check_volcano_queue(context, queue)])
