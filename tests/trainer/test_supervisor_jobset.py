@@ -170,11 +170,9 @@ def test_a_stall_ends_the_jobset_run_through_its_chief_job_s_deadline_and_record
         assert_allowed(server)
         # JobSet's part: the chief Job fails (DeadlineExceeded), the DeadlineEndsTheRun rule fails the run and
         # JobSet deletes the other Jobs and their pods
-        with kf.JobSetController(server, jobset):
-            deadline = time.monotonic() + 30
-            while "Failed" not in str((server.get("JobSet", NS, PREFIX) or {}).get("status", {}).get("terminalState")):
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+        with kf.JobSetController(server, jobset), server.changed:
+            assert server.changed.wait_for(lambda: "Failed" in str(
+                (server.get("JobSet", NS, PREFIX) or {}).get("status", {}).get("terminalState")), 30)
         assert {key[2] for key in server.objects if key[0] == "jobs"} == {f"{PREFIX}-chief-0"}
         assert not [key for key in server.objects if key[0] == "pods"]
         # a supervisor started again (the Deployment at 1 after an upgrade) reads the record and only scales itself
