@@ -1157,12 +1157,10 @@ def node(
     *,
     unschedulable: bool = False,
     ready: bool = True,
-    taints: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     resources = {"cpu": cpu, "memory": memory, "pods": "110", "ephemeral-storage": "100Gi",
                  **{resource: str(count) for resource, count in (gpus or {}).items()}}  # fmt: skip
-    spec: dict[str, Any] = {"podCIDR": "10.244.1.0/24", **({"unschedulable": True} if unschedulable else {}),
-                            **({"taints": taints} if taints else {})}  # fmt: skip
+    spec: dict[str, Any] = {"podCIDR": "10.244.1.0/24", **({"unschedulable": True} if unschedulable else {})}
     ready_condition = {"type": "Ready", "status": "True" if ready else "False", "reason": "KubeletReady",
                        "lastHeartbeatTime": ago(seconds=10), "lastTransitionTime": ago(days=3)}  # fmt: skip
     info = {"kubeletVersion": "v1.33.2", "osImage": "Ubuntu 24.04", "architecture": "amd64",
@@ -1199,20 +1197,15 @@ def storage_class(
     }  # fmt: skip
 
 
-def claim(
-    name: str,
-    namespace: str,
-    phase: str = "Bound",
-    access_modes: Sequence[str] = ("ReadWriteMany",),
-    storage_class_name: str = "nfs",
-) -> dict[str, Any]:
+def claim(name: str, namespace: str, phase: str = "Bound", access_modes: Sequence[str] = ("ReadWriteMany",),
+          ) -> dict[str, Any]:  # fmt: skip
     bound = {"accessModes": list(access_modes), "capacity": {"storage": "20Gi"}} if phase == "Bound" else {}
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"accessModes": list(access_modes), "resources": {"requests": {"storage": "20Gi"}},
-                 "storageClassName": storage_class_name, "volumeMode": "Filesystem"},
+                 "storageClassName": "nfs", "volumeMode": "Filesystem"},
         "status": {"phase": phase, **bound},
     }  # fmt: skip
 
