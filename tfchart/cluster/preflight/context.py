@@ -1,5 +1,5 @@
 """What the checks share. The Context: what the release would create, read from its render (helm template of the same
-values): its pods per role (the `helm test` pod left out), the objects quota counts, the storage need, and the render
+values): its pods per role (the `helm test` pod left out), the objects quota counts, and the render
 for the objects a check looks for; and, from the API, the cluster's schedulable nodes, API discovery and custom
 objects, each read once however many checks ask. A check's verdict (Finding); a read that RBAC forbids becomes one
 `could not check` warning instead of failing the run."""
@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from tfchart.cluster.kube import AccessDenied, resource_name
 from tfchart.manifests import quantity
 from tfchart.manifests.workloads import Workload, resources, running
-from tfchart.values.storage import StorageNeed, need
 from tfdcontract import CHIEF, EVALUATOR, PS, WORKER
 
 if TYPE_CHECKING:
@@ -48,10 +47,6 @@ class Context:
     def roles(self) -> list[Workload]:
         """The release's pod templates (the helm test's left out)."""
         return running(self.docs)
-
-    @cached_property
-    def storage(self) -> StorageNeed | None:
-        return need(self.docs)
 
     @cached_property
     def objects(self) -> Counter[str]:

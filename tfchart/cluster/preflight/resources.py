@@ -22,6 +22,7 @@ from tfchart.cluster.preflight.context import FAIL, OK, WARN, Context, Finding, 
 from tfchart.manifests.quantity import parse, parse_or_none, shown
 from tfchart.manifests.workloads import Workload, gpus, resources
 from tfchart.values.storage import RWX_EXAMPLES, StorageNeed
+from tfchart.values.storage import need as storage_need
 from tfdcontract import CHART_NAME, INSTANCE_LABEL, PART_OF_LABEL, SUPERVISOR
 
 gpu, colocation, quota, finding = (partial(Finding, check) for check in ("gpu-capacity", "co-location", "quota",
@@ -149,7 +150,7 @@ def quota_finding(context: Context, resource_quota: dict[str, Any]) -> Finding:
 def check_colocation(context: Context) -> list[Finding]:
     """Co-located pods must all fit one node: their requests against each schedulable node's allocatable.
     The supervisor mounts no claim, so it is free to run elsewhere. Run only when the values co-locate the pods."""
-    if not (context.storage and context.storage.colocated):
+    if not ((storage := storage_need(context.docs)) and storage.colocated):
         return []
     roles = [role for role in context.roles if role.role not in UNMOUNTED_ROLES]
     pods = sum(role.replicas for role in roles)
@@ -158,7 +159,7 @@ def check_colocation(context: Context) -> list[Finding]:
     note = f" ({placed} not evaluated)" if (placed := placement(roles)) else ""
     listed = context.nodes
     fitting = [name_of(n) for n in listed if all(allocatable(n, key) >= value for key, value in needed.items())]
-    head = f"storage needs {context.storage.mode}, so all {pods} pods run on one node: they request {what}"
+    head = f"storage needs {storage.mode}, so all {pods} pods run on one node: they request {what}"
     if fitting:
         return [colocation(OK, f"{head}; fits {', '.join(fitting)} (allocatable, before other pods){note}")]
     sizes = "; ".join(f"{name_of(node)}: " + ", ".join(f"{shown(allocatable(node, key))} {key}" for key in needed)
@@ -208,7 +209,7 @@ COLOCATE_FIX = ("--set storage.accessModes={ReadWriteOnce} to co-locate every po
 
 
 def check_storage(context: Context) -> list[Finding]:
-    need = context.storage
+    need = storage_need(context.docs)
     if need is None:
         return [finding(FAIL, "no pod of the release mounts a volume for checkpoints, logs and exports",
                         "--set storage.create=true or --set storage.existingClaim=<pvc-name>")]
