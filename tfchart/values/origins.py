@@ -143,15 +143,9 @@ class Origins:
 
     def nearest(self, path: str) -> Origin | None:
         """Like `of`, or the line of the deepest map above `path` that a file writes (a missing key)."""
-        if (found := self.of(path)) is not None:
-            return found
-        best: tuple[int, Origin] | None = None
-        for name, documents in self.files:
-            for root in documents:
-                _, key, _, keys = walk(root, path)
-                if key is not None and (best is None or len(keys) > best[0]):
-                    best = (len(keys), Origin(name, key.start_mark.line + 1))
-        return best[1] if best else None
+        written = [(len(keys), Origin(name, key.start_mark.line + 1)) for name, documents in self.files
+                   for _, key, _, keys in (walk(root, path) for root in documents) if key is not None]  # fmt: skip
+        return self.of(path) or max(written, key=lambda found: found[0], default=(0, None))[1]
 
     def key_named(self, name: str) -> str | None:
         """The next key called `name` in the files not handed out yet (one per problem helm 4 reports: it names
