@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster.kube import AccessDenied, split_resource
-from tfchart.manifests.workloads import gpus
 from tfdcontract import (
     CHIEF,
     COMPLETION_INDEX_ANNOTATION,
@@ -92,11 +91,6 @@ def has_started(pod: Mapping[str, Any]) -> bool:
                for s in (pod.get("status") or {}).get("containerStatuses") or [])  # fmt: skip
 
 
-def condition_true(pod: Mapping[str, Any], kind: str) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
-
-
 def pod_reason(pod: Mapping[str, Any]) -> tuple[str, str]:
     """Why a pod is not simply Running/Succeeded: scheduling, waiting or terminated containers, eviction."""
     status = pod.get("status") or {}
@@ -116,11 +110,6 @@ def pod_reason(pod: Mapping[str, Any]) -> tuple[str, str]:
         if terminated and terminated.get("exitCode"):
             return terminated.get("reason") or "Error", f"exit code {terminated['exitCode']}"
     return (str(status["reason"]), status.get("message") or "") if status.get("reason") else ("", "")
-
-
-def pod_gpus(pod: Mapping[str, Any]) -> dict[str, int]:
-    """GPUs requested by the pod's containers, per resource name."""
-    return gpus(pod.get("spec") or {})
 
 
 def job_info(role: str, jobs: list[Any], pods: list[Any]) -> JobInfo:
@@ -177,16 +166,15 @@ JOBSET = split_resource("JobSet")
 
 @dataclass(frozen=True)
 class Run:
-    """A release's run: its object (`kind` Job or JobSet, as the API's JSON) and its state."""
+    """A release's run: its object (info.kind Job or JobSet, as the API's JSON) and its state."""
 
-    kind: str
     info: JobInfo
     document: Any = None  # the JSON; None: no run object (info.state Missing)
     jobs: tuple[Any, ...] = ()  # a JobSet's child Jobs
 
     @property
     def jobset(self) -> bool:
-        return self.kind == "JobSet"
+        return self.info.kind == "JobSet"
 
 
 def in_jobset(obj: Any) -> bool:
@@ -223,11 +211,11 @@ def run_of(jobset: dict[str, Any] | None, jobs: list[Any], pods: list[Any]) -> R
         role = run_role(native)
         info = job_info(role, native, [pod for pod in pods if role_of(pod) == role and not in_jobset(pod)])
         document = next(({**job, "kind": "Job"} for job in native if name_of(job) == info.name), None)
-        return Run("Job", info, document)
+        return Run(info, document)
     name, jobset = str(jobset["metadata"]["name"]), {**jobset, "kind": "JobSet"}
     children = tuple(job for job in jobs if labels_of(job).get(JOBSET_NAME_LABEL) == name)
     role = RunView("JobSet", jobset).role  # its success policy's target: chief, or worker without a chief
     own = [pod for pod in pods if role_of(pod) == role and labels_of(pod).get(JOBSET_NAME_LABEL) == name]
     info = run_info(jobset, role, newest([job for job in children if role_of(job) == role]), own)
-    return Run("JobSet", info, jobset, children)
+    return Run(info, jobset, children)
 

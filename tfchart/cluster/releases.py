@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster import objects
 from tfchart.cluster.status import read_progress, training_state
+from tfchart.manifests.workloads import gpus
 from tfdcontract import CHART_NAME, INSTANCE_LABEL, PART_OF_LABEL
 from tfdcontract.runstate import parse_time
 
@@ -52,7 +53,7 @@ def list_runs(api: KubeApi, namespace: str | None, *, now: datetime | None = Non
             if kind != "Pod":
                 each[kind].append(obj)
             elif scheduled and phase not in FINISHED and not metadata.get("deletionTimestamp"):
-                each["gpus"].append(objects.pod_gpus(obj))
+                each["gpus"].append(gpus(obj.get("spec") or {}))
             if kind == "Pod" and objects.role_of(obj) == objects.run_role(each["Job"]) and objects.is_chief_pod(obj):
                 each["Pod"].append(obj)  # a candidate chief
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tfchart.cluster import objects
 from tfchart.cluster.objects import JobInfo, name_of, role_of
 from tfchart.errors import KubernetesError
+from tfchart.manifests import workloads
 from tfdcontract import (
     CHIEF,
     COMPLETION_INDEX_ANNOTATION,
@@ -36,7 +37,7 @@ from tfdcontract import (
     parse_step_line,
     release_selector,
 )
-from tfdcontract.runstate import parse_time
+from tfdcontract.runstate import condition, parse_time
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
@@ -118,10 +119,11 @@ def pod_row(pod: Any, now: datetime) -> dict[str, Any]:
     metadata, created = pod["metadata"], parse_time(pod["metadata"].get("creationTimestamp"))
     phase = "Terminating" if metadata.get("deletionTimestamp") else (pod.get("status") or {}).get("phase") or "Unknown"
     return {"role": role_of(pod), "name": name_of(pod), "phase": phase,
-            "ready": objects.condition_true(pod, "Ready"),
+            "ready": condition(pod, "Ready") is not None,
             "restarts": sum(s.get("restartCount") or 0 for s in objects.container_statuses(pod)),
             "node": (pod.get("spec") or {}).get("nodeName"),
-            "gpus": [{"resource": name, "count": count} for name, count in objects.pod_gpus(pod).items()],
+            "gpus": [{"resource": name, "count": count}
+                     for name, count in workloads.gpus(pod.get("spec") or {}).items()],
             "age_seconds": None if created is None else int(now.timestamp() - created), "reason": reason,
             "message": message, "status": f"{phase}: {reason}" if reason and reason != phase else phase}  # fmt: skip
 
@@ -303,5 +305,5 @@ def endpoint(service: Any, namespace: str, pods: list[Any]) -> dict[str, Any]:
              for port in service["spec"].get("ports") or []]
     forwards = " ".join(f"{port['port']}:{port['port']}" for port in ports)
     return {"component": role, "service": name, "dns": f"{name}.{namespace}.svc", "ports": ports,
-            "ready_pods": sum(1 for pod in pods if role_of(pod) == role and objects.condition_true(pod, "Ready")),
+            "ready_pods": sum(1 for pod in pods if role_of(pod) == role and condition(pod, "Ready")),
             "port_forward": f"kubectl -n {namespace} port-forward svc/{name} {forwards}"}  # fmt: skip

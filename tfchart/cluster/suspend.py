@@ -286,12 +286,12 @@ def wait(
             marked = info.state == "Missing" or RECREATING_ANNOTATION in notes(run.document)
             if marked and not recreating:
                 notice(f"release {release}'s run is being re-created (`tfchart upgrade --recreate` deletes its "
-                       f"{run.kind}): waiting for the new run to end")
+                       f"{info.kind}): waiting for the new run to end")
             recreating, detail = marked, f"{info.reason}: {info.message}" if info.message else info.reason
             if info.state in ("Succeeded", "Failed") and not marked:
                 return info.state, "; ".join(part for part in (detail, info.end_reason) if part)
             if info.ending and not marked:  # stopped (`tfchart stop --end-run`) or ended by the supervisor first
-                return "Failed", info.end_reason or f"the run ended ({info.ending}) before its {run.kind} completed"
+                return "Failed", info.end_reason or f"the run ended ({info.ending}) before its {info.kind} completed"
             if info.state == "Suspended" and not suspended:
                 notice(f"release {release}'s run is suspended (since {info.suspended_since}): it has not ended, "
                        f"waiting until it is resumed (`tfchart resume {release} -n {namespace}`) and ends")
