@@ -94,11 +94,8 @@ def corpus() -> list[Case]:
 
     # -- YAML 1.1 scalars, as values and as keys ------------------------------------------------------
     add(Case("scalars-as-values", (f(yaml_of([f"s{i}: {text}" for i, text in enumerate(SCALARS)])),), chart_key="s0"))
-    add(
-        Case(
-            "scalars-as-keys", (f(yaml_of(["k:"] + [f"  {text}: v{i}" for i, text in enumerate(KEYS)])),), chart_key="k"
-        )
-    )
+    add(Case("scalars-as-keys", (f(yaml_of(["k:"] + [f"  {text}: v{i}" for i, text in enumerate(KEYS)])),),
+             chart_key="k"))
     add(Case("scalars-in-flow-list", (f("x: [" + ", ".join(SCALARS) + "]\n"),), chart_key="x"))
     for text in (".nan", ".NaN", ".inf", "-.Inf", "+.INF"):
         add(Case(f"non-json-number-{text}", (f(f"a:\n  b: [1, {text}]\n"),), key="a.b.1"))
@@ -108,41 +105,13 @@ def corpus() -> list[Case]:
     add(Case("date-image-tag", (f("image:\n  tag: 2024-01-01\n"),)))
     add(Case("timestamp-annotation", (f("commonAnnotations:\n  built: 2024-01-01T10:00:00Z\n  day: 2024-01-01\n"),)))
     add(Case("float-image-tag", (f("image:\n  tag: 1e3\n"),), key="image.tag"))
-    add(
-        Case(
-            "tags-accepted",
-            (
-                f(
-                    yaml_of(
-                        [
-                            "set: !!set {a, b, y}",
-                            "bin: !!binary aGVsbG8=",
-                            "binlines: !!binary |",
-                            "  aGVs",
-                            "  bG8=",
-                            f"badutf8: !!binary {base64.b64encode(bytes([0x68, 0xFF, 0xE2, 0x82, 0x69])).decode()}",
-                            "ts: !!timestamp 2024-01-01",
-                            "tstime: !!timestamp 2001-12-14t21:59:43.10-05:00",
-                            "omap: !!omap [{a: 1}, {b: 2}]",
-                            "pairs: !!pairs [{a: 1}, {a: 2}]",
-                            "custom: !foo bar",
-                            "custommap: !foo {a: 1}",
-                            "nonspecific: ! 5",
-                            "int: !!int '12'",
-                            "float: !!float 3",
-                            "str: !!str 0x10",
-                            "nul: !!null ~",
-                            "bool: !!bool yes",
-                            "strmap: !!str {a: 1}",
-                            "quotednull: 'null'",
-                            'quotedtilde: "~"',
-                        ]
-                    )
-                ),
-            ),
-            chart_key="set",
-        )
-    )
+    tags = ["set: !!set {a, b, y}", "bin: !!binary aGVsbG8=", "binlines: !!binary |", "  aGVs", "  bG8=",
+            f"badutf8: !!binary {base64.b64encode(bytes([0x68, 0xFF, 0xE2, 0x82, 0x69])).decode()}",
+            "ts: !!timestamp 2024-01-01", "tstime: !!timestamp 2001-12-14t21:59:43.10-05:00",
+            "omap: !!omap [{a: 1}, {b: 2}]", "pairs: !!pairs [{a: 1}, {a: 2}]", "custom: !foo bar",
+            "custommap: !foo {a: 1}", "nonspecific: ! 5", "int: !!int '12'", "float: !!float 3", "str: !!str 0x10",
+            "nul: !!null ~", "bool: !!bool yes", "strmap: !!str {a: 1}", "quotednull: 'null'", 'quotedtilde: "~"']
+    add(Case("tags-accepted", (f(yaml_of(tags)),), chart_key="set"))
     for name, line, tag_key in (
         ("tag-int-mismatch", "a: !!int 1.5", "a"),
         ("tag-timestamp-mismatch", "a: !!timestamp nope", "a"),
@@ -154,26 +123,9 @@ def corpus() -> list[Case]:
         add(Case(name, (f(line + "\n"),), key=tag_key))
 
     # -- merge keys and anchors ------------------------------------------------------------------------
-    add(
-        Case(
-            "merge-keys",
-            (
-                f(
-                    yaml_of(
-                        [
-                            "base: &x {k: 1, j: 5}",
-                            "later: {k: 2, <<: *x}",
-                            "earlier: {<<: *x, k: 2}",
-                            "list: {<<: [{k: 7}, {k: 8, z: 1}], z: 2}",
-                            "quoted: {'<<': {a: 1}}",
-                            "tagged: {!!merge <<: {a: 1}}",
-                        ]
-                    )
-                ),
-            ),
-            chart_key="base",
-        )
-    )
+    merges = ["base: &x {k: 1, j: 5}", "later: {k: 2, <<: *x}", "earlier: {<<: *x, k: 2}",
+              "list: {<<: [{k: 7}, {k: 8, z: 1}], z: 2}", "quoted: {'<<': {a: 1}}", "tagged: {!!merge <<: {a: 1}}"]
+    add(Case("merge-keys", (f(yaml_of(merges)),), chart_key="base"))
     add(Case("merge-scalar", (f("a: {<<: 1}\n"),), key="a"))
     add(Case("merge-list-of-scalars", (f("a: {<<: [1, 2]}\n"),), key="a"))
     add(Case("anchor-redefined", (f("a: &x 1\nb: &x 2\nc: *x\n"),), chart_key="a"))
@@ -191,13 +143,8 @@ def corpus() -> list[Case]:
     add(Case("alias-bomb-in-flow", (f("x: " + bomb().replace("\n", ", ").rstrip(", ").join("{}") + "\n"),), key="x"))
     add(Case("alias-bomb-via-merge", (f(bomb(6, 9) + "m: {<<: [*a5, *a5]}\n".replace("[*a5, *a5]", "*a5")),)))
     add(Case("alias-heavy-allowed", (f(heavy_but_allowed()),), chart_key="base"))
-    add(
-        Case(
-            "alias-heavy-allowed-twice",
-            (f(heavy_but_allowed(), "h1.yaml"), f(heavy_but_allowed(), "h2.yaml")),
-            chart_key="base",
-        )
-    )
+    add(Case("alias-heavy-allowed-twice", (f(heavy_but_allowed(), "h1.yaml"), f(heavy_but_allowed(), "h2.yaml")),
+             chart_key="base"))
 
     # -- documents, encodings, file-level damage -----------------------------------------------------------
     add(Case("multi-document", (f("a: 1\n---\nb: 2\n--- # c\nc: {d: 3}\n"),), chart_key="a"))
@@ -206,13 +153,7 @@ def corpus() -> list[Case]:
     add(Case("document-end-marker", (f("a: 1\n...\nb: 2\n"),), chart_key="a"))
     add(Case("second-document-broken", (f("a: 1\n---\n[b: 2\n"),)))
     add(Case("second-document-a-list", (f("a: 1\n---\n- b\n"),)))
-    add(
-        Case(
-            "helm4-drops-last-line",
-            (f(b'{"a": "' + b"x" * (4096 - 9) + b'"}'),),
-            chart_key="a",
-        )
-    )
+    add(Case("helm4-drops-last-line", (f(b'{"a": "' + b"x" * (4096 - 9) + b'"}'),), chart_key="a"))
     add(Case("empty-file", (f(""),)))
     add(Case("only-comments", (f("# nothing\n# here\n"),)))
     add(Case("root-null", (f("~\n"),)))
@@ -227,35 +168,22 @@ def corpus() -> list[Case]:
     add(Case("deep-flow-800", (f(flow_depth(800)),), chart_key="x"))
     add(Case("deep-flow-7000", (f(flow_depth(7000)),), chart_key="x"))
     add(Case("deep-flow-10001", (f(flow_depth(10001)),)))
-    add(
-        Case(
-            "deep-block-300",
-            (f("".join("  " * i + f"k{i}:\n" for i in range(300)) + "  " * 300 + "v\n"),),
-            chart_key="k0",
-        )
-    )
+    add(Case("deep-block-300", (f("".join("  " * i + f"k{i}:\n" for i in range(300)) + "  " * 300 + "v\n"),),
+             chart_key="k0"))
 
     # -- how inputs are given ----------------------------------------------------------------------------
     add(Case("stdin", (Input("stdin", b"image:\n  tag: 2024-01-01\nworker:\n  replicas: 3\n"),)))
     add(Case("stdin-twice", (Input("stdin", b"worker:\n  replicas: 3\n"), Input("stdin", b""))))
-    add(
-        Case(
-            "process-substitution", (Input("pipe", b"worker:\n  replicas: 3\n"), Input("pipe", b"ps:\n  replicas: 2\n"))
-        )
-    )
+    add(Case("process-substitution", (Input("pipe", b"worker:\n  replicas: 3\n"),
+                                      Input("pipe", b"ps:\n  replicas: 2\n"))))
     add(Case("process-substitution-bomb", (Input("pipe", bomb().encode()),), key="a8"))
     add(Case("directory", (Input("dir"),)))
     add(Case("missing-file", (Input("missing"),)))
     add(Case("percent-in-name", (Input("named", b"a: 1\n", "100%zz.yaml"),)))
 
     # -- integer-valued floats reach the cross-field rules -----------------------------------------------
-    add(
-        Case(
-            "replicas-0.0-parameter-server",
-            (f("training:\n  strategy: parameter_server\nworker:\n  replicas: 0.0\n"),),
-            key="worker.replicas",
-        )
-    )
+    add(Case("replicas-0.0-parameter-server",
+             (f("training:\n  strategy: parameter_server\nworker:\n  replicas: 0.0\n"),), key="worker.replicas"))
     add(Case("replicas-2.0", (f("worker:\n  replicas: 2.0\n"),)))
     add(Case("replicas-1e1", (f("worker:\n  replicas: 1e1\n"),)))
     add(Case("replicas-yes", (f("worker:\n  replicas: yes\n"),), key="worker.replicas"))
@@ -286,14 +214,8 @@ def corpus() -> list[Case]:
         ("many-keys", ",".join(f"m.k{i}=v" for i in range(8000)), None),
     ]
     for name, argument, set_key in sets:
-        add(
-            Case(
-                f"set-{name}",
-                sets=(("--set", argument),),
-                key=set_key,
-                chart_key=set_key or argument.replace("\\", "").split("[")[0].split(".")[0].split("=")[0] or None,
-            )
-        )
+        chart_key = set_key or argument.replace("\\", "").split("[")[0].split(".")[0].split("=")[0] or None
+        add(Case(f"set-{name}", sets=(("--set", argument),), key=set_key, chart_key=chart_key))
     add(Case("set-over-file-null", (f("x: null\n"),), (("--set", "x.a=1"),), key="x"))
     add(Case("set-over-file-scalar-list", (f("x: 1\n"),), (("--set", "x[0]=1"),), key="x"))
     add(Case("set-string-types", sets=(("--set-string", "a=true,b=1,c=null"),), chart_key="a"))
@@ -313,14 +235,8 @@ def corpus() -> list[Case]:
         ("float-replicas", "worker.replicas=3.0", None),
     ]
     for name, argument, json_key in json_sets:
-        add(
-            Case(
-                f"set-json-{name}",
-                sets=(("--set-json", argument),),
-                key=json_key,
-                chart_key=json_key or ("worker" if "worker" in argument else "a"),
-            )
-        )
+        add(Case(f"set-json-{name}", sets=(("--set-json", argument),), key=json_key,
+                 chart_key=json_key or ("worker" if "worker" in argument else "a")))
 
     # -- --set-file ------------------------------------------------------------------------------------------
     add(Case("set-file", sets=(("--set-file", "image.tag={file}"),), set_file_content=b"2024-01-01", key="image.tag"))
@@ -340,10 +256,6 @@ def corpus() -> list[Case]:
     return cases
 
 
-def case_ids(cases: list[Case]) -> list[str]:
-    return [case.name for case in cases]
-
-
 @dataclass
 class Measured:
     """A process's outcome with its wall time, CPU time and its own peak memory (children's included)."""
@@ -357,13 +269,8 @@ class Measured:
     cpu_seconds: float = 0.0
 
 
-def measured(
-    argv: list[str],
-    stdin: bytes = b"",
-    pipes: list[bytes] | None = None,
-    env: dict[str, str] | None = None,
-    kill_after: float = TIME_LIMIT_S * 5,
-) -> Measured:
+def measured(argv: list[str], stdin: bytes = b"", pipes: list[bytes] | None = None, env: dict[str, str] | None = None,
+             kill_after: float = TIME_LIMIT_S * 5) -> Measured:
     """Runs argv with `pipes` as /dev/fd/N (already in argv as {fdN}), measuring time and peak RSS; killed (timed
     out) after `kill_after` seconds."""
     read_ends: list[int] = []
@@ -386,16 +293,9 @@ def measured(
 
     report = Path(tempfile.mkstemp(prefix="tfd-peak-")[1])
     started = time.monotonic()
-    process = subprocess.Popen(
-        with_peak_memory(argv, report),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        pass_fds=tuple(read_ends),
-        cwd=REPO,
-        env=env,
-        start_new_session=True,  # a timeout kills the launcher and the command together
-    )
+    process = subprocess.Popen(with_peak_memory(argv, report), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, pass_fds=tuple(read_ends), cwd=REPO, env=env,
+                               start_new_session=True)  # a timeout kills the launcher and the command together
     for fd in read_ends:
         os.close(fd)
     for writer in writers:
@@ -429,15 +329,8 @@ def measured(
         reader.join()
     peak = peak_memory_mb(report)
     report.unlink()
-    return Measured(
-        process.returncode,
-        out.get("stdout", b""),
-        out.get("stderr", b""),
-        elapsed,
-        peak,
-        timed_out.is_set(),
-        cpu_seconds=usage.ru_utime + usage.ru_stime,
-    )
+    return Measured(process.returncode, out.get("stdout", b""), out.get("stderr", b""), elapsed, peak,
+                    timed_out.is_set(), cpu_seconds=usage.ru_utime + usage.ru_stime)
 
 
 def _write_all(fd: int, data: bytes) -> None:
