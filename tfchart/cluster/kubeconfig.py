@@ -18,10 +18,9 @@ IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/
 
 
 def describe_source(kubeconfig: Path | None, context: str | None) -> str:
-    listed = os.environ.get("KUBECONFIG")
-    where = (str(kubeconfig) if kubeconfig else f"KUBECONFIG={listed}" if listed else str(DEFAULT_KUBECONFIG)
-             if DEFAULT_KUBECONFIG.expanduser().exists() else "in-cluster service account"
-             if os.environ.get(IN_CLUSTER_HOST_ENV) else "no configuration")  # fmt: skip
+    files, listed = kubeconfig_files(kubeconfig), not kubeconfig and os.environ.get("KUBECONFIG")
+    where = (f"KUBECONFIG={files}" if files and files == listed else files) or (
+        "in-cluster service account" if os.environ.get(IN_CLUSTER_HOST_ENV) else "no configuration")
     return f"{where}, context {context}" if context else where
 
 
