@@ -40,11 +40,9 @@ class Settings:
 
     @cached_property
     def helm(self) -> Helm:
-        from tfchart.helm.runner import Helm, find_helm, version
+        from tfchart.helm.runner import find_helm
 
-        found = find_helm(self.helm_binary)
-        version(found)  # refuses a helm older than 3.17
-        return Helm(found, debug=self.debug)
+        return find_helm(self.helm_binary, self.debug)
 
 
 @dataclass

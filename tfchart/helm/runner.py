@@ -28,17 +28,17 @@ OLDEST = (3, 17)  # the oldest helm the chart is tested with (helm 4 too)
 INSTALL_HINT = "install helm 3.17+ or 4.x (https://helm.sh/docs/intro/install/), or pass --helm PATH"
 
 
-def find_helm(explicit: str | None = None) -> str:
-    """helm from --helm, $TFCHART_HELM, PATH, or the repository's .tools/bin/helm, in that order."""
-    for candidate in (explicit, os.environ.get("TFCHART_HELM")):
-        if candidate:
-            if shutil.which(candidate) is None:
-                raise UsageError(f"helm binary not found: {candidate}", INSTALL_HINT)
-            return candidate
-    found = shutil.which("helm") or (str(REPO_HELM) if REPO_HELM.exists() else None)
+def find_helm(explicit: str | None = None, debug: bool = False) -> Helm:
+    """helm from --helm, $TFCHART_HELM, PATH, or the repository's .tools/bin/helm, in that order (one older than 3.17
+    is refused)."""
+    found = explicit or os.environ.get("TFCHART_HELM")
+    if found and shutil.which(found) is None:
+        raise UsageError(f"helm binary not found: {found}", INSTALL_HINT)
+    found = found or shutil.which("helm") or (str(REPO_HELM) if REPO_HELM.exists() else None)
     if found is None:
         raise HelmError("helm is not installed", INSTALL_HINT)
-    return found
+    version(found)
+    return Helm(found, debug=debug)
 
 
 @functools.cache
