@@ -26,8 +26,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
-import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -47,10 +45,9 @@ from tests.chartlib import (
     TOOLS,
     Result,
     helm_path,
-    peak_memory_mb,
     template,
-    with_peak_memory,
 )
+from tests.tfchart.hostile import measured
 
 SCHEMA: dict[str, Any] = json.loads((CHART / "values.schema.json").read_text())
 WORK = REPO / ".pytest_cache" / "hostile-values"
@@ -468,45 +465,22 @@ def named(case: Case, paths: tuple[str, ...]) -> bool:
 # -- running tfchart and helm --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Run:
-    returncode: int
-    stdout: str
-    stderr: str
-    seconds: float  # wall clock
-    cpu_seconds: float  # user + system, the process and the children it waited for (helm under tfchart template)
-    max_rss_mb: float
-
-
-def measured(argv: list[str]) -> Run:
-    """Runs argv, measuring wall-clock and CPU time and peak RSS (its own and its waited-for children's)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.NamedTemporaryFile() as report:
-        start = time.perf_counter()
-        process = subprocess.Popen(with_peak_memory(argv, Path(report.name)), stdout=out, stderr=err, cwd=REPO,
-                                   env=tfchart_env())  # fmt: skip
-        _, status, usage = os.wait4(process.pid, 0)
-        seconds = time.perf_counter() - start
-        process.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        cpu = usage.ru_utime + usage.ru_stime
-        peak = peak_memory_mb(Path(report.name))
-        return Run(process.returncode, out.read().decode(), err.read().decode(), seconds, cpu, peak)
-
-
 @cache
 def tfchart_env() -> dict[str, str]:
     return {**os.environ, "XDG_CACHE_HOME": str(WORK / "cache")}
 
 
-def tfchart(major: str, *args: str) -> Run:
-    run = measured([sys.executable, "-m", "tfchart", "--helm", str(helm_path(major)), *args])
+def tfchart(major: str, *args: str) -> Result:
+    """The real CLI, measured (tests/tfchart/hostile.py's measure: wall and CPU time, peak RSS with helm's)."""
+    run = measured([sys.executable, "-m", "tfchart", "--helm", str(helm_path(major)), *args], env=tfchart_env(),
+                   kill_after=300)  # a hang, not the limit: that is the CPU time below
     # CPU time: the 2 cores these tests share may be busy with other work, which stretches wall time.
     timing = f"{run.cpu_seconds:.2f} s of CPU ({run.seconds:.2f} s wall)"
     assert run.cpu_seconds < TIME_LIMIT_S, f"tfchart {' '.join(args[:2])} took {timing}"
     assert run.max_rss_mb < MEMORY_LIMIT_MB, f"tfchart {' '.join(args[:2])} peaked at {run.max_rss_mb:.0f} MB"
-    assert "Traceback" not in run.stderr, run.stderr
-    return run
+    result = Result(run.returncode, run.stdout.decode(), run.stderr.decode())
+    assert "Traceback" not in result.stderr, result.stderr
+    return result
 
 
 RELEASE, NAMESPACE = "mnist", "ml-training"
