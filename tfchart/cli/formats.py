@@ -60,8 +60,11 @@ def output_option(human: str) -> Callable[[F], F]:
                         show_default=True, help=f"Report format: {human}, or json / yaml for programs.")  # fmt: skip
 
 
-def emit(data: Any, output: str) -> None:
-    """The report (a dataclass as its fields) as JSON or YAML on stdout; YAML is the very data JSON gets."""
+def emit(data: Any, output: str) -> bool:
+    """The report (a dataclass as its fields) as JSON or YAML on stdout; YAML is the very data JSON gets. False (and
+    nothing printed) for the command's human format, which the command draws itself."""
+    if output not in ("json", "yaml"):
+        return False
     plain = json.loads(json.dumps(data, default=lambda o: asdict(o) if is_dataclass(o) and not isinstance(o, type)
                                   else str(o)))
     if output == "yaml":
@@ -70,6 +73,7 @@ def emit(data: Any, output: str) -> None:
         click.echo(yaml.safe_dump(plain, sort_keys=False, allow_unicode=True), nl=False)
     else:
         click.echo(json.dumps(plain, indent=2))
+    return True
 
 
 def print_problems(error: ValidationFailed, err: bool = False) -> None:

@@ -35,9 +35,7 @@ def validate(name: str, values: ValuesInputs, namespace: str | None, output: str
     included, is the output (stdout). Exit 0 valid, 1 invalid, 2 usage.
     """
     report = values.report(name, namespace)
-    if output != "text":
-        emit(report.as_dict(), output)
-    else:
+    if not emit(report.as_dict(), output):
         for warning in report.warnings:
             click.secho(f"warning: {warning}", fg="yellow")
         for failure in report.failures():
@@ -71,10 +69,8 @@ def list_images(name: str, values: ValuesInputs, namespace: str, output: str) ->
     from tfchart.manifests.images import pulled_images
 
     pulled = pulled_images(values.manifests(name, namespace))
-    if output == "text":
+    if not emit(pulled, output):
         click.echo("\n".join(p.image for p in pulled))
-    else:
-        emit(pulled, output)
 
 
 def namespace_after_values(kube: KubeInputs, values: ValuesInputs, name: str) -> str:
@@ -212,10 +208,8 @@ def preflight(name: str, values: ValuesInputs, kube: KubeInputs, registries: Acc
 
     namespace = kube.namespace()
     findings = checks.run(kube.api(), values.manifests(name, namespace), name, namespace, registries)
-    if output == "table":
+    if not emit(checks.report(findings, name, namespace), output):
         checks.render(findings, console())
-    else:
-        emit(checks.report(findings, name, namespace), output)
     error = checks.refusal(findings)
     if error is not None:
         raise error

@@ -45,10 +45,8 @@ def status(name: str, output: str, kube: KubeInputs) -> None:
     from tfchart.console import console
 
     collected = release_status.collect(kube.api(), name, kube.namespace())
-    if output == "table":
+    if not emit(collected, output):
         status_view.render(collected, console())
-    else:
-        emit(collected, output)
 
 
 @click.command(context_settings=CONTEXT)
@@ -125,8 +123,8 @@ def list_releases(all_namespaces: bool, output: str, kube: KubeInputs) -> None:
 
     where = None if all_namespaces else kube.namespace()
     runs = releases.list_runs(kube.api(), where)
-    if output != "table":
-        return emit(runs, output)
+    if emit(runs, output):
+        return
     if not runs:
         return click.echo(f"no tf-distributed releases {f'in namespace {where}' if where else 'in any namespace'}",
                           err=True)  # fmt: skip
@@ -184,8 +182,8 @@ def no_workdir(workdir: Path | None, kube: KubeInputs) -> str:
 
 def report(outcome: Any, output: str, closing: str) -> None:
     """One line per thing done (then per thing already done), and where the run stands; or the outcome as data."""
-    if output != "text":
-        return emit(outcome, output)
+    if emit(outcome, output):
+        return
     for line in outcome.unchanged:
         click.echo(f"  {line}")
     for line in outcome.actions:
