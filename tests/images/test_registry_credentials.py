@@ -24,7 +24,7 @@ import pytest
 
 from tests.images import loopback
 from tests.images.loopback import Server
-from tfchart.images.registry import PRESENT, TOKEN_LIMIT, UNAUTHORISED, Access, Verdict, resolve
+from tfchart.images.registry import PRESENT, TOKEN_LIMIT, UNAUTHORISED, Access, Verdict, matching, resolve
 
 USER, PASSWORD = "trainer", "pull-secret-123"
 BASIC = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
@@ -213,3 +213,14 @@ def test_a_token_answer_over_a_mib_is_refused(certificate: ssl.SSLContext, envir
     assert (verdict.state, verdict.detail) == (UNAUTHORISED, f"HTTP 401; its token realm {service.url('/token')} "
                                                "answered more than 1 MiB: no token")  # fmt: skip
     no_secret(verdict)
+
+
+@pytest.mark.parametrize(("registry", "repository", "entry"), [
+    ("docker.io", "library/python", "hub"), ("ghcr.io", "org/team/model", "team"), ("ghcr.io", "org/model", "org"),
+    ("ghcr.io", "orgs/model", "host"), ("quay.io", "org/model", None),
+])  # fmt: skip
+def test_the_most_specific_auths_key_answers_as_podman_reads_them(registry: str, repository: str,
+                                                                  entry: str | None) -> None:  # fmt: skip
+    keys = {"https://index.docker.io/v1/": "hub", "https://ghcr.io/v2/": "host", "ghcr.io/org": "org",
+            "ghcr.io/org/team": "team", "ghcr.io/other": "other"}  # fmt: skip
+    assert matching(keys, registry, repository) == entry

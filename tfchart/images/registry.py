@@ -147,21 +147,16 @@ def authorize(challenge: str, found: Credentials | None, repository: str, access
     return f"Bearer {token}" if token else ""
 
 
-def host_of(key: str) -> str:
-    """An auths key as a host[/path]: `https://host/v1/` and `host` alike."""
-    return key.split("://", 1)[-1].rstrip("/").removesuffix("/v1").removesuffix("/v2")
-
-
 def matching(table: Mapping[str, Any], registry: str, repository: str) -> Any:
-    """The entry for registry (or, as podman allows, for registry/namespace...), the most specific first."""
-    hosts = {host_of(name) for name in (DOCKER_HUB_KEYS if registry in DOCKER_HUB_KEYS else (registry,))}
-    best: tuple[int, Any] = (-1, None)
-    for key, entry in table.items():
-        scope = host_of(key)
-        host, _, path = scope.partition("/")
-        if host in hosts and (not path or f"{repository}/".startswith(f"{path}/")) and len(scope) > best[0]:
-            best = (len(scope), entry)
-    return best[1]
+    """The entry for registry (or, as podman allows, for registry/namespace...), the most specific first; a key is
+    read as host[/path], `https://host/v1/` and `host` alike."""
+    def scope(key: str) -> str:
+        return key.split("://", 1)[-1].rstrip("/").removesuffix("/v1").removesuffix("/v2")
+
+    hosts = {scope(name) for name in (DOCKER_HUB_KEYS if registry in DOCKER_HUB_KEYS else (registry,))}
+    fits = [key for key in table if (parts := scope(key).partition("/"))[0] in hosts
+            and (not parts[2] or f"{repository}/".startswith(f"{parts[2]}/"))]  # fmt: skip
+    return table[max(fits, key=lambda key: len(scope(key)))] if fits else None
 
 
 def find_credentials(registry: str, repository: str,
