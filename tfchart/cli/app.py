@@ -13,6 +13,7 @@ import sys
 
 import click
 
+from tfchart.cli.formats import print_problems
 from tfchart.cli.options import CONTEXT, Settings
 from tfchart.errors import TfchartError, ValidationFailed
 
@@ -97,22 +98,6 @@ def completion(shell: str) -> None:
     click.echo(script_class(main_group, {}, "tfchart", "_TFCHART_COMPLETE").source())
 
 
-def show_error(error: TfchartError, debug: bool) -> None:
-    """The error on stderr (and the traceback with --debug): one line with its hint, or every values problem."""
-    if isinstance(error, ValidationFailed):
-        from tfchart.cli.formats import print_problems
-
-        print_problems(error, err=True)
-    else:
-        click.secho(f"error: {error.message}", fg="red", err=True)
-        if error.hint:
-            click.echo(f"  hint: {error.hint}", err=True)
-    if debug:
-        import traceback
-
-        traceback.print_exception(error)
-
-
 def main(argv: list[str] | None = None) -> None:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     if debug:
@@ -121,8 +106,17 @@ def main(argv: list[str] | None = None) -> None:
         logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     try:
         main_group.main(args=argv, prog_name="tfchart", standalone_mode=False, obj=Settings())
-    except TfchartError as error:
-        show_error(error, debug)
+    except TfchartError as error:  # on stderr: one line with its hint, or every values problem
+        if isinstance(error, ValidationFailed):
+            print_problems(error, err=True)
+        else:
+            click.secho(f"error: {error.message}", fg="red", err=True)
+            if error.hint:
+                click.echo(f"  hint: {error.hint}", err=True)
+        if debug:  # and the traceback
+            import traceback
+
+            traceback.print_exception(error)
         sys.exit(error.exit_code)
     except click.ClickException as error:  # a usage error exits 2, any other 1
         error.show()
