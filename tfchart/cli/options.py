@@ -88,10 +88,13 @@ class ValuesInputs:
             raise report.failures()[0]
         return report.manifests
 
-    def over(self, deployed: bytes) -> ValuesInputs:
-        """These inputs over the values a release holds (upgrade --reuse-values): a file before the -f files."""
+    def over(self, helm: Helm, release: str, namespace: str, reuse: str) -> ValuesInputs:
+        """These inputs over the values helm starts from with --reuse-values (the last release's, its chart defaults
+        included) or --reset-then-reuse-values (the ones the user gave it): a file before the -f files."""
         from tfchart.helm.chart import private_folder
 
+        every = ["--all"] if reuse == "reuse" else []
+        deployed = helm(["get", "values", release, "--namespace", namespace, *every, "--output", "yaml"])
         (path := private_folder("tfchart-") / "deployed-values.yaml").write_bytes(deployed)
         return replace(self, files=(str(path), *self.files))
 

@@ -149,7 +149,7 @@ def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, i
     helm = kube.helm()
     existing = not install or runner.deployed(helm, name, namespace)
     if reuse:  # --reuse-values: the deployed values with the user's over them, as helm merges them
-        reused = values.over(runner.deployed_values(helm, name, namespace, reuse)) if existing else values
+        reused = values.over(helm, name, namespace, reuse) if existing else values
         manifests = reused.manifests(name, namespace)
     if registries is not None and flags.dry_run == "client":
         click.secho("note: --dry-run=client asks no registry: no image check (--dry-run=server runs it)", fg="yellow",

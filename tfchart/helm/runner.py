@@ -177,10 +177,3 @@ def base_revision(runner: Runner, release: str, where: list[str]) -> list[str]:
     history = json.loads(runner(["history", release, *where, "--output", "json"]))
     deployed = [entry for entry in history if entry.get("status") == "deployed"] or history
     return ["--revision", str(deployed[-1]["revision"])] if deployed else []
-
-
-def deployed_values(runner: Runner, release: str, namespace: str, reuse: str) -> bytes:
-    """The values helm starts from with --reuse-values (the last release's, its chart defaults included) or
-    --reset-then-reuse-values (the ones the user gave it), as YAML."""
-    every = ["--all"] if reuse == "reuse" else []
-    return runner(["get", "values", release, "--namespace", namespace, *every, "--output", "yaml"])
