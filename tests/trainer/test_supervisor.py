@@ -34,7 +34,8 @@ from typing import Any
 import pytest
 
 from tests.chartlib import REPO, named, render
-from tests.kubeapi import JobController, KubeServer, Request, kube_server
+from tests.kubeapi import PATH, JobController, KubeServer, Request, kube_server
+from tests.kubeapi_rbac import allows, named_by_selector, request_verb
 from tests.trainer.conftest import free_ports, service_account_dir
 from tfchart.cluster.upgrade import UpgradePlan, delete_to_recreate
 from tfchart.local.pods import LocalPod, rendered_pods
@@ -346,17 +347,14 @@ def test_evaluator_is_suspended_when_training_ends(release: Any) -> None:
 
 
 def allowed(rules: list[dict[str, Any]], request: Request) -> bool:
-    """Whether the Role's rules allow this request (RBAC: group, resource/subresource, verb, resourceNames; a list
-    or watch is restricted by resourceNames only through its metadata.name field selector)."""
-    match = re.fullmatch(r"/(?:api/v1|apis/(?P<group>[^/]+)/[^/]+)/namespaces/[^/]+/(?P<resource>[^/]+)"
-                         r"(?:/(?P<name>[^/]+)(?:/(?P<sub>[^/]+))?)?", request.path)
-    assert match is not None, request.path
+    """Whether the Role's rules allow this request, as the loopback API's RBAC reads them (tests/kubeapi_rbac.py: a
+    list or watch is restricted by resourceNames only through its metadata.name field selector)."""
+    match = PATH.fullmatch(request.path)
+    assert match is not None and match["resource"], request.path
     resource = match["resource"] + (f"/{match['sub']}" if match["sub"] else "")
-    verb = {"GET": "get" if match["name"] else request.call.verb, "PATCH": "patch"}[request.method]
-    named = re.fullmatch(r"metadata\.name=(.+)", request.call.field_selector or "")
-    name = match["name"] or (named.group(1) if named else None)
-    return any((match["group"] or "") in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"]
-               and (not rule.get("resourceNames") or name in rule["resourceNames"]) for rule in rules)
+    verb = request_verb(request.method, match["name"], request.call.verb == "watch")
+    name = match["name"] or named_by_selector(request.call.field_selector)
+    return any(allows(rule, verb, match["group"] or "", resource, name) for rule in rules)
 
 
 def wait_until(server: KubeServer, reached: Callable[[], bool], timeout: float = 60) -> None:
