@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.chartlib import REPO
+from tests.chartlib import CHART, REPO, helm_path
 
 
 def tfchart(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -80,3 +81,15 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     )
     assert result.returncode == 69  # the cluster could not be asked (docs/cli.md, "Exit codes")
     assert "Traceback" in result.stderr
+
+
+def test_a_packaged_chart_is_checked_as_its_directory_is(tmp_path: Path) -> None:
+    """A .tgz is unpacked once per command, so --policy is checked also where the chart's rules refuse the values (on
+    a copy of the chart without its rules), as for the directory."""
+    subprocess.run([str(helm_path("4")), "package", str(CHART), "-d", str(tmp_path)], check=True, capture_output=True)
+    rule = "tests/fixtures/policy/rules/maxGpus.perPod"
+    result = tfchart("validate", "--chart", str(next(tmp_path.glob("*.tgz"))), "-f", f"{rule}/fail.yaml", "--set",
+                     "ps.replicas=0", "--policy", f"{rule}/policy.yaml", "-o", "json")  # fmt: skip
+    report = json.loads(result.stdout)
+    assert result.returncode == 1 and [problem["kind"] for problem in report["problems"]] == ["rule"], result.stderr
+    assert report["policy"]["checked"] is True and report["policy"]["violations"], report["warnings"]
