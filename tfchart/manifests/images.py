@@ -3,16 +3,10 @@ included), for mirroring into an air-gapped registry with `skopeo copy` or `cran
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from tfchart.manifests.workloads import workloads
-
-# [registry/]repository[:tag][@digest]; a first component with a dot, a colon or "localhost" is a registry
-REFERENCE = re.compile(
-    r"^(?:(?P<registry>[^/]+)/)?(?P<repository>[^:@]+(?:/[^:@]+)*)(?::(?P<tag>[^@]+))?(?:@(?P<digest>.+))?$"
-)
 
 
 @dataclass
@@ -28,12 +22,13 @@ class PulledImage:
 
 
 def parse_reference(image: str) -> PulledImage:
-    match = REFERENCE.match(image)
-    parts = match.groupdict() if match else {}
-    registry, repository = parts.get("registry") or "", parts.get("repository") or image
-    if registry and not ("." in registry or ":" in registry or registry == "localhost"):
-        registry, repository = "", f"{registry}/{repository}"  # docker.io's library-style "org/name"
-    return PulledImage(image, registry, repository, parts.get("tag") or "", parts.get("digest") or "")
+    """`[registry/]repository[:tag][@digest]`: a first component with a dot, a colon or "localhost" is a registry (else
+    it is docker.io's library-style "org/name")."""
+    name, _, digest = image.partition("@")
+    first, _, rest = name.partition("/")
+    registry = first if rest and ("." in first or ":" in first or first == "localhost") else ""
+    repository, _, tag = (rest if registry else name).partition(":")
+    return PulledImage(image, registry, repository, tag, digest)
 
 
 def pulled_images(docs: list[dict[str, Any]]) -> list[PulledImage]:
