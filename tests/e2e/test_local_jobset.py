@@ -371,6 +371,7 @@ def test_native_pods_start_at_once_statefulsets_come_back_and_the_chiefs_job_end
     assert condition(run.controller.first_failed.doc)["reason"] == "BackoffLimitExceeded"
     assert run.engine.killed == []  # the ending is the planner's: ps/worker to 0, then the ending recorded
     state, lines = advance(run.controller, suspend=False)
+    run.settle(0.0)
     assert state == "" and sorted(run.engine.killed) == sorted([ps, worker]) and lines == [
         f"scaled StatefulSet {JS}-ps from 1 to 0 replicas", f"scaled StatefulSet {JS}-worker from 1 to 0 replicas",
         f"recorded the ending on Job {JS}-chief: upgrading the same run keeps it stopped"]  # fmt: skip
@@ -385,10 +386,12 @@ def test_a_native_suspension_follows_the_plan_and_a_resume_brings_the_servers_ba
     ps, workers, chief, evaluator = f"{JS}-ps-0", [f"{JS}-worker-0", f"{JS}-worker-1"], f"{JS}-chief", f"{JS}-evaluator"
     run.settle()
     state, lines = advance(run.controller, suspend=True)
+    run.settle(0.0)
     assert state == "" and run.engine.killed == [chief]  # the chief first: it saves its checkpoint
     assert lines == [f"suspended Job {chief}, recording the replicas to restore (ps 1, worker 2)"]
     run.settle()
     state, lines = advance(run.controller, suspend=True)
+    run.settle(0.0)
     assert sorted(run.engine.killed[1:]) == sorted([ps, *workers, evaluator]) and len(lines) == 3
     run.settle(60)
     assert advance(run.controller, suspend=True) == ("Suspended", []) and len(run.engine.started) == 5

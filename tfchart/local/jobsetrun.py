@@ -3,8 +3,8 @@ engine runs (processes or containers), one reconcile pass at a time (`JobSetRun.
 docs/architecture.md, section 8, says what they do. A native release runs as one JobSetRun too (jobset.native_spec):
 its Jobs and StatefulSets created at once, the chief's Job the run's. Their state is the API's objects themselves
 (plain dicts: each Job or StatefulSet as rendered, with its status, and the JobSet), which tfdcontract.lifecycle's
-plan reads and patches (session.py); `hold` is how they answer a patch of their spec. Every step is an event, as
-Kubernetes' events name them.
+plan reads and patches (session.py), answered in their next pass (a JobSet's suspension: `suspend`). Every step is
+an event, as Kubernetes' events name them.
 """
 
 from __future__ import annotations
@@ -90,25 +90,23 @@ class JobSetRun:
     def restarts_of(self, pod: str) -> int:
         return max(0, self.starts.get(pod, 0) - 1)
 
-    def hold(self, job: JobRun | None) -> None:
-        """A Job's (None: the JobSet's) spec patched (session.advance: the plan's actions), as its controller answers:
-        the pods a Job suspended or a StatefulSet scaled down no longer wants stop (a suspended JobSet's: all, the
-        chief's first: its checkpoint), the others start."""
-        if job is not None:
-            for pod in job.pods:
-                pod.due = self.clock() if job.runs(pod) and not (pod.alive or pod.succeeded) else pod.due
-            self._stop_all([job], every=False)
-        elif self.suspended:
-            self.on_event("JobSet", self.spec.name, "SuspendedJobs", "jobset is suspended: its pods stop, the chief's "
-                          "first")  # fmt: skip
-            self._stop_all([j for j in self.jobs.values() if j.rjob in self.spec.success_targets])
+    def suspend(self, suspended: bool) -> None:
+        """The JobSet suspended (session.advance: the plan's patch of its spec.suspend), as its controller answers:
+        every pod stops, the chief's first (its checkpoint); resumed, it creates its Jobs again, in their order."""
+        if suspended:
+            self.on_event("JobSet", self.spec.name, "SuspendedJobs", "jobset is suspended: its pods stop, the "
+                          "chief's first")  # fmt: skip
+            self._stop_all([job for job in self.jobs.values() if job.rjob in self.spec.success_targets])
             self._stop_all()
         else:
             self.on_event("JobSet", self.spec.name, "ResumedJobs", "jobset is resumed")
-            self.jobs = self._fresh()  # JobSet creates its Jobs again, in their order
+            self.jobs = self._fresh()
 
     def reconcile(self) -> None:
-        """One pass of both controllers (see the module's docstring)."""
+        """One pass of both controllers (see the module's docstring). A Job's and a StatefulSet's are level-triggered
+        as theirs are: a Job suspended or a StatefulSet scaled down (the plan's patches) stops the pods it no longer
+        wants, let run again or scaled up it starts them."""
+        self._stop_all(every=False)
         if self.finished:
             return
         now = self.clock()
@@ -155,7 +153,7 @@ class JobSetRun:
             return
         active = sum(pod.alive for pod in job.pods)
         for pod in job.pods:
-            due = pod.due is not None and pod.due <= now
+            due = pod.due is None or pod.due <= now  # none: created, let run again, scaled up
             if active < job.parallelism and not (pod.alive or pod.succeeded) and due and job.runs(pod):
                 self._start(job, pod)
                 active += 1
@@ -249,8 +247,6 @@ class JobSetRun:
             for template in rjob.jobs:
                 job = self.jobs[template.name]
                 job.created = now
-                for pod in job.pods:
-                    pod.due = now
                 self.on_event("Job", job.name, "Created", f"{plural(len(job.pods), 'pod')}{after}")
                 self._sync(job, now)
 

@@ -290,11 +290,10 @@ def advance(run: JobSetRun, suspend: bool) -> tuple[str, list[str]]:
     ended = state in TERMINAL
     wanted = STOPPED_WANTED if ended else SUSPENDED_WANTED if suspend else RUNNING_WANTED
     step = plan(current, wanted, now=now_text(), ending=ending_of(current.run) if ended else None)
-    for action in step.actions:
-        job = run.jobs[action.name] if action.kind != "JobSet" else None
-        merge(run.doc if job is None else job.doc, action.patch)
-        if "spec" in action.patch:
-            run.hold(job)
+    for action in step.actions:  # as the API server merges it; its controller answers in its next pass
+        merge(run.doc if action.kind == "JobSet" else run.jobs[action.name].doc, action.patch)
+        if action.kind == "JobSet" and "suspend" in action.patch.get("spec", {}):
+            run.suspend(run.suspended)
     return ("" if step.actions or step.pending else state), [action.line for action in step.actions]
 
 
