@@ -210,14 +210,9 @@ class KubeApi:
     def delete(self, kind: str, name: str, namespace: str, propagation: str | None = None) -> Deletion:
         """Deletes an object, its dependents as `propagation` says (Orphan, Foreground; None: the kind's default); read
         raw: a Status when it is gone, else the object itself (finalizers pending), which V1Status cannot hold."""
-        operation = Operation("delete", resource_name(kind), namespace, name)
-
-        def delete() -> Deletion:
-            document = _json_or_none(self._raw, "DELETE", resource_path(kind, namespace, name), timeout=None,
-                                     propagationPolicy=propagation)  # fmt: skip
-            return "absent" if document is None else "deleted" if document.get("kind") == "Status" else "terminating"
-
-        return self._call(operation, delete)
+        document = self._call(Operation("delete", resource_name(kind), namespace, name), lambda: _json_or_none(
+            self._raw, "DELETE", resource_path(kind, namespace, name), timeout=None, propagationPolicy=propagation))
+        return "absent" if document is None else "deleted" if document.get("kind") == "Status" else "terminating"
 
 
 def _json_or_none(call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any] | None:
