@@ -124,8 +124,7 @@ class Fixes:
         flag, argument = set_argument(origins.set_path(path), value)
         if flag == "--set-json" and isinstance(value, float) and node is not None and fits(node, yaml_text(value)):
             flag = "--set"
-        sets = dict(origins.set_paths).get(origin.source, {}) if origin is not None else {}
-        replaces = origin.source if origin and sum(key.endswith(".#leaf") for key in sets) == 1 else None  # else kept
+        replaces = origin.source if origin and origins.leaves(origin.source) == 1 else None  # else kept
         edit = Edit(path, value, flag, argument, replaces)
         scalar = origin.node if origin is not None else None
         file = next((file for file in origins.inputs.files if origin and file.name == origin.source), None)

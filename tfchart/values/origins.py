@@ -25,6 +25,7 @@ from tfchart.helm.chart import Chart, Inputs, merged_values
 from tfchart.helm.runner import Helm
 
 Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+UNPRINTABLE = re.compile("[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")  # to YAML
 
 
 class TolerantLoader(yaml.SafeLoader):
@@ -107,39 +108,44 @@ class Origins:
         return read
 
     @cached_property
-    def set_paths(self) -> list[tuple[str, dict[str, Any]]]:
-        """Each --set argument (last applied first) with every key path it sets and its value, as helm
-        parses it, and every map above those (an argument writing into a map does not set its other keys)."""
+    def sets(self) -> list[tuple[str, list[yaml.Node]]]:
+        """Each --set argument (last applied first) with what it sets as helm parses it, composed from helm's JSON as
+        a values file's nodes (one walk reads every input); none where helm cannot parse it alone."""
 
-        def paths(argument: tuple[str, str]) -> tuple[str, dict[str, Any]]:
+        def composed(argument: tuple[str, str]) -> tuple[str, list[yaml.Node]]:
             try:
-                return " ".join(argument), dict(_paths(merged_values(self.helm, None, Inputs([], [argument]))))
+                value = merged_values(self.helm, None, Inputs([], [argument]))
             except TfchartError:
-                return " ".join(argument), {}
+                return " ".join(argument), []
+            text = UNPRINTABLE.sub(lambda char: f"\\u{ord(char[0]):04x}", json.dumps(value, ensure_ascii=False))
+            return " ".join(argument), compose(text.encode()) if value else []
 
         with ThreadPoolExecutor(max_workers=4) as pool:
-            return list(pool.map(paths, reversed(self.inputs.applied())))
+            return list(pool.map(composed, reversed(self.inputs.applied())))
 
     @cached_property
     def defaults(self) -> list[yaml.Node]:
         return compose(self.chart.file("values.yaml"))
 
     def of(self, path: str) -> Origin | None:
-        """The last input that set `path`, a map above it or a key below it; None: the chart default."""
-        above = [path[:index] for index, char in enumerate(path) if char == "."]
-        for source, paths in self.set_paths:  # `paths` holds every set path and each map above one
-            if path in paths or any(parent in paths and parent + ".#leaf" in paths for parent in above):
-                value = paths.get(path)
-                scalar = not isinstance(value, (dict, list))
-                shown_value = value if isinstance(value, str) else json.dumps(value)
-                return Origin(shown(source), None, shown_value if scalar else None, value if scalar else None)
-        for name, documents in self.files:
+        """The last input that set `path`, a map above it or a key below it (or, a --set, a scalar or an empty map or
+        list above it, which helm writes in place of the map); None: the chart default."""
+        for name, documents in [*self.sets, *self.files]:
+            in_file = (name, documents) in self.files
             for root in reversed(documents):
                 node, key, rest, _ = walk(root, path)
-                if not rest and key is not None:
+                if key is not None and not rest:
                     text = str(node.value) if isinstance(node, yaml.ScalarNode) else None
-                    return Origin(name, key.start_mark.line + 1, text, _typed(node), node)
+                    line = key.start_mark.line + 1 if in_file else None
+                    return Origin(name if in_file else shown(name), line, text, _typed(node), node)
+                if key is not None and not in_file and not (isinstance(node.value, list) and node.value):
+                    return Origin(shown(name), None, "null")
         return None
+
+    def leaves(self, source: str) -> int:
+        """How many values the --set argument `source` sets (a scalar, an empty map or list each)."""
+        return sum(not isinstance(value.value, list) or not value.value for root in dict(self.sets).get(source, [])
+                   for _, _, value, _ in _entries(root, {}))  # fmt: skip
 
     def nearest(self, path: str) -> Origin | None:
         """Like `of`, or the line of the deepest map above `path` that a file writes (a missing key)."""
@@ -185,20 +191,6 @@ class Origins:
         if close := difflib.get_close_matches(key, known, n=1):
             return f"did you mean {parent + '.' if parent != '(root)' else ''}{close[0]}?"
         return f"known keys: {', '.join(known)}" if known else ""
-
-
-def _paths(value: Any, where: str = "") -> Iterator[tuple[str, Any]]:
-    """Every key path in `value` with its value; a path set to a scalar (or an empty map or list) also
-    as `path.#leaf`."""
-    pending = [(value, where)]
-    while pending:
-        node, at = pending.pop()
-        if at:
-            yield at, node
-            if not node or not isinstance(node, (dict, list)):
-                yield at + ".#leaf", None
-        children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-        pending.extend((child, f"{at}.{key}" if at else str(key)) for key, child in children)
 
 
 def _typed(node: yaml.Node) -> Any:

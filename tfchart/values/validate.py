@@ -249,7 +249,7 @@ def _broken_set(origins: Origins, item: Located) -> str:
     from tfchart.values.origins import shown
 
     given = [f"{flag} {argument}" for flag, argument in origins.inputs.sets if flag == item.file]
-    broken = [source for source, paths in reversed(origins.set_paths) if source in given and not paths]
+    broken = [source for source, documents in reversed(origins.sets) if source in given and not documents]
     return shown(broken[0] if len(given) > 1 and broken else " ".join(given) or item.file)
 
 
