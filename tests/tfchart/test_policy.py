@@ -24,16 +24,8 @@ from tfchart.values import policy
 
 CORPUS = REPO / "tests" / "fixtures" / "policy"
 RULES = sorted(path for path in (CORPUS / "rules").iterdir() if path.is_dir())
-FAILING = [
-    pytest.param(rule, case, id=f"{rule.name}/{case.stem}")
-    for rule in RULES
-    for case in sorted(rule.glob("fail*.yaml"))
-]
-PASSING = [
-    pytest.param(rule, case, id=f"{rule.name}/{case.stem}")
-    for rule in RULES
-    for case in sorted(rule.glob("pass*.yaml"))
-]
+FAILING, PASSING = ([pytest.param(rule, case, id=f"{rule.name}/{case.stem}") for rule in RULES
+                     for case in sorted(rule.glob(f"{kind}*.yaml"))] for kind in ("fail", "pass"))  # fmt: skip
 BAD = sorted((CORPUS / "bad-policies").glob("*.yaml"))
 EXAMPLE = REPO / "docs" / "examples" / "policy.yaml"
 SHIPPED = sorted((REPO / "values").glob("*.yaml"))
@@ -41,9 +33,8 @@ SHIPPED = sorted((REPO / "values").glob("*.yaml"))
 
 def tfchart(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "400", "TFCHART_HELM": str(helm_path("4"))}
-    return subprocess.run(
-        [sys.executable, "-m", "tfchart", *args], cwd=REPO, capture_output=True, text=True, timeout=120, env=env
-    )
+    return subprocess.run([sys.executable, "-m", "tfchart", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, env=env)
 
 
 def report(*args: str) -> tuple[int, dict[str, Any]]:
