@@ -70,10 +70,6 @@ class ClusterUnavailable(KubernetesError):
     exit_code = 69  # sysexits' EX_UNAVAILABLE
 
 
-class HelmUnreachable(HelmError, ClusterUnavailable):
-    """helm could not reach the cluster."""
-
-
 class ImmutableFieldChange(TfchartError):
     """An upgrade would change a StatefulSet field Kubernetes forbids changing."""
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from tfchart.errors import HelmError, UsageError
+from tfchart.errors import HelmError, TfchartError, UsageError
 from tfchart.helm.runner import Helm, Options, Runner, failure, finish, major_version
 
 # The chart tfchart ships: in a checkout tfchart/chart links to charts/tf-distributed; the wheel carries a copy.
@@ -72,7 +72,7 @@ def resolve(reference: str | None, version: str | None, helm: Runner, plain_http
         args = ["pull", shown, "--untar", "--untardir", str(where)]
         try:
             helm([*args, *(["--version", version] if version else []), *(["--plain-http"] if plain_http else [])])
-        except HelmError as error:
+        except TfchartError as error:  # in helm's words, also where the registry cannot be reached
             raise HelmError(f"cannot pull chart {shown}: {error.message}", PULL_HINT) from None
     else:
         raise UsageError(f"no chart at {shown}", "pass --chart a chart directory, a .tgz, or oci://REGISTRY/CHART")

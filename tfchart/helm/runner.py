@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfchart.errors import HelmError, HelmUnreachable, UsageError
+from tfchart.errors import ClusterUnavailable, HelmError, TfchartError, UsageError
 
 REPO_HELM = Path(__file__).resolve().parents[2] / ".tools" / "bin" / "helm"
 OLDEST = (3, 17)  # the oldest helm the chart is tested with (helm 4 too)
@@ -127,12 +127,13 @@ def error_text(stderr: str) -> str:
     return re.sub(r"^Error: ", "", "\n".join(lines)).strip()
 
 
-def failure(stderr: str) -> HelmError:
-    """A failed helm command as one error in helm's words, with what to try."""
+def failure(stderr: str) -> TfchartError:
+    """A failed helm command as one error in helm's words, with what to try (ClusterUnavailable where helm could not
+    reach the cluster)."""
     text = error_text(stderr) or "helm failed without a message"
     lowered = text.lower()
     if "cluster unreachable" in lowered or "connection refused" in lowered or "no configuration has been" in lowered:
-        return HelmUnreachable(f"helm could not reach the cluster: {text}", "check --kubeconfig and --kube-context")
+        return ClusterUnavailable(f"helm could not reach the cluster: {text}", "check --kubeconfig and --kube-context")
     if "release: not found" in lowered:
         return HelmError(text, "check the release name and --namespace (`helm list -A` lists releases)")
     if "no such file or directory" in lowered:  # a -f or --set-file path: --debug would not help
