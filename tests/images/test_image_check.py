@@ -86,7 +86,7 @@ def test_a_pushed_image_is_present_by_tag_and_by_digest(open_registry: Registry,
     digest, _ = open_registry.manifest(PROJECT, VERSION)
     for reference in (VERSION, digest):
         verdict = resolve(open_registry.address, PROJECT, reference, access(open_registry, home))
-        assert verdict.state == PRESENT, verdict
+        assert verdict[0] == PRESENT, verdict
     served = open_registry.requests()
     assert ("HEAD", f"/v2/{PROJECT}/manifests/{VERSION}", 200) in served
 
@@ -94,12 +94,12 @@ def test_a_pushed_image_is_present_by_tag_and_by_digest(open_registry: Registry,
 def test_an_absent_tag_or_repository_is_missing(open_registry: Registry, home: dict[str, str]) -> None:
     for repository, reference in ((PROJECT, "9.9.9"), ("nobody/pushed-this", "1")):
         verdict = resolve(open_registry.address, repository, reference, access(open_registry, home))
-        assert verdict.state == MISSING, verdict
+        assert verdict[0] == MISSING, verdict
 
 
 def test_a_private_registry_refuses_without_credentials(private_registry: Registry, home: dict[str, str]) -> None:
     verdict = resolve(private_registry.address, PRIVATE, "v1", access(private_registry, home))
-    assert (verdict.state, verdict.detail) == (UNAUTHORISED, "HTTP 401 with no credentials")
+    assert verdict == (UNAUTHORISED, "HTTP 401 with no credentials")
 
 
 def test_registry_auth_file_credentials_are_sent(private_registry: Registry, home: dict[str, str],
@@ -107,11 +107,11 @@ def test_registry_auth_file_credentials_are_sent(private_registry: Registry, hom
     auth_file = tmp_path / "auth.json"
     home["REGISTRY_AUTH_FILE"] = str(auth_file)
     auth_file.write_text(json.dumps(auth_json(private_registry, PASSWORD)))
-    assert resolve(private_registry.address, PRIVATE, "v1", access(private_registry, home)).state == PRESENT
-    assert resolve(private_registry.address, PRIVATE, "v2", access(private_registry, home)).state == MISSING
+    assert resolve(private_registry.address, PRIVATE, "v1", access(private_registry, home))[0] == PRESENT
+    assert resolve(private_registry.address, PRIVATE, "v2", access(private_registry, home))[0] == MISSING
     auth_file.write_text(json.dumps(auth_json(private_registry, "wrong")))
     verdict = resolve(private_registry.address, PRIVATE, "v1", access(private_registry, home))
-    assert (verdict.state, verdict.detail) == (UNAUTHORISED, f"HTTP 401 with the credentials from {auth_file}")
+    assert verdict == (UNAUTHORISED, f"HTTP 401 with the credentials from {auth_file}")
 
 
 def test_podman_and_docker_default_files_are_read(private_registry: Registry, home: dict[str, str]) -> None:
@@ -120,7 +120,7 @@ def test_podman_and_docker_default_files_are_read(private_registry: Registry, ho
                   Path(home["HOME"]) / ".docker" / "config.json"):  # fmt: skip
         place.parent.mkdir(parents=True, exist_ok=True)
         place.write_text(json.dumps(auth_json(private_registry, PASSWORD)))
-        assert resolve(private_registry.address, PRIVATE, "v1", access(private_registry, home)).state == PRESENT
+        assert resolve(private_registry.address, PRIVATE, "v1", access(private_registry, home))[0] == PRESENT
         place.unlink()
 
 
@@ -142,7 +142,7 @@ def test_a_docker_credential_helper_answers(private_registry: Registry, home: di
         verdict = resolve(private_registry.address, PRIVATE, "v1", access(private_registry, home))
     finally:
         os.environ["PATH"] = old_path
-    assert verdict.state == PRESENT, verdict
+    assert verdict[0] == PRESENT, verdict
     assert asked.read_text() == private_registry.address
 
 
@@ -154,22 +154,22 @@ def test_a_bearer_token_is_fetched_from_the_challenge_realm_with_the_credentials
     scope = f"repository:{PROJECT}:pull"
     both = Access(frozenset({registry.address, service.address}), environ=home)
     anonymous = resolve(registry.address, PROJECT, VERSION, both)
-    assert (anonymous.state, anonymous.detail) == (UNAUTHORISED, "HTTP 401 with no credentials")
+    assert anonymous == (UNAUTHORISED, "HTTP 401 with no credentials")
     assert service.requests[-1] == (scope, "")  # an anonymous token, which grants nothing
     auth_file = tmp_path / "auth.json"
     home["REGISTRY_AUTH_FILE"] = str(auth_file)
     auth_file.write_text(json.dumps(auth_json(registry, PASSWORD)))
     asked = len(service.requests)
     unnamed = resolve(registry.address, PROJECT, VERSION, access(registry, home))
-    assert (unnamed.state, unnamed.detail) == (UNAUTHORISED, "HTTP 401; no credentials sent to its token realm "
+    assert unnamed == (UNAUTHORISED, "HTTP 401; no credentials sent to its token realm "
                                                f"{service.realm}: not https, nor --insecure-registry")  # fmt: skip
     assert len(service.requests) == asked
-    assert resolve(registry.address, PROJECT, VERSION, both).state == PRESENT
+    assert resolve(registry.address, PROJECT, VERSION, both)[0] == PRESENT
     assert service.requests[-1] == (scope, USER)
-    assert resolve(registry.address, PROJECT, "9.9.9", both).state == MISSING
+    assert resolve(registry.address, PROJECT, "9.9.9", both)[0] == MISSING
     auth_file.write_text(json.dumps(auth_json(registry, "wrong")))
     refused = resolve(registry.address, PROJECT, VERSION, both)
-    assert (refused.state, refused.detail) == (UNAUTHORISED, f"HTTP 401 with the credentials from {auth_file}")
+    assert refused == (UNAUTHORISED, f"HTTP 401 with the credentials from {auth_file}")
 
 
 def test_a_credential_helper_that_is_not_installed_is_named(private_registry: Registry, home: dict[str, str]) -> None:
@@ -177,20 +177,20 @@ def test_a_credential_helper_that_is_not_installed_is_named(private_registry: Re
     config.parent.mkdir(parents=True)
     config.write_text(json.dumps({"credsStore": "tfd-not-installed"}))
     verdict = resolve(private_registry.address, PRIVATE, "v1", access(private_registry, home))
-    assert (verdict.state, verdict.detail) == (UNAUTHORISED, "HTTP 401 with no credentials (docker-credential-"
+    assert verdict == (UNAUTHORISED, "HTTP 401 with no credentials (docker-credential-"
                                                "tfd-not-installed (the credential helper your configuration names) "
                                                "is not on PATH)")  # fmt: skip
 
 
 def test_plain_http_is_refused_unless_named_insecure(open_registry: Registry, home: dict[str, str]) -> None:
     verdict = resolve(open_registry.address, PROJECT, VERSION, access(open_registry, home, insecure=False))
-    assert (verdict.state, verdict.detail) == (PLAIN_HTTP, "it answers plain HTTP, not HTTPS")
+    assert verdict == (PLAIN_HTTP, "it answers plain HTTP, not HTTPS")
 
 
 def test_a_registry_nobody_listens_on_is_unreachable(home: dict[str, str]) -> None:
     address = f"127.0.0.1:{registrylib.free_port()}"
     verdict = resolve(address, PROJECT, VERSION, Access(frozenset({address}), timeout=5, environ=home))
-    assert verdict.state == UNREACHABLE and "Connection refused" in verdict.detail, verdict
+    assert verdict[0] == UNREACHABLE and "Connection refused" in verdict[1], verdict
 
 
 # -- the preflight check and the command line ----------------------------------------------------------

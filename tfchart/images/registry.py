@@ -54,13 +54,6 @@ class Access:
     environ: Mapping[str, str] | None = field(default=None, compare=False)
 
 
-@dataclass(frozen=True)
-class Verdict:
-    state: str  # present | missing | unauthorised | plain-http | unreachable
-    registry: str  # host[:port] as the reference names it (docker.io for Docker Hub)
-    detail: str = ""  # why (unauthorised: which credentials were tried; unreachable: the error)
-
-
 class Credentials(NamedTuple):
     username: str
     password: str
@@ -71,8 +64,10 @@ class Refused(Exception):
     """The credentials (or a token) withheld from where the registry pointed: the message says where and why."""
 
 
-def resolve(registry: str, repository: str, reference: str, access: Access) -> Verdict:
-    """Whether registry/repository:reference (a tag or a digest) exists, as a node's pull would find it."""
+def resolve(registry: str, repository: str, reference: str, access: Access) -> tuple[str, str]:
+    """Whether registry/repository:reference (a tag or a digest) exists, as a node's pull would find it: the state
+    (present | missing | unauthorised | plain-http | unreachable) and why (unauthorised: which credentials were
+    tried; unreachable: the error)."""
     registry = registry or DOCKER_HUB
     host = DOCKER_HUB_ENDPOINT if registry in DOCKER_HUB_KEYS else registry
     repository = f"library/{repository}" if host == DOCKER_HUB_ENDPOINT and "/" not in repository else repository
@@ -91,20 +86,19 @@ def resolve(registry: str, repository: str, reference: str, access: Access) -> V
             if authorization:
                 status, headers, _ = head(url, {"Authorization": authorization}, access.timeout)
     except Refused as refused:
-        return Verdict(UNAUTHORISED, registry, str(refused))
+        return UNAUTHORISED, str(refused)
     except ssl.SSLCertVerificationError as error:
-        return Verdict(UNREACHABLE, registry, f"its TLS certificate is not trusted here ({error.verify_message})")
+        return UNREACHABLE, f"its TLS certificate is not trusted here ({error.verify_message})"
     except (urllib.error.URLError, OSError, ValueError) as error:
         reason = getattr(error, "reason", error)
         if scheme == "https" and isinstance(reason, ssl.SSLError):  # a registry answers `HEAD /v2/` 200, or 401
             with suppress(urllib.error.URLError, OSError, ValueError):
                 if head(f"http://{host}/v2/", {}, access.timeout)[0] in (200, 401):
-                    return Verdict(PLAIN_HTTP, registry, "it answers plain HTTP, not HTTPS")
-        return Verdict(UNREACHABLE, registry, str(reason))
+                    return PLAIN_HTTP, "it answers plain HTTP, not HTTPS"
+        return UNREACHABLE, str(reason)
     answers = {200: (PRESENT, ""), 404: (MISSING, ""), 401: (UNAUTHORISED, f"HTTP 401 with {tried}"),
                403: (UNAUTHORISED, f"HTTP 403 with {tried}")}  # fmt: skip
-    state, detail = answers.get(status, (UNREACHABLE, f"it answered HTTP {status}"))
-    return Verdict(state, registry, detail)
+    return answers.get(status, (UNREACHABLE, f"it answered HTTP {status}"))
 
 
 def head(url: str, authorization: Mapping[str, str], timeout: float) -> tuple[int, Message, str]:

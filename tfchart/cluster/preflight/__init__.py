@@ -19,7 +19,7 @@ from tfchart.cluster.preflight import controllers, resources, topology
 from tfchart.cluster.preflight.context import FAIL, OK, WARN, Context, Finding, guarded
 from tfchart.errors import TfchartError
 from tfchart.images.build import DEFAULT_REPOSITORY
-from tfchart.images.registry import MISSING, PLAIN_HTTP, PRESENT, UNAUTHORISED, Access, resolve
+from tfchart.images.registry import DOCKER_HUB, MISSING, PLAIN_HTTP, PRESENT, UNAUTHORISED, Access, resolve
 from tfchart.manifests.images import PulledImage, pulled_images
 from tfdcontract import HELM_TEST, SUPERVISOR
 
@@ -108,8 +108,8 @@ def check_images(docs: list[dict[str, Any]], access: Access) -> list[Finding]:
 
 def image_finding(image: PulledImage, access: Access, built_here: bool) -> Finding:
     """The registry's answer for the image, by state: (severity, message, hint); unreachable: a warning."""
-    verdict = resolve(image.registry, image.repository, image.digest or image.tag or "latest", access)
-    name, registry, detail = image.image, verdict.registry, verdict.detail
+    state, detail = resolve(image.registry, image.repository, image.digest or image.tag or "latest", access)
+    name, registry = image.image, image.registry or DOCKER_HUB
     pulled_by = f"(pulled by {', '.join(sorted(image.components))})"
     push = push_command(image, registry, access) if built_here else (
         f"push it (podman push {name}, or docker push), or set the component's image.* to an image that exists")
@@ -121,7 +121,7 @@ def image_finding(image: PulledImage, access: Access, built_here: bool) -> Findi
                        "the same credentials: global.imagePullSecrets"),
         PLAIN_HTTP: (FAIL, f"{registry} ({name}): {detail}", f"--insecure-registry {registry} if it is meant to serve "
                      "plain HTTP (the nodes' container runtime must allow it too)"),
-    }.get(verdict.state, (WARN, f"could not check {name}: {registry} unreachable from here ({detail})", "the nodes "
+    }.get(state, (WARN, f"could not check {name}: {registry} unreachable from here ({detail})", "the nodes "
                           "may reach it (a mirror, a private network); --skip-image-check skips this check"))
     return Finding("images", severity, message, hint)
 
