@@ -168,12 +168,6 @@ def git_revision(repo_root: Path) -> str | None:
     return commit.group(0) if answered.returncode == 0 and not prefix and commit else None
 
 
-def image_reference(registry: str, repository: str, tag: str) -> str:
-    """`registry/repository:tag`, or `repository:tag` with no registry (as the chart renders it)."""
-    registry = registry.strip().rstrip("/")
-    return f"{registry}/{repository}:{tag}" if registry else f"{repository}:{tag}"
-
-
 def plan(variants: Collection[str], tag: str | None, registry: str, repository: str, push: bool,
          platform: str | None, engine: str | None, repo_root: Path, *, base_image: str | None = None,
          gpu_base_image: str | None = None, tls_verify: bool = True) -> list[BuildStep]:  # fmt: skip
@@ -182,7 +176,7 @@ def plan(variants: Collection[str], tag: str | None, registry: str, repository: 
     registry "" gives `repository:tag` images; engine None: the one `detect_engine` finds (docker where none is
     installed, so a dry run works anywhere). tls_verify=False pushes over plain HTTP (podman and buildah
     `--tls-verify=false`; docker reads insecure registries from its daemon configuration only: refused there)."""
-    root = repo_root.resolve()
+    root, registry = repo_root.resolve(), registry.strip().rstrip("/")
     version = project_version(root)
     version_part = version if tag is None else tag
     try:
@@ -191,7 +185,7 @@ def plan(variants: Collection[str], tag: str | None, registry: str, repository: 
         builder = "docker"  # none installed: a dry run prints docker's commands
     if builder not in BUILD_COMMANDS:
         raise UsageError(f"unknown container engine: {builder}", f"use one of: {', '.join(BUILD_COMMANDS)}")
-    for what, value in (("registry", registry.strip().rstrip("/")), ("repository", repository), ("tag", version_part)):
+    for what, value in (("registry", registry), ("repository", repository), ("tag", version_part)):
         if (value or what != "registry") and not NAME_RULES[what][0].fullmatch(value):
             raise UsageError(f"invalid {what}: {value!r}", NAME_RULES[what][1])
     if not tls_verify and push and builder not in DAEMONLESS:
@@ -208,7 +202,7 @@ def plan(variants: Collection[str], tag: str | None, registry: str, repository: 
         dockerfile = root / f"Dockerfile.{variant}"
         if not dockerfile.is_file():
             raise TfchartError(f"{dockerfile} not found", "run tfchart build from a tf-distributed checkout")
-        image = image_reference(registry, repository, version_part if variant == "cpu" else f"{version_part}-gpu")
+        image = f"{registry}/" * bool(registry) + f"{repository}:{version_part}" + "-gpu" * (variant == "gpu")
         argv = [*BUILD_COMMANDS[builder], "-f", str(dockerfile), "-t", image, "--label", f"{VERSION_LABEL}={version}"]
         argv += ["--label", f"{REVISION_LABEL}={revision}"] if revision else []
         base = gpu_base_image if variant == "gpu" and gpu_base_image else base_image
