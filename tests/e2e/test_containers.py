@@ -160,7 +160,7 @@ def test_env_resolves_the_downward_api_and_command_args_are_as_rendered(tmp_path
     cluster_env = next(e["value"] for e in container["env"] if e["name"] == "TFD_CLUSTER")
     assert worker.env["TFD_CLUSTER"] == cluster_env  # the cluster map is not rewritten
     argv = worker.run
-    image_at = argv.index(worker.image)
+    image_at = argv.index(worker.container["image"])
     assert argv[image_at - 2 : image_at] == ["--entrypoint", container["command"][0]]
     assert argv[image_at + 1 :] == [*container["command"][1:], *container["args"]]
     assert f"TFD_CLUSTER={cluster_env}" in flag_values(argv, "--env")
@@ -252,8 +252,8 @@ def test_every_cluster_map_address_is_the_dns_alias_of_exactly_one_pod(tmp_path:
     assert "--detach" in sandbox and flag_values(sandbox, "--user") == ["10001:10001"]
     # The pod's container joins its sandbox: a restart keeps the pod's address and DNS record.
     argv = worker.run
-    assert flag_values(argv, "--network") == [f"container:{worker.sandbox_name}"]
-    assert flag_values(argv, "--uts") == [f"container:{worker.sandbox_name}"]
+    assert flag_values(argv, "--network") == [f"container:{worker.container_name}-sandbox"]
+    assert flag_values(argv, "--uts") == [f"container:{worker.container_name}-sandbox"]
     assert f"HOSTNAME={worker.name}" in flag_values(argv, "--env")
     assert not {"--hostname", "--network-alias", "--dns-search", "--publish"} & set(argv)
     docker = pod(container_plan(tmp_path, sets, engine="docker"), worker.name).run

@@ -60,18 +60,12 @@ class ContainerPod(LocalPod):
     """One pod of the rendered release as a container: the `<engine> run` commands of its sandbox and container."""
 
     container_name: str = ""
-    image: str = ""
-    pull: str = "missing"
     aliases: list[str] = field(default_factory=list)  # the pod's own DNS name first
     sandbox: list[str] = field(default_factory=list)  # the sandbox's, detached
     run: list[str] = field(default_factory=list)  # the container's, attached: its output is the pod's log
     sources: list[Path] = field(default_factory=list)  # the host paths it bind-mounts: made before it starts
     #: how it writes the shared volume: None, it does not; "" as root; else the script that makes it writable for it
     writes: str | None = None
-
-    @property
-    def sandbox_name(self) -> str:
-        return self.container_name + SANDBOX_SUFFIX
 
 
 def quantity_bytes(quantity: object) -> int:
@@ -276,5 +270,5 @@ def container_pod(pod: LocalPod, engine: str, network: str, namespace: str, doma
     run += ["--pull", pull, *secured, *mounts]
     run += repeated("--env", (f"{key}={value}" for key, value in {**pod.env, "HOSTNAME": pod.name}.items()))
     run += ["--workdir", workdir] if (workdir := pod.container.get("workingDir")) else []
-    return ContainerPod(**vars(pod), container_name=name, image=image, pull=pull, aliases=aliases, sandbox=sandbox,
+    return ContainerPod(**vars(pod), container_name=name, aliases=aliases, sandbox=sandbox,
                         run=[*run, *after_image], sources=sources, writes=(grant or "") if writes else None)

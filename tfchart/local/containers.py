@@ -30,12 +30,14 @@ from tfchart.errors import EngineNotFound, TfchartError
 from tfchart.images.build import answer, check_engine_reachable, detect_engine
 from tfchart.local.containerpods import (
     RUN_LABEL,
+    SANDBOX_SUFFIX,
     VOLUME_TARGET,
     ContainerPod,
     Storage,
     bind,
     config_map_files,
     container_pod,
+    pull_policy,
     within,
 )
 from tfchart.local.jobset import headless_service
@@ -103,7 +105,7 @@ def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values
 
 def check_images(engine: str, pods: Sequence[ContainerPod]) -> None:
     """Every image exists locally or is pulled now, as its pull policy says; else one line with the fix."""
-    for image, pull in dict.fromkeys((pod.image, pod.pull) for pod in pods):
+    for image, pull in dict.fromkeys((str(pod.container["image"]), pull_policy(pod.container)) for pod in pods):
         if pull != "always" and answer([engine, "image", "inspect", image], ENGINE_TIMEOUT_S).returncode == 0:
             continue
         reason = "imagePullPolicy Never"
@@ -132,7 +134,7 @@ class ContainerCluster(LocalCluster):
         # The first pod that writes the shared volume: its image runs the ownership containers, and the volume is
         # made writable for it (`grant`: "" where no pod writes it, or it runs as root).
         writer = next((pod for pod in pods if pod.writes is not None), None)
-        self.volume_image: str | None = writer.image if writer else None
+        self.volume_image: str | None = str(writer.container["image"]) if writer else None
         self.grant = writer.writes or "" if writer else ""
 
     def _engine(self, *args: str, timeout: float = ENGINE_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
@@ -224,7 +226,7 @@ class ContainerCluster(LocalCluster):
         assert isinstance(process.pod, ContainerPod)
         read = ('for f in /proc/net/tcp /proc/net/tcp6; do [ -r "$f" ] || continue; '
                 'while IFS= read -r l; do echo "$l"; done < "$f"; done')
-        tables = self._engine("exec", process.pod.sandbox_name, "/bin/sh", "-c", read)
+        tables = self._engine("exec", process.pod.container_name + SANDBOX_SUFFIX, "/bin/sh", "-c", read)
         return tables.returncode == 0 and listening(tables.stdout, port)
 
     def stop(self, grace: float = 10.0) -> None:
