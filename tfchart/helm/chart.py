@@ -131,7 +131,8 @@ def read(files: list[str], sets: list[tuple[str, str]], stdin: BinaryIO | None =
 
     def copied(name: str) -> str:  # what helm reads for `name`: a private copy of what can be read only once
         nonlocal folder, stdin_read
-        if not _once_only(name):
+        # standard input, or a pipe; a missing file: helm says so in its words
+        if name.strip() != "-" and not (os.path.exists(name) and not os.path.isfile(name) and not os.path.isdir(name)):
             return name
         if name.strip() == "-":
             data = b"" if stdin_read else _read_capped(stdin or sys.stdin.buffer, "standard input")
@@ -148,21 +149,16 @@ def read(files: list[str], sets: list[tuple[str, str]], stdin: BinaryIO | None =
             out.write(data)
         return str(copy)
 
-    inputs = Inputs([ValuesFile(name, copied(_shipped(name, chart_dir))) for name in files])
+    def shipped(name: str) -> str:  # `name`, or the chart's file of that name where nothing here has it
+        if chart_dir is None or name.strip() == "-" or os.path.isabs(name) or os.path.lexists(name):
+            return name
+        return str(chart_dir / name) if (chart_dir / name).is_file() else name
+
+    inputs = Inputs([ValuesFile(name, copied(shipped(name))) for name in files])
     for flag, argument in sets:
         key, _, path = argument.partition("=")
         inputs.sets.append((flag, f"{key}={copied(path)}" if flag == "--set-file" and path else argument))
     return inputs
-
-
-def _shipped(name: str, chart_dir: Path | None) -> str:
-    if chart_dir is None or name.strip() == "-" or os.path.isabs(name) or os.path.lexists(name):
-        return name
-    return str(chart_dir / name) if (chart_dir / name).is_file() else name
-
-
-def _once_only(name: str) -> bool:  # standard input, or a pipe; a missing file: helm says so in its words
-    return name.strip() == "-" or (os.path.exists(name) and not os.path.isfile(name) and not os.path.isdir(name))
 
 
 def _read_capped(stream: BinaryIO, name: str) -> bytes:
