@@ -25,7 +25,7 @@ from functools import cache
 import pytest
 
 from tests.chartlib import REPO
-from tfchart.images.build import DEFAULT_REGISTRY, DEFAULT_REPOSITORY, image_reference, project_version
+from tfchart.images.build import DEFAULT_REGISTRY, DEFAULT_REPOSITORY, project_version
 
 ENGINE = "podman"
 
@@ -78,8 +78,8 @@ def built_images() -> BuiltImages:
     """Both trainer images, built by `tfchart build` once per session."""
     require_engine()
     version = project_version(REPO)
-    cpu = image_reference(DEFAULT_REGISTRY, DEFAULT_REPOSITORY, version)
-    gpu = image_reference(DEFAULT_REGISTRY, DEFAULT_REPOSITORY, f"{version}-gpu")
+    cpu = f"{DEFAULT_REGISTRY}/{DEFAULT_REPOSITORY}:{version}"
+    gpu = f"{cpu}-gpu"
     base, gpu_base = stand_in_base(), stand_in_base(tensorflow=True)
     argv = [sys.executable, "-m", "tfchart", "build", "--all", "--engine", ENGINE]
     argv += ["--base-image", base] if base else []

@@ -21,7 +21,7 @@ import yaml
 
 from tests.chartlib import CHART, REPO, component, env_of, helm, pod_spec, render, template, workloads
 from tests.containerlib import engine_works, image_exists, run_in_image
-from tfchart.images.build import DEFAULT_REGISTRY, DEFAULT_REPOSITORY, image_reference, project_version
+from tfchart.images.build import DEFAULT_REGISTRY, DEFAULT_REPOSITORY, project_version
 from tfchart.local import processes
 from tfchart.local.containers import plan_from_manifests
 from tfdcontract import storage_env
@@ -121,7 +121,7 @@ def test_a_bring_your_own_command_writes_a_relative_path() -> None:
     assert container["workingDir"] in writable_paths(spec, container)
     assert container["args"][:2] == ["/bin/sh", "-c"]
     version = project_version(REPO)
-    image = image_reference(DEFAULT_REGISTRY, DEFAULT_REPOSITORY, version)
+    image = f"{DEFAULT_REGISTRY}/{DEFAULT_REPOSITORY}:{version}"
     if engine_works() is not None or not image_exists(image):
         return  # no image built on this machine: the rendered spec above is the contract
     env = {key: value for key, value in env_of(container).items() if isinstance(value, str)}
@@ -279,7 +279,7 @@ def images_by_component(docs: list[dict[str, Any]]) -> dict[str, str]:
 def test_the_projects_pods_keep_the_projects_image_when_every_role_runs_its_own(helm_major: str) -> None:
     """image.* is then the user's: TensorBoard, the supervisor and the helm test pod stay on the project's
     image (tensorboard, trainer.supervisor, trainer.endpoint_probe), with the chart's version."""
-    project = image_reference(DEFAULT_REGISTRY, DEFAULT_REPOSITORY, project_version(REPO))
+    project = f"{DEFAULT_REGISTRY}/{DEFAULT_REPOSITORY}:{project_version(REPO)}"
     images = images_by_component(render(helm_major, sets=ALL_OWN))
     assert {role: images[role] for role in ("ps", "worker", "chief")} == dict.fromkeys(("ps", "worker", "chief"),
                                                                                        "ghcr.io/team/mine:1.0")

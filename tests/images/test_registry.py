@@ -45,7 +45,7 @@ from tests.chartlib import CHART, HELM_MAJORS, REPO, VALUES_DIR, MissingTool, he
 from tests.containerlib import ENGINE, built_images, image_exists, require_engine
 from tests.images import registrylib
 from tests.images.registrylib import Registry
-from tfchart.images.build import DEFAULT_REPOSITORY, image_reference, project_version
+from tfchart.images.build import DEFAULT_REPOSITORY, project_version
 
 pytestmark = pytest.mark.slow
 
@@ -135,8 +135,8 @@ def pushed(registry: Registry) -> Iterator[PushedImages]:
     """
     session = built_images()  # builds once per session: tfchart build below hits the layer cache
     expected = [
-        image_reference(registry.address, DEFAULT_REPOSITORY, VERSION),
-        image_reference(registry.address, DEFAULT_REPOSITORY, f"{VERSION}-gpu"),
+        f"{registry.address}/{DEFAULT_REPOSITORY}:{VERSION}",
+        f"{registry.address}/{DEFAULT_REPOSITORY}:{VERSION}-gpu",
     ]
     argv = [
         sys.executable, "-m", "tfchart", "build", "--all", "--push", "--engine", ENGINE,

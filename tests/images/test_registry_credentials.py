@@ -24,7 +24,7 @@ import pytest
 
 from tests.images import loopback
 from tests.images.loopback import Server
-from tfchart.images.registry import PRESENT, TOKEN_LIMIT, UNAUTHORISED, Access, Verdict, matching, resolve
+from tfchart.images.registry import PRESENT, TOKEN_LIMIT, UNAUTHORISED, Access, matching, resolve
 
 USER, PASSWORD = "trainer", "pull-secret-123"
 BASIC = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
@@ -85,7 +85,7 @@ def environ(tmp_path: Path) -> dict[str, str]:
     return kept | {"HOME": str(tmp_path / "home"), "REGISTRY_AUTH_FILE": str(tmp_path / "auth.json")}
 
 
-def check(registry: Server, environ: dict[str, str], *insecure: str) -> Verdict:
+def check(registry: Server, environ: dict[str, str], *insecure: str) -> tuple[str, str]:
     """resolve() of registry/team/model:v1 with USER's credentials for that registry in the auth file."""
     login = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
     Path(environ["REGISTRY_AUTH_FILE"]).write_text(json.dumps({"auths": {registry.address: {"auth": login}}}))
@@ -98,8 +98,8 @@ def asked(server: Server) -> list[tuple[str, str]]:
     return [(path, authorization) for _, path, authorization in server.seen]
 
 
-def no_secret(verdict: Verdict) -> None:
-    assert PASSWORD not in verdict.detail and BASIC.split()[1] not in verdict.detail, verdict
+def no_secret(verdict: tuple[str, str]) -> None:
+    assert PASSWORD not in verdict[1] and BASIC.split()[1] not in verdict[1], verdict
 
 
 # -- redirects ------------------------------------------------------------------------------------------
@@ -118,7 +118,7 @@ def test_a_redirect_off_the_registry_is_followed_without_the_credentials(
         verdict = check(registry, environ)
     assert registry.authorizations() == [BASIC]
     assert asked(elsewhere) == [(MANIFEST, "")]
-    assert verdict.state == PRESENT, verdict
+    assert verdict[0] == PRESENT, verdict
 
 
 def test_a_redirect_within_the_registry_is_followed_without_them_too(
@@ -129,7 +129,7 @@ def test_a_redirect_within_the_registry_is_followed_without_them_too(
         asking = asks_basic(lambda method, path, _: redirect(f"{path}-moved"))
         registry.answer = lambda *request: found() if request[1].endswith("-moved") else asking(*request)
         verdict = check(registry, environ)
-    assert verdict.state == PRESENT, verdict
+    assert verdict[0] == PRESENT, verdict
     assert asked(registry) == [(MANIFEST, ""), (MANIFEST, BASIC), (f"{MANIFEST}-moved", "")]
 
 
@@ -145,8 +145,8 @@ def test_a_401_from_where_the_registry_redirected_is_not_answered(
         verdict = check(registry, environ)
     assert elsewhere.authorizations() == []
     assert [path for _, path, _ in elsewhere.seen] == [MANIFEST]
-    assert verdict.state == UNAUTHORISED, verdict
-    assert verdict.detail == (f"HTTP 401 from {elsewhere.url(MANIFEST)}, where the registry redirected: "
+    assert verdict[0] == UNAUTHORISED, verdict
+    assert verdict[1] == (f"HTTP 401 from {elsewhere.url(MANIFEST)}, where the registry redirected: "
                               "no credentials sent there")  # fmt: skip
 
 
@@ -168,7 +168,7 @@ def test_a_token_realm_neither_https_nor_named_insecure_gets_nothing(
         verdict = check(registry, environ)
     assert service.seen == []
     assert registry.authorizations() == []
-    assert (verdict.state, verdict.detail) == (UNAUTHORISED, f"HTTP 401; no credentials sent to its token realm "
+    assert verdict == (UNAUTHORISED, f"HTTP 401; no credentials sent to its token realm "
                                                f"{realm}: not https, nor --insecure-registry")  # fmt: skip
     no_secret(verdict)
 
@@ -184,7 +184,7 @@ def test_a_token_realm_over_https_or_named_insecure_gets_the_credentials(
         service.answer = token
         registry.answer = asks_token(service.url("/token"))
         verdict = check(registry, environ, *([service.address] if named else []))
-    assert verdict.state == PRESENT, verdict
+    assert verdict[0] == PRESENT, verdict
     assert service.seen == [("GET", "/token?scope=pull", BASIC)]
     assert registry.authorizations() == [GRANTED]
 
@@ -200,7 +200,7 @@ def test_a_token_realm_redirect_off_its_host_gets_no_credentials(
         verdict = check(registry, environ)
     assert service.authorizations() == [BASIC]
     assert asked(elsewhere) == [("/token?scope=pull", "")]
-    assert verdict.state == PRESENT, verdict
+    assert verdict[0] == PRESENT, verdict
 
 
 def test_a_token_answer_over_a_mib_is_refused(certificate: ssl.SSLContext, environ: dict[str, str]) -> None:
@@ -210,7 +210,7 @@ def test_a_token_answer_over_a_mib_is_refused(certificate: ssl.SSLContext, envir
         registry.answer = asks_token(service.url("/token"))
         verdict = check(registry, environ)
     assert registry.authorizations() == []
-    assert (verdict.state, verdict.detail) == (UNAUTHORISED, f"HTTP 401; its token realm {service.url('/token')} "
+    assert verdict == (UNAUTHORISED, f"HTTP 401; its token realm {service.url('/token')} "
                                                "answered more than 1 MiB: no token")  # fmt: skip
     no_secret(verdict)
 
