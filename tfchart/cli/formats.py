@@ -47,13 +47,6 @@ def timeout_option(help: str) -> Callable[[F], F]:
     return click.option("--timeout", type=DURATION, default=None, help=help)
 
 
-def go_duration(seconds: float | None) -> str | None:
-    """Seconds as helm's --timeout takes them (a Go duration); None stays None."""
-    if seconds is None:
-        return None
-    return f"{int(seconds)}s" if float(seconds).is_integer() else f"{round(seconds * 1000)}ms"
-
-
 def output_option(human: str) -> Callable[[F], F]:
     """-o/--output: `human` (the default, for people), json or yaml (the same data, for programs)."""
     return click.option("-o", "--output", type=click.Choice([human, "json", "yaml"]), default=human,

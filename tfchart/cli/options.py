@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from tfchart.cli.formats import go_duration, timeout_option
-from tfchart.helm.runner import Options
+from tfchart.cli.formats import timeout_option
+from tfchart.helm.runner import Options, go_duration
 
 if TYPE_CHECKING:
     from tfchart.helm.chart import Chart, Inputs

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tfchart.cli.formats import DURATION, emit, go_duration, output_option, print_problems, timeout_option
+from tfchart.cli.formats import DURATION, emit, output_option, print_problems, timeout_option
 from tfchart.cli.options import CONTEXT, ValuesInputs, image_check, kube_inputs, release_flags, values_inputs
 
 if TYPE_CHECKING:
@@ -181,6 +181,7 @@ def uninstall(name: str, wait: bool, timeout: float | None, keep_history: bool, 
               kube: KubeInputs) -> None:  # fmt: skip
     """`helm uninstall NAME`, keeping the shared volume unless --delete-data."""
     from tfchart.helm import chart as release
+    from tfchart.helm.runner import go_duration
 
     namespace, api = kube.namespace(), kube.api() if delete_data else None  # the API asked for before helm runs
     claims = release.uninstall(kube.helm(), name, namespace, wait, go_duration(timeout), keep_history)

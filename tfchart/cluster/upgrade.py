@@ -22,7 +22,7 @@ from tfchart.cluster.fields import LONG, field_changes, json_text, show, show_pa
 from tfchart.cluster.kube import AccessDenied, Deletion, KubeApi
 from tfchart.errors import ImmutableFieldChange, KubernetesError, UsageError
 from tfchart.helm.chart import Chart, Inputs, manifests, release_args
-from tfchart.helm.runner import Options, Runner, base_revision, format_duration, major_version
+from tfchart.helm.runner import Options, Runner, base_revision, go_duration, major_version
 from tfchart.manifests.quantity import parse_or_none
 from tfdcontract import RECREATING_ANNOTATION, RUN_SPEC_ANNOTATION
 from tfdcontract.runstate import annotations_of, jobset_ending
@@ -357,7 +357,7 @@ def recreate_objects(
         since, finalizers = metadata.get("deletionTimestamp"), ", ".join(metadata.get("finalizers") or []) or "none"
         state = f"terminating since {since}" if since else "not marked for deletion"
         lines.append(f"  - {kind} {name}: still there ({state}; finalizers: {finalizers})")
-    raise KubernetesError(f"timed out after {format_duration(waiting.timeout)} waiting for the deletions of --recreate "
+    raise KubernetesError(f"timed out after {go_duration(waiting.timeout)} waiting for the deletions of --recreate "
                           "to finish; helm upgrade was not run:\n" + "\n".join(lines),
                           f"see why with `kubectl -n {namespace} get {still[0][0].lower()} {still[0][1]} -o yaml` "
                           "(finalizers are removed by the garbage collector once the pods are stopped or released); "

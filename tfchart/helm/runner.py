@@ -155,9 +155,11 @@ class Options:
     reuse_values: str | None = None  # "reuse" or "reset-then-reuse": helm's --reuse-values, --reset-then-reuse-values
 
 
-def format_duration(seconds: float) -> str:
-    minutes, rest = divmod(round(seconds), 60)
-    return f"{minutes}m{rest}s" if minutes else f"{rest}s"
+def go_duration(seconds: float | None) -> str | None:
+    """Seconds as helm's --timeout takes them (a Go duration); None stays None."""
+    if seconds is None:
+        return None
+    return f"{int(seconds)}s" if float(seconds).is_integer() else f"{round(seconds * 1000)}ms"
 
 
 def deployed(runner: Runner, release: str, namespace: str) -> bool:
