@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Generator, Iterator
 from contextlib import suppress
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, TypeVar
 
@@ -71,21 +70,6 @@ class AccessDenied(ClusterUnavailable):
     """The API server answered 403: RBAC does not allow the call (callers may degrade gracefully)."""
 
 
-@dataclass(frozen=True)
-class Operation:
-    """What tfchart was doing, for error messages: `list pods in namespace ml-training`."""
-
-    verb: str
-    resource: str
-    namespace: str | None = None
-    name: str | None = None
-
-    def describe(self) -> str:
-        target = f"{self.resource}/{self.name}" if self.name else self.resource
-        where = f" in namespace {self.namespace}" if self.namespace else " (cluster-wide)"
-        return f"{self.verb} {target}{where}"
-
-
 class KubeApi:
     """The few list/read/log/patch/delete calls tfchart needs. `client_factory` builds the ApiClient on first use
     (from_config: from the kubeconfig); `source` says where the configuration came from, for error hints."""
@@ -118,14 +102,16 @@ class KubeApi:
             raise ApiException.from_response(http_resp=response, body=None, data=None)
         return response.response
 
-    def _call(self, operation: Operation, call: Callable[[], T]) -> T:
+    def _call(self, call: Callable[[], T], verb: str, resource: str, namespace: str | None = None,
+              name: str | None = None) -> T:
+        """call's answer; its errors as a KubernetesError saying what tfchart was doing (`list pods in namespace x`)."""
         try:
             return call()
         except KubernetesError:
             raise
         except Exception as error:  # translated below; anything unknown is re-raised as is
             host = str(getattr(getattr(self._client, "configuration", None), "host", "") or "")
-            raise translate(error, operation, host, self.source) from None
+            raise translate(error, (verb, resource, namespace, name), host, self.source) from None
 
     # -- reads ----------------------------------------------------------------------------------
     def pages(self, kind: str, namespace: str | None = None, label_selector: str = "", field_selector: str = "",
@@ -133,10 +119,11 @@ class KubeApi:
         """A kind's (or a plural.version.group's) objects as JSON, `page_size` at a time (limit and continue; None: in
         one answer), none where the resource is not served (404): a caller keeps one page, however large the cluster,
         and builds no models (15,000 pods: 500 MB, 8-17 s)."""
-        operation, path, token = Operation("list", resource_name(kind), namespace), resource_path(kind, namespace), None
-        while (listed := self._call(operation, lambda: _json_or_none(  # the query in the client's order
+        path, token = resource_path(kind, namespace), None
+        while (listed := self._call(lambda: _json_or_none(  # the query in the client's order
                 self._raw, "GET", path, **{"continue": token}, fieldSelector=field_selector or None,
-                labelSelector=label_selector or None, limit=page_size))) is not None:  # fmt: skip
+                labelSelector=label_selector or None, limit=page_size),
+                "list", resource_name(kind), namespace)) is not None:  # fmt: skip
             yield list(listed.get("items") or [])
             if not (token := (listed.get("metadata") or {}).get("continue")):
                 return
@@ -149,8 +136,8 @@ class KubeApi:
     def read_object(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         """An object (cluster-scoped: namespace None) as the server sent it (JSON, no model that may drop what it does
         not know: deletionTimestamp, finalizers), or None (404)."""
-        operation = Operation("get", resource_name(kind), namespace, name)
-        return self._call(operation, lambda: _json_or_none(self._raw, "GET", resource_path(kind, namespace, name)))
+        return self._call(lambda: _json_or_none(self._raw, "GET", resource_path(kind, namespace, name)), "get",
+                          resource_name(kind), namespace, name)
 
     def read_pod_log(self, namespace: str, name: str, container: str | None, tail_lines: int | None) -> str:
         """The (current container's) log as text, read raw (the client would json-decode a log of one JSON object)."""
@@ -162,14 +149,14 @@ class KubeApi:
     ) -> Generator[str, None, None]:  # fmt: skip
         """The log line by line (without newlines), as kubectl logs' flags say; with follow, until the container ends
         or the caller stops. The HTTP response is released when the generator is closed (also on Ctrl-C)."""
-        operation = Operation("get", "pods/log", namespace, name)  # following: no timeout (a quiet log is no end)
-        response = self._call(operation, lambda: self._raw(
+        operation = ("get", "pods/log", namespace, name)  # following: no timeout (a quiet log is no end)
+        response = self._call(lambda: self._raw(
             "GET", resource_path("Pod", namespace, name, "log"), timeout=None if follow else REQUEST_TIMEOUT,
             container=container or None, follow=follow or None, previous=previous or None, sinceSeconds=since_seconds,
-            tailLines=tail_lines, timestamps=timestamps or None))  # fmt: skip
+            tailLines=tail_lines, timestamps=timestamps or None), *operation)  # fmt: skip
         lines = _response_lines(response)
         try:
-            while (line := self._call(operation, lambda: next(lines, None))) is not None:
+            while (line := self._call(lambda: next(lines, None), *operation)) is not None:
                 yield line
         finally:
             for method in ("close", "release_conn"):
@@ -180,7 +167,7 @@ class KubeApi:
         """The resources the server serves in group/version (None: not that version), by API discovery, which every
         authenticated user may read (reading CRDs needs a ClusterRole)."""
         path = f"/apis/{group}/{version}"
-        document = self._call(Operation("get", path), lambda: _json_or_none(self._raw, "GET", path))
+        document = self._call(lambda: _json_or_none(self._raw, "GET", path), "get", path)
         return None if document is None else [str(resource.get("name")) for resource in document.get("resources") or []]
 
     # -- writes (tfchart stop, upgrade --recreate, uninstall --delete-data) -----------------------
@@ -189,7 +176,7 @@ class KubeApi:
         a StatefulSet's or Deployment's replicas)."""
         resource = f"{split_resource(kind).plural}/{subresource}" if subresource else resource_name(kind)
         path = resource_path(kind, namespace, name, *filter(None, [subresource]))
-        self._call(Operation("patch", resource, namespace, name), lambda: self._raw("PATCH", path, body))
+        self._call(lambda: self._raw("PATCH", path, body), "patch", resource, namespace, name)
 
     def dry_run_patch(self, kind: str, name: str, namespace: str, body: dict[str, Any]) -> dict[str, Any] | None:
         """A server-side dry run (dryRun=All) of a JSON merge patch: None where the API server accepts it, else its
@@ -205,13 +192,14 @@ class KubeApi:
                 return dict(json.loads(error.body or "{}"), code=error.status)
             return None
 
-        return self._call(Operation("patch", resource_name(kind), namespace, name), dry_run)
+        return self._call(dry_run, "patch", resource_name(kind), namespace, name)
 
     def delete(self, kind: str, name: str, namespace: str, propagation: str | None = None) -> Deletion:
         """Deletes an object, its dependents as `propagation` says (Orphan, Foreground; None: the kind's default); read
         raw: a Status when it is gone, else the object itself (finalizers pending), which V1Status cannot hold."""
-        document = self._call(Operation("delete", resource_name(kind), namespace, name), lambda: _json_or_none(
-            self._raw, "DELETE", resource_path(kind, namespace, name), timeout=None, propagationPolicy=propagation))
+        document = self._call(lambda: _json_or_none(self._raw, "DELETE", resource_path(kind, namespace, name),
+                                                    timeout=None, propagationPolicy=propagation),
+                              "delete", resource_name(kind), namespace, name)  # fmt: skip
         return "absent" if document is None else "deleted" if document.get("kind") == "Status" else "terminating"
 
 
@@ -266,14 +254,20 @@ def _response_lines(response: Any) -> Iterator[str]:
 
 
 # -- errors ---------------------------------------------------------------------------------------
+Operation = tuple[str, str, "str | None", "str | None"]  # verb, resource, namespace, name
+
+
 def translate(error: Exception, operation: Operation, host: str, source: str) -> Exception:
     """A KubernetesError with a hint for API and connection errors; other exceptions unchanged."""
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
-    server, what, config = host or "the API server", operation.describe(), f"the kubeconfig ({source or 'default'})"
+    verb, resource, namespace, name = operation
+    where = f" in namespace {namespace}" if namespace else " (cluster-wide)"
+    what = f"{verb} {f'{resource}/{name}' if name else resource}{where}"
+    server, config = host or "the API server", f"the kubeconfig ({source or 'default'})"
     if isinstance(error, ApiException):
-        return http_error(error, operation, server, config)
+        return http_error(error, operation, what, server, config)
     if isinstance(error, HTTPError):
         return ClusterUnavailable(f"cannot reach the Kubernetes API server at {server} ({what}): "
                                   f"{getattr(error, 'reason', None) or error}",
@@ -286,7 +280,7 @@ def translate(error: Exception, operation: Operation, host: str, source: str) ->
     return error
 
 
-def http_error(error: Any, operation: Operation, server: str, config: str) -> KubernetesError:
+def http_error(error: Any, operation: Operation, what: str, server: str, config: str) -> KubernetesError:
     """The error of an HTTP answer, with the API server's own message (a metav1.Status body), else the HTTP reason."""
     body = error.body.decode("utf-8", errors="replace") if isinstance(error.body, bytes) else error.body
     try:
@@ -295,8 +289,7 @@ def http_error(error: Any, operation: Operation, server: str, config: str) -> Ku
                      or "")  # fmt: skip
     except ValueError:
         detail = str(body).strip()[:300]
-    status, what = int(error.status or 0), operation.describe()
-    verb, resource, namespace = operation.verb, operation.resource, operation.namespace
+    status, (verb, resource, namespace, name) = int(error.status or 0), operation
     scope, where = (f" -n {namespace}", f" in namespace {namespace}") if namespace else ("", "")
     if status == 401:
         return ClusterUnavailable(f"the API server rejected the credentials (401 Unauthorized) to {what}",
@@ -308,7 +301,7 @@ def http_error(error: Any, operation: Operation, server: str, config: str) -> Ku
                             f"RBAC verb `{verb}` on resource `{resource}` is missing: ask a cluster admin for {role} "
                             f"granting it (check with `kubectl auth can-i {verb} {resource}{scope}`)")
     if status == 404:
-        target = f"{resource} {operation.name}" if operation.name else resource
+        target = f"{resource} {name}" if name else resource
         return KubernetesError(f"{target} not found{where}: {detail}", "check the name and --namespace (`kubectl get "
                                f"{resource.split('/')[0]}{scope}`); the object may have been deleted meanwhile")
     if status == 0:
