@@ -16,6 +16,7 @@ from tests.chartlib import REPO
 from tests.kubeapi import Call, KubeServer, kube_server
 from tfchart.cli.formats import DURATION
 from tfchart.cluster.suspend import NO_RUN_EXIT, TIMED_OUT_EXIT
+from tfchart.helm.runner import go_duration
 
 NS = "team-a"
 CHIEF = "mnist-tf-distributed-chief"
@@ -136,6 +137,14 @@ def test_durations(text: str, seconds: float | None) -> None:
             DURATION.convert(text, None, None)
     else:
         assert DURATION.convert(text, None, None) == seconds
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(300, "5m0s"), (5400, "1h30m0s"), (90.5, "1m30.5s"), (10, "10s"),
+                                               (0.25, "250ms"), (0, "0s")])  # fmt: skip
+def test_durations_are_written_as_go_writes_them(seconds: float, text: str) -> None:
+    """helm's --timeout and tfchart's messages (the --recreate wait's) show what Go's time.Duration would."""
+    assert go_duration(seconds) == text
+    assert DURATION.convert(text, None, None) == seconds
 
 
 def test_an_answer_that_is_not_kubernetes_is_one_line(server: KubeServer) -> None:

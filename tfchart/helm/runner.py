@@ -156,10 +156,15 @@ class Options:
 
 
 def go_duration(seconds: float | None) -> str | None:
-    """Seconds as helm's --timeout takes them (a Go duration); None stays None."""
+    """Seconds as Go writes a duration (time.Duration's String: 5m0s, 1h30m0s, 1m30.5s, 250ms), which helm's
+    --timeout takes and helm's own messages show; None stays None."""
     if seconds is None:
         return None
-    return f"{int(seconds)}s" if float(seconds).is_integer() else f"{round(seconds * 1000)}ms"
+    if 0 < seconds < 1:
+        return f"{seconds * 1000:g}ms"
+    hours, rest = divmod(float(seconds), 3600)
+    minutes, rest = divmod(rest, 60)
+    return (f"{hours:.0f}h" if hours else "") + (f"{minutes:.0f}m" if hours or minutes else "") + f"{rest:g}s"
 
 
 def deployed(runner: Runner, release: str, namespace: str) -> bool:
