@@ -14,10 +14,11 @@ from contextlib import closing, suppress
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tfchart.cluster import objects
-from tfchart.cluster.objects import name_of, role_of
+from tfchart.cluster.objects import role_of
 from tfchart.cluster.status import ordinal, pod_order
 from tfchart.errors import KubernetesError, UsageError
 from tfdcontract import CHIEF, CLIENT_ROLES, JOB_ROLES, STATEFUL_ROLES, release_selector
+from tfdcontract.runstate import name_of
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi

@@ -25,7 +25,7 @@ from tfdcontract import (
     release_selector,
     runstate,
 )
-from tfdcontract.runstate import JOBSET_NAME_LABEL, RunView, annotations_of
+from tfdcontract.runstate import JOBSET_NAME_LABEL, RunView, annotations_of, name_of
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
@@ -49,10 +49,6 @@ class JobInfo:
     restarts: int = 0  # a JobSet's restarts (its failure policy's RestartJobSet)
 
 
-def name_of(obj: Mapping[str, Any]) -> str:
-    return str(obj["metadata"]["name"])
-
-
 def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
     return dict(obj["metadata"].get("labels") or {})
 
@@ -70,8 +66,7 @@ def run_role(jobs: list[Any]) -> str:
 
 def is_chief_pod(pod: Mapping[str, Any]) -> bool:
     """The chief's pod, or worker 0's in a workers' Job (its completion index)."""
-    annotations = pod["metadata"].get("annotations") or {}
-    return role_of(pod) == CHIEF or str(annotations.get(COMPLETION_INDEX_ANNOTATION, "")) == "0"
+    return role_of(pod) == CHIEF or str(annotations_of(pod).get(COMPLETION_INDEX_ANNOTATION, "")) == "0"
 
 
 def newest(objects: list[Any]) -> Any | None:
@@ -125,12 +120,12 @@ def run_info(run: dict[str, Any], role: str, job: Any | None, pods: list[Any]) -
     """The state of the run's object as JSON (a Job, or a JobSet whose `role` Job is `job`): the conditions its
     controller ended it with (tfdcontract.runstate), its suspension, then the newest of `pods`. The records are the
     run object's, the progress record the `role` Job's (the supervisor writes it on the chief's Job)."""
-    kind, annotations, status = run["kind"], runstate.annotations_of(run), (job or {}).get("status") or {}
+    kind, annotations, status = run["kind"], annotations_of(run), (job or {}).get("status") or {}
     counts: dict[str, Any] = {key: status.get(key) or 0 for key in ("active", "succeeded", "failed")}
     counts.update(ending=annotations.get(ENDING_ANNOTATION, ""), end_reason=annotations.get(END_REASON_ANNOTATION, ""),
                   kind=kind, restarts=int((run.get("status") or {}).get("restarts") or 0),
                   progress=annotations_of(job).get(PROGRESS_ANNOTATION, ""))
-    name = str(run["metadata"]["name"])
+    name = name_of(run)
     if (found := runstate.ended(run, kind)) is not None:  # which conditions end a Job or JobSet
         state, cond = found
         return JobInfo(role, name, state, cond.get("reason") or cond["type"], cond.get("message") or "", **counts)
@@ -212,7 +207,7 @@ def run_of(jobset: dict[str, Any] | None, jobs: list[Any], pods: list[Any]) -> R
         info = job_info(role, native, [pod for pod in pods if role_of(pod) == role and not in_jobset(pod)])
         document = next(({**job, "kind": "Job"} for job in native if name_of(job) == info.name), None)
         return Run(info, document)
-    name, jobset = str(jobset["metadata"]["name"]), {**jobset, "kind": "JobSet"}
+    name, jobset = name_of(jobset), {**jobset, "kind": "JobSet"}
     children = tuple(job for job in jobs if labels_of(job).get(JOBSET_NAME_LABEL) == name)
     role = RunView("JobSet", jobset).role  # its success policy's target: chief, or worker without a chief
     own = [pod for pod in pods if role_of(pod) == role and labels_of(pod).get(JOBSET_NAME_LABEL) == name]

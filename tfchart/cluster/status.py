@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from tfchart.cluster import objects
-from tfchart.cluster.objects import JobInfo, name_of, role_of
+from tfchart.cluster.objects import JobInfo, role_of
 from tfchart.errors import KubernetesError
 from tfchart.manifests import workloads
 from tfdcontract import (
@@ -37,7 +37,7 @@ from tfdcontract import (
     parse_step_line,
     release_selector,
 )
-from tfdcontract.runstate import condition, parse_time
+from tfdcontract.runstate import condition, name_of, parse_time
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi

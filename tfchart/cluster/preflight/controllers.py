@@ -12,11 +12,11 @@ from typing import Any
 
 import yaml
 
-from tfchart.cluster.objects import JOBSET, name_of
+from tfchart.cluster.objects import JOBSET
 from tfchart.cluster.preflight.context import FAIL, GANG_ROLES, OK, WARN, Context, Finding, guarded, requested
 from tfchart.manifests.quantity import parse, shown
-from tfdcontract.runstate import KUEUE_GROUP as KUEUE
-from tfdcontract.runstate import KUEUE_VERSIONS, QUEUE_LABEL  # versions: v1beta2 since v0.15, v1beta1 before and beside
+from tfdcontract.runstate import KUEUE_GROUP as KUEUE  # its versions: v1beta2 since v0.15, v1beta1 before and beside
+from tfdcontract.runstate import KUEUE_VERSIONS, QUEUE_LABEL, name_of
 
 jobsets, gang, kueue, network = (partial(Finding, check) for check in ("jobset", "gang-scheduling", "kueue",
                                                                         "network-policy"))  # fmt: skip

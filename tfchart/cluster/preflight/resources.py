@@ -17,13 +17,13 @@ from functools import partial
 from typing import Any
 
 from tfchart.cluster.kube import AccessDenied
-from tfchart.cluster.objects import name_of
 from tfchart.cluster.preflight.context import FAIL, OK, WARN, Context, Finding, allocatable, requested
 from tfchart.manifests.quantity import parse, parse_or_none, shown
 from tfchart.manifests.workloads import Workload, gpus, resources
 from tfchart.values.storage import RWX_EXAMPLES, StorageNeed
 from tfchart.values.storage import need as storage_need
 from tfdcontract import CHART_NAME, INSTANCE_LABEL, PART_OF_LABEL, SUPERVISOR
+from tfdcontract.runstate import name_of
 
 gpu, colocation, quota, finding = (partial(Finding, check) for check in ("gpu-capacity", "co-location", "quota",
                                                                          "storage"))  # fmt: skip
