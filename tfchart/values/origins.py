@@ -28,6 +28,14 @@ Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 UNPRINTABLE = re.compile("[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")  # to YAML
 
 
+class JsonLoader(Loader):  # type: ignore[misc,valid-type]
+    """Helm's answer for a --set argument, written as JSON: its 1e-05 is a number, which YAML 1.1 reads as a string."""
+
+
+JsonLoader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"-?[0-9]+(\.[0-9]+)?[eE][-+]?[0-9]+$"),
+                                 list("-0123456789"))  # fmt: skip
+
+
 class TolerantLoader(yaml.SafeLoader):
     """PyYAML's composer, reading anchors as helm's go-yaml does: a redefined anchor replaces the first."""
 
@@ -49,9 +57,9 @@ class Origin:
     node: yaml.Node | None = field(default=None, compare=False)  # in a file: the value's node, with its marks
 
 
-def compose(data: bytes | None) -> list[yaml.Node]:
+def compose(data: bytes | None, loaders: tuple[type[Any], ...] = (Loader, TolerantLoader)) -> list[yaml.Node]:
     """The documents of a YAML text as nodes (no value is typed), up to the first one PyYAML cannot read."""
-    for loader in (Loader, TolerantLoader):
+    for loader in loaders:
         documents: list[yaml.Node] = []
         try:
             documents += (node for node in yaml.compose_all(data or b"", Loader=loader) if node is not None)
@@ -118,7 +126,7 @@ class Origins:
             except TfchartError:
                 return " ".join(argument), []
             text = UNPRINTABLE.sub(lambda char: f"\\u{ord(char[0]):04x}", json.dumps(value, ensure_ascii=False))
-            return " ".join(argument), compose(text.encode()) if value else []
+            return " ".join(argument), compose(text.encode(), (JsonLoader,)) if value else []
 
         with ThreadPoolExecutor(max_workers=4) as pool:
             return list(pool.map(composed, reversed(self.inputs.applied())))
