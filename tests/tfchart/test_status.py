@@ -324,6 +324,10 @@ def test_every_kind_has_its_api_path_and_resource_name() -> None:
         "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"  # fmt: skip
     assert [kube.resource_name(kind) for kind in ("Pod", "Job", "JobSet")] == ["pods", "jobs.batch",
                                                                                "jobsets.jobset.x-k8s.io"]
+    # every kind's group, version and plural is one the API server (the fake's tables of it) serves
+    served = {(gv, plural) for gv, kinds in kf.BUILT_IN.items() for plural in kinds} | {
+        (f"{kf.JOBSET_GROUP}/v1alpha2", "jobsets")}
+    assert {(f"{c.group}/{c.version}".lstrip("/"), c.plural) for c in map(kube.split_resource, kube.KINDS)} <= served
 
 
 def test_unreachable_server_hints_cluster_info() -> None:
