@@ -104,3 +104,24 @@ def test_a_chart_that_cannot_be_had_is_one_clear_error(tmp_path: Path,
     assert broken.returncode == 2 and "is not a packaged chart" in broken.stderr
     local = tfchart("4", "validate", "--chart", str(CHART), "--version", VERSION)
     assert local.returncode == 2 and "--version picks a version of a remote chart" in local.stderr
+
+
+def test_a_python_too_old_to_unpack_a_package_safely_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python 3.10.0-3.10.11 and 3.11.0-3.11.3 (which pyproject allows) have no extraction filter: one line, no
+    traceback and no unfiltered extraction."""
+    import tarfile
+
+    from tfchart.errors import UsageError
+    from tfchart.helm.chart import resolve
+
+    package = tmp_path / "chart.tgz"
+    with tarfile.open(package, "w:gz") as tar:
+        tar.add(CHART / "Chart.yaml", "tf-distributed/Chart.yaml")
+
+    def unfiltered(self: tarfile.TarFile, path: str = ".", members: object = None, *, numeric_owner: bool = False,
+                   ) -> None:
+        raise AssertionError("extracted without a filter")  # 3.11.3's signature: filter= is a TypeError
+
+    monkeypatch.setattr(tarfile.TarFile, "extractall", unfiltered)
+    with pytest.raises(UsageError, match=r"cannot unpack .*chart.tgz safely"):
+        resolve(str(package), None, lambda args: "")

@@ -68,6 +68,9 @@ def resolve(reference: str | None, version: str | None, helm: Runner, plain_http
         except (tarfile.TarError, OSError):
             raise UsageError(f"{shown} is not a packaged chart",
                              "pass a .tgz made by `helm package`, or a directory") from None
+        except TypeError:  # extractall's filter came in Python 3.10.12 and 3.11.4
+            raise UsageError(f"this Python ({sys.version.split()[0]}) cannot unpack {shown} safely",
+                             "use Python 3.10.12, 3.11.4 or newer, or pass the chart's directory") from None
     elif REMOTE.match(shown):
         args = ["pull", shown, "--untar", "--untardir", str(where)]
         try:
