@@ -286,7 +286,7 @@ def test_status_list_and_wait_know_a_suspended_run(server: KubeServer, capsys: p
     assert found["training"]["detail"].startswith(f"suspended since {since}: its pods are released")
     assert found["warnings"] == []
     [run] = releases.list_runs(server.api(), NS, now=kf.NOW)
-    assert (run.state, run.suspended_since) == ("Suspended", since)
+    assert (run["state"], run["suspended_since"]) == ("Suspended", since)
     code, out, err = in_process(server, capsys, "status", "mnist")
     assert code == 0 and "Suspended" in out and f"`tfchart resume mnist -n {NS}` continues" in out, err
     code, out, err = in_process(server, capsys, "wait", "mnist", "--timeout", "3s")

@@ -130,9 +130,10 @@ def list_releases(all_namespaces: bool, output: str, kube: KubeInputs) -> None:
                           err=True)  # fmt: skip
     rows = [("NAME", "NAMESPACE", "STATE", "STEP", "GPUS", "AGE")]
     for run in runs:
-        step = "-" if run.step is None else f"{run.step}/{run.train_steps}" if run.train_steps else str(run.step)
-        gpus = ",".join(f"{count} {resource}" for resource, count in run.gpus.items()) or "0"
-        rows.append((run.release, run.namespace, run.state, step, gpus, human_age(run.age_seconds)))
+        step, total = run["step"], run["train_steps"]
+        step = "-" if step is None else f"{step}/{total}" if total else str(step)
+        gpus = ",".join(f"{count} {resource}" for resource, count in run["gpus"].items()) or "0"
+        rows.append((run["release"], run["namespace"], run["state"], step, gpus, human_age(run["age_seconds"])))
     widths = [max(map(len, column)) for column in zip(*rows, strict=True)]
     for row in rows:
         click.echo("   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())

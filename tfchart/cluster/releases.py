@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -24,21 +23,11 @@ if TYPE_CHECKING:
 FINISHED = ("Succeeded", "Failed")
 
 
-@dataclass(frozen=True)
-class ReleaseRun:
-    release: str
-    namespace: str
-    state: str  # as `tfchart status`: Running | Succeeded | Failed | Pending | Suspended | Unknown
-    step: int | None
-    train_steps: int | None
-    gpus: dict[str, int]  # requested by its pods that are scheduled and not finished, per resource
-    age_seconds: int | None
-    suspended_since: str | None = None  # a Suspended run: since when
-    kind: str = "Job"  # the run's object: Job, or JobSet (workload.kind=jobset)
-
-
-def list_runs(api: KubeApi, namespace: str | None, *, now: datetime | None = None) -> list[ReleaseRun]:
-    """The releases in `namespace` (None: every namespace), sorted by namespace and name."""
+def list_runs(api: KubeApi, namespace: str | None, *, now: datetime | None = None) -> list[dict[str, Any]]:
+    """The releases in `namespace` (None: every namespace), sorted by namespace and name, each as `list -o json` shows
+    it: release, namespace, state (as `tfchart status`: Running | Succeeded | Failed | Pending | Suspended | Unknown),
+    step, train_steps, gpus (requested by its pods that are scheduled and not finished, per resource), age_seconds,
+    suspended_since (a Suspended run: since when) and kind (the run's object: Job, or JobSet)."""
     selector = f"{PART_OF_LABEL}={CHART_NAME}"
     # per release: its Jobs, Services and JobSets, its candidate chief pods ("Pod"), and the GPUs of its pods
     found: dict[tuple[str, str], dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
@@ -66,7 +55,8 @@ def list_runs(api: KubeApi, namespace: str | None, *, now: datetime | None = Non
     return [release_run(api, release, ns, each, moment) for (ns, release), each in sorted(found.items())]
 
 
-def release_run(api: KubeApi, release: str, namespace: str, each: dict[str, list[Any]], now: datetime) -> ReleaseRun:
+def release_run(api: KubeApi, release: str, namespace: str, each: dict[str, list[Any]], now: datetime
+                ) -> dict[str, Any]:  # fmt: skip
     chief = objects.run_of(objects.newest(each["JobSet"]), each["Job"], each["Pod"]).info
     own = [pod for pod in each["Pod"] if objects.role_of(pod) == chief.role]
     progress = read_progress(api, namespace, chief, own)[0]
@@ -78,5 +68,5 @@ def release_run(api: KubeApi, release: str, namespace: str, each: dict[str, list
     step, total = (progress["step"], progress["train_steps"]) if progress else (None, None)
     since = chief.suspended_since if training["state"] == "Suspended" else None
     gpus = sum((Counter(gpus) for gpus in each["gpus"]), Counter[str]())
-    return ReleaseRun(release, namespace, training["state"], step, total, dict(sorted(gpus.items())), age, since,
-                      chief.kind)
+    return {"release": release, "namespace": namespace, "state": training["state"], "step": step, "train_steps": total,
+            "gpus": dict(sorted(gpus.items())), "age_seconds": age, "suspended_since": since, "kind": chief.kind}
