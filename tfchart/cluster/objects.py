@@ -167,10 +167,6 @@ class Run:
     document: Any = None  # the JSON; None: no run object (info.state Missing)
     jobs: tuple[Any, ...] = ()  # a JobSet's child Jobs
 
-    @property
-    def jobset(self) -> bool:
-        return self.info.kind == "JobSet"
-
 
 def in_jobset(obj: Any) -> bool:
     """Whether a Job or pod was made by a JobSet."""

@@ -66,8 +66,8 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
                               f"check the release name and namespace: `helm list -n {namespace}` (or `helm list -A`)")
     run = objects.find_run(api, release, namespace, jobs, [pod for pod in pods if objects.is_chief_pod(pod)])
     chief, role = run.info, run.info.role
-    chief_pods = [pod for pod in pods
-                  if role_of(pod) == role and objects.is_chief_pod(pod) and objects.in_jobset(pod) == run.jobset]
+    chief_pods = [pod for pod in pods if role_of(pod) == role and objects.is_chief_pod(pod)
+                  and objects.in_jobset(pod) == (chief.kind == "JobSet")]
     evaluator = objects.job_info(EVALUATOR, jobs, [pod for pod in pods if role_of(pod) == EVALUATOR])
     progress, recorded, log_note = read_progress(api, namespace, chief, chief_pods)
     moment = now or datetime.now(timezone.utc)

@@ -82,13 +82,13 @@ def read(api: KubeApi, release: str, namespace: str) -> lifecycle.RunView:
     sets, jobs, deployments, pods = (api.items(kind, namespace, selector)
                                      for kind in ("StatefulSet", "Job", "Deployment", "Pod"))  # fmt: skip
     run = find_run(api, release, namespace, jobs)  # a JobSet release: its JobSet, also before it made its Jobs
-    if not (sets or jobs or deployments or run.jobset):
+    if not (sets or jobs or deployments or run.info.kind == "JobSet"):
         raise KubernetesError(f"no release {release} in namespace {namespace}: no StatefulSets, Jobs, Deployments or "
                               "JobSet carry its labels",
                               f"check the release name and namespace: `helm list -n {namespace}` (or `helm list -A`)")
     supervisor, tf_pods = newest([d for d in deployments if role_of(d) == SUPERVISOR]), [
         p for p in pods if role_of(p) in TF_ROLES]
-    if run.jobset:
+    if run.info.kind == "JobSet":
         view = lifecycle.RunView("JobSet", run.document, supervisor=supervisor, pods=tf_pods, jobs=list(run.jobs))
         return replace(view, workload=kueue_workload(api, view.run, namespace) if view.queue else None)
     evaluator = newest([job for job in jobs if role_of(job) == EVALUATOR])
