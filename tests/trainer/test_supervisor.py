@@ -395,7 +395,9 @@ def test_an_ending_is_acted_on_at_once_not_at_the_next_poll(release: Any, tmp_pa
     rules = named(run.docs, "Role", f"{PREFIX}-supervisor")["rules"]
     assert watches and all(allowed(rules, r) for r in run.server.requests)  # the Role allows every request
     lists = [r for r in run.server.requests if r.call.verb == "list" and r.call.resource == "jobs"]
-    assert len(lists) == {"none": 1, "cut": 1, "expired": 2}[cut]  # the first list, and one after a 410
+    # the first list; after a 410 the Jobs' watcher lists again, unless the pods' watcher, listing again too, brought
+    # the chief's failure first and the run (acted on within the 30 s, not at the 60 s poll) ended before it
+    assert len(lists) in ({1, 2} if cut == "expired" else {1}), lists
     if cut != "none":  # every watch cut: each watcher resumes from the last resourceVersion it saw, never "0"; the
         # pods' watch (not refused) may bring the chief's failure first, and the run ends before the Jobs' resumes
         answered = [r for r in run.server.requests if r.call.verb == "watch" and r.status == 200]
