@@ -25,15 +25,7 @@ from tfchart.helm.chart import Chart, Inputs, merged_values
 from tfchart.helm.runner import Helm
 
 Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-UNPRINTABLE = re.compile("[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")  # to YAML
-
-
-class JsonLoader(Loader):  # type: ignore[misc,valid-type]
-    """Helm's answer for a --set argument, written as JSON: its 1e-05 is a number, which YAML 1.1 reads as a string."""
-
-
-JsonLoader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"-?[0-9]+(\.[0-9]+)?[eE][-+]?[0-9]+$"),
-                                 list("-0123456789"))  # fmt: skip
+TAG = "tag:yaml.org,2002:"
 
 
 class TolerantLoader(yaml.SafeLoader):
@@ -57,9 +49,9 @@ class Origin:
     node: yaml.Node | None = field(default=None, compare=False)  # in a file: the value's node, with its marks
 
 
-def compose(data: bytes | None, loaders: tuple[type[Any], ...] = (Loader, TolerantLoader)) -> list[yaml.Node]:
+def compose(data: bytes | None) -> list[yaml.Node]:
     """The documents of a YAML text as nodes (no value is typed), up to the first one PyYAML cannot read."""
-    for loader in loaders:
+    for loader in (Loader, TolerantLoader):
         documents: list[yaml.Node] = []
         try:
             documents += (node for node in yaml.compose_all(data or b"", Loader=loader) if node is not None)
@@ -67,6 +59,17 @@ def compose(data: bytes | None, loaders: tuple[type[Any], ...] = (Loader, Tolera
         except (yaml.YAMLError, RecursionError, ValueError, UnicodeError):
             continue  # libyaml refuses a redefined anchor: compose again as go-yaml reads it
     return documents
+
+
+def as_node(value: Any) -> yaml.Node:
+    """helm's JSON answer as the nodes a values file composes to (without marks: a --set has no line)."""
+    if isinstance(value, dict):
+        return yaml.MappingNode(f"{TAG}map", [(yaml.ScalarNode(f"{TAG}str", key), as_node(item))
+                                               for key, item in value.items()])  # fmt: skip
+    if isinstance(value, list):
+        return yaml.SequenceNode(f"{TAG}seq", [as_node(item) for item in value])
+    tag = {bool: "bool", int: "int", float: "float", str: "str"}.get(type(value), "null")
+    return yaml.ScalarNode(TAG + tag, value if isinstance(value, str) else json.dumps(value))
 
 
 def walk(root: yaml.Node, path: str) -> tuple[yaml.Node, yaml.Node | None, str, list[str]]:
@@ -125,8 +128,10 @@ class Origins:
                 value = merged_values(self.helm, None, Inputs([], [argument]))
             except TfchartError:
                 return " ".join(argument), []
-            text = UNPRINTABLE.sub(lambda char: f"\\u{ord(char[0]):04x}", json.dumps(value, ensure_ascii=False))
-            return " ".join(argument), compose(text.encode(), (JsonLoader,)) if value else []
+            try:
+                return " ".join(argument), [as_node(value)] if value else []
+            except RecursionError:
+                return " ".join(argument), []
 
         with ThreadPoolExecutor(max_workers=4) as pool:
             return list(pool.map(composed, reversed(self.inputs.applied())))
