@@ -1,3 +1,3 @@
-from tfchart.cli import main
+from tfchart.cli.app import main
 
 main()

@@ -26,7 +26,7 @@ ALLOWED = {
     "manifests": set(),
 }
 # A limit, not a log: lowered as tfchart/ shrinks, never raised (issue 35's goal is 9,000).
-MAX_LINES = 9500
+MAX_LINES = 9498
 MAX_MODULE_LINES = 400
 
 

@@ -24,7 +24,7 @@ from tests.crds import crdlib
 from tests.kubeapi import Call, KubeServer, kube_server
 from tests.kubeapi import served as served_pod
 from tests.tfchart.hostile import helm_env, measured
-from tfchart.cli import main
+from tfchart.cli.app import main
 from tfchart.cluster import kube, preflight
 from tfchart.cluster.preflight import FAIL, OK, WARN, Context
 from tfchart.cluster.preflight.controllers import check_gang, check_kueue, check_network_policy

@@ -17,7 +17,7 @@ import pytest
 from tests import kubeapi as kf
 from tests.chartlib import render
 from tests.kubeapi import Call, KubeServer, kube_server
-from tfchart.cli import main
+from tfchart.cli.app import main
 from tfchart.cluster import preflight
 from tfchart.cluster.preflight import FAIL, OK, WARN, Context, Finding
 from tfchart.cluster.preflight.topology import check_topology

@@ -268,7 +268,7 @@ def test_template_is_byte_identical_to_helm_template(tmp_path: Path) -> None:
 
 
 def test_cli_template_is_byte_identical(capfd: pytest.CaptureFixture[str]) -> None:
-    from tfchart.cli import main
+    from tfchart.cli.app import main
 
     with pytest.raises(SystemExit) as done:
         main(["--helm", str(helm_path("4")), "template", "mnist", "-n", "ml", "-f", str(GPU), "--set", "ps.replicas=3"])

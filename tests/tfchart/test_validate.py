@@ -17,7 +17,7 @@ import pytest
 
 from tests.chartlib import CHART, HELM_MAJORS, REPO, helm, helm_path, template, values_files
 from tests.tfchart.hostile import helm_env, measured, quietest, within_limits
-from tfchart.cli import main
+from tfchart.cli.app import main
 
 FIXTURES = sorted((REPO / "tests" / "fixtures" / "bad-values").glob("*.yaml"))
 
@@ -218,7 +218,7 @@ def test_helm_missing_or_too_old_is_one_line(tmp_path: Path, capsys: pytest.Capt
 
 def test_validate_imports_neither_tensorflow_nor_kubernetes() -> None:
     code = (
-        "import sys; from tfchart.cli import main\n"
+        "import sys; from tfchart.cli.app import main\n"
         "try:\n    main(['validate', '-f', 'values/gpu.yaml'])\nexcept SystemExit:\n    pass\n"
         "heavy = ('tensorflow', 'kubernetes', 'jsonschema', 'rich')\n"
         "print('IMPORTED', [m for m in heavy if m in sys.modules])\n"

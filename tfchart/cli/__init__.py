@@ -1,5 +1,1 @@
-"""The command line (click): tfchart.cli.app holds the group and the error boundary."""
-
-from tfchart.cli.app import main
-
-__all__ = ["main"]
+"""The command line (click): tfchart.cli.app holds the group, its entry point main and the error boundary."""

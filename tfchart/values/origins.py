@@ -126,11 +126,8 @@ class Origins:
         def composed(argument: tuple[str, str]) -> tuple[str, list[yaml.Node]]:
             try:
                 value = merged_values(self.helm, None, Inputs([], [argument]))
-            except TfchartError:
-                return " ".join(argument), []
-            try:
                 return " ".join(argument), [as_node(value)] if value else []
-            except RecursionError:
+            except (TfchartError, RecursionError):  # helm cannot parse it alone; nested past Python's recursion limit
                 return " ".join(argument), []
 
         with ThreadPoolExecutor(max_workers=4) as pool:
