@@ -31,7 +31,7 @@ from tfchart.local.jobset import JobSetSpec
 from tfchart.local.jobsetrun import COMPLETED, FAILED, JobSetRun, condition
 from tfchart.local.pods import rendered_pods, workload_of
 from tfchart.local.processes import localise_cluster
-from tfchart.local.session import advance, as_suspended, describe, outcome
+from tfchart.local.session import advance, as_suspended, describe, merge, outcome
 from tfdcontract import SUSPENDED_ANNOTATION
 
 E2E_VALUES = REPO / "tests" / "fixtures" / "e2e-values.yaml"
@@ -160,6 +160,12 @@ def test_containers_get_the_jobset_services_dns_names_and_its_controller_restart
     assert any(worker.name == pod.name for job in plan.jobset.jobs for pod in job.pods)  # jobsetrun starts it again
     cluster = json.loads(worker.env["TFD_CLUSTER"])
     assert all(address.split(":")[0] in plan.addresses for role in cluster.values() for address in role)
+
+
+def test_a_merge_patch_replaces_a_target_value_that_is_not_an_object_as_rfc_7386_says() -> None:
+    target: dict[str, Any] = {"metadata": {"annotations": None, "labels": "x"}, "spec": {"suspend": False}}
+    merge(target, {"metadata": {"annotations": {"a": "1", "b": None}, "labels": {"c": "2"}}, "spec": {"suspend": True}})
+    assert target == {"metadata": {"annotations": {"a": "1"}, "labels": {"c": "2"}}, "spec": {"suspend": True}}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -259,7 +259,9 @@ def merge(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
         if value is None:
             target.pop(key, None)
         elif isinstance(value, Mapping):
-            merge(target.setdefault(key, {}), value)
+            if not isinstance(target.get(key), dict):  # RFC 7386: a value that is not an object becomes {} first
+                target[key] = {}
+            merge(target[key], value)
         else:
             target[key] = value
 
