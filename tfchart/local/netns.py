@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import http.server
 import shutil
 import socket
 import socketserver
@@ -40,29 +39,53 @@ def loopback_up() -> None:
         fcntl.ioctl(probe, SIOCSIFFLAGS, struct.pack(IFREQ, b"lo", flags | IFF_UP))
 
 
-def splice(one: socket.socket, other: socket.socket) -> None:
-    """Copies both ways until both sides are done, then closes both."""
-
-    def pump(source: socket.socket, sink: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := source.recv(65536):
-                sink.sendall(data)
-        with contextlib.suppress(OSError):
-            sink.shutdown(socket.SHUT_WR)
-
-    back = threading.Thread(target=pump, args=(other, one), daemon=True)
-    back.start()
-    pump(one, other)
-    back.join()
-    one.close()
-    other.close()
+def pump(source: socket.socket, sink: socket.socket) -> None:
+    """Copies `source` to `sink` until `source` is done, then tells `sink` no more is coming."""
+    with contextlib.suppress(OSError):
+        while data := source.recv(65536):
+            sink.sendall(data)
+    with contextlib.suppress(OSError):
+        sink.shutdown(socket.SHUT_WR)
 
 
-def serve(address: str | tuple[str, int], handler: type[socketserver.BaseRequestHandler]) -> socketserver.BaseServer:
-    """`handler` for every connection to `address` (a Unix socket's path, or host and port), each in a thread of
-    its own, until the server is shut down."""
+def connect(one: socket.socket, target: str | tuple[str, int] | None) -> socket.socket:
+    """A new connection to `target` (a Unix socket's path, or host and port). None: the pods' way out, to the
+    host:port named by the HTTP CONNECT request `one` starts with (what urllib and gRPC send to an HTTPS_PROXY),
+    answered 200, else 502: nothing else is served."""
+    if target is not None:
+        upstream = socket.socket(socket.AF_UNIX if isinstance(target, str) else socket.AF_INET)
+        upstream.connect(target)
+        return upstream
+    head = b""
+    while b"\r\n\r\n" not in head and (data := one.recv(4096)):  # CONNECT host:port HTTP/1.1, headers, a blank line
+        head += data
+    try:
+        method, where, _ = head.decode().split(" ", 2)
+        if method != "CONNECT":
+            raise ValueError(f"{method}: only CONNECT is served")
+        host, _, port = where.rpartition(":")
+        upstream = socket.create_connection((host.strip("[]"), int(port)), timeout=30)
+    except (OSError, ValueError, OverflowError) as error:  # OverflowError: a port past 65535
+        one.sendall(b"HTTP/1.1 502 Bad Gateway\r\n\r\n")
+        raise ConnectionError(error) from None
+    one.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+    return upstream
+
+
+def forward(address: str | tuple[str, int], target: str | tuple[str, int] | None) -> socketserver.BaseServer:
+    """Serves `address` (a Unix socket's path, or host and port) until shut down: each connection, in a thread of
+    its own, copied both ways with a new one to `target` (`connect`) until both sides are done."""
+
+    class Splice(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            with contextlib.suppress(OSError), connect(self.request, target) as other:
+                back = threading.Thread(target=pump, args=(other, self.request), daemon=True)
+                back.start()
+                pump(self.request, other)
+                back.join()
+
     kind = socketserver.ThreadingUnixStreamServer if isinstance(address, str) else socketserver.ThreadingTCPServer
-    server = kind(address, handler, bind_and_activate=False)  # type: ignore[arg-type]
+    server = kind(address, Splice, bind_and_activate=False)  # type: ignore[arg-type]
     server.allow_reuse_address = server.daemon_threads = True
     server.server_bind()
     server.server_activate()
@@ -70,47 +93,13 @@ def serve(address: str | tuple[str, int], handler: type[socketserver.BaseRequest
     return server
 
 
-def relay(address: str | tuple[str, int], target: str | tuple[str, int]) -> socketserver.BaseServer:
-    """Each connection to `address` spliced to a new one to `target` (a Unix socket's path, or host and port)."""
-
-    class Relay(socketserver.BaseRequestHandler):
-        def handle(self) -> None:
-            with contextlib.suppress(OSError):
-                upstream = socket.socket(socket.AF_UNIX if isinstance(target, str) else socket.AF_INET)
-                upstream.connect(target)
-                splice(self.request, upstream)
-
-    return serve(address, Relay)
-
-
-class Tunnel(http.server.BaseHTTPRequestHandler):
-    """An HTTP CONNECT request (what urllib sends for HTTPS_PROXY): the tunnel to its host:port; nothing else."""
-
-    protocol_version = "HTTP/1.1"
-
-    def do_CONNECT(self) -> None:
-        self.close_connection = True
-        host, _, port = self.path.rpartition(":")
-        try:
-            upstream = socket.create_connection((host.strip("[]"), int(port)), timeout=30)
-        except (OSError, ValueError):
-            self.send_error(502)
-            return
-        self.send_response_only(200, "Connection established")
-        self.end_headers()
-        splice(self.connection, upstream)
-
-    def log_message(self, *args: Any) -> None:
-        """Quiet: the pods' downloads are theirs to report."""
-
-
 def hold(folder: Path, ports: Sequence[int]) -> None:
     """Inside the namespace: loopback up, `<folder>/<port>.sock` relayed to 127.0.0.1:<port>, and 127.0.0.1:PROXY_PORT
     relayed out to `<folder>/proxy.sock`, until stdin closes."""
     loopback_up()
-    relay(("127.0.0.1", PROXY_PORT), str(folder / "proxy.sock"))
+    forward(("127.0.0.1", PROXY_PORT), str(folder / "proxy.sock"))
     for port in ports:
-        relay(str(folder / f"{port}.sock"), ("127.0.0.1", port))
+        forward(str(folder / f"{port}.sock"), ("127.0.0.1", port))
     print("ready", flush=True)
     sys.stdin.read()  # tfchart closes it, or ends: the namespace goes with this process
 
@@ -126,7 +115,7 @@ class PrivateNetwork:
                                "install util-linux, run the pods as containers (--engine podman), or accept them on "
                                "every interface on a trusted network: --host-network")  # fmt: skip
         self.folder = Path(tempfile.mkdtemp(prefix="tfd-net-"))
-        self.servers = [serve(str(self.folder / "proxy.sock"), Tunnel)]  # the pods' way out (downloads)
+        self.servers = [forward(str(self.folder / "proxy.sock"), None)]  # the pods' way out (downloads)
         argv = ["unshare", "--user", "--map-root-user", "--net", "--", sys.executable, "-m", "tfchart.local.netns",
                 str(self.folder), *map(str, ports)]  # fmt: skip
         self.holder = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -140,7 +129,7 @@ class PrivateNetwork:
                                "kernel.unprivileged_userns_clone=1; Ubuntu 24.04+: "
                                "kernel.apparmor_restrict_unprivileged_userns=0), run the pods as containers "
                                "(--engine podman), or on a trusted network: --host-network")
-        self.servers += [relay(("127.0.0.1", port), str(self.folder / f"{port}.sock")) for port in ports]
+        self.servers += [forward(("127.0.0.1", port), str(self.folder / f"{port}.sock")) for port in ports]
 
     def wrap(self, pod: Any) -> list[str]:
         """What runs a pod inside the namespace (TensorBoard stays outside: it serves this machine's 127.0.0.1)."""
