@@ -26,7 +26,6 @@ from tests.tfchart.test_release import DEFAULT_CLASS, RecordingHelm, deployed_do
 from tfchart.cluster import fields
 from tfchart.cluster import upgrade as guard
 from tfchart.cluster.kube import KubeApi
-from tfchart.cluster.upgrade import Waiting
 from tfchart.errors import ImmutableFieldChange, KubernetesError, UsageError
 from tfchart.helm.chart import manifests
 from tfchart.helm.runner import Options
@@ -101,7 +100,6 @@ def run_upgrade(
     if not cluster.objects:
         live_cluster(cluster, RecordingHelm("4", as_args(deployed), deployed_chart), **live)
     helm = Helm(cluster, as_args(deployed), None if failed is None else as_args(failed), deployed_chart)
-    api = cluster.api()
     clock = clock or Clock()
     said: list[str] = []
     outcome: guard.UpgradePlan | Exception
@@ -111,10 +109,11 @@ def run_upgrade(
             inputs(sets=[("--set", item) for item in sets]),
             Options(namespace=NS),
             recreate=recreate,
-            deleter=api,
-            live=api,
-            waiting=Waiting(timeout=timeout, interval=2.0, sleep=clock.sleep, clock=clock),
+            live=cluster.api(),
             report=said.append,
+            timeout=timeout,
+            clock=clock,
+            sleep=clock.sleep,
         )
     except (ImmutableFieldChange, KubernetesError, UsageError) as error:
         outcome = error
@@ -513,7 +512,7 @@ def test_named_list_items_are_compared_by_name() -> None:
 def test_many_changed_fields_of_one_object_are_counted_after_the_first_ones() -> None:
     change = guard.ImmutableChange
     changes = [change("Job", CHIEF, f"spec.template.spec.x{i}", i, i + 1) for i in range(15)]
-    plan = guard.UpgradePlan(KubeApi(dict), NS, changes=changes)  # no call: the refusal is made from the plan
+    plan = guard.UpgradePlan(KubeApi(dict), NS, changes=changes, effects={("Job", CHIEF): guard.RECREATE["Job"]})
     message = guard.refusal(plan, recreate=False, namespace=NS).message
     assert message.count(f"  - Job {CHIEF}: spec.template.spec.x") == guard.FIELDS_SHOWN_PER_OBJECT
     assert f"  - Job {CHIEF}: 3 more changed fields" in message

@@ -138,7 +138,6 @@ def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, i
     """
     from tfchart.cluster import preflight
     from tfchart.cluster import upgrade as guard
-    from tfchart.cluster.upgrade import Waiting
     from tfchart.helm import chart as release
     from tfchart.helm import runner
 
@@ -159,11 +158,9 @@ def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, i
     if not existing:  # nothing deployed to compare with: helm installs it
         click.echo(release.install(helm, name, values.chart, values.inputs, options, verb="upgrade"))
         return
-    api = kube.api()
-    waiting = Waiting(DURATION.convert(flags.timeout, None, None)) if flags.timeout else Waiting()  # seconds again
-    plan = guard.upgrade(helm, name, values.chart, values.inputs, manifests, options, api, recreate,
-                         deleter=api if recreate and not flags.dry_run else None, waiting=waiting,
-                         report=lambda line: click.secho(line, fg="yellow", err=True))  # fmt: skip
+    timeout = DURATION.convert(flags.timeout, None, None) if flags.timeout else guard.TIMEOUT  # seconds again
+    plan = guard.upgrade(helm, name, values.chart, values.inputs, manifests, options, kube.api(), recreate,
+                         report=lambda line: click.secho(line, fg="yellow", err=True), timeout=timeout)  # fmt: skip
     if flags.dry_run:
         for kind, object_name in plan.objects(recreatable=True):
             click.secho(f"would recreate {kind} {object_name} (dry run: nothing deleted)", fg="yellow", err=True)

@@ -16,6 +16,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import groupby
 from typing import Any
 
 from tfchart.cluster.fields import LONG, field_changes, json_text, show, show_pair
@@ -44,6 +45,7 @@ GUARDED = (*RECREATE, CLAIM)
 CLAIM_VALUES = {"spec.accessModes": "storage.accessModes", "spec.storageClassName": "storage.storageClassName",
                 STORAGE: "storage.size"}
 FIELDS_SHOWN_PER_OBJECT = 12  # more changed fields of one object are counted, not listed
+TIMEOUT, POLL_SECONDS = 300.0, 2.0  # how long --recreate waits for its deletions (helm's default --timeout), polling
 Causes = list[tuple[str, str]]  # (field, what the server said); field "" for a refusal without causes (403)
 
 
@@ -59,16 +61,6 @@ class ImmutableChange:
     new: Any
     reason: str = ""
     fix: str = ""
-
-
-@dataclass(frozen=True)
-class Waiting:
-    """How long --recreate waits for its deletions (helm's default --timeout, 5m), and how (tests pass a fake clock)."""
-
-    timeout: float = 300.0
-    interval: float = 2.0
-    sleep: Callable[[float], None] = time.sleep
-    clock: Callable[[], float] = time.monotonic
 
 
 def merge_patch(old: Any, new: Any) -> Any:
@@ -101,17 +93,13 @@ class UpgradePlan:
     changes: list[ImmutableChange] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # said before helm runs (objects helm creates again...)
     uids: dict[tuple[str, str], str] = field(default_factory=dict)  # live objects read, for the deletion wait
-    not_adoptable: set[tuple[str, str]] = field(default_factory=set)  # StatefulSets deleted with their pods
+    effects: dict[tuple[str, str], str] = field(default_factory=dict)  # what --recreate does to each object's pods
     answers: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # what the server said, per object
     recreated: list[tuple[str, str]] = field(default_factory=list)  # deleted by --recreate and gone
     already_gone: list[tuple[str, str]] = field(default_factory=list)  # --recreate found them gone
 
     def objects(self, recreatable: bool) -> list[tuple[str, str]]:
         return sorted({(c.kind, c.name) for c in self.changes if (c.kind in RECREATE) == recreatable})
-
-    def effect(self, kind: str, name: str) -> str:
-        """What --recreate does to the object's pods."""
-        return NOT_ADOPTABLE if (kind, name) in self.not_adoptable else RECREATE[kind]
 
     def compare(self, deployed: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[ImmutableChange]:
         """The refused changes of the guarded objects, hooks left out (the helm test Job: helm recreates those on each
@@ -155,8 +143,8 @@ class UpgradePlan:
                                   f"{live_spec.get('storageClassName')} allows volume expansion: the API server accepts"
                                   " the new size; some drivers finish resizing the file system when a pod next mounts "
                                   "it)")  # fmt: skip
-            if kind == "StatefulSet" and not _adoptable(old_spec, new_spec):
-                self.not_adoptable.add(key)
+            adoptable = kind != "StatefulSet" or _adoptable(old_spec, new_spec)
+            self.effects[key] = RECREATE.get(kind, "") if adoptable else NOT_ADOPTABLE
         return found
 
     def refused(self, kind: str, name: str, old_spec: dict[str, Any], new_spec: dict[str, Any]) -> dict[str, Causes]:
@@ -239,10 +227,8 @@ def _less(a: str | None, b: str | None) -> bool:
 def refusal(plan: UpgradePlan, recreate: bool, namespace: str | None) -> ImmutableFieldChange:
     """Every forbidden change, per object and field with both values, then the fixes."""
     lines: list[str] = []
-    by_object: dict[tuple[str, str], list[ImmutableChange]] = {}
-    for change in plan.changes:
-        by_object.setdefault((change.kind, change.name), []).append(change)
-    for (kind, name), changes in sorted(by_object.items()):
+    for (kind, name), each in groupby(sorted(plan.changes, key=(key := lambda c: (c.kind, c.name))), key):
+        changes = list(each)
         for change in changes[:FIELDS_SHOWN_PER_OBJECT]:
             old, new = show_pair(change.deployed, change.new)
             reason = f" ({change.reason})" if change.reason else ""
@@ -257,7 +243,7 @@ def refusal(plan: UpgradePlan, recreate: bool, namespace: str | None) -> Immutab
     claims, recreatable = plan.objects(recreatable=False), plan.objects(recreatable=True)
     hints: list[str] = []
     if recreatable and not recreate:
-        listed = "".join(f"\n      {kind} {name}: {plan.effect(kind, name)}" for kind, name in recreatable)
+        listed = "".join(f"\n      {kind} {name}: {plan.effects[(kind, name)]}" for kind, name in recreatable)
         hints.append("re-run with --recreate to delete these objects, wait until they are gone and let helm create "
                      f"them anew, or revert the values that change them:{listed}")
     if claims:
@@ -267,21 +253,19 @@ def refusal(plan: UpgradePlan, recreate: bool, namespace: str | None) -> Immutab
                      "above, or move to a new claim (create it and pass --set storage.existingClaim=NEW-CLAIM, or "
                      f"install a new release); deleting it knowingly (`kubectl{where} delete pvc {claims[0][1]}`, its "
                      "data is lost) lets the next upgrade create it anew")
-    head = "the API server refuses to change these fields (asked with a dry run), so helm would fail half-way"
-    if recreate:
-        head = f"--recreate does not apply to claims; {head}"
-    body = "\n".join(lines)
-    return ImmutableFieldChange(f"{head}; nothing was changed:\n{body}", "\n    ".join(hints))
+    head = "--recreate does not apply to claims; " if recreate else ""
+    return ImmutableFieldChange(f"{head}the API server refuses to change these fields (asked with a dry run), so helm "
+                                "would fail half-way; nothing was changed:\n" + "\n".join(lines), "\n    ".join(hints))
 
 
 def upgrade(
     runner: Runner, release: str, chart: Chart, inputs: Inputs, rendered: list[dict[str, Any]], options: Options,
-    live: KubeApi, recreate: bool = False, deleter: KubeApi | None = None,
-    waiting: Waiting | None = None, report: Callable[[str], None] | None = None,
+    live: KubeApi, recreate: bool = False, report: Callable[[str], None] | None = None, timeout: float = TIMEOUT,
+    clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
 ) -> UpgradePlan:
     """Plans (the helm upgrade command and the changes the API server refuses), refuses what the server refuses unless
-    `recreate` covers it, deletes and waits, upgrades. Deletes land in options.namespace, the one helm is given;
-    `report` receives the notes and --recreate's progress, a line each."""
+    `recreate` covers it, deletes and waits (at most `timeout` seconds, on `clock`), upgrades. Deletes land in
+    options.namespace, the one helm is given; `report` receives the notes and --recreate's progress, a line each."""
     say, namespace = report or (lambda _line: None), options.namespace
     if not namespace:
         raise UsageError("checking the release against the cluster needs its namespace",
@@ -296,7 +280,7 @@ def upgrade(
     if plan.changes and (not recreate or plan.objects(recreatable=False)):
         raise refusal(plan, recreate, namespace)
     if plan.changes and not options.dry_run:
-        recreate_objects(plan, deleter or live, namespace, waiting or Waiting(), say)
+        recreate_objects(plan, say, timeout, clock, sleep)
     runner(plan.args)
     return plan
 
@@ -309,57 +293,55 @@ def delete_to_recreate(deleter: KubeApi, kind: str, name: str, namespace: str, p
     return deleter.delete(kind, name, namespace, propagation)
 
 
-def recreate_objects(
-    plan: UpgradePlan, deleter: KubeApi, namespace: str, waiting: Waiting, say: Callable[[str], None]
-) -> None:
+def recreate_objects(plan: UpgradePlan, say: Callable[[str], None], timeout: float, clock: Callable[[], float],
+                     sleep: Callable[[float], None]) -> None:  # fmt: skip
     """Deletes the objects with refused changes and returns once every one of them is gone: Orphan for a StatefulSet
     whose pods the new one adopts, else Foreground (the pods go first: a Job stays terminating until its pod is gone,
     so the recreated chief never writes the same checkpoint directory next to the old one). A deletion is finished when
-    the API answers 404, or shows an object of that name whose uid is not the one the guard read; at the timeout, what
-    is still there is said."""
+    the API answers 404, or shows an object of that name whose uid is not the one the guard read; after `timeout`
+    seconds, what is still there is said."""
     pending: list[tuple[str, str]] = []
+    api, namespace = plan.live, plan.namespace
     for kind, name in plan.objects(recreatable=True):
-        adopted = kind == "StatefulSet" and (kind, name) not in plan.not_adoptable
-        outcome = delete_to_recreate(deleter, kind, name, namespace, "Orphan" if adopted else "Foreground")
+        effect = plan.effects[(kind, name)]
+        adopted = kind == "StatefulSet" and effect != NOT_ADOPTABLE
+        outcome = delete_to_recreate(api, kind, name, namespace, "Orphan" if adopted else "Foreground")
         if outcome == "absent":
             say(f"{kind} {name} is already gone (nothing to delete): helm creates it from the new values")
             plan.already_gone.append((kind, name))
-        elif outcome == "terminating":
-            say(f"deleting {kind} {name} ({plan.effect(kind, name)})")
-            pending.append((kind, name))
         else:
-            say(f"deleted {kind} {name} ({plan.effect(kind, name)})")
-            plan.recreated.append((kind, name))
+            say(f"{'deleting' if outcome == 'terminating' else 'deleted'} {kind} {name} ({effect})")
+            (pending if outcome == "terminating" else plan.recreated).append((kind, name))
     if not (count := len(pending)):
         return
     say(f"waiting for {count} deletion{'s' if count != 1 else ''} to finish before helm runs")
-    deadline = waiting.clock() + waiting.timeout
+    deadline = clock() + timeout
     while True:
-        still: list[tuple[str, str, dict[str, Any]]] = []
-        for kind, name in pending:
-            document = deleter.read_object(kind, name, namespace)
-            uid = str((document or {}).get("metadata", {}).get("uid") or "")
-            known = plan.uids.get((kind, name))
+        still: dict[tuple[str, str], dict[str, Any]] = {}
+        for key in pending:
+            document = api.read_object(*key, namespace)
+            uid, known = str(((document or {}).get("metadata") or {}).get("uid") or ""), plan.uids.get(key)
             if document is None or (known and uid and uid != known):
-                plan.recreated.append((kind, name))
+                plan.recreated.append(key)
             else:
-                still.append((kind, name, document))
+                still[key] = document
         if not still:
             say(f"{'the deletion' if count == 1 else f'all {count} deletions'} finished: helm upgrade runs now")
             return
-        if waiting.clock() >= deadline:
+        if clock() >= deadline:
             break
-        waiting.sleep(max(0.0, min(waiting.interval, deadline - waiting.clock())))
-        pending = [(kind, name) for kind, name, _ in still]
+        sleep(max(0.0, min(POLL_SECONDS, deadline - clock())))
+        pending = list(still)
     lines = []
-    for kind, name, document in still:
+    for (kind, name), document in still.items():
         metadata = document.get("metadata") or {}
         since, finalizers = metadata.get("deletionTimestamp"), ", ".join(metadata.get("finalizers") or []) or "none"
         state = f"terminating since {since}" if since else "not marked for deletion"
         lines.append(f"  - {kind} {name}: still there ({state}; finalizers: {finalizers})")
-    raise KubernetesError(f"timed out after {go_duration(waiting.timeout)} waiting for the deletions of --recreate "
-                          "to finish; helm upgrade was not run:\n" + "\n".join(lines),
-                          f"see why with `kubectl -n {namespace} get {still[0][0].lower()} {still[0][1]} -o yaml` "
+    kind, name = next(iter(still))
+    raise KubernetesError(f"timed out after {go_duration(timeout)} waiting for the deletions of --recreate to finish; "
+                          "helm upgrade was not run:\n" + "\n".join(lines),
+                          f"see why with `kubectl -n {namespace} get {kind.lower()} {name} -o yaml` "
                           "(finalizers are removed by the garbage collector once the pods are stopped or released); "
                           "then run the same `tfchart upgrade --recreate` again (objects already gone are created by "
                           "helm), or raise --timeout")
