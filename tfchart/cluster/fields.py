@@ -7,6 +7,7 @@ import json
 import re
 from collections.abc import Iterator
 from itertools import zip_longest
+from os.path import commonprefix
 from typing import Any
 
 LONG = 100  # values longer than this (as JSON) are shortened around the difference
@@ -35,29 +36,21 @@ def field_changes(path: str, old: Any, new: Any) -> Iterator[tuple[str, Any, Any
     """(path, old, new) of every leaf that differs; an absent value is None. Objects are compared key
     by key; lists of named objects by name (`containers[name=trainer]`), so one added environment
     variable is one line; other lists item by item."""
+    container = {type(old), type(new)} - {type(None)}  # an absent side is an empty dict or list
     if old == new:
         return
-    if isinstance(old, dict) or isinstance(new, dict):
-        if isinstance(old, (dict, type(None))) and isinstance(new, (dict, type(None))):
-            before_dict, after_dict = old or {}, new or {}
-            for key in sorted(before_dict.keys() | after_dict.keys(), key=str):
-                yield from field_changes(_child(path, key), before_dict.get(key), after_dict.get(key))
-            return
-    elif isinstance(old, (list, type(None))) and isinstance(new, (list, type(None))):
-        before_list, after_list = old or [], new or []
-        before_named, after_named = by_name(before_list), by_name(after_list)
-        if before_named is not None and after_named is not None:
-            names = list(before_named) + [name for name in after_named if name not in before_named]
-            changes = [
-                change for name in names
-                for change in field_changes(f"{path}[name={name}]", before_named.get(name), after_named.get(name))
-            ]
-            yield from changes or [(path, list(before_named), list(after_named))]  # none: the same items reordered
-            return
-        for index, (before, after) in enumerate(zip_longest(before_list, after_list)):
+    if container == {dict}:
+        for key in sorted((old or {}).keys() | (new or {}).keys(), key=str):
+            yield from field_changes(_child(path, key), (old or {}).get(key), (new or {}).get(key))
+    elif container == {list} and (named := by_name(old or [])) is not None and (news := by_name(new or [])) is not None:
+        changes = [change for name in [*named, *(name for name in news if name not in named)]
+                   for change in field_changes(f"{path}[name={name}]", named.get(name), news.get(name))]  # fmt: skip
+        yield from changes or [(path, list(named), list(news))]  # none: the same items reordered
+    elif container == {list}:
+        for index, (before, after) in enumerate(zip_longest(old or [], new or [])):
             yield from field_changes(f"{path}[{index}]", before, after)
-        return
-    yield path, old, new
+    else:
+        yield path, old, new
 
 
 def json_text(value: Any) -> str:
@@ -83,17 +76,12 @@ def show(value: Any) -> str:
     return text
 
 
-def common(a: str, b: str) -> int:
-    """The length of the start two strings share."""
-    return next((index for index, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-
-
 def show_pair(old: Any, new: Any) -> tuple[str, str]:
     """Both values; two long strings are shown around their first difference, with their lengths."""
     if not (isinstance(old, str) and isinstance(new, str)) or max(len(json_text(old)), len(json_text(new))) <= LONG:
         return show(old), show(new)
-    prefix = common(old, new)
-    suffix = common(old[prefix:][::-1], new[prefix:][::-1])
+    prefix = len(commonprefix([old, new]))  # noqa: RUF071 (by character, as meant)
+    suffix = len(commonprefix([old[prefix:][::-1], new[prefix:][::-1]]))  # noqa: RUF071
     start = max(0, prefix - CONTEXT)
 
     def around(text: str) -> str:
