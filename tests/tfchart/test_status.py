@@ -20,7 +20,7 @@ from rich.console import Console
 
 from tests import kubeapi as kf
 from tests.kubeapi import Call, KubeServer, kube_server
-from tfchart.cluster import kube, status, status_view
+from tfchart.cluster import kube, status
 from tfchart.cluster.kubeconfig import configured_namespace
 from tfchart.errors import KubernetesError
 
@@ -53,7 +53,7 @@ def tfd_status(**fields: Any) -> str:
 
 def render_text(report: dict[str, Any]) -> str:
     console = Console(width=320, record=True, color_system=None)
-    status_view.render(report, console)
+    status.render(report, console)
     return console.export_text()
 
 
@@ -437,7 +437,7 @@ def test_without_a_chief_the_workers_job_owns_completion_and_worker_0_reports_pr
     assert Call("log", "pods", NS, "mnist-tf-distributed-worker-0-q0z9x",
                 params=(("container", "worker"), ("tailLines", "2000"))) in cluster.calls
     console = Console(record=True, width=200)
-    status_view.render(report, console)
+    status.render(report, console)
     assert "Workers' Job  Running" in console.export_text()
 
     cluster.reset()
@@ -550,7 +550,7 @@ def test_forbidden_configmaps_still_show_the_release(cluster: KubeServer) -> Non
     ('"all"', [2, 1], [1, 2]),
 ])  # fmt: skip
 def test_the_policy_selects_as_tf_serving_does(policy: str, exported: list[int], loaded: list[int]) -> None:
-    assert status.selected(status.read_policy(f'{{"type": {policy}}}'), exported) == loaded
+    assert status.serving_versions("cm", f'{{"type": {policy}}}', exported)["loaded"] == loaded
 
 
 def test_versions_of_a_missing_or_unreadable_record_say_why() -> None:

@@ -21,7 +21,7 @@ from rich.console import Console
 from tests import kubeapi as kf
 from tests.chartlib import REPO
 from tests.kubeapi import KubeServer, kube_server
-from tfchart.cluster import status, status_view, suspend
+from tfchart.cluster import status, suspend
 from tfdcontract.lifecycle import STOPPED_WANTED, WANTED_ANNOTATION, WANTED_SEEN_ANNOTATION
 from trainer.kube import KubeTarget
 from trainer.supervisor import Settings, Supervisor
@@ -255,7 +255,7 @@ def test_status_warns_when_gpus_are_held_after_the_chief_ended(server: KubeServe
     assert "nothing freed them (supervisor.enabled=false, or the supervisor is not running)" in warning
     assert warning.endswith("free them with `tfchart stop mnist -n ml-training`")
     console = Console(record=True, width=400)
-    status_view.render(status.collect(server.api(), "mnist", "ml-training", now=kf.NOW), console)
+    status.render(status.collect(server.api(), "mnist", "ml-training", now=kf.NOW), console)
     assert "warning: the chief Job ended (Failed)" in console.export_text()
     assert server.writes() == []  # status only reads
 
@@ -274,7 +274,7 @@ def test_status_shows_the_ending_recorded_on_this_runs_job_only(server: KubeServ
     def shown() -> tuple[str, str]:
         found = status.collect(server.api(), "mnist", "ml-training", now=kf.NOW)
         console = Console(record=True, width=400)
-        status_view.render(found, console)
+        status.render(found, console)
         rows = [line.strip("│ ") for line in console.export_text().splitlines() if "Run ended" in line]
         return found["chief"]["ending"], " ".join(rows[0].split()) if rows else ""
 

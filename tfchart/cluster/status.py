@@ -1,7 +1,7 @@
-"""`tfchart status`: what a release is doing, from its objects (found by the chart's labels) and the
-chief's log, as the JSON `-o json` prints and status_view draws. The chief Job owns completion (Complete =
-Succeeded, Failed condition = Failed); training progress comes from the last `tfd-status: {json}` line of the
-chief pod's log (the same document as <storage>/status.json), else from the last `step N, loss = L (X
+"""`tfchart status`: what a release is doing, from its objects (found by the chart's labels) and the chief's log, as
+the JSON `-o json` prints and `render` draws (a summary panel and a pods table, with rich). The chief Job owns
+completion (Complete = Succeeded, Failed condition = Failed); training progress comes from the last `tfd-status: {json}`
+line of the chief pod's log (the same document as <storage>/status.json), else from the last `step N, loss = L (X
 examples/sec; Y sec/batch)` line, else from the record the run supervisor wrote on the chief's Job
 (tf-distributed.io/progress), which also gives the ETA and the last checkpoint.
 """
@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections import Counter
-from collections.abc import Sequence
+from collections import Counter, defaultdict
 from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
 
 from tfchart.cluster import objects
 from tfchart.cluster.objects import JobInfo, role_of
@@ -72,13 +76,10 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
     progress, recorded, log_note = read_progress(api, namespace, chief, chief_pods)
     moment = now or datetime.now(timezone.utc)
     pod_rows = [pod_row(pod, moment) for pod in sorted(pods, key=pod_order)]
-    set_rows = sorted(({"role": role_of(s), "name": name_of(s),
-                        "ready": (s.get("status") or {}).get("readyReplicas") or 0,
-                        "desired": s["spec"].get("replicas", 1)} for s in stateful_sets),
-                      key=lambda row: (role_rank(row["role"]), row["name"]))  # fmt: skip
+    set_rows = [{"role": role_of(s), "name": name_of(s), "ready": (s.get("status") or {}).get("readyReplicas") or 0,
+                 "desired": s["spec"].get("replicas", 1)} for s in sorted(stateful_sets, key=pod_order)]  # fmt: skip
     versions, config_note, pinned = versions_served(api, release, namespace, services, progress)
-    client_services = sorted((s for s in services if role_of(s) in (TENSORBOARD, SERVING)),
-                             key=lambda s: (role_rank(role_of(s)), name_of(s)))
+    client_services = sorted((s for s in services if role_of(s) in (TENSORBOARD, SERVING)), key=pod_order)
     run_object = f"{chief.kind.lower()}/{chief.name}" if chief.name else None  # the one object to wait on
     wait = f"kubectl wait {run_object} -n {namespace} --for={ENDED}"
     return {
@@ -90,10 +91,6 @@ def collect(api: KubeApi, release: str, namespace: str, *, now: datetime | None 
         "run": {"object": run_object, "wait": run_object and f"{wait} --timeout=24h",
                 "succeeded": run_object and f"{wait}=succeeded --timeout=0"},
     }  # fmt: skip
-
-
-def role_rank(role: str) -> int:
-    return DISPLAY_ORDER.index(role) if role in DISPLAY_ORDER else len(DISPLAY_ORDER)
 
 
 def ordinal(pod: Any) -> int | None:
@@ -108,9 +105,11 @@ def ordinal(pod: Any) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def pod_order(pod: Any) -> tuple[int, int, str]:
-    """Pods in role order, a role's by their ordinal, as status and `logs --all-roles` list them."""
-    return role_rank(role_of(pod)), ordinal(pod) or 0, name_of(pod)
+def pod_order(obj: Any) -> tuple[int, int, str]:
+    """Pods (and StatefulSets, Services) in role order, a role's by their ordinal, as status and `logs --all-roles`
+    list them."""
+    rank = DISPLAY_ORDER.index(role_of(obj)) if role_of(obj) in DISPLAY_ORDER else len(DISPLAY_ORDER)
+    return rank, ordinal(obj) or 0, name_of(obj)
 
 
 def pod_row(pod: Any, now: datetime) -> dict[str, Any]:
@@ -128,9 +127,8 @@ def pod_row(pod: Any, now: datetime) -> dict[str, Any]:
             "message": message, "status": f"{phase}: {reason}" if reason and reason != phase else phase}  # fmt: skip
 
 
-def held_after_the_end(
-    release: str, namespace: str, chief: JobInfo, stateful_sets: list[dict[str, Any]], pods: list[dict[str, Any]]
-) -> list[str]:
+def held_after_the_end(release: str, namespace: str, chief: JobInfo, stateful_sets: list[dict[str, Any]],
+                       pods: list[dict[str, Any]]) -> list[str]:  # fmt: skip
     """A warning when the chief Job ended but ps/worker/evaluator pods still run (and hold their GPUs)."""
     suspended = chief.state == "Suspended" and not chief.ending
     # (JobSet deletes its running Jobs when it ends: nothing to free)
@@ -169,41 +167,35 @@ def read_policy(text: str) -> dict[str, Any]:
     return {"model": str(document.get("model", "")), "type": kind, "latest": latest, "versions": versions}
 
 
-def selected(policy: dict[str, Any], exported: Sequence[int]) -> list[int]:
-    """The exported versions a policy loads (TF Serving's rule: num_versions 0 loads one), ascending."""
-    ordered = sorted(set(exported))
-    if policy["type"] == "specific":
-        return [v for v in ordered if v in policy["versions"]]
-    return ordered if policy["type"] == "all" else ordered[-max(policy["latest"], 1) :]
-
-
 def serving_versions(config_map: str, text: str | None, exported: list[int] | None) -> dict[str, Any]:
     """What `tfchart status` shows of model versions: the policy recorded on Serving's ConfigMap (its annotation's
-    `text`; `policy` "" when it cannot be read) applied to `exported` (None: the chief's status did not say: its
-    log gone, an older trainer); `missing`: pinned (specific) but not exported; a `note` says what is unknown."""
+    `text`; `policy` "" when it cannot be read) applied to `exported` as TF Serving does (num_versions 0 loads one;
+    None: the chief's status did not say: its log gone, an older trainer); `missing`: pinned (specific) but not
+    exported; a `note` says what is unknown."""
     versions = {"config_map": config_map, "model": "", "policy": "", "exported": exported, "loaded": None,
                 "missing": [], "note": ""}  # fmt: skip
-    if text is None:
-        return versions | {"note": f"{config_map} has no {MODEL_VERSION_POLICY_ANNOTATION} annotation (made by an "
-                                   "older chart)"}  # fmt: skip
     try:
-        policy = read_policy(text)
+        policy = read_policy(text) if text is not None else None
     except (ValueError, KeyError, TypeError) as error:
         return versions | {"note": f"{config_map}'s {MODEL_VERSION_POLICY_ANNOTATION} annotation cannot be read: "
                                    f"{error}"}  # fmt: skip
-    described = {"all": "all versions", "specific": "specific: " + ", ".join(map(str, policy["versions"])),
+    if policy is None:
+        return versions | {"note": f"{config_map} has no {MODEL_VERSION_POLICY_ANNOTATION} annotation (made by an "
+                                   "older chart)"}  # fmt: skip
+    kind, pinned, ordered = policy["type"], policy["versions"], sorted(set(exported or []))
+    described = {"all": "all versions", "specific": "specific: " + ", ".join(map(str, pinned)),
                  "latest": f"latest {max(policy['latest'], 1)}"}  # fmt: skip
-    versions |= {"model": policy["model"], "policy": described[policy["type"]]}
+    versions |= {"model": policy["model"], "policy": described[kind]}
     if exported is None:
-        versions["note"] = "the exported versions are unknown (no tfd-status line in the chief's log lists them)"
-        return versions
-    missing = sorted(set(policy["versions"]) - set(exported)) if policy["type"] == "specific" else []
-    return versions | {"loaded": selected(policy, exported), "missing": missing}
+        return versions | {"note": "the exported versions are unknown (no tfd-status line in the chief's log lists "
+                                   "them)"}  # fmt: skip
+    latest = ordered[-max(policy["latest"], 1) :]
+    loaded = {"all": ordered, "specific": [v for v in ordered if v in pinned]}.get(kind, latest)
+    return versions | {"loaded": loaded, "missing": sorted(set(pinned) - set(ordered)) if kind == "specific" else []}
 
 
-def versions_served(
-    api: KubeApi, release: str, namespace: str, services: list[Any], progress: dict[str, Any] | None
-) -> tuple[dict[str, Any] | None, str, list[str]]:
+def versions_served(api: KubeApi, release: str, namespace: str, services: list[Any],
+                    progress: dict[str, Any] | None) -> tuple[dict[str, Any] | None, str, list[str]]:  # fmt: skip
     """When the release serves: the versions the chief reported exported and those Serving's model config (the policy
     recorded on its ConfigMap) loads of them; a note when the ConfigMap cannot be read (403 on configmaps); a warning
     when serving.modelVersionPolicy pins versions that were never exported."""
@@ -222,20 +214,17 @@ def versions_served(
     missing, model = ", ".join(map(str, versions["missing"])), versions["model"]
     if not missing or exported is None:
         return versions, "", []
-    if not exported:
-        return versions, "", [f"Serving is configured to load version(s) {missing} of {model}, but no version was "
-                              "exported yet: it answers nothing until one is (or use `--set "
-                              "serving.modelVersionPolicy.type=latest`)"]  # fmt: skip
     have, pins = ", ".join(map(str, exported)), ",".join(map(str, versions["loaded"] or exported[-1:]))
-    return versions, "", [f"Serving is configured to load version(s) {missing} of {model}, which were never exported "
-                          f"(exported: {have}): it answers nothing for them; pin exported versions only, e.g. "
-                          f"`tfchart upgrade {release} ... --set serving.modelVersionPolicy.versions={{{pins}}}`"]
+    why = (f"which were never exported (exported: {have}): it answers nothing for them; pin exported versions only, "
+           f"e.g. `tfchart upgrade {release} ... --set serving.modelVersionPolicy.versions={{{pins}}}`" if exported
+           else "but no version was exported yet: it answers nothing until one is (or use `--set "
+           "serving.modelVersionPolicy.type=latest`)")  # fmt: skip
+    return versions, "", [f"Serving is configured to load version(s) {missing} of {model}, {why}"]
 
 
 # -- progress from the chief's log --------------------------------------------------------------
-def read_progress(
-    api: KubeApi, namespace: str, chief: JobInfo, pods: list[Any]
-) -> tuple[dict[str, Any] | None, JobProgress | None, str]:
+def read_progress(api: KubeApi, namespace: str, chief: JobInfo,
+                  pods: list[Any]) -> tuple[dict[str, Any] | None, JobProgress | None, str]:  # fmt: skip
     """The progress the chief reported in the log of its newest started pod of `pods`, else as the supervisor last
     recorded it on the Job (the log gone or unreadable); the record; a note when the log could not be read (403 on
     pods/log, a race)."""
@@ -307,3 +296,105 @@ def endpoint(service: Any, namespace: str, pods: list[Any]) -> dict[str, Any]:
     return {"component": role, "service": name, "dns": f"{name}.{namespace}.svc", "ports": ports,
             "ready_pods": sum(1 for pod in pods if role_of(pod) == role and condition(pod, "Ready")),
             "port_forward": f"kubectl -n {namespace} port-forward svc/{name} {forwards}"}  # fmt: skip
+
+
+# -- the view, with rich. Interrupted: the chief saved on SIGTERM (preemption, drain) and will resume; others white
+STATE_STYLE = defaultdict(lambda: "white", {"Running": "cyan", "Succeeded": "green", "Failed": "red",
+                                            "Interrupted": "yellow", "Pending": "yellow", "Unknown": "yellow",
+                                            "Missing": "yellow", "Suspended": "magenta"})  # fmt: skip
+
+
+def render(status: dict[str, Any], console: Console) -> None:
+    """A summary panel (training, chief Job, workloads, endpoints), a pods table, then the warnings and notes."""
+    training, chief, record = status["training"], status[CHIEF], status["job_progress"] or {}
+    progress, release, namespace = training["progress"] or {}, status["release"], status["namespace"]
+    checkpoint = record.get("checkpoint_step")
+    rows = [  # a row with nothing to say ("") is left out
+        ("Training", f"[{STATE_STYLE[training['state']]}]{training['state']}[/]  {escape(training['detail'])}"),
+        ("Progress", escape(progress_text(progress)) if progress else NO_PROGRESS),
+        ("ETA", escape(record.get("eta") or "")),
+        ("Checkpoint", "" if checkpoint is None else f"step {checkpoint}"),
+        ("Export", escape(progress.get("export_path") or "")),
+        ("JobSet" if chief["kind"] == "JobSet" else "Chief Job" if chief["role"] == CHIEF else "Workers' Job",
+         f"[{STATE_STYLE[chief['state']]}]{escape(job_text(chief))}[/]"),
+        ("Run ended", escape(": ".join(filter(None, (chief["ending"], chief["end_reason"]))))
+         if chief["ending"] else ""),
+        ("Suspended", escape(f"since {chief['suspended_since']}; `tfchart resume {release} -n {namespace}` continues")
+         if chief["state"] == "Suspended" and not chief["ending"] else ""),
+        ("Evaluator Job", escape(job_text(status[EVALUATOR])) if status[EVALUATOR] else ""),
+        ("StatefulSets", escape(", ".join(f"{s['role']} {s['ready']}/{s['desired']} ready"
+                                          for s in status["stateful_sets"]))),
+        *((label, escape(text)) for label, text in versions_rows(status[SERVING], progress)),
+    ]  # fmt: skip
+    for point in status["endpoints"]:
+        ports = ", ".join(f"{port['name']} {port['port']}" for port in point["ports"])
+        rows += [("TensorBoard" if point["component"] == TENSORBOARD else "Serving",
+                  escape(f"{point['dns']} ({ports}); {point['ready_pods']} ready pod(s)")),
+                 ("", f"[dim]{escape(point['port_forward'])}[/]")]  # fmt: skip
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    for label, text in rows:
+        if text:
+            grid.add_row(label, text)
+    console.print(Panel(grid, title=f"{release} ({namespace})", expand=False))
+    table = Table(title="Pods", title_justify="left", show_lines=False)
+    for column in ("ROLE", "POD", "STATUS", "READY", "RESTARTS", "NODE", "GPUS", "AGE", "DETAIL"):
+        table.add_column(column, overflow="fold")
+    if not status["pods"]:
+        table.add_row("-", "(no pods)", "", "", "", "", "", "", "")
+    for pod in status["pods"]:
+        shown = escape(pod["status"])
+        gpus = ", ".join(f"{gpu['count']} {gpu['resource']}" for gpu in pod["gpus"]) or "-"
+        table.add_row(pod["role"], pod["name"], f"[red]{shown}[/]" if pod["reason"] and pod["phase"] != "Succeeded"
+                      else shown, "yes" if pod["ready"] else "no", str(pod["restarts"]), pod["node"] or "-", gpus,
+                      human_age(pod["age_seconds"]), escape(pod["message"]))  # fmt: skip
+    console.print(table)
+    for warning in status["warnings"]:
+        console.print(f"[bold yellow]warning:[/] {escape(warning)}")
+    for note in status["notes"]:
+        console.print(f"[yellow]note:[/] {escape(note)}")
+
+
+def versions_rows(versions: dict[str, Any] | None, progress: dict[str, Any]) -> list[tuple[str, str]]:
+    """'Exported' (every version of the model) and 'Serving loads' (those the model config selects)."""
+    exported = versions["exported"] if versions else progress.get("exported_versions")
+    rows = [] if exported is None else [("Exported", ", ".join(f"v{v}" for v in exported) or "no version yet")]
+    if versions is None:
+        return rows
+    configured, note = f"{versions['model']} ({versions['policy']}, {versions['config_map']})", versions["note"]
+    loaded = ", ".join(f"v{v}" for v in versions["loaded"] or []) or "nothing"
+    missing = "; not exported: " + ", ".join(f"v{v}" for v in versions["missing"]) if versions["missing"] else ""
+    return [*rows, ("Serving loads", f"unknown: {note}" if not versions["policy"] else f"{configured}; {note}"
+                    if versions["loaded"] is None else f"{loaded} of {configured}{missing}")]  # fmt: skip
+
+
+def job_text(job: dict[str, Any]) -> str:
+    text: str = job["state"] + (f" ({job['reason']})" if job["reason"] else "")
+    if job["kind"] == "JobSet":  # the JobSet's name and how often its failure policy restarted every Job
+        text = f"{job['name']} {text}" + (f", restarted {job['restarts']} time(s)" if job["restarts"] else "")
+    return text
+
+
+def progress_text(progress: dict[str, Any]) -> str:
+    parts = []
+    if progress["step"] is not None:
+        steps = progress["train_steps"]
+        parts.append(f"step {progress['step']}" + (f"/{steps} ({100 * progress['step'] / steps:.0f}%)" if steps
+                                                   else ""))
+    numbers = (("loss {:.4f}", "loss"), ("accuracy {:.4f}", "accuracy"), ("{:.1f} examples/sec", "examples_per_sec"))
+    parts += [form.format(progress[key]) for form, key in numbers if progress[key] is not None]
+    parts += [f"updated {progress['updated_at']}"] if progress["updated_at"] else []
+    return ", ".join(parts) or "reported, without numbers"
+
+
+def human_age(seconds: int | None) -> str:
+    """As kubectl shows an age: 90s, 5m, 3h20m, 2d."""
+    if seconds is None:
+        return "-"
+    minutes, hours = seconds // 60, seconds // 3600
+    if hours >= 48:
+        return f"{hours // 24}d"
+    if minutes >= 120:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    return f"{minutes}m" if seconds >= 120 else f"{seconds}s"
