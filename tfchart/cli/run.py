@@ -41,12 +41,11 @@ def lifecycle(timeout_help: str) -> Callable[[F], F]:
 def status(name: str, output: str, kube: KubeInputs) -> None:
     """Pods per role, the chief Job, training progress and endpoints of release NAME."""
     from tfchart.cluster import status as release_status
-    from tfchart.cluster import status_view
     from tfchart.console import console
 
     collected = release_status.collect(kube.api(), name, kube.namespace())
     if not emit(collected, output):
-        status_view.render(collected, console())
+        release_status.render(collected, console())
 
 
 @click.command(context_settings=CONTEXT)
@@ -119,7 +118,7 @@ def wait(name: str, timeout: float | None, kube: KubeInputs) -> None:
 def list_releases(all_namespaces: bool, output: str, kube: KubeInputs) -> None:
     """This chart's releases: run state, step, GPUs their pods hold and age."""
     from tfchart.cluster import releases
-    from tfchart.cluster.status_view import human_age
+    from tfchart.cluster.status import human_age
 
     where = None if all_namespaces else kube.namespace()
     runs = releases.list_runs(kube.api(), where)
