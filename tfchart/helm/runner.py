@@ -156,15 +156,13 @@ class Options:
 
 
 def go_duration(seconds: float | None) -> str | None:
-    """Seconds as Go writes a duration (time.Duration's String: 5m0s, 1h30m0s, 1m30.5s, 250ms), which helm's
-    --timeout takes and helm's own messages show; None stays None."""
-    if seconds is None:
-        return None
-    if 0 < seconds < 1:
-        return f"{seconds * 1000:g}ms"
-    hours, rest = divmod(float(seconds), 3600)
-    minutes, rest = divmod(rest, 60)
-    return (f"{hours:.0f}h" if hours else "") + (f"{minutes:.0f}m" if hours or minutes else "") + f"{rest:g}s"
+    """Seconds as a Go duration (1m30s, 250ms), which helm's --timeout takes, written by durationpy (the kubernetes
+    client's own parser and writer of them); None stays None."""
+    import datetime
+
+    import durationpy
+
+    return None if seconds is None else durationpy.to_str(datetime.timedelta(seconds=seconds))
 
 
 def deployed(runner: Runner, release: str, namespace: str) -> bool:
