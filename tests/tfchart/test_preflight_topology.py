@@ -1,4 +1,5 @@
-"""tfchart preflight's topology check (tfchart/cluster/preflight/topology.py) against the loopback API server.
+"""tfchart preflight's topology findings (tfchart/cluster/preflight/topology.py), which the kueue and gang-scheduling
+checks make from the queue or PodGroup they read, against the loopback API server.
 
 The release is the chart rendered with scheduling.topology (helm 4, namespace ml-training); the cluster holds
 Kueue's LocalQueue -> ClusterQueue -> ResourceFlavors -> Topology, or Volcano's HyperNodes, built from the
@@ -20,7 +21,7 @@ from tests.kubeapi import Call, KubeServer, kube_server
 from tfchart.cli.app import main
 from tfchart.cluster import preflight
 from tfchart.cluster.preflight import FAIL, OK, WARN, Context, Finding
-from tfchart.cluster.preflight.topology import check_topology
+from tfchart.cluster.preflight.controllers import check_gang, check_kueue
 
 NS = "ml-training"
 RACK, BLOCK = "cloud.provider.com/topology-rack", "cloud.provider.com/topology-block"
@@ -51,9 +52,9 @@ def kueue_release(*more: str) -> list[dict[str, Any]]:
 
 
 def findings(cluster: KubeServer, docs: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
-    found = check_topology(Context(cluster.api(), docs, NS))
-    assert {f.check for f in found} <= {"topology"}
-    return [(f.severity, f.message, f.hint) for f in found]
+    """The topology findings of the checks that read the queue (kueue) or the PodGroup (gang-scheduling)."""
+    read = Context(cluster.api(), docs, NS)
+    return [(f.severity, f.message, f.hint) for f in check_kueue(read) + check_gang(read) if f.check == "topology"]
 
 
 def tas_cluster(cluster: KubeServer, *objects: dict[str, Any], flavor_topology: str | None = "default",
@@ -116,11 +117,9 @@ def test_no_topology_aware_flavor_or_a_missing_topology_fails(cluster: KubeServe
                                    "there")  # fmt: skip
     assert hint.endswith("or --set scheduling.topology.mode=none")
 
-    cluster.reset()
+    cluster.reset()  # a missing Topology: Kueue keeps the ClusterQueue inactive, which the kueue check reports
     tas_cluster(cluster, flavor_topology="racks")
-    missing, level = findings(cluster, kueue_release())
-    assert missing[:2] == (FAIL, "Topology racks of ResourceFlavor tas does not exist: Kueue keeps ClusterQueue team "
-                           "inactive (TopologyNotFound)")  # fmt: skip
+    [level] = findings(cluster, kueue_release())
     assert level[:2] == (FAIL, f"no Topology of ClusterQueue team has the level {RACK} that the ps, worker and "
                          "chief pods ask for (required): Kueue would not admit them; the levels: none of its "
                          "Topologies exists")  # fmt: skip
@@ -139,7 +138,8 @@ def test_nodes_without_the_label_warn(cluster: KubeServer) -> None:
 
 
 def test_kueue_before_v0_14_has_no_topology(cluster: KubeServer) -> None:
-    cluster.add(*kf.crds(*kf.KUEUE_CRDS, served=("v1beta1",)), kf.local_queue("team-a", NS, "team", version="v1beta1"))
+    cluster.add(*kf.crds(*kf.KUEUE_CRDS, served=("v1beta1",)), kf.local_queue("team-a", NS, "team", version="v1beta1"),
+                kf.cluster_queue("team", [{"default": {"cpu": "64"}}], version="v1beta1"))  # fmt: skip
     [(severity, message, hint)] = findings(cluster, kueue_release())
     assert severity == FAIL and message.startswith("Kueue serves no Topology in kueue.x-k8s.io/v1beta1")
     assert hint == "upgrade Kueue to v0.14 or later, or --set scheduling.topology.mode=none"

@@ -1,11 +1,11 @@
 """`tfchart preflight`: will this release fit the cluster? Checked before `helm install`, from the render of the
 release (what it would create), each check a list of Findings (ok | warn | fail, with a hint): whether its requests fit
 (resources: gpu-capacity, co-location, quota), storage, what it needs running (controllers: network-policy, jobset,
-gang-scheduling, kueue), topology, and images, here: every image the release pulls (`tfchart images`' list) resolves
-in its registry, needing no cluster. A missing image is named with the command that builds and pushes it (the
-project's image) or pushes it (the user's); a refusal names the registry and the login; a registry this machine cannot
-reach is only a warning, as the nodes may pull through a mirror it cannot see. A read that RBAC forbids turns only its
-own part into a `could not check` warning."""
+gang-scheduling, kueue, and the topology the pods ask of the last two), and images, here: every image the release
+pulls (`tfchart images`' list) resolves in its registry, needing no cluster. A missing image is named with the command
+that builds and pushes it (the project's image) or pushes it (the user's); a refusal names the registry and the login;
+a registry this machine cannot reach is only a warning, as the nodes may pull through a mirror it cannot see. A read
+that RBAC forbids turns only its own part into a `could not check` warning."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from dataclasses import asdict
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from tfchart.cluster.preflight import controllers, resources, topology
+from tfchart.cluster.preflight import controllers, resources
 from tfchart.cluster.preflight.context import FAIL, OK, WARN, Context, Finding, guarded
 from tfchart.errors import TfchartError
 from tfchart.images.build import DEFAULT_REPOSITORY
@@ -43,7 +43,6 @@ CHECKS: tuple[tuple[str, Callable[[Context], list[Finding]]], ...] = (
     ("co-location", resources.check_colocation), ("quota", resources.check_quota),
     ("network-policy", controllers.check_network_policy), ("jobset", controllers.check_jobset),
     ("gang-scheduling", controllers.check_gang), ("kueue", controllers.check_kueue),
-    ("topology", topology.check_topology),
 )  # fmt: skip
 SEVERITY_STYLE = {OK: ("green", "✓ ok"), WARN: ("yellow", "! warn"), FAIL: ("red", "✗ fail")}
 

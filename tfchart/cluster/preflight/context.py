@@ -1,14 +1,14 @@
 """What the checks share. The Context: what the release would create, read from its render (helm template of the same
 values): its pods per role (the `helm test` pod left out), the objects quota counts, and the render
-for the objects a check looks for; and, from the API, the cluster's schedulable nodes, API discovery and custom
-objects, each read once however many checks ask. A check's verdict (Finding); a read that RBAC forbids becomes one
+for the objects a check looks for; and, from the API, the cluster's schedulable nodes, listed once however many checks
+ask (a check reads the rest itself, each object once). A check's verdict (Finding); a read that RBAC forbids becomes one
 `could not check` warning instead of failing the run."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -41,7 +41,6 @@ class Context:
     docs: list[dict[str, Any]]
     namespace: str
     release: str = ""
-    read: dict[tuple[str | None, ...], Any] = field(default_factory=dict)
 
     @cached_property
     def roles(self) -> list[Workload]:
@@ -102,15 +101,7 @@ class Context:
 
     def serves(self, group: str, version: str, plural: str) -> bool:
         """Whether the API server serves `plural` in group/version (API discovery)."""
-        if (group, version) not in self.read:
-            self.read[(group, version)] = self.api.served_resources(group, version) or []
-        return plural in self.read[(group, version)]
-
-    def custom(self, group: str, version: str, plural: str, name: str, namespace: str | None = None) -> Any:
-        """A custom object as JSON, None where it does not exist."""
-        if (key := (group, version, plural, name, namespace)) not in self.read:
-            self.read[key] = self.api.read_object(f"{plural}.{version}.{group}", name, namespace)
-        return self.read[key]
+        return plural in (self.api.served_resources(group, version) or [])
 
 
 def requested(roles: list[Workload], kind: str = "requests") -> dict[str, Decimal]:

@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from tfchart.cluster.objects import JOBSET
+from tfchart.cluster.preflight import topology
 from tfchart.cluster.preflight.context import FAIL, GANG_ROLES, OK, WARN, Context, Finding, guarded, requested
 from tfchart.manifests.quantity import parse, shown
 from tfdcontract.runstate import KUEUE_GROUP as KUEUE  # its versions: v1beta2 since v0.15, v1beta1 before and beside
@@ -82,7 +83,8 @@ GANG_PROVIDERS = {
 
 
 def check_gang(context: Context) -> list[Finding]:
-    """The PodGroup's CRD serves the render's version (API discovery); Volcano's named queue exists and is Open."""
+    """The PodGroup's CRD serves the render's version (API discovery); Volcano's named queue exists and is Open, and
+    its HyperNodes hold the network topology the PodGroup asks for."""
     if (group := context.doc("PodGroup")) is None:
         return []
     api_group, _, version = str(group.get("apiVersion")).partition("/")
@@ -94,10 +96,13 @@ def check_gang(context: Context) -> list[Finding]:
                         f"{install}, or --set scheduling.gang.provider=none")]
     # the chart names the provider's scheduler on the TensorFlow pods unless the values name another
     scheduler = next(filter(None, (r.spec.get("schedulerName") for r in context.roles if r.role in GANG_ROLES)), "")
-    findings = [gang(OK, f"CRD {crd} serves {served} (that a scheduler runs as {scheduler} is not checked)")]
-    if name == "volcano" and (queue := str((group.get("spec") or {}).get("queue") or "")):
+    findings, spec = [gang(OK, f"CRD {crd} serves {served} (that a scheduler runs as {scheduler} is not checked)")], \
+        group.get("spec") or {}  # fmt: skip
+    if name != "volcano":
+        return findings
+    if queue := str(spec.get("queue") or ""):
         findings += guarded("gang-scheduling", lambda: [check_volcano_queue(context, queue)])
-    return findings
+    return findings + guarded("topology", lambda: topology.check_hypernodes(context, spec))
 
 
 def check_volcano_queue(context: Context, name: str) -> Finding:
@@ -132,14 +137,15 @@ def check_kueue(context: Context) -> list[Finding]:
     queue, priority = context.label(QUEUE_LABEL), context.label(PRIORITY_LABEL)
     if not queue:
         return []
-    if (version := kueue_version(context)) is None:
+    if (found := kueue_served(context)) is None:
         return [kueue(FAIL, f"scheduling.kueue.queueName={queue} but Kueue is not installed: CRD localqueues.{KUEUE} "
                         f"is missing (the API server serves no localqueues in {KUEUE}/{' or '.join(KUEUE_VERSIONS)}), "
                         "so the pods would start unqueued", "install Kueue (`kubectl apply --server-side -f https://"
                         "github.com/kubernetes-sigs/kueue/releases/download/v0.19.2/manifests.yaml`), or --set "
                         'scheduling.kueue.queueName=""')]  # fmt: skip
+    version, served = found
     findings = guarded("kueue", lambda: [check_integration(context)]) if context.doc("JobSet") else []
-    findings += guarded("kueue", lambda: check_local_queue(context, version, queue))
+    findings += guarded("kueue", lambda: check_local_queue(context, version, served, queue))
     if priority:
         findings += guarded("kueue", lambda: [check_priority_class(context, version, priority)])
     return findings
@@ -167,14 +173,17 @@ def check_integration(context: Context, framework: str = JOBSET_FRAMEWORK) -> Fi
     return kueue(OK, f"Kueue's configuration enables the {framework} integration")
 
 
-def kueue_version(context: Context) -> str | None:
-    """The newest Kueue API version the cluster serves LocalQueues in."""
-    return next((v for v in KUEUE_VERSIONS if context.serves(KUEUE, v, "localqueues")), None)
+def kueue_served(context: Context) -> tuple[str, list[str]] | None:
+    """The newest Kueue API version the cluster serves LocalQueues in, and what Kueue serves there."""
+    for version in KUEUE_VERSIONS:
+        if "localqueues" in (served := context.api.served_resources(KUEUE, version) or []):
+            return version, served
+    return None
 
 
-def check_local_queue(context: Context, version: str, name: str) -> list[Finding]:
+def check_local_queue(context: Context, version: str, served: list[str], name: str) -> list[Finding]:
     namespace = context.namespace
-    queue = context.custom(KUEUE, version, "localqueues", name, namespace)
+    queue = context.api.read_object(f"localqueues.{version}.{KUEUE}", name, namespace)
     if queue is None:
         return [kueue(FAIL, f"LocalQueue {name} does not exist in namespace {namespace}: Kueue would hold the pods "
                         f"until it does", f"`kubectl get localqueues -n {namespace}` lists the queues there: --set "
@@ -186,22 +195,24 @@ def check_local_queue(context: Context, version: str, name: str) -> list[Finding
         head = kueue(FAIL, f"LocalQueue {name} in namespace {namespace} is stopped (stopPolicy {stop}): it "
                        "admits no new workload", "ask the Kueue admin to resume it (stopPolicy None), or "
                        + PICK_QUEUE.format(namespace))  # fmt: skip
-    return [head, *guarded("kueue", lambda: check_cluster_queue(context, version, name, cluster_queue))]
+    return [head, *guarded("kueue", lambda: check_cluster_queue(context, version, served, name, cluster_queue))]
 
 
-def check_cluster_queue(context: Context, version: str, local_queue: str, name: str) -> list[Finding]:
-    cluster_queue = context.custom(KUEUE, version, "clusterqueues", name)
-    if cluster_queue is None:
-        return [kueue(FAIL, f"ClusterQueue {name} of LocalQueue {local_queue} does not exist: nothing would "
+def check_cluster_queue(context: Context, version: str, served: list[str], of: str, name: str) -> list[Finding]:
+    """ClusterQueue `name` (of LocalQueue `of`) is active and has the quota for the pods, and the Topology they ask
+    for, if any."""
+    if (cluster_queue := context.api.read_object(f"clusterqueues.{version}.{KUEUE}", name)) is None:
+        return [kueue(FAIL, f"ClusterQueue {name} of LocalQueue {of} does not exist: nothing would "
                         "admit the pods", "ask the Kueue admin to create it (`kubectl get clusterqueues`), or "
                         + PICK_QUEUE.format(context.namespace))]  # fmt: skip
-    for condition in (cluster_queue.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Active" and condition.get("status") == "False":
-            why = f"{condition.get('reason', 'Unknown')}: {condition.get('message', '')}".rstrip(": ")
-            return [kueue(FAIL, f"ClusterQueue {name} is not active ({why}): it admits no workload, the pods "
-                            "would wait gated", f"ask the Kueue admin to fix it (`kubectl describe clusterqueue "
-                            f"{name}`)"), kueue_quota(context, cluster_queue)]  # fmt: skip
-    return [kueue_quota(context, cluster_queue)]
+    findings = [kueue(FAIL, f"ClusterQueue {name} is not active ({why}): it admits no workload, the pods would wait "
+                      "gated", f"ask the Kueue admin to fix it (`kubectl describe clusterqueue {name}`)")
+                for condition in (cluster_queue.get("status") or {}).get("conditions") or []
+                if condition.get("type") == "Active" and condition.get("status") == "False"
+                and (why := f"{condition.get('reason', 'Unknown')}: {condition.get('message', '')}".rstrip(": "))]
+    findings.append(kueue_quota(context, cluster_queue))
+    return findings + guarded("topology", lambda: topology.check_kueue_topology(context, version, served,
+                                                                                cluster_queue))
 
 
 def kueue_quota(context: Context, cluster_queue: dict[str, Any]) -> Finding:

@@ -1,7 +1,8 @@
-"""topology (the render places pods by network topology, scheduling.topology): with Kueue, the LocalQueue's
-ClusterQueue has a flavor whose Topology (ResourceFlavor spec.topologyName) has each level the pods ask for,
-and nodes of that flavor carry it; with Volcano, HyperNodes (topology.volcano.sh) of the tier the PodGroup
-asks for exist. A missing LocalQueue or ClusterQueue is the kueue check's to report."""
+"""topology (the render places pods by network topology, scheduling.topology), checked by the check that reads the
+queue or the PodGroup the pods are placed through (kueue, gang-scheduling), as findings of its own: with Kueue, the
+ClusterQueue has a flavor whose Topology (ResourceFlavor spec.topologyName) has each level the pods ask for, and nodes
+of that flavor carry it; with Volcano, HyperNodes (topology.volcano.sh) of the tier the PodGroup asks for exist. A
+missing LocalQueue or ClusterQueue, or one Kueue keeps inactive (TopologyNotFound), is the kueue check's to report."""
 
 from __future__ import annotations
 
@@ -11,10 +12,8 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from tfchart.cluster.preflight.context import FAIL, OK, WARN, Context, Finding
-from tfchart.cluster.preflight.controllers import kueue_version
 from tfdcontract import CHIEF, PS, WORKER
 from tfdcontract.runstate import KUEUE_GROUP as KUEUE
-from tfdcontract.runstate import QUEUE_LABEL
 
 PLACED = (PS, WORKER, CHIEF)  # the roles scheduling.topology places (never the evaluator)
 TAS = {"required": f"{KUEUE}/podset-required-topology", "preferred": f"{KUEUE}/podset-preferred-topology"}
@@ -49,10 +48,8 @@ def kueue_asks(context: Context) -> list[Ask]:
     return [Ask(tuple(roles), mode, level) for (mode, level), roles in found.items()]
 
 
-def volcano_asks(context: Context) -> list[Ask]:
+def volcano_asks(context: Context, spec: dict[str, Any]) -> list[Ask]:
     """The Volcano PodGroup's network topology: its own (every placed pod of the gang) and each subGroupPolicy's."""
-    group = context.doc("PodGroup") or {}
-    spec = (group.get("spec") or {}) if str(group.get("apiVersion")).startswith("scheduling.volcano.sh/") else {}
     units = [(rendered_roles(context), spec.get("networkTopology"))]
     for policy in spec.get("subGroupPolicy") or []:
         selector = (policy.get("labelSelector") or {}).get("matchExpressions") or [{}]
@@ -74,68 +71,52 @@ def sets(field: str, ask: Ask, context: Context, value: object) -> str:
     return " ".join(f"--set {key}={value}" for key in keys)
 
 
-def check_topology(context: Context) -> list[Finding]:
-    if asks := kueue_asks(context):
-        return check_kueue_topology(context, asks)
-    if asks := volcano_asks(context):
-        return check_hypernodes(context, asks)
-    return []
-
-
 # -- Kueue: LocalQueue -> ClusterQueue -> ResourceFlavors -> Topology levels ------------------------------------
 class TasFlavor(NamedTuple):
     flavor: str
     topology: str
-    levels: tuple[str, ...] | None  # None: the Topology does not exist
+    levels: tuple[str, ...]
     node_labels: dict[str, str]
 
 
-def check_kueue_topology(context: Context, asks: list[Ask]) -> list[Finding]:
-    version, queue = kueue_version(context), context.label(QUEUE_LABEL)
-    if version is None or not queue:
-        return []  # the kueue check says Kueue is missing
-    if not context.serves(KUEUE, version, "topologies"):
+def check_kueue_topology(context: Context, version: str, served: list[str], queue: dict[str, Any]) -> list[Finding]:
+    """The levels the pods ask for, against the Topologies of ClusterQueue `queue` (the kueue check read it) in Kueue's
+    API `version`, which serves `served`."""
+    if not (asks := kueue_asks(context)):
+        return []
+    if "topologies" not in served:
         return [finding(FAIL, f"Kueue serves no Topology in {KUEUE}/{version}: its topology-aware scheduling (beta and "
                         "on by default since Kueue v0.14) is missing, so nothing would admit the pods that ask for a "
                         f"topology", f"upgrade Kueue to v0.14 or later, or {NO_TOPOLOGY}")]
-    local_queue = context.custom(KUEUE, version, "localqueues", queue, context.namespace)
-    name = str(((local_queue or {}).get("spec") or {}).get("clusterQueue") or "")
-    cluster_queue = context.custom(KUEUE, version, "clusterqueues", name) if name else None
-    if cluster_queue is None:
-        return []  # the kueue check says the LocalQueue or ClusterQueue is missing
-    flavors = tas_flavors(context, version, cluster_queue)
+    name, flavors = str(queue["metadata"]["name"]), tas_flavors(context, version, queue)
     if not flavors:
         return [finding(FAIL, f"ClusterQueue {name} has no flavor with a Topology (no ResourceFlavor of it names one "
                         "in spec.topologyName): Kueue admits no pod that asks for a topology there", "ask the Kueue "
                         "admin for a topology-aware flavor (a Topology and a ResourceFlavor with spec.topologyName) in "
                         f"it, or {NO_TOPOLOGY}")]  # fmt: skip
-    findings = [finding(FAIL, f"Topology {f.topology} of ResourceFlavor {f.flavor} does not exist: Kueue keeps "
-                        f"ClusterQueue {name} inactive (TopologyNotFound)", "ask the Kueue admin to create it "
-                        "(`kubectl get topologies` lists those there are)") for f in flavors if f.levels is None]
-    return findings + [level_finding(context, ask, name, flavors) for ask in asks]
+    return [level_finding(context, ask, name, flavors) for ask in asks]
 
 
 def tas_flavors(context: Context, version: str, cluster_queue: dict[str, Any]) -> list[TasFlavor]:
-    """The ClusterQueue's flavors that name a Topology, with its levels (None when it does not exist)."""
+    """The ClusterQueue's flavors that name a Topology, with its levels (none when it does not exist)."""
     groups = (cluster_queue.get("spec") or {}).get("resourceGroups") or []
     found = []
     for flavor in dict.fromkeys(str(f["name"]) for group in groups for f in group.get("flavors") or []):
-        spec = (context.custom(KUEUE, version, "resourceflavors", flavor) or {}).get("spec") or {}
+        spec = (context.api.read_object(f"resourceflavors.{version}.{KUEUE}", flavor) or {}).get("spec") or {}
         if topology := str(spec.get("topologyName") or ""):
-            read = context.custom(KUEUE, version, "topologies", topology)
-            levels = None if read is None else tuple(str(level.get("nodeLabel")) for level in (read.get("spec") or {})
-                                                     .get("levels") or [])  # fmt: skip
+            read = context.api.read_object(f"topologies.{version}.{KUEUE}", topology) or {}
+            levels = tuple(str(level.get("nodeLabel")) for level in (read.get("spec") or {}).get("levels") or [])
             found.append(TasFlavor(flavor, topology, levels, dict(spec.get("nodeLabels") or {})))
     return found
 
 
 def level_finding(context: Context, ask: Ask, cluster_queue: str, flavors: list[TasFlavor]) -> Finding:
-    having, pods = [f for f in flavors if f.levels and ask.level in f.levels], pods_of(ask.roles)
+    having, pods = [f for f in flavors if ask.level in f.levels], pods_of(ask.roles)
     if not having:
         known = [f for f in flavors if f.levels]
-        shown = "; ".join(f"Topology {f.topology} (ResourceFlavor {f.flavor}): {', '.join(f.levels or ())}"
+        shown = "; ".join(f"Topology {f.topology} (ResourceFlavor {f.flavor}): {', '.join(f.levels)}"
                           for f in known) or "none of its Topologies exists"  # fmt: skip
-        levels = [level for f in known for level in f.levels or ()]
+        levels = [level for f in known for level in f.levels]
         use = sets("level", ask, context, suggest(ask.level, levels)) + " (a level there), or " if levels \
             else ""
         return finding(FAIL, f"no Topology of ClusterQueue {cluster_queue} has the level {ask.level} that {pods} ask "
@@ -161,10 +142,13 @@ def suggest(level: str, levels: list[str]) -> str:
 
 
 # -- Volcano: HyperNodes of the tier -------------------------------------------------------------------------
-def check_hypernodes(context: Context, asks: list[Ask]) -> list[Finding]:
-    """Volcano v1.15.1 places a hard unit in one HyperNode of a tier at most highestTierAllowed, below a virtual
-    HyperNode of the whole cluster one tier above the highest (tier 1 without any; framework/session.go
-    addClusterTopHyperNode); a soft unit in the lowest tier that fits it."""
+def check_hypernodes(context: Context, podgroup: dict[str, Any]) -> list[Finding]:
+    """The network topology the Volcano PodGroup's spec asks for, against the HyperNodes. Volcano v1.15.1 places a
+    hard unit in one HyperNode of a tier at most highestTierAllowed, below a virtual HyperNode of the whole cluster one
+    tier above the highest (tier 1 without any; framework/session.go addClusterTopHyperNode); a soft unit in the lowest
+    tier that fits it."""
+    if not (asks := volcano_asks(context, podgroup)):
+        return []
     hard = [ask for ask in asks if ask.mode == "required"]
     if not context.serves(*HYPERNODES):
         return [finding(FAIL if hard else WARN, f"Volcano serves no HyperNodes ({'/'.join(HYPERNODES[:2])}): before "
