@@ -30,6 +30,7 @@ from tfchart.helm.chart import merged_values as helm_values
 from tfchart.helm.runner import Helm
 from tfchart.local.containerpods import ContainerPod, pull_policy, quantity_bytes
 from tfchart.local.containers import plan_from_manifests
+from tfchart.local.jobset import jobs_of
 from tfchart.local.processes import LocalPlan
 
 E2E_VALUES = REPO / "tests" / "fixtures" / "e2e-values.yaml"
@@ -276,8 +277,8 @@ def test_the_pods_run_under_their_controllers(tmp_path: Path) -> None:
     """Every TensorFlow pod belongs to its Job or StatefulSet as rendered (jobsetrun.py starts them again); the
     chief's Job is the run's, with its backoffLimit and podFailurePolicy; TensorBoard starts once, outside."""
     plan = container_plan(tmp_path, ["chief.backoffLimit=2", "evaluator.enabled=true"])
-    jobs = {job.name: job for job in plan.workload.jobs}
-    assert plan.jobset is None and plan.workload.success_targets == (f"{PREFIX}-chief",)
+    jobs = {job.name: job for job in jobs_of(plan.workload)}
+    assert plan.jobset is None and plan.workload["spec"]["successPolicy"]["targetReplicatedJobs"] == [f"{PREFIX}-chief"]
     assert {name: job.kind for name, job in jobs.items()} == {
         f"{PREFIX}-ps": "StatefulSet", f"{PREFIX}-worker": "StatefulSet", f"{PREFIX}-chief": "Job",
         f"{PREFIX}-evaluator": "Job"}  # fmt: skip

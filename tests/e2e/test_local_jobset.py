@@ -27,7 +27,7 @@ from tests.chartlib import REPO, render
 from tests.e2e.test_local import assert_none_left
 from tfchart.errors import UsageError
 from tfchart.local.containers import plan_from_manifests
-from tfchart.local.jobset import JobSetSpec
+from tfchart.local.jobset import jobs_of, read, waits_for
 from tfchart.local.jobsetrun import COMPLETED, FAILED, JobSetRun, condition
 from tfchart.local.pods import rendered_pods, workload_of
 from tfchart.local.processes import localise_cluster
@@ -116,48 +116,56 @@ def test_probes_point_at_each_pods_own_local_port() -> None:
 
 
 def test_the_rendered_jobset_is_read_as_its_controller_reads_it() -> None:
-    spec = JobSetSpec.read(jobset_doc(docs("workload.jobset.maxRestarts=3", "chief.backoffLimit=2",
-                                           "chief.activeDeadlineSeconds=600")), NS)  # fmt: skip
-    assert [(r.name, r.depends_on) for r in spec.replicated_jobs] == [
-        ("ps", ()), ("worker", (("ps", "Ready"),)), ("chief", (("worker", "Ready"),)),
-        ("evaluator", (("chief", "Ready"),))]  # fmt: skip
-    assert (spec.success_operator, spec.success_targets, spec.max_restarts) == ("All", ("chief",), 3)
-    assert [(r["name"], r["action"], r["onJobFailureReasons"]) for r in spec.rules] == [
+    doc = read(jobset_doc(docs("workload.jobset.maxRestarts=3", "chief.backoffLimit=2",
+                               "chief.activeDeadlineSeconds=600")), NS)  # fmt: skip
+    spec = doc["spec"]
+    assert [(r["name"], r["dependsOn"]) for r in spec["replicatedJobs"]] == [
+        ("ps", []), ("worker", [{"name": "ps", "status": "Ready"}]), ("chief", [{"name": "worker", "status": "Ready"}]),
+        ("evaluator", [{"name": "chief", "status": "Ready"}])]  # fmt: skip
+    assert (spec["successPolicy"], spec["failurePolicy"]["maxRestarts"]) == (
+        {"operator": "All", "targetReplicatedJobs": ["chief"]}, 3)
+    assert [(r["name"], r["action"], r["onJobFailureReasons"]) for r in spec["failurePolicy"]["rules"]] == [
         ("ExitCode2FailsTheRun", "FailJobSet", ["PodFailurePolicy"]),
         ("DeadlineEndsTheRun", "FailJobSet", ["DeadlineExceeded"])]  # fmt: skip
-    jobs = {job.rjob: job for job in spec.jobs}
+    jobs = {job.rjob: job for job in jobs_of(doc)}
     assert (jobs["ps"].name, len(jobs["ps"].pods), jobs["ps"].doc["spec"]["backoffLimit"]) == (f"{JS}-ps-0", 2, 4)
     assert [jobs[r].doc["spec"].get(key) for r, key in (("chief", "backoffLimit"), ("chief", "activeDeadlineSeconds"),
                                                         ("ps", "activeDeadlineSeconds"))] == [2, 600, None]
     assert (jobs["chief"].grace, jobs["ps"].grace) == (60.0, 30.0)
     assert jobs["worker"].first_rule(2) is not None and jobs["worker"].first_rule(1) is None
     assert [pod.name for pod in jobs["worker"].pods] == [f"{JS}-worker-0-0", f"{JS}-worker-0-1"]
-    sync = JobSetSpec.read(jobset_doc(docs("training.strategy=multi_worker_mirrored", "chief.replicas=0",
-                                           "ps.replicas=0")), NS)  # fmt: skip
-    assert [r.name for r in sync.replicated_jobs] == ["worker", "evaluator"] and sync.success_targets == ("worker",)
+    sync = read(jobset_doc(docs("training.strategy=multi_worker_mirrored", "chief.replicas=0", "ps.replicas=0")), NS)
+    assert [r["name"] for r in sync["spec"]["replicatedJobs"]] == ["worker", "evaluator"]
+    assert sync["spec"]["successPolicy"]["targetReplicatedJobs"] == ["worker"]
+    doc = jobset_doc(docs())  # the deprecated startupPolicy InOrder: each replicatedJob waits for the one before
+    doc["spec"]["startupPolicy"] = {"startupPolicyOrder": "InOrder"}
+    for rjob in doc["spec"]["replicatedJobs"]:
+        rjob.pop("dependsOn", None)
+    assert [waits_for(rjob) for rjob in read(doc, NS)["spec"]["replicatedJobs"]] == [
+        "", "ps Ready", "worker Ready", "chief Ready"]
 
 
 def test_a_jobset_the_local_controllers_cannot_run_as_rendered_is_refused_in_one_line() -> None:
     doc = jobset_doc(docs())
     doc["spec"]["failurePolicy"]["rules"][0]["action"] = "RestartJob"
     with pytest.raises(UsageError, match="RestartJob needs its alpha RestartJob feature gate"):
-        JobSetSpec.read(doc, NS)
+        read(doc, NS)
     doc = jobset_doc(docs())
     doc["spec"]["replicatedJobs"][1]["dependsOn"] = [{"name": "chief", "status": "Ready"}]
     with pytest.raises(UsageError, match="depends on chief, which is not an earlier replicatedJob"):
-        JobSetSpec.read(doc, NS)
+        read(doc, NS)
 
 
 def test_containers_get_the_jobset_services_dns_names_and_its_controller_restarts_them(tmp_path: Path) -> None:
     from tests.e2e.test_containers import merged_values
 
     plan = plan_from_manifests(docs(), merged_values(BASE), tmp_path / "run", NS, "podman", "0:0", "tfd-test01")
-    assert plan.jobset is not None and plan.jobset.name == JS
+    assert plan.jobset is not None and plan.jobset["metadata"]["name"] == JS
     worker = next(pod for pod in plan.pods if pod.name == f"{JS}-worker-0-1")
     assert worker.aliases == [f"{worker.name}.{JS}.{DOMAIN}", f"{JS}.{DOMAIN}"]  # JobSet's headless Service
     assert worker.sandbox[worker.sandbox.index("--hostname") + 1] == worker.name
     assert worker.probe_port == 2222 and worker.env["TFD_TASK_INDEX"] == "1"
-    assert any(worker.name == pod.name for job in plan.jobset.jobs for pod in job.pods)  # jobsetrun starts it again
+    assert any(worker.name == pod.name for job in jobs_of(plan.jobset) for pod in job.pods)  # jobsetrun restarts it
     cluster = json.loads(worker.env["TFD_CLUSTER"])
     assert all(address.split(":")[0] in plan.addresses for role in cluster.values() for address in role)
 
@@ -429,7 +437,7 @@ def test_a_native_chiefs_exit_2_fails_the_run_at_once_and_its_success_completes_
     run = run_of("training.strategy=multi_worker_mirrored", "chief.replicas=0", "worker.replicas=2", base=())
     workers = [f"{JS}-worker-0", f"{JS}-worker-1"]
     run.settle()
-    assert run.engine.started == workers and run.controller.spec.success_targets == (f"{JS}-worker",)
+    assert run.engine.started == workers and run.controller.targets == [f"{JS}-worker"]
     run.engine.exit(workers[0], 0)
     run.settle()
     assert not run.controller.finished  # the workers' Job completes once every worker has

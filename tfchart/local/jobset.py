@@ -1,9 +1,9 @@
 """A rendered JobSet (jobset.x-k8s.io/v1alpha2) as JobSet v0.12.0 and the Job controller turn it into pods, for
-`tfchart local` (docs/architecture.md, section 8). `JobSetSpec.read` takes everything that decides the run from the
-rendered object (never from the values): each replicatedJob's Jobs <jobset>-<rjob>-<jobIndex> with their
-completions, parallelism, backoffLimit, podFailurePolicy and activeDeadlineSeconds, the dependsOn order (or the
-deprecated startupPolicy InOrder), the successPolicy and the failurePolicy's rules and maxRestarts, with JobSet's
-webhook defaults. `pod_templates` names the pods as Kubernetes does (hostname <job>-<completionIndex> under the
+`tfchart local` (docs/architecture.md, section 8). Everything that decides the run is the rendered object's (never
+the values'), with JobSet's webhook defaults written in (`read`): each replicatedJob's Jobs <jobset>-<rjob>-<jobIndex>
+(`jobs_of`) with their completions, parallelism, backoffLimit, podFailurePolicy and activeDeadlineSeconds, the
+dependsOn order (or the deprecated startupPolicy InOrder), the successPolicy and the failurePolicy's rules and
+maxRestarts. `pod_templates` names the pods as Kubernetes does (hostname <job>-<completionIndex> under the
 subdomain network.subdomain, else the JobSet's name) and labels and annotates them as JobSet and the Job
 controller do, so the downward API resolves as the kubelet would; `headless_service` is the Service JobSet creates
 for their DNS names. jobsetrun.py runs them.
@@ -72,13 +72,13 @@ class JobRun:
     culprit: str | None = None  # the pod whose exit failed it
 
     @classmethod
-    def of(cls, rjob: str, doc: dict[str, Any], names: Sequence[str]) -> JobRun:
+    def of(cls, rjob: str, doc: dict[str, Any]) -> JobRun:
         """The Job as created; no gang scheduler runs here, so the plan orders a resume as without one."""
         doc = {**copy.deepcopy(doc), "status": {"conditions": []}}
         template = doc["spec"]["template"].get("metadata") or {}
         for key, marker in itertools.product(("labels", "annotations"), GANG_MARKERS):
             (template.get(key) or {}).pop(marker, None)
-        return cls(rjob, doc, [PodRun(name, i) for i, name in enumerate(names)])
+        return cls(rjob, doc, [PodRun(name, i) for i, name in enumerate(pod_names(doc))])
 
     @property
     def name(self) -> str:
@@ -135,6 +135,17 @@ class JobRun:
         return None
 
 
+def pod_names(doc: Mapping[str, Any]) -> list[str]:
+    """The pods' names (hostnames) as their controller names them: a StatefulSet's <name>-<ordinal>, an Indexed Job's
+    <name>-<completion index>, another Job's its hostname, else its name; a Deployment's (TensorBoard's) <name>-0."""
+    spec, name = doc.get("spec") or {}, doc["metadata"]["name"]
+    if doc["kind"] == "StatefulSet":
+        return [f"{name}-{ordinal}" for ordinal in range(int(spec.get("replicas", 1)))]
+    if doc["kind"] == "Job" and spec.get("completionMode") == "Indexed":
+        return [f"{name}-{index}" for index in range(int(spec.get("completions", 1)))]
+    return [spec["template"]["spec"].get("hostname") or name] if doc["kind"] == "Job" else [f"{name}-0"]
+
+
 def failure_rule_applies(rule: dict[str, Any], rjob: str, failed: Mapping[str, Any]) -> bool:
     """Whether a rule of the JobSet's failurePolicy applies to a failed Job (its Failed condition; a list left out:
     any)."""
@@ -144,102 +155,88 @@ def failure_rule_applies(rule: dict[str, Any], rjob: str, failed: Mapping[str, A
             and (not patterns or any(re.search(p, failed["message"]) for p in patterns)))  # fmt: skip
 
 
-@dataclass(frozen=True)
-class ReplicatedJob:
-    name: str
-    depends_on: tuple[tuple[str, str], ...]  # (replicatedJob, Ready|Complete)
-    jobs: tuple[JobRun, ...]
-
-    @property
-    def waits_for(self) -> str:
-        """Its dependsOn, as a line says it: `ps Ready, chief Complete`."""
-        return ", ".join(f"{name} {status}" for name, status in self.depends_on)
+def waits_for(rjob: Mapping[str, Any]) -> str:
+    """A replicatedJob's dependsOn, as a line says it: `ps Ready, chief Complete`."""
+    return ", ".join(f"{d['name']} {d['status']}" for d in rjob["dependsOn"])
 
 
-@dataclass(frozen=True)
-class JobSetSpec:
-    name: str
-    namespace: str
-    replicated_jobs: tuple[ReplicatedJob, ...]
-    success_operator: str  # All or Any
-    success_targets: tuple[str, ...]  # empty: every replicatedJob
-    max_restarts: int
-    rules: tuple[dict[str, Any], ...]  # its failurePolicy's rules, each named (JobSet's default name where unnamed)
-    doc: dict[str, Any]  # the rendered JobSet (a native release's: the run's Job's name only)
-    kind: str = "JobSet"  # or Job: a native release's controllers (native_spec)
-
-    @classmethod
-    def read(cls, doc: dict[str, Any], namespace: str) -> JobSetSpec:
-        spec, name = doc.get("spec") or {}, str(doc["metadata"]["name"])
-        if spec.get("suspend"):
-            raise UsageError(f"JobSet {name} is rendered suspended (spec.suspend): tfchart local would never start it",
-                             "render it unsuspended; `tfchart suspend NAME --local` suspends a local run")
-        failure = spec.get("failurePolicy") or {}
-        if failure.get("restartStrategy", "Recreate") not in ("Recreate", "BlockingRecreate"):
-            raise UsageError(f"JobSet {name}: failurePolicy.restartStrategy {failure['restartStrategy']} (alpha, "
-                             "behind a JobSet feature gate) is not emulated", "leave it unset (Recreate)")
-        rules = []
-        for index, rule in enumerate(failure.get("rules") or []):
-            if rule.get("action") not in ACTIONS:
-                raise UsageError(f"JobSet {name}: failure policy action {rule.get('action')} is not one JobSet v0.12.0 "
-                                 "runs by default (RestartJob needs its alpha RestartJob feature gate)",
-                                 f"use one of {', '.join(ACTIONS)}")  # fmt: skip
-            rules.append({**rule, "name": str(rule.get("name") or f"failurePolicyRule{index}")})
-        in_order = (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder"  # deprecated: dependsOn
-        rjobs: list[ReplicatedJob] = []
-        specs = spec.get("replicatedJobs") or []
-        counts = [int(r.get("replicas", 1)) for r in specs]
-        groups = [str(r.get("groupName") or "default") for r in specs]  # the CRD's default group
-        uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"jobset/{namespace}/{name}"))  # no API server: a stable stand-in
-        for position, rjob in enumerate(specs):
-            depends = tuple((str(d["name"]), str(d["status"])) for d in rjob.get("dependsOn") or [])
-            if unknown := [d for d, _ in depends if d not in {r.name for r in rjobs}]:
-                raise UsageError(f"JobSet {name}: replicatedJob {rjob['name']} depends on {unknown[0]}, which is "
-                                 "not an earlier replicatedJob (JobSet's webhook refuses it)")  # fmt: skip
-            if in_order and rjobs and not depends:
-                depends = ((rjobs[-1].name, READY),)
-            job = (rjob.get("template") or {}).get("spec") or {}
-            if job.get("completionMode", "Indexed") != "Indexed" or job.get("backoffLimitPerIndex") is not None:
-                raise UsageError(f"JobSet {name}: replicatedJob {rjob['name']} is not a plain Indexed Job "
-                                 "(completionMode NonIndexed or backoffLimitPerIndex): tfchart local emulates Indexed "
-                                 "Jobs only")  # fmt: skip
-            completions = int(job.get("completions", job.get("parallelism", 1)))
-            in_group = [count if g == groups[position] else 0 for count, g in zip(counts, groups, strict=True)]
-            jobs = []
-            for job_index in range(counts[position]):  # the Jobs JobSet creates, marked as it marks them
-                job_name = f"{name}-{rjob['name']}-{job_index}"
-                marks = {JOBSET_NAME: name, JOBSET_UID: uid, REPLICATED_JOB: str(rjob["name"]), RESTART_ATTEMPT: "0",
-                         "jobset.sigs.k8s.io/replicatedjob-replicas": str(counts[position]),
-                         "jobset.sigs.k8s.io/global-replicas": str(sum(counts)),
-                         "jobset.sigs.k8s.io/job-index": str(job_index),
-                         "jobset.sigs.k8s.io/job-key": hashlib.sha1(f"{namespace}/{job_name}".encode()).hexdigest(),
-                         "jobset.sigs.k8s.io/job-global-index": str(sum(counts[:position]) + job_index),
-                         "jobset.sigs.k8s.io/group-name": groups[position],
-                         "jobset.sigs.k8s.io/group-replicas": str(sum(in_group)),
-                         "jobset.sigs.k8s.io/job-group-index": str(sum(in_group[:position]) + job_index)}  # fmt: skip
-                jobs.append(JobRun.of(str(rjob["name"]), job_document(doc, rjob, job_name, marks),
-                                      [f"{job_name}-{index}" for index in range(completions)]))
-            rjobs.append(ReplicatedJob(str(rjob["name"]), depends, tuple(jobs)))
-        success = spec.get("successPolicy") or {}
-        return cls(name, namespace, tuple(rjobs), str(success.get("operator", "All")),
-                   tuple(success.get("targetReplicatedJobs") or ()), int(failure.get("maxRestarts", 0)),
-                   tuple(rules), doc)  # fmt: skip
-
-    @property
-    def jobs(self) -> list[JobRun]:
-        """Its Jobs as created (JobSetRun runs copies)."""
-        return [job for rjob in self.replicated_jobs for job in rjob.jobs]
+def read(doc: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """The rendered JobSet as its controller reads it, refused in one line where tfchart local cannot run it: a copy
+    with what JobSet's webhook defaults and the API server adds written in (each failurePolicy rule named, maxRestarts,
+    the successPolicy's operator, each replicatedJob's dependsOn, from the deprecated startupPolicy InOrder too, the
+    namespace, a uid)."""
+    doc = copy.deepcopy(doc)
+    spec, name = doc.setdefault("spec", {}), str(doc["metadata"]["name"])
+    if spec.get("suspend"):
+        raise UsageError(f"JobSet {name} is rendered suspended (spec.suspend): tfchart local would never start it",
+                         "render it unsuspended; `tfchart suspend NAME --local` suspends a local run")
+    failure = spec["failurePolicy"] = {"maxRestarts": 0, **(spec.get("failurePolicy") or {})}
+    if failure.get("restartStrategy", "Recreate") not in ("Recreate", "BlockingRecreate"):
+        raise UsageError(f"JobSet {name}: failurePolicy.restartStrategy {failure['restartStrategy']} (alpha, "
+                         "behind a JobSet feature gate) is not emulated", "leave it unset (Recreate)")
+    for index, rule in enumerate(failure.setdefault("rules", []) or []):
+        if rule.get("action") not in ACTIONS:
+            raise UsageError(f"JobSet {name}: failure policy action {rule.get('action')} is not one JobSet v0.12.0 "
+                             "runs by default (RestartJob needs its alpha RestartJob feature gate)",
+                             f"use one of {', '.join(ACTIONS)}")  # fmt: skip
+        rule["name"] = str(rule.get("name") or f"failurePolicyRule{index}")
+    spec["successPolicy"] = {"operator": "All", **(spec.get("successPolicy") or {})}
+    in_order = (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder"  # deprecated: dependsOn
+    earlier: list[str] = []
+    for rjob in spec.setdefault("replicatedJobs", []):
+        rjob["dependsOn"] = rjob.get("dependsOn") or ([{"name": earlier[-1], "status": READY}] if in_order and earlier
+                                                      else [])  # fmt: skip
+        if unknown := [d["name"] for d in rjob["dependsOn"] if d["name"] not in earlier]:
+            raise UsageError(f"JobSet {name}: replicatedJob {rjob['name']} depends on {unknown[0]}, which is "
+                             "not an earlier replicatedJob (JobSet's webhook refuses it)")  # fmt: skip
+        job = (rjob.get("template") or {}).get("spec") or {}
+        if job.get("completionMode", "Indexed") != "Indexed" or job.get("backoffLimitPerIndex") is not None:
+            raise UsageError(f"JobSet {name}: replicatedJob {rjob['name']} is not a plain Indexed Job "
+                             "(completionMode NonIndexed or backoffLimitPerIndex): tfchart local emulates Indexed "
+                             "Jobs only")  # fmt: skip
+        earlier.append(str(rjob["name"]))
+    doc["metadata"].setdefault("namespace", namespace)
+    doc["metadata"]["uid"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"jobset/{namespace}/{name}"))  # no API server here
+    return doc
 
 
-def native_spec(workloads: Sequence[tuple[dict[str, Any], list[str]]], run_job: str, namespace: str) -> JobSetSpec:
-    """A native release's Jobs and StatefulSets (each with its pods' names) as one spec that JobSetRun runs: all
-    created at once, StatefulSet pods started again whenever they exit, the Jobs as the Job controller runs them;
-    the run's Job (`run_job`: the chief's, else the workers') ends the run, another Job's failure does not."""
-    jobs = [JobRun.of(str(doc["metadata"]["name"]), doc, pods) for doc, pods in workloads]
-    rule = {"name": run_job, "action": FAIL_JOBSET, "targetReplicatedJobs": [run_job]}
-    rjobs = tuple(ReplicatedJob(job.name, (), (job,)) for job in jobs)
-    return JobSetSpec(run_job, namespace, rjobs, "All", (run_job,), 0, (rule,), {"metadata": {"name": run_job},
-                      "spec": {}}, kind="Job")  # fmt: skip
+def native(docs: Sequence[dict[str, Any]], run_job: str, namespace: str) -> dict[str, Any]:
+    """A native release's Jobs and StatefulSets as one workload that JobSetRun runs, as a JobSet of one replicatedJob
+    each (a List: `items` their objects): all created at once, StatefulSet pods started again whenever they exit,
+    the Jobs as the Job controller runs them; the run's Job (`run_job`: the chief's, else the workers') ends the run,
+    another Job's failure does not."""
+    return {"kind": "List", "metadata": {"name": run_job, "namespace": namespace}, "items": list(docs), "spec": {
+        "replicatedJobs": [{"name": doc["metadata"]["name"], "dependsOn": []} for doc in docs],
+        "successPolicy": {"operator": "All", "targetReplicatedJobs": [run_job]},
+        "failurePolicy": {"maxRestarts": 0, "rules": [{"name": run_job, "action": FAIL_JOBSET,
+                                                       "targetReplicatedJobs": [run_job]}]}}}  # fmt: skip
+
+
+def jobs_of(workload: dict[str, Any]) -> list[JobRun]:
+    """The workload's Jobs as created: a JobSet's as JobSet creates them (marked as it marks them), a native
+    release's Jobs and StatefulSets as rendered."""
+    if workload["kind"] != "JobSet":
+        return [JobRun.of(str(doc["metadata"]["name"]), doc) for doc in workload["items"]]
+    metadata, specs = workload["metadata"], workload["spec"]["replicatedJobs"]
+    name, namespace = metadata["name"], metadata["namespace"]
+    counts = [int(r.get("replicas", 1)) for r in specs]
+    groups = [str(r.get("groupName") or "default") for r in specs]  # the CRD's default group
+    jobs = []
+    for position, rjob in enumerate(specs):
+        in_group = [count if g == groups[position] else 0 for count, g in zip(counts, groups, strict=True)]
+        for job_index in range(counts[position]):  # the Jobs JobSet creates, marked as it marks them
+            job_name = f"{name}-{rjob['name']}-{job_index}"
+            marks = {JOBSET_NAME: name, JOBSET_UID: metadata["uid"], REPLICATED_JOB: str(rjob["name"]),
+                     RESTART_ATTEMPT: "0", "jobset.sigs.k8s.io/replicatedjob-replicas": str(counts[position]),
+                     "jobset.sigs.k8s.io/global-replicas": str(sum(counts)),
+                     "jobset.sigs.k8s.io/job-index": str(job_index),
+                     "jobset.sigs.k8s.io/job-key": hashlib.sha1(f"{namespace}/{job_name}".encode()).hexdigest(),
+                     "jobset.sigs.k8s.io/job-global-index": str(sum(counts[:position]) + job_index),
+                     "jobset.sigs.k8s.io/group-name": groups[position],
+                     "jobset.sigs.k8s.io/group-replicas": str(sum(in_group)),
+                     "jobset.sigs.k8s.io/job-group-index": str(sum(in_group[:position]) + job_index)}  # fmt: skip
+            jobs.append(JobRun.of(str(rjob["name"]), job_document(workload, rjob, job_name, marks)))
+    return jobs
 
 
 def subdomain(doc: dict[str, Any]) -> str | None:
@@ -268,7 +265,7 @@ def pod_templates(doc: dict[str, Any], namespace: str) -> list[PodTemplate]:
     annotations JobSet and the Job controller give it), in the replicatedJobs' order, as its first attempt (restart
     attempt 0: jobsetrun.py sets the env its restarts change)."""
     pods = []
-    for job in JobSetSpec.read(doc, namespace).jobs:
+    for job in jobs_of(read(doc, namespace)):
         template = job.doc["spec"]["template"]
         owner = str(uuid.uuid5(uuid.NAMESPACE_URL, f"job/{namespace}/{job.name}"))
         for index, hostname in enumerate(run.name for run in job.pods):  # the Job controller sets <job>-<index>
@@ -289,6 +286,8 @@ def job_document(doc: dict[str, Any], rjob: dict[str, Any], job_name: str, marks
     pod = spec.setdefault("template", {})
     for meta, key in itertools.product((metadata, pod.setdefault("metadata", {})), ("labels", "annotations")):
         meta[key] = {**(meta.get(key) or {}), **marks}
+    spec.setdefault("completionMode", "Indexed")  # JobSet's webhook default; completions: the Job's
+    spec.setdefault("completions", spec.get("parallelism", 1))
     pod_spec = pod.setdefault("spec", {})
     pod_spec.pop("hostname", None)  # the Job controller names each pod's host <job>-<index> (pod_templates)
     if (domain := subdomain(doc)) is not None:

@@ -1,6 +1,6 @@
 """The controllers of a local run, JobSet v0.12.0's and Kubernetes' Job and StatefulSet controllers, over the pods the
 engine runs (processes or containers), one reconcile pass at a time (`JobSetRun.reconcile`, from the wait loop);
-docs/architecture.md, section 8, says what they do. A native release runs as one JobSetRun too (jobset.native_spec):
+docs/architecture.md, section 8, says what they do. A native release runs as one JobSetRun too (jobset.native):
 its Jobs and StatefulSets created at once, the chief's Job the run's. Their state is the API's objects themselves
 (plain dicts: each Job or StatefulSet as rendered, with its status, and the JobSet), which tfdcontract.lifecycle's
 plan reads and patches (session.py), answered in their next pass (a JobSet's suspension: `suspend`). Every step is
@@ -29,11 +29,12 @@ from tfchart.local.jobset import (
     RESTART_ATTEMPT,
     RESTART_JOBSET,
     JobRun,
-    JobSetSpec,
     PodRun,
     condition,
     ended_as,
     failure_rule_applies,
+    jobs_of,
+    waits_for,
 )
 from tfdcontract.runstate import FAILED, QUEUE_LABEL, RUNNING
 
@@ -47,7 +48,7 @@ COMPLETED = "Completed"  # the JobSet's condition (its other states: tfdcontract
 
 @dataclass
 class JobSetRun:
-    spec: JobSetSpec
+    workload: dict[str, Any]  # the JobSet as read (jobset.read), or a native release's Jobs and StatefulSets (native)
     engine: LocalCluster  # processes (containers.ContainerCluster: containers)
     pods: Mapping[str, Any]  # pod name -> the pod to start (processes.LocalPod)
     on_event: Callable[..., None]  # (kind: JobSet, Job or Pod, name, reason, message, job-level: not a pod's)
@@ -56,20 +57,34 @@ class JobSetRun:
     first_failed: JobRun | None = None
     restarts: int = 0
     counted: int = 0  # restarts counted against maxRestarts
-    doc: dict[str, Any] = field(default_factory=dict)  # the JobSet (a native release's: its name) as the API shows it
+    doc: dict[str, Any] = field(default_factory=dict)  # the JobSet (a native release's: the List) as the API shows it
     jobs: dict[str, JobRun] = field(default_factory=dict)
     starts: dict[str, int] = field(default_factory=dict)  # pod name -> pods started under it
     starting: list[tuple[Any, str]] = field(default_factory=list)  # pods (and why) started at once by this pass
 
     def __post_init__(self) -> None:
-        missing = [pod.name for job in self.spec.jobs for pod in job.pods if pod.name not in self.pods]
-        assert not missing, f"pods of JobSet {self.spec.name} not rendered: {missing}"
-        self.doc = {**copy.deepcopy(self.spec.doc), "status": {"conditions": []}}
+        self.doc = {**copy.deepcopy(self.workload), "status": {"conditions": []}}
         (self.doc["metadata"].get("labels") or {}).pop(QUEUE_LABEL, None)  # no Kueue here: the JobSet suspends itself
         self.jobs = self._fresh()
+        missing = [pod.name for job in self.jobs.values() for pod in job.pods if pod.name not in self.pods]
+        assert not missing, f"pods of JobSet {self.name} not rendered: {missing}"
 
     def _fresh(self) -> dict[str, JobRun]:
-        return {job.name: job for job in copy.deepcopy(self.spec.jobs)}
+        return {job.name: job for job in jobs_of(self.workload)}
+
+    @property
+    def name(self) -> str:
+        return str(self.doc["metadata"]["name"])
+
+    @property
+    def jobset(self) -> bool:
+        """A JobSet's run (else a native release's: its Jobs and StatefulSets)."""
+        return bool(self.doc["kind"] == "JobSet")
+
+    @property
+    def targets(self) -> list[str]:
+        """The successPolicy's target replicatedJobs (none: every one)."""
+        return list(self.workload["spec"]["successPolicy"].get("targetReplicatedJobs") or ())
 
     @property
     def state(self) -> str:
@@ -85,7 +100,7 @@ class JobSetRun:
         return self.state in (COMPLETED, FAILED)
 
     def manages(self, pod: str) -> bool:
-        return any(pod == run.name for job in self.spec.jobs for run in job.pods)
+        return any(pod == run.name for job in self.jobs.values() for run in job.pods)
 
     def restarts_of(self, pod: str) -> int:
         return max(0, self.starts.get(pod, 0) - 1)
@@ -94,12 +109,11 @@ class JobSetRun:
         """The JobSet suspended (session.advance: the plan's patch of its spec.suspend), as its controller answers:
         every pod stops, the chief's first (its checkpoint); resumed, it creates its Jobs again, in their order."""
         if suspended:
-            self.on_event("JobSet", self.spec.name, "SuspendedJobs", "jobset is suspended: its pods stop, the "
-                          "chief's first")  # fmt: skip
-            self._stop_all([job for job in self.jobs.values() if job.rjob in self.spec.success_targets])
+            self.on_event("JobSet", self.name, "SuspendedJobs", "jobset is suspended: its pods stop, the chief's first")
+            self._stop_all([job for job in self.jobs.values() if job.rjob in self.targets])
             self._stop_all()
         else:
-            self.on_event("JobSet", self.spec.name, "ResumedJobs", "jobset is resumed")
+            self.on_event("JobSet", self.name, "ResumedJobs", "jobset is resumed")
             self.jobs = self._fresh()
 
     def reconcile(self) -> None:
@@ -113,9 +127,8 @@ class JobSetRun:
         for job in self.jobs.values():
             if job.created is not None:
                 self._sync(job, now)
-        targets = self.spec.success_targets  # a native release: only the run's Job fails the run
         if failed := [job for job in self.jobs.values() if job.state == FAILED
-                      and (self.spec.kind == "JobSet" or job.rjob in targets)]:  # fmt: skip
+                      and (self.jobset or job.rjob in self.targets)]:  # a native release: only the run's Job fails it
             if not self.suspended:
                 self._failure_policy(failed)
         elif self._succeeded():
@@ -186,8 +199,8 @@ class JobSetRun:
         if matched and action == FAIL_JOB:
             job.culprit = pod.name
             self._fail(job, "PodFailurePolicy", f"Container {job.container.get('name', '')} for pod "
-                       f"{self.spec.namespace}/{pod.name} failed with exit code {code} matching FailJob rule at index "
-                       f"{matched[0]}", now)  # fmt: skip
+                       f"{self.doc['metadata']['namespace']}/{pod.name} failed with exit code {code} matching FailJob "
+                       f"rule at index {matched[0]}", now)  # fmt: skip
         elif matched and action == IGNORE:
             pod.due = now
             self.on_event("Pod", pod.name, "Failed", f"exited with {code}: Ignore rule at index {matched[0]}, a new "
@@ -210,8 +223,8 @@ class JobSetRun:
 
     def _probe(self, now: float) -> None:
         """Readiness, probed only where a Job still to be created waits for it (dependsOn ... Ready)."""
-        waited = {dep for rjob in self.spec.replicated_jobs if not self._created(rjob.name)
-                  for dep, status in rjob.depends_on if status == READY}  # fmt: skip
+        waited = {dep["name"] for rjob in self.workload["spec"]["replicatedJobs"] if not self._created(rjob["name"])
+                  for dep in rjob["dependsOn"] if dep["status"] == READY}  # fmt: skip
         if any(job.suspended for job in self.jobs.values()):  # a resume: a Job waits for its servers' readiness
             waited |= {job.rjob for job in self.jobs.values() if job.kind == "StatefulSet"}
         for job in self.jobs.values():
@@ -240,27 +253,28 @@ class JobSetRun:
         return sum(job.ready for job in jobs) + done + sum(job.state == FAILED for job in jobs) == replicas
 
     def _create(self, now: float) -> None:
-        for rjob in self.spec.replicated_jobs:
-            if self._created(rjob.name) or not all(self._reached(dep, status) for dep, status in rjob.depends_on):
+        for rjob in self.workload["spec"]["replicatedJobs"]:
+            if self._created(rjob["name"]) or not all(self._reached(d["name"], d["status"]) for d in rjob["dependsOn"]):
                 continue
-            after = f" (dependsOn {rjob.waits_for})" if rjob.depends_on else ""
-            for template in rjob.jobs:
-                job = self.jobs[template.name]
+            after = f" (dependsOn {waits_for(rjob)})" if rjob["dependsOn"] else ""
+            for job in (job for job in self.jobs.values() if job.rjob == rjob["name"]):
                 job.created = now
                 self.on_event("Job", job.name, "Created", f"{plural(len(job.pods), 'pod')}{after}")
                 self._sync(job, now)
 
     def _succeeded(self) -> bool:
-        targets = self.spec.success_targets or tuple(r.name for r in self.spec.replicated_jobs)
+        spec = self.workload["spec"]
+        targets = self.targets or [rjob["name"] for rjob in spec["replicatedJobs"]]
         jobs = [job for job in self.jobs.values() if job.rjob in targets]
         done = sum(job.state == COMPLETE for job in jobs)
-        expected = 1 if self.spec.success_operator == "Any" else len(jobs)
+        expected = 1 if spec["successPolicy"]["operator"] == "Any" else len(jobs)
         return done > 0 and done >= expected
 
     def _failure_policy(self, failed: list[JobRun]) -> None:
         rule: dict[str, Any] | None = None
         first = min(failed, key=lambda job: job.ended)
-        for candidate in self.spec.rules:  # the first rule that matches a failed Job, and its earliest such Job
+        failure = self.workload["spec"]["failurePolicy"]
+        for candidate in failure["rules"]:  # the first rule that matches a failed Job, and its earliest such Job
             if matching := [job for job in failed
                             if failure_rule_applies(candidate, job.rjob, condition(job.doc))]:
                 rule, first = candidate, min(matching, key=lambda job: job.ended)
@@ -270,14 +284,14 @@ class JobSetRun:
         why = f"(first failed job: {first.name})"
         if action == FAIL_JOBSET:
             self._finish(FAILED, "FailJobSetFailurePolicyAction", f"applying FailJobSet failure policy action {why}")
-        elif action == RESTART_JOBSET and self.counted >= self.spec.max_restarts:
+        elif action == RESTART_JOBSET and self.counted >= failure["maxRestarts"]:
             self._finish(FAILED, "ReachedMaxRestarts", f"jobset failed due to reaching max number of restarts {why}")
         else:
             self.restarts += 1
             self.counted += action == RESTART_JOBSET
             reason = f"FailurePolicy_{rule['name']}" if rule else "DefaultFailurePolicy"
-            limit = f", {self.counted} of maxRestarts {self.spec.max_restarts}" if action == RESTART_JOBSET else ""
-            self.on_event("JobSet", self.spec.name, "Restarting", f"{reason}: applying {action} failure policy action "
+            limit = f", {self.counted} of maxRestarts {failure['maxRestarts']}" if action == RESTART_JOBSET else ""
+            self.on_event("JobSet", self.name, "Restarting", f"{reason}: applying {action} failure policy action "
                           f"{why}: every pod stops, then every Job is created again (restart {self.restarts}{limit})")
             self._stop_all()
             self.jobs = self._fresh()
@@ -286,10 +300,10 @@ class JobSetRun:
         """The run has ended: a JobSet deletes its active Jobs (a native release's ending is the planner's: its
         StatefulSets scaled to 0, the evaluator suspended: `advance`)."""
         ended_as(self.doc, state, reason, message)
-        alive = sum(pod.alive for job in self.jobs.values() for pod in job.pods) if self.spec.kind == "JobSet" else 0
+        alive = sum(pod.alive for job in self.jobs.values() for pod in job.pods) if self.jobset else 0
         stopping = f" (its active Jobs deleted: {plural(alive, 'pod')} stopping)" if alive else ""
-        self.on_event("JobSet", self.spec.name, state, f"{reason}: {message}{stopping}")
-        if self.spec.kind == "JobSet":
+        self.on_event("JobSet", self.name, state, f"{reason}: {message}{stopping}")
+        if self.jobset:
             self._stop_all()
 
     def _stop_all(self, jobs: Sequence[JobRun] | None = None, every: bool = True) -> None:
@@ -311,8 +325,8 @@ class JobSetRun:
                 if run.name != pod or run.alive:
                     continue
                 if job.created is None:
-                    rjob = next(r for r in self.spec.replicated_jobs if r.name == job.rjob)
-                    return f"pending: Job waits for {rjob.waits_for}"
+                    rjob = next(r for r in self.workload["spec"]["replicatedJobs"] if r["name"] == job.rjob)
+                    return f"pending: Job waits for {waits_for(rjob)}"
                 if run.due is not None and not job.state:
                     return f"pending: new pod in {max(0.0, run.due - self.clock()):.0f} s"
         return None

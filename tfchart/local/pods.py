@@ -104,20 +104,16 @@ def rendered_pods(docs: Sequence[dict[str, Any]], namespace: str = "default") ->
             if (role := labels.get(COMPONENT_LABEL, "")) in (*TF_ROLES, TENSORBOARD)]  # fmt: skip
 
 
-def workload_of(docs: Sequence[dict[str, Any]], namespace: str, pods: Sequence[LocalPod]) -> jobset.JobSetSpec:
+def workload_of(docs: Sequence[dict[str, Any]], namespace: str, pods: Sequence[LocalPod]) -> dict[str, Any]:
     """The controllers the pods run under: the render's JobSet (workload.kind=jobset), read as its controller
     reads it, else its Jobs and StatefulSets (TensorBoard's Deployment aside: started once), the chief's Job (or
     the workers' without a chief) the run's; one line where there is no chief."""
     found = [doc for doc in docs if doc.get("kind") == "JobSet"]
     if len(found) > 1:
         raise UsageError(f"the release renders {len(found)} JobSets: tfchart local runs one")
-    workloads: dict[str, tuple[dict[str, Any], list[str]]] = {}
-    for pod in pods:
-        if pod.role != TENSORBOARD:
-            workloads.setdefault(pod.controller["metadata"]["name"], (pod.controller, []))[1].append(pod.name)
+    workloads = {pod.controller["metadata"]["name"]: pod.controller for pod in pods if pod.role != TENSORBOARD}
     jobs = {pod.role: pod.controller["metadata"]["name"] for pod in reversed(pods) if pod.kind == "Job"}
     if (run_job := jobs.get(CHIEF) or jobs.get(WORKER)) is None:
         raise UsageError("the rendered release has no chief",
                          "every topology renders a chief Job, or workers whose worker 0 is the chief: check --chart")
-    return jobset.JobSetSpec.read(found[0], namespace) if found else jobset.native_spec(
-        list(workloads.values()), run_job, namespace)  # fmt: skip
+    return jobset.read(found[0], namespace) if found else jobset.native(list(workloads.values()), run_job, namespace)

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from tfchart.errors import TfchartError
-from tfchart.local import jobset
 from tfchart.local.pods import LocalPod, rendered_pods, workload_of
 from tfdcontract import METRICS_ADDRESS_ENV, METRICS_PORT_ENV, TENSORBOARD
 from tfdcontract.env import CLUSTER_ENV
@@ -219,7 +218,7 @@ class LocalPlan:
     values: dict[str, Any]
     #: the controllers its pods start (again) under, as jobsetrun.py runs them: the JobSet, or the Jobs and
     #: StatefulSets of a native release (workload_of)
-    workload: jobset.JobSetSpec
+    workload: dict[str, Any]
     headline: str
     #: the pods' cluster, given what hears their lines: processes, or containers (containers.ContainerCluster)
     cluster: Callable[[Callable[[LocalPod, str], None]], LocalCluster]
@@ -229,9 +228,9 @@ class LocalPlan:
     mount_path: str | None = None  # containers: where the pods see the shared volume (the run directory)
 
     @property
-    def jobset(self) -> jobset.JobSetSpec | None:
-        """workload.kind=jobset: the rendered JobSet."""
-        return self.workload if self.workload.kind == "JobSet" else None
+    def jobset(self) -> dict[str, Any] | None:
+        """workload.kind=jobset: the rendered JobSet (jobset.read)."""
+        return self.workload if self.workload["kind"] == "JobSet" else None
 
     def host_path(self, path: object) -> object:
         """A path the pods wrote (status.json's export_path) as seen from this machine: the same for processes; for

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tfchart.errors import TfchartError
-from tfchart.local.jobset import COMPLETE, condition
+from tfchart.local.jobset import COMPLETE, condition, waits_for
 from tfchart.local.jobsetrun import COMPLETED, JobSetRun
 from tfchart.local.pods import LocalPod
 from tfchart.local.processes import (
@@ -95,7 +95,7 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
     console.print(f"[bold]tfchart local[/]: {plan.headline}")
     console.print(f"  pod logs: {logs_dir}/<pod>.log" + ("" if follow_logs else " (--follow-logs shows them here)"))
     if plan.jobset is not None:
-        console.print(f"  JobSet {plan.jobset.name}: its events in {plan.workdir / EVENTS_FILE}")
+        console.print(f"  JobSet {plan.jobset['metadata']['name']}: its events in {plan.workdir / EVENTS_FILE}")
     if plan.tensorboard_url:
         console.print(f"  TensorBoard: {plan.tensorboard_url}" + (" (kept after training)" if keep_tensorboard else
                                                                  " (while the run lasts; --keep-tensorboard keeps it)"))
@@ -111,7 +111,7 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
 
     suspending: list[str] = []
     events = (plan.workdir / EVENTS_FILE).open("a", encoding="utf-8", buffering=1) if plan.jobset else None
-    pods, first_pod = {pod.name: pod for pod in plan.pods}, {job.name: job.pods[0].name for job in plan.workload.jobs}
+    pods = {pod.name: pod for pod in plan.pods}
 
     def on_event(kind: str, name: str, reason: str, message: str, job_level: bool = True) -> None:
         """A JobSet's event: into events.log; its Jobs' and its own on the terminal too (every one with
@@ -145,6 +145,7 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
 
     cluster = plan.cluster(on_line)
     controller = JobSetRun(plan.workload, cluster, pods, on_event)
+    first_pod = {job.name: job.pods[0].name for job in controller.jobs.values()}
     if resumed:
         as_suspended(controller)
     started = time.monotonic()
@@ -161,8 +162,9 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
                     if state in (SUCCEEDED, FAILED) or (suspending and state == SUSPENDED):
                         break
                     if timeout is not None and time.monotonic() > started + timeout:
-                        raise TfchartError(f"{plan.workload.kind} {plan.workload.name} did not finish within "
-                                           f"{timeout:.0f} s", "raise --timeout, or look at the logs above")
+                        kind = "JobSet" if controller.jobset else "Job"
+                        raise TfchartError(f"{kind} {controller.name} did not finish within {timeout:.0f} s",
+                                           "raise --timeout, or look at the logs above")
                     time.sleep(0.2)
                 if state == SUSPENDED:
                     return SUSPENDED_EXIT
@@ -275,10 +277,10 @@ def view(run: JobSetRun) -> RunView:
         if job.kind == "StatefulSet":
             job.doc["status"]["readyReplicas"] = sum(pod.ready and job.runs(pod) for pod in job.pods)
     docs = [job.doc for job in run.jobs.values()]
-    if run.spec.kind == "JobSet":
+    if run.jobset:
         return RunView("JobSet", run.doc, pods=pods, jobs=docs)
     evaluator = next((doc for doc in docs if doc["kind"] == "Job" and role_of(doc) == EVALUATOR), None)
-    return RunView("Job", run.jobs[run.spec.name].doc, [doc for doc in docs if doc["kind"] == "StatefulSet"],
+    return RunView("Job", run.jobs[run.name].doc, [doc for doc in docs if doc["kind"] == "StatefulSet"],
                    evaluator, pods=pods)  # fmt: skip
 
 
@@ -311,32 +313,32 @@ def as_suspended(run: JobSetRun) -> None:
 def describe(run: JobSetRun) -> str:
     """The JobSet's state and each replicatedJob's, in one line."""
     parts = []
-    for rjob in run.spec.replicated_jobs:
-        jobs = [run.jobs[t.name] for t in rjob.jobs]
+    for rjob in run.workload["spec"]["replicatedJobs"]:
+        name, jobs = rjob["name"], [job for job in run.jobs.values() if job.rjob == rjob["name"]]
         if not any(job.created is not None for job in jobs):
-            parts.append(f"{rjob.name} waits for {rjob.waits_for}")
+            parts.append(f"{name} waits for {waits_for(rjob)}")
         elif failed := next((job for job in jobs if job.state == FAILED), None):
-            parts.append(f"{rjob.name} Failed ({condition(failed.doc)['reason']})")
+            parts.append(f"{name} Failed ({condition(failed.doc)['reason']})")
         elif all(job.state == COMPLETE for job in jobs):
-            parts.append(f"{rjob.name} Complete")
+            parts.append(f"{name} Complete")
         else:
             alive = any(pod.alive for job in jobs for pod in job.pods)
             state = "Ready" if all(job.ready for job in jobs) else "Active" if alive else "starting"
-            parts.append(f"{rjob.name} {state}")
+            parts.append(f"{name} {state}")
     state = SUSPENDED if run.suspended and not run.finished else run.state
     restarts = f" (restart {run.restarts})" if run.restarts else ""
-    return f"JobSet {run.spec.name} {state}{restarts}: {', '.join(parts)}"
+    return f"JobSet {run.name} {state}{restarts}: {', '.join(parts)}"
 
 
 def outcome(run: JobSetRun) -> str:
     """How the run ended, for the closing summary: the state, its reason, and on failure the rule and Job."""
+    spec, first = run.workload["spec"], run.first_failed
     if run.state == COMPLETED:
-        targets = ", ".join(run.spec.success_targets) or "every replicatedJob"
-        return f"JobSet {run.spec.name} Completed: successPolicy {run.spec.success_operator} of {targets}"
-    first = run.first_failed
+        targets = ", ".join(run.targets) or "every replicatedJob"
+        return f"JobSet {run.name} Completed: successPolicy {spec['successPolicy']['operator']} of {targets}"
     by = (f" by failure policy rule {run.rule['name']} ({run.rule['action']})" if run.rule else
           f": no failure policy rule matched, and JobSet's default, RestartJobSet, had used up maxRestarts "
-          f"{run.spec.max_restarts}")  # fmt: skip
+          f"{spec['failurePolicy']['maxRestarts']}")  # fmt: skip
     failed = condition(first.doc) if first else {}
     job = f"; Job {first.name} failed: {failed['reason']}: {failed['message']}" if first else ""
-    return f"JobSet {run.spec.name} {run.state} ({condition(run.doc)['reason']}){by}{job}"
+    return f"JobSet {run.name} {run.state} ({condition(run.doc)['reason']}){by}{job}"
