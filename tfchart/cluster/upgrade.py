@@ -134,11 +134,11 @@ class UpgradePlan:
             found += [change for path, said in refused.items()
                       for change in _field_changes(kind, name, path, base, new_spec, said, live_spec)]  # fmt: skip
             deployed_size, new_size, live_size = (_size(spec) for spec in (old_spec, new_spec, live_spec))
-            if kind == CLAIM and live and _same_quantity(deployed_size, new_size) and _less(new_size, live_size):
+            if kind == CLAIM and live and _order(deployed_size, new_size) == 0 and _order(new_size, live_size) == -1:
                 self.notes.append(f"{CLAIM} {name} was grown outside helm to {live_size}, the values still say "
                                   f"{new_size}: helm may try to shrink it, which Kubernetes refuses; pass --set "
                                   f"storage.size={live_size}")  # fmt: skip
-            elif kind == CLAIM and live and "resources" not in refused and _less(live_size, new_size):
+            elif kind == CLAIM and live and "resources" not in refused and _order(live_size, new_size) == -1:
                 self.notes.append(f"{CLAIM} {name} grows from {live_size} to {new_size} (StorageClass "
                                   f"{live_spec.get('storageClassName')} allows volume expansion: the API server accepts"
                                   " the new size; some drivers finish resizing the file system when a pod next mounts "
@@ -170,7 +170,7 @@ def _field_changes(kind: str, name: str, key: str, base: dict[str, Any], new: di
     top, reasons = f"spec.{key}", dict(said)
     leaves = [(path, old, value, reasons.get(path, "").replace("field is immutable", ""))
               for path, old, value in field_changes(top, base.get(key), new.get(key))
-              if isinstance(old, (dict, list)) or not _same_quantity(str(old), str(value))]  # 1 and "1" alike
+              if isinstance(old, (dict, list)) or _order(str(old), str(value)) != 0]  # 1 and "1" alike
     return [ImmutableChange(kind, name, path, old, value, reason, "" if kind != CLAIM else _claim_fix(
                 *((path, old) if path == STORAGE else (top, base.get(key))), value, "" in reasons,
                 live.get("storageClassName")))
@@ -198,7 +198,7 @@ def _absent_note(kind: str, name: str) -> str:
 
 def _claim_fix(path: str, deployed: Any, new: Any, admission: bool, storage_class: Any) -> str:
     if path == STORAGE:
-        if not _less(str(deployed), str(new)):
+        if _order(str(deployed), str(new)) != -1:
             return f"keep storage.size at {deployed} or more"
         expand = f", or ask a cluster admin to set allowVolumeExpansion: true on StorageClass {storage_class}"
         return f"keep storage.size at {deployed}{expand if admission else ''}"
@@ -213,14 +213,10 @@ def _size(spec: dict[str, Any]) -> str | None:
     return None if value is None else str(value)
 
 
-def _same_quantity(a: str | None, b: str | None) -> bool:
+def _order(a: str | None, b: str | None) -> int | None:
+    """-1, 0 or 1 as quantity `a` is less than, as much as or more than `b`; not quantities: 0 for the same text."""
     qa, qb = parse_or_none(a or ""), parse_or_none(b or "")
-    return qa == qb if qa is not None and qb is not None else a == b
-
-
-def _less(a: str | None, b: str | None) -> bool:
-    qa, qb = parse_or_none(a or ""), parse_or_none(b or "")
-    return qa is not None and qb is not None and qa < qb
+    return (qa > qb) - (qa < qb) if qa is not None and qb is not None else 0 if a == b else None
 
 
 # -- refusing, or recreating and upgrading ---------------------------------------------------------------
