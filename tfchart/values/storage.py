@@ -1,11 +1,11 @@
-"""What the release asks of the shared claim, read from its render: which pods mount the claim, the
-access mode they need (ReadWriteMany when they may spread over nodes, ReadWriteOnce when the chart
-co-locates them), and the claim the chart creates (or the existing one it mounts)."""
+"""What the release asks of the shared claim, read from its render for preflight to check against the cluster: which
+pods mount the claim, the access mode they need (ReadWriteMany when they may spread over nodes, ReadWriteOnce when
+the chart co-locates them), and the claim the chart creates (or the existing one it mounts). The chart says the same
+need in words (tf-distributed.storageNeed: its NOTES, and the `# NOTE: ` that `tfchart validate` prints)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from tfchart.manifests.workloads import workloads
 from tfdcontract import CHIEF, EVALUATOR, PS, SERVING, TENSORBOARD, WORKER
@@ -15,39 +15,14 @@ ORDER = (PS, WORKER, CHIEF, EVALUATOR, TENSORBOARD, SERVING, "helm test")  # the
 HOSTNAME = "kubernetes.io/hostname"
 
 
-@dataclass(frozen=True)
-class StorageNeed:
+class StorageNeed(NamedTuple):
     """The access mode the release needs from its claim, and why."""
 
-    mode: str  # ReadWriteMany | ReadWriteOnce | ReadWriteOncePod
-    pods: tuple[tuple[str, int], ...]  # (role, pods) that mount the claim
+    mode: str  # ReadWriteMany | ReadWriteOnce | ReadWriteOncePod; any but ReadWriteMany co-locates the pods
+    total: int  # the pods that mount the claim
+    pods: str  # "N pods mount the claim (ps 1, worker 2, ...)", as the chart's claimPodsPhrase says it
     claim: str
     claim_spec: dict[str, Any] | None  # the PersistentVolumeClaim the chart creates; None: an existing claim
-
-    @property
-    def total(self) -> int:
-        return sum(count for _, count in self.pods)
-
-    @property
-    def colocated(self) -> bool:
-        """Without ReadWriteMany the chart puts every pod of the release on one node."""
-        return self.mode != "ReadWriteMany"
-
-    @property
-    def pods_phrase(self) -> str:
-        roles = ", ".join(f"{role} {count}" for role, count in self.pods)
-        return f"{self.total} {'pod mounts' if self.total == 1 else 'pods mount'} the claim ({roles})"
-
-    @property
-    def line(self) -> str:
-        """One line, the same as the chart's NOTES (tf-distributed.storageNeed)."""
-        if self.mode == "ReadWriteMany":
-            return (f"storage: needs ReadWriteMany: {self.pods_phrase} from any node, so the StorageClass must "
-                    f"offer ReadWriteMany ({RWX_EXAMPLES})")  # fmt: skip
-        if self.mode == "ReadWriteOnce":
-            return (f"storage: needs ReadWriteOnce: {self.pods_phrase} from one node (co-located), so any "
-                    "StorageClass will do")  # fmt: skip
-        return f"storage: needs {self.mode}: {self.pods_phrase}"
 
 
 def need(docs: list[dict[str, Any]]) -> StorageNeed | None:
@@ -59,14 +34,15 @@ def need(docs: list[dict[str, Any]]) -> StorageNeed | None:
     spec = next((doc.get("spec") or {} for doc in docs if doc.get("kind") == "PersistentVolumeClaim"
                  and (doc.get("metadata") or {}).get("name") == claim), None)  # fmt: skip
     counts: dict[str, int] = {}
-    for workload in mounting:
-        counts[workload.role] = counts.get(workload.role, 0) + workload.replicas
-    pods = tuple(sorted(counts.items(), key=lambda item: ORDER.index(item[0]) if item[0] in ORDER else len(ORDER)))
+    for w in sorted(mounting, key=lambda w: ORDER.index(w.role) if w.role in ORDER else len(ORDER)):
+        counts[w.role] = counts.get(w.role, 0) + w.replicas
+    total, roles = sum(counts.values()), ", ".join(f"{role} {count}" for role, count in counts.items())
     modes = list(spec.get("accessModes") or []) if spec else []
     if not modes:  # an existing claim: the chart co-locates the pods unless the values asked for ReadWriteMany
         modes = ["ReadWriteOnce"] if any(_colocated(w.spec) for w in mounting) else ["ReadWriteMany"]
     mode = next((m for m in ("ReadWriteMany", "ReadWriteOnce") if m in modes), modes[0])
-    return StorageNeed(mode, pods, claim, spec)
+    return StorageNeed(mode, total, f"{total} {'pod mounts' if total == 1 else 'pods mount'} the claim ({roles})",
+                       claim, spec)  # fmt: skip
 
 
 def _colocated(pod: dict[str, Any]) -> bool:

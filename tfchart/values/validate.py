@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from tfchart.values.fixes import Edit, Fixes, Located
     from tfchart.values.origins import Origins
 
-CHART_WARNING = "# WARNING: "  # a comment the chart renders above an object it warns about (values that may not work)
+# comments the chart renders for tfchart: a warning above an object (values that may not work), validate.yaml's notes
+CHART_SAYS = {"# WARNING: ": "warnings", "# NOTE: ": "notes"}
 NO_SCHEMA = ("--skip-schema-validation",)  # helm 3.17 and 4: the rules' pass
 SLOW_HELM_S = 0.4  # CPU seconds of helm so far past which the rules' pass is left out (3 times a plain render)
 
@@ -79,8 +80,6 @@ def check(helm: Helm, chart: Chart, inputs: Inputs, release: str, namespace: str
     rendering, since = render.start(helm, chart, release, inputs, namespace), _helm_seconds()
     import yaml  # noqa: F401  (loaded while helm renders)
 
-    from tfchart.values import storage
-
     try:
         text = render.result(rendering)
     except render.RenderFailed as failed:
@@ -89,10 +88,10 @@ def check(helm: Helm, chart: Chart, inputs: Inputs, release: str, namespace: str
         report.rendered_with = (release, checked, namespace)
         return report
     report.text, report.manifests = text, render.manifests(text)
-    report.warnings += [line.removeprefix(CHART_WARNING) for line in text.splitlines()
-                        if line.startswith(CHART_WARNING)]  # fmt: skip
-    if (need := storage.need(report.manifests)) is not None:
-        report.notes.append(need.line)
+    for line in text.splitlines():
+        for prefix, kind in CHART_SAYS.items():
+            if line.startswith(prefix):
+                getattr(report, kind).append(line.removeprefix(prefix))
     return report
 
 

@@ -150,7 +150,7 @@ def quota_finding(context: Context, resource_quota: dict[str, Any]) -> Finding:
 def check_colocation(context: Context) -> list[Finding]:
     """Co-located pods must all fit one node: their requests against each schedulable node's allocatable.
     The supervisor mounts no claim, so it is free to run elsewhere. Run only when the values co-locate the pods."""
-    if not ((storage := storage_need(context.docs)) and storage.colocated):
+    if not ((storage := storage_need(context.docs)) and storage.mode != RWM):
         return []
     roles = [role for role in context.roles if role.role not in UNMOUNTED_ROLES]
     pods = sum(role.replicas for role in roles)
@@ -232,10 +232,10 @@ def check_existing_claim(context: Context, need: StorageNeed) -> Finding:
     refusals = (
         (phase not in ("Bound", "Pending"), f"claim {claim} is {phase}", "its volume is gone: recreate the claim"),
         (need.mode == RWM and RWM not in has, f"claim {claim} has access modes {modes}, the release needs "
-         f"ReadWriteMany: {need.pods_phrase} from any node", f"{COLOCATE_FIX}, or use a claim that offers "
+         f"ReadWriteMany: {need.pods} from any node", f"{COLOCATE_FIX}, or use a claim that offers "
          f"ReadWriteMany ({RWX_EXAMPLES})"),
         (need.total > 1 and not {"ReadWriteOnce", RWM} & has, f"claim {claim} has access modes {modes}: not one that "
-         f"{need.total} pods can share ({need.pods_phrase})", "use a ReadWriteOnce claim (the chart co-locates the "
+         f"{need.total} pods can share ({need.pods})", "use a ReadWriteOnce claim (the chart co-locates the "
          "pods) or a ReadWriteMany one"),
         (not {"ReadWriteOnce", RWM, "ReadWriteOncePod"} & has, f"claim {claim} has access modes {modes}: not "
          "writable", "use a writable claim"),
@@ -244,7 +244,7 @@ def check_existing_claim(context: Context, need: StorageNeed) -> Finding:
         return finding(FAIL, *refused[1:])
     state = "Bound" if phase == "Bound" else "Pending (binds when the first pod is scheduled, or waits for a volume)"
     spread = "; it offers ReadWriteMany: --set storage.accessModes={ReadWriteMany} lets the pods spread over nodes" \
-        if need.colocated and RWM in has and need.total > 1 else ""  # fmt: skip
+        if need.mode != RWM and RWM in has and need.total > 1 else ""  # fmt: skip
     return finding(OK, f"claim {claim} is {state} with {modes}: the release needs {need.mode}{spread}")
 
 
@@ -293,7 +293,7 @@ def check_storage_class(context: Context, class_name: str | None, need: StorageN
     if capability != RWX and (volume := static_volume(context, need, name_of(chosen))):
         return finding(OK, f"needs {mode}: the claim of {label} binds to {volume}. {listing}")
     if capability == RWX:
-        spread = [name_of(c) for c in classes if offers(c, RWM)[0] == RWX] if need.colocated and need.total > 1 else []
+        spread = [name_of(c) for c in classes if offers(c, RWM)[0] == RWX] if mode != RWM and need.total > 1 else []
         tip = (f" ({spread[0]} offers ReadWriteMany: --set storage.accessModes={{ReadWriteMany}} "
                f"--set storage.storageClassName={spread[0]} lets the pods spread over nodes)") if spread else ""
         return finding(OK, f"needs {mode}: {label} offers it{tip}. {listing}")
@@ -302,7 +302,7 @@ def check_storage_class(context: Context, class_name: str | None, need: StorageN
     else:
         hint = (f"on one node: {COLOCATE_FIX}; across nodes: install a provisioner that offers {mode} "
                 f"({RWX_EXAMPLES}) and --set storage.storageClassName=<its class>")
-    why = f"needs {mode}: {need.pods_phrase} from any node"
+    why = f"needs {mode}: {need.pods} from any node"
     if capability == RWO_ONLY:
         severity, message = FAIL, f"{why}, but {label} offers ReadWriteOnce only: the claim would stay Pending"
     elif capability == NODE_LOCAL and (count := len(context.nodes)) > 1:
