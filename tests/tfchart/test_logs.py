@@ -117,14 +117,6 @@ def test_last_line_without_newline_is_kept(cluster: KubeServer) -> None:
     assert api.read_pod_log(NS, "mnist-tf-distributed-ps-0", "ps", None) == '{"looks": "like json"}\n'  # not decoded
 
 
-def test_unknown_role_lists_the_valid_roles(cluster: KubeServer) -> None:
-    with pytest.raises(UsageError) as error:
-        run(cluster, "master")
-    assert error.value.message == "unknown role 'master'"
-    assert error.value.hint == "valid roles: chief, evaluator, ps, worker, tensorboard, serving"
-    assert cluster.calls == []
-
-
 def test_index_out_of_range_says_how_many_pods_exist(cluster: KubeServer) -> None:
     release(cluster)
     with pytest.raises(UsageError) as error:
@@ -283,7 +275,7 @@ def test_all_roles_prefixes_each_pods_lines_and_names_those_without_a_log(cluste
     cluster.set_log(NS, "mnist-tf-distributed-chief-new22", ["c1", "c2"])
     cluster.set_log(NS, "mnist-tf-distributed-worker-0", ["w1"])
     out, err = io.StringIO(), io.StringIO()
-    logs.stream_all(cluster.api(), "mnist", NS, False, None, out, err)
+    logs.stream(cluster.api(), "mnist", NS, None, 0, False, None, out, err, all_roles=True)
     lines = out.getvalue().splitlines()
     assert lines[:2] == ["[pod/mnist-tf-distributed-chief-new22/chief] c1",
                          "[pod/mnist-tf-distributed-chief-new22/chief] c2"]  # fmt: skip
@@ -315,7 +307,7 @@ def test_all_roles_followed_interleaves_lines_as_they_arrive(cluster: KubeServer
     cluster.set_log(NS, "mnist-tf-distributed-worker-0", ["w1"])
     cluster.set_log(NS, "mnist-tf-distributed-ps-0", ["p1"])
     out = Releasing("[pod/mnist-tf-distributed-worker-0/worker] w1", chief)
-    logs.stream_all(cluster.api(), "mnist", NS, True, None, out, io.StringIO())
+    logs.stream(cluster.api(), "mnist", NS, None, 0, True, None, out, io.StringIO(), all_roles=True)
     lines = out.getvalue().splitlines()
     assert sorted(lines) == ["[pod/mnist-tf-distributed-chief-new22/chief] c1",
                              "[pod/mnist-tf-distributed-chief-new22/chief] c2",

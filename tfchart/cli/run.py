@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from tfchart.cli.formats import DURATION, F, emit, output_option, timeout_option
+from tfchart.cli.formats import DURATION, F, console, emit, output_option, timeout_option
 from tfchart.cli.options import CONTEXT, KubeInputs, kube_inputs
 from tfdcontract import CHIEF, EVALUATOR, PS, SERVING, TENSORBOARD, WORKER
 
@@ -41,7 +41,6 @@ def lifecycle(timeout_help: str) -> Callable[[F], F]:
 def status(name: str, output: str, kube: KubeInputs) -> None:
     """Pods per role, the chief Job, training progress and endpoints of release NAME."""
     from tfchart.cluster import status as release_status
-    from tfchart.console import console
 
     collected = release_status.collect(kube.api(), name, kube.namespace())
     if not emit(collected, output):
@@ -87,11 +86,8 @@ def logs(name: str, role: str | None, index: int, all_roles: bool, follow: bool,
                          f"leave them out, or drop --all-roles: `tfchart logs {name} --role {role or WORKER}`")
     seconds = None if since is None else max(1, math.ceil(since))  # the API counts whole seconds
     options = {"previous": previous, "since_seconds": seconds, "timestamps": timestamps}
-    api, where = kube.api(), kube.namespace()
-    if all_roles:
-        pod_logs.stream_all(api, name, where, follow, tail, sys.stdout, sys.stderr, **options)
-    else:
-        pod_logs.stream(api, name, where, role, index, follow, tail, sys.stdout, **options)
+    pod_logs.stream(kube.api(), name, kube.namespace(), role, index, follow, tail, sys.stdout, all_roles=all_roles,
+                    **options)  # fmt: skip
 
 
 @click.command(context_settings=CONTEXT)

@@ -8,6 +8,7 @@ the Job's newest pod; Deployments (tensorboard, serving) by position in name ord
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 from collections.abc import Generator, Iterator, Sequence
 from contextlib import closing, suppress
@@ -17,39 +18,57 @@ from tfchart.cluster import objects
 from tfchart.cluster.objects import role_of
 from tfchart.cluster.status import ordinal, pod_order
 from tfchart.errors import KubernetesError, UsageError
-from tfdcontract import CHIEF, CLIENT_ROLES, JOB_ROLES, STATEFUL_ROLES, release_selector
+from tfdcontract import CHIEF, JOB_ROLES, STATEFUL_ROLES, release_selector
 from tfdcontract.runstate import name_of
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
 
-ROLES = JOB_ROLES + STATEFUL_ROLES + CLIENT_ROLES  # CLIENT_ROLES run as Deployments
-
-
 def stream(
     api: KubeApi, release: str, namespace: str, role: str | None, index: int, follow: bool, tail: int | None,
-    out: TextIO, **options: Any,
+    out: TextIO, err: TextIO = sys.stderr, *, all_roles: bool = False, **options: Any,
 ) -> None:  # fmt: skip
     """Write the log of task `role`/`index` (None: the chief) to `out`; with `follow`, until the container ends
-    or Ctrl-C. `options`: kubectl's --previous, --since, --timestamps (previous, since_seconds, timestamps)."""
+    or Ctrl-C. `all_roles`: every started pod's log instead, each line prefixed `[pod/NAME/CONTAINER] ` as kubectl's
+    --prefix, one pod after the other, or with `follow` interleaved line by line as they arrive; a pod without a log
+    (not started; no previous container) is named on `err`. `options`: kubectl's --previous, --since, --timestamps
+    (previous, since_seconds, timestamps)."""
     check_arguments(role or CHIEF, index, tail)
-    chief = role is None
-    if role is None:  # the chief's newest pod: the chief Job's, or worker 0's of the workers' Job (under a JobSet, of
+    chief = role is None and not all_roles
+    if chief:  # the chief's newest pod: the chief Job's, or worker 0's of the workers' Job (under a JobSet, of
         # Job `<jobset>-chief-0`, or worker 0 of `<jobset>-worker-0`: the role its success policy targets)
         jobs = api.items("Job", namespace, release_selector(release))
         role = objects.find_run(api, release, namespace, jobs).info.role  # lists JobSets only where it may be one
-    pods = api.items("Pod", namespace, release_selector(release, role))
-    pod = pick_pod([pod for pod in pods if objects.is_chief_pod(pod)] if chief else pods, release, namespace,
-                   CHIEF if chief else role, index)  # fmt: skip
-    write(open_log(api, namespace, pod, role, tail, follow, options), follow, out)
+    pods = api.items("Pod", namespace, release_selector(release, None if all_roles else role))
+    if all_roles and not pods:
+        raise KubernetesError(f"release {release} has no pods in namespace {namespace}",
+                              f"see `tfchart status {release} -n {namespace}`, or check the release and namespace "
+                              f"(`tfchart list -A`)")  # fmt: skip
+    if not all_roles:
+        pods = [pick_pod([pod for pod in pods if objects.is_chief_pod(pod)] if chief else pods, release, namespace,
+                         CHIEF if chief else str(role), index)]  # fmt: skip
+    streams = []
+    for pod in sorted(pods, key=pod_order):  # as status lists them
+        try:
+            lines = open_log(api, namespace, pod, tail, follow, options)
+        except KubernetesError as error:
+            if not all_roles:
+                raise
+            err.write(f"skipped: {error.message}\n")
+            continue
+        prefix = f"[pod/{name_of(pod)}/{objects.main_container(pod, role_of(pod))}] " if all_roles else ""
+        streams.append((prefix, lines))
+    for prefix, lines in [("", merged(streams))] if follow and all_roles else streams:  # followed: as they arrive
+        write(lines, follow, out, prefix)
 
 
 def open_log(
-    api: KubeApi, namespace: str, pod: Any, role: str, tail: int | None, follow: bool, options: dict[str, Any]
+    api: KubeApi, namespace: str, pod: Any, tail: int | None, follow: bool, options: dict[str, Any]
 ) -> Generator[str, None, None]:
     """The lines of the pod's main container's log. A pod whose container never ran has no log, nor one that never
     restarted a previous log: that is said, instead of the API server's 400."""
-    container, name = objects.main_container(pod, role), name_of(pod)
+    role, name = role_of(pod), name_of(pod)
+    container = objects.main_container(pod, role)
     if options.get("previous"):
         statuses = [s for s in (pod.get("status") or {}).get("containerStatuses") or [] if s.get("name") == container]
         if not any((s.get("lastState") or {}).get("terminated") for s in statuses):
@@ -75,31 +94,6 @@ def write(lines: Generator[str, None, None], follow: bool, out: TextIO, prefix: 
         out.flush()
 
 
-def stream_all(
-    api: KubeApi, release: str, namespace: str, follow: bool, tail: int | None, out: TextIO, err: TextIO,
-    **options: Any,
-) -> None:  # fmt: skip
-    """Every started pod's log, each line prefixed `[pod/NAME/CONTAINER] ` as kubectl's --prefix; one pod after
-    the other, or with `follow` interleaved line by line as they arrive, until every container ends or Ctrl-C.
-    A pod without a log (not started; no previous container) is named on `err`."""
-    check_arguments(CHIEF, 0, tail)
-    pods = sorted(api.items("Pod", namespace, release_selector(release)), key=pod_order)  # as status lists them
-    if not pods:
-        raise KubernetesError(f"release {release} has no pods in namespace {namespace}",
-                              f"see `tfchart status {release} -n {namespace}`, or check the release and namespace "
-                              f"(`tfchart list -A`)")  # fmt: skip
-    streams = []
-    for pod in pods:
-        try:
-            lines = open_log(api, namespace, pod, role_of(pod), tail, follow, options)
-        except KubernetesError as error:
-            err.write(f"skipped: {error.message}\n")
-            continue
-        streams.append((f"[pod/{name_of(pod)}/{objects.main_container(pod, role_of(pod))}] ", lines))
-    for prefix, lines in [("", merged(streams))] if follow else streams:  # followed: as the lines arrive
-        write(lines, follow, out, prefix)
-
-
 def merged(streams: Sequence[tuple[str, Iterator[str]]]) -> Generator[str, None, None]:
     """The lines of every stream, prefixed, in the order they arrive (a reader thread per stream)."""
     arrived: queue.Queue[str | None] = queue.Queue()
@@ -123,8 +117,7 @@ def merged(streams: Sequence[tuple[str, Iterator[str]]]) -> Generator[str, None,
 
 
 def check_arguments(role: str, index: int, tail: int | None) -> None:
-    if role not in ROLES:
-        raise UsageError(f"unknown role {role!r}", f"valid roles: {', '.join(ROLES)}")
+    """What the CLI's choices do not check (the role is one of its --role choices)."""
     if index < 0:
         raise UsageError(f"invalid index {index}: task indices start at 0",
                          f"e.g. `tfchart logs RELEASE --role {role} --index 0`")
