@@ -1,10 +1,11 @@
 """helm's and kubectl's conventions the commands share: durations (`--timeout 90s`), `-o json|yaml`
-beside each command's human format; and the problem report of invalid values."""
+beside each command's human format; the problem report of invalid values, and the one rich Console."""
 
 from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -12,6 +13,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from tfchart.errors import ValidationFailed
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -67,6 +70,16 @@ def emit(data: Any, output: str) -> bool:
     else:
         click.echo(json.dumps(plain, indent=2))
     return True
+
+
+def console(stderr: bool = False) -> Console:
+    """A rich Console on stdout (or stderr) that soft-wraps (the terminal folds long lines, copying keeps them whole);
+    off a terminal (a pipe, a file, a CI log) it is as wide as any line, whatever COLUMNS says, so a problem and a table
+    row stay one line and a printed command can be pasted whole."""
+    from rich.console import Console
+
+    terminal = (sys.stderr if stderr else sys.stdout).isatty()
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=None if terminal else 10_000)
 
 
 def print_problems(error: ValidationFailed, err: bool = False) -> None:

@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 
 import click
 
-from tfchart.cli.formats import DURATION
+from tfchart.cli.formats import DURATION, console
 from tfchart.cli.options import CONTEXT, ValuesInputs, values_inputs
 from tfchart.errors import TfchartError
 from tfchart.local import runstate
@@ -106,7 +106,6 @@ def start(name: str, values: ValuesInputs, namespace: str, workdir: Path | None,
           options: dict[str, Any], resumed: runstate.LocalRun | None = None) -> NoReturn:  # fmt: skip
     """Renders the release for this machine and runs it to its end, recording the run in its directory (a resumed
     run: again, in the same directory, refused when it no longer renders the same run)."""
-    from tfchart.console import console
     from tfchart.helm.chart import Inputs, manifests, merged_values
     from tfchart.local import containers, processes, session
     from tfchart.values.validate import rendered

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from tfchart.cli.formats import DURATION, emit, output_option, print_problems, timeout_option
+from tfchart.cli.formats import DURATION, console, emit, output_option, print_problems, timeout_option
 from tfchart.cli.options import CONTEXT, ValuesInputs, image_check, kube_inputs, release_flags, values_inputs
 
 if TYPE_CHECKING:
     from tfchart.cli.options import KubeInputs
+    from tfchart.cluster.kube import KubeApi
     from tfchart.helm.runner import Options
     from tfchart.images.registry import Access
 
@@ -95,7 +96,6 @@ def namespace_after_values(kube: KubeInputs, values: ValuesInputs, name: str) ->
 def install(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, create_namespace: bool,
             skip_preflight: bool, registries: Access | None) -> None:  # fmt: skip
     """Validate, run the preflight checks (the images' too), then `helm install NAME`."""
-    from tfchart.cluster import preflight
     from tfchart.helm import chart as release
 
     namespace = namespace_after_values(kube, values, name)
@@ -104,7 +104,7 @@ def install(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, c
         click.secho("note: --dry-run=client asks neither the cluster nor a registry: no preflight, no image check "
                     "(--dry-run=server runs both)", fg="yellow", err=True)  # fmt: skip
     elif not (skip_preflight and registries is None):
-        preflight.enforce(None if skip_preflight else kube.api(), manifests, name, namespace, registries)
+        checked(None if skip_preflight else kube.api(), manifests, name, namespace, registries)
     options = replace(flags, namespace=namespace, create_namespace=create_namespace)
     click.echo(release.install(kube.helm(), name, values.chart, values.inputs, options))
 
@@ -136,7 +136,6 @@ def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, i
     image must resolve in its registry first (--skip-image-check not to ask). With --reuse-values the
     values checked are the deployed ones with -f and --set over them, as helm merges them.
     """
-    from tfchart.cluster import preflight
     from tfchart.cluster import upgrade as guard
     from tfchart.helm import chart as release
     from tfchart.helm import runner
@@ -154,7 +153,7 @@ def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, i
         click.secho("note: --dry-run=client asks no registry: no image check (--dry-run=server runs it)", fg="yellow",
                     err=True)  # fmt: skip
     elif registries is not None:
-        preflight.enforce(None, manifests, name, namespace, registries)
+        checked(None, manifests, name, namespace, registries)
     if not existing:  # nothing deployed to compare with: helm installs it
         click.echo(release.install(helm, name, values.chart, values.inputs, options, verb="upgrade"))
         return
@@ -201,15 +200,20 @@ def uninstall(name: str, wait: bool, timeout: float | None, keep_history: bool, 
 def preflight(name: str, values: ValuesInputs, kube: KubeInputs, registries: Access | None, output: str) -> None:
     """Check the live cluster can run these values as release NAME (GPUs, storage, quota, NetworkPolicy
     enforcement) and that every image resolves in its registry. Exit 0 passed, 1 a check failed."""
-    from tfchart.cluster import preflight as checks
-    from tfchart.console import console
-
     namespace = kube.namespace()
-    findings = checks.run(kube.api(), values.manifests(name, namespace), name, namespace, registries)
-    if not emit(checks.report(findings, name, namespace), output):
-        checks.render(findings, console())
-    error = checks.refusal(findings)
-    if error is not None:
-        raise error
+    checked(kube.api(), values.manifests(name, namespace), name, namespace, registries, output)
     if output == "table":
         click.secho("✓ preflight passed", fg="green")
+
+
+def checked(api: KubeApi | None, manifests: list[dict[str, Any]], name: str, namespace: str,
+            registries: Access | None, output: str = "") -> None:  # fmt: skip
+    """The preflight checks (the cluster's with an api, the images' with registries): their report as -o asks, or
+    on stderr where install and upgrade run them on their way; a failed check stops the command."""
+    from tfchart.cluster import preflight as checks
+
+    findings = checks.run(api, manifests, name, namespace, registries)
+    if not emit(checks.report(findings, name, namespace), output):
+        checks.render(findings, console(stderr=not output))
+    if (error := checks.refusal(findings)) is not None:
+        raise error

@@ -82,18 +82,6 @@ def refusal(findings: list[Finding]) -> TfchartError | None:
                         f"{first.hint or 'fix the failures above'} (or pass {skip} to go on anyway)")
 
 
-def enforce(api: KubeApi | None, docs: list[dict[str, Any]], release: str, namespace: str,
-            registries: Access | None = None) -> None:  # fmt: skip
-    """Runs the checks (those of the cluster with an api, the images' with registries), shows the findings
-    on stderr (what install or upgrade says on its way) and refuses to go on after a failure."""
-    from tfchart.console import console
-
-    findings = run(api, docs, release, namespace, registries)
-    render(findings, console(stderr=True))
-    if (error := refusal(findings)) is not None:
-        raise error
-
-
 # -- images -----------------------------------------------------------------------------------------------------------
 PROJECT_COMPONENTS = (SUPERVISOR, HELM_TEST)  # they always run the project's own image (its CPU build)
 
