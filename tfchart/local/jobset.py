@@ -3,7 +3,7 @@
 the values'), with JobSet's webhook defaults written in (`read`): each replicatedJob's Jobs <jobset>-<rjob>-<jobIndex>
 (`jobs_of`) with their completions, parallelism, backoffLimit, podFailurePolicy and activeDeadlineSeconds, the
 dependsOn order (or the deprecated startupPolicy InOrder), the successPolicy and the failurePolicy's rules and
-maxRestarts. `pod_templates` names the pods as Kubernetes does (hostname <job>-<completionIndex> under the
+maxRestarts. `pods_of` names the pods as Kubernetes does (hostname <job>-<completionIndex> under the
 subdomain network.subdomain, else the JobSet's name) and labels and annotates them as JobSet and the Job
 controller do, so the downward API resolves as the kubelet would; `headless_service` is the Service JobSet creates
 for their DNS names. jobsetrun.py runs them.
@@ -260,20 +260,26 @@ def headless_service(doc: dict[str, Any], namespace: str) -> dict[str, Any] | No
 PodTemplate = tuple[str, int, dict[str, Any], dict[str, str], dict[str, str]]
 
 
-def pod_templates(doc: dict[str, Any], namespace: str) -> list[PodTemplate]:
-    """Every pod of the JobSet: (hostname, completion index, its Job as JobSet creates it, the pod's labels, the
-    annotations JobSet and the Job controller give it), in the replicatedJobs' order, as its first attempt (restart
-    attempt 0: jobsetrun.py sets the env its restarts change)."""
+def pods_of(doc: dict[str, Any], namespace: str) -> list[PodTemplate]:
+    """A workload's pods as its controller makes them: (hostname, index, the workload, the pod's labels, its
+    annotations), the Job controller's labels and completion index on a Job's; a JobSet's as JobSet makes its Jobs,
+    in the replicatedJobs' order, as its first attempt (restart attempt 0: jobsetrun.py sets the env its restarts
+    change)."""
+    if doc["kind"] == "JobSet":
+        return [pod for job in jobs_of(read(doc, namespace)) for pod in pods_of(job.doc, namespace)]
+    template, name = doc["spec"]["template"].get("metadata") or {}, doc["metadata"]["name"]
+    owner = str(uuid.uuid5(uuid.NAMESPACE_URL, f"job/{namespace}/{name}"))
     pods = []
-    for job in jobs_of(read(doc, namespace)):
-        template = job.doc["spec"]["template"]
-        owner = str(uuid.uuid5(uuid.NAMESPACE_URL, f"job/{namespace}/{job.name}"))
-        for index, hostname in enumerate(run.name for run in job.pods):  # the Job controller sets <job>-<index>
-            labels = {**template["metadata"]["labels"], "batch.kubernetes.io/controller-uid": owner,
-                      "batch.kubernetes.io/job-name": job.name, "controller-uid": owner, "job-name": job.name,
-                      COMPLETION_INDEX: str(index)}  # fmt: skip
-            annotations = {**template["metadata"]["annotations"], COMPLETION_INDEX: str(index)}
-            pods.append((hostname, index, job.doc, labels, annotations))
+    for index, hostname in enumerate(pod_names(doc)):
+        labels, annotations = dict(template.get("labels") or {}), dict(template.get("annotations") or {})
+        if doc["kind"] == "StatefulSet":
+            labels["apps.kubernetes.io/pod-index"] = str(index)
+        if doc["kind"] == "Job":
+            labels |= {"batch.kubernetes.io/controller-uid": owner, "batch.kubernetes.io/job-name": name,
+                       "controller-uid": owner, "job-name": name}  # fmt: skip
+        if doc["kind"] == "Job" and doc["spec"].get("completionMode") == "Indexed":
+            labels[COMPLETION_INDEX] = annotations[COMPLETION_INDEX] = str(index)
+        pods.append((hostname, index, doc, labels, annotations))
     return pods
 
 
@@ -289,7 +295,7 @@ def job_document(doc: dict[str, Any], rjob: dict[str, Any], job_name: str, marks
     spec.setdefault("completionMode", "Indexed")  # JobSet's webhook default; completions: the Job's
     spec.setdefault("completions", spec.get("parallelism", 1))
     pod_spec = pod.setdefault("spec", {})
-    pod_spec.pop("hostname", None)  # the Job controller names each pod's host <job>-<index> (pod_templates)
+    pod_spec.pop("hostname", None)  # the Job controller names each pod's host <job>-<index> (pods_of)
     if (domain := subdomain(doc)) is not None:
         pod_spec["subdomain"] = domain
     index_env = {"name": COMPLETION_INDEX_ENV,

@@ -80,25 +80,9 @@ def rendered_pods(docs: Sequence[dict[str, Any]], namespace: str = "default") ->
     """The TensorFlow pods (ps, workers, chief, evaluator) and TensorBoard of a rendered release, each as its
     controller creates it (hostname, index, labels and annotations); a JobSet's as JobSet and the Job controller
     create them (jobset.py)."""
-    found: list[jobset.PodTemplate] = []
-    for doc in docs:
-        kind, spec, name = doc.get("kind"), doc.get("spec") or {}, doc.get("metadata", {}).get("name")
-        if "helm.sh/hook" in (doc.get("metadata", {}).get("annotations") or {}):
-            continue
-        labels: dict[str, str] = (spec.get("template") or {}).get("metadata", {}).get("labels") or {}
-        if kind == "JobSet":
-            found += jobset.pod_templates(doc, namespace)
-        elif kind == "StatefulSet":
-            found += [(f"{name}-{ordinal}", ordinal, doc, {**labels, "apps.kubernetes.io/pod-index": str(ordinal)}, {})
-                      for ordinal in range(int(spec.get("replicas", 1)))]  # fmt: skip
-        elif kind == "Job" and spec.get("completionMode") == "Indexed":
-            # Kubernetes names an Indexed Job's pods (hostname) <job>-<index> and annotates the index
-            found += [(f"{name}-{index}", index, doc, labels, {jobset.COMPLETION_INDEX: str(index)})
-                      for index in range(int(spec.get("completions", 1)))]  # fmt: skip
-        elif kind == "Job":
-            found.append((spec["template"]["spec"].get("hostname") or name, 0, doc, labels, {}))
-        elif kind == "Deployment":
-            found.append((f"{name}-0", 0, doc, labels, {}))
+    found = [pod for doc in docs if doc.get("kind") in ("JobSet", "StatefulSet", "Job", "Deployment")
+             and "helm.sh/hook" not in (doc["metadata"].get("annotations") or {})
+             for pod in jobset.pods_of(doc, namespace)]  # fmt: skip
     return [pod_of(hostname, role, index, controller, labels, namespace, annotations)
             for hostname, index, controller, labels, annotations in found
             if (role := labels.get(COMPONENT_LABEL, "")) in (*TF_ROLES, TENSORBOARD)]  # fmt: skip
