@@ -293,8 +293,6 @@ def test_missing_preferred_engine(engines: FakeEngines) -> None:
     with pytest.raises(EngineNotFound, match="buildx plugin") as buildx:
         images.detect_engine("buildx")
     assert "--engine docker" in buildx.value.hint
-    with pytest.raises(UsageError, match="unknown container engine: nerdctl"):
-        images.detect_engine("nerdctl")
 
 
 def docker_engine_answers() -> bool:
@@ -418,7 +416,6 @@ def test_tag_override_keeps_the_project_version_label(engines: FakeEngines, repo
         (lambda args: args.update(repository="Tf/Trainer"), UsageError, "invalid repository"),
         (lambda args: args.update(repository="tf/trainer:1.0"), UsageError, "invalid repository"),
         (lambda args: args.update(registry="https://ghcr.io"), UsageError, "invalid registry"),
-        (lambda args: args.update(engine="nerdctl"), UsageError, "unknown container engine"),
     ],
 )
 def test_bad_options_are_usage_errors(
