@@ -110,16 +110,16 @@ def pod_reason(pod: Mapping[str, Any]) -> tuple[str, str]:
 def job_info(role: str, jobs: list[Any], pods: list[Any]) -> JobInfo:
     """The state of the role's Job: its conditions first, then its newest pod."""
     job: Any = newest([job for job in jobs if role_of(job) == role])
-    if job is None:
-        why = f"no {role} Job (deleted, or removed by ttlSecondsAfterFinished)"
-        return JobInfo(role, None, "Missing", "NotFound", why)
-    return run_info({**job, "kind": "Job"}, role, job, pods)
+    return run_info(job and {**job, "kind": "Job"}, role, job, pods)
 
 
-def run_info(run: dict[str, Any], role: str, job: Any | None, pods: list[Any]) -> JobInfo:
-    """The state of the run's object as JSON (a Job, or a JobSet whose `role` Job is `job`): the conditions its
-    controller ended it with (tfdcontract.runstate), its suspension, then the newest of `pods`. The records are the
-    run object's, the progress record the `role` Job's (the supervisor writes it on the chief's Job)."""
+def run_info(run: dict[str, Any] | None, role: str, job: Any | None, pods: list[Any]) -> JobInfo:
+    """The state of the run's object as JSON (a Job, or a JobSet whose `role` Job is `job`; None: Missing): the
+    conditions its controller ended it with (tfdcontract.runstate), its suspension, then the newest of `pods`. The
+    records are the run object's, the progress record the `role` Job's (the supervisor writes it on the chief's Job)."""
+    if run is None:
+        return JobInfo(role, None, "Missing", "NotFound", f"no {role} Job (deleted, or removed by "
+                       "ttlSecondsAfterFinished)")  # fmt: skip
     kind, annotations, status = run["kind"], annotations_of(run), (job or {}).get("status") or {}
     counts: dict[str, Any] = {key: status.get(key) or 0 for key in ("active", "succeeded", "failed")}
     counts.update(ending=annotations.get(ENDING_ANNOTATION, ""), end_reason=annotations.get(END_REASON_ANNOTATION, ""),
@@ -196,17 +196,13 @@ def find_run(api: KubeApi, release: str, namespace: str, jobs: list[Any], pods: 
 
 def run_of(jobset: dict[str, Any] | None, jobs: list[Any], pods: list[Any]) -> Run:
     """The run of a release whose JobSet is `jobset` (None: a native release), from its Jobs and candidate chief
-    pods (those not of the run's role are ignored)."""
-    if jobset is None:
-        native = [job for job in jobs if not in_jobset(job)]
-        role = run_role(native)
-        info = job_info(role, native, [pod for pod in pods if role_of(pod) == role and not in_jobset(pod)])
-        document = next(({**job, "kind": "Job"} for job in native if name_of(job) == info.name), None)
-        return Run(info, document)
-    name, jobset = name_of(jobset), {**jobset, "kind": "JobSet"}
-    children = tuple(job for job in jobs if labels_of(job).get(JOBSET_NAME_LABEL) == name)
-    role = RunView("JobSet", jobset).role  # its success policy's target: chief, or worker without a chief
-    own = [pod for pod in pods if role_of(pod) == role and labels_of(pod).get(JOBSET_NAME_LABEL) == name]
-    info = run_info(jobset, role, newest([job for job in children if role_of(job) == role]), own)
-    return Run(info, jobset, children)
+    pods (those not of the run's role are ignored). The Jobs and pods that are the run's carry the JobSet's name in
+    JobSet's label, a native run's none."""
+    name, run = name_of(jobset) or None, jobset and {**jobset, "kind": "JobSet"}
+    own = [job for job in jobs if labels_of(job).get(JOBSET_NAME_LABEL) == name]
+    role = RunView("JobSet", run).role if run else run_role(own)  # a JobSet's success policy's target
+    job = newest([job for job in own if role_of(job) == role])
+    run = run or (job and {**job, "kind": "Job"})
+    pods = [pod for pod in pods if role_of(pod) == role and labels_of(pod).get(JOBSET_NAME_LABEL) == name]
+    return Run(run_info(run, role, job, pods), run, tuple(own) if jobset else ())
 
