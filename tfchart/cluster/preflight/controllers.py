@@ -87,7 +87,7 @@ def check_gang(context: Context) -> list[Finding]:
     its HyperNodes hold the network topology the PodGroup asks for."""
     if (group := context.doc("PodGroup")) is None:
         return []
-    api_group, _, version = str(group.get("apiVersion")).partition("/")
+    (api_group, _, version), spec = str(group.get("apiVersion")).partition("/"), group.get("spec") or {}
     name, install = GANG_PROVIDERS[api_group]
     crd, served = f"podgroups.{api_group}", f"{api_group}/{version}"
     if not context.serves(api_group, version, "podgroups"):
@@ -96,8 +96,7 @@ def check_gang(context: Context) -> list[Finding]:
                         f"{install}, or --set scheduling.gang.provider=none")]
     # the chart names the provider's scheduler on the TensorFlow pods unless the values name another
     scheduler = next(filter(None, (r.spec.get("schedulerName") for r in context.roles if r.role in GANG_ROLES)), "")
-    findings, spec = [gang(OK, f"CRD {crd} serves {served} (that a scheduler runs as {scheduler} is not checked)")], \
-        group.get("spec") or {}  # fmt: skip
+    findings = [gang(OK, f"CRD {crd} serves {served} (that a scheduler runs as {scheduler} is not checked)")]
     if name != "volcano":
         return findings
     if queue := str(spec.get("queue") or ""):
@@ -137,13 +136,15 @@ def check_kueue(context: Context) -> list[Finding]:
     queue, priority = context.label(QUEUE_LABEL), context.label(PRIORITY_LABEL)
     if not queue:
         return []
-    if (found := kueue_served(context)) is None:
+    for version in KUEUE_VERSIONS:  # the newest Kueue API version the cluster serves LocalQueues in
+        if "localqueues" in (served := context.api.served_resources(KUEUE, version) or []):
+            break
+    else:
         return [kueue(FAIL, f"scheduling.kueue.queueName={queue} but Kueue is not installed: CRD localqueues.{KUEUE} "
                         f"is missing (the API server serves no localqueues in {KUEUE}/{' or '.join(KUEUE_VERSIONS)}), "
                         "so the pods would start unqueued", "install Kueue (`kubectl apply --server-side -f https://"
                         "github.com/kubernetes-sigs/kueue/releases/download/v0.19.2/manifests.yaml`), or --set "
                         'scheduling.kueue.queueName=""')]  # fmt: skip
-    version, served = found
     findings = guarded("kueue", lambda: [check_integration(context)]) if context.doc("JobSet") else []
     findings += guarded("kueue", lambda: check_local_queue(context, version, served, queue))
     if priority:
@@ -171,14 +172,6 @@ def check_integration(context: Context, framework: str = JOBSET_FRAMEWORK) -> Fi
                        f"label, and it would start unqueued", f"ask the Kueue admin to add {framework} to integrations."
                        'frameworks (and restart kueue-controller-manager), or --set scheduling.kueue.queueName=""')
     return kueue(OK, f"Kueue's configuration enables the {framework} integration")
-
-
-def kueue_served(context: Context) -> tuple[str, list[str]] | None:
-    """The newest Kueue API version the cluster serves LocalQueues in, and what Kueue serves there."""
-    for version in KUEUE_VERSIONS:
-        if "localqueues" in (served := context.api.served_resources(KUEUE, version) or []):
-            return version, served
-    return None
 
 
 def check_local_queue(context: Context, version: str, served: list[str], name: str) -> list[Finding]:
