@@ -181,8 +181,8 @@ def test_volumes_become_one_shared_bind_mount_tmpfs_and_config_map_files(tmp_pat
     mounts = flag_values(chief, "--mount")
     assert f"type=bind,source={volume},target=/shared" in mounts
     cluster = plan.cluster(print)
-    assert f"type=bind,source={cluster.storage.config_root}/settings,target=/etc/settings,readonly=true" in mounts
-    assert cluster.config_files == {"settings/x/a.txt": (b"alpha", 0o644)}
+    assert f"type=bind,source={cluster.config_root}/settings,target=/etc/settings,readonly=true" in mounts
+    assert cluster.config_files == {cluster.config_root / "settings/x/a.txt": (b"alpha", 0o644)}
     # /tmp and the working directory (chief.workingDir) are the chart's emptyDirs
     assert flag_values(chief, "--tmpfs") == [
         f"/tmp:rw,exec,mode=0777,size={2 * 2**30}",

@@ -137,39 +137,26 @@ def dns_names(pod: LocalPod, services: Sequence[dict[str, Any]], namespace: str,
     return [*own[:1], *sorted(f"{s['metadata']['name']}.{zone}" for s in selecting)]
 
 
-@dataclass(frozen=True)
-class Storage:
-    """Where the release's volumes live on this machine."""
-
-    volume_dir: Path  # the PersistentVolumeClaim
-    config_root: Path  # one directory per configMap volume, written when the run starts
-    claim: str | None = None  # the claim the volume stands for (the first one a pod mounts)
-
-
-def relative_inside(relative: str, what: str) -> str:
-    """`relative`, or one line naming `what` when it is absolute or has a '..' segment (the API server's rule)."""
+def within(root: Path, relative: str, what: str) -> Path:
+    """`root/relative`, or one line naming `what` when it would leave `root`: it is absolute or has a '..' segment
+    (the API server's rule), or a symbolic link already there points out (a pod of an earlier run may have made it
+    in the run directory). Nothing is ever mounted or written outside the run's directories."""
     if PurePosixPath(relative).is_absolute() or ".." in PurePosixPath(relative).parts:
         raise UsageError(f"{what} {relative!r} leaves its volume (an absolute path or a '..' segment)",
                          "give a path inside the volume, relative and without '..' (the API server refuses it too)")
-    return relative
-
-
-def within(root: Path, relative: str, what: str) -> Path:
-    """`root/relative`, or one line naming `what` when it would leave `root`: see relative_inside, or a symbolic
-    link already there that points out (a pod of an earlier run may have made it in the run directory). Nothing
-    is ever mounted or written outside the run's directories."""
-    path = root / relative_inside(relative, what)
+    path = root / relative
     if not path.resolve().is_relative_to(root.resolve()):
         raise UsageError(f"{what} {relative!r} leads out of {root}: a symbolic link there points to {path.resolve()}",
                          f"remove the link (rm {path}) or choose another path")
     return path
 
 
-def volume_mounts(pod: LocalPod, storage: Storage) -> tuple[list[str], list[Path], bool]:
-    """The container's volumeMounts as the engine's flags: the claim's in the run directory (subPath and readOnly
-    honoured), an emptyDir as a tmpfs of its sizeLimit (world-writable, as the kubelet makes emptyDirs), a
-    configMap's files read-only; other kinds (secret, hostPath, another claim) are refused. With the host paths it
-    binds, and whether it writes the claim."""
+def volume_mounts(pod: LocalPod, volume_dir: Path, config_root: Path, claim_name: str | None,
+                  ) -> tuple[list[str], list[Path], bool]:  # fmt: skip
+    """The container's volumeMounts as the engine's flags: the claim's (`claim_name`, the first one a pod mounts) in
+    `volume_dir` (subPath and readOnly honoured), an emptyDir as a tmpfs of its sizeLimit (world-writable, as the
+    kubelet makes emptyDirs), a configMap's files (under `config_root`) read-only; other kinds (secret, hostPath,
+    another claim) are refused. With the host paths it binds, and whether it writes the claim."""
     volumes = {volume["name"]: volume for volume in pod.spec.get("volumes") or []}
     flags: list[str] = []
     sources: list[Path] = []
@@ -186,19 +173,19 @@ def volume_mounts(pod: LocalPod, storage: Storage) -> tuple[list[str], list[Path
         read_only = bool(mount.get("readOnly"))
         if "persistentVolumeClaim" in volume:
             claim = volume["persistentVolumeClaim"]
-            if storage.claim is not None and claim.get("claimName") != storage.claim:
+            if claim.get("claimName") != claim_name:
                 raise UsageError(f"{pod.name} mounts a second PersistentVolumeClaim {claim.get('claimName')!r}",
-                                 f"tfchart local emulates one shared volume ({storage.claim})")
+                                 f"tfchart local emulates one shared volume ({claim_name})")
             read_only = read_only or bool(claim.get("readOnly"))
             writes = writes or not read_only
-            sources.append(within(storage.volume_dir, sub_path, what))
+            sources.append(within(volume_dir, sub_path, what))
             flags += bind(sources[-1], target, read_only)
         elif "emptyDir" in volume:
             limit = (volume["emptyDir"] or {}).get("sizeLimit")
             size = quantity_bytes(limit) if limit else None
             flags += ["--tmpfs", f"{target}:rw,exec,mode=0777" + (f",size={size}" if size else "")]
         elif "configMap" in volume:
-            sources.append(within(storage.config_root / mount["name"], sub_path, what))
+            sources.append(within(config_root / mount["name"], sub_path, what))
             flags += bind(sources[-1], target, True)
         elif any("serviceAccountToken" in source for source in (volume.get("projected") or {}).get("sources") or []):
             continue  # the service account's API token: there is no API server to talk to
@@ -209,10 +196,11 @@ def volume_mounts(pod: LocalPod, storage: Storage) -> tuple[list[str], list[Path
     return flags, sources, writes
 
 
-def config_map_files(docs: Sequence[dict[str, Any]], pods: Sequence[LocalPod]) -> dict[str, tuple[bytes, int]]:
-    """Every file of the configMap volumes, as `<volume>/<path>` -> (content, mode)."""
+def config_map_files(docs: Sequence[dict[str, Any]], pods: Sequence[LocalPod], root: Path,
+                     ) -> dict[Path, tuple[bytes, int]]:  # fmt: skip
+    """Every file of the configMap volumes, `root/<volume>/<path>` -> (content, mode)."""
     config_maps = {doc["metadata"]["name"]: doc for doc in docs if doc.get("kind") == "ConfigMap"}
-    files: dict[str, tuple[bytes, int]] = {}
+    files: dict[Path, tuple[bytes, int]] = {}
     for pod in pods:
         for volume in pod.spec.get("volumes") or []:
             source = volume.get("configMap")
@@ -231,23 +219,25 @@ def config_map_files(docs: Sequence[dict[str, Any]], pods: Sequence[LocalPod]) -
                     raise UsageError(f"ConfigMap {config_map['metadata']['name']!r} has no key {item['key']!r}")
                 mode = int(item.get("mode", source.get("defaultMode", 0o644)))
                 what = f"{pod.name}: the path of item {item['key']!r} of configMap volume {volume['name']!r}"
-                files[f"{volume['name']}/{relative_inside(str(item['path']), what)}"] = (data[item["key"]], mode)
+                files[within(root / volume["name"], str(item["path"]), what)] = (data[item["key"]], mode)
     return files
 
 
 def container_pod(pod: LocalPod, engine: str, network: str, namespace: str, domain: str,
-                  services: Sequence[dict[str, Any]], storage: Storage, allow_privileged: bool = False) -> ContainerPod:
+                  services: Sequence[dict[str, Any]], volumes: tuple[Path, Path, str | None],
+                  allow_privileged: bool = False) -> ContainerPod:  # fmt: skip
     """The pod's sandbox, as Kubernetes' pause container: it holds the pod's network identity (hostname, DNS
     aliases, search domains, published ports). The pod's container joins its network (`--network container:`,
     with podman its hostname too), so a restarted container keeps the pod's address, MAC and DNS record, as
-    in Kubernetes. The sandbox runs `sleep` in the pod's own image, detached, under the pod's user."""
+    in Kubernetes. The sandbox runs `sleep` in the pod's own image, detached, under the pod's user. `volumes`: where
+    they live here (volume_mounts)."""
     name, sandbox_name = f"{network}-{pod.name}", f"{network}-{pod.name}{SANDBOX_SUFFIX}"  # the network: the run id
     command = [str(item) for item in pod.container.get("command") or []]
     args = [str(item) for item in pod.container.get("args") or []]
     # Kubernetes' command replaces the image's ENTRYPOINT, args its CMD
     after_image = [*(["--entrypoint", command[0]] if command else []), image := str(pod.container["image"]),
                    *command[1:], *args]  # fmt: skip
-    mounts, sources, writes = volume_mounts(pod, storage)
+    mounts, sources, writes = volume_mounts(pod, *volumes)
     (security, grant), pull = security_of(pod, allow_privileged), pull_policy(pod.container)
     aliases = dns_names(pod, services, namespace, domain)
     published = [p["containerPort"] for p in pod.container.get("ports") or []] if pod.role == TENSORBOARD else []

@@ -33,7 +33,6 @@ from tfchart.local.containerpods import (
     SANDBOX_SUFFIX,
     VOLUME_TARGET,
     ContainerPod,
-    Storage,
     bind,
     config_map_files,
     container_pod,
@@ -57,23 +56,22 @@ def plan_from_manifests(docs: Sequence[dict[str, Any]], values: dict[str, Any], 
     services += [service for doc in docs if doc.get("kind") == "JobSet"
                  if (service := headless_service(doc, namespace)) is not None]  # fmt: skip
     domain = str(values.get("clusterDomain") or "cluster.local")
-    claims = [str(volume["persistentVolumeClaim"].get("claimName")) for pod in rendered
-              for volume in pod.spec.get("volumes") or [] if "persistentVolumeClaim" in volume]  # fmt: skip
-    storage = Storage(volume_dir, Path(tempfile.gettempdir()) / f"tfchart-{run_id}", next(iter(claims), None))
-    workload = workload_of(docs, namespace, rendered)
-    pods = [container_pod(pod, engine, run_id, namespace, domain, services, storage, allow_privileged)
-            for pod in rendered]  # fmt: skip
+    claim = next((str(volume["persistentVolumeClaim"].get("claimName")) for pod in rendered
+                  for volume in pod.spec.get("volumes") or [] if "persistentVolumeClaim" in volume), None)  # fmt: skip
+    config_root = Path(tempfile.gettempdir()) / f"tfchart-{run_id}"  # one directory per configMap volume
+    pods = [container_pod(pod, engine, run_id, namespace, domain, services, (volume_dir, config_root, claim),
+                          allow_privileged) for pod in rendered]  # fmt: skip
     storage_values = values.get("storage") or {}
     published = next((p.sandbox[p.sandbox.index("--publish") + 1] for p in pods if "--publish" in p.sandbox), None)
     return LocalPlan(
         workdir=within(volume_dir, str(storage_values.get("subPath") or ""), "storage.subPath"), pods=pods,
         addresses={pod.aliases[0]: pod.container_name for pod in pods if pod.aliases},
         tensorboard_url=f"http://{published.rsplit(':', 1)[0]}/" if published else None,  # TensorBoard's
-        values=values, workload=workload, engine=engine,
+        values=values, workload=workload_of(docs, namespace, rendered), engine=engine,
         headline=f"{len(pods)} containers ({engine}, network {run_id}, label {RUN_LABEL}={run_id}), run directory "
                  f"{volume_dir}",
-        cluster=partial(ContainerCluster, engine=engine, run_id=run_id, storage=storage, host_owner=host_owner,
-                        config_files=config_map_files(docs, rendered), pods=pods),
+        cluster=partial(ContainerCluster, engine=engine, run_id=run_id, volume_dir=volume_dir, host_owner=host_owner,
+                        config_root=config_root, config_files=config_map_files(docs, rendered, config_root), pods=pods),
         mount_path=str(storage_values.get("mountPath") or "/data").rstrip("/") or "/",
     )  # fmt: skip
 
@@ -123,13 +121,14 @@ class ContainerCluster(LocalCluster):
     """Starts the pods as containers on one network, streams their logs (each pod's `<engine> run` client is its
     process), and always removes everything."""
 
-    def __init__(self, on_line: Callable[[LocalPod, str], None], engine: str, run_id: str, storage: Storage,
-                 host_owner: str, config_files: dict[str, tuple[bytes, int]], pods: Sequence[ContainerPod]) -> None:
-        """`run_id` labels everything of the run and names its network; `host_owner` is the invoking user as the
-        engine's containers see it."""
+    def __init__(self, on_line: Callable[[LocalPod, str], None], engine: str, run_id: str, volume_dir: Path,
+                 host_owner: str, config_root: Path, config_files: dict[Path, tuple[bytes, int]],
+                 pods: Sequence[ContainerPod]) -> None:  # fmt: skip
+        """`run_id` labels everything of the run and names its network; `volume_dir` is the claim, `config_root` where
+        the configMaps' files are written; `host_owner` is the invoking user as the engine's containers see it."""
         super().__init__(on_line)
-        self.engine, self.run_id, self.storage, self.host_owner = engine, run_id, storage, host_owner
-        self.config_files, self._prepared = config_files, False
+        self.engine, self.run_id, self.volume_dir, self.host_owner = engine, run_id, volume_dir, host_owner
+        self.config_root, self.config_files, self._prepared = config_root, config_files, False
         self.sources = [source for pod in pods for source in pod.sources]
         # The first pod that writes the shared volume: its image runs the ownership containers, and the volume is
         # made writable for it (`grant`: "" where no pod writes it, or it runs as root).
@@ -187,22 +186,21 @@ class ContainerCluster(LocalCluster):
 
     def _prepare_volumes(self) -> None:
         """The configMaps' files written; the claim's directory (and subPaths) made, writable for the pods."""
-        root, files = self.storage.config_root, self.config_files
-        for relative, (content, mode) in files.items():
-            path = within(root, relative, "a configMap file")
+        for path, (content, mode) in self.config_files.items():  # paths checked: containerpods.within
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content)
             path.chmod(mode)
-        self.storage.volume_dir.mkdir(parents=True, exist_ok=True)
+        self.volume_dir.mkdir(parents=True, exist_ok=True)
         for source in self.sources:  # subPath directories, and the mount point of a configMap volume with no files,
             if not source.exists():  # exist before anything mounts them, as the kubelet makes them
                 source.mkdir(parents=True)
+        root = self.config_root
         for directory in [root, *(p for p in root.rglob("*") if p.is_dir())] if root.exists() else []:
             directory.chmod(0o755)
         if not self.grant:
             return
         if (granted := self._ownership("volume-permissions", self.grant)).returncode != 0:
-            raise TfchartError(f"could not make {self.storage.volume_dir} writable for the pods: "
+            raise TfchartError(f"could not make {self.volume_dir} writable for the pods: "
                                f"{last_line(granted.stderr) or granted.returncode}",
                                "the image must have /bin/sh, chown and find")  # fmt: skip
 
@@ -213,7 +211,7 @@ class ContainerCluster(LocalCluster):
         return self._engine(
             "run", "--rm", "--name", f"{self.run_id}-{name}", "--label", f"{RUN_LABEL}={self.run_id}",
             "--network", "none", "--user", "0:0", "--pull", "never", "--no-healthcheck",
-            *bind(self.storage.volume_dir, VOLUME_TARGET), "--entrypoint", "/bin/sh", image, "-c", script,
+            *bind(self.volume_dir, VOLUME_TARGET), "--entrypoint", "/bin/sh", image, "-c", script,
             timeout=600,
         )  # fmt: skip
 
@@ -239,7 +237,7 @@ class ContainerCluster(LocalCluster):
             self.end(list(self.processes.values()), signal.SIGTERM, grace)
             self._give_volume_back()
             self._remove_labelled()
-            shutil.rmtree(self.storage.config_root, ignore_errors=True)
+            shutil.rmtree(self.config_root, ignore_errors=True)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -249,7 +247,7 @@ class ContainerCluster(LocalCluster):
             return
         given = self._ownership("volume-owner", f"chown -R {self.host_owner} {VOLUME_TARGET}")
         if given.returncode != 0:
-            volume = self.storage.volume_dir
+            volume = self.volume_dir
             print(f"warning: could not give {volume} back to you ({last_line(given.stderr)}): "
                   f"sudo chown -R {os.getuid()}:{os.getgid()} {volume}", file=sys.stderr)  # fmt: skip
 
