@@ -48,7 +48,7 @@ COMPLETED = "Completed"  # the JobSet's condition (its other states: tfdcontract
 
 @dataclass
 class JobSetRun:
-    workload: dict[str, Any]  # the JobSet as read (jobset.read), or a native release's Jobs and StatefulSets (native)
+    doc: dict[str, Any]  # the JobSet as read (jobset.read; a native release: jobset.native), then as the API shows it
     engine: LocalCluster  # processes (containers.ContainerCluster: containers)
     pods: Mapping[str, Any]  # pod name -> the pod to start (processes.LocalPod)
     on_event: Callable[..., None]  # (kind: JobSet, Job or Pod, name, reason, message, job-level: not a pod's)
@@ -57,20 +57,19 @@ class JobSetRun:
     first_failed: JobRun | None = None
     restarts: int = 0
     counted: int = 0  # restarts counted against maxRestarts
-    doc: dict[str, Any] = field(default_factory=dict)  # the JobSet (a native release's: the List) as the API shows it
     jobs: dict[str, JobRun] = field(default_factory=dict)
     starts: dict[str, int] = field(default_factory=dict)  # pod name -> pods started under it
     starting: list[tuple[Any, str]] = field(default_factory=list)  # pods (and why) started at once by this pass
 
     def __post_init__(self) -> None:
-        self.doc = {**copy.deepcopy(self.workload), "status": {"conditions": []}}
+        self.doc = {**copy.deepcopy(self.doc), "status": {"conditions": []}}
         (self.doc["metadata"].get("labels") or {}).pop(QUEUE_LABEL, None)  # no Kueue here: the JobSet suspends itself
         self.jobs = self._fresh()
         missing = [pod.name for job in self.jobs.values() for pod in job.pods if pod.name not in self.pods]
         assert not missing, f"pods of JobSet {self.name} not rendered: {missing}"
 
     def _fresh(self) -> dict[str, JobRun]:
-        return {job.name: job for job in jobs_of(self.workload)}
+        return {job.name: job for job in jobs_of(self.doc)}
 
     @property
     def name(self) -> str:
@@ -84,7 +83,7 @@ class JobSetRun:
     @property
     def targets(self) -> list[str]:
         """The successPolicy's target replicatedJobs (none: every one)."""
-        return list(self.workload["spec"]["successPolicy"].get("targetReplicatedJobs") or ())
+        return list(self.doc["spec"]["successPolicy"].get("targetReplicatedJobs") or ())
 
     @property
     def state(self) -> str:
@@ -223,7 +222,7 @@ class JobSetRun:
 
     def _probe(self, now: float) -> None:
         """Readiness, probed only where a Job still to be created waits for it (dependsOn ... Ready)."""
-        waited = {dep["name"] for rjob in self.workload["spec"]["replicatedJobs"] if not self._created(rjob["name"])
+        waited = {dep["name"] for rjob in self.doc["spec"]["replicatedJobs"] if not self._created(rjob["name"])
                   for dep in rjob["dependsOn"] if dep["status"] == READY}  # fmt: skip
         if any(job.suspended for job in self.jobs.values()):  # a resume: a Job waits for its servers' readiness
             waited |= {job.rjob for job in self.jobs.values() if job.kind == "StatefulSet"}
@@ -253,7 +252,7 @@ class JobSetRun:
         return sum(job.ready for job in jobs) + done + sum(job.state == FAILED for job in jobs) == replicas
 
     def _create(self, now: float) -> None:
-        for rjob in self.workload["spec"]["replicatedJobs"]:
+        for rjob in self.doc["spec"]["replicatedJobs"]:
             if self._created(rjob["name"]) or not all(self._reached(d["name"], d["status"]) for d in rjob["dependsOn"]):
                 continue
             after = f" (dependsOn {waits_for(rjob)})" if rjob["dependsOn"] else ""
@@ -263,7 +262,7 @@ class JobSetRun:
                 self._sync(job, now)
 
     def _succeeded(self) -> bool:
-        spec = self.workload["spec"]
+        spec = self.doc["spec"]
         targets = self.targets or [rjob["name"] for rjob in spec["replicatedJobs"]]
         jobs = [job for job in self.jobs.values() if job.rjob in targets]
         done = sum(job.state == COMPLETE for job in jobs)
@@ -273,7 +272,7 @@ class JobSetRun:
     def _failure_policy(self, failed: list[JobRun]) -> None:
         rule: dict[str, Any] | None = None
         first = min(failed, key=lambda job: job.ended)
-        failure = self.workload["spec"]["failurePolicy"]
+        failure = self.doc["spec"]["failurePolicy"]
         for candidate in failure["rules"]:  # the first rule that matches a failed Job, and its earliest such Job
             if matching := [job for job in failed
                             if failure_rule_applies(candidate, job.rjob, condition(job.doc))]:
@@ -325,7 +324,7 @@ class JobSetRun:
                 if run.name != pod or run.alive:
                     continue
                 if job.created is None:
-                    rjob = next(r for r in self.workload["spec"]["replicatedJobs"] if r["name"] == job.rjob)
+                    rjob = next(r for r in self.doc["spec"]["replicatedJobs"] if r["name"] == job.rjob)
                     return f"pending: Job waits for {waits_for(rjob)}"
                 if run.due is not None and not job.state:
                     return f"pending: new pod in {max(0.0, run.due - self.clock()):.0f} s"

@@ -313,7 +313,7 @@ def as_suspended(run: JobSetRun) -> None:
 def describe(run: JobSetRun) -> str:
     """The JobSet's state and each replicatedJob's, in one line."""
     parts = []
-    for rjob in run.workload["spec"]["replicatedJobs"]:
+    for rjob in run.doc["spec"]["replicatedJobs"]:
         name, jobs = rjob["name"], [job for job in run.jobs.values() if job.rjob == rjob["name"]]
         if not any(job.created is not None for job in jobs):
             parts.append(f"{name} waits for {waits_for(rjob)}")
@@ -332,7 +332,7 @@ def describe(run: JobSetRun) -> str:
 
 def outcome(run: JobSetRun) -> str:
     """How the run ended, for the closing summary: the state, its reason, and on failure the rule and Job."""
-    spec, first = run.workload["spec"], run.first_failed
+    spec, first = run.doc["spec"], run.first_failed
     if run.state == COMPLETED:
         targets = ", ".join(run.targets) or "every replicatedJob"
         return f"JobSet {run.name} Completed: successPolicy {spec['successPolicy']['operator']} of {targets}"
