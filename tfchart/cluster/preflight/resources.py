@@ -280,14 +280,12 @@ def check_storage_class(context: Context, class_name: str | None, need: StorageN
     if class_name is None and not defaults:
         return finding(FAIL, "no default StorageClass and storage.storageClassName is not set: the claim would stay "
                        f"Pending. {listing}", fix + ", or mark a class as default" * bool(classes))
-    if class_name is None:  # Kubernetes picks the newest default
-        chosen = max(defaults, key=lambda c: str(c["metadata"].get("creationTimestamp") or ""))
-        label = f"default StorageClass {name_of(chosen)}" + (f" (one of {len(defaults)} default classes: Kubernetes "
-                                                             "picks the newest)" if len(defaults) > 1 else "")
-    elif (found := next((c for c in classes if name_of(c) == class_name), None)) is None:
+    chosen = next((c for c in classes if name_of(c) == class_name), None) if class_name else max(
+        defaults, key=lambda c: str(c["metadata"].get("creationTimestamp") or ""))  # the newest default, as Kubernetes
+    if chosen is None:
         return finding(FAIL, f"StorageClass {class_name} does not exist. {listing}", fix)
-    else:
-        chosen, label = found, f"StorageClass {class_name}"
+    label = f"StorageClass {class_name}" if class_name else f"default StorageClass {name_of(chosen)}" + (
+        f" (one of {len(defaults)} default classes: Kubernetes picks the newest)" if len(defaults) > 1 else "")
     label += f" ({chosen['provisioner']})"
     capability, provisioner = offers(chosen, mode)
     if capability != RWX and (volume := static_volume(context, need, name_of(chosen))):
