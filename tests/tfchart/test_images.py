@@ -8,6 +8,7 @@ against this machine's real PATH (a docker CLI with no reachable daemon, no podm
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -92,11 +93,12 @@ def engines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeEngines:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    """A checkout-like directory (not a git repository): pyproject.toml and both Dockerfiles."""
+    """A checkout-like directory (not a git repository): pyproject.toml, the chart's Chart.yaml and both
+    Dockerfiles."""
     root = tmp_path / "repo"
-    root.mkdir()
-    pyproject = f'[build-system]\nrequires = []\n\n[project]\nname = "x"\nversion = "{VERSION}"\n'
-    (root / "pyproject.toml").write_text(pyproject)
+    (root / "charts" / "tf-distributed").mkdir(parents=True)
+    (root / "pyproject.toml").write_text(f'[project]\nname = "x"\nversion = "{VERSION}"\n')
+    (root / "charts" / "tf-distributed" / "Chart.yaml").write_text(f'name: tf-distributed\nappVersion: "{VERSION}"\n')
     for variant in ("cpu", "gpu"):
         (root / f"Dockerfile.{variant}").write_text("FROM scratch\n")
     return root.resolve()
@@ -384,6 +386,7 @@ def test_git_checkout_adds_the_revision_label(engines: FakeEngines, repo: Path) 
     inner = repo / "sub"
     inner.mkdir()
     shutil.copy(repo / "pyproject.toml", inner)
+    shutil.copytree(repo / "charts", inner / "charts")
     shutil.copy(repo / "Dockerfile.cpu", inner)
     (inner_step,) = default_plan(inner, ["cpu"], engine="docker")
     assert not any("revision" in arg for arg in inner_step.argv)
@@ -395,7 +398,8 @@ def test_this_repository_builds_the_images_the_chart_expects() -> None:
     expected = f"{values['registry']}/{values['repository']}:{chart['appVersion']}"
     steps = default_plan(REPO, ["all"], engine="docker")
     assert [step.image for step in steps] == [expected, f"{expected}-gpu"]
-    assert images.project_version(REPO) == chart["appVersion"]
+    project = re.search(r'^version = "(.+)"', (REPO / "pyproject.toml").read_text(), re.M)  # [project]'s, the first
+    assert project is not None and images.project_version(REPO) == chart["appVersion"] == project.group(1)
     label = f"org.opencontainers.image.version={images.project_version(REPO)}"
     assert all(label in step.argv for step in steps)
     assert [step.argv[3] for step in steps] == [str(REPO / "Dockerfile.cpu"), str(REPO / "Dockerfile.gpu")]
@@ -430,20 +434,17 @@ def test_bad_options_are_usage_errors(
     assert raised.value.exit_code == 2
 
 
-def test_project_version_without_tomllib_reads_the_project_table(tmp_path: Path) -> None:
-    text = '[tool.x]\nversion = "9"\n\n[project]\nname = "x"\nversion = "2.0.1"\n\n[tool.y]\nversion = "8"\n'
-    (tmp_path / "pyproject.toml").write_text(text)
-    assert images.project_version(tmp_path) == "2.0.1"
-    (tmp_path / "pyproject.toml").write_text('[tool.x]\nversion = "9"\n')
-    with pytest.raises(TfchartError, match=r"no \[project\] version in"):
-        images.project_version(tmp_path)
+def test_a_chart_without_its_app_version_says_so(repo: Path) -> None:
+    (repo / "charts" / "tf-distributed" / "Chart.yaml").write_text("name: tf-distributed\n")
+    with pytest.raises(TfchartError, match=r"no appVersion in .*Chart\.yaml"):
+        images.project_version(repo)
 
 
-def test_missing_dockerfile_or_pyproject(repo: Path) -> None:
+def test_missing_dockerfile_or_chart(repo: Path) -> None:
     (repo / "Dockerfile.gpu").unlink()
     with pytest.raises(TfchartError, match=r"Dockerfile\.gpu not found"):
         default_plan(repo, ["all"], engine="docker")
-    (repo / "pyproject.toml").unlink()
+    (repo / "charts" / "tf-distributed" / "Chart.yaml").unlink()
     with pytest.raises(TfchartError, match="cannot read the project version"):
         default_plan(repo, ["cpu"], engine="docker")
 

@@ -3,7 +3,7 @@
 `plan` needs no engine, so `--dry-run` prints the commands a real run would make on that machine; `run` prints each
 as a copy-pasteable shell line and runs them in order until one fails. Images are tagged
 `<registry>/<repository>:<version>` (CPU) and `...:<version>-gpu` (GPU), the references the chart uses by default
-(image.tag empty = the chart's appVersion): the project version from pyproject.toml, which `tag` replaces in the tag
+(image.tag empty = the chart's appVersion, the project version), which `tag` replaces in the tag
 only (the OCI version label keeps it). Everything is built before anything is pushed, so a failed GPU build never
 leaves half a release in the registry. Which engine is installed and answers (`detect_engine`,
 `check_engine_reachable`) is asked here for `tfchart local --engine` too.
@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import NamedTuple
+
+import yaml
 
 from tfchart.errors import EngineNotFound, TfchartError, UsageError
 
@@ -120,21 +122,17 @@ class BuildStep(NamedTuple):
 
 
 def project_version(repo_root: Path) -> str:
-    """[project] version from the repository's pyproject.toml (its `version = "..."` line, read so on every
-    Python: 3.10 has no tomllib)."""
-    pyproject = repo_root / "pyproject.toml"
+    """The version of the images the checkout's chart pulls by default: its Chart.yaml's appVersion (the project
+    version: tests hold it equal to pyproject.toml's)."""
+    chart = repo_root / "charts" / "tf-distributed" / "Chart.yaml"
     try:
-        text = pyproject.read_text(encoding="utf-8")
-    except OSError as error:
-        raise TfchartError(
-            f"cannot read the project version from {pyproject}: {error.strerror or error}",
-            "run tfchart build from a tf-distributed checkout (the images are built from its Dockerfiles)",
-        ) from None
-    section = re.search(r"^\[project\][ \t]*$(.*?)(?=^\[|\Z)", text, re.M | re.S)
-    found = section and re.search(r"""^version\s*=\s*["']([^"']+)["']""", section.group(1), re.M)
-    if not found:
-        raise TfchartError(f"no [project] version in {pyproject}", "set `version = \"X.Y.Z\"` under [project]")
-    return found.group(1)
+        version = (yaml.safe_load(chart.read_text(encoding="utf-8")) or {}).get("appVersion")
+    except (OSError, yaml.YAMLError, AttributeError) as error:
+        raise TfchartError(f"cannot read the project version from {chart}: {error}", "run tfchart build from a "
+                           "tf-distributed checkout (the images are built from its Dockerfiles)") from None  # fmt: skip
+    if not version:
+        raise TfchartError(f"no appVersion in {chart}", 'set `appVersion: "X.Y.Z"` (the project version)')
+    return str(version)
 
 
 def build_context(explicit: Path | None, start: Path, installed_from: Path) -> Path:
