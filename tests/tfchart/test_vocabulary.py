@@ -18,8 +18,7 @@ import yaml
 from tests.chartlib import CHART, REPO
 from tests.kubeapi import KubeServer, kube_server
 from tests.tfchart.test_namespace import NS, RELEASE, Tfchart, add_release, cluster_calls, tfchart  # noqa: F401 (a fixture)
-from tfchart.cli.app import COMMANDS, main, main_group
-from tfchart.cli.formats import Duration
+from tfchart.cli.app import COMMANDS, Duration, main, main_group
 
 # command: its human format
 REPORTING = {"validate": "text", "images": "text", "status": "table", "preflight": "table", "list": "table",

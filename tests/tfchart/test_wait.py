@@ -14,7 +14,7 @@ import pytest
 from tests import kubeapi as kf
 from tests.chartlib import REPO
 from tests.kubeapi import Call, KubeServer, kube_server
-from tfchart.cli.formats import DURATION
+from tfchart.cli.app import DURATION
 from tfchart.cluster.suspend import NO_RUN_EXIT, TIMED_OUT_EXIT
 from tfchart.helm.runner import go_duration
 

@@ -10,8 +10,8 @@ from typing import Any, NoReturn
 
 import click
 
-from tfchart.cli.formats import DURATION, console
-from tfchart.cli.options import CONTEXT, ValuesInputs, values_inputs
+from tfchart.cli.app import CONTEXT, DURATION, console
+from tfchart.cli.options import ValuesInputs, values_inputs
 from tfchart.errors import TfchartError
 from tfchart.local import runstate
 from tfdcontract import RUN_SPEC_ANNOTATION, read_status_file

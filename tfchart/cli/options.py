@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from tfchart.cli.formats import timeout_option
+from tfchart.cli.app import F, Settings, timeout_option
 from tfchart.helm.runner import Options, go_duration
 
 if TYPE_CHECKING:
@@ -26,24 +26,6 @@ if TYPE_CHECKING:
     from tfchart.helm.runner import Helm
     from tfchart.images.registry import Access
     from tfchart.values.validate import Report
-
-F = TypeVar("F", bound=Callable[..., Any])
-CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-@dataclass
-class Settings:
-    """Options shared by every command: --debug, and which helm runs."""
-
-    debug: bool = False
-    helm_binary: str | None = None
-
-    @cached_property
-    def helm(self) -> Helm:
-        from tfchart.helm.runner import find_helm
-
-        return find_helm(self.helm_binary, self.debug)
-
 
 @dataclass
 class ValuesInputs:

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tfchart.cli.formats import DURATION, console, emit, output_option, print_problems, timeout_option
-from tfchart.cli.options import CONTEXT, ValuesInputs, image_check, kube_inputs, release_flags, values_inputs
+from tfchart.cli.app import CONTEXT, DURATION, console, emit, output_option, print_problems, timeout_option
+from tfchart.cli.options import ValuesInputs, image_check, kube_inputs, release_flags, values_inputs
 
 if TYPE_CHECKING:
     from tfchart.cli.options import KubeInputs

@@ -11,8 +11,8 @@ from typing import Any
 
 import click
 
-from tfchart.cli.formats import DURATION, F, console, emit, output_option, timeout_option
-from tfchart.cli.options import CONTEXT, KubeInputs, kube_inputs
+from tfchart.cli.app import CONTEXT, DURATION, F, console, emit, output_option, timeout_option
+from tfchart.cli.options import KubeInputs, kube_inputs
 from tfdcontract import CHIEF, EVALUATOR, PS, SERVING, TENSORBOARD, WORKER
 
 # --force: tfchart carries the plan out itself, also where the run supervisor runs (it did not in time)
@@ -85,7 +85,7 @@ def logs(name: str, role: str | None, index: int, all_roles: bool, follow: bool,
         raise UsageError("--all-roles shows every pod: it takes no --role or --index",
                          f"leave them out, or drop --all-roles: `tfchart logs {name} --role {role or WORKER}`")
     seconds = None if since is None else max(1, math.ceil(since))  # the API counts whole seconds
-    options = {"previous": previous, "since_seconds": seconds, "timestamps": timestamps}
+    options: dict[str, Any] = {"previous": previous, "since_seconds": seconds, "timestamps": timestamps}
     pod_logs.stream(kube.api(), name, kube.namespace(), role, index, follow, tail, sys.stdout, all_roles=all_roles,
                     **options)  # fmt: skip
 
