@@ -171,28 +171,27 @@ class KubeApi:
         return None if document is None else [str(resource.get("name")) for resource in document.get("resources") or []]
 
     # -- writes (tfchart stop, upgrade --recreate, uninstall --delete-data) -----------------------
-    def patch(self, kind: str, name: str, namespace: str, body: dict[str, Any], subresource: str = "") -> None:
+    def patch(self, kind: str, name: str, namespace: str, body: dict[str, Any], subresource: str = "", *,
+              dry_run: bool = False) -> dict[str, Any] | None:  # fmt: skip
         """A JSON merge patch (RFC 7386): exactly the fields in body, of the object or of its `subresource` (scale:
-        a StatefulSet's or Deployment's replicas)."""
-        resource = f"{split_resource(kind).plural}/{subresource}" if subresource else resource_name(kind)
-        path = resource_path(kind, namespace, name, *filter(None, [subresource]))
-        self._call(lambda: self._raw("PATCH", path, body), "patch", resource, namespace, name)
-
-    def dry_run_patch(self, kind: str, name: str, namespace: str, body: dict[str, Any]) -> dict[str, Any] | None:
-        """A server-side dry run (dryRun=All) of a JSON merge patch: None where the API server accepts it, else its
-        refusal as it sent it (a metav1.Status: 422 Invalid with details.causes, or 403 from admission or RBAC)."""
+        a StatefulSet's or Deployment's replicas). With `dry_run`, a server-side dry run (dryRun=All): None where the
+        API server accepts it (or the object is gone), else its refusal as it sent it (a metav1.Status: 422 Invalid
+        with details.causes, or 403 from admission or RBAC)."""
         from kubernetes.client.exceptions import ApiException
 
-        def dry_run() -> dict[str, Any] | None:
+        resource = f"{split_resource(kind).plural}/{subresource}" if subresource else resource_name(kind)
+        path = resource_path(kind, namespace, name, *filter(None, [subresource]))
+
+        def patch() -> dict[str, Any] | None:
             try:
-                _json_or_none(self._raw, "PATCH", resource_path(kind, namespace, name), body, dryRun="All")
+                self._raw("PATCH", path, body, dryRun="All" if dry_run else None)
             except ApiException as error:
-                if error.status not in (403, 422):
+                if not dry_run or error.status not in (403, 404, 422):
                     raise
-                return dict(json.loads(error.body or "{}"), code=error.status)
+                return None if error.status == 404 else dict(json.loads(error.body or "{}"), code=error.status)
             return None
 
-        return self._call(dry_run, "patch", resource_name(kind), namespace, name)
+        return self._call(patch, "patch", resource, namespace, name)
 
     def delete(self, kind: str, name: str, namespace: str, propagation: str | None = None) -> Deletion:
         """Deletes an object, its dependents as `propagation` says (Orphan, Foreground; None: the kind's default); read

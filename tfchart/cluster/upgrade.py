@@ -152,11 +152,11 @@ class UpgradePlan:
         sends it; where it is refused, each key alone tells which of them the refusal is about (a key alone may be
         refused for what only the others fix, like a selector and the labels that match it)."""
         patch = merge_patch(old_spec, new_spec)
-        whole = causes(self.live.dry_run_patch(kind, name, self.namespace, {"spec": patch}) if patch else None)
+        whole = causes(self.live.patch(kind, name, self.namespace, {"spec": patch}, dry_run=True) if patch else None)
         if not whole:
             return {}
         self.answers[(kind, name)] = [f"{path or 'the request'}: {said}" for path, said in whole]
-        alone = {key: causes(self.live.dry_run_patch(kind, name, self.namespace, {"spec": {key: value}}))
+        alone = {key: causes(self.live.patch(kind, name, self.namespace, {"spec": {key: value}}, dry_run=True))
                  for key, value in patch.items()} if len(patch) > 1 else {key: whole for key in patch}  # fmt: skip
         paths = {path for path, _ in whole}
         return {key: said for key, said in alone.items() if {path for path, _ in said} & paths} or {
