@@ -303,7 +303,7 @@ def test_suspend_and_resume_through_kueue_s_workload(server: KubeServer, capsys:
 def test_preflight_checks_that_jobset_is_served_and_its_controller_runs(server: KubeServer) -> None:
     docs = kf.rendered(sets=JOBSET, namespace=NS)
     planned_release = preflight.Context(server.api(), docs, NS)
-    assert (planned_release.objects["count/jobsets.jobset.x-k8s.io"], planned_release.objects["count/jobs.batch"]) \
+    assert (planned_release.adds["count/jobsets.jobset.x-k8s.io"], planned_release.adds["count/jobs.batch"]) \
         == (1, 3)  # one JobSet, a Job per role (ps, worker, chief)  # fmt: skip
     [missing] = [f for f in preflight.run(server.api(), docs, "mnist", NS) if f.check == "jobset"]
     assert (missing.severity, missing.message.split(":")[0]) == ("fail", "workload.kind=jobset but JobSet is not "

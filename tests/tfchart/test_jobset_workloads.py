@@ -89,7 +89,7 @@ def test_preflight_plans_and_counts_the_same_gpus() -> None:
     pods = [sorted(((r.role, r.replicas, resources(r.spec), gpus(r.spec)) for r in plan.roles), key=str)
             for plan in (native, jobset)]  # fmt: skip
     assert pods[0] == pods[1]
-    assert jobset.objects["pods"] == 2 + 4 + 1 + 1 + 1 + 1 + 1  # ps, workers, chief, evaluator, TB, Serving, supervisor
+    assert jobset.adds["pods"] == 2 + 4 + 1 + 1 + 1 + 1 + 1  # ps, workers, chief, evaluator, TB, Serving, supervisor
     with kube_server(read_only=True) as cluster:
         cluster.add(*[kf.node(f"gpu-{i}", gpus={"nvidia.com/gpu": 2}) for i in range(2)])
         findings = [check_gpus(preflight.Context(cluster.api(), plan.docs, NS, "mnist")) for plan in (native, jobset)]

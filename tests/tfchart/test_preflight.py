@@ -129,13 +129,13 @@ def test_what_the_release_adds_matches_the_rendered_manifests(values_file: str) 
                 for key, value in effective(container.get("resources", {}), kind).items():
                     totals[f"{kind}.{key}"] = totals.get(f"{kind}.{key}", Decimal(0)) + replicas * value
     for key, expected in totals.items():
-        assert ctx.adds(key) == expected, key
-    assert ctx.objects["pods"] == pods
-    assert ctx.objects["services"] == sum(1 for d in release if d["kind"] == "Service")
-    assert ctx.objects["persistentvolumeclaims"] == sum(1 for d in release if d["kind"] == "PersistentVolumeClaim")
+        assert ctx.adds[key] == expected, key
+    assert ctx.adds["pods"] == pods
+    assert ctx.adds["services"] == sum(1 for d in release if d["kind"] == "Service")
+    assert ctx.adds["persistentvolumeclaims"] == sum(1 for d in release if d["kind"] == "PersistentVolumeClaim")
     for kind, quota_key in (("StatefulSet", "count/statefulsets.apps"), ("Deployment", "count/deployments.apps"),
                             ("Job", "count/jobs.batch")):  # fmt: skip
-        assert ctx.objects[quota_key] == sum(1 for d in release if d["kind"] == kind), kind
+        assert ctx.adds[quota_key] == sum(1 for d in release if d["kind"] == kind), kind
 
 
 # -- (a) GPU capacity ---------------------------------------------------------------------------

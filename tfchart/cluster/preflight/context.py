@@ -1,12 +1,12 @@
 """What the checks share. The Context: what the release would create, read from its render (helm template of the same
-values): its pods per role (the `helm test` pod left out), the objects quota counts, and the render
+values): its pods per role (the `helm test` pod left out), what it adds to a quota, and the render
 for the objects a check looks for; and, from the API, the cluster's schedulable nodes, listed once however many checks
 ask (a check reads the rest itself, each object once). A check's verdict (Finding); a read that RBAC forbids becomes one
 `could not check` warning instead of failing the run."""
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -48,42 +48,38 @@ class Context:
         return running(self.docs)
 
     @cached_property
-    def objects(self) -> Counter[str]:
-        """What the release adds to the quota's object counts (pods, services, count/jobs.batch...)."""
-        objects: Counter[str] = Counter(secrets=1)  # helm's release record (sh.helm.release.v1.<release>.v1)
+    def adds(self) -> defaultdict[str, Decimal]:
+        """What the release adds to each quota key (0 where the chart does not affect it): the objects quota counts
+        (pods, services, count/jobs.batch...), and what its pods request and are limited to."""
+        adds = defaultdict(Decimal, secrets=Decimal(1))  # helm's release record (sh.helm.release.v1.<release>.v1)
         for workload in self.roles:
             if workload.kind != "JobSet":  # a JobSet counts once, with one Job per replicatedJob (below)
-                objects[f"count/{resource_name(workload.kind)}"] += 1
-            objects["pods"] += workload.replicas
+                adds[f"count/{resource_name(workload.kind)}"] += 1
+            adds["pods"] += workload.replicas
         for doc in self.docs:
             kind, spec = doc.get("kind"), doc.get("spec") or {}
             if kind == "Service":
-                objects["services"] += 1
-                objects["services.nodeports"] += spec.get("type") in ("NodePort", "LoadBalancer")
-                objects["services.loadbalancers"] += spec.get("type") == "LoadBalancer"
+                adds["services"] += 1
+                adds["services.nodeports"] += spec.get("type") in ("NodePort", "LoadBalancer")
+                adds["services.loadbalancers"] += spec.get("type") == "LoadBalancer"
             elif kind == "PersistentVolumeClaim":
-                objects["persistentvolumeclaims"] += 1
-                objects["requests.storage"] = int(quantity.parse(((spec.get("resources") or {}).get("requests")
-                                                                  or {}).get("storage", "0")))  # fmt: skip
+                adds["persistentvolumeclaims"] += 1
+                adds["requests.storage"] = quantity.parse(((spec.get("resources") or {}).get("requests")
+                                                           or {}).get("storage", "0"))  # fmt: skip
             elif kind == "JobSet":
-                objects[f"count/{resource_name(kind)}"] += 1
-                objects["count/jobs.batch"] += sum(int(job.get("replicas", 1)) for job in spec.get("replicatedJobs")
-                                                   or [])  # fmt: skip
+                adds[f"count/{resource_name(kind)}"] += 1
+                adds["count/jobs.batch"] += sum(int(job.get("replicas", 1)) for job in spec.get("replicatedJobs") or [])
         for plain in ("pods", "services", "persistentvolumeclaims", "secrets"):
-            objects[f"count/{plain}"] = objects[plain]
-        return objects
+            adds[f"count/{plain}"] = adds[plain]
+        for limit in ("requests", "limits"):
+            adds.update({f"{limit}.{key}": value for key, value in requested(self.roles, limit).items()})
+        for short in ("cpu", "memory", "ephemeral-storage"):  # the quota's short names of requests.<key>
+            adds[short] = adds[f"requests.{short}"]
+        return adds
 
     def doc(self, kind: str) -> dict[str, Any] | None:
         """The render's first object of `kind` (the gang's PodGroup, the JobSet, a NetworkPolicy), None if none."""
         return next((doc for doc in self.docs if doc.get("kind") == kind), None)
-
-    def adds(self, key: str) -> Decimal:
-        """What the release adds to quota resource `key` (0 where the chart does not affect it)."""
-        if key in self.objects:
-            return Decimal(self.objects[key])
-        plain = key in ("cpu", "memory", "ephemeral-storage")  # the quota's short names of requests.<key>
-        kind, _, resource = (f"requests.{key}" if plain else key).partition(".")
-        return requested(self.roles, kind).get(resource, Decimal(0)) if kind in ("requests", "limits") else Decimal(0)
 
     def label(self, key: str) -> str:
         """A label of the run (Kueue's queue and priority class): the JobSet's (the chart puts Kueue's labels on the

@@ -125,7 +125,7 @@ def quota_finding(context: Context, resource_quota: dict[str, Any]) -> Finding:
     hard, used = status.get("hard") or (resource_quota.get("spec") or {}).get("hard") or {}, status.get("used") or {}
     over, tight, missing = [], [], []
     for key in sorted(hard):
-        if not (adds := context.adds(key)):
+        if not (adds := context.adds.get(key)):
             continue
         limit, now = parse(hard[key]), parse(used.get(key, "0"))
         if now + adds > limit:
