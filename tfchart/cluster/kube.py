@@ -111,7 +111,7 @@ class KubeApi:
             raise
         except Exception as error:  # translated below; anything unknown is re-raised as is
             host = str(getattr(getattr(self._client, "configuration", None), "host", "") or "")
-            raise translate(error, (verb, resource, namespace, name), host, self.source) from None
+            raise translate(error, host, self.source, verb, resource, namespace, name) from None
 
     # -- reads ----------------------------------------------------------------------------------
     def pages(self, kind: str, namespace: str | None = None, label_selector: str = "", field_selector: str = "",
@@ -253,20 +253,16 @@ def _response_lines(response: Any) -> Iterator[str]:
 
 
 # -- errors ---------------------------------------------------------------------------------------
-Operation = tuple[str, str, "str | None", "str | None"]  # verb, resource, namespace, name
-
-
-def translate(error: Exception, operation: Operation, host: str, source: str) -> Exception:
-    """A KubernetesError with a hint for API and connection errors; other exceptions unchanged."""
+def translate(error: Exception, host: str, source: str, verb: str, resource: str, namespace: str | None,
+              name: str | None) -> Exception:  # fmt: skip
+    """A KubernetesError with a hint for API and connection errors (with the API server's own message, a metav1.Status
+    body, else the HTTP reason), saying what tfchart was doing; other exceptions unchanged."""
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
-    verb, resource, namespace, name = operation
-    where = f" in namespace {namespace}" if namespace else " (cluster-wide)"
-    what = f"{verb} {f'{resource}/{name}' if name else resource}{where}"
+    scope, where = (f" -n {namespace}", f" in namespace {namespace}") if namespace else ("", "")
+    what = f"{verb} {f'{resource}/{name}' if name else resource}{where or ' (cluster-wide)'}"
     server, config = host or "the API server", f"the kubeconfig ({source or 'default'})"
-    if isinstance(error, ApiException):
-        return http_error(error, operation, what, server, config)
     if isinstance(error, HTTPError):
         return ClusterUnavailable(f"cannot reach the Kubernetes API server at {server} ({what}): "
                                   f"{getattr(error, 'reason', None) or error}",
@@ -276,11 +272,8 @@ def translate(error: Exception, operation: Operation, host: str, source: str) ->
         return ClusterUnavailable(f"{server} answered {what} with an object the Kubernetes client cannot read: {first}",
                                   f"is this the API server? check the server URL of {config} and any proxy in between;"
                                   " a server much newer or older than the client can also answer so")
-    return error
-
-
-def http_error(error: Any, operation: Operation, what: str, server: str, config: str) -> KubernetesError:
-    """The error of an HTTP answer, with the API server's own message (a metav1.Status body), else the HTTP reason."""
+    if not isinstance(error, ApiException):
+        return error
     body = error.body.decode("utf-8", errors="replace") if isinstance(error.body, bytes) else error.body
     try:
         document = json.loads(body or "null")
@@ -288,8 +281,7 @@ def http_error(error: Any, operation: Operation, what: str, server: str, config:
                      or "")  # fmt: skip
     except ValueError:
         detail = str(body).strip()[:300]
-    status, (verb, resource, namespace, name) = int(error.status or 0), operation
-    scope, where = (f" -n {namespace}", f" in namespace {namespace}") if namespace else ("", "")
+    status = int(error.status or 0)
     if status == 401:
         return ClusterUnavailable(f"the API server rejected the credentials (401 Unauthorized) to {what}",
                                   "refresh your login (e.g. `gcloud container clusters get-credentials`, `aws eks "
@@ -312,4 +304,3 @@ def http_error(error: Any, operation: Operation, what: str, server: str, config:
                                   "`kubectl get --raw '/readyz?verbose'` shows its health")
     return KubernetesError(f"the API server refused to {what} (HTTP {status}): {detail}",
                            "run with --debug for details; `kubectl` with -v=6 shows the same request")
-
