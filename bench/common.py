@@ -24,7 +24,7 @@ from tfchart.helm import chart as render  # noqa: E402
 from tfchart.helm.chart import Chart  # noqa: E402
 from tfchart.helm.runner import Helm  # noqa: E402
 from tfchart.local.pods import LocalPod, rendered_pods  # noqa: E402
-from tfchart.local.processes import LocalCluster, localise_cluster  # noqa: E402
+from tfchart.local.processes import LocalCluster, localise  # noqa: E402
 from tfdcontract import (  # noqa: E402
     CHIEF,
     PS,
@@ -89,7 +89,7 @@ def render_pods(
     given = render.read([str(REPO / values_file)], pairs)
     text = render.template(Helm(helm), Chart(CHART, str(CHART)), "bench", given, "default")
     pods = rendered_pods(render.manifests(text), "default")
-    localise_cluster(pods)
+    localise(pods)
     return pods
 
 

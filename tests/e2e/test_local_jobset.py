@@ -30,7 +30,7 @@ from tfchart.local.containers import plan_from_manifests
 from tfchart.local.jobset import jobs_of, read, waits_for
 from tfchart.local.jobsetrun import COMPLETED, FAILED, JobSetRun, condition
 from tfchart.local.pods import rendered_pods, workload_of
-from tfchart.local.processes import localise_cluster
+from tfchart.local.processes import localise
 from tfchart.local.session import advance, as_suspended, describe, merge, outcome
 from tfdcontract import SUSPENDED_ANNOTATION
 
@@ -109,7 +109,7 @@ def test_probes_point_at_each_pods_own_local_port() -> None:
     pods = rendered_pods(docs(), NS)
     assert {pod.role: pod.probe_port for pod in pods} == {"ps": 2222, "worker": 2222, "chief": None,
                                                           "evaluator": None, "tensorboard": 6006}  # fmt: skip
-    localise_cluster(pods)
+    localise(pods)
     local = json.loads(next(pod.env["TFD_CLUSTER"] for pod in pods if pod.role == "chief"))
     for pod in (pod for pod in pods if pod.role in ("ps", "worker")):
         assert pod.probe_port == int(local[pod.role][pod.index].rsplit(":", 1)[1])

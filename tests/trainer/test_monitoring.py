@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.trainer.conftest import COMMON, REPO, Procs, free_ports, trainer_env
 from tfchart.local.pods import LocalPod
-from tfchart.local.processes import localise_metrics
+from tfchart.local.processes import localise
 from tfdcontract import (
     CHIEF,
     FAILED,
@@ -258,7 +258,7 @@ def test_tfchart_local_gives_every_pod_its_own_metrics_port() -> None:
     (wanted,) = free_ports(1)
     pods = [_pod("ps-0", PS, 0, str(wanted)), _pod("worker-0", WORKER, 0, str(wanted)),
             _pod("chief", CHIEF, 0, str(wanted)), _pod("tensorboard-0", "tensorboard", 0, None)]
-    ports = localise_metrics(pods, ["127.0.0.1:1234"])
+    ports = localise(pods, ["127.0.0.1:1234"])[1]
     assert ports["chief"] == wanted  # the rendered metrics.port, free: kept
     assert set(ports) == {"ps-0", "worker-0", "chief"}
     assert len(set(ports.values())) == 3 and 1234 not in ports.values()
@@ -270,8 +270,8 @@ def test_tfchart_local_moves_the_chief_off_a_taken_port() -> None:
     with socket.create_server(("", 0)) as taken:
         port = taken.getsockname()[1]
         pods = [_pod("chief", CHIEF, 0, str(port))]
-        assert localise_metrics(pods)["chief"] != port
-    assert localise_metrics([_pod("chief", CHIEF, 0, "0")]) == {}  # 0: no metrics server
+        assert localise(pods)[1]["chief"] != port
+    assert localise([_pod("chief", CHIEF, 0, "0")])[1] == {}  # 0: no metrics server
 
 
 # -- real trainer processes -------------------------------------------------------------------------

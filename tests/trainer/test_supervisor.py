@@ -39,7 +39,7 @@ from tests.kubeapi_rbac import allows, named_by_selector, request_verb
 from tests.trainer.conftest import free_ports, service_account_dir
 from tfchart.cluster.upgrade import UpgradePlan, delete_to_recreate
 from tfchart.local.pods import LocalPod, rendered_pods
-from tfchart.local.processes import LocalCluster, localise_cluster, python_bin_dir
+from tfchart.local.processes import LocalCluster, localise, python_bin_dir
 from tfdcontract import COMPONENT_LABEL, JobProgress, parse_job_progress, parse_step_line
 from tfdcontract import ENDED_AT_ANNOTATION as ENDED_AT
 from tfdcontract import PROGRESS_ANNOTATION as PROGRESS
@@ -203,7 +203,7 @@ class Release:
         server = KubeServer()
         server.add(*[helm_owned(d) for d in docs if d["kind"] in ("StatefulSet", "Job", "Deployment")])
         pods = rendered_pods(docs, NAMESPACE)
-        localise_cluster(pods)
+        localise(pods)
         stage = cls(server, LocalCluster(lambda pod, line: stage.heard(pod, line)), service_account_dir(sa, NAMESPACE),
                     pods, sets, docs=docs)
         return stage

@@ -52,33 +52,38 @@ def listening(table: str, port: int) -> bool:
     return any(len(row) > 3 and row[3] == "0A" and int(row[1].rsplit(":", 1)[1], 16) == port for row in rows)
 
 
-def localise_cluster(pods: list[LocalPod], host: str = "127.0.0.1") -> dict[str, str]:
-    """Points every TensorFlow address of the cluster map at a free local port (TFD_CLUSTER only); a probe of the
-    pod's TensorFlow port connects to the local port its address now names."""
-    cluster_json = next((pod.env[CLUSTER_ENV] for pod in pods if CLUSTER_ENV in pod.env), "{}")  # none: no change
-    cluster: dict[str, list[str]] = json.loads(cluster_json)
-    mapping = {address: f"{host}:{free_port()}" for addresses in cluster.values() for address in addresses}
+def localise(pods: list[LocalPod], taken: Sequence[str] = ()) -> tuple[dict[str, str], dict[str, int]]:
+    """Rewrites the pods for one machine, what the cluster contract reserves for it: every TensorFlow address of the
+    cluster map (TFD_CLUSTER) -> a free local port, a probe of the pod's TensorFlow port following it; every pod
+    whose TFD_METRICS_PORT is > 0 a port of its own (pods share this machine), none of `taken` (host:port addresses
+    already handed out): the chief keeps the rendered port when it is free, so `--set metrics.port=P` gives a known
+    URL. TensorBoard and the metrics servers listen on 127.0.0.1 only: in a cluster they serve the pod's network (the
+    chart's --bind_all, 0.0.0.0), here they would serve every network this machine is on. Returns every cluster-map
+    address -> where it is reached here, and pod name -> its metrics port."""
+    cluster: dict[str, list[str]] = json.loads(next((pod.env[CLUSTER_ENV] for pod in pods if CLUSTER_ENV in pod.env),
+                                                    "{}"))  # fmt: skip
+    mapping = {address: f"127.0.0.1:{free_port()}" for addresses in cluster.values() for address in addresses}
     local = json.dumps({job: [mapping[a] for a in addresses] for job, addresses in cluster.items()},
                        separators=(",", ":"))  # fmt: skip
-    for pod in pods:
+    used = {int(address.rsplit(":", 1)[1]) for address in [*taken, *mapping.values()]}
+    ports: dict[str, int] = {}
+    for pod in sorted(pods, key=lambda p: not p.is_chief):  # the chief first: its metrics port
         if CLUSTER_ENV in pod.env:
             pod.env[CLUSTER_ENV] = local
         own = {address.rsplit(":", 1)[1]: here for address, here in mapping.items()
                if address.split(".", 1)[0].rsplit(":", 1)[0] == pod.name}  # fmt: skip
         if str(pod.probe_port) in own:
             pod.probe_port = int(own[str(pod.probe_port)].rsplit(":", 1)[1])
-    return mapping
-
-
-def localise_metrics(pods: list[LocalPod], taken: Sequence[str] = ()) -> dict[str, int]:
-    """Every pod whose env sets TFD_METRICS_PORT (> 0) a port of its own on this machine (pods share it here),
-    pod name -> port: the chief keeps the rendered port when it is free, so `--set metrics.port=P` gives a
-    known URL; every other pod gets a free port, none of ``taken`` (host:port addresses already handed out)."""
-    used = {int(address.rsplit(":", 1)[1]) for address in taken}
-    ports: dict[str, int] = {}
-    serving = [pod for pod in pods if pod.env.get(METRICS_PORT_ENV, "0").strip() not in ("", "0")]
-    for pod in sorted(serving, key=lambda p: not p.is_chief):  # the chief first
-        rendered = pod.env[METRICS_PORT_ENV].strip()
+        if pod.role == TENSORBOARD:
+            argv = [arg for arg in pod.argv if arg != "--bind_all" and not arg.startswith("--host=")]
+            if "--host" in argv:  # --host ADDRESS
+                del argv[argv.index("--host"):argv.index("--host") + 2]
+            pod.argv[:] = [*argv, "--host=127.0.0.1"]
+        if METRICS_PORT_ENV not in pod.env:
+            continue
+        pod.env[METRICS_ADDRESS_ENV] = "127.0.0.1"
+        if (rendered := pod.env[METRICS_PORT_ENV].strip()) in ("", "0"):
+            continue
         keep = pod.is_chief and rendered.isdigit() and 0 < int(rendered) < 65536 and int(rendered) not in used
         port = free_port(int(rendered) if keep else 0)
         while port in used:
@@ -86,7 +91,7 @@ def localise_metrics(pods: list[LocalPod], taken: Sequence[str] = ()) -> dict[st
         used.add(port)
         ports[pod.name] = port
         pod.env[METRICS_PORT_ENV] = str(port)
-    return ports
+    return mapping, ports
 
 
 @dataclass
@@ -251,9 +256,7 @@ def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values
     docs = render([("--set-string", f"storage.mountPath={workdir}"),
                    ("--set", f"tensorboard.service.port={tensorboard_port}")])  # fmt: skip
     workload = workload_of(docs, namespace, pods := rendered_pods(docs, namespace))
-    addresses = localise_cluster(pods)
-    metrics_ports = localise_metrics(pods, [*addresses.values(), f"127.0.0.1:{tensorboard_port}"])
-    on_loopback(pods)
+    addresses, metrics_ports = localise(pods, [f"127.0.0.1:{tensorboard_port}"])
     url = f"http://127.0.0.1:{tensorboard_port}/" if any(pod.role == TENSORBOARD for pod in pods) else None
 
     def cluster(on_line: Callable[[LocalPod, str], None]) -> LocalCluster:
@@ -281,19 +284,6 @@ def require_tensorflow() -> None:
             "pip install 'tf-distributed[trainer]' (TensorFlow 2.21 has wheels for Linux x86_64 and aarch64 and "
             "macOS arm64), or run the pods as containers: --engine podman",
         )
-
-
-def on_loopback(pods: list[LocalPod]) -> None:
-    """TensorBoard and the metrics servers listen on 127.0.0.1 only: in a cluster they serve the pod's network
-    (the chart's --bind_all, 0.0.0.0), here they would serve every network this machine is on."""
-    for pod in pods:
-        if pod.role == TENSORBOARD:
-            argv = [arg for arg in pod.argv if arg != "--bind_all" and not arg.startswith("--host=")]
-            if "--host" in argv:  # --host ADDRESS
-                del argv[argv.index("--host"):argv.index("--host") + 2]
-            pod.argv[:] = [*argv, "--host=127.0.0.1"]
-        if METRICS_PORT_ENV in pod.env:
-            pod.env[METRICS_ADDRESS_ENV] = "127.0.0.1"
 
 
 def python_bin_dir() -> str:
