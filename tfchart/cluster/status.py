@@ -140,8 +140,7 @@ def held_after_the_end(release: str, namespace: str, chief: JobInfo, stateful_se
     gpus = sum((Counter({gpu["resource"]: gpu["count"] for gpu in pod["gpus"]}) for pod in holding), Counter[str]())
     held = ", ".join(f"{count} {resource}" for resource, count in sorted(gpus.items()))
     what = f"{len(holding)} pod(s) still run" + (f" and hold {held}" if held else "")
-    names = ", ".join(p["name"] for p in holding[:4]) + (", ..." if len(holding) > 4 else "")
-    listed = f" ({names})" if names else ""
+    listed = f" ({', '.join(p['name'] for p in holding[:4])}{', ...' if len(holding) > 4 else ''})" if holding else ""
     if suspended:
         return [f"the run is suspended but {what}{listed}: the suspension is under way or was interrupted; "
                 f"`tfchart suspend {release} -n {namespace}` finishes it"]
