@@ -28,7 +28,7 @@ from tfchart.errors import UsageError
 from tfchart.helm.chart import Chart, read
 from tfchart.helm.chart import merged_values as helm_values
 from tfchart.helm.runner import Helm
-from tfchart.local.containerpods import ContainerPod, pull_policy, quantity_bytes
+from tfchart.local.containerpods import ContainerPod, pull_policy
 from tfchart.local.containers import plan_from_manifests
 from tfchart.local.jobset import jobs_of
 from tfchart.local.processes import LocalPlan
@@ -299,11 +299,17 @@ def test_tensorboard_is_published_on_localhost(tmp_path: Path) -> None:
     assert all("--publish" not in p.sandbox for p in plan.pods if p.role != "tensorboard")
 
 
-def test_quantities() -> None:
-    quantities = ("2Gi", "64Mi", "500M", "1024", "1.5Ki")
-    assert [quantity_bytes(q) for q in quantities] == [2 * 2**30, 64 * 2**20, 500 * 10**6, 1024, 1536]
-    with pytest.raises(UsageError):
-        quantity_bytes("lots")
+def test_an_empty_dirs_size_limit_is_its_tmpfs_size_in_whole_bytes(tmp_path: Path) -> None:
+    docs = render_docs([])
+    empty_dirs = [volume["emptyDir"] for volume in chief_spec(docs)["volumes"] if "emptyDir" in volume]
+    for limit, size in (("64Mi", 64 * 2**20), ("500M", 500 * 10**6), ("1024", 1024), ("1.5Ki", 1536), ("0.1", 1)):
+        for empty_dir in empty_dirs:
+            empty_dir["sizeLimit"] = limit
+        tmpfs = flag_values(pod(container_plan(tmp_path, docs=docs), f"{PREFIX}-chief").run, "--tmpfs")
+        assert tmpfs and all(flag.endswith(f",size={size}") for flag in tmpfs), limit
+    empty_dirs[0]["sizeLimit"] = "lots"
+    with pytest.raises(UsageError, match=f"{PREFIX}-chief: cannot read the sizeLimit 'lots' of volume"):
+        container_plan(tmp_path, docs=docs)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -68,7 +68,7 @@ def test_every_pod_is_named_labelled_and_indexed_as_jobset_and_the_job_controlle
         (f"{JS}-worker-0-1", "worker", 1), (f"{JS}-chief-0-0", "chief", 0), (f"{JS}-evaluator-0-0", "evaluator", 0),
     ]  # fmt: skip
     worker = tf[3]
-    assert worker.kind == "Job" and worker.controller["metadata"]["name"] == f"{JS}-worker-0"
+    assert worker.controller["kind"] == "Job" and worker.controller["metadata"]["name"] == f"{JS}-worker-0"
     assert worker.spec["subdomain"] == JS and "hostname" not in worker.spec  # the Job controller's <job>-<index>
     assert {key: worker.labels[key] for key in worker.labels if key.startswith(("jobset.", "batch."))} == {
         "jobset.sigs.k8s.io/jobset-name": JS, "jobset.sigs.k8s.io/replicatedjob-name": "worker",

@@ -68,14 +68,6 @@ class ContainerPod(LocalPod):
     writes: str | None = None
 
 
-def quantity_bytes(quantity: object) -> int:
-    """A Kubernetes quantity (2Gi, 64Mi, 500M, 1024) in whole bytes, rounded up as the kubelet does."""
-    size = parse_or_none(quantity)
-    if size is None or size < 0:
-        raise UsageError(f"cannot read the size {quantity!r}", "use a Kubernetes quantity such as 2Gi or 512Mi")
-    return math.ceil(size)
-
-
 def pull_policy(container: dict[str, Any]) -> str:
     """The kubelet's pull policy as `--pull`: the rendered one, else Always for :latest or no tag."""
     policy = container.get("imagePullPolicy")
@@ -126,7 +118,7 @@ def dns_names(pod: LocalPod, services: Sequence[dict[str, Any]], namespace: str,
     where a headless Service named after the subdomain selects it (StatefulSet pods: `<sts>-<k>.<serviceName>`),
     then `<service>.<namespace>.svc.<clusterDomain>` for every Service selecting it."""
     zone = f"{namespace}.svc.{domain}"
-    if pod.kind == "StatefulSet":
+    if pod.controller["kind"] == "StatefulSet":
         hostname, subdomain = pod.name, pod.controller["spec"].get("serviceName")
     else:
         hostname, subdomain = pod.spec.get("hostname") or pod.name, pod.spec.get("subdomain")
@@ -182,8 +174,11 @@ def volume_mounts(pod: LocalPod, volume_dir: Path, config_root: Path, claim_name
             flags += bind(sources[-1], target, read_only)
         elif "emptyDir" in volume:
             limit = (volume["emptyDir"] or {}).get("sizeLimit")
-            size = quantity_bytes(limit) if limit else None
-            flags += ["--tmpfs", f"{target}:rw,exec,mode=0777" + (f",size={size}" if size else "")]
+            if (size := parse_or_none(limit) if limit else 0) is None or size < 0:
+                raise UsageError(f"{pod.name}: cannot read the sizeLimit {limit!r} of volume {mount['name']!r}",
+                                 "use a Kubernetes quantity such as 2Gi or 512Mi")
+            # in whole bytes, rounded up as the kubelet does
+            flags += ["--tmpfs", f"{target}:rw,exec,mode=0777" + (f",size={math.ceil(size)}" if size else "")]
         elif "configMap" in volume:
             sources.append(within(config_root / mount["name"], sub_path, what))
             flags += bind(sources[-1], target, True)

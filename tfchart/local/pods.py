@@ -33,10 +33,6 @@ class LocalPod:
     annotations: Mapping[str, str] = field(default_factory=dict)  # those the controller adds (completion index)
 
     @property
-    def kind(self) -> str:
-        return str(self.controller["kind"])
-
-    @property
     def spec(self) -> dict[str, Any]:
         return cast(dict[str, Any], self.controller["spec"]["template"]["spec"])  # the pod template's
 
@@ -96,7 +92,7 @@ def workload_of(docs: Sequence[dict[str, Any]], namespace: str, pods: Sequence[L
     if len(found) > 1:
         raise UsageError(f"the release renders {len(found)} JobSets: tfchart local runs one")
     workloads = {pod.controller["metadata"]["name"]: pod.controller for pod in pods if pod.role != TENSORBOARD}
-    jobs = {pod.role: pod.controller["metadata"]["name"] for pod in reversed(pods) if pod.kind == "Job"}
+    jobs = {pod.role: pod.controller["metadata"]["name"] for pod in reversed(pods) if pod.controller["kind"] == "Job"}
     if (run_job := jobs.get(CHIEF) or jobs.get(WORKER)) is None:
         raise UsageError("the rendered release has no chief",
                          "every topology renders a chief Job, or workers whose worker 0 is the chief: check --chart")
