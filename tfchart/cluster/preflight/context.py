@@ -95,10 +95,6 @@ class Context:
             each.get("type") == "Ready" and each.get("status") == "True"
             for each in (node.get("status") or {}).get("conditions") or [])]  # fmt: skip
 
-    def serves(self, group: str, version: str, plural: str) -> bool:
-        """Whether the API server serves `plural` in group/version (API discovery)."""
-        return plural in (self.api.served_resources(group, version) or [])
-
 
 def requested(roles: list[Workload], kind: str = "requests") -> dict[str, Decimal]:
     """What the roles' pods request (or are limited to) together, per resource they ask for, in name order."""

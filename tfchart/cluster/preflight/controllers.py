@@ -32,12 +32,12 @@ SERVICE_LABEL = "kubernetes.io/service-name"
 def check_jobset(context: Context) -> list[Finding]:
     if context.doc("JobSet") is None:
         return []
-    if not context.serves(JOBSET.group, JOBSET.version, JOBSET.plural):
+    if JOBSET.plural not in (context.api.served_resources(JOBSET.group, JOBSET.version) or []):
         return [jobsets(FAIL, f"workload.kind=jobset but JobSet is not installed: the API server serves no "
                         f"{JOBSET.plural} in {JOBSET.group}/{JOBSET.version}, so the release cannot be installed",
                         f"{INSTALL}, or --set workload.kind=native")]
-    served = jobsets(OK, f"the API server serves {JOBSET.name}/{JOBSET.version}")
-    return [served, *guarded("jobset", lambda: [controller(context)])]
+    return [jobsets(OK, f"the API server serves {JOBSET.name}/{JOBSET.version}"),
+            *guarded("jobset", lambda: [controller(context)])]
 
 
 def controller(context: Context) -> Finding:
@@ -90,7 +90,7 @@ def check_gang(context: Context) -> list[Finding]:
     (api_group, _, version), spec = str(group.get("apiVersion")).partition("/"), group.get("spec") or {}
     name, install = GANG_PROVIDERS[api_group]
     crd, served = f"podgroups.{api_group}", f"{api_group}/{version}"
-    if not context.serves(api_group, version, "podgroups"):
+    if "podgroups" not in (context.api.served_resources(api_group, version) or []):
         return [gang(FAIL, f"scheduling.gang.provider={name} but CRD {crd} is not installed (the API server serves "
                         f"no podgroups in {served}): the chart's PodGroup cannot be created",
                         f"{install}, or --set scheduling.gang.provider=none")]

@@ -30,35 +30,28 @@ gpu, colocation, quota, finding = (partial(Finding, check) for check in ("gpu-ca
 UNMOUNTED_ROLES = (SUPERVISOR,)  # pods that do not mount the shared claim
 
 # -- gpu-capacity -----------------------------------------------------------------------------------------------------
-NOT_FINISHED = "status.phase!=Succeeded,status.phase!=Failed"
-
-
 def check_gpus(context: Context) -> list[Finding]:
+    """The GPUs the release asks for, per resource, against the schedulable nodes' and those that unfinished pods of
+    other releases hold there (a release of the same name in another namespace is another release); best effort, read
+    a page at a time: a large cluster's pods never all at once."""
     asks: dict[str, list[tuple[Workload, int]]] = {}  # per GPU resource: the roles and their GPUs per pod
     for role in context.roles:
         for resource, count in gpus(role.spec).items():
             asks.setdefault(resource, []).append((role, count))
     if not asks:
         return [gpu(OK, "the release requests no GPUs")]
-    nodes, (used, usage_note) = context.nodes, gpu_usage(context)
-    return [gpu_finding(resource, asks[resource], nodes, used, usage_note) for resource in sorted(asks)]
-
-
-def gpu_usage(context: Context) -> tuple[Counter[tuple[str, str]], str]:
-    """GPUs held per (node, resource) by unfinished pods of other releases (a release of the same name in another
-    namespace is another release); best effort. Read a page at a time: a large cluster's pods never all at once."""
-    used: Counter[tuple[str, str]] = Counter()
+    nodes, used, note = context.nodes, Counter[tuple[str, str]](), ""  # GPUs held per (node, resource)
     own = (context.namespace, context.release, CHART_NAME)
     try:
-        for page in context.api.pages("Pod", field_selector=NOT_FINISHED):
+        for page in context.api.pages("Pod", field_selector="status.phase!=Succeeded,status.phase!=Failed"):
             for metadata, spec in ((pod.get("metadata") or {}, pod.get("spec") or {}) for pod in page):
                 labels = metadata.get("labels") or {}
                 if spec.get("nodeName") and own != (metadata.get("namespace"), labels.get(INSTANCE_LABEL),
                                                     labels.get(PART_OF_LABEL)):  # fmt: skip
                     used.update({(spec["nodeName"], resource): count for resource, count in gpus(spec).items()})
     except AccessDenied:
-        return Counter(), " (other pods' GPU use is unknown: listing pods in all namespaces is forbidden)"
-    return used, ""
+        used, note = Counter(), " (other pods' GPU use is unknown: listing pods in all namespaces is forbidden)"
+    return [gpu_finding(resource, asks[resource], nodes, used, note) for resource in sorted(asks)]
 
 
 def gpu_finding(resource: str, asks: list[tuple[Workload, int]], nodes: list[dict[str, Any]],

@@ -121,7 +121,7 @@ def check_hypernodes(context: Context, podgroup: dict[str, Any]) -> list[Finding
     preferred = tuple(role for roles, topo in units if topo and topo.get("mode", "hard") != "hard" for role in roles)
     if not (hard or preferred):
         return []
-    if not context.serves(*HYPERNODES):
+    if HYPERNODES[2] not in (context.api.served_resources(*HYPERNODES[:2]) or []):
         return [finding(FAIL if hard else WARN, f"Volcano serves no HyperNodes ({'/'.join(HYPERNODES[:2])}): before "
                         "v1.12 Volcano has no network topology, its PodGroup CRD drops networkTopology and the pods "
                         "would be placed without one", "upgrade Volcano to v1.14 or later (subGroupPolicy) and build "
