@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tfchart.errors import ClusterUnavailable, KubernetesError
+from tfchart.errors import ClusterUnavailable
 
 IN_CLUSTER_HOST_ENV = "KUBERNETES_SERVICE_HOST"
 DEFAULT_KUBECONFIG = Path("~/.kube/config")
@@ -25,14 +25,11 @@ def describe_source(kubeconfig: Path | None, context: str | None) -> str:
 
 
 def kubeconfig_files(kubeconfig: Path | None) -> str | None:
-    """The kubeconfig path (list) to load, or None when only the in-cluster configuration can apply."""
-    if kubeconfig:
-        return str(kubeconfig.expanduser())
-    listed = os.environ.get("KUBECONFIG", "")
-    if listed.strip(os.pathsep):
-        return listed
+    """The kubeconfig path (list) to load: --kubeconfig, else $KUBECONFIG, else ~/.kube/config where it exists; None
+    when only the in-cluster configuration can apply."""
+    listed = str(kubeconfig.expanduser()) if kubeconfig else os.environ.get("KUBECONFIG", "")
     default = DEFAULT_KUBECONFIG.expanduser()
-    return str(default) if default.exists() else None
+    return listed if listed.strip(os.pathsep) else str(default) if default.exists() else None
 
 
 def require_configuration(kubeconfig: Path | None) -> None:
@@ -50,9 +47,8 @@ def load_api_client(kubeconfig: Path | None, context: str | None) -> Any:
     from kubernetes import client, config
     from kubernetes.config.kube_config import KubeConfigMerger
 
-    files = kubeconfig_files(kubeconfig)
-    configuration = client.Configuration()
-    root, errors = logging.getLogger(), list[str]()
+    require_configuration(kubeconfig)
+    files, configuration, root, errors = kubeconfig_files(kubeconfig), client.Configuration(), logging.getLogger(), []
 
     def said(record: logging.LogRecord) -> bool:  # the loader reports a failed exec plugin only by logging it and goes
         if record.levelno >= logging.ERROR:  # on without credentials: what it logs as an error ends tfchart instead
@@ -61,7 +57,6 @@ def load_api_client(kubeconfig: Path | None, context: str | None) -> Any:
 
     try:
         if files is None:
-            require_configuration(kubeconfig)
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         else:
             merged = KubeConfigMerger(files).config  # type: ignore[no-untyped-call]  # as load_kube_config merges
@@ -75,8 +70,6 @@ def load_api_client(kubeconfig: Path | None, context: str | None) -> Any:
             finally:
                 root.removeFilter(said)
                 root.removeHandler(quiet)
-    except KubernetesError:
-        raise
     except Exception as error:  # ConfigException, and TypeError/ValueError/OSError on malformed files
         raise config_error(error, files, context) from None
     if errors:
