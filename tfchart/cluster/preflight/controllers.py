@@ -26,7 +26,6 @@ jobsets, gang, kueue, network = (partial(Finding, check) for check in ("jobset",
 # -- jobset ----------------------------------------------------------------------------------------------------------
 INSTALL = ("install JobSet (`kubectl apply --server-side -f "
            "https://github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml`)")  # fmt: skip
-SERVICE_LABEL = "kubernetes.io/service-name"
 
 
 def check_jobset(context: Context) -> list[Finding]:
@@ -59,7 +58,7 @@ def controller(context: Context) -> Finding:
         return jobsets(WARN, f"JobSet's webhook {hook['name']} calls {called.get('url') or 'no service'}: whether its "
                        "controller runs was not checked", "make sure JobSet's controller answers there")
     where, namespace = f"{service['namespace']}/{service['name']}", service["namespace"]
-    slices = context.api.items("EndpointSlice", namespace, f"{SERVICE_LABEL}={service['name']}")
+    slices = context.api.items("EndpointSlice", namespace, f"kubernetes.io/service-name={service['name']}")
     ready = sum(1 for each in slices for point in each.get("endpoints") or []
                 if (point.get("conditions") or {}).get("ready") is not False)  # fmt: skip
     if not ready:

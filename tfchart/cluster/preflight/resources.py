@@ -27,7 +27,6 @@ from tfdcontract.runstate import name_of
 
 gpu, colocation, quota, finding = (partial(Finding, check) for check in ("gpu-capacity", "co-location", "quota",
                                                                          "storage"))  # fmt: skip
-UNMOUNTED_ROLES = (SUPERVISOR,)  # pods that do not mount the shared claim
 
 # -- gpu-capacity -----------------------------------------------------------------------------------------------------
 def check_gpus(context: Context) -> list[Finding]:
@@ -145,7 +144,7 @@ def check_colocation(context: Context) -> list[Finding]:
     The supervisor mounts no claim, so it is free to run elsewhere. Run only when the values co-locate the pods."""
     if not ((storage := storage_need(context.docs)) and storage.mode != RWM):
         return []
-    roles = [role for role in context.roles if role.role not in UNMOUNTED_ROLES]
+    roles = [role for role in context.roles if role.role != SUPERVISOR]
     pods = sum(role.replicas for role in roles)
     needed = requested(roles)
     what = ", ".join(f"{shown(value)} {key}" for key, value in needed.items()) or "nothing"
