@@ -60,13 +60,11 @@ def release_run(api: KubeApi, release: str, namespace: str, each: dict[str, list
     chief = objects.run_of(objects.newest(each["JobSet"]), each["Job"], each["Pod"]).info
     own = [pod for pod in each["Pod"] if objects.role_of(pod) == chief.role]
     progress = read_progress(api, namespace, chief, own)[0]
-    training = training_state(chief, progress)
-    created = [parse_time(obj["metadata"].get("creationTimestamp")) for kind in ("Job", "Service", "JobSet")
-               for obj in each[kind]]  # fmt: skip
-    oldest = min((at for at in created if at is not None), default=None)  # of its Jobs, Services and JobSet
-    age = None if oldest is None else int(now.timestamp() - oldest)
-    step, total = (progress["step"], progress["train_steps"]) if progress else (None, None)
-    since = chief.suspended_since if training["state"] == "Suspended" else None
+    state = training_state(chief, progress)["state"]
+    created = [at for kind in ("Job", "Service", "JobSet") for obj in each[kind]  # of its Jobs, Services and JobSet
+               if (at := parse_time(obj["metadata"].get("creationTimestamp"))) is not None]  # fmt: skip
     gpus = sum((Counter(gpus) for gpus in each["gpus"]), Counter[str]())
-    return {"release": release, "namespace": namespace, "state": training["state"], "step": step, "train_steps": total,
-            "gpus": dict(sorted(gpus.items())), "age_seconds": age, "suspended_since": since, "kind": chief.kind}
+    return {"release": release, "namespace": namespace, "state": state, "step": (progress or {}).get("step"),
+            "train_steps": (progress or {}).get("train_steps"), "gpus": dict(sorted(gpus.items())),
+            "age_seconds": int(now.timestamp() - min(created)) if created else None,
+            "suspended_since": chief.suspended_since if state == "Suspended" else None, "kind": chief.kind}
