@@ -197,13 +197,10 @@ class LocalCluster:
 
 @contextmanager
 def running(cluster: LocalCluster) -> Iterator[LocalCluster]:
-    """Guarantees every pod is stopped: on success, failure, Ctrl-C and SIGTERM to tfchart (either engine)."""
-
-    def terminate(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
+    """Guarantees every pod is stopped: on success, failure, Ctrl-C and SIGTERM to tfchart (either engine; SIGTERM
+    raises KeyboardInterrupt as Ctrl-C does)."""
     main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, terminate) if main_thread else None
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler) if main_thread else None
     try:
         yield cluster
     finally:
@@ -269,8 +266,8 @@ def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values
         network = PrivateNetwork(sorted(set(metrics_ports.values())))
         return LocalCluster(on_line, wrap=network.wrap, stopped=network.close)
 
-    headline = f"{len(pods)} processes, run directory {workdir}"
-    return LocalPlan(workdir, pods, addresses, url, values, workload, headline, cluster, metrics_ports)
+    return LocalPlan(workdir, pods, addresses, url, values, workload, f"{len(pods)} processes, run directory {workdir}",
+                     cluster, metrics_ports)
 
 
 def require_tensorflow() -> None:
