@@ -24,8 +24,8 @@ from tfchart.helm.runner import Options, go_duration
 if TYPE_CHECKING:
     from tfchart.helm.chart import Chart, Inputs
     from tfchart.helm.runner import Helm
-    from tfchart.images.registry import Access
     from tfchart.values.validate import Report
+
 
 @dataclass
 class ValuesInputs:
@@ -199,11 +199,9 @@ release_flags = bundle(  # --wait, --timeout, --atomic and --dry-run, as `flags:
 )  # fmt: skip
 
 
-def _access(_: Any, __: Any, insecure: tuple[str, ...], skip_image_check: bool) -> Access | None:
-    from tfchart.images.registry import Access
-
+def _access(_: Any, __: Any, insecure: tuple[str, ...], skip_image_check: bool) -> frozenset[str] | None:
     hosts = frozenset(host.split("://")[-1].rstrip("/") for host in insecure)  # http://host:5000/ names it too
-    return None if skip_image_check else Access(hosts)
+    return None if skip_image_check else hosts
 
 
 # --insecure-registry and --skip-image-check, passed to the command as `registries`: how to ask the registries

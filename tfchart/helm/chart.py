@@ -125,8 +125,7 @@ class Inputs:
         return sorted(self.sets, key=lambda item: SET_FLAGS.index(item[0]))  # stable: command-line order per flag
 
 
-def read(files: list[str], sets: list[tuple[str, str]], stdin: BinaryIO | None = None,
-         chart_dir: Path | None = None) -> Inputs:  # fmt: skip
+def read(files: list[str], sets: list[tuple[str, str]], chart_dir: Path | None = None) -> Inputs:
     """The inputs, with standard input and pipes read now (once, in command-line order). A relative -f path that
     names nothing here but a file of the chart (`values/gpu.yaml`, the ready files it ships) reads the chart's."""
     folder: Path | None = None
@@ -138,7 +137,7 @@ def read(files: list[str], sets: list[tuple[str, str]], stdin: BinaryIO | None =
         if name.strip() != "-" and not (os.path.exists(name) and not os.path.isfile(name) and not os.path.isdir(name)):
             return name
         if name.strip() == "-":
-            data = b"" if stdin_read else _read_capped(stdin or sys.stdin.buffer, "standard input")
+            data = b"" if stdin_read else _read_capped(sys.stdin.buffer, "standard input")
             stdin_read = True  # helm reads `-` with io.ReadAll: a second `-` reads nothing
         else:
             try:
@@ -146,10 +145,8 @@ def read(files: list[str], sets: list[tuple[str, str]], stdin: BinaryIO | None =
                     data = _read_capped(stream, name)
             except OSError as error:
                 raise UsageError(f"cannot read {name}: {error.strerror}", "check the path of -f/--set-file") from None
-        folder = folder or private_folder("tfchart-values-")
-        copy = folder / f"{len(list(folder.iterdir())) + 1}.yaml"
-        with os.fdopen(os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
-            out.write(data)
+        folder = folder or private_folder("tfchart-values-")  # 0700: no one else reads the copies
+        (copy := folder / f"{len(list(folder.iterdir())) + 1}.yaml").write_bytes(data)
         return str(copy)
 
     def shipped(name: str) -> str:  # `name`, or the chart's file of that name where nothing here has it
