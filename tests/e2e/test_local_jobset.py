@@ -238,10 +238,10 @@ class Run:
         return [name for _, name, said, *_ in self.events if said == reason]
 
 
-def run_of(*sets: str, base: Sequence[str] = BASE) -> Run:
-    """The controllers of the release, as pods.workload_of reads them (`base` (): a native release's Jobs and
-    StatefulSets), over a fake engine."""
-    rendered = docs(*sets, base=base)
+def run_of(*sets: str, base: Sequence[str] = BASE, rendered: list[dict[str, Any]] | None = None) -> Run:
+    """The controllers of the release (`rendered`, else rendered with `sets`), as pods.workload_of reads them
+    (`base` (): a native release's Jobs and StatefulSets), over a fake engine."""
+    rendered = rendered or docs(*sets, base=base)
     pods = rendered_pods(rendered, NS)
     engine, clock, events = FakeEngine(), Clock(), []
     controller = JobSetRun(workload_of(rendered, NS, pods), engine, {pod.name: pod for pod in pods},
@@ -425,6 +425,20 @@ def test_a_native_suspension_follows_the_plan_and_a_resume_brings_the_servers_ba
     assert lines[-1].startswith(f"resumed Job {chief} and dropped the suspension record")
     run.settle()
     assert run.engine.started[3:] == [chief, evaluator] and advance(run.controller, suspend=False) == ("Running", [])
+
+
+def test_an_ignore_rule_starts_a_new_pod_at_once_and_counts_no_failure() -> None:
+    rendered = docs("ps.replicas=1", "worker.replicas=1", "chief.backoffLimit=0", base=())
+    chief = next(doc for doc in rendered if doc["kind"] == "Job" and doc["metadata"]["name"] == f"{JS}-chief")
+    chief["spec"]["podFailurePolicy"]["rules"].insert(0, {"action": "Ignore", "onExitCodes": {"operator": "In",
+                                                                                             "values": [3]}})
+    run = run_of(rendered=rendered)
+    run.settle()
+    run.engine.exit(f"{JS}-chief", 3)
+    run.settle(0.0)
+    said = "exited with 3: a new pod in 0 s (Ignore rule at index 0: not counted against backoffLimit)"
+    assert [event[1:4] for event in run.events if event[2] == "Failed"] == [(f"{JS}-chief", "Failed", said)]
+    assert run.engine.started.count(f"{JS}-chief") == 2 and not run.controller.finished  # backoffLimit 0 is intact
 
 
 def test_a_native_chiefs_exit_2_fails_the_run_at_once_and_its_success_completes_it() -> None:

@@ -32,7 +32,7 @@ COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"  # what the Job controller adds to every container of an Indexed Job
 FAIL_JOBSET, RESTART_JOBSET, RESTART_UNCOUNTED = "FailJobSet", "RestartJobSet", "RestartJobSetAndIgnoreMaxRestarts"
 ACTIONS = (FAIL_JOBSET, RESTART_JOBSET, RESTART_UNCOUNTED)  # RestartJob*: behind JobSet's RestartJob gate (off)
-FAIL_JOB, IGNORE, COUNT = "FailJob", "Ignore", "Count"
+FAIL_JOB, IGNORE = "FailJob", "Ignore"  # else Count
 READY, COMPLETE = "Ready", "Complete"
 DEFAULT_GRACE_SECONDS = 30.0  # a pod's terminationGracePeriodSeconds when its template sets none
 

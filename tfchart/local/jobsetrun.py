@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from tfchart.errors import plural
 from tfchart.local.jobset import (
     COMPLETE,
-    COUNT,
     FAIL_JOB,
     FAIL_JOBSET,
     IGNORE,
@@ -187,23 +186,17 @@ class JobSetRun:
             return
         if self.suspended or not job.runs(pod) or job.state or self.finished:
             return  # stopped on purpose: its Job has ended or is suspended, it was scaled down
-        if job.kind != "Job":  # a StatefulSet's pod: started again, never counted
-            delay = min(MAX_BACKOFF_S, 2.0 ** (self.starts.get(pod.name, 1) - 1))
-            pod.due = now + delay
-            self.on_event("Pod", pod.name, "Failed", f"exited with {code}: a new pod in {delay:.0f} s (restartPolicy "
-                          "Always)")  # fmt: skip
-            return
-        matched = job.first_rule(code)
-        action = matched[1]["action"] if matched else COUNT
-        if matched and action == FAIL_JOB:
+        matched = job.first_rule(code) if job.kind == "Job" else None
+        if matched and matched[1]["action"] == FAIL_JOB:
             job.culprit = pod.name
             self._fail(job, "PodFailurePolicy", f"Container {job.container.get('name', '')} for pod "
                        f"{self.doc['metadata']['namespace']}/{pod.name} failed with exit code {code} matching FailJob "
                        f"rule at index {matched[0]}", now)  # fmt: skip
-        elif matched and action == IGNORE:
-            pod.due = now
-            self.on_event("Pod", pod.name, "Failed", f"exited with {code}: Ignore rule at index {matched[0]}, a new "
-                          "pod starts without counting against backoffLimit")  # fmt: skip
+            return
+        if job.kind != "Job":  # a StatefulSet's pod: started again, never counted
+            delay, why = min(MAX_BACKOFF_S, 2.0 ** (self.starts.get(pod.name, 1) - 1)), "restartPolicy Always"
+        elif matched and matched[1]["action"] == IGNORE:
+            delay, why = 0.0, f"Ignore rule at index {matched[0]}: not counted against backoffLimit"
         else:
             job.failures += 1
             if job.failures > (limit := int(job.doc["spec"].get("backoffLimit", 6))):
@@ -211,9 +204,9 @@ class JobSetRun:
                 self._fail(job, "BackoffLimitExceeded", "Job has reached the specified backoff limit", now)
                 return
             delay = min(MAX_BACKOFF_S, 2.0 ** (job.failures - 1))
-            pod.due = now + delay
-            self.on_event("Pod", pod.name, "Failed", f"exited with {code}: a new pod in {delay:.0f} s (failure "
-                          f"{job.failures} of backoffLimit {limit})")  # fmt: skip
+            why = f"failure {job.failures} of backoffLimit {limit}"
+        pod.due = now + delay
+        self.on_event("Pod", pod.name, "Failed", f"exited with {code}: a new pod in {delay:.0f} s ({why})")
 
     def _fail(self, job: JobRun, reason: str, message: str, now: float) -> None:
         ended_as(job.doc, FAILED, reason, message)
