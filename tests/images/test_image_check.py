@@ -17,7 +17,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 
 import pytest
@@ -28,8 +28,10 @@ from tests.images import registrylib, tokenserver
 from tests.images.registrylib import Registry
 from tests.kubeapi import KubeServer, kube_server
 from tfchart.cluster.preflight import FAIL, OK, WARN, check_images
-from tfchart.images.registry import MISSING, PLAIN_HTTP, PRESENT, UNAUTHORISED, UNREACHABLE, Access, resolve
+from tfchart.images.registry import MISSING, PLAIN_HTTP, PRESENT, UNAUTHORISED, UNREACHABLE, resolve
 from tfchart.manifests.images import pulled_images
+
+Environ = MutableMapping[str, str]  # os.environ, as the fixture `home` sets it
 
 PROJECT = "tf-distributed/trainer"
 VERSION = "0.1.0"
@@ -65,16 +67,20 @@ def token_registry(open_registry: Registry, tmp_path_factory: pytest.TempPathFac
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> dict[str, str]:
-    """An environment whose every credential file lies under tmp_path (none written yet)."""
-    environ = {key: value for key, value in os.environ.items()
-               if key not in ("REGISTRY_AUTH_FILE", "DOCKER_CONFIG", "XDG_RUNTIME_DIR")}  # fmt: skip
-    environ |= {"HOME": str(tmp_path / "home"), "XDG_RUNTIME_DIR": str(tmp_path / "run")}
-    return environ
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Environ:
+    """This process's environment (the image check reads it), with every credential file under tmp_path (none
+    written yet); what a test sets in it is undone after."""
+    for key in ("REGISTRY_AUTH_FILE", "DOCKER_CONFIG"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    monkeypatch.setenv("PATH", os.environ["PATH"])  # restored after a test that puts a credential helper on it
+    return os.environ
 
 
-def access(registry: Registry, environ: dict[str, str], insecure: bool = True) -> Access:
-    return Access(frozenset({registry.address} if insecure else ()), environ=environ)
+def access(registry: Registry, insecure: bool = True) -> frozenset[str]:
+    """The registries asked over plain HTTP: this one, unless `insecure` is False."""
+    return frozenset({registry.address} if insecure else ())
 
 
 def auth_json(registry: Registry, password: str) -> dict[str, object]:
@@ -82,49 +88,49 @@ def auth_json(registry: Registry, password: str) -> dict[str, object]:
     return {"auths": {registry.address: {"auth": token}}}
 
 
-def test_a_pushed_image_is_present_by_tag_and_by_digest(open_registry: Registry, home: dict[str, str]) -> None:
+def test_a_pushed_image_is_present_by_tag_and_by_digest(open_registry: Registry, home: Environ) -> None:
     digest, _ = open_registry.manifest(PROJECT, VERSION)
     for reference in (VERSION, digest):
-        verdict = resolve(open_registry.address, PROJECT, reference, access(open_registry, home))
+        verdict = resolve(open_registry.address, PROJECT, reference, access(open_registry))
         assert verdict[0] == PRESENT, verdict
     served = open_registry.requests()
     assert ("HEAD", f"/v2/{PROJECT}/manifests/{VERSION}", 200) in served
 
 
-def test_an_absent_tag_or_repository_is_missing(open_registry: Registry, home: dict[str, str]) -> None:
+def test_an_absent_tag_or_repository_is_missing(open_registry: Registry, home: Environ) -> None:
     for repository, reference in ((PROJECT, "9.9.9"), ("nobody/pushed-this", "1")):
-        verdict = resolve(open_registry.address, repository, reference, access(open_registry, home))
+        verdict = resolve(open_registry.address, repository, reference, access(open_registry))
         assert verdict[0] == MISSING, verdict
 
 
-def test_a_private_registry_refuses_without_credentials(private_registry: Registry, home: dict[str, str]) -> None:
-    verdict = resolve(private_registry.address, PRIVATE, "v1", access(private_registry, home))
+def test_a_private_registry_refuses_without_credentials(private_registry: Registry, home: Environ) -> None:
+    verdict = resolve(private_registry.address, PRIVATE, "v1", access(private_registry))
     assert verdict == (UNAUTHORISED, "HTTP 401 with no credentials")
 
 
-def test_registry_auth_file_credentials_are_sent(private_registry: Registry, home: dict[str, str],
+def test_registry_auth_file_credentials_are_sent(private_registry: Registry, home: Environ,
                                                  tmp_path: Path) -> None:  # fmt: skip
     auth_file = tmp_path / "auth.json"
     home["REGISTRY_AUTH_FILE"] = str(auth_file)
     auth_file.write_text(json.dumps(auth_json(private_registry, PASSWORD)))
-    assert resolve(private_registry.address, PRIVATE, "v1", access(private_registry, home))[0] == PRESENT
-    assert resolve(private_registry.address, PRIVATE, "v2", access(private_registry, home))[0] == MISSING
+    assert resolve(private_registry.address, PRIVATE, "v1", access(private_registry))[0] == PRESENT
+    assert resolve(private_registry.address, PRIVATE, "v2", access(private_registry))[0] == MISSING
     auth_file.write_text(json.dumps(auth_json(private_registry, "wrong")))
-    verdict = resolve(private_registry.address, PRIVATE, "v1", access(private_registry, home))
+    verdict = resolve(private_registry.address, PRIVATE, "v1", access(private_registry))
     assert verdict == (UNAUTHORISED, f"HTTP 401 with the credentials from {auth_file}")
 
 
-def test_podman_and_docker_default_files_are_read(private_registry: Registry, home: dict[str, str]) -> None:
+def test_podman_and_docker_default_files_are_read(private_registry: Registry, home: Environ) -> None:
     for place in (Path(home["XDG_RUNTIME_DIR"]) / "containers" / "auth.json",
                   Path(home["HOME"]) / ".config" / "containers" / "auth.json",
                   Path(home["HOME"]) / ".docker" / "config.json"):  # fmt: skip
         place.parent.mkdir(parents=True, exist_ok=True)
         place.write_text(json.dumps(auth_json(private_registry, PASSWORD)))
-        assert resolve(private_registry.address, PRIVATE, "v1", access(private_registry, home))[0] == PRESENT
+        assert resolve(private_registry.address, PRIVATE, "v1", access(private_registry))[0] == PRESENT
         place.unlink()
 
 
-def test_a_docker_credential_helper_answers(private_registry: Registry, home: dict[str, str], tmp_path: Path) -> None:
+def test_a_docker_credential_helper_answers(private_registry: Registry, home: Environ, tmp_path: Path) -> None:
     """credHelpers.<host> runs `docker-credential-<name> get` with the server on standard input."""
     helpers = tmp_path / "bin"
     helpers.mkdir()
@@ -135,24 +141,19 @@ def test_a_docker_credential_helper_answers(private_registry: Registry, home: di
     config = Path(home["HOME"]) / "docker-config"
     config.mkdir(parents=True)
     (config / "config.json").write_text(json.dumps({"credHelpers": {private_registry.address: "tfdtest"}}))
-    home |= {"DOCKER_CONFIG": str(config), "PATH": f"{helpers}:{home['PATH']}"}
-    old_path = os.environ["PATH"]
-    os.environ["PATH"] = home["PATH"]  # the helper is looked up on this process's PATH
-    try:
-        verdict = resolve(private_registry.address, PRIVATE, "v1", access(private_registry, home))
-    finally:
-        os.environ["PATH"] = old_path
+    home |= {"DOCKER_CONFIG": str(config), "PATH": f"{helpers}:{home['PATH']}"}  # the helper is looked up on PATH
+    verdict = resolve(private_registry.address, PRIVATE, "v1", access(private_registry))
     assert verdict[0] == PRESENT, verdict
     assert asked.read_text() == private_registry.address
 
 
 def test_a_bearer_token_is_fetched_from_the_challenge_realm_with_the_credentials(
-    token_registry: tuple[Registry, tokenserver.TokenService], home: dict[str, str], tmp_path: Path
+    token_registry: tuple[Registry, tokenserver.TokenService], home: Environ, tmp_path: Path
 ) -> None:
     """The token service speaks plain HTTP: it too must be named by --insecure-registry to get credentials."""
     registry, service = token_registry
     scope = f"repository:{PROJECT}:pull"
-    both = Access(frozenset({registry.address, service.address}), environ=home)
+    both = frozenset({registry.address, service.address})
     anonymous = resolve(registry.address, PROJECT, VERSION, both)
     assert anonymous == (UNAUTHORISED, "HTTP 401 with no credentials")
     assert service.requests[-1] == (scope, "")  # an anonymous token, which grants nothing
@@ -160,7 +161,7 @@ def test_a_bearer_token_is_fetched_from_the_challenge_realm_with_the_credentials
     home["REGISTRY_AUTH_FILE"] = str(auth_file)
     auth_file.write_text(json.dumps(auth_json(registry, PASSWORD)))
     asked = len(service.requests)
-    unnamed = resolve(registry.address, PROJECT, VERSION, access(registry, home))
+    unnamed = resolve(registry.address, PROJECT, VERSION, access(registry))
     assert unnamed == (UNAUTHORISED, "HTTP 401; no credentials sent to its token realm "
                                                f"{service.realm}: not https, nor --insecure-registry")  # fmt: skip
     assert len(service.requests) == asked
@@ -172,24 +173,24 @@ def test_a_bearer_token_is_fetched_from_the_challenge_realm_with_the_credentials
     assert refused == (UNAUTHORISED, f"HTTP 401 with the credentials from {auth_file}")
 
 
-def test_a_credential_helper_that_is_not_installed_is_named(private_registry: Registry, home: dict[str, str]) -> None:
+def test_a_credential_helper_that_is_not_installed_is_named(private_registry: Registry, home: Environ) -> None:
     config = Path(home["HOME"]) / ".docker" / "config.json"
     config.parent.mkdir(parents=True)
     config.write_text(json.dumps({"credsStore": "tfd-not-installed"}))
-    verdict = resolve(private_registry.address, PRIVATE, "v1", access(private_registry, home))
+    verdict = resolve(private_registry.address, PRIVATE, "v1", access(private_registry))
     assert verdict == (UNAUTHORISED, "HTTP 401 with no credentials (docker-credential-"
                                                "tfd-not-installed (the credential helper your configuration names) "
                                                "is not on PATH)")  # fmt: skip
 
 
-def test_plain_http_is_refused_unless_named_insecure(open_registry: Registry, home: dict[str, str]) -> None:
-    verdict = resolve(open_registry.address, PROJECT, VERSION, access(open_registry, home, insecure=False))
+def test_plain_http_is_refused_unless_named_insecure(open_registry: Registry, home: Environ) -> None:
+    verdict = resolve(open_registry.address, PROJECT, VERSION, access(open_registry, insecure=False))
     assert verdict == (PLAIN_HTTP, "it answers plain HTTP, not HTTPS")
 
 
-def test_a_registry_nobody_listens_on_is_unreachable(home: dict[str, str]) -> None:
+def test_a_registry_nobody_listens_on_is_unreachable(home: Environ) -> None:
     address = f"127.0.0.1:{registrylib.free_port()}"
-    verdict = resolve(address, PROJECT, VERSION, Access(frozenset({address}), timeout=5, environ=home))
+    verdict = resolve(address, PROJECT, VERSION, frozenset({address}))
     assert verdict[0] == UNREACHABLE and "Connection refused" in verdict[1], verdict
 
 
@@ -202,13 +203,13 @@ def docs(*sets: str) -> list[dict[str, object]]:
 
 
 def test_preflight_names_a_missing_project_image_with_the_build_that_pushes_it(
-    open_registry: Registry, home: dict[str, str]
+    open_registry: Registry, home: Environ
 ) -> None:
     address = open_registry.address
     rendered = docs(f"image.registry={address}", "image.tag=0.2.0-gpu")
     assert {image.image for image in pulled_images(rendered)} == {f"{address}/{PROJECT}:0.2.0-gpu",
                                                                    f"{address}/{PROJECT}:{VERSION}"}  # fmt: skip
-    findings = {finding.message.split()[0]: finding for finding in check_images(rendered, access(open_registry, home))}
+    findings = {finding.message.split()[0]: finding for finding in check_images(rendered, access(open_registry))}
     present = findings[f"{address}/{PROJECT}:{VERSION}"]
     assert (present.check, present.severity) == ("images", OK)
     missing = findings[f"{address}/{PROJECT}:0.2.0-gpu"]
@@ -219,21 +220,21 @@ def test_preflight_names_a_missing_project_image_with_the_build_that_pushes_it(
                             f"{address} --repository {PROJECT} --tag 0.2.0 --no-tls-verify")  # fmt: skip
 
 
-def test_preflight_tells_a_users_own_missing_image_to_be_pushed(open_registry: Registry, home: dict[str, str]) -> None:
+def test_preflight_tells_a_users_own_missing_image_to_be_pushed(open_registry: Registry, home: Environ) -> None:
     address = open_registry.address
     rendered = docs(f"image.registry={address}", "worker.image.repository=team/own")
-    [missing] = [f for f in check_images(rendered, access(open_registry, home)) if f.severity != OK]
+    [missing] = [f for f in check_images(rendered, access(open_registry)) if f.severity != OK]
     assert missing.message == f"{address}/team/own:{VERSION} is not in {address} (pulled by worker)"
     assert missing.hint.startswith(f"push it (podman push {address}/team/own:{VERSION}, or docker push)")
 
 
 def test_preflight_names_the_registry_that_refuses_and_the_login(
-    open_registry: Registry, private_registry: Registry, home: dict[str, str]
+    open_registry: Registry, private_registry: Registry, home: Environ
 ) -> None:
     private = private_registry.address
     rendered = docs(f"image.registry={open_registry.address}", f"worker.image.registry={private}",
                     f"worker.image.repository={PRIVATE}", "worker.image.tag=v1")  # fmt: skip
-    both = Access(frozenset({open_registry.address, private}), environ=home)
+    both = frozenset({open_registry.address, private})
     [refused] = [f for f in check_images(rendered, both) if f.severity != OK]
     assert refused.severity == FAIL
     assert refused.message == (f"{private} refused {private}/{PRIVATE}:v1 (pulled by worker): HTTP 401 with no "
@@ -241,9 +242,9 @@ def test_preflight_names_the_registry_that_refuses_and_the_login(
     assert refused.hint.startswith(f"podman login {private} (or docker login {private})")
 
 
-def test_an_unreachable_registry_is_a_warning(home: dict[str, str]) -> None:
+def test_an_unreachable_registry_is_a_warning(home: Environ) -> None:
     address = f"127.0.0.1:{registrylib.free_port()}"
-    [finding] = check_images(docs(f"image.registry={address}"), Access(frozenset({address}), environ=home))
+    [finding] = check_images(docs(f"image.registry={address}"), frozenset({address}))
     assert finding.severity == WARN and finding.message.startswith(f"could not check {address}/{PROJECT}:{VERSION}")
 
 
@@ -263,7 +264,7 @@ def tfchart(environ: dict[str, str], *args: str) -> subprocess.CompletedProcess[
 
 
 def test_preflight_command_passes_present_and_fails_absent_images(
-    open_registry: Registry, cluster: KubeServer, home: dict[str, str]
+    open_registry: Registry, cluster: KubeServer, home: Environ
 ) -> None:
     address = open_registry.address
     common = ["preflight", "-f", "values/cpu.yaml", "--set", "serving.enabled=false", "-n", NS,
@@ -289,7 +290,7 @@ def test_preflight_command_passes_present_and_fails_absent_images(
 
 
 def test_install_refuses_an_image_it_may_not_pull_before_helm_runs(
-    open_registry: Registry, private_registry: Registry, cluster: KubeServer, home: dict[str, str], tmp_path: Path
+    open_registry: Registry, private_registry: Registry, cluster: KubeServer, home: Environ, tmp_path: Path
 ) -> None:
     private = private_registry.address
     args = ["install", "mnist", "--skip-preflight", "-f", "values/cpu.yaml", "-n", NS,

@@ -17,14 +17,14 @@ import base64
 import json
 import os
 import ssl
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 
 import pytest
 
 from tests.images import loopback
 from tests.images.loopback import Server
-from tfchart.images.registry import PRESENT, TOKEN_LIMIT, UNAUTHORISED, Access, matching, resolve
+from tfchart.images.registry import PRESENT, TOKEN_LIMIT, UNAUTHORISED, matching, resolve
 
 USER, PASSWORD = "trainer", "pull-secret-123"
 BASIC = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
@@ -79,18 +79,22 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ssl.SSLCon
 
 
 @pytest.fixture
-def environ(tmp_path: Path) -> dict[str, str]:
-    """An environment whose only credentials are REGISTRY_AUTH_FILE's (written by `check`)."""
-    kept = {key: value for key, value in os.environ.items() if key not in ("DOCKER_CONFIG", "XDG_RUNTIME_DIR")}
-    return kept | {"HOME": str(tmp_path / "home"), "REGISTRY_AUTH_FILE": str(tmp_path / "auth.json")}
+def environ(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> MutableMapping[str, str]:
+    """This process's environment (the image check reads it), its only credentials REGISTRY_AUTH_FILE's (written by
+    `check`); undone after."""
+    for key in ("DOCKER_CONFIG", "XDG_RUNTIME_DIR"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("REGISTRY_AUTH_FILE", str(tmp_path / "auth.json"))
+    return os.environ
 
 
-def check(registry: Server, environ: dict[str, str], *insecure: str) -> tuple[str, str]:
+def check(registry: Server, environ: MutableMapping[str, str], *insecure: str) -> tuple[str, str]:
     """resolve() of registry/team/model:v1 with USER's credentials for that registry in the auth file."""
     login = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
     Path(environ["REGISTRY_AUTH_FILE"]).write_text(json.dumps({"auths": {registry.address: {"auth": login}}}))
     hosts = frozenset(insecure) | ({registry.address} if registry.scheme == "http" else set())
-    return resolve(registry.address, REPOSITORY, "v1", Access(hosts, timeout=5, environ=environ))
+    return resolve(registry.address, REPOSITORY, "v1", hosts)
 
 
 def asked(server: Server) -> list[tuple[str, str]]:
@@ -108,7 +112,7 @@ def no_secret(verdict: tuple[str, str]) -> None:
 @pytest.mark.parametrize("host, scheme", [("127.0.0.2", "http"), ("127.0.0.2", "https"), ("127.0.0.1", "http"),
                                           ("127.0.0.1", "https")])  # fmt: skip
 def test_a_redirect_off_the_registry_is_followed_without_the_credentials(
-    host: str, scheme: str, certificate: ssl.SSLContext, environ: dict[str, str]
+    host: str, scheme: str, certificate: ssl.SSLContext, environ: MutableMapping[str, str]
 ) -> None:
     """An HTTPS registry's authorised HEAD redirected to another host, to plain HTTP, or to another port."""
     with loopback.serving(context=certificate) as registry, \
@@ -122,7 +126,7 @@ def test_a_redirect_off_the_registry_is_followed_without_the_credentials(
 
 
 def test_a_redirect_within_the_registry_is_followed_without_them_too(
-    certificate: ssl.SSLContext, environ: dict[str, str]
+    certificate: ssl.SSLContext, environ: MutableMapping[str, str]
 ) -> None:
     """Stricter than docker, which keeps them within a host: no redirect gets them (docs/cli.md says so)."""
     with loopback.serving(context=certificate) as registry:
@@ -134,7 +138,7 @@ def test_a_redirect_within_the_registry_is_followed_without_them_too(
 
 
 def test_a_401_from_where_the_registry_redirected_is_not_answered(
-    certificate: ssl.SSLContext, environ: dict[str, str]
+    certificate: ssl.SSLContext, environ: MutableMapping[str, str]
 ) -> None:
     """The 401 names an HTTPS realm (one the registry itself could name): but the registry did not ask."""
     with loopback.serving(context=certificate) as registry, \
@@ -155,7 +159,7 @@ def test_a_401_from_where_the_registry_redirected_is_not_answered(
 
 @pytest.mark.parametrize("where", ["http on another host", "http on its host, another port", "file"])
 def test_a_token_realm_neither_https_nor_named_insecure_gets_nothing(
-    where: str, environ: dict[str, str], tmp_path: Path
+    where: str, environ: MutableMapping[str, str], tmp_path: Path
 ) -> None:
     host = loopback.HOSTS[1] if where == "http on another host" else loopback.HOSTS[0]
     with loopback.serving() as registry, loopback.serving(host) as service:
@@ -175,7 +179,7 @@ def test_a_token_realm_neither_https_nor_named_insecure_gets_nothing(
 
 @pytest.mark.parametrize("where", ["https on another host", "http named by --insecure-registry"])
 def test_a_token_realm_over_https_or_named_insecure_gets_the_credentials(
-    where: str, certificate: ssl.SSLContext, environ: dict[str, str]
+    where: str, certificate: ssl.SSLContext, environ: MutableMapping[str, str]
 ) -> None:
     """Docker Hub's way: registry-1.docker.io names the realm https://auth.docker.io/token."""
     named = where.startswith("http named")
@@ -190,7 +194,7 @@ def test_a_token_realm_over_https_or_named_insecure_gets_the_credentials(
 
 
 def test_a_token_realm_redirect_off_its_host_gets_no_credentials(
-    certificate: ssl.SSLContext, environ: dict[str, str]
+    certificate: ssl.SSLContext, environ: MutableMapping[str, str]
 ) -> None:
     with loopback.serving() as registry, loopback.serving(loopback.HOSTS[1], certificate) as service, \
             loopback.serving(loopback.HOSTS[1], certificate) as elsewhere:  # fmt: skip
@@ -203,7 +207,7 @@ def test_a_token_realm_redirect_off_its_host_gets_no_credentials(
     assert verdict[0] == PRESENT, verdict
 
 
-def test_a_token_answer_over_a_mib_is_refused(certificate: ssl.SSLContext, environ: dict[str, str]) -> None:
+def test_a_token_answer_over_a_mib_is_refused(certificate: ssl.SSLContext, environ: MutableMapping[str, str]) -> None:
     huge = json.dumps({"token": "x" * TOKEN_LIMIT}).encode()
     with loopback.serving() as registry, loopback.serving(loopback.HOSTS[1], certificate) as service:
         service.answer = lambda *_: (200, {"Content-Type": "application/json"}, huge)

@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from tfchart.cli.options import KubeInputs
     from tfchart.cluster.kube import KubeApi
     from tfchart.helm.runner import Options
-    from tfchart.images.registry import Access
 
 DEFAULT_RELEASE = "release-name"  # helm template's own default name
 
@@ -94,7 +93,7 @@ def namespace_after_values(kube: KubeInputs, values: ValuesInputs, name: str) ->
 @click.option("--skip-preflight", is_flag=True, help="Do not check GPUs, storage and quota on the cluster first.")
 @image_check
 def install(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, create_namespace: bool,
-            skip_preflight: bool, registries: Access | None) -> None:  # fmt: skip
+            skip_preflight: bool, registries: frozenset[str] | None) -> None:  # fmt: skip
     """Validate, run the preflight checks (the images' too), then `helm install NAME`."""
     from tfchart.helm import chart as release
 
@@ -125,7 +124,7 @@ def install(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, c
               "(StatefulSet pods are kept and adopted). Never a PersistentVolumeClaim.")  # fmt: skip
 @image_check
 def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, install: bool, create_namespace: bool,
-            reuse: str | None, recreate: bool, registries: Access | None) -> None:  # fmt: skip
+            reuse: str | None, recreate: bool, registries: frozenset[str] | None) -> None:  # fmt: skip
     """Validate, check the changes against the cluster, then `helm upgrade NAME`.
 
     Changes the API server refuses (asked with a server-side dry run: StatefulSet fields, a Job's pod template, a
@@ -197,7 +196,8 @@ def uninstall(name: str, wait: bool, timeout: float | None, keep_history: bool, 
 @kube_inputs
 @image_check
 @output_option("table")
-def preflight(name: str, values: ValuesInputs, kube: KubeInputs, registries: Access | None, output: str) -> None:
+def preflight(name: str, values: ValuesInputs, kube: KubeInputs, registries: frozenset[str] | None,
+              output: str) -> None:  # fmt: skip
     """Check the live cluster can run these values as release NAME (GPUs, storage, quota, NetworkPolicy
     enforcement) and that every image resolves in its registry. Exit 0 passed, 1 a check failed."""
     namespace = kube.namespace()
@@ -207,7 +207,7 @@ def preflight(name: str, values: ValuesInputs, kube: KubeInputs, registries: Acc
 
 
 def checked(api: KubeApi | None, manifests: list[dict[str, Any]], name: str, namespace: str,
-            registries: Access | None, output: str = "") -> None:  # fmt: skip
+            registries: frozenset[str] | None, output: str = "") -> None:  # fmt: skip
     """The preflight checks (the cluster's with an api, the images' with registries): their report as -o asks, or
     on stderr where install and upgrade run them on their way; a failed check stops the command."""
     from tfchart.cluster import preflight as checks

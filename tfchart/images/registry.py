@@ -25,13 +25,11 @@ import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from contextlib import suppress
-from dataclasses import dataclass, field
 from email.message import Message
 from pathlib import Path
 from typing import Any, NamedTuple
 
-TIMEOUT_S = 10.0
-HELPER_TIMEOUT_S = 10.0
+TIMEOUT_S = 10.0  # a registry's (or token service's) answer, a credential helper's
 DOCKER_HUB = "docker.io"
 DOCKER_HUB_ENDPOINT = "registry-1.docker.io"
 DOCKER_HUB_KEYS = ("docker.io", "index.docker.io", "registry-1.docker.io", "https://index.docker.io/v1/")
@@ -45,15 +43,6 @@ PLAIN_HTTP, UNREACHABLE = "plain-http", "unreachable"
 CHALLENGE_PARAM = re.compile(r'(\w+)="([^"]*)"')
 
 
-@dataclass(frozen=True)
-class Access:
-    """How to reach registries: the plain-HTTP ones (host[:port]), one request's time, credentials' environ."""
-
-    insecure: frozenset[str] = frozenset()
-    timeout: float = TIMEOUT_S
-    environ: Mapping[str, str] | None = field(default=None, compare=False)
-
-
 class Credentials(NamedTuple):
     username: str
     password: str
@@ -64,27 +53,27 @@ class Refused(Exception):
     """The credentials (or a token) withheld from where the registry pointed: the message says where and why."""
 
 
-def resolve(registry: str, repository: str, reference: str, access: Access) -> tuple[str, str]:
-    """Whether registry/repository:reference (a tag or a digest) exists, as a node's pull would find it: the state
-    (present | missing | unauthorised | plain-http | unreachable) and why (unauthorised: which credentials were
-    tried; unreachable: the error)."""
+def resolve(registry: str, repository: str, reference: str, insecure: frozenset[str]) -> tuple[str, str]:
+    """Whether registry/repository:reference (a tag or a digest) exists, as a node's pull would find it, asking the
+    `insecure` registries (host[:port]) over plain HTTP: the state (present | missing | unauthorised | plain-http |
+    unreachable) and why (unauthorised: which credentials were tried; unreachable: the error)."""
     registry = registry or DOCKER_HUB
     host = DOCKER_HUB_ENDPOINT if registry in DOCKER_HUB_KEYS else registry
     repository = f"library/{repository}" if host == DOCKER_HUB_ENDPOINT and "/" not in repository else repository
-    scheme = "http" if registry in access.insecure else "https"
+    scheme = "http" if registry in insecure else "https"
     url = f"{scheme}://{host}/v2/{repository}/manifests/{reference}"
     try:
-        status, headers, answered = head(url, {}, access.timeout)
+        status, headers, answered = head(url, {})
         tried = "no credentials"
         if status == 401 and not answered.startswith(f"{scheme}://{host}/"):
             raise Refused(f"HTTP 401 from {answered}, where the registry redirected: no credentials sent there")
         if status == 401:
-            found, problems = find_credentials(registry, repository, access.environ)
-            authorization = authorize(headers.get("WWW-Authenticate", ""), found, repository, access)
+            found, problems = find_credentials(registry, repository)
+            authorization = authorize(headers.get("WWW-Authenticate", ""), found, repository, insecure)
             tried = (f"the credentials from {found.source}" if found else
                      f"no credentials ({'; '.join(problems)})" if problems else tried)  # fmt: skip
             if authorization:
-                status, headers, _ = head(url, {"Authorization": authorization}, access.timeout)
+                status, headers, _ = head(url, {"Authorization": authorization})
     except Refused as refused:
         return UNAUTHORISED, str(refused)
     except ssl.SSLCertVerificationError as error:
@@ -93,7 +82,7 @@ def resolve(registry: str, repository: str, reference: str, access: Access) -> t
         reason = getattr(error, "reason", error)
         if scheme == "https" and isinstance(reason, ssl.SSLError):  # a registry answers `HEAD /v2/` 200, or 401
             with suppress(urllib.error.URLError, OSError, ValueError):
-                if head(f"http://{host}/v2/", {}, access.timeout)[0] in (200, 401):
+                if head(f"http://{host}/v2/", {})[0] in (200, 401):
                     return PLAIN_HTTP, "it answers plain HTTP, not HTTPS"
         return UNREACHABLE, str(reason)
     answers = {200: (PRESENT, ""), 404: (MISSING, ""), 401: (UNAUTHORISED, f"HTTP 401 with {tried}"),
@@ -101,18 +90,18 @@ def resolve(registry: str, repository: str, reference: str, access: Access) -> t
     return answers.get(status, (UNREACHABLE, f"it answered HTTP {status}"))
 
 
-def head(url: str, authorization: Mapping[str, str], timeout: float) -> tuple[int, Message, str]:
+def head(url: str, authorization: Mapping[str, str]) -> tuple[int, Message, str]:
     """The status, headers and URL that answered (after redirects) of HEAD url (4xx and 5xx are answers)."""
     request = urllib.request.Request(url, method="HEAD", headers={"Accept": MANIFEST_TYPES})
     request.unredirected_hdrs.update(authorization)  # urllib sends these to url only, never after a redirect
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
             return int(response.status), response.headers, str(response.url)
     except urllib.error.HTTPError as error:
         return error.code, error.headers, str(error.filename)
 
 
-def authorize(challenge: str, found: Credentials | None, repository: str, access: Access) -> str:
+def authorize(challenge: str, found: Credentials | None, repository: str, insecure: frozenset[str]) -> str:
     """The Authorization header that answers a 401's challenge ("" when there is nothing to answer with)."""
     scheme, _, params = challenge.partition(" ")
     basic = "Basic " + base64.b64encode(f"{found.username}:{found.password}".encode()).decode() if found else ""
@@ -123,14 +112,14 @@ def authorize(challenge: str, found: Credentials | None, repository: str, access
     if scheme.lower() != "bearer" or not realm:
         return ""
     parts = urllib.parse.urlsplit(realm)
-    if parts.scheme != "https" and (parts.scheme != "http" or parts.netloc not in access.insecure):
+    if parts.scheme != "https" and (parts.scheme != "http" or parts.netloc not in insecure):
         raise Refused(f"HTTP 401; no credentials sent to its token realm {realm}: not https, nor --insecure-registry")
     query = {"scope": fields.get("scope") or f"repository:{repository}:pull"} | (
         {"service": fields["service"]} if fields.get("service") else {})  # fmt: skip
     request = urllib.request.Request(f"{realm}{'&' if parts.query else '?'}{urllib.parse.urlencode(query)}")
     request.unredirected_hdrs.update({"Authorization": basic} if basic else {})
     try:
-        with urllib.request.urlopen(request, timeout=access.timeout) as response:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
             body = response.read(TOKEN_LIMIT + 1)
     except urllib.error.HTTPError:
         return ""  # the token service refused these credentials: the manifest request stays unauthorised
@@ -153,15 +142,13 @@ def matching(table: Mapping[str, Any], registry: str, repository: str) -> Any:
     return table[max(fits, key=lambda key: len(scope(key)))] if fits else None
 
 
-def find_credentials(registry: str, repository: str,
-                     environ: Mapping[str, str] | None) -> tuple[Credentials | None, list[str]]:  # fmt: skip
+def find_credentials(registry: str, repository: str) -> tuple[Credentials | None, list[str]]:
     """The credentials for registry (host[:port]; docker.io for Docker Hub) from the first file that has some, and
     what could not be read on the way."""
-    environ = os.environ if environ is None else environ
-    home, runtime = Path(environ.get("HOME") or Path.home()), environ.get("XDG_RUNTIME_DIR")
-    places = (environ.get("REGISTRY_AUTH_FILE"), runtime and f"{runtime}/containers/auth.json",
+    home, runtime = Path(os.environ.get("HOME") or Path.home()), os.environ.get("XDG_RUNTIME_DIR")
+    places = (os.environ.get("REGISTRY_AUTH_FILE"), runtime and f"{runtime}/containers/auth.json",
               home / ".config" / "containers" / "auth.json",
-              Path(environ.get("DOCKER_CONFIG") or home / ".docker") / "config.json")  # fmt: skip
+              Path(os.environ.get("DOCKER_CONFIG") or home / ".docker") / "config.json")  # fmt: skip
     problems: list[str] = []
     for path in [Path(place) for place in places if place]:
         try:
@@ -197,13 +184,13 @@ def from_helper(helper: str, registry: str, problems: list[str]) -> Credentials 
     server = DOCKER_HUB_SERVER if registry in DOCKER_HUB_KEYS else registry
     try:
         answer = subprocess.run([program, "get"], input=server, capture_output=True, text=True,
-                                timeout=HELPER_TIMEOUT_S, check=False)  # fmt: skip
+                                timeout=TIMEOUT_S, check=False)  # fmt: skip
         secret = json.loads(answer.stdout) if answer.returncode == 0 else None
     except FileNotFoundError:
         problems.append(f"{program} (the credential helper your configuration names) is not on PATH")
         return None
     except subprocess.TimeoutExpired:
-        problems.append(f"{program} get did not answer in {HELPER_TIMEOUT_S:.0f} s")
+        problems.append(f"{program} get did not answer in {TIMEOUT_S:.0f} s")
         return None
     except ValueError:
         secret = None

@@ -19,7 +19,7 @@ from tfchart.cluster.preflight import controllers, resources
 from tfchart.cluster.preflight.context import FAIL, OK, WARN, Context, Finding, guarded
 from tfchart.errors import TfchartError
 from tfchart.images.build import DEFAULT_REPOSITORY
-from tfchart.images.registry import DOCKER_HUB, MISSING, PLAIN_HTTP, PRESENT, UNAUTHORISED, Access, resolve
+from tfchart.images.registry import DOCKER_HUB, MISSING, PLAIN_HTTP, PRESENT, UNAUTHORISED, resolve
 from tfchart.manifests.images import PulledImage, pulled_images
 from tfdcontract import HELM_TEST, SUPERVISOR
 
@@ -30,9 +30,9 @@ if TYPE_CHECKING:
 
 
 def run(api: KubeApi | None, docs: list[dict[str, Any]], release: str, namespace: str,
-        registries: Access | None = None) -> list[Finding]:  # fmt: skip
+        registries: frozenset[str] | None = None) -> list[Finding]:  # fmt: skip
     """Every check's findings in CHECKS' order (only with an api; a check of what the render does not ask for finds
-    nothing and reads nothing), then the images' (only with `registries`)."""
+    nothing and reads nothing), then the images' (only with `registries`: those asked over plain HTTP)."""
     context = None if api is None else Context(api, docs, namespace, release)
     found = [finding for name, check in CHECKS if context for finding in guarded(name, partial(check, context))]
     return found + (check_images(docs, registries) if registries is not None else [])
@@ -86,19 +86,19 @@ def refusal(findings: list[Finding]) -> TfchartError | None:
 PROJECT_COMPONENTS = (SUPERVISOR, HELM_TEST)  # they always run the project's own image (its CPU build)
 
 
-def check_images(docs: list[dict[str, Any]], access: Access) -> list[Finding]:
+def check_images(docs: list[dict[str, Any]], insecure: frozenset[str]) -> list[Finding]:
     pulled = pulled_images(docs)
     project = {DEFAULT_REPOSITORY} | {image.repository for image in pulled
                                       if set(image.components) & set(PROJECT_COMPONENTS)}  # fmt: skip
-    return [image_finding(image, access, image.repository in project) for image in pulled]
+    return [image_finding(image, insecure, image.repository in project) for image in pulled]
 
 
-def image_finding(image: PulledImage, access: Access, built_here: bool) -> Finding:
+def image_finding(image: PulledImage, insecure: frozenset[str], built_here: bool) -> Finding:
     """The registry's answer for the image, by state: (severity, message, hint); unreachable: a warning."""
-    state, detail = resolve(image.registry, image.repository, image.digest or image.tag or "latest", access)
+    state, detail = resolve(image.registry, image.repository, image.digest or image.tag or "latest", insecure)
     name, registry = image.image, image.registry or DOCKER_HUB
     pulled_by = f"(pulled by {', '.join(sorted(image.components))})"
-    push = push_command(image, registry, access) if built_here else (
+    push = push_command(image, registry, insecure) if built_here else (
         f"push it (podman push {name}, or docker push), or set the component's image.* to an image that exists")
     severity, message, hint = {
         PRESENT: (OK, f"{name} is in {registry}", ""),
@@ -113,12 +113,12 @@ def image_finding(image: PulledImage, access: Access, built_here: bool) -> Findi
     return Finding("images", severity, message, hint)
 
 
-def push_command(image: PulledImage, registry: str, access: Access) -> str:
+def push_command(image: PulledImage, registry: str, insecure: frozenset[str]) -> str:
     """The `tfchart build` that builds the project's image and pushes it under this exact reference."""
     if image.digest:
         return (f"a digest names one exact build: push that build, or leave image.digest empty to pull the tag "
                 f"(tfchart build --push --registry {registry} --repository {image.repository})")
     variant, tag = ("--gpu", image.tag.removesuffix("-gpu")) if image.tag.endswith("-gpu") else ("--cpu", image.tag)
-    insecure = " --no-tls-verify" if registry in access.insecure else ""
+    plain = " --no-tls-verify" if registry in insecure else ""
     return (f"build and push it from a tf-distributed checkout: tfchart build {variant} --push --registry {registry} "
-            f"--repository {image.repository} --tag {tag}{insecure}")
+            f"--repository {image.repository} --tag {tag}{plain}")
