@@ -35,26 +35,16 @@ from tfchart.local.runstate import SUSPENDED_EXIT
 from tfdcontract import (
     COMPONENT_LABEL,
     EVALUATOR,
+    FAILED,
     LOGS_DIR,
     PREDICT_REQUEST_FILE,
-    SERVING,
-    TENSORBOARD,
-    read_status_file,
-)
-from tfdcontract.lifecycle import (
-    FAILED,
     RUNNING,
-    RUNNING_WANTED,
-    STOPPED_WANTED,
+    SERVING,
     SUCCEEDED,
     SUSPENDED,
-    SUSPENDED_WANTED,
-    TERMINAL,
-    RunView,
-    ending_of,
-    plan,
-    role_of,
-    run_state,
+    TENSORBOARD,
+    lifecycle,
+    read_status_file,
 )
 from tfdcontract.runstate import now_text
 
@@ -268,7 +258,7 @@ def merge(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
             target[key] = value
 
 
-def view(run: JobSetRun) -> RunView:
+def view(run: JobSetRun) -> lifecycle.RunView:
     """What an executor reads of a cluster: the objects (a StatefulSet's Ready pods counted, as its controller does)
     and the running pods."""
     pods = [{"metadata": {"name": name, "labels": {COMPONENT_LABEL: process.pod.role}}, "status": {"phase": RUNNING}}
@@ -278,9 +268,9 @@ def view(run: JobSetRun) -> RunView:
             job.doc["status"]["readyReplicas"] = sum(pod.ready and job.runs(pod) for pod in job.pods)
     docs = [job.doc for job in run.jobs.values()]
     if run.jobset:
-        return RunView("JobSet", run.doc, pods=pods, jobs=docs)
-    evaluator = next((doc for doc in docs if doc["kind"] == "Job" and role_of(doc) == EVALUATOR), None)
-    return RunView("Job", run.jobs[run.name].doc, [doc for doc in docs if doc["kind"] == "StatefulSet"],
+        return lifecycle.RunView("JobSet", run.doc, pods=pods, jobs=docs)
+    evaluator = next((doc for doc in docs if doc["kind"] == "Job" and lifecycle.role_of(doc) == EVALUATOR), None)
+    return lifecycle.RunView("Job", run.jobs[run.name].doc, [doc for doc in docs if doc["kind"] == "StatefulSet"],
                    evaluator, pods=pods)  # fmt: skip
 
 
@@ -290,10 +280,10 @@ def advance(run: JobSetRun, suspend: bool) -> tuple[str, list[str]]:
     Failed), else "", and the lines of what was done. (A Deployment or a Kueue Workload is never planned: no
     supervisor runs here, no Kueue.)"""
     current = view(run)
-    state = run_state(current)
-    ended = state in TERMINAL
-    wanted = STOPPED_WANTED if ended else SUSPENDED_WANTED if suspend else RUNNING_WANTED
-    step = plan(current, wanted, now=now_text(), ending=ending_of(current.run) if ended else None)
+    state = lifecycle.run_state(current)
+    ended = state in lifecycle.TERMINAL
+    wanted = lifecycle.STOPPED_WANTED if ended else lifecycle.SUSPENDED_WANTED if suspend else lifecycle.RUNNING_WANTED
+    step = lifecycle.plan(current, wanted, now=now_text(), ending=lifecycle.ending_of(current.run) if ended else None)
     for action in step.actions:  # as the API server merges it; its controller answers in its next pass
         merge(run.doc if action.kind == "JobSet" else run.jobs[action.name].doc, action.patch)
         if action.kind == "JobSet" and "suspend" in action.patch.get("spec", {}):
