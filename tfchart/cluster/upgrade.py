@@ -313,14 +313,10 @@ def recreate_objects(plan: UpgradePlan, say: Callable[[str], None], timeout: flo
     say(f"waiting for {count} deletion{'s' if count != 1 else ''} to finish before helm runs")
     deadline = clock() + timeout
     while True:
-        still: dict[tuple[str, str], dict[str, Any]] = {}
-        for key in pending:
-            document = api.read_object(*key, namespace)
-            uid, known = str(((document or {}).get("metadata") or {}).get("uid") or ""), plan.uids.get(key)
-            if document is None or (known and uid and uid != known):
-                plan.recreated.append(key)
-            else:
-                still[key] = document
+        found = {key: api.read_object(*key, namespace) for key in pending}
+        still = {key: doc for key, doc in found.items() if doc is not None  # gone: 404, or a new object (another uid)
+                 and doc["metadata"].get("uid") in (None, "", plan.uids.get(key, doc["metadata"].get("uid")))}
+        plan.recreated += [key for key in pending if key not in still]
         if not still:
             say(f"{'the deletion' if count == 1 else f'all {count} deletions'} finished: helm upgrade runs now")
             return
