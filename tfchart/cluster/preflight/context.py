@@ -35,7 +35,7 @@ class Finding:
 
 @dataclass
 class Context:
-    """What a check reads: the API, the release's render, its namespace and name; what it read, read once."""
+    """What a check reads: the API, the release's render, its namespace and name; its pods and the nodes, read once."""
 
     api: KubeApi
     docs: list[dict[str, Any]]
