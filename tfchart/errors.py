@@ -8,6 +8,7 @@ wait/suspend/resume 124 (timed out).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class TfchartError(Exception):
@@ -29,7 +30,9 @@ class UsageError(TfchartError):
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong with a values document."""
+    """One thing wrong with values (as helm stated it, values/helm_errors.py: helm 4 may name only a bad map `key`),
+    a policy file, or a policy's violation of `rule` (e.g. maxGpus.perPod); where it was set, and its fix in words
+    and as edits a tool can apply (values/fixes.py's Edit)."""
 
     path: str  # dotted key path, "(root)" for the document itself
     message: str
@@ -37,6 +40,11 @@ class Problem:
     fix: str = ""
     file: str = ""  # where the offending value came from: a file, "--set", or "" (chart defaults)
     line: int | None = None
+    edits: tuple[Any, ...] = ()  # values.fixes.Edit
+    kind: str = "schema"  # schema | required | rule | file | set (the refusal helm said it in) | policy | policy-file
+    key: str = ""  # the unknown key (additionalProperties) or the bad map key (propertyNames)
+    choices: tuple[str, ...] = ()  # an enum's, as helm named them
+    rule: str = ""
 
 
 def plural(count: int, word: str) -> str:

@@ -49,18 +49,6 @@ class Edit:
         return {"key": self.key, "value": self.value, "set": [self.flag, self.argument], **where}
 
 
-@dataclass(frozen=True)
-class Located(Problem):
-    """A problem of the values: as helm stated it (helm_errors.py; helm 4 may name only a bad map `key`), then where
-    it was set and its fix as edits a tool can apply; or a policy's violation of `rule` (e.g. maxGpus.perPod)."""
-
-    edits: tuple[Edit, ...] = ()
-    kind: str = "schema"  # schema | required | rule | file | set (helm's refusal it came from) | policy
-    key: str = ""  # the unknown key (additionalProperties) or the bad map key (propertyNames)
-    choices: tuple[str, ...] = ()  # an enum's, as helm named them
-    rule: str = ""
-
-
 class Fixes:
     """The fixes of one validation. Fixes that rewrite one line (a flow map with two bad values) each carry every
     change to it once `whole` has seen them all: applied in any order, one or all of them make every change."""
@@ -72,8 +60,6 @@ class Fixes:
 
     def whole(self, problem: Problem) -> Problem:
         """`problem` with each line its fix rewrites carrying every change found to that line."""
-        if not isinstance(problem, Located):
-            return problem
         edits, fix = [], problem.fix
         for edit in problem.edits:
             if edit.file and edit.line is not None:

@@ -11,9 +11,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import replace
 
-from tfchart.errors import HelmError
+from tfchart.errors import HelmError, Problem
 from tfchart.helm.runner import error_text, failure
-from tfchart.values.fixes import Located
 
 SCHEMA_HEADER = "values don't meet the specifications of the schema(s)"
 RULES_HEADER = re.compile(r"^\S+: \d+ problem\(s\) in values:$", re.MULTILINE)
@@ -27,7 +26,7 @@ UNKNOWN, REQUIRED = "unknown key", "is required (was it set to null?)"
 Node = tuple[str, str, list["Node"]]  # helm 4: (key path, message, the errors under it)
 
 
-def read(stderr: str, meanings: Mapping[str, str]) -> list[Located]:
+def read(stderr: str, meanings: Mapping[str, str]) -> list[Problem]:
     """The problems of a failed `helm template`; HelmError when helm failed for another reason."""
     text = error_text(stderr)
     if text.startswith(SCHEMA_HEADER):
@@ -37,16 +36,16 @@ def read(stderr: str, meanings: Mapping[str, str]) -> list[Located]:
         return [_rule(line.strip()[2:]) for line in text[header.end() :].splitlines() if line.strip().startswith("- ")]
     if parsed := PARSE_FILE.match(text):
         line = int(found[1]) if (found := re.search(r"\bline (\d+)", parsed["error"])) else None
-        return [Located("(root)", parsed["error"], file=parsed["file"], line=line, kind="file")]
+        return [Problem("(root)", parsed["error"], file=parsed["file"], line=line, kind="file")]
     if parsed := PARSE_SET.match(text):
-        return [Located("(root)", parsed["error"], file=parsed["flag"], kind="set")]
+        return [Problem("(root)", parsed["error"], file=parsed["flag"], kind="set")]
     raise failure(stderr) if text else HelmError("helm template failed without a message")
 
 
-def _rule(line: str) -> Located:
+def _rule(line: str) -> Problem:
     path, _, rest = line.partition(": ")
     message, _, fix = rest.rpartition(". Fix: ")
-    return Located(path, message or rest, None, fix, kind="rule")
+    return Problem(path, message or rest, None, fix, kind="rule")
 
 
 def _unquote(text: str) -> str:
@@ -72,8 +71,8 @@ def _message(message: str, json_escaped: bool, meanings: Mapping[str, str]) -> s
     return f"{match['value'] or ''}is not {meaning}" if meaning else message
 
 
-def _helm3(lines: list[str], meanings: Mapping[str, str]) -> list[Located]:
-    found: list[Located] = []
+def _helm3(lines: list[str], meanings: Mapping[str, str]) -> list[Problem]:
+    found: list[Problem] = []
     pending: int | None = None  # a bad map key's problem: helm 3 says why on the next line
     for match in filter(None, map(HELM3_LINE.match, lines)):
         path, message = match["path"], match["message"]
@@ -83,22 +82,22 @@ def _helm3(lines: list[str], meanings: Mapping[str, str]) -> list[Located]:
             continue
         if bad_key := re.match(r'Property name of "(.*)" does not match$', message):
             pending = len(found)
-            found.append(Located(_under(path, bad_key[1]), f"key {bad_key[1]!r} is not allowed", key=bad_key[1]))
+            found.append(Problem(_under(path, bad_key[1]), f"key {bad_key[1]!r} is not allowed", key=bad_key[1]))
         elif message == "Must validate one and only one schema (oneOf)":
             continue  # the failing form's own error follows
         elif extra := re.match(r"Additional property (.*) is not allowed$", message):
-            found.append(Located(_under(path, extra[1]), UNKNOWN, key=extra[1]))
+            found.append(Problem(_under(path, extra[1]), UNKNOWN, key=extra[1]))
         elif enum := re.match(r".* must be one of the following: (.*)$", message):
             choices = tuple(re.findall(r'"((?:[^"\\]|\\.)*)"', enum[1]))
-            found.append(Located(path, f"must be one of: {', '.join(choices)}", choices=choices))
+            found.append(Problem(path, f"must be one of: {', '.join(choices)}", choices=choices))
         elif required := re.match(r"(.*) is required$", message):
-            found.append(Located(_under(path, required[1]), REQUIRED, kind="required"))
+            found.append(Problem(_under(path, required[1]), REQUIRED, kind="required"))
         else:
-            found.append(Located(path, _message(message, False, meanings)))
+            found.append(Problem(path, _message(message, False, meanings)))
     return found
 
 
-def _helm4(lines: list[str], meanings: Mapping[str, str]) -> list[Located]:
+def _helm4(lines: list[str], meanings: Mapping[str, str]) -> list[Problem]:
     """helm 4's tree of errors (each line indented under its cause) as (path, message, children) nodes, explained."""
     top: Node = ("", "", [])
     stack: list[tuple[int, Node]] = [(-1, top)]
@@ -113,21 +112,21 @@ def _helm4(lines: list[str], meanings: Mapping[str, str]) -> list[Located]:
     return [problem for root in top[2] for problem in _explain(root, meanings)]
 
 
-def _explain(node: Node, meanings: Mapping[str, str]) -> list[Located]:
+def _explain(node: Node, meanings: Mapping[str, str]) -> list[Problem]:
     path, message, children = node
     names = [_unquote(name) for name in QUOTED.findall(message)] if "'" in message else []
     if message.endswith("validation failed") and children:
         return [problem for child in children for problem in _explain(child, meanings)]
     if message.startswith("invalid propertyName") and names:  # helm 4 loses the map's path: found by name later
         why = "; ".join(_message(child[1], True, meanings) for child in children) or message
-        return [Located("", f"key {why}" if why.startswith("'") else f"key {names[0]!r}: {why}", key=names[0])]
+        return [Problem("", f"key {why}" if why.startswith("'") else f"key {names[0]!r}: {why}", key=names[0])]
     if message.startswith(("'oneOf' failed", "'anyOf' failed")) and children:
         forms = "; ".join(_message(child[1], True, meanings) for child in children)
-        return [Located(path, f"matches none of its allowed forms: {forms}")]
+        return [Problem(path, f"matches none of its allowed forms: {forms}")]
     if message.startswith(("additional property ", "additional properties ")):
-        return [Located(_under(path, name), UNKNOWN, key=name) for name in names]
+        return [Problem(_under(path, name), UNKNOWN, key=name) for name in names]
     if message.startswith(("missing property ", "missing properties ")):
-        return [Located(_under(path, name), REQUIRED, kind="required") for name in names]
+        return [Problem(_under(path, name), REQUIRED, kind="required") for name in names]
     if message.startswith("value must be one of "):
-        return [Located(path, f"must be one of: {', '.join(names)}", choices=tuple(names))]
-    return [Located(path, _message(message, True, meanings))]
+        return [Problem(path, f"must be one of: {', '.join(names)}", choices=tuple(names))]
+    return [Problem(path, _message(message, True, meanings))]

@@ -17,7 +17,6 @@ import yaml
 from tfchart.errors import Problem, UsageError, ValidationFailed
 from tfchart.manifests.quantity import parse_or_none
 from tfchart.manifests.workloads import running
-from tfchart.values.fixes import Located
 from tfchart.values.origins import Loader, Origins, compose, walk
 from tfchart.values.policy_rules import CHECKS, Context, Path_, dotted
 
@@ -112,7 +111,7 @@ def _line(roots: list[yaml.Node], where: Path_) -> int | None:
 
 
 def check_values(rules: dict[str, Any], values: dict[str, Any], origins: Origins | None,
-                 docs: list[dict[str, Any]]) -> list[Located]:  # fmt: skip
+                 docs: list[dict[str, Any]]) -> list[Problem]:  # fmt: skip
     """Every violation of a policy's `rules` by the values (and their render `docs`), in the policy's rule order."""
     pods = running(docs)
     return [found for group, rule in rules.items() for found in CHECKS[group](

@@ -11,11 +11,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tfchart.errors import plural
+from tfchart.errors import Problem, plural
 from tfchart.manifests.images import parse_reference
 from tfchart.manifests.quantity import parse_or_none
 from tfchart.manifests.workloads import ACCELERATORS, Workload, is_gpu_resource, workloads
-from tfchart.values.fixes import Located
 from tfchart.values.origins import Origins
 from tfdcontract import COMPONENT_LABEL, HELM_TEST, SUPERVISOR
 
@@ -55,10 +54,10 @@ class Context:
             node = node.get(key) if isinstance(node, dict) else None
         return node
 
-    def violation(self, rule: str, keys: Path_, message: str, value: Any, fix: str) -> Located:
+    def violation(self, rule: str, keys: Path_, message: str, value: Any, fix: str) -> Problem:
         origin = self.origins.nearest(".".join(keys)) if self.origins is not None else None
         file, line = (origin.source, origin.line) if origin else ("", None)  # an unset key: its block's line
-        return Located(dotted(keys), message, value, fix, file, line, kind="policy", rule=rule)
+        return Problem(dotted(keys), message, value, fix, file, line, kind="policy", rule=rule)
 
 
 def gpus(c: Context, w: Workload) -> tuple[dict[Path_, int], list[tuple[Path_, str, Any]]]:
@@ -81,7 +80,7 @@ def gpus(c: Context, w: Workload) -> tuple[dict[Path_, int], list[tuple[Path_, s
     return {keys: n for keys, n in sorted(whole.items(), key=lambda item: -item[1]) if n}, broken
 
 
-def max_gpus(c: Context) -> Iterator[Located]:
+def max_gpus(c: Context) -> Iterator[Problem]:
     per_pod, limits = c.rule.get("perPod"), c.rule.get("perRole") or {}
     first = next((f"maxGpus.{name}" for name in ("perPod", "perRole", "perRelease") if name in c.rule), None)
     asked: list[tuple[Workload, dict[Path_, int], int]] = []
@@ -149,7 +148,7 @@ def image_key(c: Context, component: str, field: str, volume: str | None = None)
     return (block, "image", field) if own else ("image", field)
 
 
-def images(c: Context) -> Iterator[Located]:
+def images(c: Context) -> Iterator[Problem]:
     """Every image (the helm test pod's included) under an allowed registry prefix (docker.io for one that names
     none) and pinned by digest, as the rule says; each broken values key once, with every image it decides."""
     by_key: dict[tuple[str, Path_], dict[str, list[str]]] = {}
@@ -183,7 +182,7 @@ def images(c: Context) -> Iterator[Located]:
         yield c.violation(rule, keys, message, c.get(*keys), fix)
 
 
-def priority_class(c: Context) -> Iterator[Located]:
+def priority_class(c: Context) -> Iterator[Problem]:
     allowed = c.rule.get("allowed")
     for w in c.roles:
         keys, name = (w.component, "priorityClassName"), str(w.spec.get("priorityClassName") or "")
@@ -196,7 +195,7 @@ def priority_class(c: Context) -> Iterator[Located]:
             yield c.violation("priorityClass.allowed", keys, message, name, fix)
 
 
-def queue(c: Context) -> Iterator[Located]:
+def queue(c: Context) -> Iterator[Problem]:
     """queue.required: the values name a queue (a Kueue LocalQueue, or a Volcano Queue under
     scheduling.gang.provider=volcano); Volcano's implicit default queue is not one the values name.
     queue.allowed: every queue the pods go through is listed, Volcano's `default` included when
@@ -219,14 +218,14 @@ def queue(c: Context) -> Iterator[Located]:
                               f"{', '.join(allowed)})", c.get(*keys), _set(keys, suggestion))  # fmt: skip
 
 
-def network_policy(c: Context) -> Iterator[Located]:
+def network_policy(c: Context) -> Iterator[Problem]:
     keys = ("networkPolicy", "enabled")
     if c.rule.get("required") and c.get(*keys) is not True:
         yield c.violation("networkPolicy.required", keys, "the release's NetworkPolicies are off: TensorFlow's gRPC "
                           "ports would be open to every pod", c.get(*keys), _set(keys, "true"))  # fmt: skip
 
 
-def downloads(c: Context) -> Iterator[Located]:
+def downloads(c: Context) -> Iterator[Problem]:
     """training.download, or the trainer's --download flag given another way (training.extraArgs, <role>.args)."""
     keys = ("training", "download")
     if c.rule.get("allowed") is not False:
@@ -285,7 +284,7 @@ def claims(c: Context) -> Iterator[tuple[dict[str, Any], str, tuple[Path_, Path_
                 ((role,), (role,)), (f"{base}.storageClassName", f"{base}.resources.requests.storage"), WORDS_FORM
 
 
-def storage(c: Context) -> Iterator[Located]:
+def storage(c: Context) -> Iterator[Problem]:
     allowed, limit = c.rule.get("allowedStorageClasses"), c.rule.get("maxClaimSize")
     for spec, what, keys, fields, form in claims(c):
         name, fix = spec.get("storageClassName"), form.format(fields[0], (allowed or [""])[0])
@@ -301,7 +300,7 @@ def storage(c: Context) -> Iterator[Located]:
                               size, form.format(fields[1], limit))  # fmt: skip
 
 
-def placement(c: Context) -> Iterator[Located]:
+def placement(c: Context) -> Iterator[Problem]:
     """Node selectors, node affinity and tolerations of every role, as the policy allows them."""
     selectors: dict[str, list[str]] = c.rule.get("allowedNodeSelectors") or {}
     patterns: list[dict[str, Any]] = c.rule.get("allowedTolerations") or []
@@ -320,7 +319,7 @@ def placement(c: Context) -> Iterator[Located]:
                 yield c.violation("placement.allowedTolerations", keys, message, toleration, fix)
 
 
-def node_selectors(c: Context, w: Workload, selectors: dict[str, list[str]]) -> Iterator[Located]:
+def node_selectors(c: Context, w: Workload, selectors: dict[str, list[str]]) -> Iterator[Problem]:
     """<role>.nodeSelector, and <role>.affinity, which may select nodes only as nodeSelector may: a requirement
     (required or preferred) on a listed label must be `In` with listed values only (NotIn, Exists, DoesNotExist,
     Gt and Lt do not pin the pods to allowed values); a requirement on a label (or node field) not listed is
@@ -365,7 +364,7 @@ def node_selectors(c: Context, w: Workload, selectors: dict[str, list[str]]) -> 
 
 
 # each rule group of the policy schema, and its check
-CHECKS: dict[str, Callable[[Context], Iterator[Located]]] = {
+CHECKS: dict[str, Callable[[Context], Iterator[Problem]]] = {
     "maxGpus": max_gpus, "images": images, "priorityClass": priority_class, "queue": queue,
     "networkPolicy": network_policy, "downloads": downloads, "storage": storage, "placement": placement,
 }  # fmt: skip

@@ -19,7 +19,7 @@ from tfchart.helm.chart import Chart, Inputs, private_folder
 from tfchart.helm.runner import Helm
 
 if TYPE_CHECKING:
-    from tfchart.values.fixes import Edit, Fixes, Located
+    from tfchart.values.fixes import Edit, Fixes
     from tfchart.values.origins import Origins
 
 # comments the chart renders for tfchart: a warning above an object (values that may not work), validate.yaml's notes
@@ -40,7 +40,7 @@ class Report:
     manifests: list[dict[str, Any]] = field(default_factory=list, repr=False)  # the render (the rules' pass's)
     policy_file: str = ""
     policy_checked: bool = False
-    violations: list[Problem] = field(default_factory=list)  # Located, kind policy
+    violations: list[Problem] = field(default_factory=list)  # Problem, kind policy
     policy_problems: list[Problem] = field(default_factory=list)  # the policy file itself is broken
     note: str = ""
     rendered_with: tuple[str, Inputs, str | None] | None = field(default=None, repr=False)  # release, inputs, ns
@@ -59,8 +59,8 @@ class Report:
 
     def as_dict(self) -> dict[str, Any]:
         policy = {"file": self.policy_file, "checked": self.policy_checked,
-                  "problems": [problem_dict(p) for p in self.policy_problems],
-                  "violations": [{"rule": getattr(v, "rule", ""), **problem_dict(v)} for v in self.violations]}
+                  "problems": [{**problem_dict(p), "kind": "policy-file"} for p in self.policy_problems],
+                  "violations": [{"rule": v.rule, **problem_dict(v)} for v in self.violations]}
         return {"valid": self.valid, "inputs": self.inputs, "problems": [problem_dict(p) for p in self.problems],
                 "rulesChecked": self.rules_checked, "warnings": self.warnings, "notes": self.notes,
                 **({"policy": policy} if self.policy_file else {})}  # fmt: skip
@@ -69,8 +69,8 @@ class Report:
 def problem_dict(problem: Problem) -> dict[str, Any]:
     """A problem in `--output json`: its kind (schema, rule, file, set; policy, policy-file), key path, what is wrong,
     the value as written, the fix (as words and as edits: a line rewritten, or a --set argument), file and line."""
-    return {"kind": getattr(problem, "kind", "policy-file"), "path": problem.path, "message": problem.message,
-            "value": problem.value, "fix": problem.fix, "edits": [e.as_dict() for e in getattr(problem, "edits", ())],
+    return {"kind": problem.kind, "path": problem.path, "message": problem.message,
+            "value": problem.value, "fix": problem.fix, "edits": [e.as_dict() for e in problem.edits],
             "file": problem.file or None, "line": problem.line}  # fmt: skip
 
 
@@ -107,7 +107,7 @@ def refusal(stderr: str, helm: Helm, chart: Chart, inputs: Inputs, release: str,
     """The problems of a refused render (that took helm `spent` CPU seconds), located; whether the rules ran on the
     values as given (not after schema errors: then they run again without the schema check, on the values fixed,
     unless helm is slow on them); a note; that render and its inputs."""
-    from tfchart.values.fixes import Fixes, Located
+    from tfchart.values.fixes import Fixes
     from tfchart.values.helm_errors import read
     from tfchart.values.origins import Origins, file_error_key
 
@@ -121,9 +121,9 @@ def refusal(stderr: str, helm: Helm, chart: Chart, inputs: Inputs, release: str,
             documents = next((documents for file, documents in origins.files if file == name), [])
             located = file_error_key(documents, item.message)
             path, line = located or ("(root)", item.line or _line_of(name, item.message))
-            problems.append(Located(path, item.message, None, "fix the YAML of this file", name, line, kind="file"))
+            problems.append(Problem(path, item.message, None, "fix the YAML of this file", name, line, kind="file"))
         elif item.kind == "set":
-            problems.append(Located("(root)", item.message, None, "fix the argument", _broken_set(origins, item),
+            problems.append(Problem("(root)", item.message, None, "fix the argument", _broken_set(origins, item),
                                     kind="set"))  # fmt: skip
         else:
             problems.append(_located(item, origins, fixes))
@@ -150,11 +150,10 @@ def refusal(stderr: str, helm: Helm, chart: Chart, inputs: Inputs, release: str,
         try:
             rules = [_located(item, origins, fixes) for item in read(failed.stderr, meanings) if item.kind == "rule"]
         except HelmError as error:  # a template the replaced values still break
-            rules = [Located("(rules)", f"the chart's rules could not run: {_last(error.message)}", kind="rule")]
+            rules = [Problem("(rules)", f"the chart's rules could not run: {_last(error.message)}", kind="rule")]
     by_key, refused = {rule.path: rule for rule in rules}, list(defaults)
     for index, problem in enumerate(problems):  # a fix the rules refuse is no fix
-        edits = problem.edits if isinstance(problem, Located) else ()
-        if isinstance(problem, Located) and (broken := next((by_key[e.key] for e in edits if e.key in by_key), None)):
+        if broken := next((by_key[e.key] for e in problem.edits if e.key in by_key), None):
             refused.append(broken.path)
             problems[index] = replace(problem, fix="", edits=(), message=f"{problem.message} ({problem.fix} would "
                                       f"break the chart's rule: {broken.message})")  # fmt: skip
@@ -171,12 +170,11 @@ def _fixed(problems: list[Problem], fixes: Fixes, inputs: Inputs) -> tuple[Input
 
     sets, defaults = list(inputs.sets), []
     for problem in problems:
-        edits = getattr(problem, "edits", ())
-        for edit in edits:
+        for edit in problem.edits:
             sets = [pair for pair in sets if " ".join(pair) != edit.replaces]
             sets.append((edit.flag, edit.argument))
-        if not edits and problem.path != "(root)" and problem.message != UNKNOWN and not problem.message.startswith(
-                "key ") and not re.search(r"\.\d+(\.|$)", problem.path):  # fmt: skip
+        if not problem.edits and problem.path != "(root)" and problem.message != UNKNOWN and not \
+                problem.message.startswith("key ") and not re.search(r"\.\d+(\.|$)", problem.path):  # fmt: skip
             sets.append(set_argument(fixes.origins.set_path(problem.path), fixes.origins.default(problem.path)))
             defaults.append(problem.path)
     return Inputs(inputs.files, sets), defaults
@@ -204,11 +202,11 @@ def _line_of(name: str, message: str) -> int | None:
     return next((number for number, text in enumerate(lines, 1) if text.startswith("---") and separator in text), None)
 
 
-def _grouped(found: list[Located], shown: int = 3) -> list[tuple[Located, str]]:
+def _grouped(found: list[Problem], shown: int = 3) -> list[tuple[Problem, str]]:
     """The problems, those repeated over many list items (a --set list[60000] of nulls) listed for the
     first items, the last one listed saying how many more there are."""
     numbered = re.compile(r"\.\d+(?=\.|$)")
-    groups: dict[tuple[str, str], list[Located]] = {}
+    groups: dict[tuple[str, str], list[Problem]] = {}
     for item in found:
         groups.setdefault((numbered.sub(".*", item.path), item.message), []).append(item)
     return [(member, f"and {len(members) - shown} more like it, up to {members[-1].path}" if index == shown - 1 and
@@ -216,8 +214,7 @@ def _grouped(found: list[Located], shown: int = 3) -> list[tuple[Located, str]]:
             for index, member in enumerate(members[: shown if len(members) > shown + 2 else None])]  # fmt: skip
 
 
-def _located(item: Located, origins: Origins, fixes: Fixes) -> Problem:
-    from tfchart.values.fixes import Located
+def _located(item: Problem, origins: Origins, fixes: Fixes) -> Problem:
     from tfchart.values.helm_errors import UNKNOWN
 
     path = item.path or origins.key_named(item.key) or item.key
@@ -238,11 +235,11 @@ def _located(item: Located, origins: Origins, fixes: Fixes) -> Problem:
         fix, edits = fixes.of_value(path, origin, item.choices, null=item.kind == "required")
         message, fix = (f"{message} ({fix})" if fix else message, "") if not edits else (message, fix)
     kind = "rule" if item.kind == "rule" else "schema"
-    problem = Located(path, message, origin.text if origin else None, fix, edits=edits, kind=kind)
+    problem = Problem(path, message, origin.text if origin else None, fix, edits=edits, kind=kind)
     return replace(problem, file=origin.source, line=origin.line) if origin else problem
 
 
-def _broken_set(origins: Origins, item: Located) -> str:
+def _broken_set(origins: Origins, item: Problem) -> str:
     """The argument of `item.file` (a --set flag) that helm cannot parse (Origins asks helm for each); all of them
     where none fails alone (it fails on what the files set before it)."""
     from tfchart.values.origins import shown
