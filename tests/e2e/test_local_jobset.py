@@ -27,8 +27,8 @@ from tests.chartlib import REPO, render
 from tests.e2e.test_local import assert_none_left
 from tfchart.errors import UsageError
 from tfchart.local.containers import plan_from_manifests
-from tfchart.local.jobset import jobs_of, read, waits_for
-from tfchart.local.jobsetrun import COMPLETED, FAILED, JobSetRun, condition
+from tfchart.local.jobset import condition, jobs_of, read, waits_for
+from tfchart.local.jobsetrun import COMPLETED, FAILED, JobSetRun
 from tfchart.local.pods import rendered_pods, workload_of
 from tfchart.local.processes import localise
 from tfchart.local.session import advance, as_suspended, describe, merge, outcome

@@ -19,22 +19,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tfchart.errors import plural
-from tfchart.local.jobset import (
-    COMPLETE,
-    FAIL_JOB,
-    FAIL_JOBSET,
-    IGNORE,
-    READY,
-    RESTART_ATTEMPT,
-    RESTART_JOBSET,
-    JobRun,
-    PodRun,
-    condition,
-    ended_as,
-    failure_rule_applies,
-    jobs_of,
-    waits_for,
-)
+from tfchart.local import jobset
+from tfchart.local.jobset import JobRun, PodRun
 from tfdcontract.runstate import FAILED, QUEUE_LABEL, RUNNING
 
 if TYPE_CHECKING:
@@ -68,14 +54,14 @@ class JobSetRun:
         assert not missing, f"pods of JobSet {self.name} not rendered: {missing}"
 
     def _fresh(self) -> dict[str, JobRun]:
-        return {job.name: job for job in jobs_of(self.doc)}
+        return {job.name: job for job in jobset.jobs_of(self.doc)}
 
     @property
     def name(self) -> str:
         return str(self.doc["metadata"]["name"])
 
     @property
-    def jobset(self) -> bool:
+    def is_jobset(self) -> bool:
         """A JobSet's run (else a native release's: its Jobs and StatefulSets)."""
         return bool(self.doc["kind"] == "JobSet")
 
@@ -87,7 +73,7 @@ class JobSetRun:
     @property
     def state(self) -> str:
         """Completed or Failed, else Running."""
-        return str(condition(self.doc).get("type", RUNNING))
+        return str(jobset.condition(self.doc).get("type", RUNNING))
 
     @property
     def suspended(self) -> bool:
@@ -125,8 +111,8 @@ class JobSetRun:
         for job in self.jobs.values():
             if job.created is not None:
                 self._sync(job, now)
-        if failed := [job for job in self.jobs.values() if job.state == FAILED
-                      and (self.jobset or job.rjob in self.targets)]:  # a native release: only the run's Job fails it
+        if failed := [job for job in self.jobs.values() if job.state == FAILED  # native: only the run's Job fails it
+                      and (self.is_jobset or job.rjob in self.targets)]:  # fmt: skip
             if not self.suspended:
                 self._failure_policy(failed)
         elif self._succeeded():
@@ -152,7 +138,7 @@ class JobSetRun:
         if job.state:
             return
         if all(pod.succeeded for pod in job.pods):
-            ended_as(job.doc, COMPLETE, "CompletionsReached", "")
+            jobset.ended_as(job.doc, jobset.COMPLETE, "CompletionsReached", "")
             job.ended = now
             self.on_event("Job", job.name, "Completed", f"{plural(len(job.pods), 'pod')} succeeded")
             return
@@ -172,7 +158,7 @@ class JobSetRun:
     def _start(self, job: JobRun, pod: PodRun) -> None:
         local = self.pods[pod.name]
         for item in job.container.get("env") or []:  # the restart-attempt label, as the downward API gives it
-            if RESTART_ATTEMPT in str(((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")):
+            if jobset.RESTART_ATTEMPT in str(((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")):
                 local.env[item["name"]] = str(self.restarts)
         pod.alive, pod.due, pod.probed = True, None, -math.inf
         self.starts[pod.name] = self.starts.get(pod.name, 0) + 1
@@ -187,7 +173,7 @@ class JobSetRun:
         if self.suspended or not job.runs(pod) or job.state or self.finished:
             return  # stopped on purpose: its Job has ended or is suspended, it was scaled down
         matched = job.first_rule(code) if job.kind == "Job" else None
-        if matched and matched[1]["action"] == FAIL_JOB:
+        if matched and matched[1]["action"] == jobset.FAIL_JOB:
             job.culprit = pod.name
             self._fail(job, "PodFailurePolicy", f"Container {job.container.get('name', '')} for pod "
                        f"{self.doc['metadata']['namespace']}/{pod.name} failed with exit code {code} matching FailJob "
@@ -195,7 +181,7 @@ class JobSetRun:
             return
         if job.kind != "Job":  # a StatefulSet's pod: started again, never counted
             delay, why = min(MAX_BACKOFF_S, 2.0 ** (self.starts.get(pod.name, 1) - 1)), "restartPolicy Always"
-        elif matched and matched[1]["action"] == IGNORE:
+        elif matched and matched[1]["action"] == jobset.IGNORE:
             delay, why = 0.0, f"Ignore rule at index {matched[0]}: not counted against backoffLimit"
         else:
             job.failures += 1
@@ -209,14 +195,14 @@ class JobSetRun:
         self.on_event("Pod", pod.name, "Failed", f"exited with {code}: a new pod in {delay:.0f} s ({why})")
 
     def _fail(self, job: JobRun, reason: str, message: str, now: float) -> None:
-        ended_as(job.doc, FAILED, reason, message)
+        jobset.ended_as(job.doc, FAILED, reason, message)
         job.ended = now
         self.on_event("Job", job.name, "Failed", f"{reason}: {message}")
 
     def _probe(self, now: float) -> None:
         """Readiness, probed only where a Job still to be created waits for it (dependsOn ... Ready)."""
         waited = {dep["name"] for rjob in self.doc["spec"]["replicatedJobs"] if not self._created(rjob["name"])
-                  for dep in rjob["dependsOn"] if dep["status"] == READY}  # fmt: skip
+                  for dep in rjob["dependsOn"] if dep["status"] == jobset.READY}  # fmt: skip
         if any(job.suspended for job in self.jobs.values()):  # a resume: a Job waits for its servers' readiness
             waited |= {job.rjob for job in self.jobs.values() if job.kind == "StatefulSet"}
         for job in self.jobs.values():
@@ -239,8 +225,8 @@ class JobSetRun:
     def _reached(self, rjob: str, status: str) -> bool:
         replicas = sum(job.rjob == rjob for job in self.jobs.values())
         jobs = [job for job in self.jobs.values() if job.rjob == rjob and job.created is not None]
-        done = sum(job.state == COMPLETE for job in jobs)
-        if status == COMPLETE:
+        done = sum(job.state == jobset.COMPLETE for job in jobs)
+        if status == jobset.COMPLETE:
             return done == replicas
         return sum(job.ready for job in jobs) + done + sum(job.state == FAILED for job in jobs) == replicas
 
@@ -248,7 +234,7 @@ class JobSetRun:
         for rjob in self.doc["spec"]["replicatedJobs"]:
             if self._created(rjob["name"]) or not all(self._reached(d["name"], d["status"]) for d in rjob["dependsOn"]):
                 continue
-            after = f" (dependsOn {waits_for(rjob)})" if rjob["dependsOn"] else ""
+            after = f" (dependsOn {jobset.waits_for(rjob)})" if rjob["dependsOn"] else ""
             for job in (job for job in self.jobs.values() if job.rjob == rjob["name"]):
                 job.created = now
                 self.on_event("Job", job.name, "Created", f"{plural(len(job.pods), 'pod')}{after}")
@@ -258,7 +244,7 @@ class JobSetRun:
         spec = self.doc["spec"]
         targets = self.targets or [rjob["name"] for rjob in spec["replicatedJobs"]]
         jobs = [job for job in self.jobs.values() if job.rjob in targets]
-        done = sum(job.state == COMPLETE for job in jobs)
+        done = sum(job.state == jobset.COMPLETE for job in jobs)
         expected = 1 if spec["successPolicy"]["operator"] == "Any" else len(jobs)
         return done > 0 and done >= expected
 
@@ -268,21 +254,22 @@ class JobSetRun:
         failure = self.doc["spec"]["failurePolicy"]
         for candidate in failure["rules"]:  # the first rule that matches a failed Job, and its earliest such Job
             if matching := [job for job in failed
-                            if failure_rule_applies(candidate, job.rjob, condition(job.doc))]:
+                            if jobset.failure_rule_applies(candidate, job.rjob, jobset.condition(job.doc))]:
                 rule, first = candidate, min(matching, key=lambda job: job.ended)
                 break
-        action = rule["action"] if rule else RESTART_JOBSET
+        action = rule["action"] if rule else jobset.RESTART_JOBSET
         self.rule, self.first_failed = rule, first
         why = f"(first failed job: {first.name})"
-        if action == FAIL_JOBSET:
+        if action == jobset.FAIL_JOBSET:
             self._finish(FAILED, "FailJobSetFailurePolicyAction", f"applying FailJobSet failure policy action {why}")
-        elif action == RESTART_JOBSET and self.counted >= failure["maxRestarts"]:
+        elif action == jobset.RESTART_JOBSET and self.counted >= failure["maxRestarts"]:
             self._finish(FAILED, "ReachedMaxRestarts", f"jobset failed due to reaching max number of restarts {why}")
         else:
             self.restarts += 1
-            self.counted += action == RESTART_JOBSET
+            counted = action == jobset.RESTART_JOBSET
+            self.counted += counted
             reason = f"FailurePolicy_{rule['name']}" if rule else "DefaultFailurePolicy"
-            limit = f", {self.counted} of maxRestarts {failure['maxRestarts']}" if action == RESTART_JOBSET else ""
+            limit = f", {self.counted} of maxRestarts {failure['maxRestarts']}" if counted else ""
             self.on_event("JobSet", self.name, "Restarting", f"{reason}: applying {action} failure policy action "
                           f"{why}: every pod stops, then every Job is created again (restart {self.restarts}{limit})")
             self._stop_all()
@@ -291,11 +278,11 @@ class JobSetRun:
     def _finish(self, state: str, reason: str, message: str) -> None:
         """The run has ended: a JobSet deletes its active Jobs (a native release's ending is the planner's: its
         StatefulSets scaled to 0, the evaluator suspended: `advance`)."""
-        ended_as(self.doc, state, reason, message)
-        alive = sum(pod.alive for job in self.jobs.values() for pod in job.pods) if self.jobset else 0
+        jobset.ended_as(self.doc, state, reason, message)
+        alive = sum(pod.alive for job in self.jobs.values() for pod in job.pods) if self.is_jobset else 0
         stopping = f" (its active Jobs deleted: {plural(alive, 'pod')} stopping)" if alive else ""
         self.on_event("JobSet", self.name, state, f"{reason}: {message}{stopping}")
-        if self.jobset:
+        if self.is_jobset:
             self._stop_all()
 
     def _stop_all(self, jobs: Sequence[JobRun] | None = None, every: bool = True) -> None:
@@ -318,7 +305,7 @@ class JobSetRun:
                     continue
                 if job.created is None:
                     rjob = next(r for r in self.doc["spec"]["replicatedJobs"] if r["name"] == job.rjob)
-                    return f"pending: Job waits for {waits_for(rjob)}"
+                    return f"pending: Job waits for {jobset.waits_for(rjob)}"
                 if run.due is not None and not job.state:
                     return f"pending: new pod in {max(0.0, run.due - self.clock()):.0f} s"
         return None

@@ -152,7 +152,7 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
                     if state in (SUCCEEDED, FAILED) or (suspending and state == SUSPENDED):
                         break
                     if timeout is not None and time.monotonic() > started + timeout:
-                        kind = "JobSet" if controller.jobset else "Job"
+                        kind = "JobSet" if controller.is_jobset else "Job"
                         raise TfchartError(f"{kind} {controller.name} did not finish within {timeout:.0f} s",
                                            "raise --timeout, or look at the logs above")
                     time.sleep(0.2)
@@ -267,7 +267,7 @@ def view(run: JobSetRun) -> lifecycle.RunView:
         if job.kind == "StatefulSet":
             job.doc["status"]["readyReplicas"] = sum(pod.ready and job.runs(pod) for pod in job.pods)
     docs = [job.doc for job in run.jobs.values()]
-    if run.jobset:
+    if run.is_jobset:
         return lifecycle.RunView("JobSet", run.doc, pods=pods, jobs=docs)
     evaluator = next((doc for doc in docs if doc["kind"] == "Job" and lifecycle.role_of(doc) == EVALUATOR), None)
     return lifecycle.RunView("Job", run.jobs[run.name].doc, [doc for doc in docs if doc["kind"] == "StatefulSet"],
