@@ -114,7 +114,7 @@ def test_last_line_without_newline_is_kept(cluster: KubeServer) -> None:
     release(cluster)
     api = cluster.api()
     cluster.logs[(NS, "mnist-tf-distributed-ps-0")] = kf.PodLog('{"looks": "like json"}')  # no newline at the end
-    assert api.read_pod_log(NS, "mnist-tf-distributed-ps-0", "ps", None) == '{"looks": "like json"}\n'  # not decoded
+    assert list(api.stream_pod_log(NS, "mnist-tf-distributed-ps-0", "ps", None, False)) == ['{"looks": "like json"}']
 
 
 def test_index_out_of_range_says_how_many_pods_exist(cluster: KubeServer) -> None:

@@ -307,7 +307,7 @@ def test_unauthorized_and_server_errors_have_hints(cluster: KubeServer) -> None:
 def test_missing_object_is_a_404_with_a_kubectl_hint(cluster: KubeServer) -> None:
     api = cluster.api()
     with pytest.raises(KubernetesError) as error:
-        api.read_pod_log(NS, "gone-0", None, 10)
+        list(api.stream_pod_log(NS, "gone-0", None, 10, False))
     assert error.value.message.startswith("pods/log gone-0 not found in namespace ml-training")
     assert "kubectl get pods -n ml-training" in error.value.hint
     assert api.read_object("PersistentVolumeClaim", "absent", NS) is None

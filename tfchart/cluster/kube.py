@@ -139,16 +139,13 @@ class KubeApi:
         return self._call(lambda: _json_or_none(self._raw, "GET", resource_path(kind, namespace, name)), "get",
                           resource_name(kind), namespace, name)
 
-    def read_pod_log(self, namespace: str, name: str, container: str | None, tail_lines: int | None) -> str:
-        """The (current container's) log as text, read raw (the client would json-decode a log of one JSON object)."""
-        return "".join(line + "\n" for line in self.stream_pod_log(namespace, name, container, tail_lines, False))
-
     def stream_pod_log(
-        self, namespace: str, name: str, container: str | None, tail_lines: int | None, follow: bool, *,
+        self, namespace: str, name: str, container: str | None, tail_lines: int | None, follow: bool = False, *,
         previous: bool = False, since_seconds: int | None = None, timestamps: bool = False,
     ) -> Generator[str, None, None]:  # fmt: skip
-        """The log line by line (without newlines), as kubectl logs' flags say; with follow, until the container ends
-        or the caller stops. The HTTP response is released when the generator is closed (also on Ctrl-C)."""
+        """The log line by line (without newlines, read raw: the client would json-decode a log of one JSON object), as
+        kubectl logs' flags say; with follow, until the container ends or the caller stops. The HTTP response is
+        released when the generator is closed (also on Ctrl-C)."""
         operation = ("get", "pods/log", namespace, name)  # following: no timeout (a quiet log is no end)
         response = self._call(lambda: self._raw(
             "GET", resource_path("Pod", namespace, name, "log"), timeout=None if follow else REQUEST_TIMEOUT,

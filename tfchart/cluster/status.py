@@ -232,7 +232,7 @@ def read_progress(api: KubeApi, namespace: str, chief: JobInfo,
     if pod is not None:
         try:
             container = objects.main_container(pod, CHIEF)
-            progress = parse_progress(api.read_pod_log(namespace, name_of(pod), container, LOG_TAIL_LINES))
+            progress = parse_progress("\n".join(api.stream_pod_log(namespace, name_of(pod), container, LOG_TAIL_LINES)))
         except KubernetesError as error:
             note = f"cannot read the chief's log: {error.message} ({error.hint})"
     if progress is None and recorded is not None:
