@@ -24,13 +24,7 @@ from tfchart.errors import TfchartError
 from tfchart.local.jobset import COMPLETE, condition, waits_for
 from tfchart.local.jobsetrun import COMPLETED, JobSetRun
 from tfchart.local.pods import LocalPod
-from tfchart.local.processes import (
-    PALETTE,
-    LocalCluster,
-    LocalPlan,
-    python_bin_dir,
-    running,
-)
+from tfchart.local.processes import PALETTE, LocalCluster, LocalPlan, python_bin_dir, running
 from tfchart.local.runstate import SUSPENDED_EXIT
 from tfdcontract import (
     COMPONENT_LABEL,
