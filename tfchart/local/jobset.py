@@ -22,11 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfchart.errors import UsageError
-from tfdcontract.runstate import GANG_MARKERS
+from tfdcontract.runstate import GANG_MARKERS, JOBSET_NAME_LABEL
 
-JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
-JOBSET_UID = "jobset.sigs.k8s.io/jobset-uid"
-REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
 RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"  # what the Job controller adds to every container of an Indexed Job
@@ -226,15 +223,12 @@ def jobs_of(workload: dict[str, Any]) -> list[JobRun]:
         in_group = [count if g == groups[position] else 0 for count, g in zip(counts, groups, strict=True)]
         for job_index in range(counts[position]):  # the Jobs JobSet creates, marked as it marks them
             job_name = f"{name}-{rjob['name']}-{job_index}"
-            marks = {JOBSET_NAME: name, JOBSET_UID: metadata["uid"], REPLICATED_JOB: str(rjob["name"]),
-                     RESTART_ATTEMPT: "0", "jobset.sigs.k8s.io/replicatedjob-replicas": str(counts[position]),
-                     "jobset.sigs.k8s.io/global-replicas": str(sum(counts)),
-                     "jobset.sigs.k8s.io/job-index": str(job_index),
-                     "jobset.sigs.k8s.io/job-key": hashlib.sha1(f"{namespace}/{job_name}".encode()).hexdigest(),
-                     "jobset.sigs.k8s.io/job-global-index": str(sum(counts[:position]) + job_index),
-                     "jobset.sigs.k8s.io/group-name": groups[position],
-                     "jobset.sigs.k8s.io/group-replicas": str(sum(in_group)),
-                     "jobset.sigs.k8s.io/job-group-index": str(sum(in_group[:position]) + job_index)}  # fmt: skip
+            marks = {f"jobset.sigs.k8s.io/{key}": str(value) for key, value in {
+                "jobset-name": name, "jobset-uid": metadata["uid"], "replicatedjob-name": rjob["name"],
+                "restart-attempt": 0, "replicatedjob-replicas": counts[position], "global-replicas": sum(counts),
+                "job-index": job_index, "job-key": hashlib.sha1(f"{namespace}/{job_name}".encode()).hexdigest(),
+                "job-global-index": sum(counts[:position]) + job_index, "group-name": groups[position],
+                "group-replicas": sum(in_group), "job-group-index": sum(in_group[:position]) + job_index}.items()}
             jobs.append(JobRun.of(str(rjob["name"]), job_document(workload, rjob, job_name, marks)))
     return jobs
 
@@ -253,7 +247,7 @@ def headless_service(doc: dict[str, Any], namespace: str) -> dict[str, Any] | No
         return None
     network = (doc.get("spec") or {}).get("network") or {}
     return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": namespace},
-            "spec": {"clusterIP": "None", "selector": {JOBSET_NAME: doc["metadata"]["name"]},
+            "spec": {"clusterIP": "None", "selector": {JOBSET_NAME_LABEL: doc["metadata"]["name"]},
                      "publishNotReadyAddresses": network.get("publishNotReadyAddresses", True)}}  # fmt: skip
 
 
