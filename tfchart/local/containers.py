@@ -235,21 +235,16 @@ class ContainerCluster(LocalCluster):
         previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in handled}
         try:
             self.end(list(self.processes.values()), signal.SIGTERM, grace)
-            self._give_volume_back()
+            if self._prepared and self.volume_image is not None:  # the volume given back to the invoking user
+                given = self._ownership("volume-owner", f"chown -R {self.host_owner} {VOLUME_TARGET}")
+                if given.returncode != 0:
+                    print(f"warning: could not give {self.volume_dir} back to you ({last_line(given.stderr)}): "
+                          f"sudo chown -R {os.getuid()}:{os.getgid()} {self.volume_dir}", file=sys.stderr)
             self._remove_labelled()
             shutil.rmtree(self.config_root, ignore_errors=True)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-
-    def _give_volume_back(self) -> None:
-        if not self._prepared or self.volume_image is None:
-            return
-        given = self._ownership("volume-owner", f"chown -R {self.host_owner} {VOLUME_TARGET}")
-        if given.returncode != 0:
-            volume = self.volume_dir
-            print(f"warning: could not give {volume} back to you ({last_line(given.stderr)}): "
-                  f"sudo chown -R {os.getuid()}:{os.getgid()} {volume}", file=sys.stderr)  # fmt: skip
 
     def _remove_labelled(self) -> None:
         """Containers, then networks, then volumes carrying the run's label; warns about any that stays."""
