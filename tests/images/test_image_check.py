@@ -207,7 +207,7 @@ def test_preflight_names_a_missing_project_image_with_the_build_that_pushes_it(
 ) -> None:
     address = open_registry.address
     rendered = docs(f"image.registry={address}", "image.tag=0.2.0-gpu")
-    assert {image.image for image in pulled_images(rendered)} == {f"{address}/{PROJECT}:0.2.0-gpu",
+    assert {image["image"] for image in pulled_images(rendered)} == {f"{address}/{PROJECT}:0.2.0-gpu",
                                                                    f"{address}/{PROJECT}:{VERSION}"}  # fmt: skip
     findings = {finding.message.split()[0]: finding for finding in check_images(rendered, access(open_registry))}
     present = findings[f"{address}/{PROJECT}:{VERSION}"]

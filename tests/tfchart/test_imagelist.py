@@ -86,4 +86,4 @@ def test_invalid_values_are_refused_like_validate() -> None:
 ])  # fmt: skip
 def test_references_are_split_as_registries_read_them(image: str, parts: tuple[str, str, str, str]) -> None:
     parsed = parse_reference(image)
-    assert (parsed.registry, parsed.repository, parsed.tag, parsed.digest) == parts
+    assert (parsed["registry"], parsed["repository"], parsed["tag"], parsed["digest"]) == parts

@@ -79,7 +79,7 @@ def test_tfchart_images_lists_the_same_images_with_the_same_pullers() -> None:
         env={**os.environ, "TFCHART_HELM": str(helm_path("4"))},
     )  # fmt: skip
     assert listed.returncode == 0, listed.stderr
-    native = {image.image: sorted(image.components) for image in pulled_images(docs("native"))}
+    native = {image["image"]: sorted(image["components"]) for image in pulled_images(docs("native"))}
     assert {entry["image"]: sorted(entry["components"]) for entry in json.loads(listed.stdout)} == native
     assert {"ps", "worker", "chief", "evaluator"} <= set(native["ghcr.io/tf-distributed/trainer:0.1.0-gpu"])
 

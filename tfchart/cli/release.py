@@ -70,7 +70,7 @@ def list_images(name: str, values: ValuesInputs, namespace: str, output: str) ->
 
     pulled = pulled_images(values.manifests(name, namespace))
     if not emit(pulled, output):
-        click.echo("\n".join(p.image for p in pulled))
+        click.echo("\n".join(p["image"] for p in pulled))
 
 
 def namespace_after_values(kube: KubeInputs, values: ValuesInputs, name: str) -> str:

@@ -156,11 +156,11 @@ def images(c: Context) -> Iterator[Problem]:
     for w in workloads(c.docs):
         for image, volume in w.images:
             reference = parse_reference(image)
-            name = f"{reference.registry or 'docker.io'}/{reference.repository}"
+            name = f"{reference['registry'] or 'docker.io'}/{reference['repository']}"
             for rule, field, broken in (
                 ("images.allowedRegistries", "registry", registries is not None
                  and not any(name.startswith(r.rstrip("/") + "/") for r in registries)),
-                ("images.requireDigest", "digest", digest and not reference.digest),
+                ("images.requireDigest", "digest", digest and not reference["digest"]),
             ):  # fmt: skip
                 if broken:
                     keys = image_key(c, w.component, field, volume)

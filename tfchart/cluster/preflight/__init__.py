@@ -20,7 +20,7 @@ from tfchart.cluster.preflight.context import FAIL, OK, WARN, Context, Finding, 
 from tfchart.errors import TfchartError
 from tfchart.images.build import DEFAULT_REPOSITORY
 from tfchart.images.registry import DOCKER_HUB, MISSING, PLAIN_HTTP, PRESENT, UNAUTHORISED, resolve
-from tfchart.manifests.images import PulledImage, pulled_images
+from tfchart.manifests.images import pulled_images
 from tfdcontract import HELM_TEST, SUPERVISOR
 
 if TYPE_CHECKING:
@@ -88,16 +88,17 @@ PROJECT_COMPONENTS = (SUPERVISOR, HELM_TEST)  # they always run the project's ow
 
 def check_images(docs: list[dict[str, Any]], insecure: frozenset[str]) -> list[Finding]:
     pulled = pulled_images(docs)
-    project = {DEFAULT_REPOSITORY} | {image.repository for image in pulled
-                                      if set(image.components) & set(PROJECT_COMPONENTS)}  # fmt: skip
-    return [image_finding(image, insecure, image.repository in project) for image in pulled]
+    project = {DEFAULT_REPOSITORY} | {image["repository"] for image in pulled
+                                      if set(image["components"]) & set(PROJECT_COMPONENTS)}  # fmt: skip
+    return [image_finding(image, insecure, image["repository"] in project) for image in pulled]
 
 
-def image_finding(image: PulledImage, insecure: frozenset[str], built_here: bool) -> Finding:
+def image_finding(image: dict[str, Any], insecure: frozenset[str], built_here: bool) -> Finding:
     """The registry's answer for the image, by state: (severity, message, hint); unreachable: a warning."""
-    state, detail = resolve(image.registry, image.repository, image.digest or image.tag or "latest", insecure)
-    name, registry = image.image, image.registry or DOCKER_HUB
-    pulled_by = f"(pulled by {', '.join(sorted(image.components))})"
+    reference = image["digest"] or image["tag"] or "latest"
+    state, detail = resolve(image["registry"], image["repository"], reference, insecure)
+    name, registry = image["image"], image["registry"] or DOCKER_HUB
+    pulled_by = f"(pulled by {', '.join(sorted(image['components']))})"
     push = push_command(image, registry, insecure) if built_here else (
         f"push it (podman push {name}, or docker push), or set the component's image.* to an image that exists")
     severity, message, hint = {
@@ -113,12 +114,13 @@ def image_finding(image: PulledImage, insecure: frozenset[str], built_here: bool
     return Finding("images", severity, message, hint)
 
 
-def push_command(image: PulledImage, registry: str, insecure: frozenset[str]) -> str:
+def push_command(image: dict[str, Any], registry: str, insecure: frozenset[str]) -> str:
     """The `tfchart build` that builds the project's image and pushes it under this exact reference."""
-    if image.digest:
+    repository, tag = image["repository"], image["tag"]
+    if image["digest"]:
         return (f"a digest names one exact build: push that build, or leave image.digest empty to pull the tag "
-                f"(tfchart build --push --registry {registry} --repository {image.repository})")
-    variant, tag = ("--gpu", image.tag.removesuffix("-gpu")) if image.tag.endswith("-gpu") else ("--cpu", image.tag)
+                f"(tfchart build --push --registry {registry} --repository {repository})")
+    variant, tag = ("--gpu", tag.removesuffix("-gpu")) if tag.endswith("-gpu") else ("--cpu", tag)
     plain = " --no-tls-verify" if registry in insecure else ""
     return (f"build and push it from a tf-distributed checkout: tfchart build {variant} --push --registry {registry} "
-            f"--repository {image.repository} --tag {tag}{plain}")
+            f"--repository {repository} --tag {tag}{plain}")
