@@ -171,7 +171,8 @@ def read(doc: dict[str, Any], namespace: str) -> dict[str, Any]:
     if failure.get("restartStrategy", "Recreate") not in ("Recreate", "BlockingRecreate"):
         raise UsageError(f"JobSet {name}: failurePolicy.restartStrategy {failure['restartStrategy']} (alpha, "
                          "behind a JobSet feature gate) is not emulated", "leave it unset (Recreate)")
-    for index, rule in enumerate(failure.setdefault("rules", []) or []):
+    failure["rules"] = failure.get("rules") or []
+    for index, rule in enumerate(failure["rules"]):
         if rule.get("action") not in ACTIONS:
             raise UsageError(f"JobSet {name}: failure policy action {rule.get('action')} is not one JobSet v0.12.0 "
                              "runs by default (RestartJob needs its alpha RestartJob feature gate)",
