@@ -44,10 +44,6 @@ class Custom(NamedTuple):
     version: str
     plural: str
 
-    @property
-    def name(self) -> str:
-        return f"{self.plural}.{self.group}"
-
 
 def split_resource(kind: str) -> Custom:  # a KINDS kind, or a resource spelled plural.version.group
     plural, version, *group = KINDS.get(kind, kind).split(".", 2)
@@ -55,7 +51,8 @@ def split_resource(kind: str) -> Custom:  # a KINDS kind, or a resource spelled 
 
 
 def resource_name(kind: str) -> str:  # as messages and RBAC hints name it: pods, statefulsets.apps
-    return split_resource(kind).name.rstrip(".")
+    group, _, plural = split_resource(kind)
+    return f"{plural}.{group}".rstrip(".")
 
 
 def resource_path(kind: str, namespace: str | None, *name: str) -> str:
@@ -107,9 +104,7 @@ class KubeApi:
         """call's answer; its errors as a KubernetesError saying what tfchart was doing (`list pods in namespace x`)."""
         try:
             return call()
-        except KubernetesError:
-            raise
-        except Exception as error:  # translated below; anything unknown is re-raised as is
+        except Exception as error:  # translated below; anything unknown (a KubernetesError already) is re-raised as is
             host = str(getattr(getattr(self._client, "configuration", None), "host", "") or "")
             raise translate(error, host, self.source, verb, resource, namespace, name) from None
 

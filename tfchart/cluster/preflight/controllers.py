@@ -35,7 +35,7 @@ def check_jobset(context: Context) -> list[Finding]:
         return [jobsets(FAIL, f"workload.kind=jobset but JobSet is not installed: the API server serves no "
                         f"{JOBSET.plural} in {JOBSET.group}/{JOBSET.version}, so the release cannot be installed",
                         f"{INSTALL}, or --set workload.kind=native")]
-    return [jobsets(OK, f"the API server serves {JOBSET.name}/{JOBSET.version}"),
+    return [jobsets(OK, f"the API server serves {JOBSET.plural}.{JOBSET.group}/{JOBSET.version}"),
             *guarded("jobset", lambda: [controller(context)])]
 
 
@@ -50,9 +50,9 @@ def controller(context: Context) -> Finding:
              if any(JOBSET.group in (rule.get("apiGroups") or []) and JOBSET.plural in (rule.get("resources") or [])
                     for rule in hook.get("rules") or [])]  # fmt: skip
     if not hooks:
-        return jobsets(FAIL, f"no validating webhook guards {JOBSET.name}: JobSet's controller is not installed "
-                       "(its manifests add jobset-validating-webhook-configuration), so nothing would run the JobSet",
-                       f"{INSTALL}; `kubectl get validatingwebhookconfigurations` lists what is there")
+        return jobsets(FAIL, f"no validating webhook guards {JOBSET.plural}.{JOBSET.group}: JobSet's controller is "
+                       "not installed (its manifests add jobset-validating-webhook-configuration), so nothing would run"
+                       " the JobSet", f"{INSTALL}; `kubectl get validatingwebhookconfigurations` lists what is there")
     hook, called = hooks[0], hooks[0].get("clientConfig") or {}
     if (service := called.get("service")) is None:  # a webhook at a URL: outside the cluster, nothing to count
         return jobsets(WARN, f"JobSet's webhook {hook['name']} calls {called.get('url') or 'no service'}: whether its "
