@@ -143,6 +143,8 @@ def test_the_rendered_jobset_is_read_as_its_controller_reads_it() -> None:
         rjob.pop("dependsOn", None)
     assert [waits_for(rjob) for rjob in read(doc, NS)["spec"]["replicatedJobs"]] == [
         "", "ps Ready", "worker Ready", "chief Ready"]
+    doc["spec"]["failurePolicy"]["rules"] = None  # null: no rule (JobSet's default, RestartJobSet, applies)
+    assert read(doc, NS)["spec"]["failurePolicy"]["rules"] == []
 
 
 def test_a_jobset_the_local_controllers_cannot_run_as_rendered_is_refused_in_one_line() -> None:
