@@ -29,8 +29,8 @@ import pytest
 from tests.chartlib import REPO, render
 from tests.e2e.netns import NetnsCluster, available
 from tests.kubeapi import JobController, KubeServer
-from tfchart.local.pods import LocalPod, pod_of, rendered_pods
-from tfchart.local.processes import LocalCluster, Process, free_port, python_bin_dir
+from tfchart.local.pods import LocalPod, free_port, pod_of, rendered_pods
+from tfchart.local.processes import LocalCluster, Process, python_bin_dir
 
 E2E_VALUES = REPO / "tests" / "fixtures" / "e2e-values.yaml"
 NAMESPACE = "ml-training"

@@ -28,9 +28,9 @@ from tfchart.errors import UsageError
 from tfchart.helm.chart import Chart, read
 from tfchart.helm.chart import merged_values as helm_values
 from tfchart.helm.runner import Helm
-from tfchart.local.containerpods import ContainerPod, pull_policy
 from tfchart.local.containers import plan_from_manifests
 from tfchart.local.jobset import jobs_of
+from tfchart.local.pods import ContainerPod, pull_policy
 from tfchart.local.processes import LocalPlan
 
 E2E_VALUES = REPO / "tests" / "fixtures" / "e2e-values.yaml"

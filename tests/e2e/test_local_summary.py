@@ -37,7 +37,7 @@ def answers(url: str, deadline: float) -> bool:
 
 
 def free_port() -> int:
-    from tfchart.local.processes import free_port as free
+    from tfchart.local.pods import free_port as free
 
     return free()
 

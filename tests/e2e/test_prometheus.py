@@ -27,7 +27,7 @@ import pytest
 
 from tests.chartlib import REPO
 from tests.e2e.test_local import assert_none_left, pod_process
-from tfchart.local.processes import free_port
+from tfchart.local.pods import free_port
 from tfdcontract import PS, RUNNING, SUCCEEDED, WORKER
 
 pytestmark = pytest.mark.slow

@@ -1,5 +1,5 @@
 """`tfchart local --engine podman|docker`: the rendered release as real containers, one per pod (the design:
-docs/architecture.md, section 8; the pods as containers: containerpods.py), the engine's checks, and
+docs/architecture.md, section 8; the pods as containers: pods.py), the engine's checks, and
 `ContainerCluster`, which runs them under the run's controllers (jobsetrun.py) as LocalCluster runs processes.
 
 The run supervisor Deployment is not run (it needs an API server; its plan is carried out by session.py): the
@@ -28,19 +28,21 @@ from typing import Any
 
 from tfchart.errors import EngineNotFound, TfchartError
 from tfchart.images.build import answer, check_engine_reachable, detect_engine
-from tfchart.local.containerpods import (
+from tfchart.local.jobset import headless_service
+from tfchart.local.pods import (
     RUN_LABEL,
     SANDBOX_SUFFIX,
     VOLUME_TARGET,
     ContainerPod,
+    LocalPod,
     bind,
     config_map_files,
     container_pod,
     pull_policy,
+    rendered_pods,
     within,
+    workload_of,
 )
-from tfchart.local.jobset import headless_service
-from tfchart.local.pods import LocalPod, rendered_pods, workload_of
 from tfchart.local.processes import LocalCluster, LocalPlan, Process, listening
 
 ENGINE_TIMEOUT_S = 60.0
@@ -186,7 +188,7 @@ class ContainerCluster(LocalCluster):
 
     def _prepare_volumes(self) -> None:
         """The configMaps' files written; the claim's directory (and subPaths) made, writable for the pods."""
-        for path, (content, mode) in self.config_files.items():  # paths checked: containerpods.within
+        for path, (content, mode) in self.config_files.items():  # paths checked: pods.within
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content)
             path.chmod(mode)

@@ -28,21 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from tfchart.errors import TfchartError
-from tfchart.local.pods import LocalPod, rendered_pods, workload_of
+from tfchart.local.pods import LocalPod, free_port, rendered_pods, workload_of
 from tfdcontract import METRICS_ADDRESS_ENV, METRICS_PORT_ENV, TENSORBOARD
 from tfdcontract.env import CLUSTER_ENV
 
 PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_cyan", "bright_magenta", "bright_green")
-
-
-def free_port(wanted: int = 0) -> int:
-    """`wanted` where a server can listen on it on every interface (where the trainer serves metrics), else a port
-    where one can."""
-    for port in dict.fromkeys((wanted, 0)):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock, suppress(OSError):
-            sock.bind(("", port))
-            return int(sock.getsockname()[1])
-    raise OSError("no free port")
 
 
 def listening(table: str, port: int) -> bool:
