@@ -147,7 +147,7 @@ def live_cluster(
 )
 def test_install_invocation(major: str, wait: str, atomic: str) -> None:
     helm = RecordingHelm(major)
-    options = Options(namespace="ml-training", wait=True, timeout="15m", atomic=True, create_namespace=True)
+    options = Options(namespace="ml-training", wait=True, timeout=900, atomic=True, create_namespace=True)
     given = inputs([GPU], [("--set", "worker.replicas=3"), ("--set-string", "image.tag=0.1.0-gpu")])
     release.install(helm, "mnist", chart_at(), given, options)
     assert helm.cluster_calls() == [["install", "mnist", str(CHART), "--namespace", "ml-training", "--create-namespace",
@@ -237,7 +237,7 @@ def test_recreate_deletes_exactly_the_changed_objects_then_upgrades(old_chart: P
 
 def test_uninstall_keeps_the_claim_unless_asked() -> None:
     helm = RecordingHelm("4", [])
-    kept = release.uninstall(helm, "mnist", "ml-training", wait=True, timeout="5m")
+    kept = release.uninstall(helm, "mnist", "ml-training", wait=True, timeout=300)
     assert kept == ["mnist-tf-distributed-data"]
     assert helm.cluster_calls() == [
         ["get", "manifest", "mnist", "--namespace", "ml-training"],
@@ -303,9 +303,9 @@ def test_upgrade_passes_helms_install_and_reuse_flags(major: str, options: Optio
 @pytest.mark.parametrize("major", ["3", "4"])
 def test_uninstall_keep_history_and_wait_are_helms(major: str) -> None:
     helm = RecordingHelm(major, [])
-    release.uninstall(helm, "mnist", "ml-training", wait=True, timeout="90s", keep_history=True)
+    release.uninstall(helm, "mnist", "ml-training", wait=True, timeout=90, keep_history=True)
     assert helm.cluster_calls()[-1] == [
-        "uninstall", "mnist", "--namespace", "ml-training", "--wait", "--timeout", "90s", "--keep-history"
+        "uninstall", "mnist", "--namespace", "ml-training", "--wait", "--timeout", "1m30s", "--keep-history"
     ]  # fmt: skip
     usage = helm_help(major, "uninstall")
     assert all(re.search(rf"\s{flag}\s", usage) for flag in ("--wait", "--timeout", "--keep-history"))

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tfchart.cli.app import F, Settings, timeout_option
-from tfchart.helm.runner import Options, go_duration
+from tfchart.helm.runner import Options
 
 if TYPE_CHECKING:
     from tfchart.helm.chart import Chart, Inputs
@@ -190,7 +190,7 @@ kube_inputs = bundle(
     click.option("--kube-context", "context", default=None, help="kubeconfig context to use."),
 )  # fmt: skip
 release_flags = bundle(  # --wait, --timeout, --atomic and --dry-run, as `flags: Options` (the command adds the rest)
-    "flags", lambda _, __, timeout, **given: Options(timeout=go_duration(timeout), **given),
+    "flags", lambda _, __, **given: Options(**given),
     click.option("--wait", is_flag=True, help="Wait until the pods are ready (not until training ends)."),
     timeout_option("How long helm waits: 90s, 10m, 1h30m or seconds."),
     click.option("--atomic", is_flag=True, help="Roll back if the operation fails (helm 4: --rollback-on-failure)."),

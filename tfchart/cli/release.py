@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tfchart.cli.app import CONTEXT, DURATION, console, emit, output_option, print_problems, timeout_option
+from tfchart.cli.app import CONTEXT, console, emit, output_option, print_problems, timeout_option
 from tfchart.cli.options import ValuesInputs, image_check, kube_inputs, release_flags, values_inputs
 
 if TYPE_CHECKING:
@@ -156,9 +156,9 @@ def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, i
     if not existing:  # nothing deployed to compare with: helm installs it
         click.echo(release.install(helm, name, values.chart, values.inputs, options, verb="upgrade"))
         return
-    timeout = DURATION.convert(flags.timeout, None, None) if flags.timeout else guard.TIMEOUT  # seconds again
     plan = guard.upgrade(helm, name, values.chart, values.inputs, manifests, options, kube.api(), recreate,
-                         report=lambda line: click.secho(line, fg="yellow", err=True), timeout=timeout)  # fmt: skip
+                         report=lambda line: click.secho(line, fg="yellow", err=True),
+                         timeout=guard.TIMEOUT if flags.timeout is None else flags.timeout)  # fmt: skip
     if flags.dry_run:
         for kind, object_name in plan.objects(recreatable=True):
             click.secho(f"would recreate {kind} {object_name} (dry run: nothing deleted)", fg="yellow", err=True)
@@ -176,10 +176,9 @@ def uninstall(name: str, wait: bool, timeout: float | None, keep_history: bool, 
               kube: KubeInputs) -> None:  # fmt: skip
     """`helm uninstall NAME`, keeping the shared volume unless --delete-data."""
     from tfchart.helm import chart as release
-    from tfchart.helm.runner import go_duration
 
     namespace, api = kube.namespace(), kube.api() if delete_data else None  # the API asked for before helm runs
-    claims = release.uninstall(kube.helm(), name, namespace, wait, go_duration(timeout), keep_history)
+    claims = release.uninstall(kube.helm(), name, namespace, wait, timeout, keep_history)
     click.secho(f"✓ uninstalled {name}", fg="green")
     for claim in claims:
         if api:

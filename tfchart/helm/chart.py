@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from tfchart.errors import HelmError, TfchartError, UsageError
-from tfchart.helm.runner import Helm, Options, Runner, failure, finish, major_version
+from tfchart.helm.runner import Helm, Options, Runner, failure, finish, go_duration, major_version
 
 # The chart tfchart ships: in a checkout tfchart/chart links to charts/tf-distributed; the wheel carries a copy.
 BUNDLED_CHART = (Path(__file__).resolve().parents[1] / "chart").resolve()
@@ -232,7 +232,7 @@ def release_args(verb: str, major: int, release: str, chart: Chart, inputs: Inpu
     args += ["--namespace", options.namespace] if options.namespace else []
     args += ["--create-namespace"] if options.create_namespace else []
     args += ["--wait=watcher" if major >= 4 else "--wait"] if options.wait else []
-    args += ["--timeout", options.timeout] if options.timeout else []
+    args += ["--timeout", go_duration(options.timeout)] if options.timeout is not None else []
     args += ["--rollback-on-failure" if major >= 4 else "--atomic"] if options.atomic else []
     args += [f"--dry-run={options.dry_run}"] if options.dry_run else []
     args += ["--install"] if options.install else []
@@ -245,11 +245,12 @@ def install(runner: Runner, release: str, chart: Chart, inputs: Inputs, options:
     return runner(release_args(verb, major_version(runner), release, chart, inputs, options)).decode()
 
 
-def uninstall(runner: Runner, release: str, namespace: str, wait: bool = False, timeout: str | None = None,
+def uninstall(runner: Runner, release: str, namespace: str, wait: bool = False, timeout: float | None = None,
               keep_history: bool = False) -> list[str]:  # fmt: skip
     """Uninstalls the release from `namespace`; returns its claims, which helm keeps (helm.sh/resource-policy)."""
     shown = manifests(runner(["get", "manifest", release, "--namespace", namespace]).decode())
     claims = [doc["metadata"]["name"] for doc in shown if doc.get("kind") == "PersistentVolumeClaim"]
     runner(["uninstall", release, "--namespace", namespace, *(["--wait"] if wait else []),
-            *(["--timeout", timeout] if timeout else []), *(["--keep-history"] if keep_history else [])])  # fmt: skip
+            *(["--timeout", go_duration(timeout)] if timeout is not None else []),
+            *(["--keep-history"] if keep_history else [])])  # fmt: skip
     return claims

@@ -147,7 +147,7 @@ def failure(stderr: str) -> TfchartError:
 class Options:
     namespace: str | None = None
     wait: bool = False
-    timeout: str | None = None
+    timeout: float | None = None  # seconds, written for helm as a Go duration
     atomic: bool = False
     dry_run: str | None = None  # None, "client" or "server"
     create_namespace: bool = False
@@ -155,14 +155,14 @@ class Options:
     reuse_values: str | None = None  # "reuse" or "reset-then-reuse": helm's --reuse-values, --reset-then-reuse-values
 
 
-def go_duration(seconds: float | None) -> str | None:
+def go_duration(seconds: float) -> str:
     """Seconds as a Go duration (1m30s, 250ms), which helm's --timeout takes, written by durationpy (the kubernetes
-    client's own parser and writer of them); None stays None."""
+    client's own parser and writer of them)."""
     import datetime
 
     import durationpy
 
-    return None if seconds is None else durationpy.to_str(datetime.timedelta(seconds=seconds))
+    return str(durationpy.to_str(datetime.timedelta(seconds=seconds)))
 
 
 def deployed(runner: Runner, release: str, namespace: str) -> bool:
