@@ -59,7 +59,14 @@ def stream(
         prefix = f"[pod/{name_of(pod)}/{objects.main_container(pod, role_of(pod))}] " if all_roles else ""
         streams.append((prefix, lines))
     for prefix, lines in [("", merged(streams))] if follow and all_roles else streams:  # followed: as they arrive
-        write(lines, follow, out, prefix)
+        try:
+            with closing(lines), suppress(KeyboardInterrupt):  # frees the HTTP connection; Ctrl-C ends a followed log
+                for line in lines:
+                    out.write(prefix + line + "\n")
+                    if follow:
+                        out.flush()
+        finally:
+            out.flush()
 
 
 def open_log(
@@ -81,17 +88,6 @@ def open_log(
         raise KubernetesError(f"{role} pod {name} has not started yet (phase {phase}, {why})",
                               f"wait and retry, or see why with `kubectl -n {namespace} describe pod {name}`")
     return api.stream_pod_log(namespace, name, container, tail, follow, **options)
-
-
-def write(lines: Generator[str, None, None], follow: bool, out: TextIO, prefix: str = "") -> None:
-    try:
-        with closing(lines), suppress(KeyboardInterrupt):  # frees the HTTP connection; Ctrl-C ends a followed log
-            for line in lines:
-                out.write(prefix + line + "\n")
-                if follow:
-                    out.flush()
-    finally:
-        out.flush()
 
 
 def merged(streams: Sequence[tuple[str, Iterator[str]]]) -> Generator[str, None, None]:
