@@ -292,17 +292,14 @@ def check_storage_class(context: Context, class_name: str | None, need: StorageN
     else:
         hint = (f"on one node: {COLOCATE_FIX}; across nodes: install a provisioner that offers {mode} "
                 f"({RWX_EXAMPLES}) and --set storage.storageClassName=<its class>")
-    why = f"needs {mode}: {need.pods} from any node"
-    if capability == RWO_ONLY:
-        severity, message = FAIL, f"{why}, but {label} offers ReadWriteOnce only: the claim would stay Pending"
-    elif capability == NODE_LOCAL and (count := len(context.nodes)) > 1:
-        severity, message = FAIL, f"{why}, but {label} keeps each volume on one node's disk: pods on the other " \
-            f"{count - 1} node(s) would not see the data"  # fmt: skip
-    elif capability == NODE_LOCAL:
-        severity, message = WARN, f"{why}: {label} keeps each volume on one node's disk, shared only because this " \
-            f"cluster has one schedulable node (if the claim stays Pending, it refuses {mode})"  # fmt: skip
-    else:
-        severity, message = WARN, f"{why}: whether {label} offers it is unknown ({provisioner}): check its docs"
+    why, count = f"needs {mode}: {need.pods} from any node", len(context.nodes) if capability == NODE_LOCAL else 0
+    severity, message = {  # by what the class offers (a node-local one: by how many nodes could share the volume)
+        RWO_ONLY: (FAIL, f"{why}, but {label} offers ReadWriteOnce only: the claim would stay Pending"),
+        NODE_LOCAL: (FAIL, f"{why}, but {label} keeps each volume on one node's disk: pods on the other {count - 1} "
+                     "node(s) would not see the data") if count > 1 else (WARN, f"{why}: {label} keeps each volume on "
+                     "one node's disk, shared only because this cluster has one schedulable node (if the claim stays "
+                     f"Pending, it refuses {mode})"),
+    }.get(capability, (WARN, f"{why}: whether {label} offers it is unknown ({provisioner}): check its docs"))
     return finding(severity, f"{message}. {listing}", hint)
 
 
