@@ -297,10 +297,9 @@ def endpoint(service: Any, namespace: str, pods: list[Any]) -> dict[str, Any]:
             "port_forward": f"kubectl -n {namespace} port-forward svc/{name} {forwards}"}  # fmt: skip
 
 
-# -- the view, with rich. Interrupted: the chief saved on SIGTERM (preemption, drain) and will resume; others white
-STATE_STYLE = defaultdict(lambda: "white", {"Running": "cyan", "Succeeded": "green", "Failed": "red",
-                                            "Interrupted": "yellow", "Pending": "yellow", "Unknown": "yellow",
-                                            "Missing": "yellow", "Suspended": "magenta"})  # fmt: skip
+# -- the view, with rich: a run's (and its Job's) state in its colour, one not listed in white
+STATE_STYLE = defaultdict(lambda: "white", Running="cyan", Succeeded="green", Failed="red", Pending="yellow",
+                          Unknown="yellow", Missing="yellow", Suspended="magenta")
 
 
 def render(status: dict[str, Any], console: Console) -> None:
