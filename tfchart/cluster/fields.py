@@ -23,13 +23,9 @@ def _child(path: str, key: Any) -> str:
 
 def by_name(items: list[Any]) -> dict[str, Any] | None:
     """A list of named objects (containers, env, volumes, ports) by name, or None when it is not one."""
-    named: dict[str, Any] = {}
-    for item in items:
-        name = item.get("name") if isinstance(item, dict) else None
-        if not isinstance(name, str) or name in named:
-            return None
-        named[name] = item
-    return named
+    names: list[Any] = [item.get("name") if isinstance(item, dict) else None for item in items]
+    named = all(isinstance(name, str) for name in names) and len(set(names)) == len(names)
+    return dict(zip(names, items, strict=True)) if named else None
 
 
 def field_changes(path: str, old: Any, new: Any) -> Iterator[tuple[str, Any, Any]]:
@@ -68,9 +64,8 @@ def show(value: Any) -> str:
         half = LONG // 2 - 3
         return f"{json_text(value[:half])[:-1]}…{json_text(value[-half:])[1:]} ({len(value)} characters)"
     if isinstance(value, dict):
-        keys = ", ".join(str(key) for key in list(value)[:6])
-        more = ", …" if len(value) > 6 else ""
-        return f"an object of {len(value)} keys ({keys}{more})"
+        keys = ", ".join([*(str(key) for key in list(value)[:6]), *(["…"] if len(value) > 6 else [])])
+        return f"an object of {len(value)} keys ({keys})"
     if isinstance(value, list):
         return f"a list of {len(value)} items"
     return text

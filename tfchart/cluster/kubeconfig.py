@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -108,10 +109,9 @@ def configured_namespace(kubeconfig: Path | None, context: str | None) -> str:
 
     files = kubeconfig_files(kubeconfig)
     if files is None:
-        try:
+        with suppress(OSError):
             return IN_CLUSTER_NAMESPACE_FILE.read_text(encoding="utf-8").strip() or "default"
-        except OSError:
-            return "default"
+        return "default"
     try:
         contexts, active = config.list_kube_config_contexts(config_file=files)  # type: ignore[no-untyped-call]
     except Exception as error:  # same failures as loading the configuration

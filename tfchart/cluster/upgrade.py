@@ -41,6 +41,11 @@ RECREATE = {
 # keep the pod names the new StatefulSet needs. It is deleted with its pods instead.
 NOT_ADOPTABLE = "its pods do not match the new selector, so they are stopped with it and created anew"
 GUARDED = (*RECREATE, CLAIM)
+ABSENT = {  # what helm does with a guarded object gone from the cluster; a Job's also says for a JobSet
+    CLAIM: ": helm creates it again, empty", "StatefulSet": ": helm creates it from the new values",
+    "Deployment": ": helm creates it from the new values", "Job": " (removed by ttlSecondsAfterFinished, or deleted by "
+    "hand): helm creates it again from the new values, so it runs again (a chief resumes from its last checkpoint)",
+}  # fmt: skip
 # The values that render the claim's fields, for the fixes.
 CLAIM_VALUES = {"spec.accessModes": "storage.accessModes", "spec.storageClassName": "storage.storageClassName",
                 STORAGE: "storage.size"}
@@ -116,7 +121,7 @@ class UpgradePlan:
                                   "deployed them")  # fmt: skip
                 live = {}
             if live is None:
-                self.notes.append(_absent_note(kind, name))
+                self.notes.append(f"{kind} {name} is not in the cluster{ABSENT.get(kind, ABSENT['Job'])}")
                 continue
             if uid := (live.get("metadata") or {}).get("uid"):
                 self.uids[key] = str(uid)
@@ -185,15 +190,6 @@ def _adoptable(old_spec: dict[str, Any], new_spec: dict[str, Any]) -> bool:
     labels = ((old_spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
     wanted = selector.get("matchLabels") or {}
     return bool(wanted) and all(labels.get(key) == value for key, value in wanted.items())
-
-
-def _absent_note(kind: str, name: str) -> str:
-    if kind in ("Job", "JobSet"):
-        return (f"{kind} {name} is not in the cluster (removed by ttlSecondsAfterFinished, or deleted by hand): helm "
-                "creates it again from the new values, so it runs again (a chief resumes from its last checkpoint)")
-    if kind == CLAIM:
-        return f"{CLAIM} {name} is not in the cluster: helm creates it again, empty"
-    return f"{kind} {name} is not in the cluster: helm creates it from the new values"
 
 
 def _claim_fix(path: str, deployed: Any, new: Any, admission: bool, storage_class: Any) -> str:
