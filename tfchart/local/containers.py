@@ -19,7 +19,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -231,22 +230,15 @@ class ContainerCluster(LocalCluster):
 
     def stop(self, grace: float = 10.0) -> None:
         """Stops every container (SIGTERM, then SIGKILL after `grace`), gives the volume back, removes all labelled
-        (a container whose client is gone too). Ctrl-C and SIGTERM are ignored meanwhile: a second Ctrl-C must not
-        leak them."""
-        handled = (signal.SIGINT, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else ()
-        previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in handled}
-        try:
-            self.end(list(self.processes.values()), signal.SIGTERM, grace)
-            if self._prepared and self.volume_image is not None:  # the volume given back to the invoking user
-                given = self._ownership("volume-owner", f"chown -R {self.host_owner} {VOLUME_TARGET}")
-                if given.returncode != 0:
-                    print(f"warning: could not give {self.volume_dir} back to you ({last_line(given.stderr)}): "
-                          f"sudo chown -R {os.getuid()}:{os.getgid()} {self.volume_dir}", file=sys.stderr)
-            self._remove_labelled()
-            shutil.rmtree(self.config_root, ignore_errors=True)
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        (a container whose client is gone too); processes.running ignores Ctrl-C meanwhile."""
+        self.end(list(self.processes.values()), signal.SIGTERM, grace)
+        if self._prepared and self.volume_image is not None:  # the volume given back to the invoking user
+            given = self._ownership("volume-owner", f"chown -R {self.host_owner} {VOLUME_TARGET}")
+            if given.returncode != 0:
+                print(f"warning: could not give {self.volume_dir} back to you ({last_line(given.stderr)}): "
+                      f"sudo chown -R {os.getuid()}:{os.getgid()} {self.volume_dir}", file=sys.stderr)
+        self._remove_labelled()
+        shutil.rmtree(self.config_root, ignore_errors=True)
 
     def _remove_labelled(self) -> None:
         """Containers, then networks, then volumes carrying the run's label; warns about any that stays."""

@@ -188,15 +188,20 @@ class LocalCluster:
 @contextmanager
 def running(cluster: LocalCluster) -> Iterator[LocalCluster]:
     """Guarantees every pod is stopped: on success, failure, Ctrl-C and SIGTERM to tfchart (either engine; SIGTERM
-    raises KeyboardInterrupt as Ctrl-C does)."""
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler) if main_thread else None
+    raises KeyboardInterrupt as Ctrl-C does). Both are ignored while the pods stop: a second Ctrl-C must not leak
+    one."""
+    handled = (signal.SIGINT, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else ()
+    previous = {sig: signal.getsignal(sig) for sig in handled}
+    if handled:
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         yield cluster
     finally:
+        for sig in handled:
+            signal.signal(sig, signal.SIG_IGN)
         cluster.stop()
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 @dataclass
