@@ -84,7 +84,8 @@ def last_line(text: str) -> str:
 def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values: dict[str, Any], volume_dir: Path,
          namespace: str, engine: str, allow_privileged: bool = False) -> LocalPlan:  # fmt: skip
     """Checks the engine (a one-line EngineNotFound unless its CLI is installed and it answers), renders the
-    release with the user's values only, and checks every image (`engine`: podman or docker, as --engine allows)."""
+    release with the user's values only, and checks every image (`engine`: podman or docker, as --engine allows):
+    it exists locally or is pulled now, as its pull policy says; else one line with the fix."""
     try:
         check_engine_reachable(detect_engine(engine))
     except EngineNotFound as error:
@@ -98,12 +99,7 @@ def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values
     host_owner = "0:0" if rootless else f"{os.getuid()}:{os.getgid()}"
     container_plan = plan_from_manifests(render([]), values, volume_dir, namespace, engine, host_owner,
                                          allow_privileged=allow_privileged)
-    check_images(engine, [pod for pod in container_plan.pods if isinstance(pod, ContainerPod)])
-    return container_plan
-
-
-def check_images(engine: str, pods: Sequence[ContainerPod]) -> None:
-    """Every image exists locally or is pulled now, as its pull policy says; else one line with the fix."""
+    pods = container_plan.pods
     for image, pull in dict.fromkeys((str(pod.container["image"]), pull_policy(pod.container)) for pod in pods):
         if pull != "always" and answer([engine, "image", "inspect", image], ENGINE_TIMEOUT_S).returncode == 0:
             continue
@@ -116,6 +112,7 @@ def check_images(engine: str, pods: Sequence[ContainerPod]) -> None:
         raise TfchartError(f"image {image} is not in {engine}'s local store ({reason}): build it with `tfchart build "
                            f"--engine {engine}`, or --set image.registry=...,image.repository=...,image.tag=... to an "
                            "image you have")
+    return container_plan
 
 
 class ContainerCluster(LocalCluster):
