@@ -85,10 +85,8 @@ def forward(address: str | tuple[str, int], target: str | tuple[str, int] | None
                 back.join()
 
     kind = socketserver.ThreadingUnixStreamServer if isinstance(address, str) else socketserver.ThreadingTCPServer
-    server = kind(address, Splice, bind_and_activate=False)  # type: ignore[arg-type]
-    server.allow_reuse_address = server.daemon_threads = True
-    server.server_bind()
-    server.server_activate()
+    server = kind(address, Splice)  # type: ignore[arg-type]  # a TCP port: one free_port found free
+    server.daemon_threads = True
     threading.Thread(target=server.serve_forever, args=(0.1,), daemon=True).start()
     return server
 
