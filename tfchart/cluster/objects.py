@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tfchart.cluster.kube import AccessDenied, split_resource
 from tfdcontract import (
@@ -159,8 +159,7 @@ def main_container(pod: Any, role: str) -> str | None:
 JOBSET = split_resource("JobSet")
 
 
-@dataclass(frozen=True)
-class Run:
+class Run(NamedTuple):
     """A release's run: its object (info.kind Job or JobSet, as the API's JSON) and its state."""
 
     info: JobInfo
@@ -175,8 +174,7 @@ def in_jobset(obj: Any) -> bool:
 
 def may_be_jobset(jobs: list[Any]) -> bool:
     """Whether the release's run may be a JobSet: one of its Jobs belongs to one, or none of them is the run's."""
-    native = [job for job in jobs if not in_jobset(job)]
-    return len(native) < len(jobs) or job_info(run_role(native), native, []).name is None
+    return any(in_jobset(job) for job in jobs) or run_of(None, jobs, []).document is None
 
 
 def jobsets(api: KubeApi, namespace: str | None, selector: str) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import groupby
-from typing import Any
+from typing import Any, NamedTuple
 
 from tfchart.cluster.fields import LONG, field_changes, json_text, show, show_pair
 from tfchart.cluster.kube import AccessDenied, Deletion, KubeApi
@@ -54,8 +54,7 @@ TIMEOUT, POLL_SECONDS = 300.0, 2.0  # how long --recreate waits for its deletion
 Causes = list[tuple[str, str]]  # (field, what the server said); field "" for a refusal without causes (403)
 
 
-@dataclass(frozen=True)
-class ImmutableChange:
+class ImmutableChange(NamedTuple):
     """A field whose change the server refuses: `field` its path (spec.template.spec.containers[name=c].image),
     `deployed` as helm deployed it (a claim's: as live), `reason` what the server said of it, `fix` what to do."""
 
