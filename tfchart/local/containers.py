@@ -148,13 +148,20 @@ class ContainerCluster(LocalCluster):
 
     def start(self, pods: Sequence[LocalPod]) -> None:
         """Creates the network and the volumes once, then starts every pod at once (TensorFlow tasks wait for peers);
-        a pod's sandbox once, its container again in it (the last one removed first)."""
+        a pod's sandbox once (every new one at once: each must run before its container joins it), its container
+        again in it (the last one removed first)."""
         if not self._prepared:
             self._prepared = True
             self._create_network()
             self._prepare_volumes()
         container_pods = [pod for pod in pods if isinstance(pod, ContainerPod)]
-        self._start_sandboxes([pod for pod in container_pods if pod.name not in self.processes])
+        new = [pod for pod in container_pods if pod.name not in self.processes]
+        with ThreadPoolExecutor(max(1, len(new))) as pool:
+            started = list(pool.map(lambda pod: answer(pod.sandbox, ENGINE_TIMEOUT_S), new))
+        for pod, done in zip(new, started, strict=True):
+            if done.returncode != 0:
+                why = f"could not start the sandbox of {pod.name}: {last_line(done.stderr) or done.returncode}"
+                raise TfchartError(why, "the image must have /bin/sh and sleep")
         if again := [pod.container_name for pod in container_pods if pod.name in self.processes]:
             self._engine("rm", "-f", "-v", *again)
         super().start(container_pods)
@@ -172,15 +179,6 @@ class ContainerCluster(LocalCluster):
                 f"podman network {network} has no DNS, so the pods cannot find each other by name",
                 "install aardvark-dns (podman's netavark DNS server), e.g. `apt-get install aardvark-dns`",
             )
-
-    def _start_sandboxes(self, pods: Sequence[ContainerPod]) -> None:
-        """Every pod's sandbox at once; each must be running before its container joins it."""
-        with ThreadPoolExecutor(max(1, len(pods))) as pool:
-            started = list(pool.map(lambda pod: answer(pod.sandbox, ENGINE_TIMEOUT_S), pods))
-        for pod, done in zip(pods, started, strict=True):
-            if done.returncode != 0:
-                why = f"could not start the sandbox of {pod.name}: {last_line(done.stderr) or done.returncode}"
-                raise TfchartError(why, "the image must have /bin/sh and sleep")
 
     def _prepare_volumes(self) -> None:
         """The configMaps' files written; the claim's directory (and subPaths) made, writable for the pods."""
@@ -234,15 +232,11 @@ class ContainerCluster(LocalCluster):
             if given.returncode != 0:
                 print(f"warning: could not give {self.volume_dir} back to you ({last_line(given.stderr)}): "
                       f"sudo chown -R {os.getuid()}:{os.getgid()} {self.volume_dir}", file=sys.stderr)
-        self._remove_labelled()
-        shutil.rmtree(self.config_root, ignore_errors=True)
-
-    def _remove_labelled(self) -> None:
-        """Containers, then networks, then volumes carrying the run's label; warns about any that stays."""
-        engine, label = self.engine, f"label={RUN_LABEL}={self.run_id}"
+        engine, label = self.engine, f"label={RUN_LABEL}={self.run_id}"  # containers, then networks, then volumes
         for listing, removal in (("ps -a", "rm -f -v"), ("network ls", "network rm"), ("volume ls", "volume rm -f")):
             if found := self._labelled(listing):
                 self._engine(*removal.split(), *found)
             if self._labelled(listing):
                 print(f"warning: {engine} could not remove everything of run {self.run_id}: "
                       f"{engine} {removal} $({engine} {listing} -q --filter {label})", file=sys.stderr)  # fmt: skip
+        shutil.rmtree(self.config_root, ignore_errors=True)

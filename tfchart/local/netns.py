@@ -32,13 +32,6 @@ SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 PROXY_PORT = 3128  # inside the namespace: the way out for downloads (HTTPS_PROXY), tunnelled to tfchart
 
 
-def loopback_up() -> None:
-    """Brings up `lo` of this network namespace (a new one starts with it down)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        flags = struct.unpack(IFREQ, fcntl.ioctl(probe, SIOCGIFFLAGS, struct.pack(IFREQ, b"lo", 0)))[1]
-        fcntl.ioctl(probe, SIOCSIFFLAGS, struct.pack(IFREQ, b"lo", flags | IFF_UP))
-
-
 def pump(source: socket.socket, sink: socket.socket) -> None:
     """Copies `source` to `sink` until `source` is done, then tells `sink` no more is coming."""
     with contextlib.suppress(OSError):
@@ -94,7 +87,9 @@ def forward(address: str | tuple[str, int], target: str | tuple[str, int] | None
 def hold(folder: Path, ports: Sequence[int]) -> None:
     """Inside the namespace: loopback up, `<folder>/<port>.sock` relayed to 127.0.0.1:<port>, and 127.0.0.1:PROXY_PORT
     relayed out to `<folder>/proxy.sock`, until stdin closes."""
-    loopback_up()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:  # lo up: a new namespace starts with it down
+        flags = struct.unpack(IFREQ, fcntl.ioctl(probe, SIOCGIFFLAGS, struct.pack(IFREQ, b"lo", 0)))[1]
+        fcntl.ioctl(probe, SIOCSIFFLAGS, struct.pack(IFREQ, b"lo", flags | IFF_UP))
     forward(("127.0.0.1", PROXY_PORT), str(folder / "proxy.sock"))
     for port in ports:
         forward(str(folder / f"{port}.sock"), ("127.0.0.1", port))
