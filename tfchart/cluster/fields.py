@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from itertools import zip_longest
 from os.path import commonprefix
@@ -13,12 +12,9 @@ from typing import Any
 LONG = 100  # values longer than this (as JSON) are shortened around the difference
 CONTEXT = 30  # characters kept on each side of the difference of two long strings
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
 def _child(path: str, key: Any) -> str:
     key = str(key)
-    return f"{path}.{key}" if _IDENTIFIER.fullmatch(key) else f"{path}[{json.dumps(key)}]"
+    return f"{path}.{key}" if key.isascii() and key.isidentifier() else f"{path}[{json.dumps(key)}]"
 
 
 def by_name(items: list[Any]) -> dict[str, Any] | None:

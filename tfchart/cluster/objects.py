@@ -97,11 +97,8 @@ def pod_reason(pod: Mapping[str, Any]) -> tuple[str, str]:
         waiting, terminated = state.get("waiting"), state.get("terminated")
         if waiting and waiting.get("reason") not in (None, "PodInitializing"):
             last = (container.get("lastState") or {}).get("terminated")
-            detail = waiting.get("message") or ""
-            if last is not None:
-                exit = f"last exit: {last.get('reason') or 'Error'}, code {last.get('exitCode')}"
-                detail = f"{exit}; {detail}" if detail else exit
-            return str(waiting["reason"]), detail
+            end = f"last exit: {last.get('reason') or 'Error'}, code {last.get('exitCode')}" if last is not None else ""
+            return str(waiting["reason"]), "; ".join(filter(None, [end, waiting.get("message")]))
         if terminated and terminated.get("exitCode"):
             return terminated.get("reason") or "Error", f"exit code {terminated['exitCode']}"
     return (str(status["reason"]), status.get("message") or "") if status.get("reason") else ("", "")
