@@ -162,12 +162,12 @@ def test_containers_get_the_jobset_services_dns_names_and_its_controller_restart
     from tests.e2e.test_containers import merged_values
 
     plan = plan_from_manifests(docs(), merged_values(BASE), tmp_path / "run", NS, "podman", "0:0", "tfd-test01")
-    assert plan.jobset is not None and plan.jobset["metadata"]["name"] == JS
+    assert plan.workload["kind"] == "JobSet" and plan.workload["metadata"]["name"] == JS
     worker = next(pod for pod in plan.pods if pod.name == f"{JS}-worker-0-1")
     assert worker.aliases == [f"{worker.name}.{JS}.{DOMAIN}", f"{JS}.{DOMAIN}"]  # JobSet's headless Service
     assert worker.sandbox[worker.sandbox.index("--hostname") + 1] == worker.name
     assert worker.probe_port == 2222 and worker.env["TFD_TASK_INDEX"] == "1"
-    assert any(worker.name == pod.name for job in jobs_of(plan.jobset) for pod in job.pods)  # jobsetrun restarts it
+    assert any(worker.name == pod.name for job in jobs_of(plan.workload) for pod in job.pods)  # jobsetrun restarts it
     cluster = json.loads(worker.env["TFD_CLUSTER"])
     assert all(address.split(":")[0] in plan.addresses for role in cluster.values() for address in role)
 

@@ -15,7 +15,7 @@ from tfchart.cli.options import ValuesInputs, values_inputs
 from tfchart.errors import TfchartError
 from tfchart.local import runstate
 from tfdcontract import RUN_SPEC_ANNOTATION, read_status_file
-from tfdcontract.runstate import FAILED, RUNNING, SUCCEEDED, SUSPENDED
+from tfdcontract.runstate import FAILED, RUNNING, SUCCEEDED, SUSPENDED, annotations_of
 
 LOCAL_RELEASE = "local"  # runs/local-<time>, pods local-tf-distributed-*
 
@@ -134,8 +134,7 @@ def start(name: str, values: ValuesInputs, namespace: str, workdir: Path | None,
     plan = (processes.plan(render_for_local, merged, run_dir, namespace, options["host_network"]) if engine == "process"
             else containers.plan(render_for_local, merged, run_dir, namespace, engine, options["allow_privileged"]))
     record = resumed or recorded(name, namespace, options, values, run_dir)
-    spec = next((str(d["metadata"]["annotations"][RUN_SPEC_ANNOTATION]) for d in docs
-                 if RUN_SPEC_ANNOTATION in (d["metadata"].get("annotations") or {})), "")  # fmt: skip
+    spec = next((str(a[RUN_SPEC_ANNOTATION]) for a in map(annotations_of, docs) if RUN_SPEC_ANNOTATION in a), "")
     if resumed is not None and resumed.run_spec != spec:
         raise TfchartError(f"the release no longer renders the run suspended in {run_dir} (its run-spec changed: "
                            "the chart, or a file it was rendered from)",

@@ -224,11 +224,6 @@ class LocalPlan:
     engine: str | None = None  # podman or docker (None: processes)
     mount_path: str | None = None  # containers: where the pods see the shared volume (the run directory)
 
-    @property
-    def jobset(self) -> dict[str, Any] | None:
-        """workload.kind=jobset: the rendered JobSet (jobset.read)."""
-        return self.workload if self.workload["kind"] == "JobSet" else None
-
     def host_path(self, path: object) -> object:
         """A path the pods wrote (status.json's export_path) as seen from this machine: the same for processes; for
         containers, one inside the shared volume is in the run directory."""

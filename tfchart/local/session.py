@@ -60,6 +60,7 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
     from tfchart.local.terminal import Board, PodState
 
     console = console or Console(highlight=False)
+    jobset = plan.workload["kind"] == "JobSet"  # else a native release's Jobs and StatefulSets (jobset.native)
     width = max(len(pod.name) for pod in plan.pods)
     chief = next(pod for pod in plan.pods if pod.is_chief)
     logs_dir = plan.workdir / "pod-logs"
@@ -78,8 +79,8 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
 
     console.print(f"[bold]tfchart local[/]: {plan.headline}")
     console.print(f"  pod logs: {logs_dir}/<pod>.log" + ("" if follow_logs else " (--follow-logs shows them here)"))
-    if plan.jobset is not None:
-        console.print(f"  JobSet {plan.jobset['metadata']['name']}: its events in {plan.workdir / EVENTS_FILE}")
+    if jobset:
+        console.print(f"  JobSet {plan.workload['metadata']['name']}: its events in {plan.workdir / EVENTS_FILE}")
     if plan.tensorboard_url:
         console.print(f"  TensorBoard: {plan.tensorboard_url}" + (" (kept after training)" if keep_tensorboard else
                                                                  " (while the run lasts; --keep-tensorboard keeps it)"))
@@ -94,7 +95,7 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
     live = Live(board.renderable(console.width), console=console, refresh_per_second=4) if show_live else None
 
     suspending: list[str] = []
-    events = (plan.workdir / EVENTS_FILE).open("a", encoding="utf-8", buffering=1) if plan.jobset else None
+    events = (plan.workdir / EVENTS_FILE).open("a", encoding="utf-8", buffering=1) if jobset else None
     pods = {pod.name: pod for pod in plan.pods}
 
     def on_event(kind: str, name: str, reason: str, message: str, job_level: bool = True) -> None:
@@ -116,7 +117,7 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
         with lock:
             for name, process in list(cluster.processes.items()):
                 board.exited(name, None if process.running else process.exit_code, controller.restarts_of(name))
-            board.workload = describe(controller) if plan.jobset else ""
+            board.workload = describe(controller) if jobset else ""
             for pod in plan.pods:
                 if (waiting := controller.pending(pod.name)) is not None:
                     board.pods[pod.name].state = waiting
@@ -146,8 +147,8 @@ def run(plan: LocalPlan, timeout: float | None, keep_tensorboard: bool, follow_l
                     if state in (SUCCEEDED, FAILED) or (suspending and state == SUSPENDED):
                         break
                     if timeout is not None and time.monotonic() > started + timeout:
-                        kind = "JobSet" if controller.is_jobset else "Job"
-                        raise TfchartError(f"{kind} {controller.name} did not finish within {timeout:.0f} s",
+                        raise TfchartError(f"{'JobSet' if jobset else 'Job'} {controller.name} did not finish "
+                                           f"within {timeout:.0f} s",
                                            "raise --timeout, or look at the logs above")
                     time.sleep(0.2)
                 if state == SUSPENDED:
@@ -213,13 +214,13 @@ def finish(plan: LocalPlan, cluster: LocalCluster, controller: JobSetRun, succee
     if not succeeded:  # the pod whose exit failed the run (its exit code, else 1), else the chief
         culprit = controller.first_failed.culprit if controller.first_failed else None
         code = getattr(cluster.processes.get(culprit or ""), "exit_code", None) or 1
-        why = outcome(controller) if plan.jobset else f"{culprit or chief_pod.name} exited with {code}"
+        why = outcome(controller) if controller.is_jobset else f"{culprit or chief_pod.name} exited with {code}"
         message = escape(str(result.get("message", "")))
         console.print(f"[bold red]✗ training failed[/] after {elapsed:.0f} s: {escape(why)}; {message} (its log: "
                       f"{plan.workdir / 'pod-logs' / (culprit or chief_pod.name)}.log)", soft_wrap=True)  # fmt: skip
         return 1
     console.print(f"[bold green]✓ training {result.get('state', 'finished')}[/] in {elapsed:.0f} s{reported(result)}")
-    if plan.jobset:
+    if controller.is_jobset:
         console.print(f"  {escape(outcome(controller))}", soft_wrap=True)
     console.print(f"  export: {plan.host_path(result.get('export_path'))}")
     kept = keep_tensorboard and plan.tensorboard_url
