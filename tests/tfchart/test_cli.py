@@ -85,7 +85,7 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
 
 def test_a_packaged_chart_is_checked_as_its_directory_is(tmp_path: Path) -> None:
     """A .tgz is unpacked once per command, so --policy is checked also where the chart's rules refuse the values (on
-    a copy of the chart without its rules), as for the directory."""
+    a render without its rules), as for the directory."""
     subprocess.run([str(helm_path("4")), "package", str(CHART), "-d", str(tmp_path)], check=True, capture_output=True)
     rule = "tests/fixtures/policy/rules/maxGpus.perPod"
     result = tfchart("validate", "--chart", str(next(tmp_path.glob("*.tgz"))), "-f", f"{rule}/fail.yaml", "--set",

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfchart.errors import HelmError, Problem, ValidationFailed, plural
 from tfchart.helm import chart as render
-from tfchart.helm.chart import Chart, Inputs, private_folder
+from tfchart.helm.chart import Chart, Inputs
 from tfchart.helm.runner import Helm
 
 if TYPE_CHECKING:
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 # comments the chart renders for tfchart: a warning above an object (values that may not work), validate.yaml's notes
 CHART_SAYS = {"# WARNING: ": "warnings", "# NOTE: ": "notes"}
 NO_SCHEMA = ("--skip-schema-validation",)  # helm 3.17 and 4: the rules' pass
+NO_RULES = ("--api-versions", "tf-distributed.io/no-rules")  # the chart's rules (_validate.tpl) left out: the policy's
 SLOW_HELM_S = 0.4  # CPU seconds of helm so far past which the rules' pass is left out (3 times a plain render)
 
 
@@ -250,8 +251,8 @@ def _broken_set(origins: Origins, item: Problem) -> str:
 
 
 def check_policy(report: Report, path: Path, helm: Helm, chart: Chart, inputs: Inputs) -> Report:
-    """Adds the policy's verdict to `report`, on its render (invalid values: the rules' pass's, or one of a copy of
-    the chart without its rules' template, validate.yaml, where they refuse)."""
+    """Adds the policy's verdict to `report`, on its render (invalid values: the rules' pass's, or one without the
+    chart's rules where they refuse)."""
     from tfchart.values import policy as policies
     from tfchart.values.origins import Origins
 
@@ -264,26 +265,15 @@ def check_policy(report: Report, path: Path, helm: Helm, chart: Chart, inputs: I
     release, checked, namespace = report.rendered_with or ("", inputs, None)
     try:
         if report.problems and not report.manifests:
-            report.manifests = render.manifests(render.template(helm, _without_rules(chart), release, checked,
-                                                                namespace, NO_SCHEMA))  # fmt: skip
+            report.manifests = render.manifests(render.template(helm, chart, release, checked, namespace,
+                                                                (*NO_SCHEMA, *NO_RULES)))  # fmt: skip
         values = render.merged_values(helm, chart, checked)
-    except (HelmError, OSError) as error:
+    except HelmError as error:
         report.warnings.append(f"policy {path} not checked: the chart cannot render these values "
-                               f"({_last(getattr(error, 'message', str(error)))})")  # fmt: skip
+                               f"({_last(error.message)})")  # fmt: skip
         return report
     report.violations = list(policies.check_values(rules, values, Origins(helm, chart, inputs), report.manifests))
     report.policy_checked = True
     if not report.violations:
         report.notes.append(f"policy {path}: {plural(len(policies.names(rules)), 'rule')} passed")
     return report
-
-
-def _without_rules(chart: Chart) -> Chart:
-    """A copy of the (directory) chart without templates/validate.yaml, the one template that runs its rules."""
-    import shutil
-
-    if not (chart.path / "templates" / "validate.yaml").is_file():  # a packaged chart, or another chart's rules
-        raise OSError("its rules refuse them")
-    copy = Path(shutil.copytree(chart.path, private_folder("tfchart-policy-") / chart.path.name))
-    (copy / "templates" / "validate.yaml").unlink()
-    return Chart(copy, chart.shown)

@@ -1,9 +1,11 @@
 {{/*
 Cross-field rules the JSON schema cannot express: the chart's one rule set (`tfchart validate` runs
 it through helm and reads the problems back). Every problem is collected, then the render fails once
-with all of them, each with the --set that fixes it.
+with all of them, each with the --set that fixes it. Rendered with the API version tf-distributed.io/no-rules
+(helm's --api-versions), they do not run: `tfchart validate --policy` checks the policy on values they refuse so.
 */}}
 {{- define "tf-distributed.validateValues" -}}
+{{- if not (.Capabilities.APIVersions.Has "tf-distributed.io/no-rules") -}}
 {{- $v := .Values -}}
 {{- $problems := list -}}
 {{- $strategy := $v.training.strategy -}}
@@ -319,5 +321,6 @@ serving.command alone keeps them, and a flag in serving.command (a shell line) c
 
 {{- if $problems -}}
 {{- printf "\n\ntf-distributed: %d problem(s) in values:\n  - %s\n" (len $problems) (join "\n  - " $problems) | fail -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
