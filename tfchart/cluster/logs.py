@@ -103,13 +103,8 @@ def merged(streams: Sequence[tuple[str, Iterator[str]]]) -> Generator[str, None,
 
     for prefix, lines in streams:  # daemon threads: Ctrl-C ends the command without waiting for quiet logs
         threading.Thread(target=read, args=(prefix, lines), daemon=True, name=prefix).start()
-    open_streams = len(streams)
-    while open_streams:
-        line = arrived.get()
-        if line is None:
-            open_streams -= 1
-        else:
-            yield line
+    for _ in streams:  # until every stream said it ended (its None); the lines between are yielded as they came
+        yield from iter(arrived.get, None)
 
 
 def check_arguments(role: str, index: int, tail: int | None) -> None:
