@@ -97,10 +97,9 @@ def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values
     security = answer([engine, "info", "--format", template], ENGINE_TIMEOUT_S).stdout
     rootless = security == "true\n" if engine == "podman" else "rootless" in security
     host_owner = "0:0" if rootless else f"{os.getuid()}:{os.getgid()}"
-    container_plan = plan_from_manifests(render([]), values, volume_dir, namespace, engine, host_owner,
-                                         allow_privileged=allow_privileged)
-    pods = container_plan.pods
-    for image, pull in dict.fromkeys((str(pod.container["image"]), pull_policy(pod.container)) for pod in pods):
+    local = plan_from_manifests(render([]), values, volume_dir, namespace, engine, host_owner,
+                                allow_privileged=allow_privileged)
+    for image, pull in dict.fromkeys((str(p.container["image"]), pull_policy(p.container)) for p in local.pods):
         if pull != "always" and answer([engine, "image", "inspect", image], ENGINE_TIMEOUT_S).returncode == 0:
             continue
         reason = "imagePullPolicy Never"
@@ -112,7 +111,7 @@ def plan(render: Callable[[list[tuple[str, str]]], list[dict[str, Any]]], values
         raise TfchartError(f"image {image} is not in {engine}'s local store ({reason}): build it with `tfchart build "
                            f"--engine {engine}`, or --set image.registry=...,image.repository=...,image.tag=... to an "
                            "image you have")
-    return container_plan
+    return local
 
 
 class ContainerCluster(LocalCluster):

@@ -115,8 +115,7 @@ class PrivateNetwork:
                                        text=True)  # fmt: skip
         assert self.holder.stdout is not None
         if self.holder.stdout.readline().strip() != "ready":
-            lines = self.close().strip().splitlines()
-            why = lines[-1] if lines else "no answer"
+            why = (self.close().strip().splitlines() or ["no answer"])[-1]  # its last line
             raise TfchartError(f"cannot make a private network for the TensorFlow pods: {why}",
                                "enable unprivileged user namespaces (sysctl user.max_user_namespaces > 0, "
                                "kernel.unprivileged_userns_clone=1; Ubuntu 24.04+: "

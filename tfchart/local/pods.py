@@ -296,10 +296,8 @@ def config_map_files(docs: Sequence[dict[str, Any]], pods: Sequence[LocalPod], r
     config_maps = {doc["metadata"]["name"]: doc for doc in docs if doc.get("kind") == "ConfigMap"}
     files: dict[Path, tuple[bytes, int]] = {}
     for pod in pods:
-        for volume in pod.spec.get("volumes") or []:
-            source = volume.get("configMap")
-            if source is None:
-                continue
+        for volume in [volume for volume in pod.spec.get("volumes") or [] if "configMap" in volume]:
+            source = volume["configMap"]
             config_map = config_maps.get(source.get("name"))
             if config_map is None:
                 if source.get("optional"):
