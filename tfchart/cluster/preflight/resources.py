@@ -14,15 +14,13 @@ from __future__ import annotations
 from collections import Counter
 from decimal import Decimal
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from tfchart.cluster.kube import AccessDenied
 from tfchart.cluster.preflight.context import FAIL, OK, WARN, Context, Finding, allocatable, requested
 from tfchart.manifests.quantity import parse, parse_or_none, shown
-from tfchart.manifests.workloads import Workload, gpus, resources
-from tfchart.values.storage import RWX_EXAMPLES, StorageNeed
-from tfchart.values.storage import need as storage_need
-from tfdcontract import CHART_NAME, INSTANCE_LABEL, PART_OF_LABEL, SUPERVISOR
+from tfchart.manifests.workloads import Workload, gpus, resources, workloads
+from tfdcontract import CHART_NAME, COMPONENTS, INSTANCE_LABEL, PART_OF_LABEL, SUPERVISOR
 from tfdcontract.runstate import name_of
 
 gpu, colocation, quota, finding = (partial(Finding, check) for check in ("gpu-capacity", "co-location", "quota",
@@ -198,6 +196,45 @@ DEFAULT_CLASS_ANNOTATIONS = ("storageclass.kubernetes.io/is-default-class",
                              "storageclass.beta.kubernetes.io/is-default-class")
 COLOCATE_FIX = ("--set storage.accessModes={ReadWriteOnce} to co-locate every pod on one node, which any StorageClass "
                 "serves (as values/cpu.yaml does; the node must fit them all)")
+RWX_EXAMPLES = "NFS, CephFS, EFS, Azure Files, Filestore, Longhorn..."
+CLAIM_PODS = (*COMPONENTS, "helm test")  # the chart's claimPods order
+
+
+class StorageNeed(NamedTuple):
+    """What the release asks of its claim, read from the render (the chart says it in words, tf-distributed.storageNeed:
+    in NOTES and to `tfchart validate`)."""
+
+    mode: str  # ReadWriteMany | ReadWriteOnce | ReadWriteOncePod; any but ReadWriteMany co-locates the pods
+    total: int  # the pods that mount the claim
+    pods: str  # "N pods mount the claim (ps 1, worker 2, ...)", as the chart's claimPodsPhrase says it
+    claim: str
+    claim_spec: dict[str, Any] | None  # the PersistentVolumeClaim the chart creates; None: an existing claim
+
+
+def storage_need(docs: list[dict[str, Any]]) -> StorageNeed | None:
+    """The release's storage need; None when nothing mounts a claim."""
+    mounting = [w for w in workloads(docs) if w.claims() and w.replicas > 0]
+    if not mounting:
+        return None
+    claim = mounting[0].claims()[0]
+    spec = next((doc.get("spec") or {} for doc in docs if doc.get("kind") == "PersistentVolumeClaim"
+                 and (doc.get("metadata") or {}).get("name") == claim), None)  # fmt: skip
+    counts: dict[str, int] = {}
+    for w in sorted(mounting, key=lambda w: CLAIM_PODS.index(w.role) if w.role in CLAIM_PODS else len(CLAIM_PODS)):
+        counts[w.role] = counts.get(w.role, 0) + w.replicas
+    total, roles = sum(counts.values()), ", ".join(f"{role} {count}" for role, count in counts.items())
+    modes = list(spec.get("accessModes") or []) if spec else []
+    if not modes:  # an existing claim: the chart co-locates the pods unless the values asked for ReadWriteMany
+        modes = ["ReadWriteOnce"] if any(_colocated(w.spec) for w in mounting) else [RWM]
+    mode = next((m for m in (RWM, "ReadWriteOnce") if m in modes), modes[0])
+    return StorageNeed(mode, total, f"{total} {'pod mounts' if total == 1 else 'pods mount'} the claim ({roles})",
+                       claim, spec)  # fmt: skip
+
+
+def _colocated(pod: dict[str, Any]) -> bool:
+    """A required podAffinity on the node: how the chart co-locates the pods."""
+    terms = ((pod.get("affinity") or {}).get("podAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    return any(term.get("topologyKey") == "kubernetes.io/hostname" for term in terms or [])
 
 
 def check_storage(context: Context) -> list[Finding]:
