@@ -280,7 +280,7 @@ def test_the_pods_run_under_their_controllers(tmp_path: Path) -> None:
     jobs = {job.name: job for job in jobs_of(plan.workload)}
     assert plan.workload["kind"] == "List"  # no JobSet: the Jobs and StatefulSets as rendered
     assert plan.workload["spec"]["successPolicy"]["targetReplicatedJobs"] == [f"{PREFIX}-chief"]
-    assert {name: job.kind for name, job in jobs.items()} == {
+    assert {name: job.doc["kind"] for name, job in jobs.items()} == {
         f"{PREFIX}-ps": "StatefulSet", f"{PREFIX}-worker": "StatefulSet", f"{PREFIX}-chief": "Job",
         f"{PREFIX}-evaluator": "Job"}  # fmt: skip
     chief = jobs[f"{PREFIX}-chief"]

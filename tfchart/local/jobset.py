@@ -82,26 +82,19 @@ class JobRun:
         return str(self.doc["metadata"]["name"])
 
     @property
-    def kind(self) -> str:
-        return str(self.doc["kind"])
-
-    @property
     def state(self) -> str:
         """Complete or Failed, "" while it runs."""
         return str(condition(self.doc).get("type", ""))
 
-    @property
-    def suspended(self) -> bool:
-        return bool(self.doc["spec"].get("suspend"))
-
     def runs(self, pod: PodRun) -> bool:
         """Whether its controller keeps the pod running: its Job is not suspended, its ordinal is wanted."""
-        return not self.suspended and pod.index < int(self.doc["spec"].get("replicas", len(self.pods)))
+        spec = self.doc["spec"]
+        return not spec.get("suspend") and pod.index < int(spec.get("replicas", len(self.pods)))
 
     @property
     def parallelism(self) -> int:
         """How many of its pods run at once (a StatefulSet's: all)."""
-        return int(self.doc["spec"].get("parallelism", 1 if self.kind == "Job" else len(self.pods)))
+        return int(self.doc["spec"].get("parallelism", 1 if self.doc["kind"] == "Job" else len(self.pods)))
 
     @property
     def ready(self) -> bool:

@@ -142,7 +142,7 @@ class JobSetRun:
             job.ended = now
             self.on_event("Job", job.name, "Completed", f"{plural(len(job.pods), 'pod')} succeeded")
             return
-        if self.suspended or job.suspended:
+        if self.suspended or job.doc["spec"].get("suspend"):
             return
         deadline = job.doc["spec"].get("activeDeadlineSeconds")
         if deadline is not None and job.created is not None and now - job.created >= float(deadline):
@@ -166,20 +166,20 @@ class JobSetRun:
         self.starting.append((local, f"Job {job.name} started it{again}"))
 
     def _ended(self, job: JobRun, pod: PodRun, code: int, now: float) -> None:
-        if code == 0 and job.kind == "Job":
+        if code == 0 and job.doc["kind"] == "Job":
             pod.succeeded = True
             self.on_event("Pod", pod.name, "Succeeded", "exited 0: its completion index is done", False)
             return
         if self.suspended or not job.runs(pod) or job.state or self.finished:
             return  # stopped on purpose: its Job has ended or is suspended, it was scaled down
-        matched = job.first_rule(code) if job.kind == "Job" else None
+        matched = job.first_rule(code) if job.doc["kind"] == "Job" else None
         if matched and matched[1]["action"] == jobset.FAIL_JOB:
             job.culprit = pod.name
             self._fail(job, "PodFailurePolicy", f"Container {job.container.get('name', '')} for pod "
                        f"{self.doc['metadata']['namespace']}/{pod.name} failed with exit code {code} matching FailJob "
                        f"rule at index {matched[0]}", now)  # fmt: skip
             return
-        if job.kind != "Job":  # a StatefulSet's pod: started again, never counted
+        if job.doc["kind"] != "Job":  # a StatefulSet's pod: started again, never counted
             delay, why = min(MAX_BACKOFF_S, 2.0 ** (self.starts.get(pod.name, 1) - 1)), "restartPolicy Always"
         elif matched and matched[1]["action"] == jobset.IGNORE:
             delay, why = 0.0, f"Ignore rule at index {matched[0]}: not counted against backoffLimit"
@@ -203,8 +203,8 @@ class JobSetRun:
         """Readiness, probed only where a Job still to be created waits for it (dependsOn ... Ready)."""
         waited = {dep["name"] for rjob in self.doc["spec"]["replicatedJobs"] if not self._created(rjob["name"])
                   for dep in rjob["dependsOn"] if dep["status"] == jobset.READY}  # fmt: skip
-        if any(job.suspended for job in self.jobs.values()):  # a resume: a Job waits for its servers' readiness
-            waited |= {job.rjob for job in self.jobs.values() if job.kind == "StatefulSet"}
+        if any(job.doc["spec"].get("suspend") for job in self.jobs.values()):  # a resume: its servers' readiness
+            waited |= {job.rjob for job in self.jobs.values() if job.doc["kind"] == "StatefulSet"}
         for job in self.jobs.values():
             if job.rjob not in waited or job.state:
                 continue

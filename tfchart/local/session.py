@@ -259,7 +259,7 @@ def view(run: JobSetRun) -> lifecycle.RunView:
     pods = [{"metadata": {"name": name, "labels": {COMPONENT_LABEL: process.pod.role}}, "status": {"phase": RUNNING}}
             for name, process in run.engine.processes.items() if process.running and run.manages(name)]  # fmt: skip
     for job in run.jobs.values():
-        if job.kind == "StatefulSet":
+        if job.doc["kind"] == "StatefulSet":
             job.doc["status"]["readyReplicas"] = sum(pod.ready and job.runs(pod) for pod in job.pods)
     docs = [job.doc for job in run.jobs.values()]
     if run.is_jobset:
