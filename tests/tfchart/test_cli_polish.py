@@ -16,7 +16,7 @@ import yaml
 
 from tests.chartlib import REPO
 from tests.kubeapi import kube_server
-from tfchart.cli.app import COMMANDS, main, main_group
+from tfchart.cli.app import main, main_group
 from tfchart.local.session import reported, serving_notes
 from tfchart.local.terminal import Board, PodState
 from tfdcontract import format_step_line
@@ -41,12 +41,12 @@ def test_help_lists_every_summary_whole(columns: str) -> None:
     assert "..." not in shown and "…" not in shown, shown
     summaries = " ".join(shown.split())
     assert summaries.count("`") % 2 == 0 and summaries.count("(") == summaries.count(")"), shown
-    assert {name for name in COMMANDS} <= set(entries), shown
+    assert set(main_group.commands) <= set(entries), shown
 
 
 def test_every_option_of_every_command_says_what_it_does() -> None:
     context = click.Context(main_group)
-    missing = [f"{name} {'/'.join(param.opts)}" for name in COMMANDS
+    missing = [f"{name} {'/'.join(param.opts)}" for name in main_group.commands
                for param in main_group.get_command(context, name).params  # type: ignore[union-attr]
                if isinstance(param, click.Option) and not param.hidden and not param.help]  # fmt: skip
     assert missing == []

@@ -1,17 +1,16 @@
 """The tfchart command line: the click group, and the one place where errors become messages and exit codes
 (docs/cli.md, "Exit codes"; --debug shows tracebacks and the helm commands run). The commands live by family in
 tfchart.cli.release (validate, template, images, install, upgrade, uninstall, preflight), .run (status, stop,
-logs, wait, list, suspend, resume) and .local (local, build); `completion` is here; a command's module is imported only
-when that command runs, and imports what it needs then, so `tfchart validate` costs little more than its helm run.
-Here too, what the commands share: Settings (tfchart's own --debug and --helm), helm's and kubectl's conventions
-(durations, `--timeout 90s`; `-o json|yaml` beside each command's human format), the problem report of invalid values
-and the one rich Console.
+logs, wait, list, suspend, resume) and .local (local, build), and join the group in tfchart/cli/__init__.py;
+`completion` is here. A command imports what it needs when it runs, so `tfchart validate` costs little more than its
+helm run. Here too, what the commands share: Settings (tfchart's own --debug and --helm), helm's and kubectl's
+conventions (durations, `--timeout 90s`; `-o json|yaml` beside each command's human format), the problem report of
+invalid values and the one rich Console.
 """
 
 from __future__ import annotations
 
 import difflib
-import importlib
 import json
 import math
 import sys
@@ -125,36 +124,13 @@ class Settings:
         return find_helm(self.helm_binary, self.debug)
 
 
-COMMANDS = {  # each command, as <family>.<function> of tfchart.cli.<family>
-    "validate": "release.validate", "template": "release.template", "images": "release.list_images",
-    "install": "release.install", "upgrade": "release.upgrade", "uninstall": "release.uninstall",
-    "preflight": "release.preflight", "status": "run.status", "stop": "run.stop", "logs": "run.logs",
-    "wait": "run.wait", "list": "run.list_releases", "suspend": "run.suspend", "resume": "run.resume",
-    "completion": "app.completion",
-    "local": "local.local", "build": "local.build",
-}  # fmt: skip
-
-
-class LazyGroup(click.Group):
-    """Imports a command's module (tfchart.cli.<family>) when the command is used or listed."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in COMMANDS:
-            return None
-        family, _, function = COMMANDS[cmd_name].partition(".")
-        command: click.Command = getattr(importlib.import_module(f"tfchart.cli.{family}"), function)
-        if not any(param.name == "global_debug" for param in command.params):  # once per command object
-            command.params += global_options()  # and `tfchart --help` lists its first sentence whole, never cut
-            command.short_help = summary(" ".join((command.help or "").split()))
-        return command
+class Group(click.Group):
+    """tfchart's group: a mistyped command gets "did you mean" with the one closest command."""
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
-    ) -> tuple[str | None, click.Command | None, list[str]]:  # a mistyped command gets "did you mean"
-        if args and args[0] not in COMMANDS and (close := difflib.get_close_matches(args[0], COMMANDS, n=1)):
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] not in self.commands and (close := difflib.get_close_matches(args[0], self.commands, 1)):
             ctx.fail(f"No such command {args[0]!r}. Did you mean {close[0]!r}?")
         return super().resolve_command(ctx, args)
 
@@ -184,7 +160,7 @@ def global_options() -> list[click.Parameter]:
     ]  # fmt: skip
 
 
-@click.group(cls=LazyGroup, context_settings=CONTEXT, params=global_options())
+@click.group(cls=Group, context_settings=CONTEXT, params=global_options())
 @click.version_option(package_name="tf-distributed", prog_name="tfchart")
 def main_group() -> None:
     """Validate, render, install and watch distributed TensorFlow training on Kubernetes."""

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from tfchart.cli.app import CONTEXT, DURATION, F, console, emit, output_option, timeout_option
+from tfchart.cli.app import CONTEXT, DURATION, console, emit, output_option, timeout_option
 from tfchart.cli.options import KubeInputs, kube_inputs
 from tfdcontract import CHIEF, EVALUATOR, PS, SERVING, TENSORBOARD, WORKER
 
@@ -20,7 +20,7 @@ force_flag = click.option("--force", is_flag=True, help="Carry the steps out her
                           "(for one that does not reach the wanted state in time).")  # fmt: skip
 
 
-def lifecycle(timeout_help: str) -> Callable[[F], F]:
+def lifecycle(timeout_help: str) -> Callable[[Callable[..., None]], Any]:  # makes a click.Command
     """suspend and resume: NAME, --timeout, --force, --local and --workdir (a `tfchart local` run of NAME on this
     machine), -o and the cluster's options."""
     declared = [
