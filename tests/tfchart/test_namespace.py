@@ -148,20 +148,15 @@ def test_uninstall_delete_data_deletes_the_claim_in_the_context_namespace(tfchar
     assert f"deleted PersistentVolumeClaim {CLAIM}" in run.stdout
 
 
-def test_an_explicit_namespace_wins_over_the_context(tfchart: Tfchart, server: KubeServer) -> None:
-    server.add(kf.claim(CLAIM, "other"))
-    run = tfchart(server.kubeconfig(NS), "uninstall", RELEASE, "-n", "other", "--delete-data")
+@pytest.mark.parametrize(("context", "given", "used"), [(NS, ["-n", "other"], "other"), (None, [], "default")],
+                         ids=["explicit-namespace-wins", "context-without-namespace-means-default"])
+def test_the_namespace_without_the_contexts(context: str | None, given: list[str], used: str, tfchart: Tfchart,
+                                            server: KubeServer) -> None:  # fmt: skip
+    server.add(kf.claim(CLAIM, used))
+    run = tfchart(server.kubeconfig(context), "uninstall", RELEASE, *given, "--delete-data")
     assert run.returncode == 0, run.stderr
-    assert ["uninstall", RELEASE, "--namespace", "other"] in cluster_calls(run)
-    assert deletes(server) == [Call("delete", "persistentvolumeclaims", "other", CLAIM)]
-
-
-def test_a_context_without_namespace_means_default(tfchart: Tfchart, server: KubeServer) -> None:
-    server.add(kf.claim(CLAIM, "default"))
-    run = tfchart(server.kubeconfig(None), "uninstall", RELEASE, "--delete-data")
-    assert run.returncode == 0, run.stderr
-    assert ["uninstall", RELEASE, "--namespace", "default"] in cluster_calls(run)
-    assert deletes(server) == [Call("delete", "persistentvolumeclaims", "default", CLAIM)]
+    assert ["uninstall", RELEASE, "--namespace", used] in cluster_calls(run)
+    assert deletes(server) == [Call("delete", "persistentvolumeclaims", used, CLAIM)]
 
 
 def test_upgrade_recreate_deletes_the_chief_job_in_the_context_namespace(tfchart: Tfchart, server: KubeServer) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -194,21 +193,6 @@ def test_upgrade_that_changes_the_training_spec_is_a_new_run(change: str) -> Non
         assert f"Job mnist-tf-distributed-chief: {field}" in line
         old, new = line.split(".value: ", 1)[1].split(" -> ")
         assert "worker-7" not in old and "mnist-tf-distributed-worker-7.mnist-tf-distributed-worker.ml-training" in new
-
-
-@pytest.fixture
-def old_chart(tmp_path: Path) -> Path:
-    """A copy of the chart as an older version might have shipped it: OrderedReady, another serviceName."""
-    copy = tmp_path / "tf-distributed"
-    shutil.copytree(CHART, copy)
-    workloads = copy / "templates" / "_tf_workloads.tpl"
-    text = workloads.read_text()
-    text, policies = re.subn(r"podManagementPolicy: Parallel\b", "podManagementPolicy: OrderedReady", text)
-    # `serviceName: {{ $name }}` or `serviceName: {{ $name | quote }}`, whichever the chart has now.
-    text, names = re.subn(r"serviceName: \{\{ \$name( \| quote)? \}\}", 'serviceName: "{{ $name }}-headless"', text)
-    assert (policies, names) == (1, 1), "the chart's StatefulSet template changed: update this fixture"
-    workloads.write_text(text)
-    return copy
 
 
 def test_upgrade_that_changes_statefulset_fields_is_refused_with_each_field_named(old_chart: Path) -> None:

@@ -392,23 +392,6 @@ def test_recreate_deletes_deployments_in_the_foreground_and_waits_for_them(clust
 # -- 4. --recreate waits for its deletions ---------------------------------------------------------------
 
 
-@pytest.fixture
-def old_chart(tmp_path: Path) -> Path:
-    """The chart as an older version shipped it: another serviceName (immutable; the selector is the same)."""
-    import re
-    import shutil
-
-    copy = tmp_path / "tf-distributed"
-    shutil.copytree(CHART, copy)
-    workloads = copy / "templates" / "_tf_workloads.tpl"
-    text, count = re.subn(
-        r"serviceName: \{\{ \$name( \| quote)? \}\}", 'serviceName: "{{ $name }}-headless"', workloads.read_text()
-    )
-    assert count == 1, "the chart's StatefulSet template changed: update this fixture"
-    workloads.write_text(text)
-    return copy
-
-
 def old_chart_upgrade(
     cluster: KubeServer, old_chart: Path, linger: int | None, clock: Clock, timeout: float = 300.0
 ) -> tuple[Helm, list[str], guard.UpgradePlan | Exception]:
