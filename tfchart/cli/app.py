@@ -99,10 +99,9 @@ def print_problems(error: ValidationFailed, err: bool = False) -> None:
     policy rule it breaks), then the fix to copy on a line of its own."""
     click.secho(f"✗ {error.message}", fg="red", bold=True, err=err)
     for problem in error.problems:
-        rule = getattr(problem, "rule", "")
         where = click.style(f"{problem.file}:{problem.line}" if problem.file and problem.line is not None
                             else problem.file or "chart default", fg="cyan")  # fmt: skip
-        broken = click.style(f"  (rule {rule})", fg="magenta") if rule else ""
+        broken = click.style(f"  (rule {problem.rule})", fg="magenta") if problem.rule else ""
         click.echo(f"  {where}  {click.style(problem.path, bold=True)}: {problem.message}{broken}", err=err)
         if problem.fix:
             click.echo(f"      fix: {click.style(problem.fix, fg='green')}", err=err)

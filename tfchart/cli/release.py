@@ -99,11 +99,7 @@ def install(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, c
 
     namespace = namespace_after_values(kube, values, name)
     manifests = values.manifests(name, namespace)
-    if flags.dry_run == "client" and not (skip_preflight and registries is None):
-        click.secho("note: --dry-run=client asks neither the cluster nor a registry: no preflight, no image check "
-                    "(--dry-run=server runs both)", fg="yellow", err=True)  # fmt: skip
-    elif not (skip_preflight and registries is None):
-        checked(None if skip_preflight else kube.api(), manifests, name, namespace, registries)
+    checked(None if skip_preflight else kube.api(), manifests, name, namespace, registries, dry_run=flags.dry_run)
     options = replace(flags, namespace=namespace, create_namespace=create_namespace)
     click.echo(release.install(kube.helm(), name, values.chart, values.inputs, options))
 
@@ -148,11 +144,7 @@ def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, i
     if reuse:  # --reuse-values: the deployed values with the user's over them, as helm merges them
         reused = values.over(helm, name, namespace, reuse) if existing else values
         manifests = reused.manifests(name, namespace)
-    if registries is not None and flags.dry_run == "client":
-        click.secho("note: --dry-run=client asks no registry: no image check (--dry-run=server runs it)", fg="yellow",
-                    err=True)  # fmt: skip
-    elif registries is not None:
-        checked(None, manifests, name, namespace, registries)
+    checked(None, manifests, name, namespace, registries, dry_run=flags.dry_run)
     if not existing:  # nothing deployed to compare with: helm installs it
         click.echo(release.install(helm, name, values.chart, values.inputs, options, verb="upgrade"))
         return
@@ -206,11 +198,18 @@ def preflight(name: str, values: ValuesInputs, kube: KubeInputs, registries: fro
 
 
 def checked(api: KubeApi | None, manifests: list[dict[str, Any]], name: str, namespace: str,
-            registries: frozenset[str] | None, output: str = "") -> None:  # fmt: skip
+            registries: frozenset[str] | None, output: str = "", dry_run: str | None = None) -> None:  # fmt: skip
     """The preflight checks (the cluster's with an api, the images' with registries): their report as -o asks, or
-    on stderr where install and upgrade run them on their way; a failed check stops the command."""
+    on stderr where install and upgrade run them on their way (a client dry run asks no one, and says what it leaves
+    out); a failed check stops the command."""
     from tfchart.cluster import preflight as checks
 
+    if dry_run == "client" and (api or registries is not None):
+        asked = ("neither the cluster nor a registry: no preflight, no image check (--dry-run=server runs both)" if api
+                 else "no registry: no image check (--dry-run=server runs it)")  # fmt: skip
+        return click.secho(f"note: --dry-run=client asks {asked}", fg="yellow", err=True)
+    if api is None and registries is None:
+        return None
     findings = checks.run(api, manifests, name, namespace, registries)
     if not emit(checks.report(findings, name, namespace), output):
         checks.render(findings, console(stderr=not output))
