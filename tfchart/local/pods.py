@@ -34,8 +34,6 @@ from tfdcontract import CHIEF, COMPONENT_LABEL, TENSORBOARD, TF_ROLES, WORKER
 from tfdcontract.env import CLUSTER_ENV
 
 RUN_LABEL = "tfchart.run"
-POD_LABEL = "tfchart.pod"
-SANDBOX_LABEL = "tfchart.sandbox"
 SANDBOX_SUFFIX = "-sandbox"
 PAUSE = "trap 'exit 0' TERM INT; sleep infinity & wait"  # the sandbox's process: nothing, until told to stop
 PULL_FLAGS = {"Never": "never", "IfNotPresent": "missing", "Always": "always"}
@@ -338,13 +336,13 @@ def container_pod(pod: LocalPod, engine: str, network: str, namespace: str, doma
     secured = ["--no-healthcheck", *security, *no_tmpfs]
     sandbox = [
         engine, "run", "--detach", "--rm", "--name", sandbox_name,
-        *repeated("--label", [f"{RUN_LABEL}={network}", f"{SANDBOX_LABEL}={pod.name}"]),
+        *repeated("--label", [f"{RUN_LABEL}={network}", f"tfchart.sandbox={pod.name}"]),
         "--network", network, "--hostname", pod.name, *repeated("--network-alias", aliases),
         *repeated("--dns-search", [f"{namespace}.svc.{domain}", f"svc.{domain}", domain]),  # as in a pod's resolv.conf
         *repeated("--publish", (f"127.0.0.1:{free_port()}:{port}" for port in published)),
         "--pull", "never", *secured, "--entrypoint", "/bin/sh", image, "-c", PAUSE,
     ]  # fmt: skip
-    labels = [f"{RUN_LABEL}={network}", f"{POD_LABEL}={pod.name}", f"tfchart.role={pod.role}"]
+    labels = [f"{RUN_LABEL}={network}", f"tfchart.pod={pod.name}", f"tfchart.role={pod.role}"]
     run = [engine, "run", "--rm", "--name", name, *repeated("--label", labels)]
     run += ["--network", f"container:{sandbox_name}"]
     # docker gives a container on another's network that container's hostname; podman shares it on request.
