@@ -243,21 +243,6 @@ def test_an_empty_volcano_queue_is_volcanos_default_queue(tmp_path: Path) -> Non
     assert code == 0, out  # no provider, no Kueue queue: no queue at all, which queue.allowed does not refuse
 
 
-def test_statefulset_claim_templates_are_claims_too() -> None:
-    """The chart renders no volumeClaimTemplates, but a render that has them is checked like any claim."""
-    template = {"metadata": {"name": "data"}, "spec": {"storageClassName": "premium",
-                                                        "resources": {"requests": {"storage": "1Ti"}}}}  # fmt: skip
-    docs = [{"kind": "StatefulSet", "metadata": {"labels": {"app.kubernetes.io/component": "ps"}},
-             "spec": {"replicas": 1, "template": {"spec": {}}, "volumeClaimTemplates": [template]}}]  # fmt: skip
-    rules = {"storage": {"allowedStorageClasses": ["fast-rwx"], "maxClaimSize": "500Gi"}}
-    found = policy.check_values(rules, {}, None, docs)
-    assert [(v.rule, v.path) for v in found] == [
-        ("storage.allowedStorageClasses", "ps"),
-        ("storage.maxClaimSize", "ps"),
-    ]
-    assert "claim template 'data' of the ps pods" in found[0].message and "1Ti" in found[1].message
-
-
 def test_invalid_values_and_the_policy_are_checked_in_one_run() -> None:
     """Values the schema and the chart's rules refuse are checked against the policy all the same (issue 37);
     values helm cannot read at all are not."""

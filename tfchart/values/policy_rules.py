@@ -16,7 +16,7 @@ from tfchart.manifests.images import parse_reference
 from tfchart.manifests.quantity import parse_or_none
 from tfchart.manifests.workloads import ACCELERATORS, Workload, is_gpu_resource, workloads
 from tfchart.values.origins import Origins
-from tfdcontract import COMPONENT_LABEL, HELM_TEST, SUPERVISOR
+from tfdcontract import HELM_TEST, SUPERVISOR
 
 Path_ = tuple[str, ...]
 PROJECT_IMAGE_ROLES = {SUPERVISOR: SUPERVISOR, HELM_TEST: SUPERVISOR}  # whose image block a pod runs
@@ -254,8 +254,8 @@ SET_FORM, WORDS_FORM = "--set {}={}", "set {} to {}"  # how a fix sets a claim's
 
 def claims(c: Context) -> Iterator[tuple[dict[str, Any], str, tuple[Path_, Path_], tuple[str, str], str]]:
     """The claims the release makes, each as (spec, what it is, the values keys named for its StorageClass and its
-    size, the fields a fix sets, how it sets them): its PersistentVolumeClaims (storage.*), the ephemeral volumes
-    of its pods (one claim per pod, from <role>.extraVolumes) and the volumeClaimTemplates of its StatefulSets."""
+    size, the fields a fix sets, how it sets them): its PersistentVolumeClaims (storage.*) and the ephemeral volumes
+    of its pods (one claim per pod, from <role>.extraVolumes; the chart renders no volumeClaimTemplates)."""
     for doc in c.docs:
         if doc.get("kind") == "PersistentVolumeClaim":
             yield doc.get("spec") or {}, "the claim", (("storage", "storageClassName"), ("storage", "size")), \
@@ -275,13 +275,6 @@ def claims(c: Context) -> Iterator[tuple[dict[str, Any], str, tuple[Path_, Path_
                 what = f"the ephemeral volume {name!r} of the {w.component} pods (one claim per pod)"
                 yield template.get("spec") or {}, what, (keys, keys), (f"{base}.storageClassName",
                       f"{base}.resources.requests.storage"), SET_FORM if at else WORDS_FORM  # fmt: skip
-    for doc in c.docs:
-        for index, template in enumerate((doc.get("spec") or {}).get("volumeClaimTemplates") or []):
-            role = str(((doc.get("metadata") or {}).get("labels") or {}).get(COMPONENT_LABEL, doc.get("kind")))
-            name, base = str((template.get("metadata") or {}).get("name", index)), f"the {role} StatefulSet's " \
-                f"volumeClaimTemplates[{index}].spec"
-            yield template.get("spec") or {}, f"the claim template {name!r} of the {role} pods (one claim per pod)", \
-                ((role,), (role,)), (f"{base}.storageClassName", f"{base}.resources.requests.storage"), WORDS_FORM
 
 
 def storage(c: Context) -> Iterator[Problem]:
