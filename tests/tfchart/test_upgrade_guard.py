@@ -496,7 +496,7 @@ def test_many_changed_fields_of_one_object_are_counted_after_the_first_ones() ->
     change = guard.ImmutableChange
     changes = [change("Job", CHIEF, f"spec.template.spec.x{i}", i, i + 1) for i in range(15)]
     plan = guard.UpgradePlan(KubeApi(dict), NS, changes=changes, effects={("Job", CHIEF): guard.RECREATE["Job"]})
-    message = guard.refusal(plan, recreate=False, namespace=NS).message
+    message = guard.refusal(plan, recreate=False).message
     assert message.count(f"  - Job {CHIEF}: spec.template.spec.x") == guard.FIELDS_SHOWN_PER_OBJECT
     assert f"  - Job {CHIEF}: 3 more changed fields" in message
 

@@ -15,13 +15,10 @@ from tfchart.cluster import objects
 from tfchart.cluster.status import read_progress, training_state
 from tfchart.manifests.workloads import gpus
 from tfdcontract import CHART_NAME, INSTANCE_LABEL, PART_OF_LABEL
-from tfdcontract.runstate import parse_time
+from tfdcontract.runstate import parse_time, pod_ended, spec
 
 if TYPE_CHECKING:
     from tfchart.cluster.kube import KubeApi
-
-FINISHED = ("Succeeded", "Failed")
-
 
 def list_runs(api: KubeApi, namespace: str | None, *, now: datetime | None = None) -> list[dict[str, Any]]:
     """The releases in `namespace` (None: every namespace), sorted by namespace and name, each as `list -o json` shows
@@ -38,10 +35,9 @@ def list_runs(api: KubeApi, namespace: str | None, *, now: datetime | None = Non
             if not (instance := (metadata.get("labels") or {}).get(INSTANCE_LABEL)):
                 continue
             each = found[(metadata.get("namespace") or "", instance)]
-            scheduled, phase = (obj.get("spec") or {}).get("nodeName"), (obj.get("status") or {}).get("phase")
             if kind != "Pod":
                 each[kind].append(obj)
-            elif scheduled and phase not in FINISHED and not metadata.get("deletionTimestamp"):
+            elif spec(obj).get("nodeName") and not pod_ended(obj) and not metadata.get("deletionTimestamp"):
                 each["gpus"].append(gpus(obj.get("spec") or {}))
             if kind == "Pod" and objects.role_of(obj) == objects.run_role(each["Job"]) and objects.is_chief_pod(obj):
                 each["Pod"].append(obj)  # a candidate chief

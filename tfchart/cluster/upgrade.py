@@ -215,7 +215,7 @@ def _order(a: str | None, b: str | None) -> int | None:
 
 
 # -- refusing, or recreating and upgrading ---------------------------------------------------------------
-def refusal(plan: UpgradePlan, recreate: bool, namespace: str | None) -> ImmutableFieldChange:
+def refusal(plan: UpgradePlan, recreate: bool) -> ImmutableFieldChange:
     """Every forbidden change, per object and field with both values, then the fixes."""
     lines: list[str] = []
     for (kind, name), each in groupby(sorted(plan.changes, key=(key := lambda c: (c.kind, c.name))), key):
@@ -238,12 +238,11 @@ def refusal(plan: UpgradePlan, recreate: bool, namespace: str | None) -> Immutab
         hints.append("re-run with --recreate to delete these objects, wait until they are gone and let helm create "
                      f"them anew, or revert the values that change them:{listed}")
     if claims:
-        where = f" -n {namespace}" if namespace else ""
         names = ", ".join(name for _, name in claims)
         hints.append(f"--recreate never deletes a {CLAIM} ({names} holds the checkpoints and models): apply the fix "
                      "above, or move to a new claim (create it and pass --set storage.existingClaim=NEW-CLAIM, or "
-                     f"install a new release); deleting it knowingly (`kubectl{where} delete pvc {claims[0][1]}`, its "
-                     "data is lost) lets the next upgrade create it anew")
+                     f"install a new release); deleting it knowingly (`kubectl -n {plan.namespace} delete pvc "
+                     f"{claims[0][1]}`, its data is lost) lets the next upgrade create it anew")
     head = "--recreate does not apply to claims; " if recreate else ""
     return ImmutableFieldChange(f"{head}the API server refuses to change these fields (asked with a dry run), so helm "
                                 "would fail half-way; nothing was changed:\n" + "\n".join(lines), "\n    ".join(hints))
@@ -269,7 +268,7 @@ def upgrade(
     for note in plan.notes:
         say(note)
     if plan.changes and (not recreate or plan.objects(recreatable=False)):
-        raise refusal(plan, recreate, namespace)
+        raise refusal(plan, recreate)
     if plan.changes and not options.dry_run:
         recreate_objects(plan, say, timeout, clock, sleep)
     runner(plan.args)
