@@ -1,9 +1,9 @@
 """The tfchart command line: the click group, and the one place where errors become messages and exit codes
 (docs/cli.md, "Exit codes"; --debug shows tracebacks and the helm commands run). The commands live by family in
 tfchart.cli.release (validate, template, images, install, upgrade, uninstall, preflight), .run (status, stop,
-logs, wait, list, suspend, resume) and .local (local, build), and join the group in tfchart/cli/__init__.py;
-`completion` is here. A command imports what it needs when it runs, so `tfchart validate` costs little more than its
-helm run. Here too, what the commands share: Settings (tfchart's own --debug and --helm), helm's and kubectl's
+logs, wait, list, suspend, resume) and .local (local, build), each `@main_group.command()`, and join the group as
+tfchart/cli/__init__.py imports them; `completion` is here. A command imports what it needs when it runs, so
+`tfchart validate` costs little more than its helm run. Here too, what the commands share: Settings (tfchart's own --debug and --helm), helm's and kubectl's
 conventions (durations, `--timeout 90s`; `-o json|yaml` beside each command's human format), the problem report of
 invalid values and the one rich Console.
 """
@@ -124,7 +124,13 @@ class Settings:
 
 
 class Group(click.Group):
-    """tfchart's group: a mistyped command gets "did you mean" with the one closest command."""
+    """tfchart's group: each command gets tfchart's own options (after the command too) and its help up to the first
+    sentence as its summary in `tfchart --help`, never cut; a mistyped command gets "did you mean" the closest one."""
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        cmd.params += global_options()
+        cmd.short_help = summary(" ".join((cmd.help or "").split()))
+        super().add_command(cmd, name)
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
@@ -168,7 +174,7 @@ def main_group() -> None:
 SHELLS = ("bash", "zsh", "fish")
 
 
-@click.command(context_settings=CONTEXT)
+@main_group.command()
 @click.argument("shell", type=click.Choice(SHELLS))
 def completion(shell: str) -> None:
     """Print the completion script of SHELL: `source <(tfchart completion bash)` in ~/.bashrc,

@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 
 import click
 
-from tfchart.cli.app import CONTEXT, DURATION, console
+from tfchart.cli.app import DURATION, console, main_group
 from tfchart.cli.options import ValuesInputs, values_inputs
 from tfchart.errors import TfchartError
 from tfchart.local import runstate
@@ -20,7 +20,7 @@ from tfdcontract.runstate import FAILED, RUNNING, SUCCEEDED, SUSPENDED, annotati
 LOCAL_RELEASE = "local"  # runs/local-<time>, pods local-tf-distributed-*
 
 
-@click.command(context_settings=CONTEXT)
+@main_group.command()
 @click.option("--cpu", "variants", flag_value="cpu", multiple=True, help="Build the CPU image (Dockerfile.cpu).")
 @click.option("--gpu", "variants", flag_value="gpu", multiple=True, help="Build the GPU image (Dockerfile.gpu).")
 @click.option("--all", "variants", flag_value="all", multiple=True, help="Build both images (the default).")
@@ -61,7 +61,7 @@ def deprecated_source(value: Path | None) -> Path | None:
     return value
 
 
-@click.command(context_settings=CONTEXT)
+@main_group.command()
 @click.argument("name", default=LOCAL_RELEASE, required=False)
 @values_inputs
 @click.option("-n", "--namespace", default="default", show_default=True,

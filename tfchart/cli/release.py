@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tfchart.cli.app import CONTEXT, console, emit, output_option, print_problems, timeout_option
+from tfchart.cli.app import console, emit, main_group, output_option, print_problems, timeout_option
 from tfchart.cli.options import ValuesInputs, image_check, kube_inputs, release_flags, values_inputs
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 DEFAULT_RELEASE = "release-name"  # helm template's own default name
 
 
-@click.command(context_settings=CONTEXT)
+@main_group.command()
 @click.argument("name", default=DEFAULT_RELEASE, required=False)
 @values_inputs
 @click.option("-n", "--namespace", default=None, help="Namespace to render for (default: helm's).")
@@ -48,7 +48,7 @@ def validate(name: str, values: ValuesInputs, namespace: str | None, output: str
         sys.exit(1)
 
 
-@click.command(context_settings=CONTEXT)
+@main_group.command()
 @click.argument("name")
 @values_inputs
 @click.option("-n", "--namespace", default=None, help="Namespace to render for (default: helm's).")
@@ -59,7 +59,7 @@ def template(name: str, values: ValuesInputs, namespace: str | None) -> None:
     sys.stdout.write(rendered(values.settings.helm, values.chart, values.inputs, name, namespace))
 
 
-@click.command("images", context_settings=CONTEXT)
+@main_group.command("images")
 @click.argument("name", default=DEFAULT_RELEASE, required=False)
 @values_inputs
 @click.option("-n", "--namespace", default="default", show_default=True, help="Namespace to render for.")
@@ -84,7 +84,7 @@ def namespace_after_values(kube: KubeInputs, values: ValuesInputs, name: str) ->
         raise
 
 
-@click.command(context_settings=CONTEXT)
+@main_group.command()
 @click.argument("name")
 @values_inputs
 @release_flags
@@ -104,7 +104,7 @@ def install(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, c
     click.echo(release.install(kube.helm(), name, values.chart, values.inputs, options))
 
 
-@click.command(context_settings=CONTEXT)
+@main_group.command()
 @click.argument("name")
 @values_inputs
 @release_flags
@@ -157,7 +157,7 @@ def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, i
     click.secho(f"✓ upgraded {name}", fg="green")
 
 
-@click.command(context_settings=CONTEXT)
+@main_group.command()
 @click.argument("name")
 @click.option("--wait", is_flag=True, help="Wait until the objects are deleted.")
 @timeout_option("How long helm waits: 90s, 10m, 1h30m or seconds.")
@@ -181,7 +181,7 @@ def uninstall(name: str, wait: bool, timeout: float | None, keep_history: bool, 
                        f"delete it with --delete-data or kubectl -n {namespace} delete pvc {claim}")
 
 
-@click.command(context_settings=CONTEXT)
+@main_group.command()
 @click.argument("name", default=DEFAULT_RELEASE, required=False)
 @values_inputs
 @kube_inputs

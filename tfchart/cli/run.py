@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from tfchart.cli.app import CONTEXT, DURATION, console, emit, output_option, timeout_option
+from tfchart.cli.app import DURATION, console, emit, main_group, output_option, timeout_option
 from tfchart.cli.options import KubeInputs, kube_inputs
 from tfdcontract import CHIEF, EVALUATOR, PS, SERVING, TENSORBOARD, WORKER
 
@@ -24,7 +24,7 @@ def lifecycle(timeout_help: str) -> Callable[[Callable[..., None]], Any]:  # mak
     """suspend and resume: NAME, --timeout, --force, --local and --workdir (a `tfchart local` run of NAME on this
     machine), -o and the cluster's options."""
     declared = [
-        click.command(context_settings=CONTEXT), click.argument("name"), timeout_option(timeout_help), force_flag,
+        main_group.command(), click.argument("name"), timeout_option(timeout_help), force_flag,
         click.option("--local", "on_this_machine", is_flag=True,
                      help="A `tfchart local` run of NAME on this machine, not a release."),
         click.option("--workdir", type=click.Path(path_type=Path, file_okay=False), default=None,
@@ -34,7 +34,7 @@ def lifecycle(timeout_help: str) -> Callable[[Callable[..., None]], Any]:  # mak
     return lambda function: functools.reduce(lambda command, option: option(command), reversed(declared), function)
 
 
-@click.command(context_settings=CONTEXT)
+@main_group.command()
 @click.argument("name")
 @output_option("table")
 @kube_inputs
@@ -47,7 +47,7 @@ def status(name: str, output: str, kube: KubeInputs) -> None:
         release_status.render(collected, console())
 
 
-@click.command(context_settings=CONTEXT)
+@main_group.command()
 @click.argument("name")
 @click.option("--end-run", is_flag=True, help="Also end a chief that is still training (its Job is suspended).")
 @timeout_option("How long to wait for the stop to be carried out (default 60s; --end-run: plus the grace period).")
@@ -63,7 +63,7 @@ def stop(name: str, end_run: bool, timeout: float | None, force: bool, kube: Kub
                                                        "evaluator pods")  # fmt: skip
 
 
-@click.command(context_settings=CONTEXT)
+@main_group.command()
 @click.argument("name")
 @click.option("--role", default=None, type=click.Choice([CHIEF, PS, WORKER, EVALUATOR, TENSORBOARD, SERVING]),
               help="The task's role (default: the chief; worker 0 with chief.replicas=0).")
@@ -90,7 +90,7 @@ def logs(name: str, role: str | None, index: int, all_roles: bool, follow: bool,
                     **options)  # fmt: skip
 
 
-@click.command(context_settings=CONTEXT)
+@main_group.command()
 @click.argument("name")
 @timeout_option("Give up after this long (90s, 10m, 1h30m, or seconds); default: wait until the run ends.")
 @kube_inputs
@@ -107,7 +107,7 @@ def wait(name: str, timeout: float | None, kube: KubeInputs) -> None:
         sys.exit(1)
 
 
-@click.command("list", context_settings=CONTEXT)
+@main_group.command("list")
 @click.option("-A", "--all-namespaces", is_flag=True, help="Releases in every namespace.")
 @output_option("table")
 @kube_inputs
