@@ -3,9 +3,9 @@
 tfchart.cli.release (validate, template, images, install, upgrade, uninstall, preflight), .run (status, stop,
 logs, wait, list, suspend, resume) and .local (local, build), each `@main_group.command()`, and join the group as
 tfchart/cli/__init__.py imports them; `completion` is here. A command imports what it needs when it runs, so
-`tfchart validate` costs little more than its helm run. Here too, what the commands share: Settings (tfchart's own --debug and --helm), helm's and kubectl's
-conventions (durations, `--timeout 90s`; `-o json|yaml` beside each command's human format), the problem report of
-invalid values and the one rich Console.
+`tfchart validate` costs little more than its helm run. Here too, what the commands share: Settings (tfchart's own
+--debug and --helm), helm's and kubectl's conventions (durations, `--timeout 90s`; `-o json|yaml` beside each
+command's human format), the problem report of invalid values and the one rich Console.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ class Group(click.Group):
     sentence as its summary in `tfchart --help`, never cut; a mistyped command gets "did you mean" the closest one."""
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
-        cmd.params += global_options()
+        cmd.params += GLOBAL_OPTIONS
         cmd.short_help = summary(" ".join((cmd.help or "").split()))
         super().add_command(cmd, name)
 
@@ -150,22 +150,20 @@ def summary(text: str) -> str:
     return text.rstrip(".")
 
 
-def global_options() -> list[click.Parameter]:
-    """tfchart's own options, accepted before and after the subcommand (`tfchart validate --debug`), as helm's are."""
-
-    def setting(ctx: click.Context, param: click.Parameter, value: bool | str | None) -> None:
-        if value:  # --debug sets Settings.debug, --helm Settings.helm_binary
-            setattr(ctx.ensure_object(Settings), "debug" if param.name == "global_debug" else "helm_binary", value)
-
-    return [
-        click.Option(["--debug", "global_debug"], is_flag=True, expose_value=False, callback=setting,
-                     help="Show tracebacks and the helm commands run."),
-        click.Option(["--helm", "global_helm"], metavar="PATH", expose_value=False, callback=setting,
-                     help="helm binary (default: $TFCHART_HELM, helm on PATH, or the repository's .tools/bin/helm)."),
-    ]  # fmt: skip
+def setting(ctx: click.Context, param: click.Parameter, value: bool | str | None) -> None:
+    if value:  # --debug sets Settings.debug, --helm Settings.helm_binary
+        setattr(ctx.ensure_object(Settings), "debug" if param.name == "global_debug" else "helm_binary", value)
 
 
-@click.group(cls=Group, context_settings=CONTEXT, params=global_options())
+GLOBAL_OPTIONS: tuple[click.Parameter, ...] = (  # tfchart's own, before and after the subcommand, as helm's are
+    click.Option(["--debug", "global_debug"], is_flag=True, expose_value=False, callback=setting,
+                 help="Show tracebacks and the helm commands run."),
+    click.Option(["--helm", "global_helm"], metavar="PATH", expose_value=False, callback=setting,
+                 help="helm binary (default: $TFCHART_HELM, helm on PATH, or the repository's .tools/bin/helm)."),
+)  # fmt: skip
+
+
+@click.group(cls=Group, context_settings=CONTEXT, params=list(GLOBAL_OPTIONS))
 @click.version_option(package_name="tf-distributed", prog_name="tfchart")
 def main_group() -> None:
     """Validate, render, install and watch distributed TensorFlow training on Kubernetes."""
