@@ -235,36 +235,16 @@ def test_an_unchanged_size_on_a_claim_grown_by_hand_is_a_note(cluster: KubeServe
     assert helm.upgraded()
 
 
-@pytest.mark.parametrize(
-    ("deployed", "new", "line", "fix"),
-    [
-        (
-            ["storage.storageClassName=nfs"],
-            ["storage.storageClassName=fast"],
-            'spec.storageClassName: "nfs" -> "fast"',
-            'keep storage.storageClassName at "nfs"',
-        ),
-        (
-            [],  # null: the cluster's default class, which the API server wrote into the claim
-            ["storage.storageClassName=fast"],
-            f'spec.storageClassName: "{DEFAULT_CLASS}" -> "fast"',
-            f'keep storage.storageClassName at "{DEFAULT_CLASS}"',
-        ),
-        (
-            ["storage.storageClassName=nfs"],
-            ["storage.storageClassName=null"],
-            'spec.storageClassName: "nfs" -> (not set)',
-            'keep storage.storageClassName at "nfs"',
-        ),
-        (
-            [],
-            ["storage.accessModes={ReadWriteOnce}"],
-            'spec.accessModes[0]: "ReadWriteMany" -> "ReadWriteOnce"',
-            'keep storage.accessModes at ["ReadWriteMany"]',
-        ),
-    ],
-    ids=["class", "class-from-default", "class-removed", "access-mode"],
-)
+@pytest.mark.parametrize(("deployed", "new", "line", "fix"), [
+    (["storage.storageClassName=nfs"], ["storage.storageClassName=fast"], 'spec.storageClassName: "nfs" -> "fast"',
+     'keep storage.storageClassName at "nfs"'),
+    ([], ["storage.storageClassName=fast"],  # null: the cluster's default class, which the API server wrote in
+     f'spec.storageClassName: "{DEFAULT_CLASS}" -> "fast"', f'keep storage.storageClassName at "{DEFAULT_CLASS}"'),
+    (["storage.storageClassName=nfs"], ["storage.storageClassName=null"], 'spec.storageClassName: "nfs" -> (not set)',
+     'keep storage.storageClassName at "nfs"'),
+    ([], ["storage.accessModes={ReadWriteOnce}"], 'spec.accessModes[0]: "ReadWriteMany" -> "ReadWriteOnce"',
+     'keep storage.accessModes at ["ReadWriteMany"]'),
+], ids=["class", "class-from-default", "class-removed", "access-mode"])  # fmt: skip
 @pytest.mark.parametrize("recreate", [False, True], ids=["plain", "recreate"])
 def test_claim_class_and_access_mode_changes_are_refused_even_with_recreate(
     deployed: list[str], new: list[str], line: str, fix: str, recreate: bool, cluster: KubeServer
@@ -280,9 +260,14 @@ def test_claim_class_and_access_mode_changes_are_refused_even_with_recreate(
     assert not helm.upgraded()
 
 
-def test_setting_the_live_default_class_explicitly_is_no_change(cluster: KubeServer) -> None:
-    helm, _, outcome = run_upgrade(cluster, [], [f"storage.storageClassName={DEFAULT_CLASS}"])
+@pytest.mark.parametrize(("deployed", "new"), [([], [f"storage.storageClassName={DEFAULT_CLASS}"]),
+                                               (["storage.size=10Gi"], ["storage.size=10240Mi"])],
+                         ids=["the-live-default-class-set-explicitly", "a-size-written-another-way"])  # fmt: skip
+def test_the_same_claim_written_another_way_is_no_change(deployed: list[str], new: list[str], cluster: KubeServer
+                                                         ) -> None:  # fmt: skip
+    helm, _, outcome = run_upgrade(cluster, deployed, new)
     assert planned(outcome).changes == [] and helm.upgraded()
+    assert not any(call.resource == "storageclasses" for call in cluster.calls)
 
 
 def test_a_class_for_a_claim_that_has_none_is_allowed_once(cluster: KubeServer) -> None:
@@ -327,12 +312,6 @@ def test_growing_a_claim_whose_class_is_gone_is_refused(cluster: KubeServer) -> 
     _, _, outcome = run_upgrade(cluster, [], ["storage.size=20Gi"])
     message = refused(outcome).message
     assert RESIZE in message and f"allowVolumeExpansion: true on StorageClass {DEFAULT_CLASS}" in message
-
-
-def test_a_size_written_another_way_is_no_change(cluster: KubeServer) -> None:
-    helm, _, outcome = run_upgrade(cluster, ["storage.size=10Gi"], ["storage.size=10240Mi"])
-    assert planned(outcome).changes == [] and helm.upgraded()
-    assert not any(call.resource == "storageclasses" for call in cluster.calls)
 
 
 def test_a_claim_that_cannot_be_read_is_judged_on_the_manifests_and_said(cluster: KubeServer) -> None:
