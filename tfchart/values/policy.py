@@ -1,7 +1,7 @@
 """Policy-checked values: a platform team's rules (`--policy FILE` of validate, install and upgrade). The policy
 file has its own schema (policy.schema.json, every map closed; a size is a Kubernetes quantity as the kubernetes
 client parses it): a typo, a wrong type or a bad quantity is an error at its line. The rules (policy_rules.py) are
-checked on the effective values and their render.
+checked on the effective values and their render (validate.py's check_policy).
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ import yaml
 
 from tfchart.errors import Problem, UsageError, ValidationFailed
 from tfchart.manifests.quantity import parse_or_none
-from tfchart.manifests.workloads import running
-from tfchart.values.origins import Loader, Origins, compose, walk
-from tfchart.values.policy_rules import CHECKS, Context, Path_, dotted
+from tfchart.values.origins import Loader, compose, walk
+from tfchart.values.policy_rules import Path_, dotted
 
 API_VERSION = "tf-distributed.io/policy/v1"
 SCHEMA_PATH = Path(__file__).with_name("policy.schema.json")
@@ -108,11 +107,3 @@ def _line(roots: list[yaml.Node], where: Path_) -> int | None:
         if not rest:
             return (key or node).start_mark.line + 1
     return None
-
-
-def check_values(rules: dict[str, Any], values: dict[str, Any], origins: Origins | None,
-                 docs: list[dict[str, Any]]) -> list[Problem]:  # fmt: skip
-    """Every violation of a policy's `rules` by the values (and their render `docs`), in the policy's rule order."""
-    pods = running(docs)
-    return [found for group, rule in rules.items() for found in CHECKS[group](
-        Context(rule, values, origins, docs, pods))]  # fmt: skip

@@ -19,8 +19,6 @@ from tfchart.values.origins import Origins
 from tfdcontract import HELM_TEST, SUPERVISOR
 
 Path_ = tuple[str, ...]
-PROJECT_IMAGE_ROLES = {SUPERVISOR: SUPERVISOR, HELM_TEST: SUPERVISOR}  # whose image block a pod runs
-VOLCANO_DEFAULT_QUEUE = "default"  # where Volcano puts a PodGroup that names no queue
 
 
 def dotted(keys: Path_) -> str:
@@ -39,7 +37,7 @@ class Context:
 
     rule: dict[str, Any]
     values: dict[str, Any]
-    origins: Origins | None
+    origins: Origins
     docs: list[dict[str, Any]]
     pods: list[Workload]
 
@@ -55,7 +53,7 @@ class Context:
         return node
 
     def violation(self, rule: str, keys: Path_, message: str, value: Any, fix: str) -> Problem:
-        origin = self.origins.nearest(".".join(keys)) if self.origins is not None else None
+        origin = self.origins.nearest(".".join(keys))
         file, line = (origin.source, origin.line) if origin else ("", None)  # an unset key: its block's line
         return Problem(dotted(keys), message, value, fix, file, line, kind="policy", rule=rule)
 
@@ -143,7 +141,7 @@ def image_key(c: Context, component: str, field: str, volume: str | None = None)
             else (component, "extraVolumes")
     if field == "registry" and c.get("global", "imageRegistry"):
         return ("global", "imageRegistry")
-    block = PROJECT_IMAGE_ROLES.get(component, component)
+    block = SUPERVISOR if component in (SUPERVISOR, HELM_TEST) else component  # the helm test pod runs its image
     own = c.get(block, "image", field) or (field == "digest" and c.get(block, "image", "repository"))
     return (block, "image", field) if own else ("image", field)
 
@@ -205,7 +203,7 @@ def queue(c: Context) -> Iterator[Problem]:
     queues = [(kueue, str(c.get(*kueue) or ""), "")]
     if c.get("scheduling", "gang", "provider") == "volcano":
         named = str(c.get(*volcano) or "")
-        queues.append((volcano, named or VOLCANO_DEFAULT_QUEUE, "" if named else " (Volcano's default queue: "
+        queues.append((volcano, named or "default", "" if named else " (Volcano's default queue: "
                        f"{dotted(volcano)} is empty)"))  # fmt: skip
     suggestion = allowed[0] if allowed else "<queue>"
     if c.rule.get("required") and not any(c.get(*keys) for keys, _, _ in queues):
@@ -249,38 +247,34 @@ def downloads(c: Context) -> Iterator[Problem]:
                                   f"remove {flag} from {dotted(given)} (and put the dataset in training.dataDir)")
 
 
-SET_FORM, WORDS_FORM = "--set {}={}", "set {} to {}"  # how a fix sets a claim's field: a values key, else in words
-
-
-def claims(c: Context) -> Iterator[tuple[dict[str, Any], str, tuple[Path_, Path_], tuple[str, str], str]]:
+def claims(c: Context) -> Iterator[tuple[dict[str, Any], str, tuple[Path_, Path_], tuple[str, str]]]:
     """The claims the release makes, each as (spec, what it is, the values keys named for its StorageClass and its
-    size, the fields a fix sets, how it sets them): its PersistentVolumeClaims (storage.*) and the ephemeral volumes
-    of its pods (one claim per pod, from <role>.extraVolumes; the chart renders no volumeClaimTemplates)."""
+    size, the --set keys of those fields): its PersistentVolumeClaims (storage.*) and the ephemeral volumes of its
+    pods (one claim per pod, from <role>.extraVolumes, where the chart renders them from; no volumeClaimTemplates)."""
     for doc in c.docs:
         if doc.get("kind") == "PersistentVolumeClaim":
             yield doc.get("spec") or {}, "the claim", (("storage", "storageClassName"), ("storage", "size")), \
-                ("storage.storageClassName", "storage.size"), SET_FORM  # fmt: skip
+                ("storage.storageClassName", "storage.size")  # fmt: skip
     seen: set[tuple[str, str]] = set()
     for w in c.pods:
         extra = c.get(w.component, "extraVolumes")
         written = [v.get("name") if isinstance(v, dict) else None for v in extra] if isinstance(extra, list) else []
         for volume in w.spec.get("volumes") or []:
-            template, name = (volume.get("ephemeral") or {}).get("volumeClaimTemplate"), str(volume.get("name", ""))
-            if isinstance(template, dict) and (w.component, name) not in seen:
+            template, name = (volume.get("ephemeral") or {}).get("volumeClaimTemplate"), volume.get("name")
+            if isinstance(template, dict) and name in written and (w.component, name) not in seen:
                 seen.add((w.component, name))
-                at = str(written.index(name)) if name in written else ""
-                keys: Path_ = (w.component, "extraVolumes", at) if at else (w.component,)
-                base = f"{w.component}.extraVolumes[{at}].ephemeral.volumeClaimTemplate.spec" if at \
-                    else f"the {name} volume's ephemeral.volumeClaimTemplate.spec"
+                at = written.index(name)
+                keys = (w.component, "extraVolumes", str(at))
+                base = f"{w.component}.extraVolumes[{at}].ephemeral.volumeClaimTemplate.spec"
                 what = f"the ephemeral volume {name!r} of the {w.component} pods (one claim per pod)"
                 yield template.get("spec") or {}, what, (keys, keys), (f"{base}.storageClassName",
-                      f"{base}.resources.requests.storage"), SET_FORM if at else WORDS_FORM  # fmt: skip
+                      f"{base}.resources.requests.storage")  # fmt: skip
 
 
 def storage(c: Context) -> Iterator[Problem]:
     allowed, limit = c.rule.get("allowedStorageClasses"), c.rule.get("maxClaimSize")
-    for spec, what, keys, fields, form in claims(c):
-        name, fix = spec.get("storageClassName"), form.format(fields[0], (allowed or [""])[0])
+    for spec, what, keys, fields in claims(c):
+        name, fix = spec.get("storageClassName"), f"--set {fields[0]}={(allowed or [''])[0]}"
         if allowed is not None and name is None:
             message = f"{what} takes the cluster's default StorageClass (allowed: {', '.join(allowed)})"
             yield c.violation("storage.allowedStorageClasses", keys[0], message, None, fix)
@@ -290,7 +284,7 @@ def storage(c: Context) -> Iterator[Problem]:
         size = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
         if limit is not None and size is not None and (parse_or_none(size) or 0) > (parse_or_none(limit) or 0):
             yield c.violation("storage.maxClaimSize", keys[1], f"{what} is {size}, more than the {limit} allowed",
-                              size, form.format(fields[1], limit))  # fmt: skip
+                              size, f"--set {fields[1]}={limit}")  # fmt: skip
 
 
 def placement(c: Context) -> Iterator[Problem]:

@@ -253,8 +253,10 @@ def _broken_set(origins: Origins, item: Problem) -> str:
 def check_policy(report: Report, path: Path, helm: Helm, chart: Chart, inputs: Inputs) -> Report:
     """Adds the policy's verdict to `report`, on its render (invalid values: the rules' pass's, or one without the
     chart's rules where they refuse)."""
+    from tfchart.manifests.workloads import running
     from tfchart.values import policy as policies
     from tfchart.values.origins import Origins
+    from tfchart.values.policy_rules import CHECKS, Context
 
     report.policy_file = str(path)
     try:
@@ -272,7 +274,10 @@ def check_policy(report: Report, path: Path, helm: Helm, chart: Chart, inputs: I
         report.warnings.append(f"policy {path} not checked: the chart cannot render these values "
                                f"({_last(error.message)})")  # fmt: skip
         return report
-    report.violations = list(policies.check_values(rules, values, Origins(helm, chart, inputs), report.manifests))
+    origins, docs = Origins(helm, chart, inputs), report.manifests
+    pods = running(docs)  # walked once for every check; the violations come in the policy's rule order
+    report.violations = [found for group, rule in rules.items()
+                         for found in CHECKS[group](Context(rule, values, origins, docs, pods))]  # fmt: skip
     report.policy_checked = True
     if not report.violations:
         report.notes.append(f"policy {path}: {plural(len(policies.names(rules)), 'rule')} passed")
