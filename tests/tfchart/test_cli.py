@@ -53,8 +53,6 @@ def test_build_without_an_engine_exits_1_with_a_clear_message(tmp_path: Path) ->
         (["validate", "--chart", "no/such-chart-dir", "--version", "1.0"], 1, "no/such-chart-dir", "stderr"),
         (["--helm", "/no/helm", "validate"], 2, "helm binary not found: /no/helm", "stderr"),
         (["validate", "--helm", "/no/helm"], 2, "helm binary not found: /no/helm", "stderr"),
-        (["upgrade", "mnist"], 69, "no Kubernetes configuration: KUBECONFIG is not set", "stderr"),
-        (["uninstall", "mnist"], 69, "no Kubernetes configuration: KUBECONFIG is not set", "stderr"),
         (["template", "charts/tf-distributed"], 2, "is a chart, not a release name", "stderr"),
         (["validate", "values/gpu.yaml"], 2, "is a values file, not a release name or a chart", "stderr"),
         (["local", "--timeout", "ten"], 2, "not a duration such as 90s, 10m or 1h30m", "stderr"),

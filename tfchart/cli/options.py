@@ -2,8 +2,8 @@
 
 Each decorator adds a family of options and replaces them, in the command's keyword arguments, by
 one object: `values` (-f and helm's --set family), `kube` (--kubeconfig, --kube-context) and `flags`
-(helm's release flags). Settings holds the options of `tfchart` itself (--debug, --helm); `values` and
-`kube` carry it.
+(helm's release flags). Settings (tfchart.cli.app) holds the options of `tfchart` itself (--debug, --helm);
+`values` and `kube` carry it.
 """
 
 from __future__ import annotations
