@@ -28,11 +28,10 @@ DEFAULT_RELEASE = "release-name"  # helm template's own default name
 def validate(name: str, values: ValuesInputs, namespace: str | None, output: str) -> None:
     """Check values as helm does (the chart's schema and its own rules), without a cluster.
 
-    helm renders the chart with the inputs; every problem (the schema's, the chart's rules', the --policy
-    file's) is listed at once with the file:line (or --set argument) that set the key, the message and the
-    fix where one keeps what was meant. NAME (default
-    release-name) and -n are the release the names are rendered for. The report, problems
-    included, is the output (stdout). Exit 0 valid, 1 invalid, 2 usage.
+    helm renders the chart with the inputs; every problem (the schema's, the chart's rules', the --policy file's) is
+    listed at once with the file:line (or --set argument) that set the key, the message and the fix where one keeps
+    what was meant. NAME (default release-name) and -n are the release the names are rendered for. The report,
+    problems included, is the output (stdout). Exit 0 valid, 1 invalid, 2 usage.
     """
     report = values.report(name, namespace)
     if not emit(report.as_dict(), output):
@@ -125,11 +124,11 @@ def upgrade(name: str, values: ValuesInputs, flags: Options, kube: KubeInputs, i
 
     Changes the API server refuses (asked with a server-side dry run: StatefulSet fields, a Job's pod template, a
     Deployment's selector, a claim's class, access modes or a smaller size) are refused before helm runs, each with
-    its field, live and new value. --recreate deletes the StatefulSets, Jobs and Deployments concerned and
-    waits until they are gone; a claim is never recreated. An object already gone from the cluster (a
-    finished chief Job removed by chief.ttlSecondsAfterFinished) is no conflict: helm creates it. Every
-    image must resolve in its registry first (--skip-image-check not to ask). With --reuse-values the
-    values checked are the deployed ones with -f and --set over them, as helm merges them.
+    its field, live and new value. --recreate deletes the StatefulSets, Jobs and Deployments concerned and waits
+    until they are gone; a claim is never recreated. An object already gone from the cluster (a finished chief Job
+    removed by chief.ttlSecondsAfterFinished) is no conflict: helm creates it. Every image must resolve in its
+    registry first (--skip-image-check not to ask). With --reuse-values the values checked are the deployed ones
+    with -f and --set over them, as helm merges them.
     """
     from tfchart.cluster import upgrade as guard
     from tfchart.helm import chart as release
