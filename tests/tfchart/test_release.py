@@ -116,16 +116,9 @@ def live_claim(doc: dict[str, Any], phase: str = "Bound", size: str | None = Non
     return obj
 
 
-def live_cluster(
-    cluster: KubeServer,
-    helm: RecordingHelm,
-    *,
-    namespace: str = NS,
-    chief: bool = True,
-    claim_phase: str = "Bound",
-    claim_size: str | None = None,
-    expandable: bool | None = None,
-) -> KubeServer:
+def live_cluster(cluster: KubeServer, helm: RecordingHelm, *, namespace: str = NS, chief: bool = True,
+                 claim_phase: str = "Bound", claim_size: str | None = None, expandable: bool | None = None
+                 ) -> KubeServer:  # fmt: skip
     """The deployed release as a running training leaves it (without `chief`, the chief Job removed by its TTL)."""
     for doc in deployed_docs(helm, namespace):
         kind = doc["kind"]

@@ -83,18 +83,9 @@ def as_args(items: Sequence[str]) -> list[str]:
     return [arg for item in items for arg in ("--set", item)]
 
 
-def run_upgrade(
-    cluster: KubeServer,
-    deployed: Sequence[str],
-    sets: Sequence[str],
-    *,
-    recreate: bool = False,
-    clock: Clock | None = None,
-    timeout: float = 300.0,
-    failed: Sequence[str] | None = None,
-    deployed_chart: Path = CHART,
-    **live: Any,
-) -> tuple[Helm, list[str], guard.UpgradePlan | Exception]:
+def run_upgrade(cluster: KubeServer, deployed: Sequence[str], sets: Sequence[str], *, recreate: bool = False,
+                clock: Clock | None = None, timeout: float = 300.0, failed: Sequence[str] | None = None,
+                deployed_chart: Path = CHART, **live: Any) -> tuple[Helm, list[str], guard.UpgradePlan | Exception]:
     """tfchart's upgrade of `deployed` (by `deployed_chart`) to `sets` against the cluster (the deployed release as
     `live_cluster` leaves it, unless the test put objects there already): (helm, what it said, plan or error)."""
     if not cluster.objects:
@@ -104,17 +95,9 @@ def run_upgrade(
     said: list[str] = []
     outcome: guard.UpgradePlan | Exception
     try:
-        outcome = upgrade(
-            helm,
-            inputs(sets=[("--set", item) for item in sets]),
-            Options(namespace=NS),
-            recreate=recreate,
-            live=cluster.api(),
-            report=said.append,
-            timeout=timeout,
-            clock=clock,
-            sleep=clock.sleep,
-        )
+        outcome = upgrade(helm, inputs(sets=[("--set", item) for item in sets]), Options(namespace=NS),
+                          recreate=recreate, live=cluster.api(), report=said.append, timeout=timeout, clock=clock,
+                          sleep=clock.sleep)
     except (ImmutableFieldChange, KubernetesError, UsageError) as error:
         outcome = error
     return helm, said, outcome
