@@ -9,15 +9,15 @@ import sys
 import pytest
 
 from tests.chartlib import REPO
-from tests.tfchart.test_cli import tfchart
+from tests.tfchart.test_vocabulary import run_main
 from tfchart.cli.app import SHELLS
 
 
 @pytest.mark.parametrize("shell", SHELLS)
-def test_each_script_calls_back_tfchart(shell: str) -> None:
-    result = tfchart("completion", shell)
-    assert result.returncode == 0 and result.stderr == ""
-    assert "_TFCHART_COMPLETE" in result.stdout and f"{shell}_complete" in result.stdout
+def test_each_script_calls_back_tfchart(shell: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_main(capsys, "completion", shell)
+    assert code == 0 and err == ""
+    assert "_TFCHART_COMPLETE" in out and f"{shell}_complete" in out
 
 
 def test_bash_sources_the_script_and_completes_commands(tmp_path: os.PathLike[str]) -> None:
@@ -37,7 +37,6 @@ def test_bash_sources_the_script_and_completes_commands(tmp_path: os.PathLike[st
     assert completed == "wait"
 
 
-def test_an_unknown_shell_names_the_choices() -> None:
-    result = tfchart("completion", "powershell")
-    assert result.returncode == 2
-    assert "'powershell' is not one of 'bash', 'zsh', 'fish'" in result.stderr
+def test_an_unknown_shell_names_the_choices(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_main(capsys, "completion", "powershell")
+    assert code == 2 and "'powershell' is not one of 'bash', 'zsh', 'fish'" in err
