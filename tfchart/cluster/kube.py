@@ -266,13 +266,9 @@ def translate(error: Exception, host: str, source: str, verb: str, resource: str
                                   " a server much newer or older than the client can also answer so")
     if not isinstance(error, ApiException):
         return error
-    body = error.body.decode("utf-8", errors="replace") if isinstance(error.body, bytes) else error.body
-    try:
-        document = json.loads(body or "null")
-        detail = str(document["message"] if isinstance(document, dict) and document.get("message") else error.reason
-                     or "")  # fmt: skip
-    except ValueError:
-        detail = str(body).strip()[:300]
+    document = json.loads(error.body or "null")  # a metav1.Status: checked_request lets no other answer through
+    detail = str(document.get("message") if isinstance(document, dict) and document.get("message") else error.reason
+                 or "")  # fmt: skip
     status = int(error.status or 0)
     if status == 401:
         return ClusterUnavailable(f"the API server rejected the credentials (401 Unauthorized) to {what}",
