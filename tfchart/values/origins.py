@@ -109,14 +109,8 @@ class Origins:
 
     @cached_property
     def files(self) -> list[tuple[str, list[yaml.Node]]]:
-        """Each -f file's documents, last file first (it wins)."""
-        read = []
-        for file in reversed(self.inputs.files):
-            try:
-                read.append((file.name, compose(Path(file.path).read_bytes())))
-            except OSError:
-                read.append((file.name, []))
-        return read
+        """Each -f file's documents, last file first (it wins); helm has just read them (a pipe's copy for a pipe)."""
+        return [(file.name, compose(Path(file.path).read_bytes())) for file in reversed(self.inputs.files)]
 
     @cached_property
     def sets(self) -> list[tuple[str, list[yaml.Node]]]:

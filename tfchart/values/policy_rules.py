@@ -33,18 +33,13 @@ def _set(keys: Path_, value: Any) -> str:
 @dataclass(frozen=True)
 class Context:
     """What a check reads: the rule's settings, the effective values, where each was set, the render and the
-    pods it runs (each pod template walked once)."""
+    pods it runs (each pod template walked once; one per component, as the chart renders them)."""
 
     rule: dict[str, Any]
     values: dict[str, Any]
     origins: Origins
     docs: list[dict[str, Any]]
     pods: list[Workload]
-
-    @property
-    def roles(self) -> list[Workload]:
-        """The first running pod template of each component."""
-        return [w for index, w in enumerate(self.pods) if w.component not in {p.component for p in self.pods[:index]}]
 
     def get(self, *keys: str) -> Any:
         node: Any = self.values
@@ -182,7 +177,7 @@ def images(c: Context) -> Iterator[Problem]:
 
 def priority_class(c: Context) -> Iterator[Problem]:
     allowed = c.rule.get("allowed")
-    for w in c.roles:
+    for w in c.pods:
         keys, name = (w.component, "priorityClassName"), str(w.spec.get("priorityClassName") or "")
         fix = _set(keys, allowed[0] if allowed else "<priority class>")
         if not name and c.rule.get("required"):
@@ -291,7 +286,7 @@ def placement(c: Context) -> Iterator[Problem]:
     """Node selectors, node affinity and tolerations of every role, as the policy allows them."""
     selectors: dict[str, list[str]] = c.rule.get("allowedNodeSelectors") or {}
     patterns: list[dict[str, Any]] = c.rule.get("allowedTolerations") or []
-    for w in c.roles:
+    for w in c.pods:
         if "allowedNodeSelectors" in c.rule:
             yield from node_selectors(c, w, selectors)
         for index, toleration in enumerate(w.spec.get("tolerations") or [] if "allowedTolerations" in c.rule else []):

@@ -235,9 +235,8 @@ def _located(item: Problem, origins: Origins, fixes: Fixes) -> Problem:
     else:
         fix, edits = fixes.of_value(path, origin, item.choices, null=item.kind == "required")
         message, fix = (f"{message} ({fix})" if fix else message, "") if not edits else (message, fix)
-    kind = "rule" if item.kind == "rule" else "schema"
-    problem = Problem(path, message, origin.text if origin else None, fix, edits=edits, kind=kind)
-    return replace(problem, file=origin.source, line=origin.line) if origin else problem
+    text, file, line = (origin.text, origin.source, origin.line) if origin else (None, "", None)
+    return Problem(path, message, text, fix, file, line, edits, kind="rule" if item.kind == "rule" else "schema")
 
 
 def _broken_set(origins: Origins, item: Problem) -> str:
