@@ -129,11 +129,9 @@ def image_key(c: Context, component: str, field: str, volume: str | None = None)
     _images.tpl): global.imageRegistry first for a registry; else the role's own image block where it
     sets the field (or, for a digest, its own repository); else image.<field>, which it inherits. An
     image volume's is its reference in <role>.extraVolumes."""
-    if volume is not None:
-        extra = c.get(component, "extraVolumes")
-        names = [v.get("name") for v in extra if isinstance(v, dict)] if isinstance(extra, list) else []
-        return (component, "extraVolumes", str(names.index(volume)), "image", "reference") if volume in names \
-            else (component, "extraVolumes")
+    if volume is not None:  # the chart renders image volumes from <role>.extraVolumes only
+        names = [v.get("name") if isinstance(v, dict) else None for v in c.get(component, "extraVolumes") or []]
+        return (component, "extraVolumes", str(names.index(volume)), "image", "reference")
     if field == "registry" and c.get("global", "imageRegistry"):
         return ("global", "imageRegistry")
     block = SUPERVISOR if component in (SUPERVISOR, HELM_TEST) else component  # the helm test pod runs its image
