@@ -3,7 +3,7 @@ a thin CLI, nothing of the trainer, and a size a newcomer can read.
 
     cli/  ->  local/  cluster/ (preflight/)  values/  images/
                  \\         |    (-> images/)  |
-                  +----> helm/  manifests/  <-+      errors.py, console.py  (imported by all)
+                  +----> helm/  manifests/  <-+      errors.py  (imported by all)
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ ALLOWED = {
     "manifests": set(),
 }
 # A limit, not a log: lowered as tfchart/ shrinks, never raised (issue 35's goal is 9,000).
-MAX_LINES = 9498
+MAX_LINES = 8959
 MAX_MODULE_LINES = 400
 
 
