@@ -149,12 +149,12 @@ def test_each_strategy_renders_the_roles_the_contract_names(strategy: str) -> No
 
 
 def test_every_annotation_and_label_the_chart_writes_is_named_in_the_contract() -> None:
-    """The chart's templates spell the run's annotations and the Kubernetes labels literally; each must be one of
-    tfdcontract's (any of its modules)."""
+    """The chart's templates spell the run's annotations, the Kubernetes labels and the API version tfchart renders
+    the chart with literally; each must be one of tfdcontract's (any of its modules)."""
     modules = [contract, *(importlib.import_module(f"tfdcontract.{module.name}")
                            for module in pkgutil.iter_modules(contract.__path__))]  # fmt: skip
     named = {value for module in modules for key, value in vars(module).items()
-             if key.endswith(("_ANNOTATION", "_LABEL")) and isinstance(value, str)}  # fmt: skip
+             if key.endswith(("_ANNOTATION", "_LABEL", "_API_VERSION")) and isinstance(value, str)}  # fmt: skip
     templates = REPO / "charts" / "tf-distributed" / "templates"
     texts = [path.read_text() for path in templates.rglob("*") if path.is_file()]
     keys = r"\b(?:tf-distributed\.io|apps?\.kubernetes\.io|batch\.kubernetes\.io)/[a-z-]+"

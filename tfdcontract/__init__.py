@@ -114,6 +114,9 @@ POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 ANNOTATION_PREFIX = "tf-distributed.io/"
 RUN_SPEC_ANNOTATION = ANNOTATION_PREFIX + "run-spec"
+#: An API version no cluster serves: rendered with it (helm's --api-versions), the chart's rules (_validate.tpl) do not
+#: run, so `tfchart validate --policy` checks the policy on values the rules refuse.
+NO_RULES_API_VERSION = ANNOTATION_PREFIX + "no-rules"
 #: The run record, on the run's Job (the chief Job, or the workers' Job without a chief): a run is
 #: one Job object, so a re-created Job is a new run and carries no record of the old one.
 ENDING_ANNOTATION = ANNOTATION_PREFIX + "ending"

@@ -17,6 +17,7 @@ from tfchart.errors import HelmError, Problem, ValidationFailed, plural
 from tfchart.helm import chart as render
 from tfchart.helm.chart import Chart, Inputs
 from tfchart.helm.runner import Helm
+from tfdcontract import NO_RULES_API_VERSION
 
 if TYPE_CHECKING:
     from tfchart.values.fixes import Edit, Fixes
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 # comments the chart renders for tfchart: a warning above an object (values that may not work), validate.yaml's notes
 CHART_SAYS = {"# WARNING: ": "warnings", "# NOTE: ": "notes"}
 NO_SCHEMA = ("--skip-schema-validation",)  # helm 3.17 and 4: the rules' pass
-NO_RULES = ("--api-versions", "tf-distributed.io/no-rules")  # the chart's rules (_validate.tpl) left out: the policy's
 SLOW_HELM_S = 0.4  # CPU seconds of helm so far past which the rules' pass is left out (3 times a plain render)
 
 
@@ -267,7 +267,7 @@ def check_policy(report: Report, path: Path, helm: Helm, chart: Chart, inputs: I
     try:
         if report.problems and not report.manifests:
             report.manifests = render.manifests(render.template(helm, chart, release, checked, namespace,
-                                                                (*NO_SCHEMA, *NO_RULES)))  # fmt: skip
+                                                                (*NO_SCHEMA, "--api-versions", NO_RULES_API_VERSION)))
         values = render.merged_values(helm, chart, checked)
     except HelmError as error:
         report.warnings.append(f"policy {path} not checked: the chart cannot render these values "
