@@ -6,10 +6,13 @@ in the user's inputs, fixes, did-you-mean, one report, JSON) and that it never a
 
 from __future__ import annotations
 
+import functools
+import http.server
 import json
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -177,6 +180,18 @@ def test_standard_input_and_pipes_are_read_once_and_located(tmp_path: Path) -> N
     [problem] = json.loads(result.stdout)["problems"]
     assert (problem["path"], problem["file"], problem["line"]) == ("worker.replicas", "-", 2)
 
+
+def test_a_values_file_helm_fetches_from_a_url_is_reported_not_a_traceback(tmp_path: Path) -> None:
+    """helm reads `-f http://...` itself: the problems are reported (no line to point at), with the policy's too."""
+    (tmp_path / "bad.yaml").write_text("worker:\n  replicas: -1\n")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        url = f"http://127.0.0.1:{server.server_address[1]}/bad.yaml"
+        code, report, _ = validate_json(HELM_MAJORS[-1], "-f", url, "--policy", "docs/examples/policy.yaml")
+        server.shutdown()
+    assert code == 1 and [p["path"] for p in report["problems"]] == ["worker.replicas"], report
+    assert report["policy"]["checked"], report
 
 def test_values_files_helm_cannot_parse(tmp_path: Path, helm_major: str) -> None:
     broken = tmp_path / "broken.yaml"

@@ -69,9 +69,8 @@ def stream(
             out.flush()
 
 
-def open_log(
-    api: KubeApi, namespace: str, pod: Any, tail: int | None, follow: bool, options: dict[str, Any]
-) -> Generator[str, None, None]:
+def open_log(api: KubeApi, namespace: str, pod: Any, tail: int | None, follow: bool,
+             options: dict[str, Any]) -> Generator[str, None, None]:
     """The lines of the pod's main container's log. A pod whose container never ran has no log, nor one that never
     restarted a previous log: that is said, instead of the API server's 400."""
     role, name = role_of(pod), name_of(pod)

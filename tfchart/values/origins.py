@@ -109,8 +109,9 @@ class Origins:
 
     @cached_property
     def files(self) -> list[tuple[str, list[yaml.Node]]]:
-        """Each -f file's documents, last file first (it wins); helm has just read them (a pipe's copy for a pipe)."""
-        return [(file.name, compose(Path(file.path).read_bytes())) for file in reversed(self.inputs.files)]
+        """Each -f file's documents, last file first (it wins); none for a URL (helm fetched it itself, not tfchart)."""
+        return [(file.name, compose(path.read_bytes() if (path := Path(file.path)).is_file() else None))
+                for file in reversed(self.inputs.files)]
 
     @cached_property
     def sets(self) -> list[tuple[str, list[yaml.Node]]]:
