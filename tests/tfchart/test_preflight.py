@@ -882,7 +882,7 @@ def placed(cluster: KubeServer, rendered: list[dict[str, Any]]) -> list[tuple[st
 
 
 def tas_cluster(cluster: KubeServer, *objects: dict[str, Any], flavor_topology: str | None = "default",
-                served: tuple[str, ...] | None = None) -> KubeServer:  # fmt: skip
+                served: tuple[str, ...] | None = None, inactive: tuple[str, str] | None = None) -> KubeServer:
     """Kueue with LocalQueue team-a -> ClusterQueue team, whose flavors are `default` (no topology) and `tas`
     (the Topology `flavor_topology`, nodes labelled pool=tas), and two racks of two nodes in one block."""
     version = (served or ("v1beta2",))[-1]
@@ -891,7 +891,7 @@ def tas_cluster(cluster: KubeServer, *objects: dict[str, Any], flavor_topology: 
     return cluster.add(
         *kf.crds(*kf.KUEUE_CRDS, *kf.KUEUE_TAS_CRDS, served=served), *racks, kf.node("other"),
         kf.local_queue("team-a", NS, "team", version=version),
-        kf.cluster_queue("team", [{"default": quota, "tas": quota}], version=version),
+        kf.cluster_queue("team", [{"default": quota, "tas": quota}], inactive=inactive, version=version),
         kf.resource_flavor("default", version=version),
         kf.resource_flavor("tas", flavor_topology, {"pool": "tas"}, version=version), *objects,
     )  # fmt: skip
@@ -942,7 +942,12 @@ def test_no_topology_aware_flavor_or_a_missing_topology_fails(cluster: KubeServe
     assert hint.endswith("or --set scheduling.topology.mode=none")
 
     cluster.reset()  # a missing Topology: Kueue keeps the ClusterQueue inactive, which the kueue check reports
-    tas_cluster(cluster, flavor_topology="racks")
+    tas_cluster(cluster, flavor_topology="racks", inactive=("TopologyNotFound", "Can't admit new workloads: "
+                                                            "references missing Topology racks."))  # fmt: skip
+    read = context(cluster, kueue_release())
+    assert (FAIL, "ClusterQueue team is not active (TopologyNotFound: Can't admit new workloads: references missing "
+            "Topology racks.): it admits no workload, the pods would wait gated") in [
+        (f.severity, f.message) for f in check_kueue(read) if f.check == "kueue"]  # fmt: skip
     [level] = placed(cluster, kueue_release())
     assert level[:2] == (FAIL, f"no Topology of ClusterQueue team has the level {RACK} that the ps, worker and "
                          "chief pods ask for (required): Kueue would not admit them; the levels: none of its "
